@@ -1,0 +1,106 @@
+"""Model configuration: one validated dataclass with TransformerLens-compatible derived fields."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+import torch
+
+FORMS = ("tsm", "dual")
+ATTENTIONS = ("softmax", "linear")
+MASKS = ("paper", "full")
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+def from_dict_strict(cls: type, data: dict[str, Any]):
+    """Build a dataclass from a dict, naming unknown keys instead of ignoring them."""
+    names = {f.name for f in fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise ValueError(f"{cls.__name__}: unknown field(s) {unknown}; known fields are {sorted(names)}")
+    return cls(**data)
+
+
+def check_choice(name: str, value: Any, choices) -> None:
+    if value not in choices:
+        raise ValueError(f"{name}: must be one of {tuple(choices)}, got {value!r}")
+
+
+@dataclass
+class ICTDConfig:
+    """Architecture of an ICTD transformer (SPEC §4).
+
+    Args:
+        d_features: feature dimension ``d``; the residual stream has ``d + 3`` rows.
+        n_layers: depth ``L``: one layer is one TD iteration under theta*.
+        gamma: discount used by the temporal shift (TSM form) and by theta*.
+        form: ``"tsm"`` (one head + parameter-free temporal shift) or ``"dual"`` (two heads,
+            the second one's output shifted to the predecessor column).
+        attention: ``"softmax"`` (this paper) or ``"linear"`` (the predecessor's model).
+        tied: share one layer's ``A`` and ``V`` across depth.
+        mask: ``"paper"`` frees ``A``'s feature block and ``V``'s value rows only; ``"full"`` frees all.
+        init_scale: standard deviation of the random initial weights on free entries.
+        dtype: ``"float32"`` or ``"float64"``.
+        seed: seed of the random initial weights.
+    """
+
+    d_features: int
+    n_layers: int = 3
+    gamma: float = 0.9
+    form: str = "tsm"
+    attention: str = "softmax"
+    tied: bool = False
+    mask: str = "paper"
+    init_scale: float = 0.01
+    dtype: str = "float32"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.d_features, int) or self.d_features < 1:
+            raise ValueError(f"d_features: must be a positive integer, got {self.d_features!r}")
+        if not isinstance(self.n_layers, int) or self.n_layers < 1:
+            raise ValueError(f"n_layers: must be a positive integer, got {self.n_layers!r}")
+        if not isinstance(self.gamma, (int, float)) or not 0.0 <= self.gamma < 1.0:
+            raise ValueError(f"gamma: must be in [0, 1), got {self.gamma!r}")
+        check_choice("form", self.form, FORMS)
+        check_choice("attention", self.attention, ATTENTIONS)
+        check_choice("mask", self.mask, MASKS)
+        check_choice("dtype", self.dtype, DTYPES)
+        if not isinstance(self.tied, bool):
+            raise ValueError(f"tied: must be a bool, got {self.tied!r}")
+        if not self.init_scale >= 0:
+            raise ValueError(f"init_scale: must be >= 0, got {self.init_scale!r}")
+        self.gamma = float(self.gamma)
+
+    # TransformerLens-compatible derived fields.
+    @property
+    def d_model(self) -> int:
+        return self.d_features + 3
+
+    @property
+    def n_heads(self) -> int:
+        return 1 if self.form == "tsm" else 2
+
+    @property
+    def d_head(self) -> int:
+        return self.d_model
+
+    @property
+    def attn_only(self) -> bool:
+        return True
+
+    @property
+    def normalization_type(self) -> None:
+        return None
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return DTYPES[self.dtype]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "ICTDConfig":
+        return from_dict_strict(cls, data)

@@ -1,0 +1,231 @@
+"""The hooked ICTD transformer (SPEC §4): one class for theta* and for trained weights.
+
+Residual stream = prompt rows (``[batch, pos, d_model]``). Per layer, attention with query
+``A z_j``, key ``z_i`` and value ``V z_i``, no ``1/sqrt(d)``, the query position masked as a source;
+then either the parameter-free temporal shift (TSM form) or, in the dual form, a second head whose
+output is shifted to the predecessor position. Every intermediate is a ``HookPoint`` named as in
+TransformerLens's HookedTransformer.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Union
+
+import torch
+from einops import einsum, rearrange
+from jaxtyping import Float
+from torch import Tensor, nn
+from transformer_lens.ActivationCache import ActivationCache
+from transformer_lens.FactoredMatrix import FactoredMatrix
+from transformer_lens.HookedRootModule import HookedRootModule
+from transformer_lens.hook_points import HookPoint
+
+from ictd_interp.config import ICTDConfig
+from ictd_interp.masks import attention_mask, value_mask
+from ictd_interp.prompt import PromptLayout
+
+
+def shift_to_predecessor(x: Float[Tensor, "batch pos ..."]) -> Float[Tensor, "batch pos ..."]:
+    """``Z Pi``: position ``k < n`` receives position ``k + 1``; the last position receives 0."""
+    return torch.cat([x[:, 1:], torch.zeros_like(x[:, :1])], dim=1)
+
+
+def softmax_pattern(scores: Float[Tensor, "batch head query_pos key_pos"]) -> Float[Tensor, "batch head query_pos key_pos"]:
+    return torch.softmax(scores, dim=-1)
+
+
+def linear_pattern(scores: Float[Tensor, "batch head query_pos key_pos"]) -> Float[Tensor, "batch head query_pos key_pos"]:
+    """The predecessor's ``(1/n) M0 (Z^T A Z)``: the masked (query) source gets weight 0."""
+    n = scores.shape[-1] - 1
+    return scores.masked_fill(scores == float("-inf"), 0.0) / n
+
+
+class ICTDAttention(nn.Module):
+    """One attention layer; ``A`` is the QK circuit and ``V`` the OV circuit of each head."""
+
+    def __init__(self, cfg: ICTDConfig):
+        super().__init__()
+        self.cfg = cfg
+        shape = (cfg.n_heads, cfg.d_model, cfg.d_model)
+        self.A = nn.Parameter(torch.zeros(shape, dtype=cfg.torch_dtype))
+        self.V = nn.Parameter(torch.zeros(shape, dtype=cfg.torch_dtype))
+        self.register_buffer("mask_A", attention_mask(cfg), persistent=False)
+        self.register_buffer("mask_V", value_mask(cfg), persistent=False)
+        # Heads whose output is shifted to the predecessor position (the dual form's target head).
+        self.register_buffer("shifted_heads", torch.arange(cfg.n_heads) >= 1, persistent=False)
+        self.pattern_fn = softmax_pattern if cfg.attention == "softmax" else linear_pattern
+        self.hook_q = HookPoint()  # [batch, pos, head, d_head]
+        self.hook_k = HookPoint()  # [batch, pos, head, d_head]
+        self.hook_v = HookPoint()  # [batch, pos, head, d_head]
+        self.hook_attn_scores = HookPoint()  # [batch, head, query_pos, key_pos]
+        self.hook_pattern = HookPoint()  # [batch, head, query_pos, key_pos]
+        self.hook_z = HookPoint()  # [batch, pos, head, d_head]
+        self.hook_result = HookPoint()  # [batch, pos, head, d_model]
+
+    def forward(self, resid: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
+        q = self.hook_q(einsum(resid, self.A, "batch pos m, head d m -> batch pos head d"))
+        k = self.hook_k(resid.unsqueeze(2).expand(-1, -1, self.cfg.n_heads, -1))
+        v = self.hook_v(einsum(resid, self.V, "batch pos m, head d m -> batch pos head d"))
+        scores = einsum(q, k, "batch query head d, batch key head d -> batch head query key")
+        scores = self.hook_attn_scores(scores.masked_fill(self._source_mask(scores), float("-inf")))
+        pattern = self.hook_pattern(self.pattern_fn(scores))
+        z = self.hook_z(einsum(pattern, v, "batch head query key, batch key head d -> batch query head d"))
+        result = self.hook_result(self._shift_heads(z))
+        return result.sum(dim=2)
+
+    @staticmethod
+    def _source_mask(scores: Tensor) -> Tensor:
+        """``M``: the query (last) position is never a source."""
+        mask = torch.zeros(scores.shape[-1], dtype=torch.bool, device=scores.device)
+        mask[-1] = True
+        return mask
+
+    def _shift_heads(self, z: Float[Tensor, "batch pos head d"]) -> Float[Tensor, "batch pos head d"]:
+        if self.cfg.n_heads == 1:
+            return z
+        return torch.where(self.shifted_heads[:, None], shift_to_predecessor(z), z)
+
+    @property
+    def QK(self) -> FactoredMatrix:
+        """``[head, d_model, d_model]``: score = ``z_query^T QK z_key`` (``A`` transposed)."""
+        return FactoredMatrix(self.A.transpose(-1, -2), self._eye())
+
+    @property
+    def OV(self) -> FactoredMatrix:
+        """``[head, d_model, d_model]``: written vector = ``z_source^T OV`` (before any shift)."""
+        return FactoredMatrix(self.V.transpose(-1, -2), self._eye())
+
+    def _eye(self) -> Tensor:
+        return torch.eye(self.cfg.d_model, dtype=self.A.dtype, device=self.A.device).expand_as(self.A)
+
+
+class TemporalShift(nn.Module):
+    """TSM (parameter-free): ``U Z + W Z Pi`` rewrites the target row as ``gamma * v(next)``."""
+
+    def __init__(self, cfg: ICTDConfig):
+        super().__init__()
+        layout = PromptLayout(cfg.d_features)
+        self.gamma, self.current = cfg.gamma, layout.current
+        target = torch.zeros(cfg.d_model, dtype=cfg.torch_dtype)
+        target[layout.target] = 1.0
+        self.register_buffer("target_row", target, persistent=False)
+        self.hook_shifted = HookPoint()  # [batch, pos, d_model]
+
+    def forward(self, resid: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
+        nxt = shift_to_predecessor(resid[..., self.current])
+        shifted = self.hook_shifted(self.gamma * nxt.unsqueeze(-1) * self.target_row)
+        return resid * (1 - self.target_row) + shifted
+
+
+class ICTDBlock(nn.Module):
+    def __init__(self, cfg: ICTDConfig):
+        super().__init__()
+        self.hook_resid_pre = HookPoint()  # [batch, pos, d_model]
+        self.attn = ICTDAttention(cfg)
+        self.hook_attn_out = HookPoint()  # [batch, pos, d_model]
+        if cfg.form == "tsm":
+            self.hook_resid_mid = HookPoint()  # [batch, pos, d_model], before the shift
+            self.tsm = TemporalShift(cfg)
+        self.hook_resid_post = HookPoint()  # [batch, pos, d_model]
+
+    def forward(self, resid: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
+        resid = self.hook_resid_pre(resid)
+        resid = resid + self.hook_attn_out(self.attn(resid))
+        if hasattr(self, "tsm"):
+            resid = self.tsm(self.hook_resid_mid(resid))
+        return self.hook_resid_post(resid)
+
+
+class HookedICTDTransformer(HookedRootModule):
+    """ICTD transformer: ``model(prompt)`` returns the value row ``[batch, pos]`` of the last layer.
+
+    The query's prediction is ``model(prompt)[:, -1]``; ``stop_at_layer=l`` returns the residual
+    stream after ``l`` layers instead. theta* and trained weights load into this same class.
+    """
+
+    def __init__(self, cfg: Union[ICTDConfig, dict]):
+        super().__init__()
+        self.cfg = cfg if isinstance(cfg, ICTDConfig) else ICTDConfig.from_dict(cfg)
+        self.layout = PromptLayout(self.cfg.d_features)
+        self.hook_prompt = HookPoint()  # [batch, pos, d_model]
+        self.blocks = nn.ModuleList(ICTDBlock(self.cfg) for _ in range(self.cfg.n_layers))
+        if self.cfg.tied:
+            for block in self.blocks[1:]:
+                block.attn.A, block.attn.V = self.blocks[0].attn.A, self.blocks[0].attn.V
+        self.init_weights()
+        self._mask_gradients()
+        self.setup()
+
+    def init_weights(self) -> None:
+        """Seeded Gaussian init (std ``init_scale``) on the trainable entries, exact zeros elsewhere."""
+        gen = torch.Generator().manual_seed(self.cfg.seed)
+        with torch.no_grad():
+            for attn in self.unique_attention():
+                for param, mask in ((attn.A, attn.mask_A), (attn.V, attn.mask_V)):
+                    noise = torch.randn(param.shape, generator=gen, dtype=param.dtype)
+                    param.copy_(self.cfg.init_scale * noise.to(param.device) * mask)
+
+    def _mask_gradients(self) -> None:
+        """Frozen entries get zero gradient, so every optimiser keeps them at exactly 0."""
+        for attn in self.unique_attention():
+            attn.A.register_hook(lambda grad, attn=attn: grad * attn.mask_A)
+            attn.V.register_hook(lambda grad, attn=attn: grad * attn.mask_V)
+
+    def unique_attention(self) -> list[ICTDAttention]:
+        """The attention modules that own parameters (one when weights are tied)."""
+        return [self.blocks[0].attn] if self.cfg.tied else [b.attn for b in self.blocks]
+
+    def forward(
+        self, prompt: Float[Tensor, "batch pos d_model"], stop_at_layer: Optional[int] = None
+    ) -> Union[Float[Tensor, "batch pos"], Float[Tensor, "batch pos d_model"]]:
+        resid = self.hook_prompt(self.check_prompt(prompt))
+        for block in self.blocks[:stop_at_layer]:
+            resid = block(resid)
+        return resid if stop_at_layer is not None else resid[..., self.layout.current]
+
+    def run_with_cache(self, *args, **kwargs) -> tuple[Tensor, ActivationCache]:
+        """As TransformerLens: the output and an ``ActivationCache`` (``cache["pattern", 0]`` works)."""
+        out, cache = super().run_with_cache(*args, **kwargs)
+        return out, ActivationCache(cache, self, has_batch_dim=not kwargs.get("remove_batch_dim", False))
+
+    def check_prompt(self, prompt: Tensor) -> Tensor:
+        """Fail fast, naming the problem, before any layer runs."""
+        if not isinstance(prompt, Tensor) or prompt.ndim != 3:
+            shape = tuple(prompt.shape) if isinstance(prompt, Tensor) else type(prompt).__name__
+            raise ValueError(f"prompt: expected a tensor [batch, pos, d_model={self.cfg.d_model}], got {shape}")
+        if prompt.shape[-1] != self.cfg.d_model:
+            raise ValueError(
+                f"prompt: width {prompt.shape[-1]} does not match d_model = d_features + 3 = {self.cfg.d_model}"
+            )
+        if prompt.shape[1] < 2:
+            raise ValueError(f"prompt: needs at least one context position and the query, got pos={prompt.shape[1]}")
+        if not torch.isfinite(prompt).all():
+            raise ValueError("prompt: contains NaN or infinite entries")
+        return prompt.to(self.blocks[0].attn.A.dtype)
+
+    @property
+    def QK(self) -> FactoredMatrix:
+        """``[layer, head, d_model, d_model]`` QK circuits (``A^T``), as TransformerLens's ``model.QK``."""
+        return FactoredMatrix(torch.stack([b.attn.QK.A for b in self.blocks]), torch.stack([b.attn.QK.B for b in self.blocks]))
+
+    @property
+    def OV(self) -> FactoredMatrix:
+        """``[layer, head, d_model, d_model]`` OV circuits (``V^T``)."""
+        return FactoredMatrix(torch.stack([b.attn.OV.A for b in self.blocks]), torch.stack([b.attn.OV.B for b in self.blocks]))
+
+    @classmethod
+    def from_theta_star(cls, cfg: ICTDConfig, alpha: float = 1.0) -> "HookedICTDTransformer":
+        """The constructed model that runs ``n_layers`` steps of softmax-weighted TD (Theorem 1)."""
+        from ictd_interp.theta_star import theta_star
+
+        model = cls(cfg)
+        model.load_state_dict(theta_star(cfg, alpha))
+        return model
+
+    @classmethod
+    def from_pretrained(cls, path, device: Optional[str] = None) -> "HookedICTDTransformer":
+        """Load a checkpoint written by :func:`ictd_interp.save_checkpoint`."""
+        from ictd_interp.checkpoint import load_checkpoint
+
+        model = load_checkpoint(path).model
+        return model if device is None else model.to(device)

@@ -1,0 +1,68 @@
+"""The prompt ``Z_0`` of SPEC §3 in TransformerLens layout: ``[batch, pos, d_model]`` (``Z_0`` transposed).
+
+Position ``j < n`` holds ``(x(S_j), R_{j+1}, gamma v(S_{j+1}), v(S_j))``; the last position is the
+query ``(x(S_n), 0, 0, v(S_n))``. Value rows start at 0 and the layers fill them in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+
+@dataclass(frozen=True)
+class PromptLayout:
+    """Names of the ``d + 3`` prompt rows (the residual stream's coordinates)."""
+
+    d_features: int
+
+    @property
+    def features(self) -> slice:
+        return slice(0, self.d_features)
+
+    @property
+    def reward(self) -> int:
+        return self.d_features
+
+    @property
+    def target(self) -> int:
+        return self.d_features + 1
+
+    @property
+    def current(self) -> int:
+        return self.d_features + 2
+
+    @property
+    def d_model(self) -> int:
+        return self.d_features + 3
+
+
+def build_prompt(
+    x: Float[Tensor, "batch pos d_feat"], rewards: Float[Tensor, "batch key_pos"]
+) -> Float[Tensor, "batch pos d_model"]:
+    """Stack features, rewards and two zero value rows; the query's reward is 0."""
+    if x.ndim != 3 or x.shape[1] < 2:
+        raise ValueError(f"x: expected [batch, n+1, d] with n >= 1, got shape {tuple(x.shape)}")
+    if tuple(rewards.shape) != (x.shape[0], x.shape[1] - 1):
+        raise ValueError(f"rewards: expected shape {(x.shape[0], x.shape[1] - 1)} for x {tuple(x.shape)}, got {tuple(rewards.shape)}")
+    rewards = rewards.to(x.dtype)
+    reward_row = torch.cat([rewards, rewards.new_zeros(rewards.shape[0], 1)], dim=1)
+    values = x.new_zeros(*x.shape[:2], 2)
+    return torch.cat([x, reward_row.unsqueeze(-1), values], dim=-1)
+
+
+def context_inputs(
+    features: Float[Tensor, "*batch state d_feat"],
+    reward: Float[Tensor, "*batch state"],
+    states: Int[Tensor, "batch pos"],
+) -> tuple[Float[Tensor, "batch pos d_feat"], Float[Tensor, "batch key_pos"]]:
+    """Look up ``x(S_0..S_n)`` and ``R_1..R_n = r(S_0..S_{n-1})`` for trajectories of the tasks
+    (``features``/``reward`` per task, or one shared matrix broadcast over the batch)."""
+    batch = states.shape[0]
+    feats = features.expand(batch, -1, -1) if features.ndim == 2 else features
+    rew = reward.expand(batch, -1) if reward.ndim == 1 else reward
+    x = torch.gather(feats, 1, states.unsqueeze(-1).expand(-1, -1, feats.shape[-1]))
+    return x, torch.gather(rew, 1, states[:, :-1])
