@@ -12,7 +12,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, NamedTuple, Union
+from typing import Any, NamedTuple, Optional, Union
 
 import torch
 from safetensors import SafetensorError
@@ -23,7 +23,7 @@ from ictd_interp.model import HookedICTDTransformer
 
 FORMAT = "ictd-interp-checkpoint"
 VERSION = 1
-WEIGHTS, CONFIG = "model.safetensors", "config.json"
+WEIGHTS, CONFIG, STATE = "model.safetensors", "config.json", "training_state.pt"
 PathLike = Union[str, os.PathLike]
 
 
@@ -40,8 +40,11 @@ class Checkpoint(NamedTuple):
     metadata: dict[str, Any]
 
 
-def save_checkpoint(model: HookedICTDTransformer, path: PathLike, **metadata: Any) -> Path:
-    """Write ``model`` (weights, config, JSON-serialisable ``metadata``) to the folder ``path``."""
+def save_checkpoint(
+    model: HookedICTDTransformer, path: PathLike, *, training_state: Optional[dict] = None, **metadata: Any
+) -> Path:
+    """Write ``model`` (weights, config, JSON-serialisable ``metadata``) to the folder ``path``;
+    ``training_state`` (optimiser and generator states) goes beside it for exact resumption."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     header = {"format": FORMAT, "version": VERSION, "config": model.cfg.to_dict(), "metadata": metadata}
@@ -50,6 +53,8 @@ def save_checkpoint(model: HookedICTDTransformer, path: PathLike, **metadata: An
         weights = {k: v.detach().cpu().clone().contiguous() for k, v in model.state_dict().items()}
         save_file(weights, str(tmp / WEIGHTS))
         (tmp / CONFIG).write_text(json.dumps(header, indent=2, default=_jsonable))
+        if training_state is not None:
+            torch.save(training_state, tmp / STATE)
         _swap_into_place(tmp, path)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -1,0 +1,59 @@
+"""The fixed evaluation set of a run and the metrics logged along training (SPEC §7)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ictd_interp.metrics import kernel_diagonality, value_signature, weight_cosines
+from ictd_interp.model import HookedICTDTransformer
+from ictd_interp.tasks import TaskBatch, sample_tasks
+
+
+@dataclass
+class EvalSet:
+    """Evaluation tasks seeded apart from training, and theta*'s error on them as the yardstick."""
+
+    tasks: TaskBatch
+    theta_star_msve: float
+
+    @classmethod
+    def build(cls, config) -> "EvalSet":
+        tasks = sample_tasks(config.n_eval_tasks, config.n_states, config.d_features, config.context_len,
+                             config.gamma, feature_kind=config.feature_kind,
+                             feature_scale=config.feature_scale, seed=config.eval_seed)
+        star = HookedICTDTransformer.from_theta_star(config.model).to(config.device)
+        return cls(tasks, msve(star, tasks))
+
+
+@torch.no_grad()
+def msve(model: HookedICTDTransformer, tasks: TaskBatch) -> float:
+    """Mean squared value error of the value row against ``v_pi`` over every context position."""
+    device = next(model.parameters()).device
+    values = model(tasks.prompt.to(device)).double().cpu()
+    return float((values - tasks.v_true).pow(2).mean())
+
+
+@torch.no_grad()
+def evaluate(model: HookedICTDTransformer, eval_set: EvalSet) -> dict[str, Any]:
+    """Every training-time metric of ``model`` on the evaluation tasks."""
+    cfg, tasks = model.cfg, eval_set.tasks
+    device = next(model.parameters()).device
+    values, cache = model.run_with_cache(tasks.prompt.to(device), names_filter=lambda n: n.endswith("hook_pattern"))
+    diag = [
+        kernel_diagonality(cache["pattern", l][:, h].double().cpu(), tasks.states, tasks.mrp.n_states).mean().item()
+        for l in range(cfg.n_layers) for h in range(cfg.n_heads)
+    ]
+    cos = weight_cosines(model, cfg)
+    signature = value_signature(model, cfg)
+    return {
+        "eval_msve": float((values.double().cpu() - tasks.v_true).pow(2).mean()),
+        "theta_star_msve": eval_set.theta_star_msve,
+        "cos_A": cos["A"],
+        "cos_V": cos["V"],
+        "signature": [s["normalised"] for s in signature],
+        "signature_match": [s["matches"] for s in signature],
+        "kernel_diagonality_mean": sum(diag) / len(diag),
+    }
