@@ -1,0 +1,1 @@
+"""Analyses of ICTD transformers: each module a set of pure metrics on models, caches and tasks."""

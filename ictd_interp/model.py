@@ -184,8 +184,9 @@ class HookedICTDTransformer(HookedRootModule):
         return [self.blocks[0].attn] if self.cfg.tied else [b.attn for b in self.blocks]
 
     def forward(
-        self, prompt: Float[Tensor, "batch pos d_model"], stop_at_layer: Optional[int] = None
+        self, prompt: Tensor, stop_at_layer: Optional[int] = None
     ) -> Union[Float[Tensor, "batch pos"], Float[Tensor, "batch pos d_model"]]:
+        """``prompt [batch, pos, d_model]`` is validated by ``check_prompt`` (clear errors, not shape traces)."""
         resid = self.hook_prompt(self.check_prompt(prompt))
         for block in self.blocks[:stop_at_layer]:
             resid = block(resid)

@@ -40,14 +40,15 @@ class PromptLayout:
         return self.d_features + 3
 
 
-def build_prompt(
-    x: Float[Tensor, "batch pos d_feat"], rewards: Float[Tensor, "batch key_pos"]
-) -> Float[Tensor, "batch pos d_model"]:
-    """Stack features, rewards and two zero value rows; the query's reward is 0."""
+def build_prompt(x: Tensor, rewards: Tensor) -> Float[Tensor, "batch pos d_model"]:
+    """Stack features ``x [batch, n+1, d]``, rewards ``[batch, n]`` and two zero value rows; the
+    query's reward is 0. Inputs are validated here, with errors that name them."""
     if x.ndim != 3 or x.shape[1] < 2:
         raise ValueError(f"x: expected [batch, n+1, d] with n >= 1, got shape {tuple(x.shape)}")
     if tuple(rewards.shape) != (x.shape[0], x.shape[1] - 1):
         raise ValueError(f"rewards: expected shape {(x.shape[0], x.shape[1] - 1)} for x {tuple(x.shape)}, got {tuple(rewards.shape)}")
+    if not (torch.isfinite(x).all() and torch.isfinite(rewards).all()):
+        raise ValueError("x/rewards: contain NaN or infinite entries")
     rewards = rewards.to(x.dtype)
     reward_row = torch.cat([rewards, rewards.new_zeros(rewards.shape[0], 1)], dim=1)
     values = x.new_zeros(*x.shape[:2], 2)

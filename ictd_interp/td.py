@@ -11,7 +11,7 @@ computed once.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from einops import einsum
@@ -19,6 +19,8 @@ from jaxtyping import Float
 from torch import Tensor
 
 Kernel = Float[Tensor, "batch key_pos query_pos"]
+# Public functions take ``x [batch, n+1, d]`` and ``rewards [batch, n]`` as plain tensors and validate
+# them, so that bad input gets a ValueError naming it rather than a type-checker trace.
 
 
 def feature_scores(x: Float[Tensor, "batch pos d_feat"]) -> Float[Tensor, "batch key_pos query_pos"]:
@@ -55,7 +57,8 @@ def td_errors(
 
 def _iterate(
     kernel_fn: Callable[[Tensor], Tensor],
-    x: Tensor,
+    x: Tensor,  # [batch, n+1, d], validated below
+
     rewards: Tensor,
     gamma: float,
     n_iters: int,
@@ -81,19 +84,19 @@ def _check_inputs(x: Tensor, rewards: Tensor, gamma: float, n_iters: int) -> Non
         raise ValueError(f"n_iters: must be >= 0, got {n_iters}")
 
 
-def softmax_td(x: Float[Tensor, "batch pos d_feat"], rewards: Float[Tensor, "batch key_pos"], gamma: float,
+def softmax_td(x: Tensor, rewards: Tensor, gamma: float,
                n_iters: int, alpha: float = 1.0) -> Float[Tensor, "batch iter pos"]:
     """Softmax-weighted TD: every iterate ``v_0 = 0, v_1, ..., v_{n_iters}`` on ``S_0..S_n``."""
     return _iterate(softmax_kernel, x, rewards, gamma, n_iters, alpha)
 
 
-def linear_td(x: Float[Tensor, "batch pos d_feat"], rewards: Float[Tensor, "batch key_pos"], gamma: float,
+def linear_td(x: Tensor, rewards: Tensor, gamma: float,
               n_iters: int, alpha: float = 1.0) -> Float[Tensor, "batch iter pos"]:
     """Batch linear TD(0) in function space: ``w += (alpha/n) sum_k delta_k x(S_{k-1})``, ``v = <w, x>``."""
     return _iterate(linear_kernel, x, rewards, gamma, n_iters, alpha)
 
 
-def tabular_td(x: Float[Tensor, "batch pos d_feat"], rewards: Float[Tensor, "batch key_pos"], gamma: float,
+def tabular_td(x: Tensor, rewards: Tensor, gamma: float,
                n_iters: int, alpha: float = 1.0) -> Float[Tensor, "batch iter pos"]:
     """Certainty-equivalence tabular TD: each position moves by the mean TD error of the
     transitions leaving its own state (one-hot features), the ``beta -> inf`` limit of softmax TD."""

@@ -1,0 +1,71 @@
+"""Convergence of the in-context value estimate (SPEC §5, Theorem 2): error versus depth ``L`` and
+versus context length ``n``, with a fitted geometric rate to set beside ``1 - C``."""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import numpy as np
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from ictd_interp import HookedICTDTransformer, ICTDConfig
+from ictd_interp.metrics import assumption_margin
+from ictd_interp.tasks import TaskBatch
+
+
+def sup_error(values: Float[Tensor, "batch pos"], tasks: TaskBatch) -> Float[Tensor, "batch"]:
+    """``||v - v_pi||_inf`` over the states the context visited (its positions)."""
+    return (values.double().cpu() - tasks.v_true).abs().amax(-1)
+
+
+@torch.no_grad()
+def errors_by_depth(model: HookedICTDTransformer, tasks: TaskBatch) -> Float[Tensor, "depth batch"]:
+    """Row ``L`` is the error after ``L`` layers (row 0: ``v_0 = 0``), from one cached forward."""
+    device = next(model.parameters()).device
+    _, cache = model.run_with_cache(tasks.prompt.to(device), names_filter=lambda n: n.endswith("hook_resid_post"))
+    current = model.layout.current
+    rows = [sup_error(torch.zeros_like(tasks.v_true), tasks)]
+    rows += [sup_error(cache["resid_post", l][..., current], tasks) for l in range(model.cfg.n_layers)]
+    return torch.stack(rows)
+
+
+def theta_star_model(cfg: ICTDConfig, depth: int) -> HookedICTDTransformer:
+    """theta* at another depth (theta* is the same layer repeated, so depth is free)."""
+    return HookedICTDTransformer.from_theta_star(ICTDConfig.from_dict({**cfg.to_dict(), "n_layers": depth}))
+
+
+@torch.no_grad()
+def errors_by_context(model: HookedICTDTransformer, tasks: TaskBatch, lengths: Sequence[int]) -> Float[Tensor, "length batch"]:
+    """Final-layer error on the prefixes ``S_0..S_n`` of the tasks' trajectories, for each ``n``."""
+    longest = tasks.states.shape[1] - 1
+    if max(lengths) > longest or min(lengths) < 1:
+        raise ValueError(f"lengths: must lie in [1, {longest}] (the trajectories' length), got {list(lengths)}")
+    rows = []
+    for n in lengths:
+        prefix = TaskBatch(tasks.mrp, tasks.features, tasks.states[:, : n + 1])
+        rows.append(sup_error(model(prefix.prompt.to(next(model.parameters()).device)), prefix))
+    return torch.stack(rows)
+
+
+def fit_geometric(errors: Sequence[float], depths: Optional[Sequence[int]] = None) -> dict[str, float]:
+    """Fit ``e_L = a rho^L + floor`` (least squares over a fine grid of ``rho``; ``a`` and ``floor``
+    in closed form for each), the shape Theorem 2 predicts."""
+    e = np.asarray(errors, dtype=float)
+    L = np.arange(len(e), dtype=float) if depths is None else np.asarray(depths, dtype=float)
+    best = {"rate": float("nan"), "amplitude": float("nan"), "floor": float("nan"), "sse": float("inf")}
+    for rho in np.linspace(0.001, 0.999, 999):
+        design = np.stack([rho**L, np.ones_like(L)], axis=1)
+        coef, *_ = np.linalg.lstsq(design, e, rcond=None)
+        sse = float(((design @ coef - e) ** 2).sum())
+        if sse < best["sse"]:
+            best = {"rate": float(rho), "amplitude": float(coef[0]), "floor": float(coef[1]), "sse": sse}
+    return best
+
+
+def margins(model: HookedICTDTransformer, tasks: TaskBatch, layer: int = 0, head: int = 0) -> Float[Tensor, "batch"]:
+    """Assumption 5.1 margin ``C`` of each task under the layer's feature block of ``A``."""
+    d = model.cfg.d_features
+    A_ff = model.blocks[layer].attn.A.detach()[head, :d, :d].double().cpu()
+    return assumption_margin(tasks.features, A_ff, tasks.mrp.mu_pi, model.cfg.gamma)

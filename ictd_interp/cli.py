@@ -1,0 +1,132 @@
+"""``ictd-interp`` command line: the one module that composes the core with ``analyses`` and ``hooks``.
+
+Subcommands: ``construct`` (theta* convergence table), ``train`` / ``train --resume``, ``analyze``,
+``reproduce`` (train then analyse) and ``evaluate`` (out-of-distribution MRP sources).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import torch
+
+from ictd_interp.cli_args import add_config_args, config_from_args
+from ictd_interp.config import ICTDConfig, check_choice
+from ictd_interp.train_config import PRESETS, TrainConfig
+
+
+@dataclass
+class ConstructConfig:
+    """theta* on randomized Boyan chains: error versus depth.
+
+    Args:
+        n_states: states per Boyan chain.
+        d_features: feature dimension (one-hot needs d_features >= n_states).
+        feature_kind: ``onehot`` (a diagonal kernel when scaled) or ``uniform``.
+        feature_scale: inverse temperature of the softmax kernel.
+        context_len: ``n``, transitions in the context.
+        gamma: discount.
+        max_depth: deepest model; depths 1, 2, 4, ... up to it are reported.
+        form: ``tsm`` or ``dual``.
+        n_tasks: tasks averaged over.
+        seed: seeds the tasks.
+    """
+
+    n_states: int = 10
+    d_features: int = 10
+    feature_kind: str = "onehot"
+    feature_scale: float = 3.0
+    context_len: int = 200
+    gamma: float = 0.9
+    max_depth: int = 64
+    form: str = "tsm"
+    n_tasks: int = 32
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_choice("feature_kind", self.feature_kind, ("onehot", "uniform"))
+        if self.feature_kind == "onehot" and self.d_features < self.n_states:
+            raise ValueError(f"d_features: one-hot features need d_features >= n_states ({self.d_features} < {self.n_states})")
+        for name in ("n_states", "d_features", "context_len", "max_depth", "n_tasks"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}: must be positive, got {getattr(self, name)}")
+
+    @property
+    def model(self) -> ICTDConfig:
+        return ICTDConfig(d_features=self.d_features, n_layers=self.max_depth, gamma=self.gamma,
+                          form=self.form, dtype="float64")
+
+
+def construct(cfg: ConstructConfig) -> str:
+    """The table of ``||v_L - v_pi||_inf`` versus depth for theta*, with the margin ``C``."""
+    from analyses.convergence import errors_by_depth, fit_geometric, margins
+    from ictd_interp import HookedICTDTransformer
+    from ictd_interp.tasks import sample_tasks
+
+    tasks = sample_tasks(cfg.n_tasks, cfg.n_states, cfg.d_features, cfg.context_len, cfg.gamma,
+                         feature_kind=cfg.feature_kind, feature_scale=cfg.feature_scale, seed=cfg.seed)
+    model = HookedICTDTransformer.from_theta_star(cfg.model)
+    errors = errors_by_depth(model, tasks).mean(-1)
+    C = margins(model, tasks)
+    fit = fit_geometric(errors.tolist())
+    depths = [2**k for k in range(cfg.max_depth.bit_length()) if 2**k <= cfg.max_depth]
+    lines = [f"theta* ({cfg.form} form) on {cfg.n_tasks} Boyan chains, s={cfg.n_states}, n={cfg.context_len}, "
+             f"{cfg.feature_kind} features x{cfg.feature_scale}, gamma={cfg.gamma}",
+             f"Assumption 5.1 margin C: mean {C.mean():.4f}, min {C.min():.4f} "
+             f"(holds when 0 < C < (1-gamma)/2 = {(1 - cfg.gamma) / 2:.3f}; "
+             f"{int((C > 0).sum())}/{len(C)} tasks have C > 0)",
+             f"{'depth L':>8}  {'||v_L - v_pi||_inf':>20}"]
+    lines += [f"{L:>8}  {errors[L]:>20.6f}" for L in depths]
+    lines.append(f"fitted geometric rate {fit['rate']:.4f}, floor {fit['floor']:.6f}; 1 - C = {1 - C.mean():.4f}")
+    return "\n".join(lines)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ictd-interp", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("construct", help="theta*: error versus depth on Boyan chains")
+    add_config_args(p, ConstructConfig)
+    p = sub.add_parser("train", help="pretrain an ICTD transformer (every TrainConfig field is a flag)")
+    p.add_argument("--preset", default="quick", choices=sorted(PRESETS))
+    p.add_argument("--out", help="run directory (required unless --resume)")
+    p.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its latest checkpoint")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    add_config_args(p, TrainConfig)
+    return parser
+
+
+def _train(args: argparse.Namespace) -> int:
+    from ictd_interp.train import resume, train
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.resume:
+        run = resume(args.resume)
+    else:
+        if not args.out:
+            raise ValueError("--out: a run directory is required (or --resume DIR)")
+        run = train(config_from_args(PRESETS[args.preset], args), args.out)
+    state = "interrupted; resume with --resume" if run.interrupted else "finished"
+    print(f"{run.out_dir}: {state} at step {run.step}")
+    return 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "construct":
+            print(construct(config_from_args(ConstructConfig(), args)))
+            return 0
+        if args.command == "train":
+            return _train(args)
+    except (ValueError, FileNotFoundError, FileExistsError) as err:
+        print(f"ictd-interp {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

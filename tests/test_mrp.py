@@ -1,0 +1,106 @@
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ictd_interp import MRP, boyan_chain, boyan_chains, make_features, sample_trajectories
+
+
+def two_state(**kw):
+    args = dict(P=[[0.5, 0.5], [1.0, 0.0]], r=[1.0, -1.0], mu0=[1.0, 0.0], gamma=0.5)
+    return MRP(**{**args, **kw})
+
+
+def test_two_state_values_by_hand():
+    # v0 = 1 + .5 (.5 v0 + .5 v1), v1 = -1 + .5 v0  =>  v0 = .75 + .375 v0  =>  v0 = 1.2, v1 = -.4
+    mrp = two_state()
+    assert mrp.v_pi.tolist() == pytest.approx([1.2, -0.4], abs=1e-12)
+    # stationary: mu0 = .5 mu0 + mu1, mu1 = .5 mu0 => mu = (2/3, 1/3)
+    assert mrp.mu_pi.tolist() == pytest.approx([2 / 3, 1 / 3], abs=1e-12)
+
+
+@pytest.mark.parametrize(
+    "field, kwargs",
+    [
+        ("P", {"P": [[0.5, 0.4], [1.0, 0.0]]}),
+        ("P", {"P": [[1.5, -0.5], [1.0, 0.0]]}),
+        ("P", {"P": [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]}),
+        ("P", {"P": [[float("nan"), 1.0], [1.0, 0.0]]}),
+        ("r", {"r": [1.0, 2.0, 3.0]}),
+        ("mu0", {"mu0": [0.7, 0.7]}),
+        ("gamma", {"gamma": 1.0}),
+        ("gamma", {"gamma": -0.1}),
+    ],
+)
+def test_validation_names_the_field(field, kwargs):
+    with pytest.raises(ValueError, match=f"^{field}:"):
+        two_state(**kwargs)
+
+
+def test_rows_within_tolerance_accepted():
+    two_state(P=[[0.5 + 1e-10, 0.5 - 1e-10], [1.0, 0.0]])
+
+
+@settings(max_examples=30, deadline=None)
+@given(s=st.integers(2, 15), seed=st.integers(0, 2**31 - 1), gamma=st.floats(0.0, 0.99))
+def test_boyan_structure(s, seed, gamma):
+    mrp = boyan_chain(s, gamma, seed=seed)
+    P = mrp.P
+    assert torch.allclose(P.sum(-1), torch.ones(s, dtype=P.dtype), atol=1e-12)
+    for i in range(s - 2):
+        nonzero = set(torch.nonzero(P[i]).flatten().tolist())
+        assert nonzero == {i + 1, i + 2}
+        assert 0.01 <= P[i, i + 1] <= 0.99
+    assert P[s - 2, s - 1] == 1.0
+    assert (P[s - 1] > 0).all()
+    assert (mrp.r.abs() <= 1).all() and (mrp.mu0 > 0).all()
+    bellman = mrp.r + gamma * P @ mrp.v_pi
+    assert torch.allclose(bellman, mrp.v_pi, atol=1e-9)
+    assert torch.allclose(mrp.mu_pi @ P, mrp.mu_pi, atol=1e-10)
+
+
+def test_boyan_single_equals_batched_draw():
+    one = boyan_chain(7, seed=3)
+    batch = boyan_chains(1, 7, 0.9, torch.Generator().manual_seed(3))
+    assert torch.equal(one.P, batch.P[0]) and torch.equal(one.r, batch.r[0])
+
+
+def test_representable_reward_puts_v_in_feature_span():
+    X = make_features(8, 3, generator=torch.Generator().manual_seed(1))
+    mrp = boyan_chain(8, 0.9, seed=1, representable=True, features=X)
+    w, *_ = torch.linalg.lstsq(X, mrp.v_pi.unsqueeze(-1))
+    assert torch.allclose(X @ w.squeeze(-1), mrp.v_pi, atol=1e-9)
+    with pytest.raises(ValueError, match="features"):
+        boyan_chain(8, representable=True)
+
+
+def test_features():
+    X = make_features(4, 6, "onehot", scale=2.5)
+    assert torch.equal(X, 2.5 * torch.eye(4, 6, dtype=torch.float64))
+    U = make_features(5, 3, scale=2.0, generator=torch.Generator().manual_seed(0), batch=7)
+    assert U.shape == (7, 5, 3) and U.abs().max() <= 2.0
+    with pytest.raises(ValueError, match="d >= n_states"):
+        make_features(5, 3, "onehot")
+    with pytest.raises(ValueError, match="kind"):
+        make_features(5, 3, "gaussian")
+
+
+def test_trajectories_follow_P_exactly_and_are_seeded():
+    mrp = MRP(P=[[0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [1.0, 0.0, 0.0]], r=[0, 0, 0], mu0=[0, 1, 0], gamma=0.9)
+    traj = sample_trajectories(mrp, 7, batch=3, seed=0)
+    assert traj.tolist() == [[1, 2, 0, 1, 2, 0, 1, 2]] * 3
+    mrp = boyan_chains(5, 6, 0.9, torch.Generator().manual_seed(0))
+    a = sample_trajectories(mrp, 40, seed=11)
+    assert torch.equal(a, sample_trajectories(mrp, 40, seed=11)) and a.shape == (5, 41)
+    for b in range(5):  # every transition has positive probability under its own task
+        assert (mrp.P[b, a[b, :-1], a[b, 1:]] > 0).all()
+
+
+def test_trajectory_transition_frequencies_match_P():
+    mrp = MRP(P=[[0.2, 0.8], [0.6, 0.4]], r=[0, 0], mu0=[0.5, 0.5], gamma=0.5)
+    traj = sample_trajectories(mrp, 2000, batch=20, seed=0)
+    src, dst = traj[:, :-1].flatten(), traj[:, 1:].flatten()
+    for s in range(2):
+        freq = (dst[src == s] == 1).double().mean().item()
+        assert freq == pytest.approx(mrp.P[s, 1].item(), abs=0.02)
