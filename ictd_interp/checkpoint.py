@@ -141,3 +141,10 @@ def _check_weights(model: HookedICTDTransformer, weights: dict[str, torch.Tensor
             )
         if not torch.isfinite(tensor).all():
             raise CheckpointError(f"{folder}: corrupt weights: {name} holds NaN or infinite entries")
+        module, kind = name.rsplit(".", 1)
+        frozen = getattr(model.get_submodule(module), f"mask_{kind}") == 0
+        if (tensor[frozen] != 0).any():
+            raise CheckpointError(f"{folder}: config mismatch: {name} has nonzero entries that the "
+                                  f"{model.cfg.mask!r} training mask freezes at 0")
+    if model.cfg.tied and any(not torch.equal(weights[n], weights[n.replace(n.split(".")[1], "0", 1)]) for n in weights):
+        raise CheckpointError(f"{folder}: config mismatch: the config says tied but layers hold different weights")

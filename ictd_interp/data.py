@@ -26,6 +26,13 @@ class WindowBatch:
     query_return: Float[Tensor, "task window"]  # truncated discounted return from S_{t+n}
     n_windows: int
 
+    def select_tasks(self, index: slice) -> "WindowBatch":
+        """The windows of a subset of the tasks."""
+        w = self.n_windows
+        prompts = self.prompts.view(-1, w, *self.prompts.shape[1:])[index].flatten(0, 1)
+        return WindowBatch(prompts, self.query_reward[index], self.query_value[index],
+                           self.query_return[index], w)
+
     def to(self, device: torch.device | str, dtype: torch.dtype) -> "WindowBatch":
         move = lambda t: t.to(device=device, dtype=dtype)  # noqa: E731
         return WindowBatch(move(self.prompts), move(self.query_reward), move(self.query_value),

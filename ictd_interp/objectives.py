@@ -40,11 +40,7 @@ def neu_loss(model: HookedICTDTransformer, batch: WindowBatch) -> Tensor:
 
     ``u`` is the vector-Jacobian product ``J^T delta / N`` taken with ``create_graph=True``, so the
     loss stays differentiable through both ``delta`` and the Jacobian ``J = d v^ / d theta``."""
-    v = query_values(model, batch)
-    delta = td_errors_of_windows(v, batch, model.cfg.gamma, bootstrap_grad=True)
-    params = [p for p in model.parameters() if p.requires_grad]
-    u = torch.autograd.grad(v[:, :-1], params, grad_outputs=delta / delta.numel(), create_graph=True)
-    return sum(g.pow(2).sum() for g in u)
+    return expected_update(model, batch, create_graph=True).pow(2).sum()
 
 
 def mc_loss(model: HookedICTDTransformer, batch: WindowBatch) -> Tensor:
@@ -60,3 +56,23 @@ def supervised_loss(model: HookedICTDTransformer, batch: WindowBatch) -> Tensor:
 LOSSES: dict[str, Callable[[HookedICTDTransformer, WindowBatch], Tensor]] = {
     "td": td_loss, "neu": neu_loss, "mc": mc_loss, "supervised": supervised_loss,
 }
+
+
+def expected_update(model: HookedICTDTransformer, batch: WindowBatch, create_graph: bool = False) -> Tensor:
+    """``u(theta) = mean_t delta_t grad v^_t`` over the batch, flattened over the parameters
+    (gradients are needed to define it, so it is computed with autograd on even under no_grad)."""
+    with torch.enable_grad():
+        v = query_values(model, batch)
+        delta = td_errors_of_windows(v, batch, model.cfg.gamma, bootstrap_grad=True)
+        params = [p for p in model.parameters() if p.requires_grad]
+        u = torch.autograd.grad(v[:, :-1], params, grad_outputs=delta / delta.numel(), create_graph=create_graph)
+    return torch.cat([g.flatten() for g in u])
+
+
+def neu_unbiased(model: HookedICTDTransformer, batch: WindowBatch) -> float:
+    """Unbiased estimate of ``||E u||^2``: the inner product of ``u`` on two independent halves of
+    the tasks (the plain ``||u||^2`` is biased upward by the batch variance)."""
+    half = batch.query_reward.shape[0] // 2
+    halves = [batch.select_tasks(slice(0, half)), batch.select_tasks(slice(half, 2 * half))]
+    u0, u1 = (expected_update(model, h) for h in halves)
+    return float(u0 @ u1)
