@@ -69,3 +69,21 @@ def margins(model: HookedICTDTransformer, tasks: TaskBatch, layer: int = 0, head
     d = model.cfg.d_features
     A_ff = model.blocks[layer].attn.A.detach()[head, :d, :d].double().cpu()
     return assumption_margin(tasks.features, A_ff, tasks.mrp.mu_pi, model.cfg.gamma)
+
+
+def feature_scale_sweep(
+    cfg: ICTDConfig, tasks_for_scale, scales: Sequence[float], depth: int = 32
+) -> list[dict[str, float]]:
+    """For each feature scale (the kernel's inverse temperature): theta*'s margin ``C`` and its error
+    at depth 1 and ``depth``. ``tasks_for_scale(scale)`` returns the tasks with features at that scale,
+    so the transition where Assumption 5.1 starts to hold (``C > 0``) shows against the error."""
+    model = theta_star_model(cfg, depth)
+    rows = []
+    for scale in scales:
+        tasks = tasks_for_scale(scale)
+        errors = errors_by_depth(model, tasks).mean(-1)
+        C = margins(model, tasks)
+        rows.append({"scale": float(scale), "margin_mean": float(C.mean()), "margin_min": float(C.min()),
+                     "frac_tasks_assumption": float((C > 0).double().mean()),
+                     "error_depth_1": float(errors[1]), f"error_depth_{depth}": float(errors[depth])})
+    return rows

@@ -95,6 +95,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its latest checkpoint")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     add_config_args(p, TrainConfig)
+    p = sub.add_parser("analyze", help="every metric and figure for a checkpoint or run directory")
+    p.add_argument("path", help="a run directory or a checkpoint folder")
+    p.add_argument("--out", required=True, help="folder for summary.json, summary.md and figures/")
+    p = sub.add_parser("reproduce", help="train a preset, then analyse it against theta*")
+    p.add_argument("--preset", default="quick", choices=sorted(PRESETS))
+    p.add_argument("--out", required=True, help="folder: run/ (training) and analysis/ (report)")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    add_config_args(p, TrainConfig)
     return parser
 
 
@@ -114,6 +122,34 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _analyze(path: str, out: str) -> None:
+    from analyses.report import analyze
+
+    summary = analyze(path, out)
+    m = summary["metrics"]
+    print(f"{out}/summary.md: cos(V, V*) per layer {[round(c, 3) for c in m['cos_V']]}, "
+          f"signs (+,+,-) {m['signature_match']}, MSVE {m['eval_msve']:.4f} (theta* {m['theta_star_msve']:.4f})")
+
+
+def _reproduce(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from ictd_interp.train import resume, train
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    run_dir = Path(args.out) / "run"
+    if (run_dir / "config.json").exists():
+        run = resume(run_dir)  # an interrupted reproduce picks up where it stopped
+    else:
+        run = train(config_from_args(PRESETS[args.preset], args), run_dir)
+    if run.interrupted:
+        print(f"{run_dir}: interrupted at step {run.step}; run the same command again to continue")
+        return 130
+    _analyze(str(run_dir), str(Path(args.out) / "analysis"))
+    return 0
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -122,6 +158,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return 0
         if args.command == "train":
             return _train(args)
+        if args.command == "analyze":
+            _analyze(args.path, args.out)
+            return 0
+        if args.command == "reproduce":
+            return _reproduce(args)
     except (ValueError, FileNotFoundError, FileExistsError) as err:
         print(f"ictd-interp {args.command}: error: {err}", file=sys.stderr)
         return 2

@@ -21,7 +21,7 @@ SIGNATURE_SIGNS = (1.0, 1.0, -1.0)
 
 def cosine(a: Tensor, b: Tensor) -> float:
     """Cosine of two flattened tensors (0 when either is zero); invariant to positive rescaling."""
-    a, b = a.flatten().double(), b.flatten().double()
+    a, b = a.detach().flatten().double(), b.detach().flatten().double()
     denom = a.norm() * b.norm()
     return float(a @ b / denom) if denom > 0 else 0.0
 

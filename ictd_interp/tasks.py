@@ -47,6 +47,10 @@ class TaskBatch:
     def __len__(self) -> int:
         return self.states.shape[0]
 
+    def __getitem__(self, index) -> "TaskBatch":
+        """A subset of the tasks (``tasks[:64]``)."""
+        return TaskBatch(self.mrp[index], self.features[index], self.states[index])
+
 
 def sample_tasks(
     n_tasks: int,

@@ -106,7 +106,7 @@ class TrainConfig:
 
 PRESETS: dict[str, TrainConfig] = {
     # README main command: tied weights reach theta*'s signature within minutes on 2 CPU cores.
-    "quick": TrainConfig(tied=True, steps=4000, lr=1e-3, eval_every=250, checkpoint_every=1000, n_eval_tasks=256),
+    "quick": TrainConfig(tied=True, steps=3000, lr=3e-3, eval_every=250, checkpoint_every=1000, n_eval_tasks=256),
     # The predecessor's scale with per-layer weights and a long run.
     "paper": TrainConfig(tied=False, steps=30000, eval_every=1000, checkpoint_every=5000),
     # One layer's weights shared across depth, as the predecessor's default mode, run long.

@@ -1,0 +1,150 @@
+"""``ictd-interp analyze``: every metric and figure for a checkpoint or a run, written to a folder.
+
+Validates the path first, computes each result once, saves the numbers (``summary.json``), then
+draws every figure from those saved numbers (PNG and SVG) and writes ``summary.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Optional, Union
+
+import torch
+
+from analyses import figures
+from analyses.algorithm_fit import fit_layers
+from analyses.attention import state_kernels
+from analyses.convergence import errors_by_context, errors_by_depth, fit_geometric, theta_star_model
+from analyses.diagonality import kernel_diagonality_mean, model_margin
+from analyses.probes import activation_cosines, circuit_cosines, prediction_gap, sensitivity_cosine
+from analyses.report_md import write_markdown
+from ictd_interp import HookedICTDTransformer
+from ictd_interp.checkpoint import CONFIG, CheckpointError, load_checkpoint
+from ictd_interp.evaluation import EvalSet, evaluate
+from ictd_interp.tasks import sample_tasks
+from ictd_interp.train import latest_checkpoint, load_run_config, read_metrics
+from ictd_interp.train_config import TrainConfig
+
+CONTEXT_LENGTHS = (4, 8, 16, 32, 64, 128)
+
+
+def resolve(path: Union[str, Path]) -> tuple[HookedICTDTransformer, TrainConfig, Optional[Path]]:
+    """Model, the task settings to evaluate it on, and the run directory (None for a bare checkpoint)."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such run directory or checkpoint")
+    if (path / "metrics.jsonl").exists():
+        ckpt = path / "final" if (path / "final").exists() else latest_checkpoint(path)
+        if ckpt is None:
+            raise CheckpointError(f"{path}: run directory without any checkpoint yet")
+        return load_checkpoint(ckpt).model, load_run_config(path), path
+    if not (path / CONFIG).exists() and not path.is_file():
+        raise CheckpointError(f"{path}: neither a run directory (metrics.jsonl) nor a checkpoint ({CONFIG})")
+    model, meta = load_checkpoint(path)
+    if "train_config" in meta:
+        return model, TrainConfig.from_dict(meta["train_config"]), None
+    c = model.cfg
+    arch = dict(d_features=c.d_features, n_layers=c.n_layers, gamma=c.gamma, form=c.form, attention=c.attention,
+                tied=c.tied, mask=c.mask, dtype=c.dtype)
+    return model, TrainConfig(**arch, **meta.get("task", {})), None
+
+
+def compute(model: HookedICTDTransformer, config: TrainConfig, run_dir: Optional[Path]) -> dict[str, Any]:
+    """All numbers of the report, JSON-ready."""
+    eval_set = EvalSet.build(replace(config, device="cpu"))
+    model = model.to("cpu")
+    tasks, star = eval_set.tasks, HookedICTDTransformer.from_theta_star(model.cfg)
+    depth = max(2 * model.cfg.n_layers, 16)
+    long_tasks = sample_tasks(64, config.n_states, config.d_features, max(CONTEXT_LENGTHS), config.gamma,
+                              feature_kind=config.feature_kind, feature_scale=config.feature_scale,
+                              seed=config.eval_seed + 1)
+    star_depth = errors_by_depth(theta_star_model(model.cfg, depth), tasks).mean(-1).tolist()
+    C = model_margin(star, tasks)
+    return {
+        "config": config.to_dict(), "model_config": model.cfg.to_dict(), "n_eval_tasks": len(tasks),
+        "metrics": evaluate(model, eval_set),
+        "probes": {**prediction_gap(model, tasks), "sensitivity_cosine": sensitivity_cosine(model, tasks),
+                   "circuits": circuit_cosines(model), "activation_cosines": activation_cosines(model, tasks)},
+        "diagonality": {"model": kernel_diagonality_mean(model, tasks).tolist(),
+                        "theta_star": kernel_diagonality_mean(star, tasks)[0, 0].item(),
+                        "threshold": (1 + config.gamma) / 2},
+        "margin": {"model_mean": model_margin(model, tasks).mean().item(), "theta_star_mean": C.mean().item(),
+                   "theta_star_min": C.min().item()},
+        "algorithm_fit": fit_layers(model, tasks[:64]),
+        "convergence": {
+            "depth": {"theta_star": star_depth, "model": errors_by_depth(model, tasks).mean(-1).tolist()},
+            "theta_star_fit": fit_geometric(star_depth), "one_minus_C": 1 - C.mean().item(),
+            "context_lengths": list(CONTEXT_LENGTHS),
+            "context": {name: errors_by_context(m, long_tasks, CONTEXT_LENGTHS).mean(-1).tolist()
+                        for name, m in (("model", model), ("theta_star", star))},
+        },
+        "curves": _curves(run_dir),
+        "example": _example(model, star, tasks),
+    }
+
+
+def _curves(run_dir: Optional[Path]) -> Optional[dict[str, list]]:
+    if run_dir is None:
+        return None
+    rows = read_metrics(run_dir)
+    return {key: [r[key] for r in rows] for key in ("step", "eval_msve", "cos_A", "cos_V", "kernel_diagonality_mean")}
+
+
+@torch.no_grad()
+def _example(model: HookedICTDTransformer, star: HookedICTDTransformer, tasks) -> dict[str, Any]:
+    """One prompt's patterns and grouped kernel, and every query prediction (for the figures)."""
+    prompt = tasks.prompt
+    _, mine = model.run_with_cache(prompt[:1], names_filter=lambda n: n.endswith("hook_pattern"))
+    _, ref = star.run_with_cache(prompt[:1], names_filter=lambda n: n.endswith("hook_pattern"))
+    M, _ = state_kernels(mine["pattern", 0][:, 0].double(), tasks.states[:1], tasks.mrp.n_states)
+    return {"pattern_model": mine["pattern", 0][0, 0].tolist(), "pattern_theta_star": ref["pattern", 0][0, 0].tolist(),
+            "grouped_kernel": M[0].nan_to_num(0.0).tolist(),
+            "predicted": {"model": model(prompt)[:, -1].tolist(), "theta_star": star(prompt)[:, -1].tolist()},
+            "true": tasks.v_true[:, -1].tolist()}
+
+
+def draw(summary: dict[str, Any]) -> dict[str, Any]:
+    """Every figure, from the saved numbers only."""
+    ex, conv, gamma = summary["example"], summary["convergence"], summary["config"]["gamma"]
+    out = {
+        "attention": figures.attention_comparison(ex["pattern_model"], ex["pattern_theta_star"]),
+        "grouped_kernel": figures.grouped_kernel(ex["grouped_kernel"], "grouped kernel M^_n (model, layer 0)"),
+        "signature": figures.signature_bars(summary["metrics"]["signature"]),
+        "error_vs_depth": figures.error_vs_depth(conv["depth"], {"theta_star": conv["theta_star_fit"]["rate"]},
+                                                 conv["one_minus_C"]),
+        "error_vs_context": figures.error_vs_context(conv["context_lengths"], conv["context"]),
+        "predicted_vs_true": figures.predicted_vs_true(ex["predicted"], ex["true"]),
+    }
+    if summary["curves"]:
+        c = summary["curves"]
+        out["diagonality_over_training"] = figures.diagonality_curve(c["step"], c["kernel_diagonality_mean"], gamma)
+        out["cosine_over_training"] = figures.cosine_curves(c["step"], c["cos_A"], c["cos_V"])
+    return out
+
+
+def analyze(path: Union[str, Path], out_dir: Union[str, Path]) -> dict[str, Any]:
+    """Write ``summary.json``, ``summary.md`` and every figure (PNG and SVG) to ``out_dir``."""
+    model, config, run_dir = resolve(path)
+    summary = {"source": str(path), **compute(model, config, run_dir)}
+    out_dir = Path(out_dir)
+    (out_dir / "figures").mkdir(parents=True, exist_ok=True)
+    (out_dir / "summary.json").write_text(json.dumps(_finite(summary), indent=1))
+    for name, fig in draw(summary).items():
+        for ext in ("png", "svg"):
+            fig.savefig(out_dir / "figures" / f"{name}.{ext}", dpi=120)
+    write_markdown(summary, out_dir)
+    return summary
+
+
+def _finite(value: Any) -> Any:
+    """NaN and infinities become null, so summary.json is strict JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
