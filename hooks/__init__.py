@@ -1,0 +1,20 @@
+"""Interventions on the ICTD circuit: ablations, attention swaps, value edits, activation patching.
+
+Every builder returns TransformerLens-style ``(hook_name, fn)`` pairs, used through
+``model.run_with_hooks`` or the ``model.hooks(...)`` context manager, so no hook outlives its call.
+"""
+
+from hooks.ablation import ablate_heads, ablate_target_path, mean_head, zero_activation, zero_head
+from hooks.attention import (
+    pattern_hooks, replace_pattern, tabular_pattern, temperature, temperature_hooks, theta_star_pattern_hooks,
+    uniform_pattern,
+)
+from hooks.patching import activation_patching, patching_heatmap, query_prediction
+from hooks.value import flip_weight_hooks, read_td_errors, scale_update, scale_update_hooks
+
+__all__ = [
+    "ablate_heads", "ablate_target_path", "activation_patching", "flip_weight_hooks", "mean_head",
+    "pattern_hooks", "patching_heatmap", "query_prediction", "read_td_errors", "replace_pattern",
+    "scale_update", "scale_update_hooks", "tabular_pattern", "temperature", "temperature_hooks",
+    "theta_star_pattern_hooks", "uniform_pattern", "zero_activation", "zero_head",
+]

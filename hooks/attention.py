@@ -1,0 +1,69 @@
+"""Attention interventions: swap in another pattern, or rescale the scores by a temperature."""
+
+from __future__ import annotations
+
+from typing import Callable, Optional, Sequence
+
+import torch
+from jaxtyping import Int
+from torch import Tensor
+from transformer_lens.hook_points import HookPoint
+
+from ictd_interp import HookedICTDTransformer
+
+Hooks = list[tuple[str, Callable]]
+
+
+def replace_pattern(pattern: Tensor) -> Callable:
+    """Hook for ``hook_pattern``: use ``pattern`` (broadcast to ``[batch, head, query_pos, key_pos]``)."""
+
+    def hook(act: Tensor, hook: HookPoint) -> Tensor:
+        return pattern.to(act).expand_as(act).clone()
+
+    return hook
+
+
+def uniform_pattern(n_pos: int) -> Tensor:
+    """Every query spreads its attention evenly over the ``n`` sources (the query is never a source)."""
+    pattern = torch.full((n_pos, n_pos), 1.0 / (n_pos - 1), dtype=torch.float64)
+    pattern[:, -1] = 0.0
+    return pattern
+
+
+def tabular_pattern(states: Int[Tensor, "batch pos"]) -> Tensor:
+    """The same-state (tabular) kernel: uniform over sources in the query's state, or over all
+    sources when the state never appears as a source. ``[batch, 1, query_pos, key_pos]``."""
+    same = (states.unsqueeze(-1) == states[:, :-1].unsqueeze(1)).double()
+    none = same.sum(-1, keepdim=True) == 0
+    weights = torch.where(none, torch.ones_like(same), same)
+    pattern = weights / weights.sum(-1, keepdim=True)
+    return torch.cat([pattern, torch.zeros_like(pattern[..., :1])], dim=-1).unsqueeze(1)
+
+
+def pattern_hooks(pattern: Tensor, layers: Sequence[int]) -> Hooks:
+    return [(f"blocks.{l}.attn.hook_pattern", replace_pattern(pattern)) for l in layers]
+
+
+@torch.no_grad()
+def theta_star_pattern_hooks(model: HookedICTDTransformer, prompt: Tensor, layers: Optional[Sequence[int]] = None) -> Hooks:
+    """Give each layer theta*'s pattern on the same prompt (theta*'s pattern reads features only,
+    so it is the same at every layer)."""
+    star = HookedICTDTransformer.from_theta_star(model.cfg).to(prompt.device)
+    _, cache = star.run_with_cache(prompt, names_filter="blocks.0.attn.hook_pattern")
+    layers = range(model.cfg.n_layers) if layers is None else layers
+    return pattern_hooks(cache["pattern", 0], layers)
+
+
+def temperature(tau: float) -> Callable:
+    """Hook for ``hook_attn_scores``: divide scores by ``tau`` (``tau < 1`` sharpens, ``> 1`` flattens)."""
+    if not tau > 0:
+        raise ValueError(f"tau: must be positive, got {tau}")
+
+    def hook(act: Tensor, hook: HookPoint) -> Tensor:
+        return act / tau
+
+    return hook
+
+
+def temperature_hooks(tau: float, layers: Sequence[int]) -> Hooks:
+    return [(f"blocks.{l}.attn.hook_attn_scores", temperature(tau)) for l in layers]
