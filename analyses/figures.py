@@ -60,7 +60,8 @@ def signature_bars(signature: Sequence[Sequence[Optional[float]]], star: Sequenc
         ax.bar(np.arange(len(groups)) + (k - 1) * width, [r[k] for r in rows], width, color=PALETTE[k], label=label)
     ax.axhline(0, color="black", lw=0.8)
     ax.set_xticks(np.arange(len(groups)), groups)
-    ax.set(title="Value-row signature (expected +, +, -)", ylabel="weight / largest |weight|", ylim=(-1.15, 1.15))
+    ax.set(title="Value-row signature (expected +, +, -)", xlabel="layer (missing bar: not identifiable)",
+           ylabel="weight / largest |weight|", ylim=(-1.15, 1.15))
     ax.legend(title="input row")
     return fig
 

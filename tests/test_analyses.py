@@ -1,0 +1,171 @@
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from analyses import figures
+from analyses.algorithm_fit import fit_layers
+from analyses.attention import state_kernels
+from analyses.convergence import errors_by_context, errors_by_depth, fit_geometric
+from analyses.diagonality import kernel_diagonality, model_margin, onehot_margin, self_attention_mass
+from analyses.probes import circuit_cosines, prediction_gap, sensitivity_cosine, weight_cosines
+from analyses.report import analyze
+from analyses.signature import fraction_matching, value_signature
+from ictd_interp import HookedICTDTransformer
+from ictd_interp.checkpoint import CheckpointError, save_checkpoint
+from ictd_interp.tasks import sample_tasks
+from tests.conftest import make_cfg, make_star, make_tasks
+
+STATES = torch.tensor([[0, 1, 0]])
+PATTERN = torch.tensor([[[0.8, 0.2, 0.0], [0.3, 0.7, 0.0], [0.8, 0.2, 0.0]]], dtype=torch.float64)
+
+
+def test_diagonality_of_a_hand_made_two_state_context():
+    assert kernel_diagonality(PATTERN, STATES, 2).item() == pytest.approx((0.8 + 0.7) / 2)
+    assert self_attention_mass(PATTERN, STATES).item() == pytest.approx((0.8 + 0.7 + 0.8) / 3)
+    M, P = state_kernels(PATTERN, STATES, 2)
+    assert torch.allclose(M[0], torch.tensor([[0.8, 0.2], [0.3, 0.7]], dtype=torch.float64))
+    # sources S_0=0 -> S_1=1 and S_1=1 -> S_2=0: P^(s, s') moves each source's weight to its successor
+    assert torch.allclose(P[0], torch.tensor([[0.2, 0.8], [0.7, 0.3]], dtype=torch.float64))
+
+
+def test_theta_star_scores_exactly_one():
+    model = make_star(n_layers=3)
+    cos = weight_cosines(model, model.cfg)
+    assert cos["A"] == pytest.approx([1.0] * 3, abs=1e-15) and cos["V"] == pytest.approx([1.0] * 3, abs=1e-15)
+    circuits = circuit_cosines(model)
+    assert np.allclose(circuits["QK"], 1.0) and np.allclose(circuits["OV"], 1.0)
+    sig = value_signature(model, model.cfg)
+    assert sig[0]["normalised"] == [1.0, None, None] and sig[0]["identifiable"] == [True, False, False]
+    assert sig[1]["normalised"] == [1.0, 1.0, -1.0] and all(s["matches"] for s in sig)
+    assert fraction_matching([model]) == 1.0
+    tied = make_star(n_layers=3, tied=True)
+    assert value_signature(tied, tied.cfg)[0]["normalised"] == [1.0, 1.0, -1.0]
+    tasks = make_tasks()
+    assert prediction_gap(model, tasks)["rms_gap_to_theta_star"] == 0.0
+    assert sensitivity_cosine(model, tasks) == pytest.approx(1.0, abs=1e-12)
+
+
+def test_unidentifiable_entries_are_not_scored_and_do_not_change_the_output():
+    model = make_star(n_layers=2)
+    tasks = make_tasks()
+    before_out, before_cos = model(tasks.prompt), weight_cosines(model, model.cfg)
+    with torch.no_grad():  # layer 0 reads value rows that are still zero: these entries are inert
+        model.blocks[0].attn.V[0, -1, -1] = 7.0
+        model.blocks[0].attn.V[0, -1, -2] = -3.0
+    assert torch.equal(model(tasks.prompt), before_out)
+    assert weight_cosines(model, model.cfg) == before_cos
+    assert value_signature(model, model.cfg)[0]["normalised"] == [1.0, None, None]
+
+
+def test_weight_metrics_are_scale_invariant():
+    model = make_star(n_layers=2)
+    with torch.no_grad():
+        for block in model.blocks:
+            block.attn.V.mul_(2.5)
+            block.attn.A.mul_(0.3)
+    cos = weight_cosines(model, model.cfg)
+    assert cos["V"] == pytest.approx([1.0, 1.0]) and cos["A"] == pytest.approx([1.0, 1.0])
+    assert value_signature(model, model.cfg)[1]["normalised"] == pytest.approx([1.0, 1.0, -1.0])
+
+
+def test_large_onehot_scale_is_diagonal_and_margin_matches_closed_form():
+    tasks = sample_tasks(3, 5, 5, 60, 0.9, feature_kind="onehot", feature_scale=4.0, seed=0)
+    model = make_star(d_features=5)
+    _, cache = model.run_with_cache(tasks.prompt)
+    assert kernel_diagonality(cache["pattern", 0][:, 0], tasks.states, 5).min().item() > 1 - 1e-5
+    C = model_margin(model, tasks)
+    for b in range(3):
+        assert C[b].item() == pytest.approx(onehot_margin(tasks.mrp.mu_pi[b], 4.0, 0.9), abs=1e-12)
+    small = sample_tasks(3, 5, 5, 60, 0.9, feature_kind="onehot", feature_scale=0.5, seed=0)
+    assert (model_margin(model, small) < 0).all()
+
+
+def test_algorithm_fit_recovers_alpha_beta_gamma():
+    tasks = make_tasks(n_tasks=16, n=20)
+    rows = fit_layers(make_star(n_layers=3), tasks)
+    assert rows[0]["gamma"] is None  # v_in = 0 at layer 0: the discount is not identifiable
+    for r in rows[1:]:
+        assert (r["alpha"], r["beta"], r["gamma"], r["fve"]) == pytest.approx((1.0, 1.0, 0.9, 1.0), abs=1e-5)
+    model = make_star(n_layers=3)
+    with torch.no_grad():
+        for block in model.blocks:
+            block.attn.V.mul_(0.5)
+            block.attn.A.mul_(2.0)
+    for r in fit_layers(model, tasks)[1:]:
+        assert (r["alpha"], r["beta"], r["gamma"]) == pytest.approx((0.5, 2.0, 0.9), abs=1e-4)
+
+
+def test_convergence_helpers():
+    L = np.arange(20)
+    fit = fit_geometric(3 * 0.7**L + 0.1)
+    assert fit["rate"] == pytest.approx(0.7, abs=1e-3) and fit["floor"] == pytest.approx(0.1, abs=1e-3)
+    tasks = make_tasks(n=30)
+    errors = errors_by_depth(make_star(n_layers=4), tasks)
+    assert errors.shape == (5, 4)
+    assert torch.allclose(errors[0], tasks.v_true.abs().amax(-1))
+    by_n = errors_by_context(make_star(n_layers=4), tasks, [5, 30])
+    assert torch.allclose(by_n[1], errors[-1])
+    with pytest.raises(ValueError, match="lengths"):
+        errors_by_context(make_star(), tasks, [31])
+
+
+def test_figures_have_titles_and_labels():
+    figs = [
+        figures.attention_comparison(PATTERN[0].numpy(), PATTERN[0].numpy()),
+        figures.grouped_kernel(np.eye(3)),
+        figures.diagonality_curve([0, 10], [0.3, 0.6], 0.9),
+        figures.signature_bars([[1.0, None, None], [0.8, 1.0, -0.6]]),
+        figures.cosine_curves([0, 10], [[0.1, 0.2], [0.9, 0.95]], [[0.0, 0.1], [0.8, 0.9]]),
+        figures.error_vs_depth({"theta*": [1.0, 0.5, 0.3]}, {"theta*": 0.6}, 0.95),
+        figures.error_vs_context([4, 8], {"theta*": [1.0, 0.5]}),
+        figures.predicted_vs_true({"model": np.array([0.1, 0.2])}, np.array([0.1, 0.3])),
+        figures.scale_sweep([{"scale": 1.0, "margin_mean": -0.5, "margin_min": -0.6, "error_depth_1": 1.0,
+                              "error_depth_8": 0.5}], 8),
+    ]
+    for fig in figs:
+        for ax in fig.axes:
+            if ax.get_label() == "<colorbar>":
+                continue
+            assert ax.get_title() and ax.get_xlabel() and ax.get_ylabel()
+    ax = figs[5].axes[0]
+    assert ax.get_yscale() == "log" and ax.get_xlabel() == "depth L (layers)"
+    assert any(line.get_ydata()[0] == pytest.approx(0.95) for line in figs[2].axes[0].get_lines())
+
+
+def _check_report(out):
+    summary = json.loads((out / "summary.json").read_text())
+    for name in ("attention", "signature", "error_vs_depth", "error_vs_context", "predicted_vs_true", "grouped_kernel"):
+        assert (out / "figures" / f"{name}.png").stat().st_size > 0 and (out / "figures" / f"{name}.svg").exists()
+    assert "figures/signature.png" in (out / "summary.md").read_text()
+    return summary
+
+
+def test_analyze_theta_star_checkpoint(tmp_path):
+    save_checkpoint(HookedICTDTransformer.from_theta_star(make_cfg(d_features=4, n_layers=2)), tmp_path / "star",
+                    task={"n_eval_tasks": 16, "context_len": 12, "n_states": 6})
+    summary = _check_report(tmp_path / "out") if analyze(tmp_path / "star", tmp_path / "out") else None
+    assert summary["metrics"]["cos_V"] == pytest.approx([1.0, 1.0])
+    assert summary["probes"]["rms_gap_to_theta_star"] == 0.0 and summary["config"]["context_len"] == 12
+
+
+def test_analyze_a_short_run(tmp_path):
+    from ictd_interp.train import train
+    from ictd_interp.train_config import TrainConfig
+
+    cfg = TrainConfig(d_features=3, n_states=5, context_len=8, tasks_per_batch=4, windows_per_task=2, steps=4,
+                      eval_every=2, checkpoint_every=2, n_eval_tasks=8, n_layers=2)
+    train(cfg, tmp_path / "run", progress=False)
+    summary = _check_report(tmp_path / "out") if analyze(tmp_path / "run", tmp_path / "out") else None
+    assert summary["curves"]["step"] == [0, 2, 4]
+    assert (tmp_path / "out" / "figures" / "cosine_over_training.png").exists()
+    assert (tmp_path / "out" / "figures" / "diagonality_over_training.svg").exists()
+
+
+def test_analyze_bad_paths(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no such"):
+        analyze(tmp_path / "missing", tmp_path / "out")
+    (tmp_path / "folder").mkdir()
+    with pytest.raises(CheckpointError, match="neither a run directory"):
+        analyze(tmp_path / "folder", tmp_path / "out")
