@@ -60,6 +60,56 @@ class ConstructConfig:
                           form=self.form, dtype="float64")
 
 
+@dataclass
+class EvaluateConfig:
+    """Out-of-distribution evaluation of a checkpoint (and theta*) on another MRP source.
+
+    Args:
+        env: ``boyan``, ``loop``, ``random``, ``random-sparse`` or ``gym:ENV_ID`` (e.g. ``gym:FrozenLake-v1``).
+        n_tasks: tasks (fresh MRPs for families; one MRP, fresh features, for Gymnasium).
+        n_states: states of the MRP families (Gymnasium sets its own).
+        gamma: discount (the model's own temporal shift uses the gamma it was built with).
+        context_len: ``n``; prefixes of it give the error versus context length.
+        feature_kind: ``uniform`` or ``onehot`` (needs n_states <= the model's d).
+        feature_scale: feature scale (the softmax inverse temperature).
+        features: optional ``.npy`` file with a ``[n_states, d]`` feature matrix.
+        terminal: Gymnasium terminal handling, ``restart`` (ergodic) or ``absorbing``.
+        depth: theta*'s deepest layer for the error-versus-depth curve.
+        seed: seeds MRPs, features and trajectories.
+    """
+
+    env: str = "boyan"
+    n_tasks: int = 64
+    n_states: int = 10
+    gamma: float = 0.9
+    context_len: int = 200
+    feature_kind: str = "uniform"
+    feature_scale: float = 1.0
+    features: str = ""
+    terminal: str = "restart"
+    depth: int = 32
+    seed: int = 0
+
+
+def evaluate(path: str, cfg: EvaluateConfig, out: str) -> dict:
+    """Write evaluation.json and figures for ``path`` on ``cfg.env``."""
+    import numpy as np
+
+    from analyses.ood import evaluate_ood, make_mrp, make_tasks, write_ood
+    from analyses.report import resolve
+
+    model = resolve(path)[0].to("cpu")
+    gen = torch.Generator().manual_seed(cfg.seed)
+    mrp = make_mrp(cfg.env, cfg.n_tasks, cfg.n_states, cfg.gamma, gen, cfg.terminal)
+    features = np.load(cfg.features) if cfg.features else None
+    tasks = make_tasks(mrp, model.cfg.d_features, cfg.n_tasks, cfg.context_len, feature_kind=cfg.feature_kind,
+                       feature_scale=cfg.feature_scale, generator=gen, features=features)
+    lengths = [n for n in (4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096) if n <= cfg.context_len]
+    result = {"source": path, "settings": cfg.__dict__, **evaluate_ood(model, tasks, cfg.depth, lengths)}
+    write_ood(result, out)
+    return result
+
+
 def construct(cfg: ConstructConfig) -> str:
     """The table of ``||v_L - v_pi||_inf`` versus depth for theta*, with the margin ``C``."""
     from analyses.convergence import errors_by_depth, fit_geometric, margins
@@ -98,6 +148,10 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("analyze", help="every metric and figure for a checkpoint or run directory")
     p.add_argument("path", help="a run directory or a checkpoint folder")
     p.add_argument("--out", required=True, help="folder for summary.json, summary.md and figures/")
+    p = sub.add_parser("evaluate", help="evaluate a checkpoint and theta* on another MRP source")
+    p.add_argument("path", help="a run directory or a checkpoint folder")
+    p.add_argument("--out", required=True, help="folder for evaluation.json and figures")
+    add_config_args(p, EvaluateConfig)
     p = sub.add_parser("reproduce", help="train a preset, then analyse it against theta*")
     p.add_argument("--preset", default="quick", choices=sorted(PRESETS))
     p.add_argument("--out", required=True, help="folder: run/ (training) and analysis/ (report)")
@@ -161,9 +215,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if args.command == "analyze":
             _analyze(args.path, args.out)
             return 0
+        if args.command == "evaluate":
+            result = evaluate(args.path, config_from_args(EvaluateConfig(), args), args.out)
+            print(f"{args.out}/evaluation.json: {result['n_states']} states, final-layer error "
+                  f"model {result['depth']['model'][-1]:.4f}, theta* at depth 1 {result['depth']['theta_star'][1]:.4f}")
+            return 0
         if args.command == "reproduce":
             return _reproduce(args)
-    except (ValueError, FileNotFoundError, FileExistsError) as err:
+    except (ValueError, ImportError, FileNotFoundError, FileExistsError) as err:
         print(f"ictd-interp {args.command}: error: {err}", file=sys.stderr)
         return 2
     return 1

@@ -62,9 +62,10 @@ class MRP:
         rhs = torch.zeros(*self.batch_shape, s, 1, dtype=self.P.dtype)
         rhs[..., -1, 0] = 1.0
         try:
-            return torch.linalg.solve(system, rhs).squeeze(-1)
+            mu = torch.linalg.solve(system, rhs).squeeze(-1).clamp_min(0.0)  # round-off can dip below 0
         except RuntimeError:
             raise ValueError("P: the stationary distribution is not unique (the chain is reducible)") from None
+        return mu / mu.sum(-1, keepdim=True)
 
     def __getitem__(self, index) -> "MRP":
         """Select tasks of a batched MRP."""

@@ -1,0 +1,85 @@
+"""Evaluation on MRP sources the model never trained on (Boyan, loop, random, Gymnasium)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional, Union
+
+import numpy as np
+import torch
+
+from analyses import figures
+from analyses.convergence import errors_by_context, errors_by_depth, fit_geometric, theta_star_model
+from analyses.diagonality import model_margin
+from analyses.probes import prediction_gap
+from ictd_interp import HookedICTDTransformer, boyan_chains
+from ictd_interp.mrp import MRP
+from ictd_interp.mrp_sources import from_gymnasium, loop_mrps, random_mrps
+from ictd_interp.tasks import TaskBatch, sample_tasks
+from ictd_interp.trajectory import sample_trajectories
+
+FAMILIES = ("boyan", "loop", "random", "random-sparse")
+
+
+def make_mrp(env: str, n_tasks: int, n_states: int, gamma: float, generator: torch.Generator,
+             terminal: str = "restart") -> MRP:
+    """``boyan|loop|random|random-sparse`` (fresh MRP per task) or ``gym:ENV_ID`` (one MRP)."""
+    if env.startswith("gym:"):
+        return from_gymnasium(env[4:], gamma=gamma, terminal=terminal)
+    makers = {"boyan": lambda: boyan_chains(n_tasks, n_states, gamma, generator),
+              "loop": lambda: loop_mrps(n_tasks, n_states, gamma, generator=generator),
+              "random": lambda: random_mrps(n_tasks, n_states, gamma, generator=generator),
+              "random-sparse": lambda: random_mrps(n_tasks, n_states, gamma, density=0.2, generator=generator)}
+    if env not in makers:
+        raise ValueError(f"env: must be one of {FAMILIES} or gym:ENV_ID (e.g. gym:FrozenLake-v1), got {env!r}")
+    return makers[env]()
+
+
+def make_tasks(mrp: MRP, d: int, n_tasks: int, n: int, *, feature_kind: str, feature_scale: float,
+               generator: torch.Generator, features: Optional[np.ndarray] = None) -> TaskBatch:
+    """Tasks on ``mrp`` with random, one-hot or user-supplied features (``[n_states, d]``)."""
+    s = mrp.n_states
+    if features is None and feature_kind == "onehot" and s > d:
+        raise ValueError(f"features: {s} states but d = {d}, so one-hot features are impossible; "
+                         "use --feature-kind uniform or pass --features FILE.npy with a [n_states, d] matrix")
+    if features is None:
+        return sample_tasks(n_tasks, s, d, n, mrp.gamma, feature_kind=feature_kind, feature_scale=feature_scale,
+                            generator=generator, mrp=mrp)
+    X = torch.as_tensor(np.asarray(features), dtype=torch.float64)
+    if tuple(X.shape) != (s, d):
+        raise ValueError(f"features: expected shape {(s, d)} (states x model's d), got {tuple(X.shape)}")
+    batched = mrp if len(mrp.batch_shape) else MRP(mrp.P.expand(n_tasks, -1, -1), mrp.r.expand(n_tasks, -1),
+                                                   mrp.mu0.expand(n_tasks, -1), mrp.gamma)
+    return TaskBatch(batched, X.expand(n_tasks, -1, -1), sample_trajectories(batched, n, generator=generator))
+
+
+def evaluate_ood(model: HookedICTDTransformer, tasks: TaskBatch, depth: int, lengths: list[int]) -> dict[str, Any]:
+    """Error versus depth and context length for the model and theta*, margin ``C``, and their gap."""
+    star_deep = theta_star_model(model.cfg, depth)
+    star = HookedICTDTransformer.from_theta_star(model.cfg)
+    star_depth = errors_by_depth(star_deep, tasks).mean(-1).tolist()
+    try:
+        margin = {"model": model_margin(model, tasks).mean().item(), "theta_star": model_margin(star, tasks).mean().item()}
+    except ValueError as err:  # e.g. absorbing terminals: no unique stationary distribution
+        margin = {"unavailable": str(err)}
+    return {
+        "n_states": tasks.mrp.n_states, "n_tasks": len(tasks), "context_len": tasks.states.shape[1] - 1,
+        "margin": margin,
+        "depth": {"theta_star": star_depth, "model": errors_by_depth(model, tasks).mean(-1).tolist()},
+        "theta_star_fit": fit_geometric(star_depth),
+        "context_lengths": lengths,
+        "context": {name: errors_by_context(m, tasks, lengths).mean(-1).tolist() for name, m in (("model", model), ("theta_star", star))},
+        "gap": prediction_gap(model, tasks),
+    }
+
+
+def write_ood(result: dict[str, Any], out_dir: Union[str, Path]) -> None:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "evaluation.json").write_text(json.dumps(result, indent=1))
+    rate = {"theta_star": result["theta_star_fit"]["rate"]}
+    for name, fig in (("error_vs_depth", figures.error_vs_depth(result["depth"], rate)),
+                      ("error_vs_context", figures.error_vs_context(result["context_lengths"], result["context"]))):
+        for ext in ("png", "svg"):
+            fig.savefig(out_dir / f"{name}.{ext}", dpi=120)
