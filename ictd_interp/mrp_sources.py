@@ -70,7 +70,7 @@ def from_gymnasium(env_id_or_env, policy: Union[str, np.ndarray] = "uniform", ga
     ``policy`` is ``"uniform"`` or an array ``pi [n_states, n_actions]`` of row-stochastic probabilities.
     """
     env = _make(env_id_or_env)
-    table, s, a = env.P, env.observation_space.n, env.action_space.n
+    table, s, a = env.P, int(env.observation_space.n), int(env.action_space.n)
     pi = _policy(policy, s, a)
     mu0 = np.asarray(getattr(env, "initial_state_distrib", np.full(s, 1.0 / s)), dtype=float)
     if terminal not in ("absorbing", "restart"):
