@@ -16,9 +16,9 @@ def test_construct_shows_geometric_decay_to_a_floor():
     # ... onto a floor (measured 1.70, 1.36, 1.12, 0.81, 0.57, 0.50): the last doubling of depth
     # gains far less than the first, and the fitted floor is most of the final error.
     assert errors[-2] - errors[-1] < (errors[0] - errors[1]) / 3
-    rate, floor = (float(line.split()[3].rstrip(",")), float(line.split()[5].rstrip(";")))\
-        if (line := next(l for l in table.splitlines() if l.startswith("fitted"))) else (None, None)
-    assert 0.5 < rate < 1.0 and 0.5 * errors[-1] < floor <= errors[-1]
+    words = next(line for line in table.splitlines() if line.startswith("fitted")).split()
+    rate, floor = float(words[3].rstrip(",")), float(words[5].rstrip(";"))
+    assert 0.5 < rate < 1.0 and 0.5 * errors[-1] < floor < 1.1 * errors[-1]
     assert "Assumption 5.1 margin C" in table
 
 
