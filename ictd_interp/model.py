@@ -67,7 +67,8 @@ class ICTDAttention(nn.Module):
         k = self.hook_k(resid.unsqueeze(2).expand(-1, -1, self.cfg.n_heads, -1))
         v = self.hook_v(self._project(resid, self.V))
         scores = q.permute(0, 2, 1, 3) @ k.permute(0, 2, 3, 1)
-        scores = self.hook_attn_scores(scores.masked_fill_(self._source_mask(scores), float("-inf")))
+        scores[..., -1] = float("-inf")  # M: the query (last) position is never a source
+        scores = self.hook_attn_scores(scores)
         pattern = self.hook_pattern(self.pattern_fn(scores))
         # z = pattern @ v, computed as (v^T pattern^T)^T: the layout CPU batched GEMM runs fastest.
         z_t = v.permute(0, 2, 3, 1) @ pattern.transpose(-1, -2)
@@ -80,13 +81,6 @@ class ICTDAttention(nn.Module):
         """``W z`` for every position and head, as one flat GEMM."""
         flat = resid.reshape(-1, resid.shape[-1]) @ rearrange(W, "head d m -> m (head d)")
         return flat.view(*resid.shape[:2], W.shape[0], W.shape[1])
-
-    @staticmethod
-    def _source_mask(scores: Tensor) -> Tensor:
-        """``M``: the query (last) position is never a source."""
-        mask = torch.zeros(scores.shape[-1], dtype=torch.bool, device=scores.device)
-        mask[-1] = True
-        return mask
 
     def _shift_heads(self, z: Float[Tensor, "batch pos head d"]) -> Float[Tensor, "batch pos head d"]:
         if self.cfg.n_heads == 1:
@@ -208,7 +202,7 @@ class HookedICTDTransformer(HookedRootModule):
             )
         if prompt.shape[1] < 2:
             raise ValueError(f"prompt: needs at least one context position and the query, got pos={prompt.shape[1]}")
-        if not torch.isfinite(prompt).all():
+        if not torch.isfinite(prompt.sum()):  # one reduction: any NaN or inf makes the sum non-finite
             raise ValueError("prompt: contains NaN or infinite entries")
         return prompt.to(self.blocks[0].attn.A.dtype)
 
