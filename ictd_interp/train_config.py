@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+import torch
+
 from ictd_interp.config import ICTDConfig, check_choice, from_dict_strict
 from ictd_interp.features import FEATURE_KINDS
 from ictd_interp.objectives import OBJECTIVES
@@ -82,6 +84,8 @@ class TrainConfig:
             raise ValueError(f"d_features: one-hot features need d_features >= n_states ({self.d_features} < {self.n_states})")
         if self.objective == "mc" and self.mc_horizon < 1:
             raise ValueError(f"mc_horizon: the mc objective needs a horizon >= 1, got {self.mc_horizon}")
+        if self.device == "cuda" and not torch.cuda.is_available():
+            raise ValueError("device: 'cuda' requested but torch sees no CUDA device; use --device cpu")
         self.model  # validates the architecture fields
 
     @property
