@@ -56,8 +56,8 @@ def build_prompt(x: Tensor, rewards: Tensor) -> Float[Tensor, "batch pos d_model
 
 
 def context_inputs(
-    features: Float[Tensor, "*batch state d_feat"],
-    reward: Float[Tensor, "*batch state"],
+    features: Float[Tensor, "*fbatch state d_feat"],
+    reward: Float[Tensor, "*rbatch state"],
     states: Int[Tensor, "batch pos"],
 ) -> tuple[Float[Tensor, "batch pos d_feat"], Float[Tensor, "batch key_pos"]]:
     """Look up ``x(S_0..S_n)`` and ``R_1..R_n = r(S_0..S_{n-1})`` for trajectories of the tasks

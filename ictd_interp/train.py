@@ -25,7 +25,9 @@ from ictd_interp.data import window_batch
 from ictd_interp.evaluation import EvalSet, evaluate
 from ictd_interp.model import HookedICTDTransformer
 from ictd_interp.objectives import LOSSES
-from ictd_interp.train_config import TrainConfig
+from ictd_interp.train_config import PRESETS, TrainConfig
+
+__all__ = ["PRESETS", "Run", "TrainConfig", "TrainingDiverged", "read_metrics", "resume", "train"]
 
 class TrainingDiverged(RuntimeError):
     """The loss became NaN or infinite; the message names the step and the last good checkpoint."""

@@ -145,7 +145,8 @@ def _check_report(out):
 def test_analyze_theta_star_checkpoint(tmp_path):
     save_checkpoint(HookedICTDTransformer.from_theta_star(make_cfg(d_features=4, n_layers=2)), tmp_path / "star",
                     task={"n_eval_tasks": 16, "context_len": 12, "n_states": 6})
-    summary = _check_report(tmp_path / "out") if analyze(tmp_path / "star", tmp_path / "out") else None
+    analyze(tmp_path / "star", tmp_path / "out")
+    summary = _check_report(tmp_path / "out")
     assert summary["metrics"]["cos_V"] == pytest.approx([1.0, 1.0])
     assert summary["probes"]["rms_gap_to_theta_star"] == 0.0 and summary["config"]["context_len"] == 12
 
@@ -157,7 +158,8 @@ def test_analyze_a_short_run(tmp_path):
     cfg = TrainConfig(d_features=3, n_states=5, context_len=8, tasks_per_batch=4, windows_per_task=2, steps=4,
                       eval_every=2, checkpoint_every=2, n_eval_tasks=8, n_layers=2)
     train(cfg, tmp_path / "run", progress=False)
-    summary = _check_report(tmp_path / "out") if analyze(tmp_path / "run", tmp_path / "out") else None
+    analyze(tmp_path / "run", tmp_path / "out")
+    summary = _check_report(tmp_path / "out")
     assert summary["curves"]["step"] == [0, 2, 4]
     assert (tmp_path / "out" / "figures" / "cosine_over_training.png").exists()
     assert (tmp_path / "out" / "figures" / "diagonality_over_training.svg").exists()
