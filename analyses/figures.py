@@ -25,7 +25,9 @@ def attention_comparison(trained: np.ndarray, star: np.ndarray, layer: int = 0) 
     fig, axes = _figure(2, width=4.8)
     vmax = float(max(np.max(trained), np.max(star)))
     for ax, data, name in zip(axes, (trained, star), ("trained", "theta*")):
-        sns.heatmap(np.asarray(data), ax=ax, cmap="viridis", vmin=0.0, vmax=vmax, cbar_kws={"label": "attention weight"})
+        ticks = max(1, len(data) // 8)
+        sns.heatmap(np.asarray(data), ax=ax, cmap="viridis", vmin=0.0, vmax=vmax, xticklabels=ticks, yticklabels=ticks,
+                    cbar_kws={"label": "attention weight"})
         ax.set(title=f"{name}, layer {layer}", xlabel="source position i", ylabel="query position j")
     return fig
 

@@ -171,3 +171,19 @@ def test_analyze_bad_paths(tmp_path):
     (tmp_path / "folder").mkdir()
     with pytest.raises(CheckpointError, match="neither a run directory"):
         analyze(tmp_path / "folder", tmp_path / "out")
+
+
+def test_dynamics_over_checkpoints(tmp_path):
+    from analyses.dynamics import checkpoint_probes, logged_curves
+    from ictd_interp.train import train
+    from ictd_interp.train_config import TrainConfig
+
+    cfg = TrainConfig(d_features=3, n_states=5, context_len=8, tasks_per_batch=4, windows_per_task=2, steps=4,
+                      eval_every=2, checkpoint_every=2, n_eval_tasks=8, n_layers=2, lr=0.05)
+    run = train(cfg, tmp_path / "run", progress=False)
+    curves = logged_curves(tmp_path / "run")
+    assert curves["step"] == [0, 2, 4] and len(curves["cos_V"][0]) == 2
+    probes = checkpoint_probes(tmp_path / "run")
+    assert [p["step"] for p in probes] == [2, 4]
+    assert probes[-1]["cos_V"] == run.metrics[-1]["cos_V"]  # same eval set, same weights
+    assert set(probes[0]) >= {"rms_gap_to_theta_star", "sensitivity_cosine", "circuits", "kernel_diagonality_mean"}
