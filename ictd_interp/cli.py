@@ -173,7 +173,7 @@ def _train(args: argparse.Namespace) -> int:
         run = train(config_from_args(PRESETS[args.preset], args), args.out)
     state = "interrupted; resume with --resume" if run.interrupted else "finished"
     print(f"{run.out_dir}: {state} at step {run.step}")
-    return 0
+    return 130 if run.interrupted else 0
 
 
 def _analyze(path: str, out: str) -> None:

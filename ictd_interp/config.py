@@ -103,4 +103,14 @@ class ICTDConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "ICTDConfig":
-        return from_dict_strict(cls, data)
+        """Inverse of ``to_dict``; derived fields (``d_model``, ``n_heads``, ...) may be present if
+        they agree with the ones the config derives."""
+        derived = {k: data[k] for k in DERIVED if k in data}
+        cfg = from_dict_strict(cls, {k: v for k, v in data.items() if k not in DERIVED})
+        for key, value in derived.items():
+            if getattr(cfg, key) != value:
+                raise ValueError(f"{key}: {value!r} contradicts the config, which derives {getattr(cfg, key)!r}")
+        return cfg
+
+
+DERIVED = ("d_model", "n_heads", "d_head", "attn_only", "normalization_type")
