@@ -51,9 +51,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--tasks", type=int, default=64)
     parser.add_argument("--windows", type=int, default=16)
+    parser.add_argument("--tied", action="store_true", help="tied weights (the quick preset): one shared pattern")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    model = HookedICTDTransformer(ICTDConfig(d_features=4, n_layers=3, init_scale=0.1))
+    model = HookedICTDTransformer(ICTDConfig(d_features=4, n_layers=3, init_scale=0.1, tied=args.tied))
     gen = torch.Generator().manual_seed(0)
     make = lambda: window_batch(args.tasks, args.windows + 1, 10, 4, 30, 0.9, feature_kind="uniform",  # noqa: E731
                                 feature_scale=1.0, generator=gen).to("cpu", torch.float32)
@@ -76,7 +77,7 @@ def main() -> None:
         ratios = sorted(timed(lambda: model(batch.prompts), 5) / timed(lambda: bare_forward(batch.prompts, params, 0.9), 5)
                         for _ in range(args.repeats))
     result = {
-        "threads": args.threads, "prompts_per_step": n_prompts,
+        "threads": args.threads, "tied": args.tied, "prompts_per_step": n_prompts,
         "model_fwd_bwd_samples_per_s": n_prompts / timed(model_step, args.repeats),
         "train_step_samples_per_s": n_prompts / timed(full_step, args.repeats),
         "hooked_over_bare_forward": ratios[len(ratios) // 2],

@@ -62,19 +62,29 @@ class ICTDAttention(nn.Module):
         self.hook_z = HookPoint()  # [batch, pos, head, d_head]
         self.hook_result = HookPoint()  # [batch, pos, head, d_model]
 
-    def forward(self, resid: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
-        q = self.hook_q(self._project(resid, self.A))
-        k = self.hook_k(resid.unsqueeze(2).expand(-1, -1, self.cfg.n_heads, -1))
+    def forward(
+        self, resid: Float[Tensor, "batch pos d_model"], shared: Optional[dict] = None
+    ) -> Float[Tensor, "batch pos d_model"]:
+        """``shared``, when given, carries the pattern across layers (see ``can_share_pattern``)."""
+        if shared is not None and "pattern" in shared:
+            pattern = shared["pattern"]
+        else:
+            pattern = self._pattern(resid)
+            if shared is not None:
+                shared["pattern"] = pattern
         v = self.hook_v(self._project(resid, self.V))
-        scores = q.permute(0, 2, 1, 3) @ k.permute(0, 2, 3, 1)
-        scores[..., -1] = float("-inf")  # M: the query (last) position is never a source
-        scores = self.hook_attn_scores(scores)
-        pattern = self.hook_pattern(self.pattern_fn(scores))
         # z = pattern @ v, computed as (v^T pattern^T)^T: the layout CPU batched GEMM runs fastest.
         z_t = v.permute(0, 2, 3, 1) @ pattern.transpose(-1, -2)
         z = self.hook_z(z_t.permute(0, 3, 1, 2))
         result = self.hook_result(self._shift_heads(z))
         return result.sum(dim=2) if self.cfg.n_heads > 1 else result.squeeze(2)
+
+    def _pattern(self, resid: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch head query_pos key_pos"]:
+        q = self.hook_q(self._project(resid, self.A))
+        k = self.hook_k(resid.unsqueeze(2).expand(-1, -1, self.cfg.n_heads, -1))
+        scores = q.permute(0, 2, 1, 3) @ k.permute(0, 2, 3, 1)
+        scores[..., -1] = float("-inf")  # M: the query (last) position is never a source
+        return self.hook_pattern(self.pattern_fn(self.hook_attn_scores(scores)))
 
     @staticmethod
     def _project(resid: Float[Tensor, "batch pos d_model"], W: Float[Tensor, "head d m"]) -> Float[Tensor, "batch pos head d"]:
@@ -130,9 +140,11 @@ class ICTDBlock(nn.Module):
             self.tsm = TemporalShift(cfg)
         self.hook_resid_post = HookPoint()  # [batch, pos, d_model]
 
-    def forward(self, resid: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
+    def forward(
+        self, resid: Float[Tensor, "batch pos d_model"], shared: Optional[dict] = None
+    ) -> Float[Tensor, "batch pos d_model"]:
         resid = self.hook_resid_pre(resid)
-        resid = resid + self.hook_attn_out(self.attn(resid))
+        resid = resid + self.hook_attn_out(self.attn(resid, shared))
         if hasattr(self, "tsm"):
             resid = self.tsm(self.hook_resid_mid(resid))
         return self.hook_resid_post(resid)
@@ -182,9 +194,26 @@ class HookedICTDTransformer(HookedRootModule):
     ) -> Union[Float[Tensor, "batch pos"], Float[Tensor, "batch pos d_model"]]:
         """``prompt [batch, pos, d_model]`` is validated by ``check_prompt`` (clear errors, not shape traces)."""
         resid = self.hook_prompt(self.check_prompt(prompt))
+        shared = {} if self.can_share_pattern() else None
         for block in self.blocks[:stop_at_layer]:
-            resid = block(resid)
+            resid = block(resid, shared)
         return resid if stop_at_layer is not None else resid[..., self.layout.current]
+
+    def can_share_pattern(self) -> bool:
+        """Whether every layer's pattern equals layer 0's, so it can be computed once.
+
+        With tied weights and the paper mask, scores read the feature rows only (``A`` is zero
+        outside its feature block) and no layer writes those rows (``V`` writes value rows, the
+        shift the target row), so all layers attend identically; sharing the pattern also runs the
+        softmax backward once. Only taken with no hook attached (a hook could edit any of it) and
+        the frozen entries exactly zero; otherwise every layer computes its own pattern.
+        """
+        if not (self.cfg.tied and self.cfg.mask == "paper"):
+            return False
+        if any(hp._forward_hooks or hp._forward_pre_hooks for hp in self.hook_dict.values()):
+            return False
+        attn = self.blocks[0].attn
+        return not bool(((attn.A * (1 - attn.mask_A)) != 0).any() or ((attn.V * (1 - attn.mask_V)) != 0).any())
 
     def run_with_cache(self, *args, **kwargs) -> tuple[Tensor, ActivationCache]:
         """As TransformerLens: the output and an ``ActivationCache`` (``cache["pattern", 0]`` works)."""

@@ -179,3 +179,32 @@ def test_config_round_trip_and_validation():
     assert ICTDConfig.from_dict({"d_features": 3, "d_model": 6, "n_heads": 1}) == ICTDConfig(d_features=3)
     with pytest.raises(ValueError, match="n_heads"):
         ICTDConfig.from_dict({"d_features": 3, "n_heads": 2})
+
+
+@pytest.mark.parametrize("form", ["tsm", "dual"])
+@pytest.mark.parametrize("attention", ["softmax", "linear"])
+def test_shared_pattern_fast_path_equals_the_per_layer_path(form, attention):
+    """Tied + paper mask: one pattern serves every layer. Same values and gradients as computing
+    each layer's pattern (forced by attaching a no-op hook, which disables sharing)."""
+    model = HookedICTDTransformer(make_cfg(form=form, attention=attention, tied=True, n_layers=4, init_scale=0.5))
+    prompt = make_tasks().prompt
+    assert model.can_share_pattern()
+    fast = model(prompt)
+    (g_fast,) = torch.autograd.grad(fast.pow(2).sum(), [model.blocks[0].attn.A])
+    with model.hooks(fwd_hooks=[("hook_prompt", lambda act, hook: None)]):
+        assert not model.can_share_pattern()
+        slow = model(prompt)
+        (g_slow,) = torch.autograd.grad(slow.pow(2).sum(), [model.blocks[0].attn.A])
+    assert (fast - slow).abs().max() < 1e-12 and (g_fast - g_slow).abs().max() < 1e-12
+    _, cache = model.run_with_cache(prompt)
+    assert torch.allclose(cache["pattern", 3], cache["pattern", 0], atol=1e-14)
+    assert (cache["resid_post", 3][..., -1] - fast).abs().max() < 1e-12
+
+
+def test_no_sharing_when_it_would_be_wrong():
+    assert not HookedICTDTransformer(make_cfg(tied=False)).can_share_pattern()
+    assert not HookedICTDTransformer(make_cfg(tied=True, mask="full")).can_share_pattern()
+    model = HookedICTDTransformer(make_cfg(tied=True, init_scale=0.5))
+    with torch.no_grad():
+        model.blocks[0].attn.A[0, -1, 0] = 1.0  # a frozen entry edited by hand: scores now read values
+    assert not model.can_share_pattern()
