@@ -57,7 +57,7 @@ def fit_layers(model: HookedICTDTransformer, tasks: TaskBatch) -> list[dict]:
     for layer in range(model.cfg.n_layers):
         v_in = cache["resid_pre", layer][..., cur].double().cpu()
         dv = cache["resid_post", layer][..., cur].double().cpu() - v_in
-        loss = lambda log_beta: _solve(math.exp(log_beta), scores, rewards, v_in, dv)[0]  # noqa: E731
+        loss = lambda log_beta, v_in=v_in, dv=dv: _solve(math.exp(log_beta), scores, rewards, v_in, dv)[0]  # noqa: E731
         grid = np.linspace(math.log(0.02), math.log(50.0), 30)
         start = grid[int(np.argmin([loss(g) for g in grid]))]
         log_beta = _golden(loss, start - 0.2, start + 0.2)

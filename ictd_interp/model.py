@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Optional, Union
 
 import torch
-from einops import einsum, rearrange
+from einops import rearrange
 from jaxtyping import Float
 from torch import Tensor, nn
 from transformer_lens.ActivationCache import ActivationCache

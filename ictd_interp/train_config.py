@@ -86,7 +86,7 @@ class TrainConfig:
             raise ValueError(f"mc_horizon: the mc objective needs a horizon >= 1, got {self.mc_horizon}")
         if self.device == "cuda" and not torch.cuda.is_available():
             raise ValueError("device: 'cuda' requested but torch sees no CUDA device; use --device cpu")
-        self.model  # validates the architecture fields
+        _ = self.model  # building it validates the architecture fields
 
     @property
     def model(self) -> ICTDConfig:

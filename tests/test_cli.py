@@ -1,6 +1,5 @@
 import json
 
-import pytest
 
 from ictd_interp.cli import ConstructConfig, construct, main
 from ictd_interp.cli_args import field_help

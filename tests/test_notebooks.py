@@ -1,6 +1,5 @@
 """Every notebook runs top to bottom in fast mode, and none is committed with outputs."""
 
-import os
 from pathlib import Path
 
 import nbformat

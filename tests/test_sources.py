@@ -47,7 +47,7 @@ def test_terminal_handling_both_ways():
     for end in (5, 7, 11, 12, 15):  # holes and goal
         assert absorbing.P[end, end] == 1.0 and absorbing.r[end] == 0.0 and abs(absorbing.v_pi[end]) < 1e-12
     with pytest.raises(ValueError, match="not unique"):
-        absorbing.mu_pi
+        _ = absorbing.mu_pi
     restart = from_gymnasium("FrozenLake-v1", gamma=0.9, terminal="restart")
     assert restart.P[14, 0] > 0  # reaching the goal from 14 restarts at the start state
     assert torch.allclose(restart.mu_pi @ restart.P, restart.mu_pi, atol=1e-12)
