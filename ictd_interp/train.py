@@ -185,11 +185,13 @@ def _checkpoint(loop: _Loop) -> None:
 
 @contextmanager
 def _sigint_as_flag():
-    """Ctrl-C finishes the current step, writes a checkpoint and stops (outside the main thread,
-    where signals cannot be caught, Ctrl-C behaves as usual)."""
+    """Ctrl-C finishes the current step, writes a checkpoint and stops; a second Ctrl-C aborts at
+    once. Outside the main thread, where signals cannot be caught, Ctrl-C behaves as usual."""
     flag = {"set": False}
 
     def handler(signum, frame):
+        if flag["set"]:
+            raise KeyboardInterrupt
         flag["set"] = True
 
     try:
