@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import Optional, Union
 
 import torch
-from einops import rearrange
 from jaxtyping import Float
 from torch import Tensor, nn
 from transformer_lens.ActivationCache import ActivationCache
@@ -89,7 +88,7 @@ class ICTDAttention(nn.Module):
     @staticmethod
     def _project(resid: Float[Tensor, "batch pos d_model"], W: Float[Tensor, "head d m"]) -> Float[Tensor, "batch pos head d"]:
         """``W z`` for every position and head, as one flat GEMM."""
-        flat = resid.reshape(-1, resid.shape[-1]) @ rearrange(W, "head d m -> m (head d)")
+        flat = resid.reshape(-1, resid.shape[-1]) @ W.flatten(0, 1).T  # [m, (head d)]
         return flat.view(*resid.shape[:2], W.shape[0], W.shape[1])
 
     def _shift_heads(self, z: Float[Tensor, "batch pos head d"]) -> Float[Tensor, "batch pos head d"]:
@@ -121,12 +120,13 @@ class TemporalShift(nn.Module):
         target = torch.zeros(cfg.d_model, dtype=cfg.torch_dtype)
         target[layout.target] = 1.0
         self.register_buffer("target_row", target, persistent=False)
+        self.register_buffer("other_rows", 1 - target, persistent=False)
         self.hook_shifted = HookPoint()  # [batch, pos, d_model]
 
     def forward(self, resid: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
         nxt = shift_to_predecessor(resid[..., self.current])
         shifted = self.hook_shifted(self.gamma * nxt.unsqueeze(-1) * self.target_row)
-        return resid * (1 - self.target_row) + shifted
+        return resid * self.other_rows + shifted
 
 
 class ICTDBlock(nn.Module):
