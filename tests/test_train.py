@@ -185,3 +185,9 @@ def test_train_config_validation_and_round_trip():
             TrainConfig(**bad)
     with pytest.raises(ValueError, match="preset"):
         TrainConfig.from_preset("huge")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error raised where no GPU exists")
+def test_cuda_without_a_gpu_is_a_clear_error():
+    with pytest.raises(ValueError, match="device: 'cuda' requested"):
+        TrainConfig(device="cuda")
