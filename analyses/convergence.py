@@ -10,8 +10,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from analyses.diagonality import model_margin
 from ictd_interp import HookedICTDTransformer, ICTDConfig
-from ictd_interp.metrics import assumption_margin
 from ictd_interp.tasks import TaskBatch
 
 
@@ -64,13 +64,6 @@ def fit_geometric(errors: Sequence[float], depths: Optional[Sequence[int]] = Non
     return best
 
 
-def margins(model: HookedICTDTransformer, tasks: TaskBatch, layer: int = 0, head: int = 0) -> Float[Tensor, "batch"]:
-    """Assumption 5.1 margin ``C`` of each task under the layer's feature block of ``A``."""
-    d = model.cfg.d_features
-    A_ff = model.blocks[layer].attn.A.detach()[head, :d, :d].double().cpu()
-    return assumption_margin(tasks.features, A_ff, tasks.mrp.mu_pi, model.cfg.gamma)
-
-
 def feature_scale_sweep(
     cfg: ICTDConfig, tasks_for_scale, scales: Sequence[float], depth: int = 32
 ) -> list[dict[str, float]]:
@@ -82,7 +75,7 @@ def feature_scale_sweep(
     for scale in scales:
         tasks = tasks_for_scale(scale)
         errors = errors_by_depth(model, tasks).mean(-1)
-        C = margins(model, tasks)
+        C = model_margin(model, tasks)
         rows.append({"scale": float(scale), "margin_mean": float(C.mean()), "margin_min": float(C.min()),
                      "frac_tasks_assumption": float((C > 0).double().mean()),
                      "error_depth_1": float(errors[1]), f"error_depth_{depth}": float(errors[depth])})

@@ -9,7 +9,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from ictd_interp import HookedICTDTransformer
-from ictd_interp.metrics import assumption_margin, kernel_diagonality, population_kernel
+from ictd_interp.metrics import assumption_margin, diagonality_by_layer, kernel_diagonality, population_kernel
 from ictd_interp.tasks import TaskBatch
 
 __all__ = [
@@ -29,11 +29,7 @@ def kernel_diagonality_mean(model: HookedICTDTransformer, tasks: TaskBatch) -> F
     """Kernel diagonality averaged over the evaluation tasks, per layer and head."""
     device = next(model.parameters()).device
     _, cache = model.run_with_cache(tasks.prompt.to(device), names_filter=lambda n: n.endswith("hook_pattern"))
-    return torch.tensor([
-        [kernel_diagonality(cache["pattern", l][:, h].double().cpu(), tasks.states, tasks.mrp.n_states).mean().item()
-         for h in range(model.cfg.n_heads)]
-        for l in range(model.cfg.n_layers)
-    ])
+    return diagonality_by_layer(cache, tasks.states, tasks.mrp.n_states, model.cfg.n_layers, model.cfg.n_heads)
 
 
 def model_margin(model: HookedICTDTransformer, tasks: TaskBatch, layer: int = 0, head: int = 0) -> Float[Tensor, "batch"]:

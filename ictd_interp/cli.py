@@ -112,7 +112,8 @@ def evaluate(path: str, cfg: EvaluateConfig, out: str) -> dict:
 
 def construct(cfg: ConstructConfig) -> str:
     """The table of ``||v_L - v_pi||_inf`` versus depth for theta*, with the margin ``C``."""
-    from analyses.convergence import errors_by_depth, fit_geometric, margins
+    from analyses.convergence import errors_by_depth, fit_geometric
+    from analyses.diagonality import model_margin
     from ictd_interp import HookedICTDTransformer
     from ictd_interp.tasks import sample_tasks
 
@@ -120,7 +121,7 @@ def construct(cfg: ConstructConfig) -> str:
                          feature_kind=cfg.feature_kind, feature_scale=cfg.feature_scale, seed=cfg.seed)
     model = HookedICTDTransformer.from_theta_star(cfg.model)
     errors = errors_by_depth(model, tasks).mean(-1)
-    C = margins(model, tasks)
+    C = model_margin(model, tasks)
     fit = fit_geometric(errors.tolist())
     depths = [2**k for k in range(cfg.max_depth.bit_length()) if 2**k <= cfg.max_depth]
     lines = [f"theta* ({cfg.form} form) on {cfg.n_tasks} Boyan chains, s={cfg.n_states}, n={cfg.context_len}, "

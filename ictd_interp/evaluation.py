@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from ictd_interp.metrics import kernel_diagonality, value_signature, weight_cosines
+from ictd_interp.metrics import diagonality_by_layer, value_signature, weight_cosines
 from ictd_interp.model import HookedICTDTransformer
 from ictd_interp.tasks import TaskBatch, sample_tasks
 
@@ -42,10 +42,7 @@ def evaluate(model: HookedICTDTransformer, eval_set: EvalSet) -> dict[str, Any]:
     cfg, tasks = model.cfg, eval_set.tasks
     device = next(model.parameters()).device
     values, cache = model.run_with_cache(tasks.prompt.to(device), names_filter=lambda n: n.endswith("hook_pattern"))
-    diag = [
-        kernel_diagonality(cache["pattern", l][:, h].double().cpu(), tasks.states, tasks.mrp.n_states).mean().item()
-        for l in range(cfg.n_layers) for h in range(cfg.n_heads)
-    ]
+    diag = diagonality_by_layer(cache, tasks.states, tasks.mrp.n_states, cfg.n_layers, cfg.n_heads)
     cos = weight_cosines(model, cfg)
     signature = value_signature(model, cfg)
     return {
@@ -55,5 +52,5 @@ def evaluate(model: HookedICTDTransformer, eval_set: EvalSet) -> dict[str, Any]:
         "cos_V": cos["V"],
         "signature": [s["normalised"] for s in signature],
         "signature_match": [s["matches"] for s in signature],
-        "kernel_diagonality_mean": sum(diag) / len(diag),
+        "kernel_diagonality_mean": diag.mean().item(),
     }

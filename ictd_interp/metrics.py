@@ -88,6 +88,16 @@ def kernel_diagonality(
     return (per_state * visited).sum(-1) / visited.sum(-1)
 
 
+def diagonality_by_layer(cache, states: Int[Tensor, "batch pos"], n_states: int, n_layers: int,
+                         n_heads: int) -> Float[Tensor, "layer head"]:
+    """Kernel diagonality averaged over the tasks, per layer and head, from cached patterns."""
+    return torch.tensor([
+        [kernel_diagonality(cache["pattern", l][:, h].double().cpu(), states, n_states).mean().item()
+         for h in range(n_heads)]
+        for l in range(n_layers)
+    ], dtype=torch.float64)
+
+
 def population_kernel(
     features: Float[Tensor, "batch state d_feat"], A_ff: Float[Tensor, "d_feat d_feat"], mu_pi: Float[Tensor, "batch state"]
 ) -> Float[Tensor, "batch state state"]:

@@ -7,6 +7,7 @@ metric and a training curve all see contexts built the same way.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Optional
 
 import torch
@@ -21,25 +22,26 @@ from ictd_interp.trajectory import sample_trajectories
 
 @dataclass
 class TaskBatch:
-    """``B`` tasks with one trajectory each; ``prompt`` is built from ``S_0..S_n``."""
+    """``B`` tasks with one trajectory each; ``prompt`` is built from ``S_0..S_n``. The derived
+    tensors are computed on first use and kept (analyses read them many times)."""
 
     mrp: MRP
     features: Float[Tensor, "batch state d_feat"]
     states: Int[Tensor, "batch pos"]
 
-    @property
+    @cached_property
     def x(self) -> Float[Tensor, "batch pos d_feat"]:
         return context_inputs(self.features, self.mrp.r, self.states)[0]
 
-    @property
+    @cached_property
     def rewards(self) -> Float[Tensor, "batch key_pos"]:
         return context_inputs(self.features, self.mrp.r, self.states)[1]
 
-    @property
+    @cached_property
     def prompt(self) -> Float[Tensor, "batch pos d_model"]:
-        return build_prompt(*context_inputs(self.features, self.mrp.r, self.states))
+        return build_prompt(self.x, self.rewards)
 
-    @property
+    @cached_property
     def v_true(self) -> Float[Tensor, "batch pos"]:
         """``v_pi(S_j)`` at every context position."""
         return torch.gather(self.mrp.v_pi, 1, self.states)
