@@ -11,12 +11,7 @@ from transformer_lens.ActivationCache import ActivationCache
 
 from ictd_interp.metrics import grouped_kernel
 
-__all__ = ["patterns", "grouped_kernel", "state_kernels"]
-
-
-def patterns(cache: ActivationCache, n_layers: int) -> Float[Tensor, "layer batch head query_pos key_pos"]:
-    """Every layer's pattern, stacked (``pattern[l, b, h, j, i]`` is ``S_l[i, j]`` of SPEC §4)."""
-    return torch.stack([cache["pattern", l] for l in range(n_layers)])
+__all__ = ["attention_view", "grouped_kernel", "position_labels", "state_kernels"]
 
 
 def state_kernels(
@@ -37,3 +32,22 @@ def state_kernels(
     M = einsum(by_state, src, "batch s k, batch k t -> batch s t")
     P = einsum(by_state, nxt, "batch s k, batch k t -> batch s t")
     return M, P
+
+
+def position_labels(n_positions: int) -> list[str]:
+    """``S_0 ... S_{n-1}, S_n (query)``: the state each prompt column holds."""
+    return [f"S_{j}" for j in range(n_positions - 1)] + [f"S_{n_positions - 1} (query)"]
+
+
+def attention_view(cache: ActivationCache, layer: int, prompt_index: int = 0):
+    """An interactive circuitsvis view of one layer's heads for one prompt (``pip install
+    'ictd-interp[viz]'``). ICTD attention is not causal (every query reads every context column, the
+    query column is never a source), so no upper triangle is masked."""
+    try:
+        import circuitsvis as cv
+    except ImportError:
+        raise ImportError("attention_view needs circuitsvis: pip install 'ictd-interp[viz]'") from None
+    pattern = cache["pattern", layer][prompt_index]  # [head, query_pos, key_pos]
+    names = [f"L{layer}H{h}" for h in range(pattern.shape[0])]
+    return cv.attention.attention_heads(attention=pattern.float(), tokens=position_labels(pattern.shape[-1]),
+                                        attention_head_names=names, mask_upper_tri=False)

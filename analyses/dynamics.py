@@ -8,7 +8,7 @@ from typing import Any, Union
 from analyses.probes import circuit_cosines, prediction_gap, sensitivity_cosine
 from ictd_interp.checkpoint import load_checkpoint
 from ictd_interp.evaluation import EvalSet, evaluate
-from ictd_interp.train import load_run_config, read_metrics
+from ictd_interp.run_folder import load_run_config, read_metrics
 
 
 def logged_curves(run_dir: Union[str, Path]) -> dict[str, list]:

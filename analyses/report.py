@@ -25,7 +25,7 @@ from ictd_interp import HookedICTDTransformer
 from ictd_interp.checkpoint import CONFIG, CheckpointError, load_checkpoint
 from ictd_interp.evaluation import EvalSet, evaluate
 from ictd_interp.tasks import sample_tasks
-from ictd_interp.train import latest_checkpoint, load_run_config, read_metrics
+from ictd_interp.run_folder import is_run, latest_checkpoint, load_run_config, read_metrics
 from ictd_interp.train_config import TrainConfig
 
 CONTEXT_LENGTHS = (4, 8, 16, 32, 64, 128)
@@ -36,13 +36,14 @@ def resolve(path: Union[str, Path]) -> tuple[HookedICTDTransformer, TrainConfig,
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such run directory or checkpoint")
-    if (path / "metrics.jsonl").exists():
+    if is_run(path):
         ckpt = path / "final" if (path / "final").exists() else latest_checkpoint(path)
         if ckpt is None:
             raise CheckpointError(f"{path}: run directory without any checkpoint yet")
         return load_checkpoint(ckpt).model, load_run_config(path), path
     if not (path / CONFIG).exists() and not path.is_file():
-        raise CheckpointError(f"{path}: neither a run directory (metrics.jsonl) nor a checkpoint ({CONFIG})")
+        raise CheckpointError(f"{path}: neither a run directory (train_config.json + metrics.jsonl) nor a "
+                              f"checkpoint ({CONFIG} + model.safetensors)")
     model, meta = load_checkpoint(path)
     if "train_config" in meta:
         return model, TrainConfig.from_dict(meta["train_config"]), None

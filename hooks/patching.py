@@ -83,3 +83,35 @@ def patching_heatmap(table: pd.DataFrame, column: str = "recovered") -> Figure:
     sns.heatmap(grid, ax=ax, cmap="vlag", center=0.0, cbar_kws={"label": f"{column} (fraction of clean effect)"})
     ax.set(title="Activation patching: clean into corrupted", xlabel="position patched", ylabel="hook")
     return fig
+
+
+def tl_patching(patch_fn: Callable, model: HookedICTDTransformer, corrupted: Tensor, clean_cache,
+                metric: Callable[[Tensor], Tensor], **kwargs) -> Tensor:
+    """Run one of TransformerLens's ``patching.get_act_patch_*`` functions on our model.
+
+    TransformerLens infers the position axis from the input's *last* dimension (token ids
+    ``[batch, pos]``); our prompts are ``[batch, pos, d_model]``, so this builds ``index_df`` from
+    the position axis (``corrupted.shape[1]``), runs the table in the model's dtype (TransformerLens
+    stores results in the default dtype) and returns it shaped by its axes, e.g. ``[layer, pos]``::
+
+        from transformer_lens import patching
+        table = tl_patching(patching.get_act_patch_resid_pre, model, corrupted, clean_cache,
+                            lambda values: values[:, -1].mean())
+    """
+    from transformer_lens.patching import make_df_from_ranges
+
+    axes = list(patch_fn.keywords["index_axis_names"])
+    sizes = {"layer": model.cfg.n_layers, "pos": corrupted.shape[1], "src_pos": corrupted.shape[1],
+             "dest_pos": corrupted.shape[1], "head": model.cfg.n_heads, "head_index": model.cfg.n_heads}
+    unknown = [a for a in axes if a not in sizes]
+    if unknown:
+        raise ValueError(f"patch_fn: unsupported index axes {unknown}")
+    shape = [sizes[a] for a in axes]
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(model.blocks[0].attn.A.dtype)
+    try:
+        flat = patch_fn(model, corrupted, clean_cache, metric, index_axis_names=None,
+                        index_df=make_df_from_ranges(shape, axes), **kwargs)
+    finally:
+        torch.set_default_dtype(previous)
+    return flat.view(*shape)

@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from collections.abc import Sequence
+from typing import Optional
 
 import torch
 
@@ -161,18 +162,29 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _refuse_changes(stored: TrainConfig, requested: TrainConfig, folder, way_forward: str) -> None:
+    changed = stored.differences(requested)
+    if changed:
+        raise ValueError(f"{folder}: holds a run with other settings ({'; '.join(changed)}); "
+                         f"the stored run is never reused for a different request: {way_forward}")
+
+
 def _train(args: argparse.Namespace) -> int:
+    from ictd_interp import run_folder
     from ictd_interp.train import resume, train
 
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.resume:
+        stored = run_folder.load_run_config(args.resume)
+        _refuse_changes(stored, config_from_args(stored, args), args.resume,
+                        "resume without changing options, or train a new run with --out NEW_DIR")
         run = resume(args.resume)
     else:
         if not args.out:
             raise ValueError("--out: a run directory is required (or --resume DIR)")
         run = train(config_from_args(PRESETS[args.preset], args), args.out)
-    state = "interrupted; resume with --resume" if run.interrupted else "finished"
+    state = f"interrupted; continue with `ictd-interp train --resume {run.out_dir}`" if run.interrupted else "finished"
     print(f"{run.out_dir}: {state} at step {run.step}")
     return 130 if run.interrupted else 0
 
@@ -189,19 +201,28 @@ def _analyze(path: str, out: str) -> None:
 def _reproduce(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from ictd_interp import run_folder
     from ictd_interp.train import resume, train
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    run_dir = Path(args.out) / "run"
-    if (run_dir / "config.json").exists():
+    out, requested = Path(args.out), config_from_args(PRESETS[args.preset], args)
+    run_dir = out / "run"
+    if run_folder.is_run(out):
+        raise ValueError(f"{out}: is a training run folder, not a reproduce folder; analyse it with "
+                         f"`ictd-interp analyze {out} --out DIR` or choose another --out")
+    if run_folder.config_path(run_dir).exists():
+        _refuse_changes(run_folder.load_run_config(run_dir), requested, out,
+                        "repeat the command with the stored options to resume or re-analyse it, or choose another --out")
         run = resume(run_dir)  # an interrupted reproduce picks up where it stopped
     else:
-        run = train(config_from_args(PRESETS[args.preset], args), run_dir)
+        if out.exists() and any(p.name not in ("run", "analysis") for p in out.iterdir()):
+            raise ValueError(f"{out}: not empty and not a reproduce folder; choose another --out")
+        run = train(requested, run_dir)
     if run.interrupted:
         print(f"{run_dir}: interrupted at step {run.step}; run the same command again to continue")
         return 130
-    _analyze(str(run_dir), str(Path(args.out) / "analysis"))
+    _analyze(str(run_dir), str(out / "analysis"))
     return 0
 
 

@@ -72,6 +72,16 @@ class ICTDConfig:
         if not self.init_scale >= 0:
             raise ValueError(f"init_scale: must be >= 0, got {self.init_scale!r}")
         self.gamma = float(self.gamma)
+        self.device = "cpu"  # not a field (not saved): the model keeps it in sync with its weights
+
+    # TransformerLens-compatible fields its utilities read (HookedTransformerConfig names).
+    n_key_value_heads = None  # no grouped-query attention
+    positional_embedding_type = "none"  # position enters only through the shift, no embedding
+    use_attn_result = True  # hook_result is always computed
+    default_prepend_bos = False
+    d_vocab = None  # continuous prompts, no vocabulary
+    act_fn = None
+    original_architecture = "HookedICTDTransformer"
 
     # TransformerLens-compatible derived fields.
     @property
@@ -88,11 +98,20 @@ class ICTDConfig:
 
     @property
     def attn_only(self) -> bool:
-        return True
+        """The TSM form's shift is exposed as the block's second sublayer (``hook_mlp_out``)."""
+        return self.form == "dual"
+
+    @property
+    def d_mlp(self) -> int | None:
+        return None if self.form == "dual" else 1
 
     @property
     def normalization_type(self) -> None:
         return None
+
+    @property
+    def n_ctx(self) -> None:
+        return None  # any context length
 
     @property
     def torch_dtype(self) -> torch.dtype:
@@ -113,4 +132,4 @@ class ICTDConfig:
         return cfg
 
 
-DERIVED = ("d_model", "n_heads", "d_head", "attn_only", "normalization_type")
+DERIVED = ("d_model", "n_heads", "d_head", "attn_only", "normalization_type", "d_mlp")

@@ -19,9 +19,11 @@ from transformer_lens.FactoredMatrix import FactoredMatrix
 from transformer_lens.HookedRootModule import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
-from ictd_interp.config import ICTDConfig
+from ictd_interp.config import ICTDConfig, check_choice
+from ictd_interp.fast_path import paper_mask_values
 from ictd_interp.masks import attention_mask, value_mask
 from ictd_interp.prompt import PromptLayout
+from ictd_interp.tl_surface import TransformerLensSurface
 
 
 def shift_to_predecessor(x: Float[Tensor, "batch pos ..."]) -> Float[Tensor, "batch pos ..."]:
@@ -61,26 +63,20 @@ class ICTDAttention(nn.Module):
         self.hook_z = HookPoint()  # [batch, pos, head, d_head]
         self.hook_result = HookPoint()  # [batch, pos, head, d_model]
 
-    def forward(
-        self, resid: Float[Tensor, "batch pos d_model"], shared: Optional[dict] = None
-    ) -> Float[Tensor, "batch pos d_model"]:
-        """``shared``, when given, carries the pattern across layers (see ``can_share_pattern``)."""
-        if shared is not None and "pattern" in shared:
-            pattern = shared["pattern"]
-        else:
-            pattern = self._pattern(resid)
-            if shared is not None:
-                shared["pattern"] = pattern
+    def forward(self, resid: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
+        """Every hook output is a fresh tensor: an in-place edit in a hook changes only what flows
+        downstream of that hook (never the residual stream, the caller's prompt or another activation)."""
+        pattern = self._pattern(resid)
         v = self.hook_v(self._project(resid, self.V))
         # z = pattern @ v, computed as (v^T pattern^T)^T: the layout CPU batched GEMM runs fastest.
         z_t = v.permute(0, 2, 3, 1) @ pattern.transpose(-1, -2)
         z = self.hook_z(z_t.permute(0, 3, 1, 2))
         result = self.hook_result(self._shift_heads(z))
-        return result.sum(dim=2) if self.cfg.n_heads > 1 else result.squeeze(2)
+        return result.sum(dim=2)
 
     def _pattern(self, resid: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch head query_pos key_pos"]:
         q = self.hook_q(self._project(resid, self.A))
-        k = self.hook_k(resid.unsqueeze(2).expand(-1, -1, self.cfg.n_heads, -1))
+        k = self.hook_k(resid.unsqueeze(2).repeat(1, 1, self.cfg.n_heads, 1))  # a copy, not a view of resid
         scores = q.permute(0, 2, 1, 3) @ k.permute(0, 2, 3, 1)
         scores[..., -1] = float("-inf")  # M: the query (last) position is never a source
         return self.hook_pattern(self.pattern_fn(self.hook_attn_scores(scores)))
@@ -93,25 +89,58 @@ class ICTDAttention(nn.Module):
 
     def _shift_heads(self, z: Float[Tensor, "batch pos head d"]) -> Float[Tensor, "batch pos head d"]:
         if self.cfg.n_heads == 1:
-            return z
+            return z.clone()
         return torch.where(self.shifted_heads[:, None], shift_to_predecessor(z), z)
+
+    # TransformerLens weight names: q = z W_Q, k = z W_K, v = z W_V, result = z W_O (per head).
+    @property
+    def W_Q(self) -> Float[Tensor, "head d_model d_head"]:
+        return self.A.transpose(-1, -2)
+
+    @property
+    def W_K(self) -> Float[Tensor, "head d_model d_head"]:
+        """The key is the residual itself (``hook_k`` = ``z``): the identity."""
+        return self._eye()
+
+    @property
+    def W_V(self) -> Float[Tensor, "head d_model d_head"]:
+        return self.V.transpose(-1, -2)
+
+    @property
+    def W_O(self) -> Float[Tensor, "head d_head d_model"]:
+        """The identity: a head's result is its ``z`` (the dual form then shifts head 1's result)."""
+        return self._eye()
+
+    @property
+    def b_Q(self) -> Float[Tensor, "head d_head"]:
+        return torch.zeros(self.A.shape[:2], dtype=self.A.dtype, device=self.A.device)
+
+    b_K = b_V = b_Q
+
+    @property
+    def b_O(self) -> Float[Tensor, "d_model"]:
+        return torch.zeros(self.A.shape[-1], dtype=self.A.dtype, device=self.A.device)
 
     @property
     def QK(self) -> FactoredMatrix:
-        """``[head, d_model, d_model]``: score = ``z_query^T QK z_key`` (``A`` transposed)."""
-        return FactoredMatrix(self.A.transpose(-1, -2), self._eye())
+        """``[head, d_model, d_model]``: score = ``z_query^T QK z_key`` = ``W_Q W_K^T`` (``A`` transposed)."""
+        return FactoredMatrix(self.W_Q, self.W_K.transpose(-1, -2))
 
     @property
     def OV(self) -> FactoredMatrix:
-        """``[head, d_model, d_model]``: written vector = ``z_source^T OV`` (before any shift)."""
-        return FactoredMatrix(self.V.transpose(-1, -2), self._eye())
+        """``[head, d_model, d_model]``: written vector = ``z_source^T OV`` = ``W_V W_O`` (before any shift)."""
+        return FactoredMatrix(self.W_V, self.W_O)
 
     def _eye(self) -> Tensor:
         return torch.eye(self.cfg.d_model, dtype=self.A.dtype, device=self.A.device).expand_as(self.A)
 
 
 class TemporalShift(nn.Module):
-    """TSM (parameter-free): ``U Z + W Z Pi`` rewrites the target row as ``gamma * v(next)``."""
+    """TSM (parameter-free): ``U Z + W Z Pi`` rewrites the target row as ``gamma * v(next)``.
+
+    Returns its *write* (new target row minus old, on the target row only), which the block adds to
+    the residual stream and exposes as ``hook_mlp_out``, so TransformerLens's residual
+    decompositions (``decompose_resid``) account for the shift as the block's second sublayer."""
 
     def __init__(self, cfg: ICTDConfig):
         super().__init__()
@@ -120,13 +149,12 @@ class TemporalShift(nn.Module):
         target = torch.zeros(cfg.d_model, dtype=cfg.torch_dtype)
         target[layout.target] = 1.0
         self.register_buffer("target_row", target, persistent=False)
-        self.register_buffer("other_rows", 1 - target, persistent=False)
-        self.hook_shifted = HookPoint()  # [batch, pos, d_model]
+        self.hook_shifted = HookPoint()  # [batch, pos, d_model]: gamma * v(next) on the target row
 
     def forward(self, resid: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
         nxt = shift_to_predecessor(resid[..., self.current])
         shifted = self.hook_shifted(self.gamma * nxt.unsqueeze(-1) * self.target_row)
-        return resid * self.other_rows + shifted
+        return shifted - resid * self.target_row
 
 
 class ICTDBlock(nn.Module):
@@ -135,33 +163,35 @@ class ICTDBlock(nn.Module):
         self.hook_resid_pre = HookPoint()  # [batch, pos, d_model]
         self.attn = ICTDAttention(cfg)
         self.hook_attn_out = HookPoint()  # [batch, pos, d_model]
+        self.hook_resid_mid = HookPoint()  # [batch, pos, d_model]: after attention (before the shift)
         if cfg.form == "tsm":
-            self.hook_resid_mid = HookPoint()  # [batch, pos, d_model], before the shift
             self.tsm = TemporalShift(cfg)
+            self.hook_mlp_out = HookPoint()  # [batch, pos, d_model]: the shift's write (target row)
         self.hook_resid_post = HookPoint()  # [batch, pos, d_model]
 
-    def forward(
-        self, resid: Float[Tensor, "batch pos d_model"], shared: Optional[dict] = None
-    ) -> Float[Tensor, "batch pos d_model"]:
-        resid = self.hook_resid_pre(resid)
-        resid = resid + self.hook_attn_out(self.attn(resid, shared))
+    def forward(self, resid: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
+        resid = self.hook_resid_pre(resid.clone())  # a fresh tensor: never the previous hook's output
+        resid = self.hook_resid_mid(resid + self.hook_attn_out(self.attn(resid)))
         if hasattr(self, "tsm"):
-            resid = self.tsm(self.hook_resid_mid(resid))
-        return self.hook_resid_post(resid)
+            return self.hook_resid_post(resid + self.hook_mlp_out(self.tsm(resid)))
+        return self.hook_resid_post(resid.clone())
 
 
-class HookedICTDTransformer(HookedRootModule):
+class HookedICTDTransformer(TransformerLensSurface, HookedRootModule):
     """ICTD transformer: ``model(prompt)`` returns the value row ``[batch, pos]`` of the last layer.
 
-    The query's prediction is ``model(prompt)[:, -1]``; ``stop_at_layer=l`` returns the residual
-    stream after ``l`` layers instead. theta* and trained weights load into this same class.
+    The query's prediction is ``model(prompt)[:, -1]`` (or ``return_type="query"``);
+    ``stop_at_layer=l`` returns the residual stream after ``l`` layers instead. theta* and trained
+    weights load into this same class. Models are built in eval mode (TransformerLens's patching
+    requires it; nothing here behaves differently in training mode).
     """
 
     def __init__(self, cfg: Union[ICTDConfig, dict]):
         super().__init__()
         self.cfg = cfg if isinstance(cfg, ICTDConfig) else ICTDConfig.from_dict(cfg)
         self.layout = PromptLayout(self.cfg.d_features)
-        self.hook_prompt = HookPoint()  # [batch, pos, d_model]
+        self.hook_prompt = HookPoint()  # [batch, pos, d_model]: a copy of the caller's prompt
+        self.hook_embed = HookPoint()  # [batch, pos, d_model]: the residual stream's input (= the prompt)
         self.blocks = nn.ModuleList(ICTDBlock(self.cfg) for _ in range(self.cfg.n_layers))
         if self.cfg.tied:
             for block in self.blocks[1:]:
@@ -169,6 +199,7 @@ class HookedICTDTransformer(HookedRootModule):
         self.init_weights()
         self._mask_gradients()
         self.setup()
+        self.eval()
 
     def init_weights(self) -> None:
         """Seeded Gaussian init (std ``init_scale``) on the trainable entries, exact zeros elsewhere."""
@@ -190,30 +221,46 @@ class HookedICTDTransformer(HookedRootModule):
         return [self.blocks[0].attn] if self.cfg.tied else [b.attn for b in self.blocks]
 
     def forward(
-        self, prompt: Tensor, stop_at_layer: Optional[int] = None
-    ) -> Union[Float[Tensor, "batch pos"], Float[Tensor, "batch pos d_model"]]:
-        """``prompt [batch, pos, d_model]`` is validated by ``check_prompt`` (clear errors, not shape traces)."""
-        resid = self.hook_prompt(self.check_prompt(prompt))
-        shared = {} if self.can_share_pattern() else None
+        self, prompt: Tensor, stop_at_layer: Optional[int] = None, return_type: str = "values"
+    ) -> Union[Float[Tensor, "batch pos"], Float[Tensor, "batch"], Float[Tensor, ""], Float[Tensor, "batch pos d_model"]]:
+        """``prompt [batch, pos, d_model]`` is validated by ``check_prompt`` and copied (never aliased).
+
+        ``return_type``: ``"values"`` (the value row ``[batch, pos]``), ``"query"`` (the query's
+        prediction ``[batch]``) or ``"query_sum"`` (its sum over the batch: a scalar, so
+        ``run_with_cache(prompt, return_type="query_sum", incl_bwd=True)`` caches each prompt's
+        gradient of its own prediction)."""
+        check_choice("return_type", return_type, RETURN_TYPES)
+        resid = self.hook_embed(self.hook_prompt(self.check_prompt(prompt)).clone())
         for block in self.blocks[:stop_at_layer]:
-            resid = block(resid, shared)
-        return resid if stop_at_layer is not None else resid[..., self.layout.current]
+            resid = block(resid)
+        if stop_at_layer is not None:
+            return resid
+        values = resid[..., self.layout.current]
+        if return_type == "values":
+            return values
+        return values[:, -1] if return_type == "query" else values[:, -1].sum()
 
-    def can_share_pattern(self) -> bool:
-        """Whether every layer's pattern equals layer 0's, so it can be computed once.
+    def fast_values(self, prompt: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos"]:
+        """The value row for training objectives: the exact paper-mask fast path (``fast_path.py``)
+        when no hook of any kind is registered, else the hooked forward (so every hook fires).
 
-        With tied weights and the paper mask, scores read the feature rows only (``A`` is zero
-        outside its feature block) and no layer writes those rows (``V`` writes value rows, the
-        shift the target row), so all layers attend identically; sharing the pattern also runs the
-        softmax backward once. Only taken with no hook attached (a hook could edit any of it) and
-        the frozen entries exactly zero; otherwise every layer computes its own pattern.
-        """
-        if not (self.cfg.tied and self.cfg.mask == "paper"):
-            return False
-        if any(hp._forward_hooks or hp._forward_pre_hooks for hp in self.hook_dict.values()):
-            return False
-        attn = self.blocks[0].attn
-        return not bool(((attn.A * (1 - attn.mask_A)) != 0).any() or ((attn.V * (1 - attn.mask_V)) != 0).any())
+        The prompt is not validated (training builds it); frozen entries are assumed zero, which the
+        gradient masks keep and checkpoint loading checks."""
+        if self.cfg.mask != "paper" or self.has_any_hook():
+            return self(prompt)
+        attns = self.unique_attention()
+        A, V = torch.stack([a.A for a in attns]), torch.stack([a.V for a in attns])
+        return paper_mask_values(self.cfg, A, V, prompt.to(A.dtype))
+
+    def has_any_hook(self) -> bool:
+        """Any forward, pre-forward or backward hook on any submodule, or a global module hook
+        (TransformerLens, nnsight, pyvene and plain torch hooks all land in one of these)."""
+        from torch.nn.modules import module as torch_module
+
+        if torch_module._global_forward_hooks or torch_module._global_forward_pre_hooks:
+            return True
+        return any(m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks
+                   for m in self.modules())
 
     def run_with_cache(self, *args, **kwargs) -> tuple[Tensor, ActivationCache]:
         """As TransformerLens: the output and an ``ActivationCache`` (``cache["pattern", 0]`` works)."""
@@ -221,7 +268,7 @@ class HookedICTDTransformer(HookedRootModule):
         return out, ActivationCache(cache, self, has_batch_dim=not kwargs.get("remove_batch_dim", False))
 
     def check_prompt(self, prompt: Tensor) -> Tensor:
-        """Fail fast, naming the problem, before any layer runs."""
+        """Fail fast, naming the problem, before any layer runs; returns a copy in the model's dtype."""
         if not isinstance(prompt, Tensor) or prompt.ndim != 3:
             shape = tuple(prompt.shape) if isinstance(prompt, Tensor) else type(prompt).__name__
             raise ValueError(f"prompt: expected a tensor [batch, pos, d_model={self.cfg.d_model}], got {shape}")
@@ -233,17 +280,13 @@ class HookedICTDTransformer(HookedRootModule):
             raise ValueError(f"prompt: needs at least one context position and the query, got pos={prompt.shape[1]}")
         if not torch.isfinite(prompt.sum()):  # one reduction: any NaN or inf makes the sum non-finite
             raise ValueError("prompt: contains NaN or infinite entries")
-        return prompt.to(self.blocks[0].attn.A.dtype)
+        return prompt.to(self.blocks[0].attn.A.dtype, copy=True)
 
-    @property
-    def QK(self) -> FactoredMatrix:
-        """``[layer, head, d_model, d_model]`` QK circuits (``A^T``), as TransformerLens's ``model.QK``."""
-        return FactoredMatrix(torch.stack([b.attn.QK.A for b in self.blocks]), torch.stack([b.attn.QK.B for b in self.blocks]))
-
-    @property
-    def OV(self) -> FactoredMatrix:
-        """``[layer, head, d_model, d_model]`` OV circuits (``V^T``)."""
-        return FactoredMatrix(torch.stack([b.attn.OV.A for b in self.blocks]), torch.stack([b.attn.OV.B for b in self.blocks]))
+    def _apply(self, fn, *args, **kwargs):
+        """Keep ``cfg.device`` in sync with the weights (TransformerLens utilities read it)."""
+        out = super()._apply(fn, *args, **kwargs)
+        self.cfg.device = str(self.blocks[0].attn.A.device)
+        return out
 
     @classmethod
     def from_theta_star(cls, cfg: ICTDConfig, alpha: float = 1.0) -> "HookedICTDTransformer":
@@ -261,3 +304,6 @@ class HookedICTDTransformer(HookedRootModule):
 
         model = load_checkpoint(path).model
         return model if device is None else model.to(device)
+
+
+RETURN_TYPES = ("values", "query", "query_sum")

@@ -19,8 +19,9 @@ OBJECTIVES = ("td", "neu", "mc", "supervised")
 
 
 def query_values(model: HookedICTDTransformer, batch: WindowBatch) -> Float[Tensor, "task window"]:
-    """One forward pass for every window; the query prediction of each."""
-    return model(batch.prompts)[:, -1].view(-1, batch.n_windows)
+    """One forward pass for every window; the query prediction of each. Objectives choose the model's
+    exact fast path explicitly (``fast_values``: the hooked forward whenever a hook is registered)."""
+    return model.fast_values(batch.prompts)[:, -1].view(-1, batch.n_windows)
 
 
 def td_errors_of_windows(v: Tensor, batch: WindowBatch, gamma: float, bootstrap_grad: bool) -> Tensor:

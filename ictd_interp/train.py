@@ -1,33 +1,34 @@
 """Multi-task pretraining (SPEC §6): seeded, resumable, with metrics against theta* as it goes.
 
-A run directory holds ``config.json``, ``metrics.jsonl``, ``checkpoints/step_XXXXXXX/`` (each a core
-checkpoint plus ``training_state.pt``: optimiser, data-generator state and step) and ``final/``.
-Resuming from a checkpoint replays the exact same batches, so it reaches the same weights as an
-uninterrupted run.
+The run folder's layout belongs to ``run_folder.py``. Resuming from a checkpoint replays the exact
+same batches, so it reaches the same weights as an uninterrupted run (bit-exact at equal torch
+thread counts; the count is recorded in ``metrics.jsonl``).
 """
 
 from __future__ import annotations
 
-import json
 import signal
 import time
+import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 import torch
-from tqdm.auto import tqdm
 
+from ictd_interp.progress import progress_bar
+
+from ictd_interp import run_folder
 from ictd_interp.checkpoint import STATE as STATE_FILE
 from ictd_interp.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from ictd_interp.data import window_batch
 from ictd_interp.evaluation import EvalSet, evaluate
 from ictd_interp.model import HookedICTDTransformer
 from ictd_interp.objectives import LOSSES
-from ictd_interp.train_config import PRESETS, TrainConfig
+from ictd_interp.train_config import TrainConfig
 
-__all__ = ["PRESETS", "Run", "TrainConfig", "TrainingDiverged", "read_metrics", "resume", "train"]
+__all__ = ["Run", "TrainingDiverged", "resume", "train"]
 
 class TrainingDiverged(RuntimeError):
     """The loss became NaN or infinite; the message names the step and the last good checkpoint."""
@@ -57,61 +58,53 @@ class _Loop:
     elapsed_before: float = 0.0
 
 
-def train(config: TrainConfig, out_dir: Union[str, Path], *, progress: bool = True) -> Run:
-    """Train from scratch into ``out_dir`` (which must not already hold a run)."""
+StopFlag = Callable[[], bool]
+
+
+def train(config: TrainConfig, out_dir: Union[str, Path], *, progress: bool = True,
+          stop: Optional[StopFlag] = None) -> Run:
+    """Train from scratch into ``out_dir`` (which must not already hold a run or other files).
+
+    ``stop`` is polled after every step; when it returns True the run checkpoints and returns
+    interrupted (studies use it to stop cells on Ctrl-C), as Ctrl-C does in the main thread."""
     out_dir = Path(out_dir)
-    if (out_dir / "config.json").exists():
-        raise FileExistsError(f"{out_dir}: already holds a run; use resume({str(out_dir)!r}) or another folder")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
-    (out_dir / "metrics.jsonl").write_text("")
+    if run_folder.config_path(out_dir).exists():
+        raise FileExistsError(f"{out_dir}: already holds a run; continue it with `ictd-interp train --resume "
+                              f"{out_dir}` or choose another --out")
+    if out_dir.exists() and any(out_dir.iterdir()):
+        raise FileExistsError(f"{out_dir}: not empty and not a training run; choose another --out")
+    run_folder.write_run_config(out_dir, config)
     model = HookedICTDTransformer(config.model).to(config.device)
     loop = _Loop(Run(out_dir, config, model), _optimizer(config, model),
                  torch.Generator().manual_seed(config.seed), EvalSet.build(config))
     _log(loop, loss=None)
-    return _run(loop, progress)
+    return _run(loop, progress, stop)
 
 
-def resume(out_dir: Union[str, Path], *, progress: bool = True) -> Run:
-    """Continue a run from its latest checkpoint; a finished run is returned as is."""
+def resume(out_dir: Union[str, Path], *, progress: bool = True, stop: Optional[StopFlag] = None) -> Run:
+    """Continue a run from its latest usable checkpoint; a finished run is returned as is.
+
+    A checkpoint whose files are corrupt or truncated (an interrupted disk, a killed copy) is set
+    aside with a warning and the previous one is used: nothing is lost but the steps since."""
     out_dir = Path(out_dir)
-    config = load_run_config(out_dir)
-    ckpt = latest_checkpoint(out_dir)
-    if ckpt is None:
-        raise CheckpointError(f"{out_dir}: no checkpoint to resume from; start again with train()")
-    model = load_checkpoint(ckpt, device=config.device).model
-    state = torch.load(ckpt / STATE_FILE, weights_only=True)
+    config = run_folder.load_run_config(out_dir)
+    for ckpt in reversed(run_folder.checkpoints(out_dir)):
+        try:
+            model = load_checkpoint(ckpt, device=config.device).model
+            state = torch.load(ckpt / STATE_FILE, weights_only=True)
+            break
+        except (CheckpointError, RuntimeError, OSError, EOFError) as err:
+            warnings.warn(f"{ckpt}: unusable checkpoint ({str(err).splitlines()[0]}); trying the one before",
+                          stacklevel=2)
+    else:
+        raise CheckpointError(f"{out_dir}: no usable checkpoint to resume from; start again in another folder")
     loop = _Loop(Run(out_dir, config, model, step=state["step"]), _optimizer(config, model),
                  torch.Generator(), EvalSet.build(config), state["loss_sum"], state["loss_count"],
                  elapsed_before=state["elapsed"])
     loop.optimizer.load_state_dict(state["optimizer"])
     loop.generator.set_state(state["generator"])
-    loop.run.metrics = _truncate_metrics(out_dir, loop.run.step)
-    return _run(loop, progress)
-
-
-def load_run_config(out_dir: Path) -> TrainConfig:
-    path = Path(out_dir) / "config.json"
-    if not path.exists():
-        raise FileNotFoundError(f"{out_dir}: not a training run (no config.json)")
-    return TrainConfig.from_dict(json.loads(path.read_text()))
-
-
-def latest_checkpoint(out_dir: Path) -> Optional[Path]:
-    steps = sorted((Path(out_dir) / "checkpoints").glob("step_*"))
-    return steps[-1] if steps else None
-
-
-def read_metrics(out_dir: Union[str, Path]) -> list[dict[str, Any]]:
-    lines = (Path(out_dir) / "metrics.jsonl").read_text().splitlines()
-    return [json.loads(line) for line in lines if line.strip()]
-
-
-def _truncate_metrics(out_dir: Path, step: int) -> list[dict[str, Any]]:
-    """Drop lines logged after the checkpoint, which the resumed run will log again."""
-    kept = [m for m in read_metrics(out_dir) if m["step"] <= step]
-    (out_dir / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in kept))
-    return kept
+    loop.run.metrics = run_folder.truncate_metrics(out_dir, loop.run.step)
+    return _run(loop, progress, stop)
 
 
 def _optimizer(config: TrainConfig, model: HookedICTDTransformer) -> torch.optim.Optimizer:
@@ -122,10 +115,10 @@ def _optimizer(config: TrainConfig, model: HookedICTDTransformer) -> torch.optim
     return cls(params, lr=config.lr, weight_decay=config.weight_decay)
 
 
-def _run(loop: _Loop, progress: bool) -> Run:
+def _run(loop: _Loop, progress: bool, stop: Optional[StopFlag]) -> Run:
     run, cfg = loop.run, loop.run.config
-    bar = tqdm(total=cfg.steps, initial=run.step, disable=not progress, desc="train", dynamic_ncols=True)
-    with _sigint_as_flag() as interrupted:
+    bar = progress_bar(total=cfg.steps, initial=run.step, disable=not progress, desc="train")
+    with _sigint_as_flag(stop) as interrupted:
         while run.step < cfg.steps and not interrupted():
             _step(loop)
             bar.update(1)
@@ -136,7 +129,7 @@ def _run(loop: _Loop, progress: bool) -> Run:
     bar.close()
     run.interrupted = run.step < cfg.steps
     if not run.interrupted:
-        save_checkpoint(run.model, run.out_dir / "final", step=run.step, train_config=cfg.to_dict())
+        save_checkpoint(run.model, run_folder.final_dir(run.out_dir), step=run.step, train_config=cfg.to_dict())
     return run
 
 
@@ -148,7 +141,7 @@ def _step(loop: _Loop) -> None:
                          mc_horizon=cfg.mc_horizon if cfg.objective == "mc" else 0)
     loss = LOSSES[cfg.objective](run.model, batch.to(cfg.device, run.model.cfg.torch_dtype))
     if not torch.isfinite(loss):
-        last = latest_checkpoint(run.out_dir)
+        last = run_folder.latest_checkpoint(run.out_dir)
         raise TrainingDiverged(f"non-finite loss ({loss.item()}) at step {run.step + 1}; "
                                f"last good checkpoint: {last if last else 'none yet'}")
     loop.optimizer.zero_grad(set_to_none=True)
@@ -161,11 +154,11 @@ def _step(loop: _Loop) -> None:
 def _log(loop: _Loop, loss: Optional[float]) -> dict[str, Any]:
     run = loop.run
     wall = loop.elapsed_before + time.perf_counter() - loop.started
-    entry = {"step": run.step, "loss": loss, **evaluate(run.model, loop.eval_set), "wall_time": wall}
+    entry = {"step": run.step, "loss": loss, **evaluate(run.model, loop.eval_set), "wall_time": wall,
+             "torch_threads": torch.get_num_threads()}
     loop.loss_sum, loop.loss_count = 0.0, 0
     run.metrics.append(entry)
-    with open(run.out_dir / "metrics.jsonl", "a") as f:
-        f.write(json.dumps(entry) + "\n")
+    run_folder.append_metrics(run.out_dir, entry)
     return entry
 
 
@@ -179,14 +172,15 @@ def _checkpoint(loop: _Loop) -> None:
     state = {"step": run.step, "optimizer": loop.optimizer.state_dict(), "generator": loop.generator.get_state(),
              "loss_sum": loop.loss_sum, "loss_count": loop.loss_count,
              "elapsed": loop.elapsed_before + time.perf_counter() - loop.started}
-    save_checkpoint(run.model, run.out_dir / "checkpoints" / f"step_{run.step:07d}",
+    save_checkpoint(run.model, run_folder.checkpoint_dir(run.out_dir, run.step),
                     training_state=state, step=run.step, train_config=run.config.to_dict())
 
 
 @contextmanager
-def _sigint_as_flag():
-    """Ctrl-C finishes the current step, writes a checkpoint and stops; a second Ctrl-C aborts at
-    once. Outside the main thread, where signals cannot be caught, Ctrl-C behaves as usual."""
+def _sigint_as_flag(stop: Optional[StopFlag] = None):
+    """Ctrl-C (or ``stop()`` turning True) finishes the current step, writes a checkpoint and stops;
+    a second Ctrl-C aborts at once. Outside the main thread, where signals cannot be caught,
+    Ctrl-C behaves as usual."""
     flag = {"set": False}
 
     def handler(signum, frame):
@@ -199,7 +193,7 @@ def _sigint_as_flag():
     except ValueError:
         previous = None
     try:
-        yield lambda: flag["set"]
+        yield (lambda: flag["set"]) if stop is None else (lambda: flag["set"] or stop())
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)

@@ -101,6 +101,11 @@ class TrainConfig:
     def from_dict(cls, data: dict[str, Any]) -> "TrainConfig":
         return from_dict_strict(cls, data)
 
+    def differences(self, other: "TrainConfig") -> list[str]:
+        """``field: mine -> other`` for every field that differs (empty when equal)."""
+        mine, theirs = self.to_dict(), other.to_dict()
+        return [f"{k}: {mine[k]!r} -> {theirs[k]!r}" for k in mine if mine[k] != theirs[k]]
+
     @classmethod
     def from_preset(cls, name: str, **overrides: Any) -> "TrainConfig":
         if name not in PRESETS:

@@ -38,7 +38,7 @@ def test_train_and_resume_from_the_cli(tmp_path, capsys):
     args = ["train", "--preset", "quick", "--out", str(tmp_path / "r"), "--steps", "2", "--tasks-per-batch", "4",
             "--windows-per-task", "2", "--n-eval-tasks", "4", "--eval-every", "1", "--no-tied", "--seed", "3"]
     assert main(args) == 0
-    config = json.loads((tmp_path / "r" / "config.json").read_text())
+    config = json.loads((tmp_path / "r" / "train_config.json").read_text())
     assert (config["steps"], config["tied"], config["seed"], config["lr"]) == (2, False, 3, 3e-3)
     assert main(["train", "--resume", str(tmp_path / "r")]) == 0
     assert "finished at step 2" in capsys.readouterr().out

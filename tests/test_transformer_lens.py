@@ -1,0 +1,155 @@
+"""TransformerLens's own tools give right answers on the model (float64, stated tolerances)."""
+
+import pytest
+import torch
+from transformer_lens import patching
+
+import hooks
+from analyses.attention import attention_view, position_labels
+from ictd_interp import HookedICTDTransformer
+from tests.conftest import make_cfg, make_star, make_tasks
+
+TOL = 1e-12
+
+
+def _zero_position_5(act, hook):
+    act[:, 5] = 0.0  # in place, as TransformerLens users write hooks
+    return act
+
+
+@pytest.mark.parametrize("name", ["hook_prompt", "blocks.0.hook_resid_pre", "blocks.0.attn.hook_k",
+                                  "blocks.1.hook_resid_pre", "blocks.0.hook_resid_mid"])
+@pytest.mark.parametrize("form", ["tsm", "dual"])
+def test_in_place_hook_edits_never_leak(name, form):
+    """An in-place edit changes only what flows downstream: not the caller's prompt, not the cached
+    upstream activations, and the output equals the same edit done out of place."""
+    model, tasks = make_star(form=form, n_layers=3), make_tasks()
+    prompt = tasks.prompt
+    before = prompt.clone()
+    in_place = model.run_with_hooks(prompt, fwd_hooks=[(name, _zero_position_5)])
+    assert torch.equal(prompt, before) and torch.equal(tasks.prompt, before)
+
+    def out_of_place(act, hook):
+        keep = torch.ones_like(act)
+        keep[:, 5] = 0.0
+        return act * keep
+
+    expected = model.run_with_hooks(prompt, fwd_hooks=[(name, out_of_place)])
+    assert (in_place - expected).abs().max() <= TOL
+    assert (in_place - model(prompt)).abs().max() > 1e-3  # the edit did something
+
+
+def test_in_place_edit_does_not_change_cached_upstream_activations():
+    """Edits at ``attn_out`` and ``resid_pre`` of the next layer leave what was handed out upstream intact."""
+    model, prompt = make_star(n_layers=2), make_tasks().prompt
+    _, clean = model.run_with_cache(prompt)
+    with model.hooks(fwd_hooks=[("blocks.0.hook_attn_out", _zero_position_5)]):
+        _, attn_edit_only = model.run_with_cache(prompt)
+    seen = {}
+
+    def save(act, hook):
+        seen[hook.name] = act
+
+    model.run_with_hooks(prompt, fwd_hooks=[("blocks.0.attn.hook_result", save), ("blocks.0.hook_attn_out", _zero_position_5),
+                                            ("blocks.0.hook_resid_post", save), ("blocks.1.hook_resid_pre", _zero_position_5)])
+    assert torch.equal(seen["blocks.0.attn.hook_result"], clean["result", 0])
+    assert torch.equal(seen["blocks.0.hook_resid_post"], attn_edit_only["resid_post", 0])
+    assert not torch.equal(attn_edit_only["resid_post", 0], clean["resid_post", 0])
+
+
+def test_tied_model_fires_forward_and_backward_pattern_hooks_on_every_layer():
+    model, prompt = HookedICTDTransformer(make_cfg(tied=True, n_layers=4, init_scale=0.5)), make_tasks().prompt
+    fired = {"fwd": [], "bwd": []}
+    names = [f"blocks.{l}.attn.hook_pattern" for l in range(4)]
+    fwd = [(n, lambda act, hook: fired["fwd"].append(hook.name)) for n in names]
+    bwd = [(n, lambda grad, hook: fired["bwd"].append(hook.name)) for n in names]
+    with model.hooks(fwd_hooks=fwd, bwd_hooks=bwd):
+        model(prompt).sum().backward()
+    assert sorted(fired["fwd"]) == names and sorted(fired["bwd"]) == names
+
+
+@pytest.mark.parametrize("form", ["tsm", "dual"])
+def test_residual_decompositions_sum_to_the_last_residual(form):
+    model = HookedICTDTransformer(make_cfg(form=form, n_layers=3, init_scale=0.5))
+    _, cache = model.run_with_cache(make_tasks().prompt)
+    parts, labels = cache.decompose_resid(return_labels=True)
+    assert labels[0] == "embed" and (parts.sum(0) - cache["resid_post", -1]).abs().max() <= TOL
+    full = cache.get_full_resid_decomposition(expand_neurons=False)
+    assert (full.sum(0) - cache["resid_post", -1]).abs().max() <= TOL
+    assert cache.stack_head_results(layer=0).shape[0] == 0  # nothing before layer 0
+
+
+def test_weights_are_consistent_with_circuits_and_hooks():
+    model, prompt = HookedICTDTransformer(make_cfg(form="dual", n_layers=2, init_scale=0.5)), make_tasks().prompt
+    _, cache = model.run_with_cache(prompt)
+    for l in range(2):
+        resid = cache["resid_pre", l]
+        assert torch.allclose(cache["q", l], torch.einsum("bpm,hmd->bphd", resid, model.W_Q[l]), atol=TOL)
+        assert torch.allclose(cache["k", l], torch.einsum("bpm,hmd->bphd", resid, model.W_K[l]), atol=TOL)
+        assert torch.allclose(cache["v", l], torch.einsum("bpm,hmd->bphd", resid, model.W_V[l]), atol=TOL)
+        assert torch.allclose(model.QK.AB[l], model.W_Q[l] @ model.W_K[l].transpose(-1, -2), atol=TOL)
+        assert torch.allclose(model.OV.AB[l], model.W_V[l] @ model.W_O[l], atol=TOL)
+    assert model.accumulated_bias(1).abs().sum() == 0
+
+
+def test_composition_scores_of_theta_star_by_hand():
+    """theta*: OV = V*^T = u e_cur^T, QK = A*^T = diag(I_d, 0, 0, 0). OV QK = u e_cur^T diag(I_d,..) = 0
+    (the current row is not a feature row): no Q-composition. OV OV = u (e_cur . u) e_cur^T with
+    e_cur . u = -1, so ||OV OV|| / ||OV||^2 = ||u|| / ||u||^2 = 1/sqrt(3)."""
+    model = make_star(n_layers=3)
+    q, v = model.all_composition_scores("Q"), model.all_composition_scores("V")
+    assert q.shape == (3, 1, 3, 1) and q.abs().max() <= TOL
+    expected = torch.tensor([[0, 1, 1], [0, 0, 1], [0, 0, 0]], dtype=torch.float64) / 3**0.5
+    assert (v[:, 0, :, 0] - expected).abs().max() <= 1e-10
+    with pytest.raises(ValueError, match="mode"):
+        model.all_composition_scores("X")
+
+
+def test_cfg_fields_eval_mode_and_device():
+    model = make_star()
+    assert not model.training and not HookedICTDTransformer(make_cfg()).training
+    assert model.cfg.device == "cpu" and model.cfg.n_key_value_heads is None and model.device.type == "cpu"
+    assert model.config is model.cfg
+    assert model.to("cpu").cfg.device == "cpu"
+    assert torch.equal(model.tokens_to_residual_directions(), torch.eye(6, dtype=torch.float64)[model.layout.current])
+
+
+def test_gradient_attribution_in_one_call():
+    model, prompt = make_star(n_layers=2), make_tasks().prompt
+    out, cache = model.run_with_cache(prompt, return_type="query_sum", incl_bwd=True)
+    assert out.ndim == 0
+    # d(prediction)/d(reward row entering the last layer) = the kernel weight K(S_i, S_n) > 0; the
+    # query column is never a source, so its reward has no effect
+    grad = cache["blocks.1.hook_resid_pre_grad"][..., model.layout.reward]
+    assert (grad[:, :-1] > 0).all() and (grad[:, -1] == 0).all()
+    assert torch.equal(model(prompt, return_type="query"), model(prompt)[:, -1])
+    with pytest.raises(ValueError, match="return_type"):
+        model(prompt, return_type="logits")
+
+
+def test_transformer_lens_patching_through_the_entry_equals_ours():
+    model, tasks = make_star(n_layers=2), make_tasks()
+    clean, corrupted = tasks.prompt, tasks.prompt.clone()
+    corrupted[..., model.layout.reward] *= -1.0
+    _, clean_cache = model.run_with_cache(clean)
+    metric = lambda values: values[:, -1].mean()  # noqa: E731
+    table = hooks.tl_patching(patching.get_act_patch_resid_pre, model, corrupted, clean_cache, metric)
+    assert table.shape == (2, clean.shape[1]) and table.dtype == torch.float64
+    ours = hooks.activation_patching(model, clean, corrupted, hook_names=["blocks.0.hook_resid_pre", "blocks.1.hook_resid_pre"])
+    expected = torch.tensor(ours["value"].to_numpy()).view(2, -1)
+    assert (table - expected).abs().max() <= 1e-10
+    assert (table[:, -1] - table[:, 0]).abs().max() > 1e-6  # the query position is patched too
+
+    heads = hooks.tl_patching(patching.get_act_patch_attn_head_out_all_pos, model, corrupted, clean_cache, metric)
+    for l in range(2):
+        by_hand = model.run_with_hooks(corrupted, fwd_hooks=[(f"blocks.{l}.attn.hook_z", lambda act, hook: clean_cache[hook.name])])
+        assert abs(heads[l, 0].item() - metric(by_hand).item()) <= 1e-10
+
+
+def test_circuitsvis_view_labels_positions_and_masks_nothing():
+    pytest.importorskip("circuitsvis")
+    model, prompt = make_star(form="dual"), make_tasks().prompt
+    _, cache = model.run_with_cache(prompt)
+    html = str(attention_view(cache, layer=1))
+    assert "S_12 (query)" in html and "L1H1" in html
+    assert position_labels(3) == ["S_0", "S_1", "S_2 (query)"]
