@@ -5,14 +5,25 @@ Built on ``matplotlib.figure.Figure`` (no pyplot global state) with seaborn's co
 
 from __future__ import annotations
 
+import io
 from typing import Mapping, Optional, Sequence
 
 import numpy as np
 import seaborn as sns
-from matplotlib.figure import Figure
+from matplotlib.figure import Figure as MatplotlibFigure
 
 PALETTE = sns.color_palette("colorblind")
 SIGNATURE_LABELS = ("reward", "target", "current")
+
+
+class Figure(MatplotlibFigure):
+    """A matplotlib Figure that shows itself as a PNG in any Jupyter kernel (``display(fig)`` or a
+    cell's last line), whatever the matplotlib backend: no pyplot state is needed."""
+
+    def _repr_png_(self) -> bytes:
+        buffer = io.BytesIO()
+        self.savefig(buffer, format="png", dpi=100)
+        return buffer.getvalue()
 
 
 def _figure(ncols: int = 1, width: float = 5.0, height: float = 3.8) -> tuple[Figure, list]:
@@ -20,15 +31,16 @@ def _figure(ncols: int = 1, width: float = 5.0, height: float = 3.8) -> tuple[Fi
     return fig, [fig.add_subplot(1, ncols, i + 1) for i in range(ncols)]
 
 
-def attention_comparison(trained: np.ndarray, star: np.ndarray, layer: int = 0) -> Figure:
-    """Trained vs theta* attention on the same prompt (rows: query position j, columns: source i)."""
-    fig, axes = _figure(2, width=4.8)
-    vmax = float(max(np.max(trained), np.max(star)))
-    for ax, data, name in zip(axes, (trained, star), ("trained", "theta*")):
+def attention_comparison(patterns: Mapping[str, np.ndarray]) -> Figure:
+    """Attention patterns on the same prompt side by side, titled by the caller (e.g.
+    ``{"trained, layer 0": ..., "$\\theta^*$, layer 0": ...}``); rows: query position j, columns: source i."""
+    fig, axes = _figure(len(patterns), width=4.8)
+    vmax = float(max(np.max(p) for p in patterns.values()))
+    for ax, (name, data) in zip(axes, patterns.items()):
         ticks = max(1, len(data) // 8)
         sns.heatmap(np.asarray(data), ax=ax, cmap="viridis", vmin=0.0, vmax=vmax, xticklabels=ticks, yticklabels=ticks,
                     cbar_kws={"label": "attention weight"})
-        ax.set(title=f"{name}, layer {layer}", xlabel="source position i", ylabel="query position j")
+        ax.set(title=name, xlabel="source position i", ylabel="query position j")
     return fig
 
 

@@ -111,7 +111,8 @@ def draw(summary: dict[str, Any]) -> dict[str, Any]:
     """Every figure, from the saved numbers only."""
     ex, conv, gamma = summary["example"], summary["convergence"], summary["config"]["gamma"]
     out = {
-        "attention": figures.attention_comparison(ex["pattern_model"], ex["pattern_theta_star"]),
+        "attention": figures.attention_comparison({"trained, layer 0": ex["pattern_model"],
+                                                   "$\\theta^*$, layer 0": ex["pattern_theta_star"]}),
         "grouped_kernel": figures.grouped_kernel(ex["grouped_kernel"], "grouped kernel M^_n (model, layer 0)"),
         "signature": figures.signature_bars(summary["metrics"]["signature"]),
         "error_vs_depth": figures.error_vs_depth(conv["depth"], {"theta_star": conv["theta_star_fit"]["rate"]},

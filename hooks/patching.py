@@ -11,9 +11,10 @@ from typing import Callable, Optional, Sequence
 import pandas as pd
 import seaborn as sns
 import torch
-from matplotlib.figure import Figure
 from torch import Tensor
 from transformer_lens.hook_points import HookPoint
+
+from analyses.figures import Figure
 
 from ictd_interp import HookedICTDTransformer
 

@@ -159,6 +159,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="folder: run/ (training) and analysis/ (report)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     add_config_args(p, TrainConfig)
+    p = sub.add_parser("study", help="a grid of conditions x seeds on Ray, with aggregate figures and study.md")
+    p.add_argument("spec", help="a study spec (.toml) or a built-in study: emergence, objectives, depth, features, "
+                                "masks, tied")
+    p.add_argument("--out", required=True, help="study folder (re-running the same command resumes it)")
+    p.add_argument("--workers", type=int, default=None, help="cells at once on a local Ray instance (default: all cores)")
+    p.add_argument("--address", default=None, help="join this Ray cluster (HOST:PORT) instead; --out must be "
+                                                   "storage every node sees")
+    p = sub.add_parser("study-report", help="redraw a study's figures and study.md from its CSVs")
+    p.add_argument("path", help="a study folder")
     return parser
 
 
@@ -226,6 +235,19 @@ def _reproduce(args: argparse.Namespace) -> int:
     return 0
 
 
+def _study(args: argparse.Namespace) -> int:
+    from analyses.study import run_study
+
+    study = run_study(args.spec, args.out, address=args.address, workers=args.workers)
+    cells = study.results.drop_duplicates("cell")
+    print(f"{study.out_dir}/study.md: {int((cells['status'] == 'done').sum())}/{len(cells)} cells done, "
+          f"{int((cells['status'] == 'failed').sum())} failed")
+    if study.interrupted:
+        print(f"{study.out_dir}: interrupted; run the same command again to continue")
+        return 130
+    return 0
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -244,6 +266,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return 0
         if args.command == "reproduce":
             return _reproduce(args)
+        if args.command == "study":
+            return _study(args)
+        if args.command == "study-report":
+            from analyses.study_report import write_report
+
+            print(write_report(args.path))
+            return 0
     except (ValueError, ImportError, FileNotFoundError, FileExistsError) as err:
         print(f"ictd-interp {args.command}: error: {err}", file=sys.stderr)
         return 2

@@ -113,7 +113,7 @@ def test_convergence_helpers():
 
 def test_figures_have_titles_and_labels():
     figs = [
-        figures.attention_comparison(PATTERN[0].numpy(), PATTERN[0].numpy()),
+        figures.attention_comparison({"a": PATTERN[0].numpy(), "b": PATTERN[0].numpy()}),
         figures.grouped_kernel(np.eye(3)),
         figures.diagonality_curve([0, 10], [0.3, 0.6], 0.9),
         figures.signature_bars([[1.0, None, None], [0.8, 1.0, -0.6]]),

@@ -1,0 +1,178 @@
+"""A study's report from its CSVs alone: ``study.md`` and ``figures/`` (PNG + SVG).
+
+Every figure shows each condition with its spread over seeds: lines are the mean over seeds and
+bands a 95% bootstrap confidence interval of that mean (seaborn, 1000 resamples, seed 0).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Union
+
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+from analyses.figures import Figure
+from analyses.study_results import TRIPLE, read_tables
+
+BAND = {"errorbar": ("ci", 95), "n_boot": 1000, "seed": 0}
+CAPTION = "Lines: mean over seeds; bands: 95% bootstrap confidence interval of the mean (1000 resamples)."
+PALETTE = "colorblind"
+
+
+def write_report(out_dir: Union[str, Path]) -> Path:
+    """Redraw ``figures/`` and ``study.md`` of a study folder from its CSVs."""
+    out_dir = Path(out_dir)
+    results, curves, depth = read_tables(out_dir)
+    spec = json.loads((out_dir / "spec.json").read_text())
+    title = spec.get("name", out_dir.name)
+    figs = {}
+    if not curves.empty:
+        figs["cosines_over_training"] = cosine_curves(curves, title)
+        figs["diagonality_over_training"] = curve(curves, "kernel_diagonality_mean", "kernel diagonality (fraction)", title)
+        figs["msve_over_training"] = msve_curves(curves, title)
+    done = results[results["status"] == "done"]
+    if not done.empty:
+        figs["signature"] = signature(done, title)
+    if not depth.empty:
+        figs["error_vs_depth"] = error_vs_depth(depth, title)
+    (out_dir / "figures").mkdir(exist_ok=True)
+    for name, fig in figs.items():
+        for ext in ("png", "svg"):
+            fig.savefig(out_dir / "figures" / f"{name}.{ext}", dpi=120)
+    path = out_dir / "study.md"
+    path.write_text(markdown(spec, results, sorted(figs)))
+    return path
+
+
+def _cell_mean_over_layers(curves: pd.DataFrame, column: str) -> pd.DataFrame:
+    return curves.groupby(["condition", "cell", "step"], sort=False)[column].mean().reset_index()
+
+
+def cosine_curves(curves: pd.DataFrame, title: str) -> Figure:
+    fig = Figure(figsize=(11, 4), layout="constrained")
+    axes = fig.subplots(1, 2, sharey=True)
+    for ax, column, name in zip(axes, ("cos_A", "cos_V"), (r"$\cos(A, A^*)$", r"$\cos(V, V^*)$")):
+        data = _cell_mean_over_layers(curves, column)
+        sns.lineplot(data=data, x="step", y=column, hue="condition", ax=ax, palette=PALETTE, **BAND)
+        ax.set(title=f"{name}, mean over layers", xlabel="training step", ylabel="cosine with $\\theta^*$")
+        ax.set_ylim(*_zoom(curves[["cos_A", "cos_V"]].to_numpy()))
+        _legend_outside(ax, keep=ax is axes[-1])
+    fig.suptitle(f"{title}: weights approach $\\theta^*$ over training")
+    return fig
+
+
+def curve(curves: pd.DataFrame, column: str, label: str, title: str) -> Figure:
+    fig = Figure(figsize=(7.5, 4), layout="constrained")
+    ax = fig.add_subplot()
+    sns.lineplot(data=_cell_mean_over_layers(curves, column), x="step", y=column, hue="condition", ax=ax,
+                 palette=PALETTE, **BAND)
+    ax.set(title=f"{title}: {label} over training", xlabel="training step", ylabel=label)
+    _legend_outside(ax)
+    return fig
+
+
+def msve_curves(curves: pd.DataFrame, title: str) -> Figure:
+    fig = Figure(figsize=(7.5, 4), layout="constrained")
+    ax = fig.add_subplot()
+    data = _cell_mean_over_layers(curves, "eval_msve")
+    sns.lineplot(data=data, x="step", y="eval_msve", hue="condition", ax=ax, palette=PALETTE, **BAND)
+    colors = dict(zip(data["condition"].unique(), sns.color_palette(PALETTE)))
+    for condition, star in curves.groupby("condition", sort=False)["theta_star_msve"].mean().items():
+        ax.axhline(star, color=colors[condition], ls="--", lw=1)
+    ax.plot([], [], color="grey", ls="--", label="$\\theta^*$ at the same depth")
+    ax.set(title=f"{title}: evaluation MSVE (dashed: $\\theta^*$)", xlabel="training step",
+           ylabel="MSVE against $v_\\pi$", yscale="log")
+    _legend_outside(ax)
+    return fig
+
+
+def signature(done: pd.DataFrame, title: str) -> Figure:
+    """Final normalised (reward, target, current) weights per layer: bars = mean, dots = seeds."""
+    cols = [f"metrics.signature.{n}" for n in TRIPLE]
+    long = done.melt(id_vars=["condition", "cell", "layer"], value_vars=cols, var_name="input", value_name="weight")
+    long["input"] = long["input"].str.rsplit(".", n=1).str[-1]
+    conditions = list(done["condition"].unique())
+    fig = Figure(figsize=(max(5.0, 3.6 * len(conditions)), 4), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(1, len(conditions), sharey=True))
+    for ax, condition in zip(axes, conditions):
+        part = long[long["condition"] == condition]
+        sns.barplot(data=part, x="layer", y="weight", hue="input", hue_order=TRIPLE, ax=ax, palette=PALETTE,
+                    errorbar=None, alpha=0.6)
+        sns.stripplot(data=part, x="layer", y="weight", hue="input", hue_order=TRIPLE, dodge=True, ax=ax,
+                      palette=PALETTE, size=3, legend=False)
+        ax.axhline(0, color="black", lw=0.6)
+        ax.set(title=condition, xlabel="layer", ylabel="normalised weight ($\\theta^*$: +1, +1, −1)")
+        _legend_outside(ax, keep=ax is axes[-1])
+    fig.suptitle(f"{title}: value-row signature per layer (bars: mean, dots: seeds)")
+    return fig
+
+
+def error_vs_depth(depth: pd.DataFrame, title: str) -> Figure:
+    fig = Figure(figsize=(7.5, 4), layout="constrained")
+    ax = fig.add_subplot()
+    model = depth.dropna(subset=["model"])
+    sns.lineplot(data=model, x="depth", y="model", hue="condition", ax=ax, palette=PALETTE, marker="o", **BAND)
+    star = depth.groupby(["depth"])["theta_star"].mean().reset_index()
+    ax.plot(star["depth"], star["theta_star"], color="grey", ls="--", label="$\\theta^*$ (mean over cells)")
+    ax.set(title=f"{title}: error after each layer", xlabel="layers applied (depth)",
+           ylabel="$\\|v_L - v_\\pi\\|_\\infty$ (mean over tasks)", yscale="log")
+    _legend_outside(ax)
+    return fig
+
+
+def markdown(spec: dict, results: pd.DataFrame, figures: list[str]) -> str:
+    cells = results.drop_duplicates("cell")
+    lines = [f"# Study `{spec['name']}`", "", spec.get("description", ""), "",
+             f"Preset `{spec['preset']}`, fixed {spec['fixed'] or 'nothing'}, grid {spec['grid'] or 'none'}, "
+             f"seeds {spec['seeds']}: {len(cells)} cells, {int((cells['status'] == 'done').sum())} done.", "",
+             "## Final metrics per condition", "",
+             "Mean ± standard deviation over the seeds that finished; cosines are the lowest layer's "
+             "(a model is only as close to θ* as its worst layer); MSVE is against v_π on held-out tasks.", "",
+             "| condition | seeds done | failed | eval MSVE | θ* MSVE | min cos(A, A*) | min cos(V, V*) "
+             "| kernel diagonality | signature (+, +, −) in every layer |", "|---|---|---|---|---|---|---|---|---|"]
+    for condition, part in results.groupby("condition", sort=False):
+        lines.append(_table_row(condition, part))
+    failed = cells[cells["status"] != "done"]
+    if not failed.empty:
+        lines += ["", "## Cells that did not finish", ""]
+        lines += [f"- `{r.cell}`: {r.status}" + (f" — {r.error}" if isinstance(r.error, str) else "")
+                  for r in failed.itertuples()]
+    lines += ["", "## Figures", "", CAPTION, ""]
+    lines += [f"### {name.replace('_', ' ')}\n\n![{name}](figures/{name}.png)\n" for name in figures]
+    return "\n".join(lines) + "\n"
+
+
+def _table_row(condition: str, part: pd.DataFrame) -> str:
+    cells = part.drop_duplicates("cell")
+    done = part[part["status"] == "done"]
+    n_done, n_failed = int((cells["status"] == "done").sum()), int((cells["status"] == "failed").sum())
+    if done.empty:
+        return f"| {condition} | 0 | {n_failed} | – | – | – | – | – | – |"
+    per_cell = done.groupby("cell").agg(msve=("metrics.eval_msve", "first"), star=("metrics.theta_star_msve", "first"),
+                                        cos_A=("metrics.cos_A", "min"), cos_V=("metrics.cos_V", "min"),
+                                        diag=("metrics.kernel_diagonality_mean", "first"),
+                                        match=("metrics.signature_match", "all"))
+    fmt = lambda s: f"{s.mean():.3f} ± {s.std():.3f}" if len(s) > 1 else f"{s.mean():.3f}"  # noqa: E731
+    return (f"| {condition} | {n_done} | {n_failed} | {fmt(per_cell['msve'])} | {per_cell['star'].mean():.3f} | "
+            f"{fmt(per_cell['cos_A'])} | {fmt(per_cell['cos_V'])} | {fmt(per_cell['diag'])} | "
+            f"{int(per_cell['match'].sum())}/{len(per_cell)} |")
+
+
+def _zoom(values: np.ndarray) -> tuple[float, float]:
+    """Axis limits around the data (a cosine axis spanning -1..1 hides 0.98 vs 0.99)."""
+    finite = values[np.isfinite(values)]
+    lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+    pad = max(0.02, 0.05 * (hi - lo))
+    return lo - pad, min(1.0 + pad / 2, hi + pad)
+
+
+def _legend_outside(ax, keep: bool = True) -> None:
+    if ax.get_legend() is None:
+        return
+    if not keep:
+        ax.get_legend().remove()
+        return
+    sns.move_legend(ax, "upper left", bbox_to_anchor=(1.02, 1), frameon=False, title=None)

@@ -1,0 +1,198 @@
+"""Studies on Ray: tables equal the cells' own files, cells equal standalone runs, faults lose nothing."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from analyses.study import load_study, run_study
+from analyses.study_results import flatten_summary
+from analyses.study_spec import StudySpecError, load_spec
+from ictd_interp.train import train
+
+ray = pytest.importorskip("ray")
+ENV = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONUNBUFFERED": "1"}
+TINY = {"steps": 12, "tasks_per_batch": 4, "windows_per_task": 2, "n_eval_tasks": 8, "eval_every": 4,
+        "checkpoint_every": 4, "n_states": 5, "context_len": 8}
+
+
+def spec(grid=None, seeds=(0, 1), **fixed):
+    return {"name": "t", "preset": "quick", "seeds": list(seeds), "fixed": {**TINY, **fixed},
+            "grid": {"tied": [True, False]} if grid is None else grid}
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1",
+             configure_logging=False)
+    yield
+    ray.shutdown()
+
+
+def final_weights(cell_dir: Path) -> dict:
+    return load_file(str(cell_dir / "run" / "final" / "model.safetensors"))
+
+
+def standalone(config, out: Path) -> dict:
+    """The same config trained outside the study, on one torch thread like a study cell."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        train(config, out, progress=False)
+    finally:
+        torch.set_num_threads(threads)
+    return load_file(str(out / "final" / "model.safetensors"))
+
+
+def assert_same(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_four_cells_equal_their_summaries_and_standalone_runs(local_ray, tmp_path):
+    study = run_study(spec(), tmp_path / "s", progress=False)
+    cells = load_spec(spec()).cells()
+    assert sorted(study.results["cell"].unique()) == sorted(c.name for c in cells) and (study.results["status"] == "done").all()
+    for cell in cells:
+        folder = tmp_path / "s" / "cells" / cell.name
+        summary = json.loads((folder / "analysis" / "summary.json").read_text())
+        rows = study.results[study.results["cell"] == cell.name].sort_values("layer")
+        assert len(rows) == 3 and rows["seed"].tolist() == [cell.config.seed] * 3
+        scalars, per_layer = flatten_summary(summary, 3)
+        assert rows["metrics.eval_msve"].tolist() == [summary["metrics"]["eval_msve"]] * 3
+        assert rows["metrics.cos_V"].tolist() == pytest.approx(summary["metrics"]["cos_V"], abs=1e-15)
+        current = [float("nan") if s[2] is None else s[2] for s in summary["metrics"]["signature"]]
+        assert rows["metrics.signature.current"].tolist() == pytest.approx(current, nan_ok=True)
+        assert scalars["margin.theta_star_mean"] == pytest.approx(rows["margin.theta_star_mean"].iloc[0], abs=1e-15)
+        assert_same(final_weights(folder), standalone(cell.config, tmp_path / "alone" / cell.name))
+    curves = study.curves
+    assert set(curves["step"]) == {0, 4, 8, 12} and len(curves) == 4 * 4 * 3
+    assert (tmp_path / "s" / "figures" / "cosines_over_training.png").stat().st_size > 10_000
+    assert "95% bootstrap confidence interval" in (tmp_path / "s" / "study.md").read_text()
+    assert_same_tables(load_study(tmp_path / "s"), study)
+
+    # re-running recomputes nothing: the final checkpoints are untouched
+    finals = sorted((tmp_path / "s" / "cells").glob("*/run/final/model.safetensors"))
+    stamps = [p.stat().st_mtime_ns for p in finals]
+    run_study(spec(), tmp_path / "s", progress=False)
+    assert [p.stat().st_mtime_ns for p in finals] == stamps
+
+
+def assert_same_tables(a, b) -> None:
+    pd.testing.assert_frame_equal(a.results, b.results)
+    pd.testing.assert_frame_equal(a.curves, b.curves)
+
+
+def test_a_diverging_cell_is_reported_failed_and_the_others_finish(local_ray, tmp_path):
+    study = run_study(spec(grid={"lr": [3e-3, 1e6]}, seeds=[0], optimizer="sgd"), tmp_path / "s", progress=False)
+    status = study.results.drop_duplicates("cell").set_index("cell")
+    assert status.loc["lr-0.003__seed-0", "status"] == "done"
+    assert status.loc["lr-1000000.0__seed-0", "status"] == "failed"
+    assert "TrainingDiverged: non-finite loss" in status.loc["lr-1000000.0__seed-0", "error"]
+    assert "lr-1000000.0__seed-0" in (tmp_path / "s" / "study.md").read_text()
+
+
+def test_bad_specs_name_the_cell_and_the_field(tmp_path):
+    with pytest.raises(StudySpecError, match=r"fixed\.stepz: unknown TrainConfig field"):
+        load_spec(spec(stepz=3))
+    with pytest.raises(StudySpecError, match=r"cell objective-tdd__seed-0: objective"):
+        load_spec(spec(grid={"objective": ["td", "tdd"]}))
+    with pytest.raises(StudySpecError, match=r"grid\.objective: must be a non-empty list"):
+        load_spec(spec(grid={"objective": []}))
+    with pytest.raises(StudySpecError, match="seeds"):
+        load_spec(spec(seeds=[]))
+    path = tmp_path / "bad.toml"
+    path.write_text('preset = "quick"\nseeds = [0]\n[grid]\nn_layers = [0]\n')
+    with pytest.raises(StudySpecError, match=rf"{path}: cell n_layers-0__seed-0: n_layers"):
+        load_spec(path)
+    with pytest.raises(StudySpecError, match="built-in: \\['depth'"):
+        load_spec("no-such-study")
+    assert len(load_spec("objectives").cells()) == 20
+
+
+def test_a_changed_spec_under_an_existing_folder_is_refused(tmp_path):
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "spec.json").write_text(json.dumps(load_spec(spec()).to_dict()))
+    with pytest.raises(StudySpecError, match=r"seeds: \[0, 1\] -> \[0, 1, 2\]"):
+        run_study(spec(seeds=[0, 1, 2]), tmp_path / "s", progress=False)
+
+
+def _cli(*args, **kwargs):
+    return subprocess.Popen([sys.executable, "-m", "ictd_interp.cli", *args], env=ENV, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, **kwargs)
+
+
+def _wait_for(predicate, timeout=120.0):
+    end = time.time() + timeout
+    while time.time() < end:
+        if predicate():
+            return
+        time.sleep(0.02)
+    raise AssertionError("timed out")
+
+
+def _write_spec(path: Path, data: dict) -> Path:
+    lines = [f'preset = "{data["preset"]}"', f'seeds = {data["seeds"]}', "[fixed]"]
+    lines += [f"{k} = {json.dumps(v)}" for k, v in data["fixed"].items()]
+    lines += ["[grid]"] + [f"{k} = {json.dumps(v)}" for k, v in data["grid"].items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_killed_worker_resumes_the_cell_to_the_same_weights(tmp_path):
+    data = spec(grid={"n_layers": [3]}, seeds=[0], steps=300, checkpoint_every=50, eval_every=150)
+    out = tmp_path / "s"
+    proc = _cli("study", str(_write_spec(tmp_path / "k.toml", data)), "--out", str(out), "--workers", "1")
+    cell = out / "cells" / "n_layers-3__seed-0"
+    _wait_for(lambda: (cell / "run" / "checkpoints" / "step_0000050").exists())
+    pid = json.loads((cell / "status.json").read_text())["pid"]
+    os.kill(pid, signal.SIGKILL)
+    output, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, output
+    status = json.loads((cell / "status.json").read_text())
+    assert status["status"] == "done" and status["pid"] != pid  # a new worker finished it
+    assert_same(final_weights(cell), standalone(load_spec(data).cells()[0].config, tmp_path / "alone"))
+
+
+@pytest.mark.slow
+def test_ctrl_c_checkpoints_exits_130_and_the_same_command_resumes(tmp_path):
+    data = spec(grid={"n_layers": [3]}, seeds=[0], steps=400, checkpoint_every=50, eval_every=200)
+    path, out = _write_spec(tmp_path / "c.toml", data), tmp_path / "s"
+    proc = _cli("study", str(path), "--out", str(out), "--workers", "1", start_new_session=True)
+    cell = out / "cells" / "n_layers-3__seed-0"
+    _wait_for(lambda: (cell / "run" / "checkpoints" / "step_0000050").exists())
+    os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole process group
+    output, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, output
+    assert json.loads((cell / "status.json").read_text())["status"] == "interrupted"
+    assert not (cell / "run" / "final").exists()
+    again = _cli("study", str(path), "--out", str(out), "--workers", "1")
+    output, _ = again.communicate(timeout=300)
+    assert again.returncode == 0, output
+    assert_same(final_weights(cell), standalone(load_spec(data).cells()[0].config, tmp_path / "alone"))
+
+
+def test_a_real_cluster_on_loopback(tmp_path):
+    port = 6400 + os.getpid() % 500
+    ray_bin = Path(sys.executable).parent / "ray"
+    head = subprocess.Popen([str(ray_bin), "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}",
+                             "--num-cpus=2", "--include-dashboard=false", "--block"], env=ENV,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(3)
+        proc = _cli("study", str(_write_spec(tmp_path / "c.toml", spec(seeds=[0]))), "--out", str(tmp_path / "s"),
+                    "--address", f"127.0.0.1:{port}")
+        output, _ = proc.communicate(timeout=300)
+        assert proc.returncode == 0, output
+        assert "2/2 cells done" in output
+    finally:
+        head.terminate()  # stops only the head this test started
+        head.wait(timeout=60)
