@@ -11,9 +11,12 @@ from typing import Mapping, Optional, Sequence
 import numpy as np
 import seaborn as sns
 from matplotlib.figure import Figure as MatplotlibFigure
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
 PALETTE = sns.color_palette("colorblind")
 SIGNATURE_LABELS = ("reward", "target", "current")
+STAR = r"$\theta^*$"  # one name for the constructed weights in every figure
+SUP_ERROR = r"$\|v_L - v_\pi\|_\infty$"
 
 
 class Figure(MatplotlibFigure):
@@ -44,89 +47,132 @@ def attention_comparison(patterns: Mapping[str, np.ndarray]) -> Figure:
     return fig
 
 
-def grouped_kernel(M: np.ndarray, title: str = "grouped kernel M^_n") -> Figure:
-    """``M^_n(s, s')``: mass a query in state s puts on sources in state s'."""
+def grouped_kernel(M: np.ndarray, title: str = r"grouped kernel $\hat M_n$") -> Figure:
+    """``M^_n(s, s')``: mass a query in state s puts on sources in state s'; states the context never
+    visited are masked (no data), not drawn as zero attention."""
     fig, (ax,) = _figure()
-    sns.heatmap(np.asarray(M), ax=ax, cmap="viridis", vmin=0.0, annot=len(M) <= 12, fmt=".2f",
+    data = np.asarray(M, dtype=float)
+    data[np.all(data == 0, axis=1)] = np.nan  # rows of unvisited states (saved as 0 in summary.json)
+    sns.heatmap(data, ax=ax, cmap="viridis", vmin=0.0, annot=len(data) <= 12, fmt=".2f", mask=np.isnan(data),
                 cbar_kws={"label": "attention mass"})
-    ax.set(title=title, xlabel="source state s'", ylabel="query state s")
+    ax.set(title=title, xlabel="source state $s'$", ylabel="query state $s$ (blank: not visited)")
     return fig
 
 
-def diagonality_curve(steps: Sequence[int], values: Sequence[float], gamma: float) -> Figure:
-    """Kernel diagonality mean over training with the ``(1 + gamma)/2`` level of Assumption 5.1."""
-    fig, (ax,) = _figure()
-    ax.plot(steps, values, color=PALETTE[0], marker="o", ms=3, label="kernel diagonality mean")
-    ax.axhline((1 + gamma) / 2, color=PALETTE[3], ls="--", label=f"(1 + gamma)/2 = {(1 + gamma) / 2:.2f}")
-    ax.set(title="Kernel diagonality over training", xlabel="training step", ylabel="mean M^_n(s, s) (fraction)",
-           ylim=(0, 1.02))
-    ax.legend()
+def diagonality_curve(steps: Sequence[int], values: Sequence[float], gamma: float,
+                      theta_star: Optional[float] = None) -> Figure:
+    """Kernel diagonality over training with the ``(1 + gamma)/2`` level of Assumption 5.1 and, when
+    given, theta*'s own diagonality on the same tasks (what the features allow)."""
+    fig, (ax,) = _figure(width=6.2)
+    ax.plot(steps, values, color=PALETTE[0], marker="o", ms=3, label="trained model")
+    ax.axhline((1 + gamma) / 2, color=PALETTE[3], ls="--", label=rf"$(1+\gamma)/2$ = {(1 + gamma) / 2:.2f}")
+    if theta_star is not None:
+        ax.axhline(theta_star, color=PALETTE[2], ls=":", label=f"{STAR} on these tasks = {theta_star:.2f}")
+    ax.set(title="Kernel diagonality over training", xlabel="training step",
+           ylabel=r"mean $\hat M_n(s, s)$ (fraction)", ylim=(0, 1.02))
+    _legend_outside(ax)
     return fig
 
 
-def signature_bars(signature: Sequence[Sequence[Optional[float]]], star: Sequence[float] = (1.0, 1.0, -1.0)) -> Figure:
+def _layers_once(data: np.ndarray, tied: bool) -> list[tuple[str, np.ndarray]]:
+    """One line per layer, or one line labelled "all layers (tied)" when they are identical."""
+    if tied or (data.shape[1] > 1 and np.allclose(data, data[:, :1], equal_nan=True)):
+        return [("all layers (tied)", data[:, 0])]
+    return [(f"layer {l}", data[:, l]) for l in range(data.shape[1])]
+
+
+def signature_bars(signature: Sequence[Sequence[Optional[float]]], star: Sequence[float] = (1.0, 1.0, -1.0),
+                   tied: bool = False) -> Figure:
     """Per layer, the normalised (reward, target, current) weights beside theta*'s (+, +, -)."""
-    fig, (ax,) = _figure(width=max(5.0, 1.6 * (len(signature) + 1)))
-    groups = ["theta*"] + [f"layer {l}" for l in range(len(signature))]
-    rows = [list(star)] + [[np.nan if v is None else v for v in s] for s in signature]
+    data = np.asarray([[np.nan if v is None else v for v in s] for s in signature], dtype=float)
+    layers = _layers_once(data.T, tied)  # rows: input, columns: layer
+    groups = [STAR] + [name for name, _ in layers]
+    rows = [list(star)] + [list(values) for _, values in layers]
+    fig, (ax,) = _figure(width=max(5.5, 1.6 * (len(groups) + 1)))
     width = 0.25
     for k, label in enumerate(SIGNATURE_LABELS):
         ax.bar(np.arange(len(groups)) + (k - 1) * width, [r[k] for r in rows], width, color=PALETTE[k], label=label)
     ax.axhline(0, color="black", lw=0.8)
     ax.set_xticks(np.arange(len(groups)), groups)
-    ax.set(title="Value-row signature (expected +, +, -)", xlabel="layer (missing bar: not identifiable)",
+    ax.set(title=r"Value-row signature ($\theta^*$: +, +, −)", xlabel="layer (missing bar: not identifiable)",
            ylabel="weight / largest |weight|", ylim=(-1.15, 1.15))
-    ax.legend(title="input row")
+    _legend_outside(ax, title="input row")
     return fig
 
 
-def cosine_curves(steps: Sequence[int], cos_A: Sequence[Sequence[float]], cos_V: Sequence[Sequence[float]]) -> Figure:
-    """Weight-space cosine with theta* over training, one line per layer."""
-    fig, axes = _figure(2)
-    for ax, data, name in zip(axes, (cos_A, cos_V), ("A (QK)", "V (OV)")):
+def cosine_curves(steps: Sequence[int], cos_A: Sequence[Sequence[float]], cos_V: Sequence[Sequence[float]],
+                  tied: bool = False) -> Figure:
+    """Weight-space cosine with theta* over training, one line per layer (once when tied), the axis
+    zoomed to the data so that 0.98 and 0.99 stay apart."""
+    fig, axes = _figure(2, width=4.8)
+    for ax, data, name in zip(axes, (cos_A, cos_V), ("A", "V")):
         data = np.asarray(data, dtype=float)
-        for l in range(data.shape[1]):
-            ax.plot(steps, data[:, l], color=PALETTE[l % len(PALETTE)], label=f"layer {l}")
-        ax.set(title=f"cos({name}, theta*)", xlabel="training step", ylabel="cosine similarity", ylim=(-1.05, 1.05))
-        ax.legend()
+        for k, (label, values) in enumerate(_layers_once(data, tied)):
+            ax.plot(steps, values, color=PALETTE[k % len(PALETTE)], label=label)
+        ax.axhline(1.0, color="grey", lw=0.8, ls=":")
+        ax.set(title=rf"$\cos({name}, {name}^*)$", xlabel="training step", ylabel="cosine similarity",
+               ylim=_zoom(data))
+    _legend_outside(axes[-1])
     return fig
 
 
 def error_vs_depth(curves: Mapping[str, Sequence[float]], rates: Optional[Mapping[str, float]] = None,
                    one_minus_c: Optional[float] = None) -> Figure:
-    """``||v_L - v_pi||_inf`` against depth (log scale), with fitted rates beside ``1 - C``."""
-    fig, (ax,) = _figure()
+    """``||v_L - v_pi||_inf`` against depth (log scale), with fitted rates; ``1 - C`` is quoted only
+    when the Assumption 5.1 bound applies (``C > 0``)."""
+    fig, (ax,) = _figure(width=6.2)
     for k, (label, errors) in enumerate(curves.items()):
-        extra = f" (rate {rates[label]:.3f})" if rates and label in rates else ""
-        ax.plot(np.arange(len(errors)), errors, color=PALETTE[k], marker="o", ms=3, label=label + extra)
+        extra = f" (fitted rate {rates[label]:.3f})" if rates and label in rates else ""
+        ax.plot(np.arange(len(errors)), errors, color=PALETTE[k], marker="o", ms=3, label=label.replace("theta*", STAR) + extra)
     ax.set_yscale("log")
-    title = "Error versus depth" + (f" (1 - C = {one_minus_c:.3f})" if one_minus_c is not None else "")
-    ax.set(title=title, xlabel="depth L (layers)", ylabel="||v_L - v_pi||_inf (value units)")
-    ax.legend()
+    _log_axis(ax.yaxis)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    title = "Error versus depth"
+    if one_minus_c is not None:
+        title += rf" ($1 - C$ = {one_minus_c:.3f})" if one_minus_c < 1 else " (C ≤ 0: no contraction bound)"
+    ax.set(title=title, xlabel="depth L (layers)", ylabel=f"{SUP_ERROR} (value units)")
+    _legend_outside(ax)
     return fig
 
 
-def error_vs_context(lengths: Sequence[int], curves: Mapping[str, Sequence[float]]) -> Figure:
+def depth_extrapolation(depths: Sequence[int], model: Sequence[float], theta_star: Sequence[float],
+                        trained_depth: int, verdict: str, name: str = "trained layers") -> Figure:
+    """MSVE when the learned layers are run to other depths, beside theta* at the same depths."""
+    fig, (ax,) = _figure(width=6.2)
+    ax.plot(depths, model, color=PALETTE[0], marker="o", ms=4, label=name)
+    ax.plot(depths, theta_star, color=PALETTE[2], marker="s", ms=3, ls="--", label=STAR)
+    ax.axvline(trained_depth, color="grey", lw=0.8, ls=":", label=f"trained depth {trained_depth}")
+    ax.set(xscale="log", yscale="log", title=f"Run beyond its trained depth: {verdict}", xlabel="depth (layers applied)",
+           ylabel=r"MSVE against $v_\pi$")
+    _log_axis(ax.xaxis)
+    _log_axis(ax.yaxis)
+    _legend_outside(ax)
+    return fig
+
+
+def error_vs_context(lengths: Sequence[int], curves: Mapping[str, Sequence[float]], where: str = "") -> Figure:
     """Final-layer error against context length: the statistical floor of Theorem 2."""
-    fig, (ax,) = _figure()
+    fig, (ax,) = _figure(width=6.2)
     for k, (label, errors) in enumerate(curves.items()):
-        ax.plot(lengths, errors, color=PALETTE[k], marker="o", ms=3, label=label)
-    ax.set(xscale="log", yscale="log", title="Error versus context length",
-           xlabel="context length n (transitions)", ylabel="||v_L - v_pi||_inf (value units)")
-    ax.legend()
+        ax.plot(lengths, errors, color=PALETTE[k], marker="o", ms=3, label=label.replace("theta_star", STAR).replace("theta*", STAR))
+    ax.set(xscale="log", yscale="log", title="Error versus context length" + (f" ({where})" if where else ""),
+           xlabel="context length n (transitions)", ylabel=f"{SUP_ERROR} (value units)")
+    _log_axis(ax.xaxis)
+    _log_axis(ax.yaxis)
+    _legend_outside(ax)
     return fig
 
 
 def predicted_vs_true(predicted: Mapping[str, np.ndarray], true: np.ndarray) -> Figure:
     """Query predictions against ``v_pi`` of the query state."""
-    fig, (ax,) = _figure()
+    fig, (ax,) = _figure(width=6.2)
     for k, (label, pred) in enumerate(predicted.items()):
-        ax.scatter(true, pred, s=8, alpha=0.6, color=PALETTE[k], label=label)
+        ax.scatter(true, pred, s=8, alpha=0.6, color=PALETTE[k], label=label.replace("theta_star", STAR))
     lo, hi = float(np.min(true)), float(np.max(true))
     ax.plot([lo, hi], [lo, hi], color="black", lw=0.8, ls="--", label="y = x")
-    ax.set(title="Predicted versus true value", xlabel="v_pi(query state) (value units)",
+    ax.set(title="Predicted versus true value", xlabel=r"$v_\pi$(query state) (value units)",
            ylabel="predicted value (value units)")
-    ax.legend()
+    _legend_outside(ax)
     return fig
 
 
@@ -137,11 +183,38 @@ def scale_sweep(rows: Sequence[Mapping[str, float]], depth: int) -> Figure:
     axes[0].plot(scales, [r["margin_mean"] for r in rows], color=PALETTE[0], marker="o", label="mean C")
     axes[0].plot(scales, [r["margin_min"] for r in rows], color=PALETTE[1], marker="s", label="min C")
     axes[0].axhline(0, color="black", lw=0.8)
-    axes[0].set(title="Assumption 5.1 margin", xlabel="feature scale (inverse temperature)", ylabel="margin C")
+    axes[0].set(title="Assumption 5.1 margin (holds above 0)", xlabel="feature scale (inverse temperature)",
+                ylabel="margin C")
     axes[0].legend()
     for k, key in enumerate(("error_depth_1", f"error_depth_{depth}")):
-        axes[1].plot(scales, [r[key] for r in rows], color=PALETTE[k], marker="o", label=key.replace("_", " "))
-    axes[1].set(yscale="log", title="theta* error", xlabel="feature scale (inverse temperature)",
-                ylabel="||v_L - v_pi||_inf (value units)")
+        axes[1].plot(scales, [r[key] for r in rows], color=PALETTE[k], marker="o", label=f"depth {key.rsplit('_', 1)[-1]}")
+    axes[1].set(yscale="log", title=f"{STAR} error", xlabel="feature scale (inverse temperature)",
+                ylabel=f"{SUP_ERROR} (value units)")
+    _log_axis(axes[1].yaxis)
     axes[1].legend()
     return fig
+
+
+def _zoom(values: np.ndarray) -> tuple[float, float]:
+    finite = values[np.isfinite(values)]
+    lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+    pad = max(0.01, 0.08 * (hi - lo))
+    return lo - pad, min(1.0 + pad / 2, hi + pad)
+
+
+def _log_axis(axis) -> None:
+    """Readable ticks on a log axis: 1-2-5 steps as plain numbers over a few decades, one tick per
+    decade beyond that (not two cramped powers of ten, not a wall of labels)."""
+    lims = axis.axes.dataLim
+    lo, hi = lims.intervaly if axis.axis_name == "y" else lims.intervalx
+    decades = np.log10(hi / lo) if lo > 0 and hi > lo else 10.0
+    if decades <= 1:  # under a decade: evenly spaced round numbers read best
+        axis.set_major_locator(MaxNLocator(nbins=6))
+    else:
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0) if decades <= 3 else (1.0,), numticks=30))
+    axis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def _legend_outside(ax, title: Optional[str] = None) -> None:
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False, title=title)

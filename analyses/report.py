@@ -15,7 +15,7 @@ from typing import Any, Optional, Union
 import torch
 
 from analyses import figures
-from analyses.algorithm_fit import fit_layers
+from analyses.algorithm_id import best_in_family, depth_extrapolation, identify_layers, iteration_map, msve
 from analyses.attention import state_kernels
 from analyses.convergence import errors_by_context, errors_by_depth, fit_geometric, theta_star_model
 from analyses.diagonality import kernel_diagonality_mean, model_margin
@@ -74,7 +74,7 @@ def compute(model: HookedICTDTransformer, config: TrainConfig, run_dir: Optional
                         "threshold": (1 + config.gamma) / 2},
         "margin": {"model_mean": model_margin(model, tasks).mean().item(), "theta_star_mean": C.mean().item(),
                    "theta_star_min": C.min().item()},
-        "algorithm_fit": fit_layers(model, tasks[:64]),
+        "algorithm": algorithm_answers(model, star, tasks),
         "convergence": {
             "depth": {"theta_star": star_depth, "model": errors_by_depth(model, tasks).mean(-1).tolist()},
             "theta_star_fit": fit_geometric(star_depth), "one_minus_C": 1 - C.mean().item(),
@@ -85,6 +85,19 @@ def compute(model: HookedICTDTransformer, config: TrainConfig, run_dir: Optional
         "curves": _curves(run_dir),
         "example": _example(model, star, tasks),
     }
+
+
+def algorithm_answers(model: HookedICTDTransformer, star: HookedICTDTransformer, tasks) -> dict[str, Any]:
+    """Which algorithm each layer runs, what iterating it does, and how it compares with the best
+    softmax TD of the same depth (``analyses.algorithm_id``)."""
+    layers = identify_layers(model, tasks[:64])
+    for row in layers:
+        row["iteration"] = (iteration_map(model, tasks[:64], row["layer"], row["b"], row["c"], row["step"])
+                            if row["b"] is not None else None)
+    few = tasks[:128]
+    return {"layers": layers, "extrapolation": depth_extrapolation(model, star, few),
+            "best_in_family": {**best_in_family(star, few), "model_msve": msve(model, few),
+                               "theta_star_msve": msve(star, few)}}
 
 
 def _curves(run_dir: Optional[Path]) -> Optional[dict[str, list]]:
@@ -110,20 +123,26 @@ def _example(model: HookedICTDTransformer, star: HookedICTDTransformer, tasks) -
 def draw(summary: dict[str, Any]) -> dict[str, Any]:
     """Every figure, from the saved numbers only."""
     ex, conv, gamma = summary["example"], summary["convergence"], summary["config"]["gamma"]
+    tied, ext = summary["model_config"]["tied"], summary["algorithm"]["extrapolation"]
+    one_minus_c = conv["one_minus_C"]
     out = {
         "attention": figures.attention_comparison({"trained, layer 0": ex["pattern_model"],
                                                    "$\\theta^*$, layer 0": ex["pattern_theta_star"]}),
-        "grouped_kernel": figures.grouped_kernel(ex["grouped_kernel"], "grouped kernel M^_n (model, layer 0)"),
-        "signature": figures.signature_bars(summary["metrics"]["signature"]),
-        "error_vs_depth": figures.error_vs_depth(conv["depth"], {"theta_star": conv["theta_star_fit"]["rate"]},
-                                                 conv["one_minus_C"]),
+        "grouped_kernel": figures.grouped_kernel(ex["grouped_kernel"], "grouped kernel $\\hat M_n$ (model, layer 0)"),
+        "signature": figures.signature_bars(summary["metrics"]["signature"], tied=tied),
+        "error_vs_depth": figures.error_vs_depth(
+            {"theta*": conv["depth"]["theta_star"], "trained model": conv["depth"]["model"]},
+            {"theta*": conv["theta_star_fit"]["rate"]}, one_minus_c),
+        "depth_extrapolation": figures.depth_extrapolation(ext["depths"], ext["model"], ext["theta_star"],
+                                                           ext["trained_depth"], ext["verdict"]),
         "error_vs_context": figures.error_vs_context(conv["context_lengths"], conv["context"]),
         "predicted_vs_true": figures.predicted_vs_true(ex["predicted"], ex["true"]),
     }
     if summary["curves"]:
         c = summary["curves"]
-        out["diagonality_over_training"] = figures.diagonality_curve(c["step"], c["kernel_diagonality_mean"], gamma)
-        out["cosine_over_training"] = figures.cosine_curves(c["step"], c["cos_A"], c["cos_V"])
+        out["diagonality_over_training"] = figures.diagonality_curve(c["step"], c["kernel_diagonality_mean"], gamma,
+                                                                     summary["diagonality"]["theta_star"])
+        out["cosine_over_training"] = figures.cosine_curves(c["step"], c["cos_A"], c["cos_V"], tied=tied)
     return out
 
 

@@ -46,16 +46,17 @@ def all_patterns(
 
 def paper_mask_values(
     cfg: ICTDConfig, A: Float[Tensor, "unique head d_model d_model"], V: Float[Tensor, "unique head d_model d_model"],
-    prompt: Float[Tensor, "batch pos d_model"],
+    prompt: Float[Tensor, "batch pos d_model"], depth: int | None = None,
 ) -> Float[Tensor, "batch pos"]:
-    """The value row after ``cfg.n_layers`` layers; ``A``/``V`` stacked over unique layers (1 when tied)."""
+    """The value row after ``depth`` layers (default ``cfg.n_layers``; another depth needs tied
+    weights); ``A``/``V`` stacked over unique layers (1 when tied)."""
     lay = PromptLayout(cfg.d_features)
     patterns = all_patterns(cfg, A, prompt[..., lay.features])
     rows = [lay.current, lay.target][: cfg.n_heads]
     w = torch.stack([V[:, h, row] for h, row in enumerate(rows)], dim=1)  # [unique, head, d_model]
     fixed = einops.einsum(prompt[..., : lay.target], w[..., : lay.target], "batch pos m, unique head m -> unique head batch pos")
     target, current = prompt[..., lay.target], prompt[..., lay.current]
-    for layer in range(cfg.n_layers):
+    for layer in range(cfg.n_layers if depth is None else depth):
         u = 0 if cfg.tied else layer
         z = []
         for h in range(cfg.n_heads):

@@ -6,7 +6,7 @@ window ``t + 1`` of the same trajectory provides the bootstrap ``v[b, t + 1]``.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Optional
 
 import torch
 from jaxtyping import Float
@@ -18,10 +18,11 @@ from ictd_interp.model import HookedICTDTransformer
 OBJECTIVES = ("td", "neu", "mc", "supervised")
 
 
-def query_values(model: HookedICTDTransformer, batch: WindowBatch) -> Float[Tensor, "task window"]:
+def query_values(model: HookedICTDTransformer, batch: WindowBatch, depth: Optional[int] = None) -> Float[Tensor, "task window"]:
     """One forward pass for every window; the query prediction of each. Objectives choose the model's
-    exact fast path explicitly (``fast_values``: the hooked forward whenever a hook is registered)."""
-    return model.fast_values(batch.prompts)[:, -1].view(-1, batch.n_windows)
+    exact fast path explicitly (``fast_values``: the hooked forward whenever a hook is registered);
+    ``depth`` runs a tied model's layer that many times instead of ``n_layers``."""
+    return model.fast_values(batch.prompts, depth=depth)[:, -1].view(-1, batch.n_windows)
 
 
 def td_errors_of_windows(v: Tensor, batch: WindowBatch, gamma: float, bootstrap_grad: bool) -> Tensor:
@@ -30,40 +31,41 @@ def td_errors_of_windows(v: Tensor, batch: WindowBatch, gamma: float, bootstrap_
     return batch.query_reward[:, :-1] + gamma * nxt - v[:, :-1]
 
 
-def td_loss(model: HookedICTDTransformer, batch: WindowBatch) -> Tensor:
+def td_loss(model: HookedICTDTransformer, batch: WindowBatch, depth: Optional[int] = None) -> Tensor:
     """Semi-gradient TD: the bootstrap target is held fixed (stop-gradient)."""
-    delta = td_errors_of_windows(query_values(model, batch), batch, model.cfg.gamma, bootstrap_grad=False)
+    delta = td_errors_of_windows(query_values(model, batch, depth), batch, model.cfg.gamma, bootstrap_grad=False)
     return delta.pow(2).mean()
 
 
-def neu_loss(model: HookedICTDTransformer, batch: WindowBatch) -> Tensor:
+def neu_loss(model: HookedICTDTransformer, batch: WindowBatch, depth: Optional[int] = None) -> Tensor:
     """``||u||^2`` with ``u = mean_t delta_t grad v^_t``, differentiated fully (second order).
 
     ``u`` is the vector-Jacobian product ``J^T delta / N`` taken with ``create_graph=True``, so the
     loss stays differentiable through both ``delta`` and the Jacobian ``J = d v^ / d theta``."""
-    return expected_update(model, batch, create_graph=True).pow(2).sum()
+    return expected_update(model, batch, create_graph=True, depth=depth).pow(2).sum()
 
 
-def mc_loss(model: HookedICTDTransformer, batch: WindowBatch) -> Tensor:
+def mc_loss(model: HookedICTDTransformer, batch: WindowBatch, depth: Optional[int] = None) -> Tensor:
     """Regression on the truncated discounted return from the query state."""
-    return (batch.query_return - query_values(model, batch)).pow(2).mean()
+    return (batch.query_return - query_values(model, batch, depth)).pow(2).mean()
 
 
-def supervised_loss(model: HookedICTDTransformer, batch: WindowBatch) -> Tensor:
+def supervised_loss(model: HookedICTDTransformer, batch: WindowBatch, depth: Optional[int] = None) -> Tensor:
     """Oracle baseline: regression on the true ``v_pi`` of the query state."""
-    return (batch.query_value - query_values(model, batch)).pow(2).mean()
+    return (batch.query_value - query_values(model, batch, depth)).pow(2).mean()
 
 
-LOSSES: dict[str, Callable[[HookedICTDTransformer, WindowBatch], Tensor]] = {
+LOSSES: dict[str, Callable[..., Tensor]] = {
     "td": td_loss, "neu": neu_loss, "mc": mc_loss, "supervised": supervised_loss,
 }
 
 
-def expected_update(model: HookedICTDTransformer, batch: WindowBatch, create_graph: bool = False) -> Tensor:
+def expected_update(model: HookedICTDTransformer, batch: WindowBatch, create_graph: bool = False,
+                    depth: Optional[int] = None) -> Tensor:
     """``u(theta) = mean_t delta_t grad v^_t`` over the batch, flattened over the parameters
     (gradients are needed to define it, so it is computed with autograd on even under no_grad)."""
     with torch.enable_grad():
-        v = query_values(model, batch)
+        v = query_values(model, batch, depth)
         delta = td_errors_of_windows(v, batch, model.cfg.gamma, bootstrap_grad=True)
         params = [p for p in model.parameters() if p.requires_grad]
         u = torch.autograd.grad(v[:, :-1], params, grad_outputs=delta / delta.numel(), create_graph=create_graph)

@@ -139,7 +139,11 @@ def _step(loop: _Loop) -> None:
                          cfg.context_len, cfg.gamma, feature_kind=cfg.feature_kind,
                          feature_scale=cfg.feature_scale, generator=loop.generator,
                          mc_horizon=cfg.mc_horizon if cfg.objective == "mc" else 0)
-    loss = LOSSES[cfg.objective](run.model, batch.to(cfg.device, run.model.cfg.torch_dtype))
+    depth = None
+    if cfg.depth_range is not None:  # drawn from the data generator, so a resumed run draws the same depths
+        lo, hi = cfg.depth_range
+        depth = lo + int(torch.randint(hi - lo + 1, (1,), generator=loop.generator))
+    loss = LOSSES[cfg.objective](run.model, batch.to(cfg.device, run.model.cfg.torch_dtype), depth=depth)
     if not torch.isfinite(loss):
         last = run_folder.latest_checkpoint(run.out_dir)
         raise TrainingDiverged(f"non-finite loss ({loss.item()}) at step {run.step + 1}; "

@@ -30,6 +30,9 @@ class TrainConfig:
         windows_per_task: ``W``, TD windows per task (``W + 1`` prompts share one forward pass).
         steps, lr, weight_decay, optimizer: optimisation.
         mc_horizon: truncation of the Monte-Carlo return (``mc`` objective).
+        train_depths: tied models only: ``LO:HI`` draws each step's depth uniformly from LO..HI (the same
+            layer run LO to HI times; empty: always ``n_layers``), to test whether depth-varied training
+            gives a layer that converges when iterated.
         seed: seeds the initial weights and the training data.
         eval_seed: seeds the fixed evaluation tasks, apart from training so curves compare across runs.
         n_eval_tasks: evaluation tasks.
@@ -58,6 +61,7 @@ class TrainConfig:
     weight_decay: float = 1e-6
     optimizer: str = "adam"
     mc_horizon: int = 40
+    train_depths: str = ""
     seed: int = 0
     eval_seed: int = 20260529
     n_eval_tasks: int = 256
@@ -84,9 +88,26 @@ class TrainConfig:
             raise ValueError(f"d_features: one-hot features need d_features >= n_states ({self.d_features} < {self.n_states})")
         if self.objective == "mc" and self.mc_horizon < 1:
             raise ValueError(f"mc_horizon: the mc objective needs a horizon >= 1, got {self.mc_horizon}")
+        if self.train_depths:
+            self.depth_range  # noqa: B018 (parsing validates)
+            if not self.tied or self.mask != "paper":
+                raise ValueError("train_depths: needs tied weights and the paper mask (one layer run at any depth)")
         if self.device == "cuda" and not torch.cuda.is_available():
             raise ValueError("device: 'cuda' requested but torch sees no CUDA device; use --device cpu")
         _ = self.model  # building it validates the architecture fields
+
+    @property
+    def depth_range(self) -> tuple[int, int] | None:
+        """``(lo, hi)`` parsed from ``train_depths``, or None."""
+        if not self.train_depths:
+            return None
+        try:
+            lo, hi = (int(part) for part in self.train_depths.split(":"))
+        except ValueError:
+            raise ValueError(f"train_depths: expected LO:HI such as '1:6', got {self.train_depths!r}") from None
+        if not 1 <= lo <= hi:
+            raise ValueError(f"train_depths: need 1 <= LO <= HI, got {self.train_depths!r}")
+        return lo, hi
 
     @property
     def model(self) -> ICTDConfig:

@@ -129,7 +129,7 @@ def test_ctrl_c_leaves_a_checkpoint_and_resume_finishes(tmp_path, monkeypatch):
     original = objectives.LOSSES["td"]
     calls = {"n": 0}
 
-    def interrupting(model, batch):
+    def interrupting(model, batch, depth=None):
         calls["n"] += 1
         if calls["n"] == 2:
             os.kill(os.getpid(), signal.SIGINT)
@@ -149,7 +149,7 @@ def test_non_finite_loss_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypa
     original = objectives.LOSSES["td"]
     calls = {"n": 0}
 
-    def diverging(model, batch):
+    def diverging(model, batch, depth=None):
         calls["n"] += 1
         loss = original(model, batch)
         return loss * float("nan") if calls["n"] == 5 else loss

@@ -1,0 +1,131 @@
+"""Algorithm identification, depth extrapolation and the iteration map, on cases with known answers."""
+
+import pytest
+import torch
+
+from analyses.algorithm_id import (
+    best_in_family, depth_extrapolation, extrapolation_verdict, identify_layers, iteration_map, layer_at_depth,
+)
+from ictd_interp import HookedICTDTransformer, ICTDConfig
+from ictd_interp.tasks import sample_tasks
+from ictd_interp.train import resume, train
+from ictd_interp.train_config import TrainConfig
+
+TASKS = sample_tasks(32, 8, 4, 20, 0.9, seed=0)
+ONEHOT = sample_tasks(32, 8, 8, 40, 0.9, feature_kind="onehot", feature_scale=3.0, seed=0)
+
+
+def star(**overrides) -> HookedICTDTransformer:
+    return HookedICTDTransformer.from_theta_star(ICTDConfig(**{"d_features": 4, "n_layers": 3, "dtype": "float64", **overrides}))
+
+
+def hand_built(value_row, beta=1.0, alpha=1.0, tied=True, n_layers=3) -> HookedICTDTransformer:
+    """theta*'s kernel scaled by beta, with the current-value row (reward, target, current) given."""
+    model = star(tied=tied, n_layers=n_layers)
+    lay = model.layout
+    with torch.no_grad():
+        for attn in model.unique_attention():
+            attn.A.mul_(beta)
+            attn.V[0, lay.current, [lay.reward, lay.target, lay.current]] = alpha * torch.tensor(value_row, dtype=torch.float64)
+    return model
+
+
+def test_theta_star_is_identified_exactly():
+    rows = identify_layers(star(), TASKS)
+    assert rows[0]["b"] is None and rows[0]["step"] == pytest.approx(1, abs=1e-6)  # v_in = 0 at layer 0
+    for r in rows[1:]:
+        assert (r["step"], r["effective_discount"], r["current_weight"], r["beta"]) == pytest.approx((1, 0.9, -1, 1), abs=1e-6)
+        assert r["fve"] > 1 - 1e-9 and r["in_family"]
+
+
+def test_scaled_theta_star_is_recovered():
+    """alpha = 0.5, beta = 2: a = 0.5, b = 0.45, c = -0.5."""
+    for r in identify_layers(hand_built((1.0, 1.0, -1.0), beta=2.0, alpha=0.5), TASKS)[1:]:
+        assert (r["step"], r["b"], r["c"], r["beta"]) == pytest.approx((0.5, 0.45, -0.5, 2.0), abs=1e-6)
+
+
+def test_identical_layers_give_identical_parameters():
+    rows = identify_layers(hand_built((0.8, 1.3, -0.7), beta=1.5), TASKS)[1:]
+    keys = ("step", "beta", "b", "c", "effective_discount")
+    for key in keys:
+        assert rows[0][key] == pytest.approx(rows[1][key], abs=1e-6)
+    assert rows[0]["effective_discount"] == pytest.approx(0.9 * 1.3 / 0.7, abs=1e-6)
+
+
+def test_a_layer_outside_the_family_is_flagged():
+    model = star()
+    with torch.no_grad():  # a feature-dependent write: no TD update of this family produces it
+        model.blocks[1].attn.V[0, model.layout.current, :4] = torch.tensor([3.0, -3.0, 2.0, -2.0], dtype=torch.float64)
+    row = identify_layers(model, TASKS)[1]
+    assert row["fve"] < 0.95 and not row["in_family"]
+
+
+def test_spectral_radius_of_theta_star_on_sharp_onehot_features():
+    model = star(d_features=8)
+    result = iteration_map(model, ONEHOT, layer=1, b=0.9, c=-1.0, a=1.0)
+    assert result["spectral_radius_max"] < 1 and result["fraction_contracting"] == 1.0
+    # one-hot features at scale 3: M^ is close to I and P^ to the empirical transitions, so T ~ gamma P^
+    assert result["spectral_radius_mean"] == pytest.approx(0.9, abs=0.05)
+    assert result["fixed_point_error"] is not None
+
+
+def test_the_learned_value_row_of_the_quick_model_diverges_when_iterated():
+    """The value row (1.70, 2.01, -1.36): effective discount 0.9 * 2.01 / 1.36 = 1.33 > 1."""
+    bad = hand_built((1.70, 2.01, -1.36))
+    rows = identify_layers(bad, TASKS)
+    assert rows[1]["effective_discount"] == pytest.approx(1.33, abs=0.01)
+    extrapolation = depth_extrapolation(bad, star(), TASKS, factor=4)
+    assert not extrapolation["converges"] and extrapolation["verdict"].startswith("diverges after depth")
+    deep = extrapolation["model"][extrapolation["depths"].index(extrapolation["best_depth"]):]
+    assert all(a < b for a, b in zip(deep, deep[1:]))  # grows with depth past its best
+    assert iteration_map(bad, TASKS, 1, b=rows[1]["b"], c=rows[1]["c"], a=rows[1]["step"])["fraction_contracting"] == 0
+
+
+def test_theta_star_extrapolates_and_converges():
+    result = depth_extrapolation(star(), star(), TASKS, factor=8)
+    assert result["depths"][-1] == 24 and result["converges"]
+    assert all(a > b for a, b in zip(result["model"], result["model"][1:]))  # decreasing
+    assert result["model"] == result["theta_star"]
+
+
+def test_verdict_rule_by_hand():
+    assert extrapolation_verdict([1, 2, 4], [3.0, 2.0, 1.0])["verdict"] == "converges"
+    assert extrapolation_verdict([1, 2, 4], [3.0, 1.0, 2.0])["verdict"] == "diverges after depth 2"
+    assert extrapolation_verdict([1, 2, 4], [3.0, 1.0, float("nan")])["verdict"] == "diverges after depth 2"
+
+
+def test_per_layer_models_repeat_their_last_layer():
+    model = hand_built((1.0, 1.0, -1.0), tied=False)
+    with torch.no_grad():
+        model.blocks[2].attn.V.mul_(0.5)
+    deeper = layer_at_depth(model, 5)
+    assert torch.equal(deeper.blocks[4].attn.V, model.blocks[2].attn.V)
+    assert torch.equal(deeper.blocks[1].attn.V, model.blocks[1].attn.V)
+
+
+def test_best_in_family_finds_the_generating_member():
+    """Values of the best (alpha, beta) member can be no worse than theta*'s own (1, 1)."""
+    result = best_in_family(star(), TASKS)
+    from analyses.algorithm_id import msve
+    assert result["msve"] <= msve(star(), TASKS) + 1e-12
+    assert result["alpha"] > 0 and result["beta"] > 0
+
+
+def test_depth_sampled_training_runs_the_tied_layer_at_each_depth(tmp_path):
+    cfg = TrainConfig(tied=True, train_depths="1:4", steps=6, tasks_per_batch=4, windows_per_task=2, n_eval_tasks=8,
+                      eval_every=3, checkpoint_every=3, n_states=5, context_len=8, d_features=3, dtype="float64")
+    model = HookedICTDTransformer(ICTDConfig(d_features=3, n_layers=3, tied=True, dtype="float64", init_scale=0.5))
+    prompt = sample_tasks(4, 5, 3, 8, 0.9, seed=1).prompt
+    assert (model.fast_values(prompt, depth=5) - layer_at_depth(model, 5)(prompt)).abs().max() < 1e-12
+    full = train(cfg, tmp_path / "full", progress=False)
+    cut = train(cfg, tmp_path / "cut", progress=False)
+    import shutil
+    shutil.rmtree(tmp_path / "cut" / "checkpoints" / "step_0000006")
+    shutil.rmtree(tmp_path / "cut" / "final")
+    resumed = resume(tmp_path / "cut", progress=False)
+    assert torch.equal(full.model.blocks[0].attn.V, resumed.model.blocks[0].attn.V)
+    with pytest.raises(ValueError, match="tied"):
+        TrainConfig(tied=False, train_depths="1:4")
+    with pytest.raises(ValueError, match="LO:HI"):
+        TrainConfig(tied=True, train_depths="one-six")
+    assert cut.step == 6
