@@ -78,8 +78,11 @@ def write_ood(result: dict[str, Any], out_dir: Union[str, Path]) -> None:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "evaluation.json").write_text(json.dumps(result, indent=1))
-    rate = {"theta_star": result["theta_star_fit"]["rate"]}
-    for name, fig in (("error_vs_depth", figures.error_vs_depth(result["depth"], rate)),
-                      ("error_vs_context", figures.error_vs_context(result["context_lengths"], result["context"]))):
+    rate = {"theta*": result["theta_star_fit"]["rate"]}
+    where = result.get("environment", "")
+    depth_fig = figures.error_vs_depth({"theta*": result["depth"]["theta_star"], "trained model": result["depth"]["model"]}, rate)
+    depth_fig.axes[0].set_title(f"Error versus depth ({where}, policy: {result.get('policy', 'n/a')})", fontsize=9)
+    for name, fig in (("error_vs_depth", depth_fig),
+                      ("error_vs_context", figures.error_vs_context(result["context_lengths"], result["context"], where))):
         for ext in ("png", "svg"):
             fig.savefig(out_dir / f"{name}.{ext}", dpi=120)

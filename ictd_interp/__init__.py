@@ -1,19 +1,30 @@
-"""ictd-interp: softmax transformers that run TD learning in context, made inspectable."""
+"""ictd-interp: softmax transformers that run TD learning in context, made inspectable.
 
-from ictd_interp.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from ictd_interp.config import ICTDConfig
-from ictd_interp.features import make_features
-from ictd_interp.model import HookedICTDTransformer
-from ictd_interp.mrp import MRP, boyan_chain, boyan_chains
-from ictd_interp.prompt import PromptLayout, build_prompt, context_inputs
-from ictd_interp.tasks import TaskBatch, sample_tasks
-from ictd_interp.td import linear_td, softmax_td, tabular_td, td_errors
-from ictd_interp.theta_star import theta_star
-from ictd_interp.trajectory import sample_trajectories
+Names are imported on first use (PEP 562), so ``ictd-interp --help`` and config validation do not pay
+for torch and TransformerLens.
+"""
 
-__all__ = [
-    "MRP", "ICTDConfig", "HookedICTDTransformer", "PromptLayout", "TaskBatch", "CheckpointError",
-    "load_checkpoint", "save_checkpoint", "sample_tasks",
-    "boyan_chain", "boyan_chains", "build_prompt", "context_inputs", "linear_td", "make_features",
-    "sample_trajectories", "softmax_td", "tabular_td", "td_errors", "theta_star",
-]
+from importlib import import_module
+
+_EXPORTS = {
+    "CheckpointError": "checkpoint", "load_checkpoint": "checkpoint", "save_checkpoint": "checkpoint",
+    "ICTDConfig": "config", "make_features": "features", "HookedICTDTransformer": "model",
+    "MRP": "mrp", "boyan_chain": "mrp", "boyan_chains": "mrp",
+    "PromptLayout": "prompt", "build_prompt": "prompt", "context_inputs": "prompt",
+    "TaskBatch": "tasks", "sample_tasks": "tasks",
+    "linear_td": "td", "softmax_td": "td", "tabular_td": "td", "td_errors": "td",
+    "theta_star": "theta_star", "sample_trajectories": "trajectory",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'ictd_interp' has no attribute {name!r}")
+    value = getattr(import_module(f"ictd_interp.{_EXPORTS[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + __all__)

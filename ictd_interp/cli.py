@@ -1,18 +1,16 @@
 """``ictd-interp`` command line: the one module that composes the core with ``analyses`` and ``hooks``.
 
-Subcommands: ``construct`` (theta* convergence table), ``train`` / ``train --resume``, ``analyze``,
-``reproduce`` (train then analyse) and ``evaluate`` (out-of-distribution MRP sources).
+Heavy modules (torch, TransformerLens, analyses) are imported inside the commands, so ``--help``
+answers at once.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass, fields
 from typing import Optional
-
-import torch
 
 from ictd_interp.cli_args import add_config_args, config_from_args
 from ictd_interp.config import ICTDConfig, check_choice
@@ -100,13 +98,17 @@ def evaluate(path: str, cfg: EvaluateConfig, out: str) -> dict:
     from analyses.report import resolve
 
     model = resolve(path)[0].to("cpu")
+    import torch
+
     gen = torch.Generator().manual_seed(cfg.seed)
     mrp = make_mrp(cfg.env, cfg.n_tasks, cfg.n_states, cfg.gamma, gen, cfg.terminal)
     features = np.load(cfg.features) if cfg.features else None
     tasks = make_tasks(mrp, model.cfg.d_features, cfg.n_tasks, cfg.context_len, feature_kind=cfg.feature_kind,
                        feature_scale=cfg.feature_scale, generator=gen, features=features)
     lengths = [n for n in (4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096) if n <= cfg.context_len]
-    result = {"source": path, "settings": cfg.__dict__, **evaluate_ood(model, tasks, cfg.depth, lengths)}
+    policy = "uniform random over actions" if cfg.env.startswith("gym:") else "none (an MRP family: no actions)"
+    result = {"source": path, "environment": cfg.env, "policy": policy, "settings": cfg.__dict__,
+              **evaluate_ood(model, tasks, cfg.depth, lengths)}
     write_ood(result, out)
     return result
 
@@ -136,29 +138,46 @@ def construct(cfg: ConstructConfig) -> str:
     return "\n".join(lines)
 
 
+DESCRIPTION = """Softmax transformers that run TD learning in context: pretrain, analyse and probe them.
+
+Start with `ictd-interp reproduce --preset quick --out runs/quick` (train, then analyse: summary.md and
+figures in runs/quick/analysis). The theory behind every number: docs/theory.md."""
+
+
+def preset_help() -> str:
+    """Each preset with what it changes from the defaults."""
+    base = TrainConfig()
+    parts = []
+    for name, preset in PRESETS.items():
+        changed = ", ".join(f"{f.name}={getattr(preset, f.name)}" for f in fields(TrainConfig)
+                            if getattr(preset, f.name) != getattr(base, f.name))
+        parts.append(f"{name} ({changed})")
+    return "training preset; every flag below overrides it: " + "; ".join(parts)
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ictd-interp", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("construct", help="theta*: error versus depth on Boyan chains")
-    add_config_args(p, ConstructConfig)
-    p = sub.add_parser("train", help="pretrain an ICTD transformer (every TrainConfig field is a flag)")
-    p.add_argument("--preset", default="quick", choices=sorted(PRESETS))
-    p.add_argument("--out", help="run directory (required unless --resume)")
-    p.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its latest checkpoint")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
-    add_config_args(p, TrainConfig)
-    p = sub.add_parser("analyze", help="every metric and figure for a checkpoint or run directory")
-    p.add_argument("path", help="a run directory or a checkpoint folder")
+    parser = argparse.ArgumentParser(prog="ictd-interp", description=DESCRIPTION,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    p = sub.add_parser("construct", help="theta*: error versus depth on Boyan chains, with the margin C")
+    add_config_args(p, ConstructConfig, "construction")
+    for name, text in (("train", "pretrain an ICTD transformer into a run folder"),
+                       ("reproduce", "pretrain a preset, then analyse it (re-run the same command to resume)")):
+        p = sub.add_parser(name, help=text, description=text)
+        p.add_argument("--preset", default="quick", choices=sorted(PRESETS), help=preset_help())
+        out_help = "run folder" if name == "train" else "folder for run/ (training) and analysis/ (report)"
+        p.add_argument("--out", required=name == "reproduce", help=out_help)
+        if name == "train":
+            p.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its last checkpoint")
+        p.add_argument("--threads", type=int, default=None, help="torch CPU threads (bit-exact resumes need the same count)")
+        add_config_args(p, TrainConfig, "training settings", from_preset=True)
+    p = sub.add_parser("analyze", help="every metric and figure for a checkpoint or run folder")
+    p.add_argument("path", help="a run folder or a checkpoint folder")
     p.add_argument("--out", required=True, help="folder for summary.json, summary.md and figures/")
-    p = sub.add_parser("evaluate", help="evaluate a checkpoint and theta* on another MRP source")
-    p.add_argument("path", help="a run directory or a checkpoint folder")
+    p = sub.add_parser("evaluate", help="a checkpoint and theta* on another MRP source (out of distribution)")
+    p.add_argument("path", help="a run folder or a checkpoint folder")
     p.add_argument("--out", required=True, help="folder for evaluation.json and figures")
-    add_config_args(p, EvaluateConfig)
-    p = sub.add_parser("reproduce", help="train a preset, then analyse it against theta*")
-    p.add_argument("--preset", default="quick", choices=sorted(PRESETS))
-    p.add_argument("--out", required=True, help="folder: run/ (training) and analysis/ (report)")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
-    add_config_args(p, TrainConfig)
+    add_config_args(p, EvaluateConfig, "evaluation")
     p = sub.add_parser("study", help="a grid of conditions x seeds on Ray, with aggregate figures and study.md")
     p.add_argument("spec", help="a study spec (.toml) or a built-in study: emergence, objectives, depth, features, "
                                 "masks, tied")
@@ -169,6 +188,13 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("study-report", help="redraw a study's figures and study.md from its CSVs")
     p.add_argument("path", help="a study folder")
     return parser
+
+
+def _set_threads(threads: Optional[int]) -> None:
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
 
 
 def _refuse_changes(stored: TrainConfig, requested: TrainConfig, folder, way_forward: str) -> None:
@@ -182,8 +208,7 @@ def _train(args: argparse.Namespace) -> int:
     from ictd_interp import run_folder
     from ictd_interp.train import resume, train
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    _set_threads(args.threads)
     if args.resume:
         stored = run_folder.load_run_config(args.resume)
         _refuse_changes(stored, config_from_args(stored, args), args.resume,
@@ -213,8 +238,7 @@ def _reproduce(args: argparse.Namespace) -> int:
     from ictd_interp import run_folder
     from ictd_interp.train import resume, train
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    _set_threads(args.threads)
     out, requested = Path(args.out), config_from_args(PRESETS[args.preset], args)
     run_dir = out / "run"
     if run_folder.is_run(out):
@@ -261,8 +285,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return 0
         if args.command == "evaluate":
             result = evaluate(args.path, config_from_args(EvaluateConfig(), args), args.out)
-            print(f"{args.out}/evaluation.json: {result['n_states']} states, final-layer error "
-                  f"model {result['depth']['model'][-1]:.4f}, theta* at depth 1 {result['depth']['theta_star'][1]:.4f}")
+            depth = len(result["depth"]["model"]) - 1
+            print(f"{args.out}/evaluation.json: {result['environment']} ({result['n_states']} states), error after "
+                  f"{depth} layers: model {result['depth']['model'][-1]:.4f}, theta* {result['depth']['theta_star'][depth]:.4f}")
             return 0
         if args.command == "reproduce":
             return _reproduce(args)

@@ -13,18 +13,20 @@ def field_help(cls: type) -> dict[str, str]:
     helps: dict[str, str] = {}
     for match in re.finditer(r"^\s{8}([\w, ]+): (.+?)(?=^\s{8}[\w, ]+: |\Z)", cls.__doc__ or "", re.S | re.M):
         for name in match.group(1).split(","):
-            helps[name.strip()] = " ".join(match.group(2).split())
+            helps[name.strip()] = " ".join(match.group(2).replace("``", "").split())
     return helps
 
 
-def add_config_args(parser: argparse.ArgumentParser, cls: type, defaults: Any = None) -> None:
-    """One ``--flag`` per dataclass field; flags default to None so only what the user set overrides."""
+def add_config_args(parser: argparse.ArgumentParser, cls: type, title: str, from_preset: bool = False) -> None:
+    """One ``--flag`` per dataclass field; flags default to None so only what the user set overrides.
+    ``from_preset``: the default shown is the preset's, not the dataclass's."""
     helps = field_help(cls)
-    group = parser.add_argument_group(cls.__name__)
+    group = parser.add_argument_group(title)
     for f in fields(cls):
-        default = getattr(defaults, f.name) if defaults is not None else f.default
+        default = f.default
         flag = "--" + f.name.replace("_", "-")
-        text = f"{helps.get(f.name, '')} (default: {default})".strip()
+        shown = "the preset's" if from_preset else repr(default) if isinstance(default, str) else default
+        text = f"{helps.get(f.name, '')} (default: {shown})".strip()
         if isinstance(default, bool):
             group.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=text)
         else:

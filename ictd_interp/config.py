@@ -5,12 +5,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-import torch
-
+# Every choice a config field accepts, in one light module (no torch import: `ictd-interp --help`
+# and config validation stay fast).
 FORMS = ("tsm", "dual")
 ATTENTIONS = ("softmax", "linear")
 MASKS = ("paper", "full")
-DTYPES = {"float32": torch.float32, "float64": torch.float64}
+DTYPES = ("float32", "float64")
+FEATURE_KINDS = ("uniform", "onehot")
+OBJECTIVES = ("td", "neu", "mc", "supervised")
 
 
 def from_dict_strict(cls: type, data: dict[str, Any]):
@@ -114,8 +116,10 @@ class ICTDConfig:
         return None  # any context length
 
     @property
-    def torch_dtype(self) -> torch.dtype:
-        return DTYPES[self.dtype]
+    def torch_dtype(self):
+        import torch
+
+        return getattr(torch, self.dtype)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

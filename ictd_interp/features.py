@@ -8,7 +8,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-FEATURE_KINDS = ("uniform", "onehot")
+from ictd_interp.config import FEATURE_KINDS
 
 
 def make_features(

@@ -12,10 +12,10 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from ictd_interp.config import OBJECTIVES
 from ictd_interp.data import WindowBatch
 from ictd_interp.model import HookedICTDTransformer
 
-OBJECTIVES = ("td", "neu", "mc", "supervised")
 
 
 def query_values(model: HookedICTDTransformer, batch: WindowBatch, depth: Optional[int] = None) -> Float[Tensor, "task window"]:
@@ -58,6 +58,7 @@ def supervised_loss(model: HookedICTDTransformer, batch: WindowBatch, depth: Opt
 LOSSES: dict[str, Callable[..., Tensor]] = {
     "td": td_loss, "neu": neu_loss, "mc": mc_loss, "supervised": supervised_loss,
 }
+assert tuple(LOSSES) == OBJECTIVES, "config.OBJECTIVES names every loss, in order"
 
 
 def expected_update(model: HookedICTDTransformer, batch: WindowBatch, create_graph: bool = False,

@@ -5,11 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-import torch
-
-from ictd_interp.config import ICTDConfig, check_choice, from_dict_strict
-from ictd_interp.features import FEATURE_KINDS
-from ictd_interp.objectives import OBJECTIVES
+from ictd_interp.config import FEATURE_KINDS, OBJECTIVES, ICTDConfig, check_choice, from_dict_strict
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
 DEVICES = ("cpu", "cuda")
@@ -17,27 +13,37 @@ DEVICES = ("cpu", "cuda")
 
 @dataclass
 class TrainConfig:
-    """Multi-task pretraining on randomized Boyan chains (SPEC §6).
+    """Multi-task pretraining on randomized Boyan chains (docs/theory.md, section 6).
 
     Args:
-        objective: ``td`` (semi-gradient TD), ``neu`` (norm of expected update), ``mc`` or ``supervised``.
-        d_features, n_layers, form, attention, tied, mask, init_scale, dtype: the model (see ``ICTDConfig``).
+        objective: loss: td (semi-gradient TD), neu (norm of the expected update), mc (Monte-Carlo return) or supervised (true v_pi).
+        d_features: feature dimension d; the residual stream has d + 3 rows.
+        n_layers: depth L of the model (one layer is one TD step under theta*).
+        form: tsm (one head and the parameter-free temporal shift) or dual (two heads, the second shifted).
+        attention: softmax (this paper) or linear (the predecessor's model).
+        tied: share one layer's weights across depth.
+        mask: paper (A free in its feature block, V in the row each head writes) or full (every entry free).
+        init_scale: standard deviation of the random initial weights.
+        dtype: float32 or float64.
         n_states: states per Boyan chain.
-        context_len: ``n``, transitions in each prompt.
-        gamma: discount of the tasks, the objective and the model's temporal shift.
-        feature_kind, feature_scale: random features per task (``uniform`` or ``onehot``) and their scale.
-        tasks_per_batch: ``B``, fresh tasks per step.
-        windows_per_task: ``W``, TD windows per task (``W + 1`` prompts share one forward pass).
-        steps, lr, weight_decay, optimizer: optimisation.
-        mc_horizon: truncation of the Monte-Carlo return (``mc`` objective).
-        train_depths: tied models only: ``LO:HI`` draws each step's depth uniformly from LO..HI (the same
-            layer run LO to HI times; empty: always ``n_layers``), to test whether depth-varied training
-            gives a layer that converges when iterated.
+        context_len: n, transitions in each prompt.
+        gamma: discount of the tasks, the objective and the temporal shift.
+        feature_kind: uniform (U(-1, 1) per entry) or onehot (needs d_features >= n_states).
+        feature_scale: feature scale, the softmax kernel's inverse temperature.
+        tasks_per_batch: B, fresh tasks per step.
+        windows_per_task: W, TD windows per task (W + 1 prompts share one forward pass).
+        steps: optimiser steps.
+        lr: learning rate.
+        weight_decay: weight decay of the optimiser.
+        optimizer: adam, adamw or sgd.
+        mc_horizon: truncation of the Monte-Carlo return (mc objective).
+        train_depths: tied models: LO:HI draws each step's depth from LO..HI (empty: always n_layers).
         seed: seeds the initial weights and the training data.
-        eval_seed: seeds the fixed evaluation tasks, apart from training so curves compare across runs.
+        eval_seed: seeds the fixed evaluation tasks (apart from training, so curves compare across runs).
         n_eval_tasks: evaluation tasks.
-        eval_every, checkpoint_every: logging and checkpoint intervals in steps.
-        device: ``cpu`` or ``cuda``.
+        eval_every: steps between evaluations (metrics.jsonl).
+        checkpoint_every: steps between checkpoints (resume points).
+        device: cpu or cuda.
     """
 
     objective: str = "td"
@@ -92,7 +98,7 @@ class TrainConfig:
             self.depth_range  # noqa: B018 (parsing validates)
             if not self.tied or self.mask != "paper":
                 raise ValueError("train_depths: needs tied weights and the paper mask (one layer run at any depth)")
-        if self.device == "cuda" and not torch.cuda.is_available():
+        if self.device == "cuda" and not _cuda_available():
             raise ValueError("device: 'cuda' requested but torch sees no CUDA device; use --device cpu")
         _ = self.model  # building it validates the architecture fields
 
@@ -132,6 +138,12 @@ class TrainConfig:
         if name not in PRESETS:
             raise ValueError(f"preset: unknown preset {name!r}; choose from {sorted(PRESETS)}")
         return replace(PRESETS[name], **overrides)
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
 
 
 PRESETS: dict[str, TrainConfig] = {

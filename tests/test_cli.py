@@ -52,3 +52,71 @@ def test_reproduce_writes_run_and_analysis(tmp_path):
     assert main(args) == 0
     assert (tmp_path / "run" / "final" / "model.safetensors").exists()
     assert (tmp_path / "analysis" / "summary.md").exists() and (tmp_path / "analysis" / "summary.json").exists()
+
+
+TINY = ["--steps", "2", "--tasks-per-batch", "4", "--windows-per-task", "2", "--n-eval-tasks", "8", "--eval-every", "1"]
+
+
+def test_a_stored_run_never_serves_a_different_request(tmp_path, capsys):
+    out = str(tmp_path / "quick")
+    assert main(["reproduce", "--out", out, *TINY]) == 0
+    capsys.readouterr()
+    assert main(["reproduce", "--out", out, *TINY, "--seed", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "seed: 0 -> 1" in err and "another --out" in err
+    assert main(["reproduce", "--out", out, *TINY[:-2], "--eval-every", "2", "--steps", "3"]) == 2
+    err = capsys.readouterr().err
+    assert "steps: 2 -> 3" in err and "eval_every: 1 -> 2" in err
+    assert main(["reproduce", "--out", out, *TINY]) == 0  # the same request re-analyses the stored run
+    assert main(["train", "--out", out, *TINY]) == 2  # a reproduce folder is not a training folder
+    assert "not empty and not a training run" in capsys.readouterr().err
+    assert main(["train", "--resume", str(tmp_path / "quick" / "run"), "--steps", "350"]) == 2
+    assert "steps: 2 -> 350" in capsys.readouterr().err
+    assert main(["reproduce", "--out", str(tmp_path / "quick" / "run"), *TINY]) == 2
+    assert "is a training run folder" in capsys.readouterr().err
+
+
+def test_corrupt_run_files_name_the_file(tmp_path, capsys):
+    run = tmp_path / "r"
+    assert main(["train", "--out", str(run), *TINY, "--checkpoint-every", "1"]) == 0
+    (run / "train_config.json").write_text('{"steps": 2,')
+    assert main(["train", "--resume", str(run)]) == 2
+    assert f"{run / 'train_config.json'}: corrupt or truncated JSON" in capsys.readouterr().err
+
+
+def test_a_truncated_training_state_falls_back_to_the_previous_checkpoint(tmp_path):
+    import shutil
+
+    import pytest
+
+    from ictd_interp.train import resume, train
+    from ictd_interp.train_config import TrainConfig
+
+    cfg = TrainConfig(steps=4, tasks_per_batch=4, windows_per_task=2, n_eval_tasks=8, eval_every=2, checkpoint_every=2)
+    full = train(cfg, tmp_path / "full", progress=False)
+    train(cfg, tmp_path / "cut", progress=False)
+    shutil.rmtree(tmp_path / "cut" / "final")
+    state = tmp_path / "cut" / "checkpoints" / "step_0000004" / "training_state.pt"
+    state.write_bytes(state.read_bytes()[:100])
+    with pytest.warns(UserWarning, match="step_0000004: unusable checkpoint"):
+        resumed = resume(tmp_path / "cut", progress=False)
+    assert resumed.step == 4
+    assert all((a == b).all() for a, b in zip(full.model.parameters(), resumed.model.parameters()))
+
+
+def test_report_sentences_interpret_the_margin():
+    from analyses.report_md import margin_sentence
+
+    negative = margin_sentence({"theta_star_mean": -0.88}, 1.88, 0.87, 0.9)
+    assert "does not apply" in negative and "1 − C = 1.880" in negative
+    positive = margin_sentence({"theta_star_mean": 0.02}, 0.98, 0.93, 0.9)
+    assert "bounds θ*'s error by a geometric rate" in positive and "0.930" in positive
+
+
+def test_help_lines_are_distinct_and_presets_are_listed():
+    from ictd_interp.cli import preset_help
+
+    helps = field_help(TrainConfig)
+    assert len(set(helps.values())) == len(helps)
+    text = preset_help()
+    assert "quick (tied=True, steps=3000, lr=0.003" in text and "paper (steps=30000" in text
