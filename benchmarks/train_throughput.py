@@ -1,15 +1,26 @@
-"""TD training throughput and hook overhead, measured in one run (ratios, never timed tests).
+"""Training throughput, hook overhead and arithmetic efficiency, all measured in one run (ratios).
 
-Usage: python benchmarks/train_throughput.py [--threads 2] [--repeats 30]
-Reports: TD samples/s (one sample = one prompt through forward and backward) at d=4, s=10, n=30,
-L=3 for the model step alone and for a full training step (data + step + optimiser), and the ratio
-of the hooked model's forward time to a bare-torch forward of the same math.
+Usage: python benchmarks/train_throughput.py [--threads 2] [--repeats 20] [--device cpu|cuda]
+
+One sample = one prompt through forward and backward, d=4, s=10, n=30, L=3, 64 tasks x 17 windows.
+Reports, measured alternately in rounds (median), so machine load drifts out of the ratios:
+
+* model step (TD loss forward + backward on a fixed batch), tied and per-layer weights;
+* full training step (fresh data, forward, backward, optimiser) and its ratio to the model step;
+* hooked forward over a bare-torch forward of the same math;
+* a 1024 x 1024 fp32 GEMM rate, and the fraction of it the model step reaches under the analytic
+  FLOP count below.
+
+Analytic FLOPs per sample (paper mask, P = n + 1 positions, fast path): per layer, scores 2 d P^2,
+softmax about 5 P^2, pattern @ value-row 2 P^2 per head, the value row 2 (d + 3) P per head;
+backward ~2x forward, so forward + backward ~3x. (d=4, P=31, L=3, one head: about 0.13 MFLOP.)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import time
 
 import torch
@@ -17,12 +28,20 @@ import torch
 from ictd_interp import HookedICTDTransformer, ICTDConfig
 from ictd_interp.data import window_batch
 from ictd_interp.objectives import td_loss
+from ictd_interp.train import _optimizer
+from ictd_interp.train_config import TrainConfig
+
+
+def flops_per_sample(d: int, n: int, layers: int, heads: int = 1) -> float:
+    P = n + 1
+    forward = layers * (2 * d * P**2 + 5 * P**2 + heads * (2 * P**2 + 2 * (d + 3) * P))
+    return 3.0 * forward
 
 
 def bare_forward(prompt: torch.Tensor, params: list[tuple[torch.Tensor, torch.Tensor]], gamma: float) -> torch.Tensor:
     """The same math as the TSM model, as plain tensor ops (no modules, no hook points)."""
     cur, tgt = prompt.shape[-1] - 1, prompt.shape[-1] - 2
-    keep = torch.ones(prompt.shape[-1], dtype=prompt.dtype)
+    keep = torch.ones(prompt.shape[-1], dtype=prompt.dtype, device=prompt.device)
     keep[tgt] = 0.0
     onehot_t = 1.0 - keep
     z = prompt
@@ -37,51 +56,85 @@ def bare_forward(prompt: torch.Tensor, params: list[tuple[torch.Tensor, torch.Te
     return z[..., cur]
 
 
-def timed(fn, repeats: int) -> float:
+def _sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def seconds(fn, repeats: int, device: str) -> float:
     fn()
+    _sync(device)
     start = time.perf_counter()
     for _ in range(repeats):
         fn()
+    _sync(device)
     return (time.perf_counter() - start) / repeats
+
+
+def gemm_flops_per_s(device: str, repeats: int) -> float:
+    a = torch.randn(1024, 1024, device=device)
+    b = torch.randn(1024, 1024, device=device)
+    return 2 * 1024**3 / seconds(lambda: a @ b, repeats, device)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=30)
-    parser.add_argument("--tasks", type=int, default=64)
-    parser.add_argument("--windows", type=int, default=16)
-    parser.add_argument("--tied", action="store_true", help="tied weights (the quick preset): one shared pattern")
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    model = HookedICTDTransformer(ICTDConfig(d_features=4, n_layers=3, init_scale=0.1, tied=args.tied))
+    dev = args.device
     gen = torch.Generator().manual_seed(0)
-    make = lambda: window_batch(args.tasks, args.windows + 1, 10, 4, 30, 0.9, feature_kind="uniform",  # noqa: E731
-                                feature_scale=1.0, generator=gen).to("cpu", torch.float32)
+    config = TrainConfig(tied=True, device=dev)
+    make = lambda: window_batch(64, 17, 10, 4, 30, 0.9, feature_kind="uniform", feature_scale=1.0,  # noqa: E731
+                                generator=gen).to(dev, torch.float32)
     batch = make()
-    n_prompts = batch.prompts.shape[0]
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    prompts = batch.prompts.shape[0]
+    models = {tied: HookedICTDTransformer(ICTDConfig(d_features=4, n_layers=3, init_scale=0.1, tied=tied)).to(dev)
+              for tied in (True, False)}
+    optimizers = {tied: _optimizer(config, m) for tied, m in models.items()}
 
-    def model_step():
-        td_loss(model, batch).backward()
+    def model_step(tied):
+        td_loss(models[tied], batch).backward()
 
-    def full_step():
-        opt.zero_grad()
-        td_loss(model, make()).backward()
-        opt.step()
+    def full_step(tied):
+        optimizers[tied].zero_grad(set_to_none=True)
+        td_loss(models[tied], make()).backward()
+        optimizers[tied].step()
 
+    model = models[False]
     params = [(b.attn.A.detach(), b.attn.V.detach()) for b in model.blocks]
     with torch.no_grad():
         assert torch.allclose(model(batch.prompts), bare_forward(batch.prompts, params, 0.9), atol=1e-5)
-        # Alternate the two in short rounds and take the median ratio: robust to load drifting.
-        ratios = sorted(timed(lambda: model(batch.prompts), 5) / timed(lambda: bare_forward(batch.prompts, params, 0.9), 5)
-                        for _ in range(args.repeats))
+    rounds: dict[str, list[float]] = {k: [] for k in ("tied", "per_layer", "full_tied", "full_per_layer", "hooked",
+                                                       "bare", "gemm")}
+    for _ in range(args.rounds):  # alternate everything within each round
+        rounds["tied"].append(prompts / seconds(lambda: model_step(True), args.repeats, dev))
+        rounds["per_layer"].append(prompts / seconds(lambda: model_step(False), args.repeats, dev))
+        rounds["full_tied"].append(prompts / seconds(lambda: full_step(True), args.repeats, dev))
+        rounds["full_per_layer"].append(prompts / seconds(lambda: full_step(False), args.repeats, dev))
+        with torch.no_grad():
+            rounds["hooked"].append(seconds(lambda: model(batch.prompts), args.repeats, dev))
+            rounds["bare"].append(seconds(lambda: bare_forward(batch.prompts, params, 0.9), args.repeats, dev))
+        rounds["gemm"].append(gemm_flops_per_s(dev, 10))
+    med = {k: statistics.median(v) for k, v in rounds.items()}
+    ratio = statistics.median(h / b for h, b in zip(rounds["hooked"], rounds["bare"]))
+    flops = flops_per_sample(4, 30, 3)
     result = {
-        "threads": args.threads, "tied": args.tied, "prompts_per_step": n_prompts,
-        "model_fwd_bwd_samples_per_s": n_prompts / timed(model_step, args.repeats),
-        "train_step_samples_per_s": n_prompts / timed(full_step, args.repeats),
-        "hooked_over_bare_forward": ratios[len(ratios) // 2],
-        "target": {"samples_per_s": 60000, "hooked_over_bare_forward": 1.15},
+        "device": dev, "threads": args.threads, "prompts_per_step": prompts, "rounds": args.rounds,
+        "model_step_samples_per_s": {"tied": round(med["tied"]), "per_layer": round(med["per_layer"])},
+        "full_step_samples_per_s": {"tied": round(med["full_tied"]), "per_layer": round(med["full_per_layer"])},
+        "per_layer_over_tied_model_step": round(med["per_layer"] / med["tied"], 3),
+        "full_over_model_step": {"tied": round(med["full_tied"] / med["tied"], 3),
+                                 "per_layer": round(med["full_per_layer"] / med["per_layer"], 3)},
+        "hooked_over_bare_forward": round(ratio, 3),
+        "gemm_1024_gflop_per_s": round(med["gemm"] / 1e9, 1),
+        "analytic_mflop_per_sample": round(flops / 1e6, 4),
+        "model_step_fraction_of_gemm_rate": {"tied": round(med["tied"] * flops / med["gemm"], 4),
+                                             "per_layer": round(med["per_layer"] * flops / med["gemm"], 4)},
+        "targets": {"per_layer_over_tied_model_step": 0.9, "full_over_model_step": 0.85, "hooked_over_bare_forward": 1.15},
     }
     print(json.dumps(result, indent=1))
 

@@ -240,10 +240,11 @@ class HookedICTDTransformer(TransformerLensSurface, HookedRootModule):
             return values
         return values[:, -1] if return_type == "query" else values[:, -1].sum()
 
-    def fast_values(self, prompt: Float[Tensor, "batch pos d_model"], depth: Optional[int] = None) -> Float[Tensor, "batch pos"]:
-        """The value row for training objectives: the exact paper-mask fast path (``fast_path.py``)
-        when no hook of any kind is registered, else the hooked forward (so every hook fires).
-        ``depth`` (tied models) runs the layer that many times instead of ``n_layers``.
+    def fast_values(self, prompt: Float[Tensor, "batch pos d_model"], depth: Optional[int] = None,
+                    query_only: bool = False) -> Union[Float[Tensor, "batch pos"], Float[Tensor, "batch"]]:
+        """The value row (or only the query's value) for training objectives: the exact paper-mask fast
+        path (``fast_path.py``) when no hook of any kind is registered, else the hooked forward (so
+        every hook fires). ``depth`` (tied models) runs the layer that many times instead of ``n_layers``.
 
         The prompt is not validated (training builds it); frozen entries are assumed zero, which the
         gradient masks keep and checkpoint loading checks."""
@@ -253,10 +254,11 @@ class HookedICTDTransformer(TransformerLensSurface, HookedRootModule):
         if self.cfg.mask != "paper" or self.has_any_hook():
             if depth != self.cfg.n_layers:
                 raise ValueError("depth: another depth needs the fast path (paper mask, no hook registered)")
-            return self(prompt)
+            values = self(prompt)
+            return values[:, -1] if query_only else values
         attns = self.unique_attention()
         A, V = torch.stack([a.A for a in attns]), torch.stack([a.V for a in attns])
-        return paper_mask_values(self.cfg, A, V, prompt.to(A.dtype), depth)
+        return paper_mask_values(self.cfg, A, V, prompt.to(A.dtype), depth, query_only)
 
     def has_any_hook(self) -> bool:
         """Any forward, pre-forward or backward hook on any submodule, or a global module hook

@@ -22,7 +22,7 @@ def query_values(model: HookedICTDTransformer, batch: WindowBatch, depth: Option
     """One forward pass for every window; the query prediction of each. Objectives choose the model's
     exact fast path explicitly (``fast_values``: the hooked forward whenever a hook is registered);
     ``depth`` runs a tied model's layer that many times instead of ``n_layers``."""
-    return model.fast_values(batch.prompts, depth=depth)[:, -1].view(-1, batch.n_windows)
+    return model.fast_values(batch.prompts, depth=depth, query_only=True).view(-1, batch.n_windows)
 
 
 def td_errors_of_windows(v: Tensor, batch: WindowBatch, gamma: float, bootstrap_grad: bool) -> Tensor:

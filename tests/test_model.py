@@ -191,13 +191,14 @@ def test_fast_path_equals_the_hooked_forward(form, attention, tied):
     model = HookedICTDTransformer(make_cfg(form=form, attention=attention, tied=tied, n_layers=4, init_scale=0.5))
     prompt = make_tasks().prompt
     params = list(model.parameters())
-    fast = model.fast_values(prompt)
-    slow = model(prompt)
-    g_fast = torch.autograd.grad(fast.pow(2).sum(), params)
-    g_slow = torch.autograd.grad(slow.pow(2).sum(), params)
-    assert (fast - slow).abs().max() < 1e-12
-    assert max((a - b).abs().max().item() for a, b in zip(g_fast, g_slow)) < 1e-12
-    assert max(g.abs().max().item() for g in g_fast) > 1e-3  # the gradients compared are not all zero
+    for query_only in (False, True):
+        fast = model.fast_values(prompt, query_only=query_only)
+        slow = model(prompt)[:, -1] if query_only else model(prompt)
+        g_fast = torch.autograd.grad(fast.pow(2).sum(), params)
+        g_slow = torch.autograd.grad(slow.pow(2).sum(), params)
+        assert fast.shape == slow.shape and (fast - slow).abs().max() < 1e-12
+        assert max((a - b).abs().max().item() for a, b in zip(g_fast, g_slow)) < 1e-12
+        assert max(g.abs().max().item() for g in g_fast) > 1e-3  # the gradients compared are not all zero
 
 
 def test_fast_path_runs_every_hook_when_one_is_registered():
