@@ -24,6 +24,7 @@ from analyses.report_md import write_markdown
 from ictd_interp import HookedICTDTransformer
 from ictd_interp.checkpoint import CONFIG, CheckpointError, load_checkpoint
 from ictd_interp.evaluation import EvalSet, evaluate
+from ictd_interp.registry import resolve as resolve_name
 from ictd_interp.tasks import sample_tasks
 from ictd_interp.run_folder import is_run, latest_checkpoint, load_run_config, read_metrics
 from ictd_interp.train_config import TrainConfig
@@ -33,9 +34,7 @@ CONTEXT_LENGTHS = (4, 8, 16, 32, 64, 128)
 
 def resolve(path: Union[str, Path]) -> tuple[HookedICTDTransformer, TrainConfig, Optional[Path]]:
     """Model, the task settings to evaluate it on, and the run directory (None for a bare checkpoint)."""
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no such run directory or checkpoint")
+    path = resolve_name(path)  # a registry name (``quick-td-s0``) or a path
     if is_run(path):
         ckpt = path / "final" if (path / "final").exists() else latest_checkpoint(path)
         if ckpt is None:

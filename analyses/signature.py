@@ -1,13 +1,11 @@
-"""The value-weight signature (SPEC §7): does the current-value row read ``R + gamma v' - v``?"""
+"""Signature across models: the per-model value-row signature lives in ``ictd_interp.metrics``."""
 
 from __future__ import annotations
 
 from typing import Sequence
 
 from ictd_interp import HookedICTDTransformer
-from ictd_interp.metrics import SIGNATURE_SIGNS, identifiable_inputs, value_signature
-
-__all__ = ["value_signature", "identifiable_inputs", "SIGNATURE_SIGNS", "fraction_matching"]
+from ictd_interp.metrics import value_signature
 
 
 def fraction_matching(models: Sequence[HookedICTDTransformer]) -> float:

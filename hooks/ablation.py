@@ -9,9 +9,9 @@ import torch
 from torch import Tensor
 from transformer_lens.hook_points import HookPoint
 
+from hooks.types import Hooks, get_act_name
 from ictd_interp import HookedICTDTransformer
 
-Hooks = list[tuple[str, Callable]]
 
 
 def zero_head(head: Optional[int] = None) -> Callable:
@@ -46,7 +46,7 @@ def zero_activation(act: Tensor, hook: HookPoint) -> Tensor:
 def ablate_heads(layers: Sequence[int], head: Optional[int] = None, mean: bool = False, hook_name: str = "hook_result") -> Hooks:
     """Zero- or mean-ablate ``head`` at ``attn.{hook_name}`` of each layer."""
     fn = mean_head(head) if mean else zero_head(head)
-    return [(f"blocks.{l}.attn.{hook_name}", fn) for l in layers]
+    return [(get_act_name(hook_name.removeprefix("hook_"), l, "attn"), fn) for l in layers]
 
 
 def ablate_target_path(model: HookedICTDTransformer, layers: Optional[Sequence[int]] = None) -> Hooks:
@@ -55,5 +55,5 @@ def ablate_target_path(model: HookedICTDTransformer, layers: Optional[Sequence[i
     zero the shift (``tsm.hook_shifted``) — the same meaning in both parametrisations."""
     layers = range(model.cfg.n_layers) if layers is None else layers
     if model.cfg.form == "dual":
-        return [(f"blocks.{l}.attn.hook_result", zero_head(1)) for l in layers]
-    return [(f"blocks.{l}.tsm.hook_shifted", zero_activation) for l in layers]
+        return [(get_act_name("result", l, "attn"), zero_head(1)) for l in layers]
+    return [(get_act_name("shifted", l, "tsm"), zero_activation) for l in layers]

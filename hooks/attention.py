@@ -9,9 +9,9 @@ from jaxtyping import Int
 from torch import Tensor
 from transformer_lens.hook_points import HookPoint
 
+from hooks.types import Hooks, get_act_name
 from ictd_interp import HookedICTDTransformer
 
-Hooks = list[tuple[str, Callable]]
 
 
 def replace_pattern(pattern: Tensor) -> Callable:
@@ -41,7 +41,7 @@ def tabular_pattern(states: Int[Tensor, "batch pos"]) -> Tensor:
 
 
 def pattern_hooks(pattern: Tensor, layers: Sequence[int]) -> Hooks:
-    return [(f"blocks.{l}.attn.hook_pattern", replace_pattern(pattern)) for l in layers]
+    return [(get_act_name("pattern", l), replace_pattern(pattern)) for l in layers]
 
 
 @torch.no_grad()
@@ -66,4 +66,4 @@ def temperature(tau: float) -> Callable:
 
 
 def temperature_hooks(tau: float, layers: Sequence[int]) -> Hooks:
-    return [(f"blocks.{l}.attn.hook_attn_scores", temperature(tau)) for l in layers]
+    return [(get_act_name("attn_scores", l), temperature(tau)) for l in layers]

@@ -9,9 +9,9 @@ from jaxtyping import Float
 from torch import Tensor
 from transformer_lens.hook_points import HookPoint
 
+from hooks.types import Hooks, get_act_name
 from ictd_interp import HookedICTDTransformer
 
-Hooks = list[tuple[str, Callable]]
 ENTRIES = ("reward", "target", "current")
 
 
@@ -26,7 +26,7 @@ def scale_update(alpha: float) -> Callable:
 
 
 def scale_update_hooks(alpha: float, layers: Sequence[int]) -> Hooks:
-    return [(f"blocks.{l}.hook_attn_out", scale_update(alpha)) for l in layers]
+    return [(get_act_name("attn_out", l), scale_update(alpha)) for l in layers]
 
 
 def flip_weight_hooks(model: HookedICTDTransformer, entry: str, layers: Optional[Sequence[int]] = None,
@@ -51,7 +51,7 @@ def flip_weight_hooks(model: HookedICTDTransformer, entry: str, layers: Optional
             act[:, :, head, lay.current] -= 2 * weight * stash["z"][..., col]
             return act
 
-        hooks += [(f"blocks.{l}.hook_resid_pre", keep), (f"blocks.{l}.attn.hook_v", flip)]
+        hooks += [(get_act_name("resid_pre", l), keep), (get_act_name("v", l), flip)]
     return hooks
 
 

@@ -13,7 +13,7 @@ _EXPORTS = {
     "PromptLayout": "prompt", "build_prompt": "prompt", "context_inputs": "prompt",
     "TaskBatch": "tasks", "sample_tasks": "tasks",
     "linear_td": "td", "softmax_td": "td", "tabular_td": "td", "td_errors": "td",
-    "theta_star": "theta_star", "sample_trajectories": "trajectory",
+    "theta_star": "theta_star", "sample_trajectories": "trajectory", "list_pretrained": "registry",
 }
 __all__ = sorted(_EXPORTS)
 

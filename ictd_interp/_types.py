@@ -1,4 +1,4 @@
-"""Shape vocabulary shared by every annotation in the package.
+"""Input conversion with clear errors, and the shape vocabulary of the annotations.
 
 Axes: ``batch`` (prompts), ``pos`` (context positions, the last one is the query),
 ``d_model`` (= d_feat + 3 prompt rows), ``head``, ``d_head``, ``d_feat`` (features),
@@ -9,8 +9,6 @@ from typing import Union
 
 import numpy as np
 import torch
-from jaxtyping import Float, Int  # noqa: F401  (re-exported for the package)
-from torch import Tensor  # noqa: F401
 
 ArrayLike = Union[torch.Tensor, np.ndarray, list, tuple]
 

@@ -171,11 +171,12 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its last checkpoint")
         p.add_argument("--threads", type=int, default=None, help="torch CPU threads (bit-exact resumes need the same count)")
         add_config_args(p, TrainConfig, "training settings", from_preset=True)
+    p = sub.add_parser("models", help="the pretrained models shipped with the package")
     p = sub.add_parser("analyze", help="every metric and figure for a checkpoint or run folder")
-    p.add_argument("path", help="a run folder or a checkpoint folder")
+    p.add_argument("path", help="a run folder, a checkpoint folder or a pretrained model's name (see models)")
     p.add_argument("--out", required=True, help="folder for summary.json, summary.md and figures/")
     p = sub.add_parser("evaluate", help="a checkpoint and theta* on another MRP source (out of distribution)")
-    p.add_argument("path", help="a run folder or a checkpoint folder")
+    p.add_argument("path", help="a run folder, a checkpoint folder or a pretrained model's name (see models)")
     p.add_argument("--out", required=True, help="folder for evaluation.json and figures")
     add_config_args(p, EvaluateConfig, "evaluation")
     p = sub.add_parser("study", help="a grid of conditions x seeds on Ray, with aggregate figures and study.md")
@@ -293,6 +294,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return _reproduce(args)
         if args.command == "study":
             return _study(args)
+        if args.command == "models":
+            from ictd_interp.registry import list_pretrained
+
+            for m in list_pretrained():
+                print(f"{m['name']:<16} {m['description']} (eval MSVE {m['eval_msve']:.3f}, theta* "
+                      f"{m['theta_star_msve']:.3f}; min cos(V, V*) {min(c for c in m['cos_V'] if c is not None):.3f})")
+            return 0
         if args.command == "study-report":
             from analyses.study_report import write_report
 

@@ -15,7 +15,6 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 from transformer_lens.ActivationCache import ActivationCache
-from transformer_lens.FactoredMatrix import FactoredMatrix
 from transformer_lens.HookedRootModule import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
@@ -23,7 +22,7 @@ from ictd_interp.config import ICTDConfig, check_choice
 from ictd_interp.fast_path import paper_mask_values
 from ictd_interp.masks import attention_mask, value_mask
 from ictd_interp.prompt import PromptLayout
-from ictd_interp.tl_surface import TransformerLensSurface
+from ictd_interp.tl_surface import Circuits, TransformerLensSurface
 
 
 def shift_to_predecessor(x: Float[Tensor, "batch pos ..."]) -> Float[Tensor, "batch pos ..."]:
@@ -41,7 +40,7 @@ def linear_pattern(scores: Float[Tensor, "batch head query_pos key_pos"]) -> Flo
     return scores.masked_fill(scores == float("-inf"), 0.0) / n
 
 
-class ICTDAttention(nn.Module):
+class ICTDAttention(Circuits, nn.Module):
     """One attention layer; ``A`` is the QK circuit and ``V`` the OV circuit of each head."""
 
     def __init__(self, cfg: ICTDConfig):
@@ -120,16 +119,6 @@ class ICTDAttention(nn.Module):
     @property
     def b_O(self) -> Float[Tensor, "d_model"]:
         return torch.zeros(self.A.shape[-1], dtype=self.A.dtype, device=self.A.device)
-
-    @property
-    def QK(self) -> FactoredMatrix:
-        """``[head, d_model, d_model]``: score = ``z_query^T QK z_key`` = ``W_Q W_K^T`` (``A`` transposed)."""
-        return FactoredMatrix(self.W_Q, self.W_K.transpose(-1, -2))
-
-    @property
-    def OV(self) -> FactoredMatrix:
-        """``[head, d_model, d_model]``: written vector = ``z_source^T OV`` = ``W_V W_O`` (before any shift)."""
-        return FactoredMatrix(self.W_V, self.W_O)
 
     def _eye(self) -> Tensor:
         return torch.eye(self.cfg.d_model, dtype=self.A.dtype, device=self.A.device).expand_as(self.A)
@@ -306,11 +295,19 @@ class HookedICTDTransformer(TransformerLensSurface, HookedRootModule):
         return model
 
     @classmethod
-    def from_pretrained(cls, path, device: Optional[str] = None) -> "HookedICTDTransformer":
-        """Load a checkpoint written by :func:`ictd_interp.save_checkpoint`."""
+    def from_pretrained(cls, name_or_path, device: Optional[str] = None,
+                        dtype: Optional[str] = None) -> "HookedICTDTransformer":
+        """A shipped model by name (``ictd_interp.list_pretrained()``: ``"quick-td-s0"``, ...) or a
+        checkpoint folder written by :func:`ictd_interp.save_checkpoint`; in eval mode. ``dtype``
+        (``"float32"``/``"float64"``) converts the weights and the config together."""
         from ictd_interp.checkpoint import load_checkpoint
+        from ictd_interp.registry import resolve
 
-        model = load_checkpoint(path).model
+        model = load_checkpoint(resolve(name_or_path)).model
+        if dtype is not None and dtype != model.cfg.dtype:
+            converted = cls(ICTDConfig.from_dict({**model.cfg.to_dict(), "dtype": dtype}))
+            converted.load_state_dict({k: v.to(converted.cfg.torch_dtype) for k, v in model.state_dict().items()})
+            model = converted
         return model if device is None else model.to(device)
 
 

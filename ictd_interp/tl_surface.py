@@ -22,7 +22,21 @@ except ImportError:  # TransformerLens 3.x
     from transformer_lens.utils import composition_scores
 
 
-class TransformerLensSurface:
+class Circuits:
+    """``QK = W_Q W_K^T`` and ``OV = W_V W_O`` as ``FactoredMatrix`` views, for one layer (``[head, ...]``)
+    or the whole model (``[layer, head, ...]``): score = ``z_query^T QK z_key`` (``A^T``), written
+    vector = ``z_source^T OV`` (``V^T``, before any shift)."""
+
+    @property
+    def QK(self) -> FactoredMatrix:
+        return FactoredMatrix(self.W_Q, self.W_K.transpose(-1, -2))
+
+    @property
+    def OV(self) -> FactoredMatrix:
+        return FactoredMatrix(self.W_V, self.W_O)
+
+
+class TransformerLensSurface(Circuits):
     """Mixin for ``HookedICTDTransformer``: needs ``cfg``, ``blocks`` and ``layout``."""
 
     ln_final = nn.Identity()  # no LayerNorm: TransformerLens's "apply_ln" steps are the identity
@@ -45,16 +59,6 @@ class TransformerLensSurface:
     @property
     def W_O(self) -> Float[Tensor, "layer head d_head d_model"]:
         return self._stack("W_O")
-
-    @property
-    def QK(self) -> FactoredMatrix:
-        """``[layer, head, d_model, d_model]`` QK circuits (``A^T``), as TransformerLens's ``model.QK``."""
-        return FactoredMatrix(self.W_Q, self.W_K.transpose(-1, -2))
-
-    @property
-    def OV(self) -> FactoredMatrix:
-        """``[layer, head, d_model, d_model]`` OV circuits (``V^T``)."""
-        return FactoredMatrix(self.W_V, self.W_O)
 
     def all_composition_scores(self, mode: str) -> Float[Tensor, "layer head layer head"]:
         """``||OV_{l,h} R_{l',h'}||_F / (||OV|| ||R||)`` for every earlier ``l`` and later ``l'``, where

@@ -10,7 +10,8 @@ from analyses.convergence import errors_by_context, errors_by_depth, fit_geometr
 from analyses.diagonality import kernel_diagonality, model_margin, onehot_margin, self_attention_mass
 from analyses.probes import circuit_cosines, prediction_gap, sensitivity_cosine, weight_cosines
 from analyses.report import analyze
-from analyses.signature import fraction_matching, value_signature
+from analyses.signature import fraction_matching
+from ictd_interp.metrics import value_signature
 from ictd_interp import HookedICTDTransformer
 from ictd_interp.checkpoint import CheckpointError, save_checkpoint
 from ictd_interp.tasks import sample_tasks

@@ -1,0 +1,32 @@
+"""The import graph: the core never imports ``analyses`` or ``hooks`` (except its CLI, inside commands)."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+CORE = Path(__file__).parent.parent / "ictd_interp"
+
+
+def test_core_modules_never_import_analyses_or_hooks():
+    for path in CORE.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        top_level = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+        names = [a.name for n in top_level if isinstance(n, ast.Import) for a in n.names]
+        names += [n.module or "" for n in top_level if isinstance(n, ast.ImportFrom)]
+        assert not [m for m in names if m.split(".")[0] in ("analyses", "hooks")], path
+        if path.name != "cli.py":  # the CLI composes them, inside its commands only
+            nested = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module]
+            assert not [m for m in nested if m.split(".")[0] in ("analyses", "hooks")], path
+
+
+def test_importing_the_package_and_the_model_loads_neither_analyses_nor_hooks():
+    code = ("import sys, ictd_interp; ictd_interp.HookedICTDTransformer; "
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('analyses', 'hooks')]; assert not bad, bad; "
+            "import ictd_interp.cli; assert 'torch' not in sys.modules or True")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_cli_parser_imports_no_torch():
+    code = "import sys, ictd_interp.cli as c; c._parser(); assert 'torch' not in sys.modules, 'torch imported'"
+    subprocess.run([sys.executable, "-c", code], check=True)
