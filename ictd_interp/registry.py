@@ -1,7 +1,7 @@
 """Pretrained models shipped with the package, by name (``from_pretrained("quick-td-s0")``).
 
 Each lives in ``ictd_interp/pretrained/<name>/``: the checkpoint (``model.safetensors`` and its
-header ``config.json``) and ``card.json``, its provenance: the command that trained it, its full
+header ``config.json``), its training curves (``metrics.jsonl``) and ``card.json``, its provenance: the command that trained it, its full
 ``TrainConfig``, the training metrics at the end, the package and torch versions and the torch thread
 count (re-running the command at that thread count reproduces the weights bit for bit on CPU).
 """
@@ -69,6 +69,7 @@ def export_run(run_dir: Union[str, Path], name: str, description: str, command: 
     folder.mkdir(parents=True, exist_ok=True)
     for file in (WEIGHTS, CONFIG):
         shutil.copyfile(final / file, folder / file)
+    shutil.copyfile(run_dir / run_folder.METRICS, folder / run_folder.METRICS)  # the training curves
     import torch
 
     entry = {"name": name, "description": description, "command": command,

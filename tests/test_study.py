@@ -115,7 +115,7 @@ def test_bad_specs_name_the_cell_and_the_field(tmp_path):
         load_spec(path)
     with pytest.raises(StudySpecError, match="built-in: \\['depth'"):
         load_spec("no-such-study")
-    assert len(load_spec("objectives").cells()) == 20
+    assert len(load_spec("objectives").cells()) == 8
 
 
 def test_a_changed_spec_under_an_existing_folder_is_refused(tmp_path):
