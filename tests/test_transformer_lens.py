@@ -153,3 +153,32 @@ def test_circuitsvis_view_labels_positions_and_masks_nothing():
     html = str(attention_view(cache, layer=1))
     assert "S_12 (query)" in html and "L1H1" in html
     assert position_labels(3) == ["S_0", "S_1", "S_2 (query)"]
+
+
+def test_nnsight_reads_every_layer_pattern_of_a_tied_model():
+    nnsight = pytest.importorskip("nnsight")
+    model, prompt = HookedICTDTransformer(make_cfg(tied=True, n_layers=3, init_scale=0.5)), make_tasks().prompt
+    traced = nnsight.NNsight(model)
+    with traced.trace(prompt):  # saved values must be bound one by one inside the trace
+        p0 = traced.blocks[0].attn.hook_pattern.output.save()
+        p1 = traced.blocks[1].attn.hook_pattern.output.save()
+        p2 = traced.blocks[2].attn.hook_pattern.output.save()
+    _, cache = model.run_with_cache(prompt)
+    for layer, pattern in enumerate((p0, p1, p2)):
+        assert torch.equal(pattern.detach(), cache["pattern", layer])
+
+
+def test_pyvene_zero_intervention_equals_the_transformer_lens_hook():
+    pyvene = pytest.importorskip("pyvene")
+    model, prompt = make_star(n_layers=3), make_tasks().prompt
+
+    def zero_position_5(base, source=None):
+        base[:, 5] = 0.0
+        return base
+
+    intervenable = pyvene.IntervenableModel({"component": "blocks[1].hook_resid_pre.output",
+                                             "intervention": zero_position_5}, model=model)
+    _, intervened = intervenable(base={"prompt": prompt})
+    expected = model.run_with_hooks(prompt, fwd_hooks=[("blocks.1.hook_resid_pre", _zero_position_5)])
+    assert (intervened - expected).abs().max() <= TOL
+    assert (intervened - model(prompt)).abs().max() > 1e-3
