@@ -38,8 +38,8 @@ def algorithm_sentences(alg: dict[str, Any], gamma: float) -> list[str]:
     lines.append(f"- **Iterated beyond its trained depth** the learned layer {ext['verdict']}: MSVE "
                  f"{ext['model'][-1]:.3g} at depth {deepest} (θ* {ext['theta_star'][-1]:.3g}).")
     if not ext["converges"]:
-        lines.append("  A weight cosine close to 1 does not make a convergent TD algorithm: the learned update "
-                     "is a finite-depth estimator, and running it longer makes it worse.")
+        lines.append("  The learned update is a finite-depth estimator, not a convergent TD algorithm: running it "
+                     "longer makes it worse, whatever its weight cosine with θ* says.")
     for row in alg["layers"]:
         lines.append("- " + layer_sentence(row, gamma))
     return lines

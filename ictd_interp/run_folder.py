@@ -33,8 +33,9 @@ def config_path(run_dir: PathLike) -> Path:
     """The training config of ``run_dir`` (the legacy name for folders written before 0.2)."""
     run_dir = Path(run_dir)
     legacy = run_dir / LEGACY_TRAIN_CONFIG
-    return legacy if legacy.exists() and (run_dir / METRICS).exists() and not (run_dir / TRAIN_CONFIG).exists() \
-        else run_dir / TRAIN_CONFIG
+    # a checkpoint folder also has a config.json (its header), beside its weights
+    is_legacy_run = legacy.exists() and (run_dir / METRICS).exists() and not (run_dir / "model.safetensors").exists()
+    return legacy if is_legacy_run and not (run_dir / TRAIN_CONFIG).exists() else run_dir / TRAIN_CONFIG
 
 
 def is_run(path: PathLike) -> bool:
