@@ -152,11 +152,19 @@ def analyze(path: Union[str, Path], out_dir: Union[str, Path]) -> dict[str, Any]
     out_dir = Path(out_dir)
     (out_dir / "figures").mkdir(parents=True, exist_ok=True)
     (out_dir / "summary.json").write_text(json.dumps(_finite(summary), indent=1))
+    label = source_label(summary["source"])
     for name, fig in draw(summary).items():
+        fig.suptitle(label, fontsize=8, color="dimgray", x=0.01, ha="left")  # which run this figure shows
         for ext in ("png", "svg"):
             fig.savefig(out_dir / "figures" / f"{name}.{ext}", dpi=120)
     write_markdown(summary, out_dir)
     return summary
+
+
+def source_label(source: str) -> str:
+    """``runs/quick/run`` -> ``quick/run``: the run (or pretrained model) a figure shows."""
+    parts = Path(source).parts
+    return "/".join(parts[-2:]) if len(parts) > 1 else source
 
 
 def _finite(value: Any) -> Any:

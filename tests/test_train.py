@@ -214,3 +214,11 @@ def test_each_objective_lowers_its_loss_on_a_fixed_batch(objective):
     after = LOSSES[objective](model, batch).item()
     # semi-gradient TD chases a moving target, so its loss falls less; a wrong sign or a detached path fails both
     assert after < (0.9 if objective == "td" else 0.7) * before, (before, after)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_short_cuda_run_matches_the_cpu_run(tmp_path):
+    cpu = train(tiny(steps=20, eval_every=10), tmp_path / "cpu", progress=False)
+    cuda = train(tiny(steps=20, eval_every=10, device="cuda"), tmp_path / "cuda", progress=False)
+    for a, b in zip(cpu.model.parameters(), cuda.model.parameters()):
+        assert (a.detach() - b.detach().cpu()).abs().max() < 1e-4
