@@ -125,7 +125,7 @@ def error_vs_depth(curves: Mapping[str, Sequence[float]], rates: Optional[Mappin
         extra = f" (fitted rate {rates[label]:.3f})" if rates and label in rates else ""
         ax.plot(np.arange(len(errors)), errors, color=PALETTE[k], marker="o", ms=3, label=label.replace("theta*", STAR) + extra)
     ax.set_yscale("log")
-    _log_axis(ax.yaxis)
+    log_axis(ax.yaxis)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     title = "Error versus depth"
     if one_minus_c is not None:
@@ -144,8 +144,8 @@ def depth_extrapolation(depths: Sequence[int], model: Sequence[float], theta_sta
     ax.axvline(trained_depth, color="grey", lw=0.8, ls=":", label=f"trained depth {trained_depth}")
     ax.set(xscale="log", yscale="log", title=f"Run beyond its trained depth: {verdict}", xlabel="depth (layers applied)",
            ylabel=r"MSVE against $v_\pi$")
-    _log_axis(ax.xaxis)
-    _log_axis(ax.yaxis)
+    log_axis(ax.xaxis)
+    log_axis(ax.yaxis)
     _legend_outside(ax)
     return fig
 
@@ -157,8 +157,8 @@ def error_vs_context(lengths: Sequence[int], curves: Mapping[str, Sequence[float
         ax.plot(lengths, errors, color=PALETTE[k], marker="o", ms=3, label=label.replace("theta_star", STAR).replace("theta*", STAR))
     ax.set(xscale="log", yscale="log", title="Error versus context length" + (f" ({where})" if where else ""),
            xlabel="context length n (transitions)", ylabel=f"{SUP_ERROR} (value units)")
-    _log_axis(ax.xaxis)
-    _log_axis(ax.yaxis)
+    log_axis(ax.xaxis)
+    log_axis(ax.yaxis)
     _legend_outside(ax)
     return fig
 
@@ -190,7 +190,7 @@ def scale_sweep(rows: Sequence[Mapping[str, float]], depth: int) -> Figure:
         axes[1].plot(scales, [r[key] for r in rows], color=PALETTE[k], marker="o", label=f"depth {key.rsplit('_', 1)[-1]}")
     axes[1].set(yscale="log", title=f"{STAR} error", xlabel="feature scale (inverse temperature)",
                 ylabel=f"{SUP_ERROR} (value units)")
-    _log_axis(axes[1].yaxis)
+    log_axis(axes[1].yaxis)
     axes[1].legend()
     return fig
 
@@ -202,7 +202,7 @@ def _zoom(values: np.ndarray) -> tuple[float, float]:
     return lo - pad, min(1.0 + pad / 2, hi + pad)
 
 
-def _log_axis(axis) -> None:
+def log_axis(axis) -> None:
     """Readable ticks on a log axis: 1-2-5 steps as plain numbers over a few decades, one tick per
     decade beyond that (not two cramped powers of ten, not a wall of labels)."""
     lims = axis.axes.dataLim

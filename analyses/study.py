@@ -6,7 +6,7 @@
     DIR/cells/<cell>/run/           the cell's training run (``ictd-interp train`` layout)
     DIR/cells/<cell>/analysis/      ``ictd-interp analyze`` of it
     DIR/cells/<cell>/status.json    running | done | failed | interrupted, error, wall time, worker pid
-    DIR/results.csv, curves.csv, depth.csv, study.md, figures/
+    DIR/results.csv, curves.csv, depth.csv, extrapolation.csv, study.md, figures/
 
 Ray does all the scheduling: every unfinished cell is one Ray task (one CPU, one torch thread).
 A worker killed mid-cell makes Ray retry the task, which resumes the cell from its last checkpoint
@@ -39,13 +39,14 @@ TASK_RETRIES = 3  # Ray retries a cell whose worker process died (killed, out of
 @dataclass
 class Study:
     """A study folder and its tidy tables (``results``: one row per cell and layer; ``curves``: cell x
-    step x layer; ``depth``: cell x depth)."""
+    step x layer; ``depth``: cell x depth; ``extrapolation``: cell x depth beyond the trained one)."""
 
     out_dir: Path
     spec: StudySpec
     results: pd.DataFrame
     curves: pd.DataFrame
     depth: pd.DataFrame
+    extrapolation: pd.DataFrame
     interrupted: bool = False
 
     @property

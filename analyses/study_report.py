@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from analyses.figures import Figure
+from analyses.figures import Figure, log_axis
 from analyses.study_results import TRIPLE, read_tables
 
 BAND = {"errorbar": ("ci", 95), "n_boot": 1000, "seed": 0}
@@ -25,7 +25,7 @@ PALETTE = "colorblind"
 def write_report(out_dir: Union[str, Path]) -> Path:
     """Redraw ``figures/`` and ``study.md`` of a study folder from its CSVs."""
     out_dir = Path(out_dir)
-    results, curves, depth = read_tables(out_dir)
+    results, curves, depth, extrapolation = read_tables(out_dir)
     spec = json.loads((out_dir / "spec.json").read_text())
     title = spec.get("name", out_dir.name)
     figs = {}
@@ -38,6 +38,8 @@ def write_report(out_dir: Union[str, Path]) -> Path:
         figs["signature"] = signature(done, title)
     if not depth.empty:
         figs["error_vs_depth"] = error_vs_depth(depth, title)
+    if not extrapolation.empty:
+        figs["depth_extrapolation"] = depth_extrapolation(extrapolation, title)
     (out_dir / "figures").mkdir(exist_ok=True)
     for name, fig in figs.items():
         for ext in ("png", "svg"):
@@ -85,6 +87,7 @@ def msve_curves(curves: pd.DataFrame, title: str) -> Figure:
     ax.plot([], [], color="grey", ls="--", label="$\\theta^*$ at the same depth")
     ax.set(title=f"{title}: evaluation MSVE (dashed: $\\theta^*$)", xlabel="training step",
            ylabel="MSVE against $v_\\pi$", yscale="log")
+    log_axis(ax.yaxis)
     _legend_outside(ax)
     return fig
 
@@ -95,7 +98,7 @@ def signature(done: pd.DataFrame, title: str) -> Figure:
     long = done.melt(id_vars=["condition", "cell", "layer"], value_vars=cols, var_name="input", value_name="weight")
     long["input"] = long["input"].str.rsplit(".", n=1).str[-1]
     conditions = list(done["condition"].unique())
-    fig = Figure(figsize=(max(5.0, 3.6 * len(conditions)), 4), layout="constrained")
+    fig = Figure(figsize=(max(7.0, 3.6 * len(conditions)), 4), layout="constrained")
     axes = np.atleast_1d(fig.subplots(1, len(conditions), sharey=True))
     for ax, condition in zip(axes, conditions):
         part = long[long["condition"] == condition]
@@ -106,7 +109,7 @@ def signature(done: pd.DataFrame, title: str) -> Figure:
         ax.axhline(0, color="black", lw=0.6)
         ax.set(title=condition, xlabel="layer", ylabel="normalised weight ($\\theta^*$: +1, +1, −1)")
         _legend_outside(ax, keep=ax is axes[-1])
-    fig.suptitle(f"{title}: value-row signature per layer (bars: mean, dots: seeds)")
+    fig.suptitle(f"{title}: value-row signature (bars: mean; dots: seeds)")
     return fig
 
 
@@ -119,6 +122,22 @@ def error_vs_depth(depth: pd.DataFrame, title: str) -> Figure:
     ax.plot(star["depth"], star["theta_star"], color="grey", ls="--", label="$\\theta^*$ (mean over cells)")
     ax.set(title=f"{title}: error after each layer", xlabel="layers applied (depth)",
            ylabel="$\\|v_L - v_\\pi\\|_\\infty$ (mean over tasks)", yscale="log")
+    log_axis(ax.yaxis)
+    _legend_outside(ax)
+    return fig
+
+
+def depth_extrapolation(table: pd.DataFrame, title: str) -> Figure:
+    """The learned layers run to other depths (tied: the same layer; per-layer: the last one repeated)."""
+    fig = Figure(figsize=(7.5, 4), layout="constrained")
+    ax = fig.add_subplot()
+    sns.lineplot(data=table, x="depth", y="model", hue="condition", ax=ax, palette=PALETTE, marker="o", **BAND)
+    star = table.groupby("depth")["theta_star"].mean().reset_index()
+    ax.plot(star["depth"], star["theta_star"], color="grey", ls="--", label="$\\theta^*$")
+    ax.set(xscale="log", yscale="log", title=f"{title}: learned layers run beyond their trained depth",
+           xlabel="depth (layers applied)", ylabel="MSVE against $v_\\pi$")
+    log_axis(ax.xaxis)
+    log_axis(ax.yaxis)
     _legend_outside(ax)
     return fig
 
@@ -131,8 +150,12 @@ def markdown(spec: dict, results: pd.DataFrame, figures: list[str]) -> str:
              "## Final metrics per condition", "",
              "Mean ± standard deviation over the seeds that finished; cosines are the lowest layer's "
              "(a model is only as close to θ* as its worst layer); MSVE is against v_π on held-out tasks.", "",
+             "The last three columns say what the learned update is: its effective discount b/(−c) at the last "
+             "layer (θ*: the task's γ; above 1 the update is no contraction), how many seeds' layers converge when "
+             "run to 8× their trained depth, and the MSVE of the best softmax TD of the same depth.", "",
              "| condition | seeds done | failed | eval MSVE | θ* MSVE | min cos(A, A*) | min cos(V, V*) "
-             "| kernel diagonality | signature (+, +, −) in every layer |", "|---|---|---|---|---|---|---|---|---|"]
+             "| kernel diagonality | signature (+, +, −) in every layer | effective discount | converges when iterated "
+             "| best softmax TD, MSVE |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for condition, part in results.groupby("condition", sort=False):
         lines.append(_table_row(condition, part))
     failed = cells[cells["status"] != "done"]
@@ -150,15 +173,19 @@ def _table_row(condition: str, part: pd.DataFrame) -> str:
     done = part[part["status"] == "done"]
     n_done, n_failed = int((cells["status"] == "done").sum()), int((cells["status"] == "failed").sum())
     if done.empty:
-        return f"| {condition} | 0 | {n_failed} | – | – | – | – | – | – |"
+        return f"| {condition} | 0 | {n_failed} |" + " – |" * 9
     per_cell = done.groupby("cell").agg(msve=("metrics.eval_msve", "first"), star=("metrics.theta_star_msve", "first"),
                                         cos_A=("metrics.cos_A", "min"), cos_V=("metrics.cos_V", "min"),
                                         diag=("metrics.kernel_diagonality_mean", "first"),
-                                        match=("metrics.signature_match", "all"))
+                                        match=("metrics.signature_match", "all"),
+                                        discount=("algorithm.layers.effective_discount", "last"),
+                                        converges=("algorithm.extrapolation.converges", "first"),
+                                        best=("algorithm.best_in_family.msve", "first"))
     fmt = lambda s: f"{s.mean():.3f} ± {s.std():.3f}" if len(s) > 1 else f"{s.mean():.3f}"  # noqa: E731
     return (f"| {condition} | {n_done} | {n_failed} | {fmt(per_cell['msve'])} | {per_cell['star'].mean():.3f} | "
             f"{fmt(per_cell['cos_A'])} | {fmt(per_cell['cos_V'])} | {fmt(per_cell['diag'])} | "
-            f"{int(per_cell['match'].sum())}/{len(per_cell)} |")
+            f"{int(per_cell['match'].sum())}/{len(per_cell)} | {fmt(per_cell['discount'])} | "
+            f"{int(per_cell['converges'].astype(bool).sum())}/{len(per_cell)} | {fmt(per_cell['best'])} |")
 
 
 def _zoom(values: np.ndarray) -> tuple[float, float]:
@@ -170,9 +197,8 @@ def _zoom(values: np.ndarray) -> tuple[float, float]:
 
 
 def _legend_outside(ax, keep: bool = True) -> None:
-    if ax.get_legend() is None:
-        return
-    if not keep:
+    """One legend right of the axes, with every labelled line (seaborn's and the theta* references)."""
+    if ax.get_legend() is not None:
         ax.get_legend().remove()
-        return
-    sns.move_legend(ax, "upper left", bbox_to_anchor=(1.02, 1), frameon=False, title=None)
+    if keep:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1), frameon=False)

@@ -5,6 +5,7 @@
   per-layer values; the signature's three entries become ``.reward``, ``.target``, ``.current``).
 * ``curves.csv``: cell x step x layer, from the run's ``metrics.jsonl``.
 * ``depth.csv``: cell x depth, the error after each layer for the model and for theta*.
+* ``extrapolation.csv``: cell x depth, MSVE of the learned layers run to other depths, and theta*'s.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ ID_COLUMNS = ["cell", "condition", "seed", "status", "error"]
 
 def collect(spec: StudySpec, out_dir: Path) -> None:
     """Write ``results.csv``, ``curves.csv`` and ``depth.csv`` for every cell of ``spec``."""
-    results, curves, depth = [], [], []
+    results, curves, depth, extrapolation = [], [], [], []
     for cell in spec.cells():
         folder = out_dir / "cells" / cell.name
         status = _read_json(folder / "status.json") or {"status": "not started"}
@@ -41,13 +42,20 @@ def collect(spec: StudySpec, out_dir: Path) -> None:
         conv = summary["convergence"]["depth"]
         depth += [{**ids, "depth": d, "model": conv["model"][d] if d < len(conv["model"]) else None,
                    "theta_star": e} for d, e in enumerate(conv["theta_star"])]
-    for name, rows in (("results", results), ("curves", curves), ("depth", depth)):
+        ext = summary["algorithm"]["extrapolation"]
+        extrapolation += [{**ids, "depth": d, "model": m, "theta_star": t, "trained_depth": ext["trained_depth"]}
+                          for d, m, t in zip(ext["depths"], ext["model"], ext["theta_star"])]
+    for name, rows in (("results", results), ("curves", curves), ("depth", depth), ("extrapolation", extrapolation)):
         pd.DataFrame.from_records(rows).to_csv(out_dir / f"{name}.csv", index=False)
 
 
-def read_tables(out_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+TABLES = ("results", "curves", "depth", "extrapolation")
+
+
+def read_tables(out_dir: Path) -> tuple[pd.DataFrame, ...]:
+    """``results``, ``curves``, ``depth`` and ``extrapolation`` as DataFrames."""
     tables = []
-    for name in ("results", "curves", "depth"):
+    for name in TABLES:
         path = Path(out_dir) / f"{name}.csv"
         if not path.exists():
             raise FileNotFoundError(f"{path}: missing; re-run the study to write it")
