@@ -211,7 +211,8 @@ def log_axis(axis) -> None:
     if decades <= 1:  # under a decade: evenly spaced round numbers read best
         axis.set_major_locator(MaxNLocator(nbins=6))
     else:
-        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0) if decades <= 3 else (1.0,), numticks=30))
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0) if decades <= 3 else (1.0,),
+                                          numticks=30 if decades <= 8 else 8))
     axis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
     axis.set_minor_formatter(NullFormatter())
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Union
+from typing import Optional, Union
 
 import numpy as np
 import pandas as pd
@@ -17,9 +17,31 @@ import seaborn as sns
 from analyses.figures import Figure, log_axis
 from analyses.study_results import TRIPLE, read_tables
 
-BAND = {"errorbar": ("ci", 95), "n_boot": 1000, "seed": 0}
+N_BOOT, LEVEL = 1000, 95
 CAPTION = "Lines: mean over seeds; bands: 95% bootstrap confidence interval of the mean (1000 resamples)."
 PALETTE = "colorblind"
+
+
+def bootstrap_band(values: np.ndarray, rng: np.random.Generator) -> tuple[float, float, float]:
+    """Mean and the percentile bootstrap interval of the mean (all resamples drawn at once)."""
+    values = values[np.isfinite(values)]
+    if len(values) == 0:
+        return np.nan, np.nan, np.nan
+    means = values[rng.integers(0, len(values), (N_BOOT, len(values)))].mean(axis=1)
+    tail = (100 - LEVEL) / 2
+    return float(values.mean()), float(np.percentile(means, tail)), float(np.percentile(means, 100 - tail))
+
+
+def band_lines(ax, data: pd.DataFrame, x: str, y: str, marker: Optional[str] = None) -> dict[str, tuple]:
+    """One line per condition (mean over its cells) with its bootstrap band; returns the colours."""
+    rng = np.random.default_rng(0)
+    colors = dict(zip(data["condition"].unique(), sns.color_palette(PALETTE)))
+    for condition, part in data.groupby("condition", sort=False):
+        rows = [(xv, *bootstrap_band(group[y].to_numpy(dtype=float), rng)) for xv, group in part.groupby(x)]
+        xs, mean, lo, hi = (np.array(col) for col in zip(*rows))
+        ax.plot(xs, mean, color=colors[condition], marker=marker, ms=4, label=condition)
+        ax.fill_between(xs, lo, hi, color=colors[condition], alpha=0.2, lw=0)
+    return colors
 
 
 def write_report(out_dir: Union[str, Path]) -> Path:
@@ -58,7 +80,7 @@ def cosine_curves(curves: pd.DataFrame, title: str) -> Figure:
     axes = fig.subplots(1, 2, sharey=True)
     for ax, column, name in zip(axes, ("cos_A", "cos_V"), (r"$\cos(A, A^*)$", r"$\cos(V, V^*)$")):
         data = _cell_mean_over_layers(curves, column)
-        sns.lineplot(data=data, x="step", y=column, hue="condition", ax=ax, palette=PALETTE, **BAND)
+        band_lines(ax, data, "step", column)
         ax.set(title=f"{name}, mean over layers", xlabel="training step", ylabel="cosine with $\\theta^*$")
         ax.set_ylim(*_zoom(curves[["cos_A", "cos_V"]].to_numpy()))
         _legend_outside(ax, keep=ax is axes[-1])
@@ -69,8 +91,7 @@ def cosine_curves(curves: pd.DataFrame, title: str) -> Figure:
 def curve(curves: pd.DataFrame, column: str, label: str, title: str) -> Figure:
     fig = Figure(figsize=(7.5, 4), layout="constrained")
     ax = fig.add_subplot()
-    sns.lineplot(data=_cell_mean_over_layers(curves, column), x="step", y=column, hue="condition", ax=ax,
-                 palette=PALETTE, **BAND)
+    band_lines(ax, _cell_mean_over_layers(curves, column), "step", column)
     ax.set(title=f"{title}: {label} over training", xlabel="training step", ylabel=label)
     _legend_outside(ax)
     return fig
@@ -80,8 +101,7 @@ def msve_curves(curves: pd.DataFrame, title: str) -> Figure:
     fig = Figure(figsize=(7.5, 4), layout="constrained")
     ax = fig.add_subplot()
     data = _cell_mean_over_layers(curves, "eval_msve")
-    sns.lineplot(data=data, x="step", y="eval_msve", hue="condition", ax=ax, palette=PALETTE, **BAND)
-    colors = dict(zip(data["condition"].unique(), sns.color_palette(PALETTE)))
+    colors = band_lines(ax, data, "step", "eval_msve")
     for condition, star in curves.groupby("condition", sort=False)["theta_star_msve"].mean().items():
         ax.axhline(star, color=colors[condition], ls="--", lw=1)
     ax.plot([], [], color="grey", ls="--", label="$\\theta^*$ at the same depth")
@@ -117,7 +137,7 @@ def error_vs_depth(depth: pd.DataFrame, title: str) -> Figure:
     fig = Figure(figsize=(7.5, 4), layout="constrained")
     ax = fig.add_subplot()
     model = depth.dropna(subset=["model"])
-    sns.lineplot(data=model, x="depth", y="model", hue="condition", ax=ax, palette=PALETTE, marker="o", **BAND)
+    band_lines(ax, model, "depth", "model", marker="o")
     star = depth.groupby(["depth"])["theta_star"].mean().reset_index()
     ax.plot(star["depth"], star["theta_star"], color="grey", ls="--", label="$\\theta^*$ (mean over cells)")
     ax.set(title=f"{title}: error after each layer", xlabel="layers applied (depth)",
@@ -131,7 +151,7 @@ def depth_extrapolation(table: pd.DataFrame, title: str) -> Figure:
     """The learned layers run to other depths (tied: the same layer; per-layer: the last one repeated)."""
     fig = Figure(figsize=(7.5, 4), layout="constrained")
     ax = fig.add_subplot()
-    sns.lineplot(data=table, x="depth", y="model", hue="condition", ax=ax, palette=PALETTE, marker="o", **BAND)
+    band_lines(ax, table, "depth", "model", marker="o")
     star = table.groupby("depth")["theta_star"].mean().reset_index()
     ax.plot(star["depth"], star["theta_star"], color="grey", ls="--", label="$\\theta^*$")
     ax.set(xscale="log", yscale="log", title=f"{title}: learned layers run beyond their trained depth",
