@@ -13,6 +13,7 @@ from typing import Optional, Union
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from matplotlib.ticker import MaxNLocator
 
 from analyses.figures import Figure, log_axis
 from analyses.study_results import TRIPLE, read_tables
@@ -134,29 +135,29 @@ def signature(done: pd.DataFrame, title: str) -> Figure:
 
 
 def error_vs_depth(depth: pd.DataFrame, title: str) -> Figure:
-    fig = Figure(figsize=(7.5, 4), layout="constrained")
-    ax = fig.add_subplot()
-    model = depth.dropna(subset=["model"])
-    band_lines(ax, model, "depth", "model", marker="o")
-    star = depth.groupby(["depth"])["theta_star"].mean().reset_index()
-    ax.plot(star["depth"], star["theta_star"], color="grey", ls="--", label="$\\theta^*$ (mean over cells)")
-    ax.set(title=f"{title}: error after each layer", xlabel="layers applied (depth)",
-           ylabel="$\\|v_L - v_\\pi\\|_\\infty$ (mean over tasks)", yscale="log")
-    log_axis(ax.yaxis)
-    _legend_outside(ax)
-    return fig
+    """The error after each trained layer, beside theta*'s."""
+    return _versus_depth(depth.dropna(subset=["model"]), f"{title}: error after each layer",
+                         "$\\|v_L - v_\\pi\\|_\\infty$ (mean over tasks)", log_depth=False)
 
 
 def depth_extrapolation(table: pd.DataFrame, title: str) -> Figure:
     """The learned layers run to other depths (tied: the same layer; per-layer: the last one repeated)."""
+    return _versus_depth(table, f"{title}: learned layers run beyond their trained depth", "MSVE against $v_\\pi$",
+                         log_depth=True)
+
+
+def _versus_depth(table: pd.DataFrame, title: str, ylabel: str, log_depth: bool) -> Figure:
     fig = Figure(figsize=(7.5, 4), layout="constrained")
     ax = fig.add_subplot()
     band_lines(ax, table, "depth", "model", marker="o")
     star = table.groupby("depth")["theta_star"].mean().reset_index()
-    ax.plot(star["depth"], star["theta_star"], color="grey", ls="--", label="$\\theta^*$")
-    ax.set(xscale="log", yscale="log", title=f"{title}: learned layers run beyond their trained depth",
-           xlabel="depth (layers applied)", ylabel="MSVE against $v_\\pi$")
-    log_axis(ax.xaxis)
+    ax.plot(star["depth"], star["theta_star"], color="grey", ls="--", label="$\\theta^*$ (mean over cells)")
+    ax.set(title=title, xlabel="depth (layers applied)", ylabel=ylabel, yscale="log",
+           xscale="log" if log_depth else "linear")
+    if log_depth:
+        log_axis(ax.xaxis)
+    else:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     log_axis(ax.yaxis)
     _legend_outside(ax)
     return fig
