@@ -150,13 +150,20 @@ def depth_extrapolation(model: HookedICTDTransformer, star: HookedICTDTransforme
 
 
 def extrapolation_verdict(depths: list[int], errors: list[float]) -> dict:
-    """``converges`` when the deepest error is within 1.5x of the best; else ``diverges after depth k``
-    (k the best depth). Non-finite errors count as divergence."""
+    """``converges`` when the deepest error is within 1.5x of the best; ``settles on a worse fixed
+    point`` when it is not but the last two depths agree within 5% (the iteration converges, to a
+    worse estimate); else ``diverges after depth k`` (k the best depth). Non-finite errors diverge."""
     finite = [e if math.isfinite(e) else float("inf") for e in errors]
     best = int(np.argmin(finite))
-    diverges = finite[-1] > 1.5 * finite[best]
-    return {"best_depth": depths[best], "converges": not diverges,
-            "verdict": f"diverges after depth {depths[best]}" if diverges else "converges"}
+    near_best = finite[-1] <= 1.5 * finite[best]
+    settled = math.isfinite(finite[-1]) and len(finite) > 1 and abs(finite[-1] / finite[-2] - 1) < 0.05
+    if near_best:
+        verdict = "converges"
+    elif settled:
+        verdict = f"settles on a worse fixed point after depth {depths[best]}"
+    else:
+        verdict = f"diverges after depth {depths[best]}"
+    return {"best_depth": depths[best], "converges": near_best or settled, "verdict": verdict}
 
 
 def best_in_family(star: HookedICTDTransformer, tasks: TaskBatch) -> dict:

@@ -37,7 +37,7 @@ def algorithm_sentences(alg: dict[str, Any], gamma: float) -> list[str]:
     deepest = ext["depths"][-1]
     lines.append(f"- **Iterated beyond its trained depth** the learned layer {ext['verdict']}: MSVE "
                  f"{ext['model'][-1]:.3g} at depth {deepest} (θ* {ext['theta_star'][-1]:.3g}).")
-    if not ext["converges"]:
+    if ext["verdict"] != "converges":
         lines.append("  The learned update is a finite-depth estimator, not a convergent TD algorithm: running it "
                      "longer makes it worse, whatever its weight cosine with θ* says.")
     for row in alg["layers"]:

@@ -92,6 +92,8 @@ def test_verdict_rule_by_hand():
     assert extrapolation_verdict([1, 2, 4], [3.0, 2.0, 1.0])["verdict"] == "converges"
     assert extrapolation_verdict([1, 2, 4], [3.0, 1.0, 2.0])["verdict"] == "diverges after depth 2"
     assert extrapolation_verdict([1, 2, 4], [3.0, 1.0, float("nan")])["verdict"] == "diverges after depth 2"
+    plateau = extrapolation_verdict([1, 2, 4, 8], [3.0, 1.0, 3.4, 3.42])  # the paper model's shape
+    assert plateau["verdict"] == "settles on a worse fixed point after depth 2" and plateau["converges"]
 
 
 def test_per_layer_models_repeat_their_last_layer():
