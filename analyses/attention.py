@@ -1,4 +1,4 @@
-"""Attention patterns from an ``ActivationCache`` and their state-grouped kernels (SPEC §5)."""
+"""Attention patterns from an ``ActivationCache`` and their state-grouped kernels (docs/theory.md §5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Convergence of the in-context value estimate (SPEC §5, Theorem 2): error versus depth ``L`` and
+"""Convergence of the in-context value estimate (docs/theory.md §5, Theorem 2): error versus depth ``L`` and
 versus context length ``n``, with a fitted geometric rate to set beside ``1 - C``."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Kernel diagonality (SPEC §7) and the Assumption 5.1 margin ``C`` (SPEC §5)."""
+"""Kernel diagonality (docs/theory.md §7) and the Assumption 5.1 margin ``C`` (docs/theory.md §5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Cosine-similarity probes of a model against theta* (SPEC §7), in weight and in function space.
+"""Cosine-similarity probes of a model against theta* (docs/theory.md §7), in weight and in function space.
 
 Weight space compares the trainable, identifiable entries of ``A`` and ``V`` and the ``QK``/``OV``
 circuits; function space compares what the two models compute on the same prompts, which is what a

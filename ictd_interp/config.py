@@ -31,7 +31,7 @@ def check_choice(name: str, value: Any, choices) -> None:
 
 @dataclass
 class ICTDConfig:
-    """Architecture of an ICTD transformer (SPEC §4).
+    """Architecture of an ICTD transformer (docs/theory.md §4).
 
     Args:
         d_features: feature dimension ``d``; the residual stream has ``d + 3`` rows.

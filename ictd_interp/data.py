@@ -1,5 +1,5 @@
 """Training batches: ``B`` fresh tasks, one trajectory of length ``n + W`` each, and all ``W + 1``
-sliding-window prompts built at once (SPEC §6), so the windows share one forward pass.
+sliding-window prompts built at once (docs/theory.md §6), so the windows share one forward pass.
 
 Window ``t`` is the prompt of ``S_t .. S_{t+n}``; its query is ``S_{t+n}``.
 """

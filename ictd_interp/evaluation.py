@@ -1,4 +1,4 @@
-"""The fixed evaluation set of a run and the metrics logged along training (SPEC §7)."""
+"""The fixed evaluation set of a run and the metrics logged along training (docs/theory.md §7)."""
 
 from __future__ import annotations
 

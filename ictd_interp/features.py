@@ -1,4 +1,4 @@
-"""State features ``x(s)`` (SPEC §1). Their scale is the softmax kernel's inverse temperature."""
+"""State features ``x(s)`` (docs/theory.md §1). Their scale is the softmax kernel's inverse temperature."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def make_features(
     """Feature matrix ``X [s, d]`` (or ``[batch, s, d]``): ``scale * U(-1, 1)`` or ``scale * e_s``.
 
     One-hot features put state ``s`` on axis ``s`` and need ``d >= n_states``; with a large
-    ``scale`` they make the kernel diagonal and softmax TD tabular (SPEC §2).
+    ``scale`` they make the kernel diagonal and softmax TD tabular (docs/theory.md §2).
     """
     if kind not in FEATURE_KINDS:
         raise ValueError(f"kind: must be one of {FEATURE_KINDS}, got {kind!r}")

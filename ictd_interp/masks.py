@@ -1,4 +1,4 @@
-"""Which entries of ``A`` and ``V`` are trainable (SPEC §4, "training masks")."""
+"""Which entries of ``A`` and ``V`` are trainable (docs/theory.md §4, "training masks")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Small pure metrics that training logs and the ``analyses`` package builds on (SPEC §5, §7).
+"""Small pure metrics that training logs and the ``analyses`` package builds on (docs/theory.md §5, §7).
 
 They live in the core so that a training run can report them without importing ``analyses``.
 """

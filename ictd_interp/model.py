@@ -1,4 +1,4 @@
-"""The hooked ICTD transformer (SPEC §4): one class for theta* and for trained weights.
+"""The hooked ICTD transformer (docs/theory.md §4): one class for theta* and for trained weights.
 
 Residual stream = prompt rows (``[batch, pos, d_model]``). Per layer, attention with query
 ``A z_j``, key ``z_i`` and value ``V z_i``, no ``1/sqrt(d)``, the query position masked as a source;

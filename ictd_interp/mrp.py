@@ -1,4 +1,4 @@
-"""Finite Markov reward processes (SPEC §1): the tasks the transformer evaluates in context.
+"""Finite Markov reward processes (docs/theory.md §1): the tasks the transformer evaluates in context.
 
 An :class:`MRP` may carry leading batch dimensions (``P [..., s, s]``) so that one object holds
 the thousands of random tasks a training batch draws; every method is batched.
@@ -121,7 +121,7 @@ def boyan_chains(
     representable: bool = False,
     features: Optional[Float[Tensor, "batch state d_feat"]] = None,
 ) -> MRP:
-    """``batch`` randomized Boyan chains (SPEC §1), drawn in one vectorised pass.
+    """``batch`` randomized Boyan chains (docs/theory.md §1), drawn in one vectorised pass.
 
     Rows ``i < s-2`` step one or two states ahead, row ``s-2`` steps to ``s-1``, and the last row
     restarts at random, which makes every chain ergodic. ``representable=True`` replaces the random

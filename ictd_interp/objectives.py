@@ -1,4 +1,4 @@
-"""Pretraining objectives of SPEC §6. Each maps (model, batch) to a scalar loss.
+"""Pretraining objectives of docs/theory.md §6. Each maps (model, batch) to a scalar loss.
 
 Windows come task-major: the query prediction of window ``t`` of task ``b`` is ``v[b, t]``, and
 window ``t + 1`` of the same trajectory provides the bootstrap ``v[b, t + 1]``.

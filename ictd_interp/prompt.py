@@ -1,4 +1,4 @@
-"""The prompt ``Z_0`` of SPEC §3 in TransformerLens layout: ``[batch, pos, d_model]`` (``Z_0`` transposed).
+"""The prompt ``Z_0`` of docs/theory.md §3 in TransformerLens layout: ``[batch, pos, d_model]`` (``Z_0`` transposed).
 
 Position ``j < n`` holds ``(x(S_j), R_{j+1}, gamma v(S_{j+1}), v(S_j))``; the last position is the
 query ``(x(S_n), 0, 0, v(S_n))``. Value rows start at 0 and the layers fill them in.

@@ -1,4 +1,4 @@
-"""Reference algorithms of SPEC §2: softmax-weighted TD and its linear and tabular limits.
+"""Reference algorithms of docs/theory.md §2: softmax-weighted TD and its linear and tabular limits.
 
 All three iterate the same synchronous update on the trajectory's positions,
 

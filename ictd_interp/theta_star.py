@@ -1,4 +1,4 @@
-"""The constructed parameters theta* (SPEC §4), as small pure functions.
+"""The constructed parameters theta* (docs/theory.md §4), as small pure functions.
 
 Derivation (one layer, TSM form, ``z_i = (x_i, R_{i+1}, gamma v_{i+1}, v_i)``):
 

@@ -1,4 +1,4 @@
-"""Multi-task pretraining (SPEC §6): seeded, resumable, with metrics against theta* as it goes.
+"""Multi-task pretraining (docs/theory.md §6): seeded, resumable, with metrics against theta* as it goes.
 
 The run folder's layout belongs to ``run_folder.py``. Resuming from a checkpoint replays the exact
 same batches, so it reaches the same weights as an uninterrupted run (bit-exact at equal torch
