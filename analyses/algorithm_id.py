@@ -29,6 +29,7 @@ from torch import Tensor
 
 from analyses.attention import state_kernels
 from ictd_interp import HookedICTDTransformer
+from ictd_interp.evaluation import msve
 from ictd_interp.tasks import TaskBatch
 from ictd_interp.td import feature_scores
 
@@ -130,12 +131,6 @@ def layer_at_depth(model: HookedICTDTransformer, depth: int) -> HookedICTDTransf
     deeper.load_state_dict({f"blocks.{l}.attn.{name}": trained[f"blocks.{min(l, last)}.attn.{name}"]
                             for l in range(depth) for name in ("A", "V")})
     return deeper
-
-
-@torch.no_grad()
-def msve(model: HookedICTDTransformer, tasks: TaskBatch) -> float:
-    values = model(tasks.prompt.to(next(model.parameters()).device)).double().cpu()
-    return float((values - tasks.v_true).pow(2).mean())
 
 
 def depth_extrapolation(model: HookedICTDTransformer, star: HookedICTDTransformer, tasks: TaskBatch,

@@ -15,7 +15,7 @@ from typing import Any, Optional, Union
 import torch
 
 from analyses import figures
-from analyses.algorithm_id import best_in_family, depth_extrapolation, identify_layers, iteration_map, msve
+from analyses.algorithm_id import best_in_family, depth_extrapolation, identify_layers, iteration_map
 from analyses.attention import state_kernels
 from analyses.convergence import errors_by_context, errors_by_depth, fit_geometric, theta_star_model
 from analyses.diagonality import kernel_diagonality_mean, model_margin
@@ -23,7 +23,7 @@ from analyses.probes import activation_cosines, circuit_cosines, prediction_gap,
 from analyses.report_md import write_markdown
 from ictd_interp import HookedICTDTransformer
 from ictd_interp.checkpoint import CONFIG, CheckpointError, load_checkpoint
-from ictd_interp.evaluation import EvalSet, evaluate
+from ictd_interp.evaluation import EvalSet, evaluate, msve
 from ictd_interp.registry import resolve as resolve_name
 from ictd_interp.tasks import sample_tasks
 from ictd_interp.run_folder import is_run, latest_checkpoint, load_run_config, read_metrics

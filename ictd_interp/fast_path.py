@@ -25,12 +25,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from ictd_interp.config import ICTDConfig
-from ictd_interp.prompt import PromptLayout
-
-
-def _shift(x: Float[Tensor, "batch pos"]) -> Float[Tensor, "batch pos"]:
-    """``Z Pi`` on one row: position ``k`` receives position ``k + 1``, the last receives 0."""
-    return torch.cat([x[:, 1:], torch.zeros_like(x[:, :1])], dim=1)
+from ictd_interp.prompt import PromptLayout, shift_to_predecessor
 
 
 def patterns(
@@ -76,5 +71,5 @@ def paper_mask_values(
         if final:
             return current[:, -1] + z[0][:, 0]
         current = current + z[0]
-        target = cfg.gamma * _shift(current) if cfg.form == "tsm" else target + _shift(z[1])
+        target = cfg.gamma * shift_to_predecessor(current) if cfg.form == "tsm" else target + shift_to_predecessor(z[1])
     return current[:, -1] if query_only else current

@@ -21,13 +21,8 @@ from transformer_lens.hook_points import HookPoint
 from ictd_interp.config import ICTDConfig, check_choice
 from ictd_interp.fast_path import paper_mask_values
 from ictd_interp.masks import attention_mask, value_mask
-from ictd_interp.prompt import PromptLayout
+from ictd_interp.prompt import PromptLayout, shift_to_predecessor
 from ictd_interp.tl_surface import Circuits, TransformerLensSurface
-
-
-def shift_to_predecessor(x: Float[Tensor, "batch pos ..."]) -> Float[Tensor, "batch pos ..."]:
-    """``Z Pi``: position ``k < n`` receives position ``k + 1``; the last position receives 0."""
-    return torch.cat([x[:, 1:], torch.zeros_like(x[:, :1])], dim=1)
 
 
 def softmax_pattern(scores: Float[Tensor, "batch head query_pos key_pos"]) -> Float[Tensor, "batch head query_pos key_pos"]:

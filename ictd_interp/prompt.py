@@ -67,3 +67,8 @@ def context_inputs(
     rew = reward.expand(batch, -1) if reward.ndim == 1 else reward
     x = torch.gather(feats, 1, states.unsqueeze(-1).expand(-1, -1, feats.shape[-1]))
     return x, torch.gather(rew, 1, states[:, :-1])
+
+
+def shift_to_predecessor(x: Float[Tensor, "batch pos ..."]) -> Float[Tensor, "batch pos ..."]:
+    """``Z Pi``: position ``k < n`` receives position ``k + 1``; the last position receives 0."""
+    return torch.cat([x[:, 1:], torch.zeros_like(x[:, :1])], dim=1)

@@ -108,7 +108,7 @@ def test_per_layer_models_repeat_their_last_layer():
 def test_best_in_family_finds_the_generating_member():
     """Values of the best (alpha, beta) member can be no worse than theta*'s own (1, 1)."""
     result = best_in_family(star(), TASKS)
-    from analyses.algorithm_id import msve
+    from ictd_interp.evaluation import msve
     assert result["msve"] <= msve(star(), TASKS) + 1e-12
     assert result["alpha"] > 0 and result["beta"] > 0
 
