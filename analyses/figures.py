@@ -208,11 +208,11 @@ def log_axis(axis) -> None:
     lims = axis.axes.dataLim
     lo, hi = lims.intervaly if axis.axis_name == "y" else lims.intervalx
     decades = np.log10(hi / lo) if lo > 0 and hi > lo else 10.0
-    if decades <= 1:  # under a decade: evenly spaced round numbers read best
+    if decades <= 0.6:  # within a factor of 4: evenly spaced round numbers read best
         axis.set_major_locator(MaxNLocator(nbins=6))
     else:
-        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0) if decades <= 3 else (1.0,),
-                                          numticks=30 if decades <= 8 else 8))
+        subs = (1.0, 2.0, 3.0, 5.0) if decades <= 1.5 else (1.0, 2.0, 5.0) if decades <= 3 else (1.0,)
+        axis.set_major_locator(LogLocator(base=10, subs=subs, numticks=30 if decades <= 8 else 8))
     axis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
     axis.set_minor_formatter(NullFormatter())
 

@@ -26,14 +26,15 @@ from ictd_interp.checkpoint import CONFIG, CheckpointError, load_checkpoint
 from ictd_interp.evaluation import EvalSet, evaluate, msve
 from ictd_interp.registry import resolve as resolve_name
 from ictd_interp.tasks import sample_tasks
-from ictd_interp.run_folder import is_run, latest_checkpoint, load_run_config, read_metrics
+from ictd_interp.run_folder import METRICS, is_run, latest_checkpoint, load_run_config, read_metrics
 from ictd_interp.train_config import TrainConfig
 
 CONTEXT_LENGTHS = (4, 8, 16, 32, 64, 128)
 
 
 def resolve(path: Union[str, Path]) -> tuple[HookedICTDTransformer, TrainConfig, Optional[Path]]:
-    """Model, the task settings to evaluate it on, and the run directory (None for a bare checkpoint)."""
+    """Model, the task settings to evaluate it on, and the folder holding its training curves
+    (``metrics.jsonl``: a run folder or a shipped model; None for a bare checkpoint)."""
     path = resolve_name(path)  # a registry name (``quick-td-s0``) or a path
     if is_run(path):
         ckpt = path / "final" if (path / "final").exists() else latest_checkpoint(path)
@@ -45,7 +46,8 @@ def resolve(path: Union[str, Path]) -> tuple[HookedICTDTransformer, TrainConfig,
                               f"checkpoint ({CONFIG} + model.safetensors)")
     model, meta = load_checkpoint(path)
     if "train_config" in meta:
-        return model, TrainConfig.from_dict(meta["train_config"]), None
+        curves = path if path.is_dir() and (path / METRICS).exists() else None  # shipped models keep theirs
+        return model, TrainConfig.from_dict(meta["train_config"]), curves
     c = model.cfg
     arch = dict(d_features=c.d_features, n_layers=c.n_layers, gamma=c.gamma, form=c.form, attention=c.attention,
                 tied=c.tied, mask=c.mask, dtype=c.dtype)
@@ -79,7 +81,7 @@ def compute(model: HookedICTDTransformer, config: TrainConfig, run_dir: Optional
             "theta_star_fit": fit_geometric(star_depth), "one_minus_C": 1 - C.mean().item(),
             "context_lengths": list(CONTEXT_LENGTHS),
             "context": {name: errors_by_context(m, long_tasks, CONTEXT_LENGTHS).mean(-1).tolist()
-                        for name, m in (("model", model), ("theta_star", star))},
+                        for name, m in (("trained model", model), ("theta* (same depth)", star))},
         },
         "curves": _curves(run_dir),
         "example": _example(model, star, tasks),

@@ -54,7 +54,10 @@ def write_report(out_dir: Union[str, Path]) -> Path:
     figs = {}
     if not curves.empty:
         figs["cosines_over_training"] = cosine_curves(curves, title)
-        figs["diagonality_over_training"] = curve(curves, "kernel_diagonality_mean", "kernel diagonality (fraction)", title)
+        figs["diagonality_over_training"] = curve(
+            curves, "kernel_diagonality_mean", "kernel diagonality (fraction)", title,
+            {"$\\theta^*$ on these tasks (mean over cells)": results["diagonality.theta_star"].mean()}
+            if "diagonality.theta_star" in results else None)
         figs["msve_over_training"] = msve_curves(curves, title)
     done = results[results["status"] == "done"]
     if not done.empty:
@@ -89,10 +92,14 @@ def cosine_curves(curves: pd.DataFrame, title: str) -> Figure:
     return fig
 
 
-def curve(curves: pd.DataFrame, column: str, label: str, title: str) -> Figure:
+def curve(curves: pd.DataFrame, column: str, label: str, title: str,
+          references: Optional[dict[str, float]] = None) -> Figure:
+    """One training curve per condition; ``references`` adds labelled horizontal lines."""
     fig = Figure(figsize=(7.5, 4), layout="constrained")
     ax = fig.add_subplot()
     band_lines(ax, _cell_mean_over_layers(curves, column), "step", column)
+    for (name, value), style in zip((references or {}).items(), ("--", ":")):
+        ax.axhline(value, color="grey", ls=style, label=name)
     ax.set(title=f"{title}: {label} over training", xlabel="training step", ylabel=label)
     _legend_outside(ax)
     return fig
