@@ -28,7 +28,9 @@ from einops import einsum
 from torch import Tensor
 
 from analyses.attention import state_kernels
+from analyses.value_probes import residual_stack
 from ictd_interp import HookedICTDTransformer
+from ictd_interp.architectures import ICTDModel, is_stylised
 from ictd_interp.evaluation import msve
 from ictd_interp.tasks import TaskBatch
 from ictd_interp.td import feature_scores
@@ -82,15 +84,15 @@ def identify_layer(scores: Tensor, rewards: Tensor, v_in: Tensor, dv: Tensor) ->
 @torch.no_grad()
 def identify_layers(model: HookedICTDTransformer, tasks: TaskBatch) -> list[dict]:
     """Per layer, ``identify_layer`` on the model's value row before and after the layer."""
-    device = next(model.parameters()).device
-    _, cache = model.run_with_cache(tasks.prompt.to(device), names_filter=lambda n: "resid_p" in n)
-    scores, rewards, cur = feature_scores(tasks.x.double()), tasks.rewards.double(), model.layout.current
-    rows = []
-    for layer in range(model.cfg.n_layers):
-        v_in = cache["resid_pre", layer][..., cur].double().cpu()
-        dv = cache["resid_post", layer][..., cur].double().cpu() - v_in
-        rows.append({"layer": layer, **identify_layer(scores, rewards, v_in, dv)})
-    return rows
+    return identify_from_values(residual_stack(model, tasks.prompt)[..., model.layout.current], tasks)
+
+
+def identify_from_values(values: Tensor, tasks: TaskBatch) -> list[dict]:
+    """``identify_layer`` for each consecutive pair of per-site values ``[site, batch, pos]`` (the value
+    row of a stylised model, or a standard model's probed values: ``analyses.value_probes``)."""
+    scores, rewards = feature_scores(tasks.x.double()), tasks.rewards.double()
+    return [{"layer": layer, **identify_layer(scores, rewards, values[layer], values[layer + 1] - values[layer])}
+            for layer in range(values.shape[0] - 1)]
 
 
 @torch.no_grad()
@@ -133,15 +135,25 @@ def layer_at_depth(model: HookedICTDTransformer, depth: int) -> HookedICTDTransf
     return deeper
 
 
-def depth_extrapolation(model: HookedICTDTransformer, star: HookedICTDTransformer, tasks: TaskBatch,
+def depth_extrapolation(model: ICTDModel, star: HookedICTDTransformer, tasks: TaskBatch,
                         factor: int = 8) -> dict:
     """MSVE at depths 1 .. ``factor`` x the trained depth, for the model's layers and theta*, and a verdict."""
     trained = model.cfg.n_layers
     depths = sorted({d for d in [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64] if d <= factor * trained} | {trained})
-    errors = [msve(layer_at_depth(model, d), tasks) for d in depths]
+    errors = [msve_at_depth(model, tasks, d) for d in depths]
     star_errors = [msve(layer_at_depth(star, d), tasks) for d in depths]
     return {"trained_depth": trained, "depths": depths, "model": errors, "theta_star": star_errors,
             **extrapolation_verdict(depths, errors)}
+
+
+@torch.no_grad()
+def msve_at_depth(model: ICTDModel, tasks: TaskBatch, depth: int) -> float:
+    """MSVE of the model's layers run to ``depth`` (``layer_at_depth``; a standard model repeats its
+    last block: ``values_at_depth``)."""
+    if is_stylised(model):
+        return msve(layer_at_depth(model, depth), tasks)
+    values = model.values_at_depth(tasks.prompt.to(next(model.parameters()).device), depth)
+    return float((values.double().cpu() - tasks.v_true).pow(2).mean())
 
 
 def extrapolation_verdict(depths: list[int], errors: list[float]) -> dict:

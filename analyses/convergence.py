@@ -12,6 +12,7 @@ from torch import Tensor
 
 from analyses.diagonality import model_margin
 from ictd_interp import HookedICTDTransformer, ICTDConfig
+from ictd_interp.architectures import ICTDModel
 from ictd_interp.tasks import TaskBatch
 
 
@@ -37,7 +38,7 @@ def theta_star_model(cfg: ICTDConfig, depth: int) -> HookedICTDTransformer:
 
 
 @torch.no_grad()
-def errors_by_context(model: HookedICTDTransformer, tasks: TaskBatch, lengths: Sequence[int]) -> Float[Tensor, "length batch"]:
+def errors_by_context(model: ICTDModel, tasks: TaskBatch, lengths: Sequence[int]) -> Float[Tensor, "length batch"]:
     """Final-layer error on the prefixes ``S_0..S_n`` of the tasks' trajectories, for each ``n``."""
     longest = tasks.states.shape[1] - 1
     if max(lengths) > longest or min(lengths) < 1:

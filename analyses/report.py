@@ -21,7 +21,9 @@ from analyses.convergence import errors_by_context, errors_by_depth, fit_geometr
 from analyses.diagonality import kernel_diagonality_mean, model_margin
 from analyses.probes import activation_cosines, circuit_cosines, prediction_gap, sensitivity_cosine
 from analyses.report_md import write_markdown
+from analyses.standard_report import compute_standard, draw_standard, write_standard_markdown
 from ictd_interp import HookedICTDTransformer
+from ictd_interp.architectures import ICTDModel, is_stylised
 from ictd_interp.checkpoint import CONFIG, CheckpointError, load_checkpoint
 from ictd_interp.evaluation import EvalSet, evaluate, msve
 from ictd_interp.registry import resolve as resolve_name
@@ -32,7 +34,7 @@ from ictd_interp.train_config import TrainConfig
 CONTEXT_LENGTHS = (4, 8, 16, 32, 64, 128)
 
 
-def resolve(path: Union[str, Path]) -> tuple[HookedICTDTransformer, TrainConfig, Optional[Path]]:
+def resolve(path: Union[str, Path]) -> tuple[ICTDModel, TrainConfig, Optional[Path]]:
     """Model, the task settings to evaluate it on, and the folder holding its training curves
     (``metrics.jsonl``: a run folder or a shipped model; None for a bare checkpoint)."""
     path = resolve_name(path)  # a registry name (``quick-td-s0``) or a path
@@ -49,9 +51,11 @@ def resolve(path: Union[str, Path]) -> tuple[HookedICTDTransformer, TrainConfig,
         curves = path if path.is_dir() and (path / METRICS).exists() else None  # shipped models keep theirs
         return model, TrainConfig.from_dict(meta["train_config"]), curves
     c = model.cfg
-    arch = dict(d_features=c.d_features, n_layers=c.n_layers, gamma=c.gamma, form=c.form, attention=c.attention,
-                tied=c.tied, mask=c.mask, dtype=c.dtype)
-    return model, TrainConfig(**arch, **meta.get("task", {})), None
+    shared = dict(d_features=c.d_features, n_layers=c.n_layers, gamma=c.gamma, tied=c.tied, dtype=c.dtype)
+    arch = (dict(form=c.form, attention=c.attention, mask=c.mask) if is_stylised(model) else
+            dict(architecture="standard", d_model=c.d_model, n_heads=c.n_heads, d_mlp=c.d_mlp,
+                 layer_norm=c.layer_norm, pos_embed=c.pos_embed))
+    return model, TrainConfig(**shared, **arch, **meta.get("task", {})), None
 
 
 def compute(model: HookedICTDTransformer, config: TrainConfig, run_dir: Optional[Path]) -> dict[str, Any]:
@@ -105,7 +109,8 @@ def _curves(run_dir: Optional[Path]) -> Optional[dict[str, list]]:
     if run_dir is None:
         return None
     rows = read_metrics(run_dir)
-    return {key: [r[key] for r in rows] for key in ("step", "eval_msve", "cos_A", "cos_V", "kernel_diagonality_mean")}
+    return {key: [r[key] for r in rows] for key in ("step", "eval_msve", "cos_A", "cos_V", "kernel_diagonality_mean")
+            if key in rows[0]}
 
 
 @torch.no_grad()
@@ -150,16 +155,18 @@ def draw(summary: dict[str, Any]) -> dict[str, Any]:
 def analyze(path: Union[str, Path], out_dir: Union[str, Path]) -> dict[str, Any]:
     """Write ``summary.json``, ``summary.md`` and every figure (PNG and SVG) to ``out_dir``."""
     model, config, run_dir = resolve(path)
-    summary = {"source": str(path), **compute(model, config, run_dir)}
+    stylised = is_stylised(model)
+    computed = compute(model, config, run_dir) if stylised else compute_standard(model, config, run_dir, _curves(run_dir))
+    summary = {"source": str(path), **computed}
     out_dir = Path(out_dir)
     (out_dir / "figures").mkdir(parents=True, exist_ok=True)
     (out_dir / "summary.json").write_text(json.dumps(_finite(summary), indent=1))
     label = source_label(summary["source"])
-    for name, fig in draw(summary).items():
+    for name, fig in (draw(summary) if stylised else draw_standard(summary)).items():
         fig.suptitle(label, fontsize=8, color="dimgray", x=0.01, ha="left")  # which run this figure shows
         for ext in ("png", "svg"):
             fig.savefig(out_dir / "figures" / f"{name}.{ext}", dpi=120)
-    write_markdown(summary, out_dir)
+    (write_markdown if stylised else write_standard_markdown)(summary, out_dir)
     return summary
 
 

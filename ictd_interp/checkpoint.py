@@ -18,8 +18,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from ictd_interp.config import ICTDConfig
-from ictd_interp.model import HookedICTDTransformer
+from ictd_interp.architectures import ICTDModel, build_model, config_from_dict
 
 FORMAT = "ictd-interp-checkpoint"
 VERSION = 1
@@ -36,18 +35,19 @@ class CheckpointNotFoundError(CheckpointError, FileNotFoundError):
 
 
 class Checkpoint(NamedTuple):
-    model: HookedICTDTransformer
+    model: ICTDModel
     metadata: dict[str, Any]
 
 
 def save_checkpoint(
-    model: HookedICTDTransformer, path: PathLike, *, training_state: Optional[dict] = None, **metadata: Any
+    model: ICTDModel, path: PathLike, *, training_state: Optional[dict] = None, **metadata: Any
 ) -> Path:
     """Write ``model`` (weights, config, JSON-serialisable ``metadata``) to the folder ``path``;
     ``training_state`` (optimiser and generator states) goes beside it for exact resumption."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    header = {"format": FORMAT, "version": VERSION, "config": model.cfg.to_dict(), "metadata": metadata}
+    header = {"format": FORMAT, "version": VERSION, "architecture": model.cfg.architecture,
+              "config": model.cfg.to_dict(), "metadata": metadata}
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
     try:
         weights = {k: v.detach().cpu().clone().contiguous() for k, v in model.state_dict().items()}
@@ -85,11 +85,11 @@ def load_checkpoint(path: PathLike, device: str = "cpu") -> Checkpoint:
     folder = _folder(Path(path))
     header = _read_header(folder)
     try:
-        cfg = ICTDConfig.from_dict(header["config"])
-    except (TypeError, ValueError) as err:
-        raise CheckpointError(f"{folder}: config mismatch: the stored config is invalid ({err})") from None
+        cfg = config_from_dict(header.get("architecture", "stylised"), header["config"])
+    except (TypeError, ValueError, KeyError) as err:
+        raise CheckpointError(f"{folder / CONFIG}: config mismatch: the stored config is invalid ({err})") from None
     weights = _read_weights(folder)
-    model = HookedICTDTransformer(cfg)
+    model = build_model(cfg)
     _check_weights(model, weights, folder)
     model.load_state_dict(weights)
     return Checkpoint(model.to(device), header.get("metadata", {}))
@@ -128,7 +128,9 @@ def _read_weights(folder: Path) -> dict[str, torch.Tensor]:
         raise CheckpointError(f"{folder / WEIGHTS}: corrupt or truncated weights ({err})") from None
 
 
-def _check_weights(model: HookedICTDTransformer, weights: dict[str, torch.Tensor], folder: Path) -> None:
+def _check_weights(model: ICTDModel, weights: dict[str, torch.Tensor], folder: Path) -> None:
+    """Names, shapes, finiteness, and the constraints the model declares: entries its training mask
+    freezes (``frozen_entries``) and weights it ties across layers (``tied_parameters``)."""
     expected = model.state_dict()
     missing, extra = sorted(set(expected) - set(weights)), sorted(set(weights) - set(expected))
     if missing or extra:
@@ -141,10 +143,10 @@ def _check_weights(model: HookedICTDTransformer, weights: dict[str, torch.Tensor
             )
         if not torch.isfinite(tensor).all():
             raise CheckpointError(f"{folder}: corrupt weights: {name} holds NaN or infinite entries")
-        module, kind = name.rsplit(".", 1)
-        frozen = getattr(model.get_submodule(module), f"mask_{kind}") == 0
-        if (tensor[frozen] != 0).any():
+    for name, frozen in model.frozen_entries().items():
+        if (weights[name][frozen.cpu()] != 0).any():
             raise CheckpointError(f"{folder}: config mismatch: {name} has nonzero entries that the "
                                   f"{model.cfg.mask!r} training mask freezes at 0")
-    if model.cfg.tied and any(not torch.equal(weights[n], weights[n.replace(n.split(".")[1], "0", 1)]) for n in weights):
-        raise CheckpointError(f"{folder}: config mismatch: the config says tied but layers hold different weights")
+    for group in model.tied_parameters():
+        if any(not torch.equal(weights[group[0]], weights[name]) for name in group[1:]):
+            raise CheckpointError(f"{folder}: config mismatch: the config says tied but layers hold different weights")

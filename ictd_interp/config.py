@@ -13,6 +13,7 @@ MASKS = ("paper", "full")
 DTYPES = ("float32", "float64")
 FEATURE_KINDS = ("uniform", "onehot")
 OBJECTIVES = ("td", "neu", "mc", "supervised")
+ARCHITECTURES = ("stylised", "standard")  # the paper's model; a pre-LN transformer (docs/theory.md §10)
 
 
 def from_dict_strict(cls: type, data: dict[str, Any]):
@@ -76,6 +77,7 @@ class ICTDConfig:
         self.gamma = float(self.gamma)
         self.device = "cpu"  # not a field (not saved): the model keeps it in sync with its weights
 
+    architecture = "stylised"  # not a field: which model class a config builds
     # TransformerLens-compatible fields its utilities read (HookedTransformerConfig names).
     n_key_value_heads = None  # no grouped-query attention
     positional_embedding_type = "none"  # position enters only through the shift, no embedding

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from ictd_interp.metrics import diagonality_by_layer, value_signature, weight_cosines
+from ictd_interp.architectures import ICTDModel, is_stylised
 from ictd_interp.model import HookedICTDTransformer
 from ictd_interp.tasks import TaskBatch, sample_tasks
 
@@ -24,12 +25,12 @@ class EvalSet:
         tasks = sample_tasks(config.n_eval_tasks, config.n_states, config.d_features, config.context_len,
                              config.gamma, feature_kind=config.feature_kind,
                              feature_scale=config.feature_scale, seed=config.eval_seed)
-        star = HookedICTDTransformer.from_theta_star(config.model).to(config.device)
+        star = HookedICTDTransformer.from_theta_star(config.theta_star_config).to(config.device)
         return cls(tasks, msve(star, tasks))
 
 
 @torch.no_grad()
-def msve(model: HookedICTDTransformer, tasks: TaskBatch) -> float:
+def msve(model: ICTDModel, tasks: TaskBatch) -> float:
     """Mean squared value error of the value row against ``v_pi`` over every context position."""
     device = next(model.parameters()).device
     values = model(tasks.prompt.to(device)).double().cpu()
@@ -37,20 +38,26 @@ def msve(model: HookedICTDTransformer, tasks: TaskBatch) -> float:
 
 
 @torch.no_grad()
-def evaluate(model: HookedICTDTransformer, eval_set: EvalSet) -> dict[str, Any]:
-    """Every training-time metric of ``model`` on the evaluation tasks."""
+def evaluate(model: ICTDModel, eval_set: EvalSet) -> dict[str, Any]:
+    """Every training-time metric of ``model`` on the evaluation tasks: error and kernel diagonality for
+    any architecture; the weight probes against θ* (cosines, signature) for the stylised model."""
     cfg, tasks = model.cfg, eval_set.tasks
     device = next(model.parameters()).device
     values, cache = model.run_with_cache(tasks.prompt.to(device), names_filter=lambda n: n.endswith("hook_pattern"))
     diag = diagonality_by_layer(cache, tasks.states, tasks.mrp.n_states, cfg.n_layers, cfg.n_heads)
+    common = {
+        "eval_msve": float((values.double().cpu() - tasks.v_true).pow(2).mean()),
+        "theta_star_msve": eval_set.theta_star_msve,
+        "kernel_diagonality_mean": diag.mean().item(),
+    }
+    if not is_stylised(model):
+        return common
     cos = weight_cosines(model, cfg)
     signature = value_signature(model, cfg)
     return {
-        "eval_msve": float((values.double().cpu() - tasks.v_true).pow(2).mean()),
-        "theta_star_msve": eval_set.theta_star_msve,
+        **common,
         "cos_A": cos["A"],
         "cos_V": cos["V"],
         "signature": [s["normalised"] for s in signature],
         "signature_match": [s["matches"] for s in signature],
-        "kernel_diagonality_mean": diag.mean().item(),
     }

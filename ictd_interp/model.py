@@ -21,7 +21,7 @@ from transformer_lens.hook_points import HookPoint
 from ictd_interp.config import ICTDConfig, check_choice
 from ictd_interp.fast_path import paper_mask_values
 from ictd_interp.masks import attention_mask, value_mask
-from ictd_interp.prompt import PromptLayout, shift_to_predecessor
+from ictd_interp.prompt import PromptLayout, check_prompt, shift_to_predecessor
 from ictd_interp.tl_surface import Circuits, TransformerLensSurface
 
 
@@ -170,6 +170,8 @@ class HookedICTDTransformer(TransformerLensSurface, HookedRootModule):
     requires it; nothing here behaves differently in training mode).
     """
 
+    ln_final = nn.Identity()  # no LayerNorm: TransformerLens's "apply_ln" steps are the identity
+
     def __init__(self, cfg: Union[ICTDConfig, dict]):
         super().__init__()
         self.cfg = cfg if isinstance(cfg, ICTDConfig) else ICTDConfig.from_dict(cfg)
@@ -261,24 +263,25 @@ class HookedICTDTransformer(TransformerLensSurface, HookedRootModule):
 
     def check_prompt(self, prompt: Tensor) -> Tensor:
         """Fail fast, naming the problem, before any layer runs; returns a copy in the model's dtype."""
-        if not isinstance(prompt, Tensor) or prompt.ndim != 3:
-            shape = tuple(prompt.shape) if isinstance(prompt, Tensor) else type(prompt).__name__
-            raise ValueError(f"prompt: expected a tensor [batch, pos, d_model={self.cfg.d_model}], got {shape}")
-        if prompt.shape[-1] != self.cfg.d_model:
-            raise ValueError(
-                f"prompt: width {prompt.shape[-1]} does not match d_model = d_features + 3 = {self.cfg.d_model}"
-            )
-        if prompt.shape[1] < 2:
-            raise ValueError(f"prompt: needs at least one context position and the query, got pos={prompt.shape[1]}")
-        if not torch.isfinite(prompt.sum()):  # one reduction: any NaN or inf makes the sum non-finite
-            raise ValueError("prompt: contains NaN or infinite entries")
-        return prompt.to(self.blocks[0].attn.A.dtype, copy=True)
+        return check_prompt(prompt, self.cfg.d_model, self.blocks[0].attn.A.dtype)
 
-    def _apply(self, fn, *args, **kwargs):
-        """Keep ``cfg.device`` in sync with the weights (TransformerLens utilities read it)."""
-        out = super()._apply(fn, *args, **kwargs)
-        self.cfg.device = str(self.blocks[0].attn.A.device)
-        return out
+    def readout_direction(self) -> Float[Tensor, "d_model"]:
+        """The value read-out: the current-value row."""
+        param = self.blocks[0].attn.A
+        direction = torch.zeros(self.cfg.d_model, dtype=param.dtype, device=param.device)
+        direction[self.layout.current] = 1.0
+        return direction
+
+    def frozen_entries(self) -> dict[str, Tensor]:
+        """Per state-dict name, the entries the training mask pins at 0 (checkpoints check them)."""
+        return {f"blocks.{l}.attn.{name}": getattr(block.attn, f"mask_{name}") == 0
+                for l, block in enumerate(self.blocks) for name in ("A", "V")}
+
+    def tied_parameters(self) -> list[list[str]]:
+        """Groups of state-dict names that must hold equal weights (one group per tied weight)."""
+        if not self.cfg.tied:
+            return []
+        return [[f"blocks.{l}.attn.{name}" for l in range(self.cfg.n_layers)] for name in ("A", "V")]
 
     @classmethod
     def from_theta_star(cls, cfg: ICTDConfig, alpha: float = 1.0) -> "HookedICTDTransformer":

@@ -14,11 +14,11 @@ from torch import Tensor
 
 from ictd_interp.config import OBJECTIVES
 from ictd_interp.data import WindowBatch
-from ictd_interp.model import HookedICTDTransformer
+from ictd_interp.architectures import ICTDModel
 
 
 
-def query_values(model: HookedICTDTransformer, batch: WindowBatch, depth: Optional[int] = None) -> Float[Tensor, "task window"]:
+def query_values(model: ICTDModel, batch: WindowBatch, depth: Optional[int] = None) -> Float[Tensor, "task window"]:
     """One forward pass for every window; the query prediction of each. Objectives choose the model's
     exact fast path explicitly (``fast_values``: the hooked forward whenever a hook is registered);
     ``depth`` runs a tied model's layer that many times instead of ``n_layers``."""
@@ -31,13 +31,13 @@ def td_errors_of_windows(v: Tensor, batch: WindowBatch, gamma: float, bootstrap_
     return batch.query_reward[:, :-1] + gamma * nxt - v[:, :-1]
 
 
-def td_loss(model: HookedICTDTransformer, batch: WindowBatch, depth: Optional[int] = None) -> Tensor:
+def td_loss(model: ICTDModel, batch: WindowBatch, depth: Optional[int] = None) -> Tensor:
     """Semi-gradient TD: the bootstrap target is held fixed (stop-gradient)."""
     delta = td_errors_of_windows(query_values(model, batch, depth), batch, model.cfg.gamma, bootstrap_grad=False)
     return delta.pow(2).mean()
 
 
-def neu_loss(model: HookedICTDTransformer, batch: WindowBatch, depth: Optional[int] = None) -> Tensor:
+def neu_loss(model: ICTDModel, batch: WindowBatch, depth: Optional[int] = None) -> Tensor:
     """``||u||^2`` with ``u = mean_t delta_t grad v^_t``, differentiated fully (second order).
 
     ``u`` is the vector-Jacobian product ``J^T delta / N`` taken with ``create_graph=True``, so the
@@ -45,12 +45,12 @@ def neu_loss(model: HookedICTDTransformer, batch: WindowBatch, depth: Optional[i
     return expected_update(model, batch, create_graph=True, depth=depth).pow(2).sum()
 
 
-def mc_loss(model: HookedICTDTransformer, batch: WindowBatch, depth: Optional[int] = None) -> Tensor:
+def mc_loss(model: ICTDModel, batch: WindowBatch, depth: Optional[int] = None) -> Tensor:
     """Regression on the truncated discounted return from the query state."""
     return (batch.query_return - query_values(model, batch, depth)).pow(2).mean()
 
 
-def supervised_loss(model: HookedICTDTransformer, batch: WindowBatch, depth: Optional[int] = None) -> Tensor:
+def supervised_loss(model: ICTDModel, batch: WindowBatch, depth: Optional[int] = None) -> Tensor:
     """Oracle baseline: regression on the true ``v_pi`` of the query state."""
     return (batch.query_value - query_values(model, batch, depth)).pow(2).mean()
 
@@ -61,7 +61,7 @@ LOSSES: dict[str, Callable[..., Tensor]] = {
 assert tuple(LOSSES) == OBJECTIVES, "config.OBJECTIVES names every loss, in order"
 
 
-def expected_update(model: HookedICTDTransformer, batch: WindowBatch, create_graph: bool = False,
+def expected_update(model: ICTDModel, batch: WindowBatch, create_graph: bool = False,
                     depth: Optional[int] = None) -> Tensor:
     """``u(theta) = mean_t delta_t grad v^_t`` over the batch, flattened over the parameters
     (gradients are needed to define it, so it is computed with autograd on even under no_grad)."""
@@ -73,7 +73,7 @@ def expected_update(model: HookedICTDTransformer, batch: WindowBatch, create_gra
     return torch.cat([g.flatten() for g in u])
 
 
-def neu_unbiased(model: HookedICTDTransformer, batch: WindowBatch) -> float:
+def neu_unbiased(model: ICTDModel, batch: WindowBatch) -> float:
     """Unbiased estimate of ``||E u||^2``: the inner product of ``u`` on two independent halves of
     the tasks (the plain ``||u||^2`` is biased upward by the batch variance)."""
     half = batch.query_reward.shape[0] // 2

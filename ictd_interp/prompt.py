@@ -72,3 +72,20 @@ def context_inputs(
 def shift_to_predecessor(x: Float[Tensor, "batch pos ..."]) -> Float[Tensor, "batch pos ..."]:
     """``Z Pi``: position ``k < n`` receives position ``k + 1``; the last position receives 0."""
     return torch.cat([x[:, 1:], torch.zeros_like(x[:, :1])], dim=1)
+
+
+def check_prompt(prompt: Tensor, width: int, dtype: torch.dtype, n_ctx: int | None = None) -> Tensor:
+    """A model's input check: ``[batch, pos, width]`` with ``2 <= pos (<= n_ctx)`` and finite entries;
+    returns a copy in ``dtype`` (never the caller's tensor). Errors name what is wrong."""
+    if not isinstance(prompt, Tensor) or prompt.ndim != 3:
+        shape = tuple(prompt.shape) if isinstance(prompt, Tensor) else type(prompt).__name__
+        raise ValueError(f"prompt: expected a tensor [batch, pos, d_model={width}], got {shape}")
+    if prompt.shape[-1] != width:
+        raise ValueError(f"prompt: width {prompt.shape[-1]} does not match d_model = d_features + 3 = {width}")
+    if prompt.shape[1] < 2:
+        raise ValueError(f"prompt: needs at least one context position and the query, got pos={prompt.shape[1]}")
+    if n_ctx is not None and prompt.shape[1] > n_ctx:
+        raise ValueError(f"prompt: {prompt.shape[1]} positions exceed the positional embedding's n_ctx={n_ctx}")
+    if not torch.isfinite(prompt.sum()):  # one reduction: any NaN or inf makes the sum non-finite
+        raise ValueError("prompt: contains NaN or infinite entries")
+    return prompt.to(dtype, copy=True)

@@ -13,7 +13,7 @@ from typing import Optional
 
 import torch
 from jaxtyping import Float
-from torch import Tensor, nn
+from torch import Tensor
 from transformer_lens.FactoredMatrix import FactoredMatrix
 
 try:  # TransformerLens 4
@@ -37,9 +37,8 @@ class Circuits:
 
 
 class TransformerLensSurface(Circuits):
-    """Mixin for ``HookedICTDTransformer``: needs ``cfg``, ``blocks`` and ``layout``."""
-
-    ln_final = nn.Identity()  # no LayerNorm: TransformerLens's "apply_ln" steps are the identity
+    """Mixin for both ICTD model classes: needs ``cfg``, ``blocks`` (each with ``attn``, and ``mlp``
+    where present), ``ln_final``, ``check_prompt`` and ``readout_direction()``."""
 
     def _stack(self, name: str) -> Tensor:
         return torch.stack([getattr(b.attn, name) for b in self.blocks])
@@ -73,20 +72,24 @@ class TransformerLensSurface(Circuits):
         return torch.where(earlier, scores, torch.zeros_like(scores))
 
     def accumulated_bias(self, layer: int, mlp_input: bool = False, include_mlp_biases: bool = True) -> Tensor:
-        """The model has no biases: zeros ``[d_model]``."""
-        param = self.blocks[0].attn.A
-        return torch.zeros(self.cfg.d_model, dtype=param.dtype, device=param.device)
+        """Sum of the output biases written before ``layer`` (as HookedTransformer's): each attention's
+        ``b_O`` and, with ``include_mlp_biases``, each MLP's ``b_out``; ``mlp_input`` adds layer
+        ``layer``'s attention bias. The stylised model has no biases (zeros)."""
+        param = next(self.parameters())
+        bias = torch.zeros(self.cfg.d_model, dtype=param.dtype, device=param.device)
+        for block in self.blocks[:layer]:
+            bias = bias + block.attn.b_O
+            if include_mlp_biases and hasattr(block, "mlp"):
+                bias = bias + block.mlp.b_out
+        return bias + self.blocks[layer].attn.b_O if mlp_input else bias
 
     def to_tokens(self, prompt: Tensor, *args, **kwargs) -> Tensor:
-        """Continuous prompts are the model's tokens: validated and copied, ``[batch, pos, d_model]``."""
+        """Continuous prompts are the model's tokens: validated and copied, ``[batch, pos, d_prompt]``."""
         return self.check_prompt(prompt)
 
     def tokens_to_residual_directions(self, tokens: Optional[Tensor] = None) -> Float[Tensor, "d_model"]:
-        """The direction the read-out takes from the residual stream: the current-value row."""
-        param = self.blocks[0].attn.A
-        direction = torch.zeros(self.cfg.d_model, dtype=param.dtype, device=param.device)
-        direction[self.layout.current] = 1.0
-        return direction
+        """The direction the value read-out takes from the (final) residual stream."""
+        return self.readout_direction()
 
     def to_single_token(self, string: str) -> int:
         raise ValueError("to_single_token: ICTD prompts are continuous (no vocabulary); build prompts with "
@@ -99,4 +102,10 @@ class TransformerLensSurface(Circuits):
 
     @property
     def device(self) -> torch.device:
-        return self.blocks[0].attn.A.device
+        return next(self.parameters()).device
+
+    def _apply(self, fn, *args, **kwargs):
+        """Keep ``cfg.device`` in sync with the weights (TransformerLens utilities read it)."""
+        out = super()._apply(fn, *args, **kwargs)
+        self.cfg.device = str(next(self.parameters()).device)
+        return out

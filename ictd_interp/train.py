@@ -24,7 +24,7 @@ from ictd_interp.checkpoint import STATE as STATE_FILE
 from ictd_interp.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from ictd_interp.data import window_batch
 from ictd_interp.evaluation import EvalSet, evaluate
-from ictd_interp.model import HookedICTDTransformer
+from ictd_interp.architectures import ICTDModel, build_model
 from ictd_interp.objectives import LOSSES
 from ictd_interp.train_config import TrainConfig
 
@@ -40,7 +40,7 @@ class Run:
 
     out_dir: Path
     config: TrainConfig
-    model: HookedICTDTransformer
+    model: ICTDModel
     step: int = 0
     metrics: list[dict[str, Any]] = field(default_factory=list)
     interrupted: bool = False
@@ -74,7 +74,7 @@ def train(config: TrainConfig, out_dir: Union[str, Path], *, progress: bool = Tr
     if out_dir.exists() and any(out_dir.iterdir()):
         raise FileExistsError(f"{out_dir}: not empty and not a training run; choose another --out")
     run_folder.write_run_config(out_dir, config)
-    model = HookedICTDTransformer(config.model).to(config.device)
+    model = build_model(config.model).to(config.device)
     loop = _Loop(Run(out_dir, config, model), _optimizer(config, model),
                  torch.Generator().manual_seed(config.seed), EvalSet.build(config))
     _log(loop, loss=None)
@@ -107,7 +107,7 @@ def resume(out_dir: Union[str, Path], *, progress: bool = True, stop: Optional[S
     return _run(loop, progress, stop)
 
 
-def _optimizer(config: TrainConfig, model: HookedICTDTransformer) -> torch.optim.Optimizer:
+def _optimizer(config: TrainConfig, model: ICTDModel) -> torch.optim.Optimizer:
     params = list(model.parameters())
     if config.optimizer == "sgd":
         return torch.optim.SGD(params, lr=config.lr, weight_decay=config.weight_decay)
@@ -167,8 +167,8 @@ def _log(loop: _Loop, loss: Optional[float]) -> dict[str, Any]:
 
 
 def _postfix(entry: dict[str, Any]) -> dict[str, str]:
-    return {"loss": f"{entry['loss']:.4f}", "cos_V": f"{min(entry['cos_V']):.3f}",
-            "msve": f"{entry['eval_msve']:.3f}"}
+    shown = {"loss": f"{entry['loss']:.4f}", "msve": f"{entry['eval_msve']:.3f}"}
+    return {**shown, "cos_V": f"{min(entry['cos_V']):.3f}"} if "cos_V" in entry else shown
 
 
 def _checkpoint(loop: _Loop) -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from ictd_interp.config import FEATURE_KINDS, OBJECTIVES, ICTDConfig, check_choice, from_dict_strict
+from ictd_interp.config import ARCHITECTURES, FEATURE_KINDS, OBJECTIVES, ICTDConfig, check_choice, from_dict_strict
+from ictd_interp.standard_config import StandardConfig
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
 DEVICES = ("cpu", "cuda")
@@ -16,6 +17,7 @@ class TrainConfig:
     """Multi-task pretraining on randomized Boyan chains (docs/theory.md, section 6).
 
     Args:
+        architecture: stylised (the paper's model: the residual stream is the prompt, theta* is a point of it) or standard (a pre-LN transformer with MLPs, nothing pinned).
         objective: loss: td (semi-gradient TD), neu (norm of the expected update), mc (Monte-Carlo return) or supervised (true v_pi).
         d_features: feature dimension d; the residual stream has d + 3 rows.
         n_layers: depth L of the model (one layer is one TD step under theta*).
@@ -24,6 +26,11 @@ class TrainConfig:
         tied: share one layer's weights across depth.
         mask: paper (A free in its feature block, V in the row each head writes) or full (every entry free).
         init_scale: standard deviation of the random initial weights.
+        d_model: standard architecture: residual stream width.
+        n_heads: standard architecture: attention heads per layer.
+        d_mlp: standard architecture: MLP hidden width (0: attention-only).
+        layer_norm: standard architecture: pre-LN blocks and a final LayerNorm.
+        pos_embed: standard architecture: learned positional embeddings.
         dtype: float32 or float64.
         n_states: states per Boyan chain.
         context_len: n, transitions in each prompt.
@@ -46,6 +53,7 @@ class TrainConfig:
         device: cpu or cuda.
     """
 
+    architecture: str = "stylised"
     objective: str = "td"
     d_features: int = 4
     n_layers: int = 3
@@ -54,6 +62,11 @@ class TrainConfig:
     tied: bool = False
     mask: str = "paper"
     init_scale: float = 0.01
+    d_model: int = 32
+    n_heads: int = 2
+    d_mlp: int = 64
+    layer_norm: bool = True
+    pos_embed: bool = False
     dtype: str = "float32"
     n_states: int = 10
     context_len: int = 30
@@ -76,6 +89,8 @@ class TrainConfig:
     device: str = "cpu"
 
     def __post_init__(self) -> None:
+        check_choice("architecture", self.architecture, ARCHITECTURES)
+        self._check_architecture_fields()
         check_choice("objective", self.objective, OBJECTIVES)
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
         check_choice("feature_kind", self.feature_kind, FEATURE_KINDS)
@@ -97,7 +112,8 @@ class TrainConfig:
         if self.train_depths:
             self.depth_range  # noqa: B018 (parsing validates)
             if not self.tied or self.mask != "paper":
-                raise ValueError("train_depths: needs tied weights and the paper mask (one layer run at any depth)")
+                raise ValueError("train_depths: needs tied weights (and, for the stylised model, the paper mask): "
+                                 "one layer run at any depth")
         if self.device == "cuda" and not _cuda_available():
             raise ValueError("device: 'cuda' requested but torch sees no CUDA device; use --device cpu")
         _ = self.model  # building it validates the architecture fields
@@ -115,11 +131,35 @@ class TrainConfig:
             raise ValueError(f"train_depths: need 1 <= LO <= HI, got {self.train_depths!r}")
         return lo, hi
 
+    def _check_architecture_fields(self) -> None:
+        """A setting of the other architecture is an error, never silently ignored."""
+        others = STANDARD_ONLY if self.architecture == "stylised" else STYLISED_ONLY
+        changed = [name for name in others if getattr(self, name) != getattr(TrainConfig, name)]
+        if changed:
+            raise ValueError(f"{', '.join(changed)}: not a setting of the {self.architecture} architecture "
+                             f"(leave at the default, or choose --architecture "
+                             f"{'standard' if self.architecture == 'stylised' else 'stylised'})")
+
     @property
-    def model(self) -> ICTDConfig:
+    def model(self) -> ICTDConfig | StandardConfig:
+        """The model's config, of the chosen architecture."""
+        if self.architecture == "standard":
+            return StandardConfig(d_features=self.d_features, d_model=self.d_model, n_heads=self.n_heads,
+                                  n_layers=self.n_layers, d_mlp=self.d_mlp, layer_norm=self.layer_norm,
+                                  pos_embed=self.pos_embed, n_ctx=self.context_len + 1, gamma=self.gamma,
+                                  tied=self.tied, init_range=self.init_scale, dtype=self.dtype, seed=self.seed)
         return ICTDConfig(d_features=self.d_features, n_layers=self.n_layers, gamma=self.gamma, form=self.form,
                           attention=self.attention, tied=self.tied, mask=self.mask, init_scale=self.init_scale,
                           dtype=self.dtype, seed=self.seed)
+
+    @property
+    def theta_star_config(self) -> ICTDConfig:
+        """θ*'s architecture for these tasks: the stylised model's own, or the TSM softmax model of the
+        same depth (the yardstick of a standard-architecture run)."""
+        if self.architecture == "stylised":
+            return self.model
+        return ICTDConfig(d_features=self.d_features, n_layers=self.n_layers, gamma=self.gamma,
+                          tied=self.tied, dtype=self.dtype)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -140,6 +180,10 @@ class TrainConfig:
         return replace(PRESETS[name], **overrides)
 
 
+STANDARD_ONLY = ("d_model", "n_heads", "d_mlp", "layer_norm", "pos_embed")
+STYLISED_ONLY = ("form", "attention", "mask")
+
+
 def _cuda_available() -> bool:
     import torch
 
@@ -153,4 +197,9 @@ PRESETS: dict[str, TrainConfig] = {
     "paper": TrainConfig(tied=False, steps=30000, eval_every=1000, checkpoint_every=5000),
     # One layer's weights shared across depth, as the predecessor's default mode, run long.
     "tied": TrainConfig(tied=True, steps=20000, eval_every=1000, checkpoint_every=5000),
+    # The standard architecture (docs/theory.md §10): minutes on 2 CPU cores, and a longer run.
+    "standard-quick": TrainConfig(architecture="standard", steps=3000, lr=1e-3, init_scale=0.1, tasks_per_batch=16,
+                                  eval_every=250, checkpoint_every=1000),
+    "standard": TrainConfig(architecture="standard", steps=20000, lr=1e-3, init_scale=0.1, eval_every=1000,
+                            checkpoint_every=5000),
 }

@@ -1,0 +1,75 @@
+"""Figures of the circuit search in a standard model (``analyses.standard_report``): from saved numbers."""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+import seaborn as sns
+
+from analyses.figures import PALETTE, STAR, Figure, _figure, _legend_outside, log_axis
+
+QUANTITY_LABELS = {"reward": "$R_{j+1}$", "v_current": r"$v_\pi(S_j)$", "v_next": r"$v_\pi(S_{j+1})$",
+                   "td_error": r"$\delta_{j+1}$"}
+SIGNATURE_LABELS = ("reward", "next value", "current value")
+
+
+def site_labels(n_sites: int) -> list[str]:
+    return ["embed"] + [f"after {l}" for l in range(n_sites - 1)]
+
+
+def probe_error_vs_depth(curves: Mapping[str, Sequence[float]]) -> Figure:
+    """MSVE against ``v_pi`` of the value read at each site (a probe, or θ*'s stored row)."""
+    fig, (ax,) = _figure(width=6.4)
+    for k, (label, errors) in enumerate(curves.items()):
+        ax.plot(np.arange(len(errors)), errors, color=PALETTE[k], marker="o", ms=3, label=label.replace("theta*", STAR))
+    n_sites = max(len(e) for e in curves.values())
+    ax.set_xticks(np.arange(n_sites), site_labels(n_sites))
+    ax.set_yscale("log")
+    log_axis(ax.yaxis)
+    ax.set(title="Value error versus depth (read by a linear probe)", xlabel="residual stream site (blocks run)",
+           ylabel=r"MSVE against $v_\pi$ (value units$^2$)")
+    _legend_outside(ax)
+    return fig
+
+
+def probe_map(r2: Mapping[str, Sequence[float]], title: str) -> Figure:
+    """Held-out R² of each TD-quantity probe (columns) at each site (rows)."""
+    names = list(r2)
+    data = np.asarray([r2[n] for n in names], dtype=float).T
+    fig, (ax,) = _figure(width=5.6, height=0.55 * len(data) + 1.8)
+    sns.heatmap(data, ax=ax, cmap="viridis", vmin=0.0, vmax=1.0, annot=True, fmt=".2f",
+                xticklabels=[QUANTITY_LABELS.get(n, n) for n in names], yticklabels=site_labels(len(data)),
+                cbar_kws={"label": "held-out $R^2$"})
+    ax.set(title=title, xlabel="quantity at context column j", ylabel="residual stream site")
+    return fig
+
+
+def head_map(rows: Sequence[Mapping], key: str, title: str, label: str) -> Figure:
+    """A per-head number as a layer x head heatmap."""
+    n_layers, n_heads = 1 + max(r["layer"] for r in rows), 1 + max(r["head"] for r in rows)
+    data = np.full((n_layers, n_heads), np.nan)
+    for r in rows:
+        data[r["layer"], r["head"]] = r[key]
+    fig, (ax,) = _figure(width=1.1 * n_heads + 3.2, height=0.6 * n_layers + 1.8)
+    sns.heatmap(data, ax=ax, cmap="vlag", vmin=-1.0, vmax=1.0, annot=True, fmt=".2f", cbar_kws={"label": label})
+    ax.set(title=title, xlabel="head", ylabel="layer")
+    return fig
+
+
+def head_signature_bars(rows: Sequence[Mapping]) -> Figure:
+    """Per head, the normalised moves of the probed value under reward, next-value and current-value
+    perturbations, beside θ*'s (+, +, −)."""
+    groups = [STAR] + [f"L{r['layer']}H{r['head']}" for r in rows]
+    values = [[1.0, 1.0, -1.0]] + [list(r["normalised"]) for r in rows]
+    fig, (ax,) = _figure(width=max(6.0, 0.9 * len(groups) + 2.5))
+    width = 0.26
+    for k, label in enumerate(SIGNATURE_LABELS):
+        ax.bar(np.arange(len(groups)) + (k - 1) * width, [np.clip(v[k], -3, 3) for v in values], width,
+               color=PALETTE[k], label=label)
+    ax.axhline(0, color="black", lw=0.8)
+    ax.set_xticks(np.arange(len(groups)), groups)
+    ax.set(title=r"Update signature per head ($\theta^*$: +, +, −)", xlabel="layer L, head H",
+           ylabel="probed-value move / |reward move|")
+    _legend_outside(ax, title="perturbed input")
+    return fig

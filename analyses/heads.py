@@ -1,0 +1,106 @@
+"""Which heads look like the TD circuit? Per-head kernels and update signatures (docs/theory.md §10),
+for any architecture.
+
+* **Kernel.** A head's pattern over the context sources ``[query_pos, key_pos < n]`` is compared
+  with the softmax-TD kernel ``K[j, i] = softmax_i <x(S_i), x(S_j)>`` (θ*'s own pattern): Pearson
+  correlation over every task, target and source, and the kernel diagonality (attention mass a target
+  puts on sources in its own state) as in the stylised model's metrics.
+* **Signature.** θ*'s head writes ``delta = R + gamma v(next) - v(current)`` into the value: the
+  (+, +, -) signature. In general, perturb the head's input (``blocks.{l}.hook_resid_pre`` at every
+  context column) along a direction that raises the reward, the next value or the current value by
+  one, and measure how the head's output moves the value read at the layer's output
+  (``readout . result``, summed over positions, averaged over tasks): three directional derivatives,
+  normalised by the reward's magnitude. The directions and read-out are given (e.g. θ*'s rows) or
+  come from the probes of ``analyses.value_probes``.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from analyses.value_probes import LinearProbes
+from ictd_interp.architectures import ICTDModel
+from ictd_interp.metrics import kernel_diagonality
+from ictd_interp.tasks import TaskBatch
+from ictd_interp.td import softmax_kernel
+
+SIGNATURE = ("reward", "v_next", "v_current")
+TD_SIGNS = (1.0, 1.0, -1.0)
+
+
+def td_kernel(tasks: TaskBatch) -> Float[Tensor, "batch query_pos key_pos"]:
+    """θ*'s pattern: ``softmax_i <x(S_i), x(S_j)>`` over the sources ``i < n``, for every target ``j``."""
+    return softmax_kernel(tasks.x.double()).transpose(1, 2)
+
+
+def correlation(a: Tensor, b: Tensor) -> float:
+    """Pearson correlation of two tensors' entries (0 when either is constant)."""
+    a, b = a.flatten().double() - a.double().mean(), b.flatten().double() - b.double().mean()
+    denom = a.norm() * b.norm()
+    return float(a @ b / denom) if denom > 0 else 0.0
+
+
+@torch.no_grad()
+def head_kernels(model: ICTDModel, tasks: TaskBatch) -> list[dict]:
+    """Per layer and head: correlation with the softmax-TD kernel and kernel diagonality."""
+    device = next(model.parameters()).device
+    _, cache = model.run_with_cache(tasks.prompt.to(device), names_filter=lambda n: n.endswith("hook_pattern"))
+    reference, n_states = td_kernel(tasks), tasks.mrp.n_states
+    rows = []
+    for layer in range(model.cfg.n_layers):
+        pattern = cache["pattern", layer].double().cpu()
+        for head in range(pattern.shape[1]):
+            rows.append({"layer": layer, "head": head,
+                         "td_kernel_correlation": correlation(pattern[:, head, :, :-1], reference),
+                         "diagonality": kernel_diagonality(pattern[:, head], tasks.states, n_states).mean().item()})
+    return rows
+
+
+def head_signatures(model: ICTDModel, tasks: TaskBatch, layer: int,
+                    directions: dict[str, Float[Tensor, "d_model"]], readout: Float[Tensor, "d_model"]) -> list[dict]:
+    """Per head of ``layer``: the directional derivatives of ``readout . result_h`` (summed over
+    positions, averaged over tasks) along each of ``directions`` (keys ``SIGNATURE``) added to the
+    layer's input at every context column; ``normalised`` divides by the reward's magnitude."""
+    device = next(model.parameters()).device
+    prompt = tasks.prompt.to(device)
+    dtype = next(model.parameters()).dtype
+    dirs = torch.stack([directions[name] for name in SIGNATURE]).to(device, dtype)
+    eps = torch.zeros(len(SIGNATURE), dtype=dtype, device=device, requires_grad=True)
+    captured = {}
+
+    def perturb(resid: Tensor, hook) -> Tensor:
+        resid = resid.clone()
+        resid[:, :-1] = resid[:, :-1] + eps @ dirs
+        return resid
+
+    def keep(result: Tensor, hook) -> None:
+        captured["result"] = result
+
+    with torch.enable_grad():
+        model.run_with_hooks(prompt, fwd_hooks=[(f"blocks.{layer}.hook_resid_pre", perturb),
+                                                (f"blocks.{layer}.attn.hook_result", keep)])
+        moved = torch.einsum("bphd,d->h", captured["result"], readout.to(device, dtype)) / len(tasks)
+        rows = []
+        for head in range(moved.shape[0]):
+            (grad,) = torch.autograd.grad(moved[head], eps, retain_graph=True)
+            raw = grad.double().cpu().tolist()
+            scale = abs(raw[0]) if raw[0] != 0 else 1.0
+            normalised = [g / scale for g in raw]
+            rows.append({"layer": layer, "head": head, "raw": raw, "normalised": normalised,
+                         "matches_td": all((g > 0) == (s > 0) and g != 0 for g, s in zip(normalised, TD_SIGNS))})
+    return rows
+
+
+def probed_signatures(model: ICTDModel, tasks: TaskBatch, quantity: dict[str, LinearProbes],
+                      value: LinearProbes, layers: Optional[list[int]] = None) -> list[dict]:
+    """``head_signatures`` with directions from the TD-quantity probes at each layer's input (site
+    ``l``) and the read-out from the value probe at its output (site ``l + 1``)."""
+    rows = []
+    for layer in range(model.cfg.n_layers) if layers is None else layers:
+        directions = {name: quantity[name].unit_directions()[layer] for name in SIGNATURE}
+        rows += head_signatures(model, tasks, layer, directions, value.weights[layer + 1])
+    return rows

@@ -1,0 +1,206 @@
+"""``analyze`` for a standard-architecture model: find the TD circuit without being told where it is.
+
+Nothing in a standard model is pinned, so the weight probes against θ* do not apply; everything here
+is in function space and goes through the protocol both model classes share (docs/theory.md §10):
+value probes per site (error vs depth), TD-quantity probes, per-head kernels and signatures, the
+TD-family identification of the probed per-layer values, and the same error-vs-context,
+best-in-family and (tied models) depth-extrapolation answers as the stylised report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Optional
+
+import torch
+
+from analyses import circuit_figures, figures
+from analyses.algorithm_id import best_in_family, depth_extrapolation, identify_from_values
+from analyses.convergence import errors_by_context
+from analyses.heads import head_kernels, probed_signatures
+from analyses.report_md import layer_sentence
+from analyses.value_probes import (probe_errors_by_depth, probed_values, quantity_probes, quantity_r2,
+                                   residual_stack, value_probes)
+from ictd_interp import HookedICTDTransformer
+from ictd_interp.architectures import ICTDModel
+from ictd_interp.evaluation import EvalSet, evaluate, msve
+from ictd_interp.tasks import sample_tasks
+from ictd_interp.train_config import TrainConfig
+
+TD_LIKE_CORRELATION = 0.5  # a head whose pattern correlates at least this much with the TD kernel
+PRESENT_R2 = 0.5  # a quantity is "linearly present" at a site when its held-out R² reaches this
+CONTEXT_LENGTHS = (4, 8, 16, 32, 64, 128)
+
+
+def compute_standard(model: ICTDModel, config: TrainConfig, run_dir: Optional[Path], curves) -> dict[str, Any]:
+    eval_set = EvalSet.build(replace(config, device="cpu"))
+    model = model.to("cpu")
+    tasks, star = eval_set.tasks, HookedICTDTransformer.from_theta_star(config.theta_star_config)
+    fit = sample_tasks(256, config.n_states, config.d_features, config.context_len, config.gamma,
+                       feature_kind=config.feature_kind, feature_scale=config.feature_scale, seed=config.eval_seed + 2)
+    probes = {"output": value_probes(model, fit, "output"), "v_pi": value_probes(model, fit, "v_pi")}
+    quantity, star_quantity = quantity_probes(model, fit), quantity_probes(star, fit)
+    few = tasks[:64]
+    star_rows = residual_stack(star, tasks.prompt)[..., star.layout.current]
+    kernels = head_kernels(model, tasks[:128])
+    lengths = [n for n in CONTEXT_LENGTHS if not model.cfg.pos_embed or n < model.cfg.n_ctx]
+    long_tasks = sample_tasks(64, config.n_states, config.d_features, max(lengths), config.gamma,
+                              feature_kind=config.feature_kind, feature_scale=config.feature_scale,
+                              seed=config.eval_seed + 1)
+    return {
+        "config": config.to_dict(), "model_config": model.cfg.to_dict(), "architecture": "standard",
+        "n_eval_tasks": len(tasks), "metrics": evaluate(model, eval_set),
+        "convergence": {
+            "depth": {"model": probe_errors_by_depth(model, probes["output"], tasks),
+                      "model_v_pi_probe": probe_errors_by_depth(model, probes["v_pi"], tasks),
+                      "theta_star": (star_rows - tasks.v_true).pow(2).mean((1, 2)).tolist()},
+            "context_lengths": lengths,
+            "context": {name: errors_by_context(m, long_tasks, lengths).mean(-1).tolist()
+                        for name, m in (("trained model", model), ("theta* (same depth)", star))},
+        },
+        "circuit": {
+            "quantity_r2": quantity_r2(model, quantity, tasks),
+            "theta_star_quantity_r2": quantity_r2(star, star_quantity, tasks),
+            "heads": kernels,
+            "signatures": probed_signatures(model, few, quantity, probes["output"]),
+        },
+        "algorithm": {
+            "layers": identify_from_values(probed_values(model, probes["output"], few), few),
+            "extrapolation": depth_extrapolation(model, star, tasks[:128]) if model.cfg.tied else None,
+            "best_in_family": {**best_in_family(star, tasks[:128]), "model_msve": msve(model, tasks[:128]),
+                               "theta_star_msve": msve(star, tasks[:128])},
+        },
+        "curves": curves,
+        "example": _example(model, star, tasks, kernels),
+    }
+
+
+@torch.no_grad()
+def _example(model: ICTDModel, star: HookedICTDTransformer, tasks, kernels: list[dict]) -> dict[str, Any]:
+    best = max(kernels, key=lambda r: r["td_kernel_correlation"])
+    _, mine = model.run_with_cache(tasks.prompt[:1], names_filter=lambda n: n.endswith("hook_pattern"))
+    _, ref = star.run_with_cache(tasks.prompt[:1], names_filter=lambda n: n.endswith("hook_pattern"))
+    return {"best_head": [best["layer"], best["head"]],
+            "pattern_model": mine["pattern", best["layer"]][0, best["head"]].tolist(),
+            "pattern_theta_star": ref["pattern", 0][0, 0].tolist(),
+            "predicted": {"model": model(tasks.prompt)[:, -1].tolist(), "theta_star": star(tasks.prompt)[:, -1].tolist()},
+            "true": tasks.v_true[:, -1].tolist()}
+
+
+def draw_standard(summary: dict[str, Any]) -> dict[str, Any]:
+    ex, conv, circuit = summary["example"], summary["convergence"], summary["circuit"]
+    layer, head = ex["best_head"]
+    out = {
+        "error_vs_depth": circuit_figures.probe_error_vs_depth({
+            "model, probe of its own output": conv["depth"]["model"],
+            "model, probe of $v_\\pi$": conv["depth"]["model_v_pi_probe"],
+            "theta*, stored value row": conv["depth"]["theta_star"]}),
+        "td_quantities": circuit_figures.probe_map(circuit["quantity_r2"], "Where do TD's quantities live? (model)"),
+        "td_quantities_theta_star": circuit_figures.probe_map(circuit["theta_star_quantity_r2"],
+                                                              "The same probes on $\\theta^*$"),
+        "head_td_kernel": circuit_figures.head_map(circuit["heads"], "td_kernel_correlation",
+                                                   "Which heads attend like the softmax-TD kernel?",
+                                                   "correlation with $\\theta^*$'s pattern"),
+        "head_signature": circuit_figures.head_signature_bars(circuit["signatures"]),
+        "attention": figures.attention_comparison({f"model, layer {layer} head {head} (most TD-like)": ex["pattern_model"],
+                                                   "$\\theta^*$, layer 0": ex["pattern_theta_star"]}),
+        "error_vs_context": figures.error_vs_context(conv["context_lengths"], conv["context"]),
+        "predicted_vs_true": figures.predicted_vs_true(ex["predicted"], ex["true"]),
+    }
+    ext = summary["algorithm"]["extrapolation"]
+    if ext:
+        out["depth_extrapolation"] = figures.depth_extrapolation(ext["depths"], ext["model"], ext["theta_star"],
+                                                                 ext["trained_depth"], ext["verdict"])
+    if summary["curves"]:
+        c = summary["curves"]
+        out["diagonality_over_training"] = figures.diagonality_curve(c["step"], c["kernel_diagonality_mean"],
+                                                                     summary["config"]["gamma"])
+    return out
+
+
+def td_heads(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """Heads whose pattern correlates with the TD kernel at least ``TD_LIKE_CORRELATION``, with their
+    signature and whether it is TD's (+, +, −)."""
+    signatures = {(r["layer"], r["head"]): r for r in summary["circuit"]["signatures"]}
+    return [{**h, "signature": signatures[(h["layer"], h["head"])]["normalised"],
+             "matches_td": signatures[(h["layer"], h["head"])]["matches_td"]}
+            for h in summary["circuit"]["heads"] if h["td_kernel_correlation"] >= TD_LIKE_CORRELATION]
+
+
+def verdict(summary: dict[str, Any]) -> str:
+    """One sentence: does this model implement in-context TD, where, how close to θ*'s algorithm?"""
+    heads = td_heads(summary)
+    signed = [h for h in heads if h["matches_td"]]
+    in_family = [r for r in summary["algorithm"]["layers"] if r["in_family"]]
+    where = ", ".join(f"layer {h['layer']} head {h['head']}" for h in signed)
+    if signed and in_family:
+        return (f"Yes, in part: {where} attend{'s' if len(signed) == 1 else ''} like the softmax-TD kernel and "
+                f"move{'s' if len(signed) == 1 else ''} the value with TD's (+, +, −) signs, and "
+                f"{len(in_family)} of {len(summary['algorithm']['layers'])} layers' probed updates are "
+                "explained by the TD family.")
+    if heads:
+        return ("Partly: some heads attend like the softmax-TD kernel, but " +
+                ("none moves the value with TD's (+, +, −) signs" if not signed else
+                 "no layer's probed update is explained by the TD family") + ".")
+    return ("No TD circuit found: no head's pattern correlates with the softmax-TD kernel at "
+            f"≥ {TD_LIKE_CORRELATION}; the model predicts values some other way.")
+
+
+def standard_sentences(summary: dict[str, Any]) -> list[str]:
+    """The answers of ``summary.md`` for a standard model, in words."""
+    conv, circuit, alg = summary["convergence"], summary["circuit"], summary["algorithm"]
+    best, gamma = alg["best_in_family"], summary["config"]["gamma"]
+    depth = summary["model_config"]["n_layers"]
+    lines = [f"- **Verdict.** {verdict(summary)}",
+             f"- **Error.** MSVE {best['model_msve']:.3f} at its {depth} layers, against {best['theta_star_msve']:.3f} "
+             f"for θ* and {best['msve']:.3f} for the best softmax TD of the same depth (α = {best['alpha']:.2f}, "
+             f"β = {best['beta']:.2f})" + (": it beats every member of that family." if best["model_msve"] < 0.95 * best["msve"]
+                                          else "."),
+             "- **Where the value lives.** The probed value's MSVE per site (embedding, then after each block): "
+             + ", ".join(f"{e:.3f}" for e in conv["depth"]["model"]) + " (θ*'s stored row: "
+             + ", ".join(f"{e:.3f}" for e in conv["depth"]["theta_star"]) + ")."]
+    for name, r2 in circuit["quantity_r2"].items():
+        present = [i for i, v in enumerate(r2) if v >= PRESENT_R2]
+        lines.append(f"- `{name}`: held-out R² per site " + ", ".join(f"{v:.2f}" for v in r2) +
+                     (f"; linearly present from site {present[0]} on." if present else "; never linearly present."))
+    for h in td_heads(summary):
+        lines.append(f"- Layer {h['layer']} head {h['head']}: correlation {h['td_kernel_correlation']:.2f} with the TD "
+                     f"kernel, diagonality {h['diagonality']:.2f}, signature (reward, next, current) = "
+                     + ", ".join(f"{v:+.2f}" for v in h["signature"])
+                     + (" — TD's signs." if h["matches_td"] else " — not TD's signs."))
+    lines += ["- " + layer_sentence(row, gamma).replace("Layer", "Probed layer", 1) for row in alg["layers"]]
+    ext = alg["extrapolation"]
+    if ext:
+        lines.append(f"- **Iterated beyond its trained depth** the tied block {ext['verdict']} (MSVE {ext['model'][-1]:.3g} "
+                     f"at depth {ext['depths'][-1]}; θ* {ext['theta_star'][-1]:.3g}).")
+    return lines
+
+
+def write_standard_markdown(summary: dict[str, Any], out_dir: Path) -> Path:
+    cfg, m = summary["model_config"], summary["metrics"]
+    lines = [
+        f"# ICTD analysis of `{summary['source']}` (standard architecture)",
+        "",
+        f"Model: pre-LN transformer, {cfg['n_layers']} layers, d_model={cfg['d_model']}, {cfg['n_heads']} heads, "
+        f"MLP width {cfg['d_mlp']}, LayerNorm {'on' if cfg['layer_norm'] else 'off'}, "
+        f"{'tied' if cfg['tied'] else 'per-layer'} weights. Evaluated on {summary['n_eval_tasks']} held-out Boyan "
+        f"tasks (n={summary['config']['context_len']}, s={summary['config']['n_states']}); probes fitted on 256 "
+        "other tasks.",
+        "",
+        "## Does it implement in-context TD, where, and how close to θ*?",
+        "",
+        *standard_sentences(summary),
+        "",
+        f"Eval MSVE {m['eval_msve']:.4f} (θ* at the same depth {m['theta_star_msve']:.4f}); mean kernel diagonality "
+        f"{m['kernel_diagonality_mean']:.3f}. Probes read linear structure only: a quantity a model keeps "
+        "non-linearly shows as absent.",
+        "",
+        "## Figures",
+        "",
+    ]
+    for name in sorted(p.stem for p in (out_dir / "figures").glob("*.png")):
+        lines += [f"### {name.replace('_', ' ')}", "", f"![{name}](figures/{name}.png)", ""]
+    path = out_dir / "summary.md"
+    path.write_text("\n".join(lines))
+    return path

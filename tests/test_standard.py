@@ -1,0 +1,222 @@
+"""The standard architecture: hook names, its meeting point with the stylised model, and the
+analyses that locate the TD circuit (float64, stated tolerances)."""
+
+import math
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from analyses.algorithm_id import identify_from_values, identify_layers
+from analyses.heads import head_kernels, head_signatures
+from analyses.standard_report import verdict
+from analyses.value_probes import (probed_values, quantity_probes, quantity_r2, residual_stack,
+                                   value_probes)
+from hooks.ablation import ablate_target_path
+from hooks.types import get_act_name
+from ictd_interp.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from ictd_interp.metrics import kernel_diagonality
+from ictd_interp.objectives import LOSSES
+from ictd_interp.standard import HookedStandardTransformer
+from ictd_interp.standard_config import StandardConfig
+from ictd_interp.train import resume, train
+from ictd_interp.train_config import TrainConfig
+from tests.conftest import make_star, make_tasks
+
+TOL = 1e-10
+
+
+def standard(**overrides) -> HookedStandardTransformer:
+    return HookedStandardTransformer(StandardConfig(**{"d_features": 3, "d_model": 8, "n_layers": 2, "d_mlp": 8,
+                                                       "dtype": "float64", **overrides}))
+
+
+def hooked_transformer_names(n_layers: int, mlp: bool, ln: bool, pos: bool) -> set[str]:
+    """HookedTransformer's hook names for the parts present, spelled by TransformerLens's get_act_name."""
+    names = {get_act_name("embed")} | ({get_act_name("pos_embed")} if pos else set())
+    for l in range(n_layers):
+        names |= {get_act_name(n, l) for n in ("resid_pre", "attn_out", "resid_post")}
+        names |= {get_act_name(n, l, "attn") for n in ("q", "k", "v", "attn_scores", "pattern", "z", "result")}
+        if ln:
+            names |= {get_act_name(n, l, "ln1") for n in ("scale", "normalized")}
+        if mlp:
+            names |= {get_act_name("resid_mid", l), get_act_name("mlp_out", l), get_act_name("pre", l),
+                      get_act_name("post", l)}
+            names |= {get_act_name(n, l, "ln2") for n in ("scale", "normalized")} if ln else set()
+    return names | ({"ln_final.hook_scale", "ln_final.hook_normalized"} if ln else set())
+
+
+@pytest.mark.parametrize("mlp,ln,pos", [(True, True, True), (False, False, False), (True, False, False)])
+def test_hook_names_are_hooked_transformers(mlp, ln, pos):
+    model = standard(d_mlp=8 if mlp else 0, layer_norm=ln, pos_embed=pos)
+    assert set(model.hook_dict) == hooked_transformer_names(2, mlp, ln, pos)
+    assert "blocks.1.ln1.hook_normalized" in model.hook_dict or not ln
+
+
+def embedded_theta_star(n_layers: int = 3, d: int = 3) -> HookedStandardTransformer:
+    """θ*'s A and V as QK and OV circuits of a one-head standard model (1/sqrt(d_head) undone),
+    identity read-in, the current-value row as read-out, no MLP, no LayerNorm."""
+    star = make_star(n_layers=n_layers, d_features=d)
+    model = standard(d_features=d, d_model=d + 3, n_heads=1, n_layers=n_layers, d_mlp=0, layer_norm=False)
+    eye = torch.eye(d + 3, dtype=torch.float64)
+    weights = {k: torch.zeros_like(v) for k, v in model.state_dict().items()}
+    weights["embed.W_E"] = eye.clone()
+    weights["unembed.W_U"][star.layout.current, 0] = 1.0
+    for l, block in enumerate(star.blocks):
+        weights[f"blocks.{l}.attn.W_Q"][0] = block.attn.A[0].T * math.sqrt(d + 3)
+        weights[f"blocks.{l}.attn.W_K"][0] = eye
+        weights[f"blocks.{l}.attn.W_V"][0] = block.attn.V[0].T
+        weights[f"blocks.{l}.attn.W_O"][0] = eye
+    model.load_state_dict(weights)
+    return model
+
+
+def test_meets_the_stylised_model_with_its_shift_ablated():
+    """TD without bootstrapping, computed by both families: equal layer by layer in float64."""
+    star, model, tasks = make_star(n_layers=3), embedded_theta_star(), make_tasks()
+    with star.hooks(fwd_hooks=ablate_target_path(star)):
+        ablated, ref = star.run_with_cache(tasks.prompt)
+    values, cache = model.run_with_cache(tasks.prompt)
+    assert (values - ablated).abs().max() <= TOL
+    for l in range(3):
+        assert (cache["pattern", l] - ref["pattern", l]).abs().max() <= TOL
+        assert (cache["resid_post", l][..., star.layout.current] - ref["resid_mid", l][..., star.layout.current]).abs().max() <= TOL
+    assert (values - star(tasks.prompt)).abs().max() > 1e-2  # bootstrapping does change the answer
+
+
+def test_value_probes_recover_the_stored_row_on_theta_star():
+    star, fit, held_out = make_star(n_layers=3), make_tasks(n_tasks=32, seed=1), make_tasks(n_tasks=8, seed=2)
+    stored = value_probes(star, fit, "stored")
+    rows = residual_stack(star, held_out.prompt)[..., star.layout.current]
+    assert (probed_values(star, stored, held_out) - rows).abs().max() <= TOL
+    e_current = torch.zeros(star.cfg.d_model, dtype=torch.float64)
+    e_current[star.layout.current] = 1.0
+    for site in range(1, 4):
+        assert (stored.weights[site] - e_current).abs().max() <= 1e-8
+    output = value_probes(star, fit, "output")  # tuned-lens target: exact at the last site
+    assert (probed_values(star, output, held_out)[-1] - star(held_out.prompt)).abs().max() <= TOL
+    with pytest.raises(ValueError, match="stored"):
+        value_probes(standard(), fit, "stored")
+
+
+def test_probed_identification_equals_the_row_identification():
+    star, tasks = make_star(n_layers=3), make_tasks(n_tasks=16)
+    probed = identify_from_values(probed_values(star, value_probes(star, tasks, "stored"), tasks), tasks)
+    rows = identify_layers(star, tasks)
+    for a, b in zip(probed, rows):
+        assert a["step"] == pytest.approx(b["step"], abs=1e-6)
+        assert a["effective_discount"] == pytest.approx(b["effective_discount"] or 0, abs=1e-6) or b["b"] is None
+    assert rows[1]["effective_discount"] == pytest.approx(0.9, abs=1e-6)
+
+
+def test_reward_is_linearly_present_at_every_site_of_theta_star():
+    star = make_star(n_layers=2)
+    r2 = quantity_r2(star, quantity_probes(star, make_tasks(n_tasks=32, seed=1)), make_tasks(n_tasks=8, seed=2))
+    assert all(v == pytest.approx(1.0, abs=1e-10) for v in r2["reward"])
+    assert r2["v_current"][0] < 0.99  # site 0 holds no values: only what the features predict
+
+
+def test_head_kernels_theta_star_and_uniform_attention():
+    star, tasks = make_star(n_layers=2), make_tasks()
+    rows = head_kernels(star, tasks)
+    assert all(r["td_kernel_correlation"] == pytest.approx(1.0, abs=1e-12) for r in rows)
+    _, cache = star.run_with_cache(tasks.prompt)
+    diag = kernel_diagonality(cache["pattern", 0][:, 0], tasks.states, tasks.mrp.n_states).mean().item()
+    assert rows[0]["diagonality"] == pytest.approx(diag, abs=1e-12)
+    uniform = standard(n_heads=1)  # W_Q = 0: every target spreads its attention evenly over the sources
+    with torch.no_grad():
+        uniform.blocks[0].attn.W_Q.zero_()
+    row = head_kernels(uniform, tasks)[0]
+    assert row["td_kernel_correlation"] == 0.0
+    # by hand: under even attention a state's own mass is the share of the 12 sources in that state,
+    # averaged over the states the prompt visits
+    per_task = []
+    for states in tasks.states.tolist():
+        per_task.append(sum(states[:-1].count(s) / 12 for s in set(states)) / len(set(states)))
+    assert row["diagonality"] == pytest.approx(sum(per_task) / len(per_task), abs=1e-12)
+
+
+def test_signature_is_td_on_theta_star_in_both_families():
+    tasks, star, embedded = make_tasks(), make_star(n_layers=3), embedded_theta_star()
+    rows = {}
+    for name in ("reward", "v_next", "v_current"):
+        rows[name] = torch.zeros(6, dtype=torch.float64)
+    rows["reward"][star.layout.reward], rows["v_next"][star.layout.target] = 1.0, 1.0
+    rows["v_current"][star.layout.current] = 1.0
+    for model in (star, embedded):
+        for layer in (0, 2):
+            (sig,) = head_signatures(model, tasks, layer, rows, rows["v_current"])
+            assert sig["normalised"] == pytest.approx([1.0, 1.0, -1.0], abs=1e-12) and sig["matches_td"]
+            assert sig["raw"][0] == pytest.approx(13.0, abs=1e-9)  # 13 positions x pattern rows summing to 1
+
+
+def test_verdict_sentences():
+    layers_in = [{"in_family": True}, {"in_family": False}]
+    base = {"algorithm": {"layers": layers_in},
+            "circuit": {"heads": [{"layer": 0, "head": 1, "td_kernel_correlation": 0.8, "diagonality": 0.5}],
+                        "signatures": [{"layer": 0, "head": 1, "normalised": [1, 0.5, -0.7], "matches_td": True}]}}
+    assert verdict(base).startswith("Yes, in part: layer 0 head 1")
+    base["circuit"]["signatures"][0]["matches_td"] = False
+    assert "none moves the value" in verdict(base)
+    base["circuit"]["heads"][0]["td_kernel_correlation"] = 0.2
+    assert verdict(base).startswith("No TD circuit found")
+
+
+def test_settings_of_the_other_architecture_are_refused():
+    with pytest.raises(ValueError, match="attention: not a setting of the standard"):
+        TrainConfig(architecture="standard", attention="linear")
+    with pytest.raises(ValueError, match="d_model: not a setting of the stylised"):
+        TrainConfig(d_model=64)
+    with pytest.raises(ValueError, match="d_head"):
+        StandardConfig(d_features=3, d_model=10, n_heads=4)
+    with pytest.raises(ValueError, match="n_ctx"):
+        standard(pos_embed=True, n_ctx=8)(make_tasks().prompt)
+
+
+def tiny(**overrides) -> TrainConfig:
+    return TrainConfig(**{"architecture": "standard", "d_model": 8, "d_mlp": 8, "n_states": 5, "context_len": 6,
+                          "tasks_per_batch": 4, "windows_per_task": 2, "steps": 4, "n_eval_tasks": 8,
+                          "eval_every": 2, "checkpoint_every": 2, "init_scale": 0.1, "dtype": "float64", **overrides})
+
+
+def test_training_resumes_bit_exact_and_checkpoints_check_ties(tmp_path):
+    full = train(tiny(tied=True), tmp_path / "full", progress=False)
+    part = train(tiny(tied=True, steps=2), tmp_path / "part", progress=False)
+    config = (tmp_path / "part" / "train_config.json")
+    config.write_text(config.read_text().replace('"steps": 2', '"steps": 4'))
+    resumed = resume(tmp_path / "part", progress=False)
+    for (name, a), b in zip(full.model.state_dict().items(), resumed.model.state_dict().values()):
+        assert torch.equal(a, b), name
+    ckpt = save_checkpoint(full.model, tmp_path / "ckpt")
+    assert torch.equal(load_checkpoint(ckpt).model(make_tasks(d=4).prompt), full.model(make_tasks(d=4).prompt))
+    weights = load_file(str(ckpt / "model.safetensors"))
+    weights["blocks.1.attn.W_Q"] += 1.0  # a file whose layers disagree although its config says tied
+    save_file(weights, str(ckpt / "model.safetensors"))
+    with pytest.raises(CheckpointError, match="tied"):
+        load_checkpoint(ckpt)
+
+
+@pytest.mark.parametrize("objective", ["td", "mc", "supervised"])
+def test_each_objective_lowers_its_loss_on_a_fixed_batch(objective):
+    from ictd_interp.architectures import build_model
+    from ictd_interp.data import window_batch
+
+    cfg = tiny(objective=objective)
+    model = build_model(cfg.model).train()
+    batch = window_batch(8, 3, 5, 4, 6, 0.9, feature_kind="uniform", feature_scale=1.0,
+                         generator=torch.Generator().manual_seed(0), mc_horizon=5).to("cpu", torch.float64)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    first = LOSSES[objective](model, batch).item()
+    for _ in range(30):
+        opt.zero_grad()
+        LOSSES[objective](model, batch).backward()
+        opt.step()
+    assert LOSSES[objective](model, batch).item() < 0.8 * first
+
+
+def test_transformer_lens_decomposition_sums_to_the_residual():
+    model, tasks = standard(layer_norm=False), make_tasks()
+    _, cache = model.run_with_cache(tasks.prompt)
+    parts = cache.decompose_resid(return_labels=False)
+    assert (parts.sum(0) - cache["resid_post", -1]).abs().max() <= 1e-12
+    assert model.all_composition_scores("V").shape == (2, 2, 2, 2)
