@@ -2,9 +2,10 @@
 for any architecture.
 
 * **Kernel.** A head's pattern over the context sources ``[query_pos, key_pos < n]`` is compared
-  with the softmax-TD kernel ``K[j, i] = softmax_i <x(S_i), x(S_j)>`` (θ*'s own pattern): Pearson
-  correlation over every task, target and source, and the kernel diagonality (attention mass a target
-  puts on sources in its own state) as in the stylised model's metrics.
+  with the softmax-TD kernel ``K[j, i] = softmax_i <x(S_i), x(S_j)>`` (θ*'s own pattern) and with
+  the tabular kernel (even weight on the sources in the target's own state, the sharp limit a
+  model that recognises states can reach): Pearson correlation over every task, target and source,
+  and the kernel diagonality (attention mass a target puts on sources in its own state).
 * **Signature.** θ*'s head writes ``delta = R + gamma v(next) - v(current)`` into the value: the
   (+, +, -) signature. In general, perturb the head's input (``blocks.{l}.hook_resid_pre`` at every
   context column) along a direction that raises the reward, the next value or the current value by
@@ -37,6 +38,14 @@ def td_kernel(tasks: TaskBatch) -> Float[Tensor, "batch query_pos key_pos"]:
     return softmax_kernel(tasks.x.double()).transpose(1, 2)
 
 
+def tabular_kernel(tasks: TaskBatch) -> Float[Tensor, "batch query_pos key_pos"]:
+    """The same-state kernel (tabular TD's): even weight on the sources in the target's own state;
+    a target whose state no source visits spreads evenly over all sources (as ``hardmax_kernel``)."""
+    same = (tasks.states[:, :, None] == tasks.states[:, None, :-1]).double()  # [batch, target, source]
+    same = torch.where(same.sum(-1, keepdim=True) > 0, same, torch.ones_like(same))
+    return same / same.sum(-1, keepdim=True)
+
+
 def correlation(a: Tensor, b: Tensor) -> float:
     """Pearson correlation of two tensors' entries (0 when either is constant)."""
     a, b = a.flatten().double() - a.double().mean(), b.flatten().double() - b.double().mean()
@@ -46,16 +55,18 @@ def correlation(a: Tensor, b: Tensor) -> float:
 
 @torch.no_grad()
 def head_kernels(model: ICTDModel, tasks: TaskBatch) -> list[dict]:
-    """Per layer and head: correlation with the softmax-TD kernel and kernel diagonality."""
+    """Per layer and head: correlation with the softmax-TD kernel (θ*'s) and with the tabular
+    same-state kernel, and kernel diagonality."""
     device = next(model.parameters()).device
     _, cache = model.run_with_cache(tasks.prompt.to(device), names_filter=lambda n: n.endswith("hook_pattern"))
-    reference, n_states = td_kernel(tasks), tasks.mrp.n_states
+    reference, tabular, n_states = td_kernel(tasks), tabular_kernel(tasks), tasks.mrp.n_states
     rows = []
     for layer in range(model.cfg.n_layers):
         pattern = cache["pattern", layer].double().cpu()
         for head in range(pattern.shape[1]):
             rows.append({"layer": layer, "head": head,
                          "td_kernel_correlation": correlation(pattern[:, head, :, :-1], reference),
+                         "tabular_kernel_correlation": correlation(pattern[:, head, :, :-1], tabular),
                          "diagonality": kernel_diagonality(pattern[:, head], tasks.states, n_states).mean().item()})
     return rows
 

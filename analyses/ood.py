@@ -12,8 +12,9 @@ import torch
 from analyses import figures
 from analyses.convergence import errors_by_context, errors_by_depth, fit_geometric, theta_star_model
 from analyses.diagonality import model_margin
-from analyses.probes import prediction_gap
-from ictd_interp import HookedICTDTransformer, boyan_chains
+from analyses.probes import prediction_gap, theta_star_like
+from ictd_interp import boyan_chains
+from ictd_interp.architectures import ICTDModel, is_stylised
 from ictd_interp.mrp import MRP
 from ictd_interp.mrp_sources import from_gymnasium, loop_mrps, random_mrps
 from ictd_interp.tasks import TaskBatch, sample_tasks
@@ -54,10 +55,11 @@ def make_tasks(mrp: MRP, d: int, n_tasks: int, n: int, *, feature_kind: str, fea
     return TaskBatch(batched, X.expand(n_tasks, -1, -1), sample_trajectories(batched, n, generator=generator))
 
 
-def evaluate_ood(model: HookedICTDTransformer, tasks: TaskBatch, depth: int, lengths: list[int]) -> dict[str, Any]:
-    """Error versus depth and context length for the model and theta*, margin ``C``, and their gap."""
-    star_deep = theta_star_model(model.cfg, depth)
-    star = HookedICTDTransformer.from_theta_star(model.cfg)
+def evaluate_ood(model: ICTDModel, tasks: TaskBatch, depth: int, lengths: list[int]) -> dict[str, Any]:
+    """Error versus depth and context length for the model and theta*, margin ``C``, and their gap
+    (a standard model has no stored per-layer values: its depth curve is left out)."""
+    star = theta_star_like(model).to("cpu")
+    star_deep = theta_star_model(star.cfg, depth)
     star_depth = errors_by_depth(star_deep, tasks).mean(-1).tolist()
     try:
         margin = {"model": model_margin(model, tasks).mean().item(), "theta_star": model_margin(star, tasks).mean().item()}
@@ -66,7 +68,8 @@ def evaluate_ood(model: HookedICTDTransformer, tasks: TaskBatch, depth: int, len
     return {
         "n_states": tasks.mrp.n_states, "n_tasks": len(tasks), "context_len": tasks.states.shape[1] - 1,
         "margin": margin,
-        "depth": {"theta_star": star_depth, "model": errors_by_depth(model, tasks).mean(-1).tolist()},
+        "depth": {"theta_star": star_depth,
+                  **({"model": errors_by_depth(model, tasks).mean(-1).tolist()} if is_stylised(model) else {})},
         "theta_star_fit": fit_geometric(star_depth),
         "context_lengths": lengths,
         "context": {name: errors_by_context(m, tasks, lengths).mean(-1).tolist() for name, m in (("model", model), ("theta_star", star))},
@@ -80,7 +83,10 @@ def write_ood(result: dict[str, Any], out_dir: Union[str, Path]) -> None:
     (out_dir / "evaluation.json").write_text(json.dumps(result, indent=1))
     rate = {"theta*": result["theta_star_fit"]["rate"]}
     where = result.get("environment", "")
-    depth_fig = figures.error_vs_depth({"theta*": result["depth"]["theta_star"], "trained model": result["depth"]["model"]}, rate)
+    curves = {"theta*": result["depth"]["theta_star"]}
+    if "model" in result["depth"]:
+        curves["trained model"] = result["depth"]["model"]
+    depth_fig = figures.error_vs_depth(curves, rate)
     depth_fig.axes[0].set_title(f"Error versus depth ({where}, policy: {result.get('policy', 'n/a')})", fontsize=9)
     for name, fig in (("error_vs_depth", depth_fig),
                       ("error_vs_context", figures.error_vs_context(result["context_lengths"], result["context"], where))):

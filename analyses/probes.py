@@ -12,6 +12,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from ictd_interp import HookedICTDTransformer
+from ictd_interp.architectures import ICTDModel
 from ictd_interp.metrics import cosine, weight_cosines
 from ictd_interp.tasks import TaskBatch
 
@@ -19,10 +20,11 @@ __all__ = ["weight_cosines", "circuit_cosines", "prediction_gap", "sensitivity_c
            "theta_star_like"]
 
 
-def theta_star_like(model: HookedICTDTransformer) -> HookedICTDTransformer:
-    """theta* with the model's own architecture, on its device."""
+def theta_star_like(model: ICTDModel) -> HookedICTDTransformer:
+    """theta* for comparison with ``model`` (its own architecture, or the stylised TSM model of a
+    standard model's depth), on its device."""
     device = next(model.parameters()).device
-    return HookedICTDTransformer.from_theta_star(model.cfg).to(device)
+    return HookedICTDTransformer.from_theta_star(model.cfg.theta_star_config()).to(device)
 
 
 def circuit_cosines(model: HookedICTDTransformer) -> dict[str, list[list[float]]]:
@@ -36,8 +38,8 @@ def circuit_cosines(model: HookedICTDTransformer) -> dict[str, list[list[float]]
 
 
 @torch.no_grad()
-def prediction_gap(model: HookedICTDTransformer, tasks: TaskBatch) -> dict[str, float]:
-    """How far the model's query predictions are from theta*'s and from ``v_pi``."""
+def prediction_gap(model: ICTDModel, tasks: TaskBatch) -> dict[str, float]:
+    """How far the model's query predictions are from theta*'s (of the model's depth) and from ``v_pi``."""
     star, prompt = theta_star_like(model), tasks.prompt.to(next(model.parameters()).device)
     mine, ref = model(prompt)[:, -1].double().cpu(), star(prompt)[:, -1].double().cpu()
     truth = tasks.v_true[:, -1]

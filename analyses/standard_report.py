@@ -64,6 +64,7 @@ def compute_standard(model: ICTDModel, config: TrainConfig, run_dir: Optional[Pa
             "theta_star_quantity_r2": quantity_r2(star, star_quantity, tasks),
             "heads": kernels,
             "signatures": probed_signatures(model, few, quantity, probes["output"]),
+            "max_td_kernel_correlation": max(r["td_kernel_correlation"] for r in kernels),
         },
         "algorithm": {
             "layers": identify_from_values(probed_values(model, probes["output"], few), few),
@@ -165,8 +166,9 @@ def standard_sentences(summary: dict[str, Any]) -> list[str]:
         lines.append(f"- `{name}`: held-out R² per site " + ", ".join(f"{v:.2f}" for v in r2) +
                      (f"; linearly present from site {present[0]} on." if present else "; never linearly present."))
     for h in td_heads(summary):
-        lines.append(f"- Layer {h['layer']} head {h['head']}: correlation {h['td_kernel_correlation']:.2f} with the TD "
-                     f"kernel, diagonality {h['diagonality']:.2f}, signature (reward, next, current) = "
+        lines.append(f"- Layer {h['layer']} head {h['head']}: correlation {h['td_kernel_correlation']:.2f} with θ*'s "
+                     f"softmax-TD kernel and {h['tabular_kernel_correlation']:.2f} with the tabular same-state kernel, "
+                     f"diagonality {h['diagonality']:.2f}, signature (reward, next, current) = "
                      + ", ".join(f"{v:+.2f}" for v in h["signature"])
                      + (" — TD's signs." if h["matches_td"] else " — not TD's signs."))
     lines += ["- " + layer_sentence(row, gamma).replace("Layer", "Probed layer", 1) for row in alg["layers"]]

@@ -42,7 +42,7 @@ def collect(spec: StudySpec, out_dir: Path) -> None:
         conv = summary["convergence"]["depth"]
         depth += [{**ids, "depth": d, "model": conv["model"][d] if d < len(conv["model"]) else None,
                    "theta_star": e} for d, e in enumerate(conv["theta_star"])]
-        ext = summary["algorithm"]["extrapolation"]
+        ext = summary["algorithm"]["extrapolation"] or {"depths": [], "model": [], "theta_star": []}
         extrapolation += [{**ids, "depth": d, "model": m, "theta_star": t, "trained_depth": ext["trained_depth"]}
                           for d, m, t in zip(ext["depths"], ext["model"], ext["theta_star"])]
     for name, rows in (("results", results), ("curves", curves), ("depth", depth), ("extrapolation", extrapolation)):
@@ -107,6 +107,9 @@ def _curves(run_dir: Path, ids: dict[str, Any]) -> list[dict[str, Any]]:
     for entry in run_folder.read_metrics(run_dir):
         common = {k: entry.get(k) for k in ("step", "loss", "eval_msve", "theta_star_msve", "kernel_diagonality_mean",
                                             "wall_time")}
+        if "cos_A" not in entry:  # a standard-architecture run: no weights to compare with θ*
+            rows.append({**ids, **common, "layer": None})
+            continue
         for layer, (cos_a, cos_v) in enumerate(zip(entry["cos_A"], entry["cos_V"])):
             rows.append({**ids, **common, "layer": layer, "cos_A": cos_a, "cos_V": cos_v})
     return rows

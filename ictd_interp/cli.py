@@ -229,8 +229,10 @@ def _analyze(path: str, out: str) -> None:
 
     summary = analyze(path, out)
     m = summary["metrics"]
-    print(f"{out}/summary.md: cos(V, V*) per layer {[round(c, 3) for c in m['cos_V']]}, "
-          f"signs (+,+,-) {m['signature_match']}, MSVE {m['eval_msve']:.4f} (theta* {m['theta_star_msve']:.4f})")
+    weights = (f"cos(V, V*) per layer {[round(c, 3) for c in m['cos_V']]}, signs (+,+,-) {m['signature_match']}, "
+               if "cos_V" in m else "most TD-like head's kernel correlation "
+               f"{summary['circuit']['max_td_kernel_correlation']:.3f}, ")
+    print(f"{out}/summary.md: {weights}MSVE {m['eval_msve']:.4f} (theta* {m['theta_star_msve']:.4f})")
 
 
 def _reproduce(args: argparse.Namespace) -> int:

@@ -123,6 +123,10 @@ class ICTDConfig:
 
         return getattr(torch, self.dtype)
 
+    def theta_star_config(self) -> "ICTDConfig":
+        """The architecture θ* is built in to compare with this model: its own."""
+        return self
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ictd_interp.config import DTYPES, check_choice, from_dict_strict
+from ictd_interp.config import DTYPES, ICTDConfig, check_choice, from_dict_strict
 
 ACT_FNS = ("gelu", "relu")
 
@@ -102,6 +102,11 @@ class StandardConfig:
         import torch
 
         return getattr(torch, self.dtype)
+
+    def theta_star_config(self) -> ICTDConfig:
+        """θ*'s yardstick for this model: the TSM softmax stylised model of the same depth and tasks."""
+        return ICTDConfig(d_features=self.d_features, n_layers=self.n_layers, gamma=self.gamma, tied=self.tied,
+                          dtype=self.dtype)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -156,10 +156,7 @@ class TrainConfig:
     def theta_star_config(self) -> ICTDConfig:
         """θ*'s architecture for these tasks: the stylised model's own, or the TSM softmax model of the
         same depth (the yardstick of a standard-architecture run)."""
-        if self.architecture == "stylised":
-            return self.model
-        return ICTDConfig(d_features=self.d_features, n_layers=self.n_layers, gamma=self.gamma,
-                          tied=self.tied, dtype=self.dtype)
+        return self.model.theta_star_config()
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -181,7 +181,7 @@ def tiny(**overrides) -> TrainConfig:
 
 def test_training_resumes_bit_exact_and_checkpoints_check_ties(tmp_path):
     full = train(tiny(tied=True), tmp_path / "full", progress=False)
-    part = train(tiny(tied=True, steps=2), tmp_path / "part", progress=False)
+    train(tiny(tied=True, steps=2), tmp_path / "part", progress=False)
     config = (tmp_path / "part" / "train_config.json")
     config.write_text(config.read_text().replace('"steps": 2', '"steps": 4'))
     resumed = resume(tmp_path / "part", progress=False)
@@ -220,3 +220,14 @@ def test_transformer_lens_decomposition_sums_to_the_residual():
     parts = cache.decompose_resid(return_labels=False)
     assert (parts.sum(0) - cache["resid_post", -1]).abs().max() <= 1e-12
     assert model.all_composition_scores("V").shape == (2, 2, 2, 2)
+
+
+def test_tabular_kernel_correlation_is_one_for_a_same_state_head():
+    tasks = make_tasks()
+    from analyses.heads import correlation, tabular_kernel
+
+    K = tabular_kernel(tasks)
+    assert torch.allclose(K.sum(-1), torch.ones(4, 13, dtype=torch.float64), atol=1e-12)
+    s = tasks.states
+    assert K[0, 3, 0] == ((s[0, :-1] == s[0, 3]).sum() > 0) * (s[0, 0] == s[0, 3]) / max(int((s[0, :-1] == s[0, 3]).sum()), 1)
+    assert correlation(K, K) == pytest.approx(1.0, abs=1e-12)
