@@ -4,55 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Optional, Union
-
-import numpy as np
-import torch
+from typing import Any, Union
 
 from analyses import figures
 from analyses.convergence import errors_by_context, errors_by_depth, fit_geometric, theta_star_model
 from analyses.diagonality import model_margin
 from analyses.probes import prediction_gap, theta_star_like
-from ictd_interp import boyan_chains
 from ictd_interp.architectures import ICTDModel, is_stylised
-from ictd_interp.mrp import MRP
-from ictd_interp.mrp_sources import from_gymnasium, loop_mrps, random_mrps
-from ictd_interp.tasks import TaskBatch, sample_tasks
-from ictd_interp.trajectory import sample_trajectories
-
-FAMILIES = ("boyan", "loop", "random", "random-sparse")
-
-
-def make_mrp(env: str, n_tasks: int, n_states: int, gamma: float, generator: torch.Generator,
-             terminal: str = "restart") -> MRP:
-    """``boyan|loop|random|random-sparse`` (fresh MRP per task) or ``gym:ENV_ID`` (one MRP)."""
-    if env.startswith("gym:"):
-        return from_gymnasium(env[4:], gamma=gamma, terminal=terminal)
-    makers = {"boyan": lambda: boyan_chains(n_tasks, n_states, gamma, generator),
-              "loop": lambda: loop_mrps(n_tasks, n_states, gamma, generator=generator),
-              "random": lambda: random_mrps(n_tasks, n_states, gamma, generator=generator),
-              "random-sparse": lambda: random_mrps(n_tasks, n_states, gamma, density=0.2, generator=generator)}
-    if env not in makers:
-        raise ValueError(f"env: must be one of {FAMILIES} or gym:ENV_ID (e.g. gym:FrozenLake-v1), got {env!r}")
-    return makers[env]()
-
-
-def make_tasks(mrp: MRP, d: int, n_tasks: int, n: int, *, feature_kind: str, feature_scale: float,
-               generator: torch.Generator, features: Optional[np.ndarray] = None) -> TaskBatch:
-    """Tasks on ``mrp`` with random, one-hot or user-supplied features (``[n_states, d]``)."""
-    s = mrp.n_states
-    if features is None and feature_kind == "onehot" and s > d:
-        raise ValueError(f"features: {s} states but d = {d}, so one-hot features are impossible; "
-                         "use --feature-kind uniform or pass --features FILE.npy with a [n_states, d] matrix")
-    if features is None:
-        return sample_tasks(n_tasks, s, d, n, mrp.gamma, feature_kind=feature_kind, feature_scale=feature_scale,
-                            generator=generator, mrp=mrp)
-    X = torch.as_tensor(np.asarray(features), dtype=torch.float64)
-    if tuple(X.shape) != (s, d):
-        raise ValueError(f"features: expected shape {(s, d)} (states x model's d), got {tuple(X.shape)}")
-    batched = mrp if len(mrp.batch_shape) else MRP(mrp.P.expand(n_tasks, -1, -1), mrp.r.expand(n_tasks, -1),
-                                                   mrp.mu0.expand(n_tasks, -1), mrp.gamma)
-    return TaskBatch(batched, X.expand(n_tasks, -1, -1), sample_trajectories(batched, n, generator=generator))
+from ictd_interp.tasks import TaskBatch
 
 
 def evaluate_ood(model: ICTDModel, tasks: TaskBatch, depth: int, lengths: list[int]) -> dict[str, Any]:

@@ -28,7 +28,6 @@ from ictd_interp.architectures import ICTDModel, is_stylised
 from ictd_interp.checkpoint import CONFIG, CheckpointError, load_checkpoint
 from ictd_interp.evaluation import EvalSet, evaluate, msve
 from ictd_interp.registry import resolve as resolve_name
-from ictd_interp.tasks import sample_tasks
 from ictd_interp.run_folder import METRICS, is_run, latest_checkpoint, load_run_config, read_metrics
 from ictd_interp.train_config import TrainConfig
 
@@ -65,9 +64,7 @@ def compute(model: HookedICTDTransformer, config: TrainConfig, run_dir: Optional
     model = model.to("cpu")
     tasks, star = eval_set.tasks, HookedICTDTransformer.from_theta_star(model.cfg)
     depth = max(2 * model.cfg.n_layers, 16)
-    long_tasks = sample_tasks(64, config.n_states, config.d_features, max(CONTEXT_LENGTHS), config.gamma,
-                              feature_kind=config.feature_kind, feature_scale=config.feature_scale,
-                              seed=config.eval_seed + 1)
+    long_tasks = config.tasks.sample(64, seed=config.eval_seed + 1, length=max(CONTEXT_LENGTHS))
     star_depth = errors_by_depth(theta_star_model(model.cfg, depth), tasks).mean(-1).tolist()
     C = model_margin(star, tasks)
     return {

@@ -25,7 +25,6 @@ from analyses.value_probes import (probe_errors_by_depth, probed_values, quantit
 from ictd_interp import HookedICTDTransformer
 from ictd_interp.architectures import ICTDModel
 from ictd_interp.evaluation import EvalSet, evaluate, msve
-from ictd_interp.tasks import sample_tasks
 from ictd_interp.train_config import TrainConfig
 
 TD_LIKE_CORRELATION = 0.5  # a head whose pattern correlates at least this much with the TD kernel
@@ -37,17 +36,14 @@ def compute_standard(model: ICTDModel, config: TrainConfig, run_dir: Optional[Pa
     eval_set = EvalSet.build(replace(config, device="cpu"))
     model = model.to("cpu")
     tasks, star = eval_set.tasks, HookedICTDTransformer.from_theta_star(config.theta_star_config)
-    fit = sample_tasks(256, config.n_states, config.d_features, config.context_len, config.gamma,
-                       feature_kind=config.feature_kind, feature_scale=config.feature_scale, seed=config.eval_seed + 2)
+    fit = config.tasks.sample(256, seed=config.eval_seed + 2)
     probes = {"output": value_probes(model, fit, "output"), "v_pi": value_probes(model, fit, "v_pi")}
     quantity, star_quantity = quantity_probes(model, fit), quantity_probes(star, fit)
     few = tasks[:64]
     star_rows = residual_stack(star, tasks.prompt)[..., star.layout.current]
     kernels = head_kernels(model, tasks[:128])
     lengths = [n for n in CONTEXT_LENGTHS if not model.cfg.pos_embed or n < model.cfg.n_ctx]
-    long_tasks = sample_tasks(64, config.n_states, config.d_features, max(lengths), config.gamma,
-                              feature_kind=config.feature_kind, feature_scale=config.feature_scale,
-                              seed=config.eval_seed + 1)
+    long_tasks = config.tasks.sample(64, seed=config.eval_seed + 1, length=max(lengths))
     return {
         "config": config.to_dict(), "model_config": model.cfg.to_dict(), "architecture": "standard",
         "n_eval_tasks": len(tasks), "metrics": evaluate(model, eval_set),

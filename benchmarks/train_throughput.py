@@ -25,6 +25,8 @@ import time
 
 import torch
 
+from ictd_interp.task_distribution import TaskDistribution
+
 from ictd_interp import HookedICTDTransformer, ICTDConfig
 from ictd_interp.data import window_batch
 from ictd_interp.objectives import td_loss
@@ -88,7 +90,7 @@ def main() -> None:
     dev = args.device
     gen = torch.Generator().manual_seed(0)
     config = TrainConfig(tied=True, device=dev)
-    make = lambda: window_batch(64, 17, 10, 4, 30, 0.9, feature_kind="uniform", feature_scale=1.0,  # noqa: E731
+    make = lambda: window_batch(TaskDistribution(n_states=10, d_features=4, context_len=30, gamma=0.9, feature_kind="uniform", feature_scale=1.0), 64, 17,  # noqa: E731
                                 generator=gen).to(dev, torch.float32)
     batch = make()
     prompts = batch.prompts.shape[0]

@@ -13,7 +13,8 @@ from dataclasses import dataclass, fields
 from typing import Optional
 
 from ictd_interp.cli_args import add_config_args, config_from_args
-from ictd_interp.config import ICTDConfig, check_choice
+from ictd_interp.config import ICTDConfig
+from ictd_interp.task_distribution import TaskDistribution
 from ictd_interp.train_config import PRESETS, TrainConfig
 
 
@@ -46,12 +47,15 @@ class ConstructConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        check_choice("feature_kind", self.feature_kind, ("onehot", "uniform"))
-        if self.feature_kind == "onehot" and self.d_features < self.n_states:
-            raise ValueError(f"d_features: one-hot features need d_features >= n_states ({self.d_features} < {self.n_states})")
-        for name in ("n_states", "d_features", "context_len", "max_depth", "n_tasks"):
+        _ = self.tasks  # validates the task settings
+        for name in ("max_depth", "n_tasks"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}: must be positive, got {getattr(self, name)}")
+
+    @property
+    def tasks(self) -> TaskDistribution:
+        return TaskDistribution(n_states=self.n_states, d_features=self.d_features, context_len=self.context_len,
+                                gamma=self.gamma, feature_kind=self.feature_kind, feature_scale=self.feature_scale)
 
     @property
     def model(self) -> ICTDConfig:
@@ -92,19 +96,15 @@ class EvaluateConfig:
 
 def evaluate(path: str, cfg: EvaluateConfig, out: str) -> dict:
     """Write evaluation.json and figures for ``path`` on ``cfg.env``."""
-    import numpy as np
-
-    from analyses.ood import evaluate_ood, make_mrp, make_tasks, write_ood
+    from analyses.ood import evaluate_ood, write_ood
     from analyses.report import resolve
 
     model = resolve(path)[0].to("cpu")
-    import torch
-
-    gen = torch.Generator().manual_seed(cfg.seed)
-    mrp = make_mrp(cfg.env, cfg.n_tasks, cfg.n_states, cfg.gamma, gen, cfg.terminal)
-    features = np.load(cfg.features) if cfg.features else None
-    tasks = make_tasks(mrp, model.cfg.d_features, cfg.n_tasks, cfg.context_len, feature_kind=cfg.feature_kind,
-                       feature_scale=cfg.feature_scale, generator=gen, features=features)
+    dist = TaskDistribution(family=cfg.env, n_states=cfg.n_states, d_features=model.cfg.d_features,
+                            context_len=cfg.context_len, gamma=cfg.gamma, feature_kind=cfg.feature_kind,
+                            feature_scale=cfg.feature_scale, terminal=cfg.terminal)
+    features = _load_features(cfg.features) if cfg.features else None
+    tasks = dist.sample(cfg.n_tasks, seed=cfg.seed, features=features)
     lengths = [n for n in (4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096) if n <= cfg.context_len]
     policy = "uniform random over actions" if cfg.env.startswith("gym:") else "none (an MRP family: no actions)"
     result = {"source": path, "environment": cfg.env, "policy": policy, "settings": cfg.__dict__,
@@ -113,15 +113,22 @@ def evaluate(path: str, cfg: EvaluateConfig, out: str) -> dict:
     return result
 
 
+def _load_features(path: str):
+    import numpy as np
+
+    try:
+        return np.load(path)
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{path}: cannot read a feature matrix (.npy) ({err})") from None
+
+
 def construct(cfg: ConstructConfig) -> str:
     """The table of ``||v_L - v_pi||_inf`` versus depth for theta*, with the margin ``C``."""
     from analyses.convergence import errors_by_depth, fit_geometric
     from analyses.diagonality import model_margin
     from ictd_interp import HookedICTDTransformer
-    from ictd_interp.tasks import sample_tasks
 
-    tasks = sample_tasks(cfg.n_tasks, cfg.n_states, cfg.d_features, cfg.context_len, cfg.gamma,
-                         feature_kind=cfg.feature_kind, feature_scale=cfg.feature_scale, seed=cfg.seed)
+    tasks = cfg.tasks.sample(cfg.n_tasks, seed=cfg.seed)
     model = HookedICTDTransformer.from_theta_star(cfg.model)
     errors = errors_by_depth(model, tasks).mean(-1)
     C = model_margin(model, tasks)

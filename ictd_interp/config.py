@@ -12,7 +12,7 @@ ATTENTIONS = ("softmax", "linear")
 MASKS = ("paper", "full")
 DTYPES = ("float32", "float64")
 FEATURE_KINDS = ("uniform", "onehot")
-OBJECTIVES = ("td", "neu", "mc", "supervised")
+OBJECTIVE_NAMES = ("td", "neu", "mc", "supervised")  # ictd_interp.objectives.OBJECTIVES, by name
 ARCHITECTURES = ("stylised", "standard")  # the paper's model; a pre-LN transformer (docs/theory.md §10)
 
 

@@ -13,7 +13,8 @@ from jaxtyping import Float
 from torch import Tensor
 
 from ictd_interp.prompt import build_prompt
-from ictd_interp.tasks import TaskBatch, sample_tasks
+from ictd_interp.task_distribution import TaskDistribution
+from ictd_interp.tasks import TaskBatch
 
 
 @dataclass
@@ -54,13 +55,12 @@ def discounted_returns(rewards: Float[Tensor, "task time"], gamma: float, horizo
     return rewards.unfold(1, horizon, 1) @ discounts
 
 
-def window_batch(
-    n_tasks: int, n_windows: int, n_states: int, d: int, n: int, gamma: float, *,
-    feature_kind: str, feature_scale: float, generator: torch.Generator, mc_horizon: int = 0,
-) -> WindowBatch:
-    """Draw a training batch; ``mc_horizon > 0`` extends the trajectories for Monte-Carlo returns."""
-    tasks = sample_tasks(n_tasks, n_states, d, n + n_windows - 1 + mc_horizon, gamma,
-                         feature_kind=feature_kind, feature_scale=feature_scale, generator=generator)
+def window_batch(dist: TaskDistribution, n_tasks: int, n_windows: int, *, generator: torch.Generator,
+                 mc_horizon: int = 0) -> WindowBatch:
+    """Draw a training batch from ``dist`` (windows of ``dist.context_len`` transitions); ``mc_horizon > 0``
+    extends the trajectories for Monte-Carlo returns."""
+    n, gamma = dist.context_len, dist.gamma
+    tasks = dist.sample(n_tasks, generator=generator, length=n + n_windows - 1 + mc_horizon)
     query_states = tasks.states[:, n : n + n_windows]
     reward_of = lambda s: torch.gather(tasks.mrp.r, 1, s)  # noqa: E731
     returns = (discounted_returns(reward_of(tasks.states[:, n:-1]), gamma, mc_horizon)[:, :n_windows]

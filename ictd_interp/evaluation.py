@@ -10,7 +10,7 @@ import torch
 from ictd_interp.metrics import diagonality_by_layer, value_signature, weight_cosines
 from ictd_interp.architectures import ICTDModel, is_stylised
 from ictd_interp.model import HookedICTDTransformer
-from ictd_interp.tasks import TaskBatch, sample_tasks
+from ictd_interp.tasks import TaskBatch
 
 
 @dataclass
@@ -22,9 +22,7 @@ class EvalSet:
 
     @classmethod
     def build(cls, config) -> "EvalSet":
-        tasks = sample_tasks(config.n_eval_tasks, config.n_states, config.d_features, config.context_len,
-                             config.gamma, feature_kind=config.feature_kind,
-                             feature_scale=config.feature_scale, seed=config.eval_seed)
+        tasks = config.tasks.sample(config.n_eval_tasks, seed=config.eval_seed)
         star = HookedICTDTransformer.from_theta_star(config.theta_star_config).to(config.device)
         return cls(tasks, msve(star, tasks))
 

@@ -1,4 +1,5 @@
-"""Pretraining objectives of docs/theory.md §6. Each maps (model, batch) to a scalar loss.
+"""Pretraining objectives of docs/theory.md §6: small objects naming a loss ``(model, batch) -> scalar``
+and the data it needs.
 
 Windows come task-major: the query prediction of window ``t`` of task ``b`` is ``v[b, t]``, and
 window ``t + 1`` of the same trajectory provides the bootstrap ``v[b, t + 1]``.
@@ -6,13 +7,14 @@ window ``t + 1`` of the same trajectory provides the bootstrap ``v[b, t + 1]``.
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
 
 import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from ictd_interp.config import OBJECTIVES
+from ictd_interp.config import OBJECTIVE_NAMES
 from ictd_interp.data import WindowBatch
 from ictd_interp.architectures import ICTDModel
 
@@ -55,10 +57,26 @@ def supervised_loss(model: ICTDModel, batch: WindowBatch, depth: Optional[int] =
     return (batch.query_value - query_values(model, batch, depth)).pow(2).mean()
 
 
-LOSSES: dict[str, Callable[..., Tensor]] = {
-    "td": td_loss, "neu": neu_loss, "mc": mc_loss, "supervised": supervised_loss,
-}
-assert tuple(LOSSES) == OBJECTIVES, "config.OBJECTIVES names every loss, in order"
+@dataclass(frozen=True)
+class Objective:
+    """A pretraining objective: its loss and whether its batches need Monte-Carlo returns (the
+    trajectories are then extended by ``mc_horizon`` transitions)."""
+
+    name: str
+    loss: Callable[..., Tensor]
+    needs_returns: bool = False
+
+    def __call__(self, model: ICTDModel, batch: WindowBatch, depth: Optional[int] = None) -> Tensor:
+        return self.loss(model, batch, depth=depth)
+
+    def mc_horizon(self, config: Any) -> int:
+        return config.mc_horizon if self.needs_returns else 0
+
+
+OBJECTIVES: dict[str, Objective] = {o.name: o for o in (
+    Objective("td", td_loss), Objective("neu", neu_loss), Objective("mc", mc_loss, needs_returns=True),
+    Objective("supervised", supervised_loss))}
+assert tuple(OBJECTIVES) == OBJECTIVE_NAMES, "config.OBJECTIVE_NAMES names every objective, in order"
 
 
 def expected_update(model: ICTDModel, batch: WindowBatch, create_graph: bool = False,

@@ -38,7 +38,7 @@ def list_pretrained() -> list[dict[str, Any]]:
     for name in names():
         c = card(name)
         out.append({"name": name, "description": c["description"], "command": c["command"],
-                    **{k: c["final_metrics"][k] for k in HEADLINE}})
+                    **{k: c["final_metrics"].get(k) for k in HEADLINE}})  # None: not measured for that architecture
     return out
 
 

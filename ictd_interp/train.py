@@ -25,7 +25,7 @@ from ictd_interp.checkpoint import CheckpointError, load_checkpoint, save_checkp
 from ictd_interp.data import window_batch
 from ictd_interp.evaluation import EvalSet, evaluate
 from ictd_interp.architectures import ICTDModel, build_model
-from ictd_interp.objectives import LOSSES
+from ictd_interp.objectives import OBJECTIVES
 from ictd_interp.train_config import TrainConfig
 
 __all__ = ["Run", "TrainingDiverged", "resume", "train"]
@@ -135,15 +135,13 @@ def _run(loop: _Loop, progress: bool, stop: Optional[StopFlag]) -> Run:
 
 def _step(loop: _Loop) -> None:
     run, cfg = loop.run, loop.run.config
-    batch = window_batch(cfg.tasks_per_batch, cfg.windows_per_task + 1, cfg.n_states, cfg.d_features,
-                         cfg.context_len, cfg.gamma, feature_kind=cfg.feature_kind,
-                         feature_scale=cfg.feature_scale, generator=loop.generator,
-                         mc_horizon=cfg.mc_horizon if cfg.objective == "mc" else 0)
+    batch = window_batch(cfg.tasks, cfg.tasks_per_batch, cfg.windows_per_task + 1, generator=loop.generator,
+                         mc_horizon=OBJECTIVES[cfg.objective].mc_horizon(cfg))
     depth = None
     if cfg.depth_range is not None:  # drawn from the data generator, so a resumed run draws the same depths
         lo, hi = cfg.depth_range
         depth = lo + int(torch.randint(hi - lo + 1, (1,), generator=loop.generator))
-    loss = LOSSES[cfg.objective](run.model, batch.to(cfg.device, run.model.cfg.torch_dtype), depth=depth)
+    loss = OBJECTIVES[cfg.objective](run.model, batch.to(cfg.device, run.model.cfg.torch_dtype), depth=depth)
     if not torch.isfinite(loss):
         last = run_folder.latest_checkpoint(run.out_dir)
         raise TrainingDiverged(f"non-finite loss ({loss.item()}) at step {run.step + 1}; "

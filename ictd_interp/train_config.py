@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from ictd_interp.config import ARCHITECTURES, FEATURE_KINDS, OBJECTIVES, ICTDConfig, check_choice, from_dict_strict
+from ictd_interp.config import ARCHITECTURES, OBJECTIVE_NAMES, ICTDConfig, check_choice, from_dict_strict
 from ictd_interp.standard_config import StandardConfig
+from ictd_interp.task_distribution import TaskDistribution
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
 DEVICES = ("cpu", "cuda")
@@ -14,7 +15,7 @@ DEVICES = ("cpu", "cuda")
 
 @dataclass
 class TrainConfig:
-    """Multi-task pretraining on randomized Boyan chains (docs/theory.md, section 6).
+    """Multi-task pretraining on a family of MRPs (randomized Boyan chains by default; docs/theory.md §6).
 
     Args:
         architecture: stylised (the paper's model: the residual stream is the prompt, theta* is a point of it) or standard (a pre-LN transformer with MLPs, nothing pinned).
@@ -32,11 +33,13 @@ class TrainConfig:
         layer_norm: standard architecture: pre-LN blocks and a final LayerNorm.
         pos_embed: standard architecture: learned positional embeddings.
         dtype: float32 or float64.
-        n_states: states per Boyan chain.
+        family: the MRPs trained on: boyan, loop, random, random-sparse or gym:ENV_ID (e.g. gym:FrozenLake-v1).
+        n_states: states per MRP (a Gymnasium environment sets its own).
         context_len: n, transitions in each prompt.
         gamma: discount of the tasks, the objective and the temporal shift.
         feature_kind: uniform (U(-1, 1) per entry) or onehot (needs d_features >= n_states).
         feature_scale: feature scale, the softmax kernel's inverse temperature.
+        terminal: Gymnasium families: terminal transitions restart (ergodic) or are absorbing.
         tasks_per_batch: B, fresh tasks per step.
         windows_per_task: W, TD windows per task (W + 1 prompts share one forward pass).
         steps: optimiser steps.
@@ -68,11 +71,13 @@ class TrainConfig:
     layer_norm: bool = True
     pos_embed: bool = False
     dtype: str = "float32"
+    family: str = "boyan"
     n_states: int = 10
     context_len: int = 30
     gamma: float = 0.9
     feature_kind: str = "uniform"
     feature_scale: float = 1.0
+    terminal: str = "restart"
     tasks_per_batch: int = 64
     windows_per_task: int = 16
     steps: int = 4000
@@ -91,11 +96,10 @@ class TrainConfig:
     def __post_init__(self) -> None:
         check_choice("architecture", self.architecture, ARCHITECTURES)
         self._check_architecture_fields()
-        check_choice("objective", self.objective, OBJECTIVES)
+        check_choice("objective", self.objective, OBJECTIVE_NAMES)
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
-        check_choice("feature_kind", self.feature_kind, FEATURE_KINDS)
         check_choice("device", self.device, DEVICES)
-        for name in ("n_states", "context_len", "tasks_per_batch", "windows_per_task", "n_eval_tasks",
+        for name in ("tasks_per_batch", "windows_per_task", "n_eval_tasks",
                      "eval_every", "checkpoint_every"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ValueError(f"{name}: must be a positive integer, got {getattr(self, name)!r}")
@@ -103,10 +107,7 @@ class TrainConfig:
             raise ValueError(f"steps: must be a non-negative integer, got {self.steps!r}")
         if not self.lr > 0 or not self.weight_decay >= 0:
             raise ValueError(f"lr must be > 0 and weight_decay >= 0, got lr={self.lr}, weight_decay={self.weight_decay}")
-        if self.n_states < 2:
-            raise ValueError(f"n_states: a Boyan chain needs at least 2 states, got {self.n_states}")
-        if self.feature_kind == "onehot" and self.d_features < self.n_states:
-            raise ValueError(f"d_features: one-hot features need d_features >= n_states ({self.d_features} < {self.n_states})")
+        _ = self.tasks  # building it validates the task settings (family, sizes, features)
         if self.objective == "mc" and self.mc_horizon < 1:
             raise ValueError(f"mc_horizon: the mc objective needs a horizon >= 1, got {self.mc_horizon}")
         if self.train_depths:
@@ -151,6 +152,13 @@ class TrainConfig:
         return ICTDConfig(d_features=self.d_features, n_layers=self.n_layers, gamma=self.gamma, form=self.form,
                           attention=self.attention, tied=self.tied, mask=self.mask, init_scale=self.init_scale,
                           dtype=self.dtype, seed=self.seed)
+
+    @property
+    def tasks(self) -> TaskDistribution:
+        """The task distribution trained and evaluated on."""
+        return TaskDistribution(family=self.family, n_states=self.n_states, d_features=self.d_features,
+                                context_len=self.context_len, gamma=self.gamma, feature_kind=self.feature_kind,
+                                feature_scale=self.feature_scale, terminal=self.terminal)
 
     @property
     def theta_star_config(self) -> ICTDConfig:

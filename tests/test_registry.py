@@ -12,7 +12,7 @@ from ictd_interp.train import train
 from ictd_interp.train_config import TrainConfig
 
 NAMES = registry.names()
-REQUIRED = ["quick-td-s0", "quick-td-s1", "quick-td-s2", "quick-td-s3", "quick-td-s4", "quick-neu-s0",
+REQUIRED = ["standard-quick-s0", "quick-td-s0", "quick-td-s1", "quick-td-s2", "quick-td-s3", "quick-td-s4", "quick-neu-s0",
             "quick-mc-s0", "quick-full-s0"]
 
 

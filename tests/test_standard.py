@@ -16,9 +16,10 @@ from hooks.ablation import ablate_target_path
 from hooks.types import get_act_name
 from ictd_interp.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from ictd_interp.metrics import kernel_diagonality
-from ictd_interp.objectives import LOSSES
+from ictd_interp.objectives import OBJECTIVES
 from ictd_interp.standard import HookedStandardTransformer
 from ictd_interp.standard_config import StandardConfig
+from ictd_interp.task_distribution import TaskDistribution
 from ictd_interp.train import resume, train
 from ictd_interp.train_config import TrainConfig
 from tests.conftest import make_star, make_tasks
@@ -203,15 +204,15 @@ def test_each_objective_lowers_its_loss_on_a_fixed_batch(objective):
 
     cfg = tiny(objective=objective)
     model = build_model(cfg.model).train()
-    batch = window_batch(8, 3, 5, 4, 6, 0.9, feature_kind="uniform", feature_scale=1.0,
+    batch = window_batch(TaskDistribution(n_states=5, d_features=4, context_len=6, gamma=0.9, feature_kind="uniform", feature_scale=1.0), 8, 3,
                          generator=torch.Generator().manual_seed(0), mc_horizon=5).to("cpu", torch.float64)
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
-    first = LOSSES[objective](model, batch).item()
+    first = OBJECTIVES[objective](model, batch).item()
     for _ in range(30):
         opt.zero_grad()
-        LOSSES[objective](model, batch).backward()
+        OBJECTIVES[objective](model, batch).backward()
         opt.step()
-    assert LOSSES[objective](model, batch).item() < 0.8 * first
+    assert OBJECTIVES[objective](model, batch).item() < 0.8 * first
 
 
 def test_transformer_lens_decomposition_sums_to_the_residual():

@@ -1,3 +1,4 @@
+from dataclasses import replace
 import json
 import os
 import shutil
@@ -8,8 +9,9 @@ import torch
 
 from ictd_interp import HookedICTDTransformer, build_prompt, context_inputs
 from ictd_interp import objectives
+from ictd_interp.task_distribution import TaskDistribution
 from ictd_interp.data import discounted_returns, window_batch
-from ictd_interp.objectives import LOSSES, neu_loss, neu_unbiased
+from ictd_interp.objectives import OBJECTIVES, neu_loss, neu_unbiased
 from ictd_interp.run_folder import read_metrics
 from ictd_interp.train import TrainingDiverged, resume, train
 from ictd_interp.train_config import PRESETS, TrainConfig
@@ -37,7 +39,7 @@ def assert_same_weights(a, b):
 def test_windows_equal_spec_prompts_of_the_trajectory():
     gen = torch.Generator().manual_seed(0)
     state = gen.get_state()
-    batch = window_batch(3, 4, 5, 3, 6, 0.9, feature_kind="uniform", feature_scale=1.0, generator=gen)
+    batch = window_batch(TaskDistribution(n_states=5, d_features=3, context_len=6, gamma=0.9, feature_kind="uniform", feature_scale=1.0), 3, 4, generator=gen)
     from ictd_interp.tasks import sample_tasks
 
     gen.set_state(state)
@@ -59,15 +61,15 @@ def test_discounted_returns_by_hand():
 def zero_model_batch():
     model = HookedICTDTransformer(make_cfg(init_scale=0.0, n_layers=1))
     gen = torch.Generator().manual_seed(0)
-    return model, window_batch(4, 3, 5, 3, 5, 0.9, feature_kind="uniform", feature_scale=1.0,
+    return model, window_batch(TaskDistribution(n_states=5, d_features=3, context_len=5, gamma=0.9, feature_kind="uniform", feature_scale=1.0), 4, 3,
                                generator=gen, mc_horizon=4)
 
 
 def test_losses_of_a_zero_model_by_hand():
     model, batch = zero_model_batch()  # predicts 0 everywhere
-    assert LOSSES["td"](model, batch).item() == pytest.approx(batch.query_reward[:, :-1].pow(2).mean().item(), abs=1e-14)
-    assert LOSSES["mc"](model, batch).item() == pytest.approx(batch.query_return.pow(2).mean().item(), abs=1e-14)
-    assert LOSSES["supervised"](model, batch).item() == pytest.approx(batch.query_value.pow(2).mean().item(), abs=1e-14)
+    assert OBJECTIVES["td"](model, batch).item() == pytest.approx(batch.query_reward[:, :-1].pow(2).mean().item(), abs=1e-14)
+    assert OBJECTIVES["mc"](model, batch).item() == pytest.approx(batch.query_return.pow(2).mean().item(), abs=1e-14)
+    assert OBJECTIVES["supervised"](model, batch).item() == pytest.approx(batch.query_value.pow(2).mean().item(), abs=1e-14)
     # One layer, A = V = 0: uniform attention over the n sources, so v^ = V[cur] . mean source column,
     # whose gradient is that mean column; delta = r. Only V's current row gets gradient.
     means = batch.prompts[:, :-1].mean(1).view(4, 3, -1)[:, :-1]
@@ -78,7 +80,7 @@ def test_losses_of_a_zero_model_by_hand():
 def test_neu_gradient_matches_finite_differences():
     model = HookedICTDTransformer(make_cfg(init_scale=0.3, n_layers=2, mask="full"))
     gen = torch.Generator().manual_seed(1)
-    batch = window_batch(3, 3, 4, 3, 4, 0.9, feature_kind="uniform", feature_scale=1.0, generator=gen)
+    batch = window_batch(TaskDistribution(n_states=4, d_features=3, context_len=4, gamma=0.9, feature_kind="uniform", feature_scale=1.0), 3, 3, generator=gen)
     neu_loss(model, batch).backward()
     param = model.blocks[1].attn.V
     for idx in [(0, 5, 3), (0, 5, 4), (0, 2, 0), (0, 4, 1)]:
@@ -98,7 +100,7 @@ def test_theta_star_expected_update_vanishes_as_contexts_grow():
     model = HookedICTDTransformer.from_theta_star(make_cfg(d_features=4, n_layers=16))
     neu = {}
     for n in (5, 20, 60):
-        batch = window_batch(256, 4, 10, 4, n, 0.9, feature_kind="uniform", feature_scale=1.0,
+        batch = window_batch(TaskDistribution(n_states=10, d_features=4, context_len=n, gamma=0.9, feature_kind="uniform", feature_scale=1.0), 256, 4,
                              generator=torch.Generator().manual_seed(0))
         neu[n] = neu_unbiased(model, batch)
     assert neu[20] < neu[5] / 100 and neu[60] < neu[5] / 100
@@ -126,7 +128,7 @@ def test_resume_reaches_the_same_weights(tmp_path):
 
 
 def test_ctrl_c_leaves_a_checkpoint_and_resume_finishes(tmp_path, monkeypatch):
-    original = objectives.LOSSES["td"]
+    original = objectives.OBJECTIVES["td"]
     calls = {"n": 0}
 
     def interrupting(model, batch, depth=None):
@@ -135,18 +137,18 @@ def test_ctrl_c_leaves_a_checkpoint_and_resume_finishes(tmp_path, monkeypatch):
             os.kill(os.getpid(), signal.SIGINT)
         return original(model, batch)
 
-    monkeypatch.setitem(objectives.LOSSES, "td", interrupting)
+    monkeypatch.setitem(objectives.OBJECTIVES, "td", replace(original, loss=interrupting))
     run = train(tiny(steps=8, checkpoint_every=4), tmp_path / "r", progress=False)
     assert run.interrupted and run.step == 2
     assert (tmp_path / "r" / "checkpoints" / "step_0000002").exists()
-    monkeypatch.setitem(objectives.LOSSES, "td", original)
+    monkeypatch.setitem(objectives.OBJECTIVES, "td", original)
     resume(tmp_path / "r", progress=False)
     train(tiny(steps=8, checkpoint_every=4), tmp_path / "ref", progress=False)
     assert_same_weights(weights(tmp_path / "r" / "final"), weights(tmp_path / "ref" / "final"))
 
 
 def test_non_finite_loss_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypatch):
-    original = objectives.LOSSES["td"]
+    original = objectives.OBJECTIVES["td"]
     calls = {"n": 0}
 
     def diverging(model, batch, depth=None):
@@ -154,7 +156,7 @@ def test_non_finite_loss_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypa
         loss = original(model, batch)
         return loss * float("nan") if calls["n"] == 5 else loss
 
-    monkeypatch.setitem(objectives.LOSSES, "td", diverging)
+    monkeypatch.setitem(objectives.OBJECTIVES, "td", replace(original, loss=diverging))
     with pytest.raises(TrainingDiverged, match="step 5.*step_0000003"):
         train(tiny(), tmp_path / "r", progress=False)
     good = HookedICTDTransformer.from_pretrained(tmp_path / "r" / "checkpoints" / "step_0000003")
@@ -197,21 +199,20 @@ def test_cuda_without_a_gpu_is_a_clear_error():
 @pytest.mark.parametrize("objective", ["td", "neu", "mc", "supervised"])
 def test_each_objective_lowers_its_loss_on_a_fixed_batch(objective):
     from ictd_interp.data import window_batch
-    from ictd_interp.objectives import LOSSES
+    from ictd_interp.objectives import OBJECTIVES
 
     cfg = tiny(objective=objective, init_scale=0.3, dtype="float64")
     model = HookedICTDTransformer(cfg.model)
-    batch = window_batch(8, 5, cfg.n_states, cfg.d_features, cfg.context_len, cfg.gamma,
-                         feature_kind="uniform", feature_scale=1.0, generator=torch.Generator().manual_seed(0),
+    batch = window_batch(cfg.tasks, 8, 5, generator=torch.Generator().manual_seed(0),
                          mc_horizon=cfg.mc_horizon)
     batch = batch.to("cpu", torch.float64)
     opt = torch.optim.Adam(model.parameters(), lr=3e-2)
-    before = LOSSES[objective](model, batch).item()
+    before = OBJECTIVES[objective](model, batch).item()
     for _ in range(60):
         opt.zero_grad()
-        LOSSES[objective](model, batch).backward()
+        OBJECTIVES[objective](model, batch).backward()
         opt.step()
-    after = LOSSES[objective](model, batch).item()
+    after = OBJECTIVES[objective](model, batch).item()
     # semi-gradient TD chases a moving target, so its loss falls less; a wrong sign or a detached path fails both
     assert after < (0.9 if objective == "td" else 0.7) * before, (before, after)
 
