@@ -10,7 +10,7 @@ from transformer_lens.ActivationCache import ActivationCache
 
 from ictd_interp.metrics import grouped_kernel
 
-__all__ = ["attention_view", "grouped_kernel", "position_labels", "state_kernels"]
+__all__ = ["attention_view", "position_labels", "state_kernels"]
 
 
 def state_kernels(
@@ -23,12 +23,12 @@ def state_kernels(
     scores read features only). Rows of states the context never visits are NaN.
     """
     n = pattern.shape[-1] - 1
-    src = F.one_hot(states[:, :n], n_states).to(pattern.dtype)
     nxt = F.one_hot(states[:, 1:], n_states).to(pattern.dtype)
     tgt = F.one_hot(states, n_states).to(pattern.dtype)
     counts = tgt.sum(1).unsqueeze(-1)  # [batch, state, 1]
     by_state = einsum(tgt, pattern[..., :n], "batch q s, batch q k -> batch s k") / counts
-    M = einsum(by_state, src, "batch s k, batch k t -> batch s t")
+    # M^ groups each target position's kernel by source state (metrics.grouped_kernel), then by target state
+    M = einsum(tgt, grouped_kernel(pattern, states, n_states), "batch q s, batch q t -> batch s t") / counts
     P = einsum(by_state, nxt, "batch s k, batch k t -> batch s t")
     return M, P
 

@@ -32,11 +32,6 @@ def errors_by_depth(model: HookedICTDTransformer, tasks: TaskBatch) -> Float[Ten
     return torch.stack(rows)
 
 
-def theta_star_model(cfg: ICTDConfig, depth: int) -> HookedICTDTransformer:
-    """theta* at another depth (theta* is the same layer repeated, so depth is free)."""
-    return HookedICTDTransformer.from_theta_star(ICTDConfig.from_dict({**cfg.to_dict(), "n_layers": depth}))
-
-
 @torch.no_grad()
 def errors_by_context(model: ICTDModel, tasks: TaskBatch, lengths: Sequence[int]) -> Float[Tensor, "length batch"]:
     """Final-layer error on the prefixes ``S_0..S_n`` of the tasks' trajectories, for each ``n``."""
@@ -71,7 +66,7 @@ def feature_scale_sweep(
     """For each feature scale (the kernel's inverse temperature): theta*'s margin ``C`` and its error
     at depth 1 and ``depth``. ``tasks_for_scale(scale)`` returns the tasks with features at that scale,
     so the transition where Assumption 5.1 starts to hold (``C > 0``) shows against the error."""
-    model = theta_star_model(cfg, depth)
+    model = HookedICTDTransformer.from_theta_star(cfg, depth=depth)
     rows = []
     for scale in scales:
         tasks = tasks_for_scale(scale)

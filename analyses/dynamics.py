@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any, Union
 
 from analyses.probes import circuit_cosines, prediction_gap, sensitivity_cosine
+from ictd_interp import HookedICTDTransformer
 from ictd_interp.checkpoint import load_checkpoint
 from ictd_interp.evaluation import EvalSet, evaluate
 from ictd_interp.run_folder import load_run_config, read_metrics
@@ -21,12 +22,12 @@ def checkpoint_probes(run_dir: Union[str, Path]) -> list[dict[str, Any]]:
     """The training metrics plus function-space probes for every checkpoint of the run."""
     run_dir = Path(run_dir)
     config = load_run_config(run_dir)
-    eval_set = EvalSet.build(config)
+    eval_set, star = EvalSet.build(config), HookedICTDTransformer.from_theta_star(config.model)
     out = []
     for folder in sorted((run_dir / "checkpoints").glob("step_*")):
         model = load_checkpoint(folder).model
         out.append({"step": int(folder.name.split("_")[1]), **evaluate(model, eval_set),
-                    **prediction_gap(model, eval_set.tasks),
-                    "sensitivity_cosine": sensitivity_cosine(model, eval_set.tasks),
-                    "circuits": circuit_cosines(model)})
+                    **prediction_gap(model, eval_set.tasks, star),
+                    "sensitivity_cosine": sensitivity_cosine(model, eval_set.tasks, star),
+                    "circuits": circuit_cosines(model, star)})
     return out

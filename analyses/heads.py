@@ -24,6 +24,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from analyses.value_probes import LinearProbes
+from hooks.types import get_act_name
 from ictd_interp.architectures import ICTDModel
 from ictd_interp.metrics import kernel_diagonality
 from ictd_interp.tasks import TaskBatch
@@ -92,8 +93,8 @@ def head_signatures(model: ICTDModel, tasks: TaskBatch, layer: int,
         captured["result"] = result
 
     with torch.enable_grad():
-        model.run_with_hooks(prompt, fwd_hooks=[(f"blocks.{layer}.hook_resid_pre", perturb),
-                                                (f"blocks.{layer}.attn.hook_result", keep)])
+        model.run_with_hooks(prompt, fwd_hooks=[(get_act_name("resid_pre", layer), perturb),
+                                                (get_act_name("result", layer, "attn"), keep)])
         moved = torch.einsum("bphd,d->h", captured["result"], readout.to(device, dtype)) / len(tasks)
         rows = []
         for head in range(moved.shape[0]):

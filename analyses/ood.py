@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Any, Union
 
 from analyses import figures
-from analyses.convergence import errors_by_context, errors_by_depth, fit_geometric, theta_star_model
+from analyses.convergence import errors_by_context, errors_by_depth, fit_geometric
 from analyses.diagonality import model_margin
-from analyses.probes import prediction_gap, theta_star_like
+from analyses.probes import prediction_gap
+from ictd_interp import HookedICTDTransformer
 from ictd_interp.architectures import ICTDModel, is_stylised
 from ictd_interp.tasks import TaskBatch
 
@@ -17,8 +18,8 @@ from ictd_interp.tasks import TaskBatch
 def evaluate_ood(model: ICTDModel, tasks: TaskBatch, depth: int, lengths: list[int]) -> dict[str, Any]:
     """Error versus depth and context length for the model and theta*, margin ``C``, and their gap
     (a standard model has no stored per-layer values: its depth curve is left out)."""
-    star = theta_star_like(model).to("cpu")
-    star_deep = theta_star_model(star.cfg, depth)
+    star = HookedICTDTransformer.from_theta_star(model.cfg)
+    star_deep = HookedICTDTransformer.from_theta_star(model.cfg, depth=depth)
     star_depth = errors_by_depth(star_deep, tasks).mean(-1).tolist()
     try:
         margin = {"model": model_margin(model, tasks).mean().item(), "theta_star": model_margin(star, tasks).mean().item()}
@@ -32,7 +33,7 @@ def evaluate_ood(model: ICTDModel, tasks: TaskBatch, depth: int, lengths: list[i
         "theta_star_fit": fit_geometric(star_depth),
         "context_lengths": lengths,
         "context": {name: errors_by_context(m, tasks, lengths).mean(-1).tolist() for name, m in (("model", model), ("theta_star", star))},
-        "gap": prediction_gap(model, tasks),
+        "gap": prediction_gap(model, tasks, star),
     }
 
 

@@ -7,6 +7,8 @@ reparametrisation cannot hide (von Oswald et al.'s prediction gap and sensitivit
 
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 from jaxtyping import Float
 from torch import Tensor
@@ -16,20 +18,17 @@ from ictd_interp.architectures import ICTDModel
 from ictd_interp.metrics import cosine, weight_cosines
 from ictd_interp.tasks import TaskBatch
 
-__all__ = ["weight_cosines", "circuit_cosines", "prediction_gap", "sensitivity_cosine", "activation_cosines",
-           "theta_star_like"]
+__all__ = ["weight_cosines", "circuit_cosines", "prediction_gap", "sensitivity_cosine", "activation_cosines"]
+Star = Optional[HookedICTDTransformer]  # θ* built once by the caller and passed in; None builds it here
 
 
-def theta_star_like(model: ICTDModel) -> HookedICTDTransformer:
-    """theta* for comparison with ``model`` (its own architecture, or the stylised TSM model of a
-    standard model's depth), on its device."""
-    device = next(model.parameters()).device
-    return HookedICTDTransformer.from_theta_star(model.cfg.theta_star_config()).to(device)
+def _star(model: ICTDModel, star: Star) -> HookedICTDTransformer:
+    return star if star is not None else HookedICTDTransformer.from_theta_star(model.cfg).to(model.device)
 
 
-def circuit_cosines(model: HookedICTDTransformer) -> dict[str, list[list[float]]]:
+def circuit_cosines(model: HookedICTDTransformer, star: Star = None) -> dict[str, list[list[float]]]:
     """Per layer and head, cosine of the full ``QK`` and ``OV`` circuit matrices with theta*'s."""
-    star = theta_star_like(model)
+    star = _star(model, star)
     out: dict[str, list[list[float]]] = {}
     for name in ("QK", "OV"):
         mine, ref = getattr(model, name).AB.detach(), getattr(star, name).AB
@@ -38,9 +37,9 @@ def circuit_cosines(model: HookedICTDTransformer) -> dict[str, list[list[float]]
 
 
 @torch.no_grad()
-def prediction_gap(model: ICTDModel, tasks: TaskBatch) -> dict[str, float]:
+def prediction_gap(model: ICTDModel, tasks: TaskBatch, star: Star = None) -> dict[str, float]:
     """How far the model's query predictions are from theta*'s (of the model's depth) and from ``v_pi``."""
-    star, prompt = theta_star_like(model), tasks.prompt.to(next(model.parameters()).device)
+    star, prompt = _star(model, star), tasks.prompt.to(next(model.parameters()).device)
     mine, ref = model(prompt)[:, -1].double().cpu(), star(prompt)[:, -1].double().cpu()
     truth = tasks.v_true[:, -1]
     return {
@@ -59,17 +58,17 @@ def query_sensitivity(model: HookedICTDTransformer, prompt: Tensor) -> Float[Ten
     return prompt.grad[:, -1, model.layout.features]
 
 
-def sensitivity_cosine(model: HookedICTDTransformer, tasks: TaskBatch) -> float:
+def sensitivity_cosine(model: HookedICTDTransformer, tasks: TaskBatch, star: Star = None) -> float:
     """Mean over tasks of the cosine between the model's and theta*'s query sensitivities."""
     prompt = tasks.prompt.to(next(model.parameters()).device).to(model.blocks[0].attn.A.dtype)
-    mine, ref = query_sensitivity(model, prompt), query_sensitivity(theta_star_like(model), prompt)
+    mine, ref = query_sensitivity(model, prompt), query_sensitivity(_star(model, star), prompt)
     return float(torch.nn.functional.cosine_similarity(mine.double(), ref.double(), dim=-1).mean())
 
 
 @torch.no_grad()
-def activation_cosines(model: HookedICTDTransformer, tasks: TaskBatch) -> dict[str, float]:
+def activation_cosines(model: HookedICTDTransformer, tasks: TaskBatch, star: Star = None) -> dict[str, float]:
     """Per hook, cosine of the flattened activations of the model and theta* on the same prompts."""
     prompt = tasks.prompt.to(next(model.parameters()).device)
     _, mine = model.run_with_cache(prompt)
-    _, ref = theta_star_like(model).run_with_cache(prompt)
+    _, ref = _star(model, star).run_with_cache(prompt)
     return {name: cosine(mine[name].nan_to_num(neginf=0.0), ref[name].nan_to_num(neginf=0.0)) for name in mine.keys()}

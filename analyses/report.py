@@ -17,7 +17,7 @@ import torch
 from analyses import figures
 from analyses.algorithm_id import best_in_family, depth_extrapolation, identify_layers, iteration_map
 from analyses.attention import state_kernels
-from analyses.convergence import errors_by_context, errors_by_depth, fit_geometric, theta_star_model
+from analyses.convergence import errors_by_context, errors_by_depth, fit_geometric
 from analyses.diagonality import kernel_diagonality_mean, model_margin
 from analyses.heads import head_kernels
 from analyses.probes import activation_cosines, circuit_cosines, prediction_gap, sensitivity_cosine
@@ -65,13 +65,13 @@ def compute(model: HookedICTDTransformer, config: TrainConfig, run_dir: Optional
     tasks, star = eval_set.tasks, HookedICTDTransformer.from_theta_star(model.cfg)
     depth = max(2 * model.cfg.n_layers, 16)
     long_tasks = config.tasks.sample(64, seed=config.eval_seed + 1, length=max(CONTEXT_LENGTHS))
-    star_depth = errors_by_depth(theta_star_model(model.cfg, depth), tasks).mean(-1).tolist()
+    star_depth = errors_by_depth(HookedICTDTransformer.from_theta_star(model.cfg, depth=depth), tasks).mean(-1).tolist()
     C = model_margin(star, tasks)
     return {
         "config": config.to_dict(), "model_config": model.cfg.to_dict(), "n_eval_tasks": len(tasks),
         "metrics": evaluate(model, eval_set),
-        "probes": {**prediction_gap(model, tasks), "sensitivity_cosine": sensitivity_cosine(model, tasks),
-                   "circuits": circuit_cosines(model), "activation_cosines": activation_cosines(model, tasks)},
+        "probes": {**prediction_gap(model, tasks, star), "sensitivity_cosine": sensitivity_cosine(model, tasks, star),
+                   "circuits": circuit_cosines(model, star), "activation_cosines": activation_cosines(model, tasks, star)},
         "diagonality": {"model": kernel_diagonality_mean(model, tasks).tolist(),
                         "theta_star": kernel_diagonality_mean(star, tasks)[0, 0].item(),
                         "threshold": (1 + config.gamma) / 2},

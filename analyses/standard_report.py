@@ -35,7 +35,7 @@ CONTEXT_LENGTHS = (4, 8, 16, 32, 64, 128)
 def compute_standard(model: ICTDModel, config: TrainConfig, run_dir: Optional[Path], curves) -> dict[str, Any]:
     eval_set = EvalSet.build(replace(config, device="cpu"))
     model = model.to("cpu")
-    tasks, star = eval_set.tasks, HookedICTDTransformer.from_theta_star(config.theta_star_config)
+    tasks, star = eval_set.tasks, HookedICTDTransformer.from_theta_star(model.cfg)
     fit = config.tasks.sample(256, seed=config.eval_seed + 2)
     probes = {"output": value_probes(model, fit, "output"), "v_pi": value_probes(model, fit, "v_pi")}
     quantity, star_quantity = quantity_probes(model, fit), quantity_probes(star, fit)

@@ -49,7 +49,7 @@ def theta_star_pattern_hooks(model: HookedICTDTransformer, prompt: Tensor, layer
     """Give each layer theta*'s pattern on the same prompt (theta*'s pattern reads features only,
     so it is the same at every layer)."""
     star = HookedICTDTransformer.from_theta_star(model.cfg).to(prompt.device)
-    _, cache = star.run_with_cache(prompt, names_filter="blocks.0.attn.hook_pattern")
+    _, cache = star.run_with_cache(prompt, names_filter=get_act_name("pattern", 0))
     layers = range(model.cfg.n_layers) if layers is None else layers
     return pattern_hooks(cache["pattern", 0], layers)
 

@@ -23,7 +23,7 @@ class EvalSet:
     @classmethod
     def build(cls, config) -> "EvalSet":
         tasks = config.tasks.sample(config.n_eval_tasks, seed=config.eval_seed)
-        star = HookedICTDTransformer.from_theta_star(config.theta_star_config).to(config.device)
+        star = HookedICTDTransformer.from_theta_star(config.model).to(config.device)
         return cls(tasks, msve(star, tasks))
 
 

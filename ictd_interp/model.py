@@ -284,10 +284,16 @@ class HookedICTDTransformer(TransformerLensSurface, HookedRootModule):
         return [[f"blocks.{l}.attn.{name}" for l in range(self.cfg.n_layers)] for name in ("A", "V")]
 
     @classmethod
-    def from_theta_star(cls, cfg: ICTDConfig, alpha: float = 1.0) -> "HookedICTDTransformer":
-        """The constructed model that runs ``n_layers`` steps of softmax-weighted TD (Theorem 1)."""
+    def from_theta_star(cls, cfg, alpha: float = 1.0, depth: Optional[int] = None) -> "HookedICTDTransformer":
+        """The constructed model that runs ``depth`` (default: ``n_layers``) steps of softmax-weighted
+        TD (Theorem 1). ``cfg`` may be any model's config: θ* is built in the architecture that config
+        compares with (``cfg.theta_star_config()``: a stylised config's own; the TSM softmax model of a
+        standard config's depth). The one constructor of θ* (docs/theory.md §4)."""
         from ictd_interp.theta_star import theta_star
 
+        cfg = cfg.theta_star_config()
+        if depth is not None:
+            cfg = ICTDConfig.from_dict({**cfg.to_dict(), "n_layers": depth})
         model = cls(cfg)
         model.load_state_dict(theta_star(cfg, alpha))
         return model

@@ -60,8 +60,8 @@ class TaskDistribution:
         """The one place that checks one-hot features fit: ``d_features >= n_states``."""
         if self.feature_kind == "onehot" and self.d_features < n_states:
             raise ValueError(f"d_features: one-hot features need d_features >= n_states ({self.d_features} < "
-                             f"{n_states} states of {self.family}); use --feature-kind uniform or a larger "
-                             "--d-features")
+                             f"{n_states} states of {self.family}); use uniform features, more feature dimensions, "
+                             "or (ictd-interp evaluate) your own matrix with --features FILE.npy")
 
     def sample(self, n_tasks: int, *, seed: Optional[int] = None, generator=None, length: Optional[int] = None,
                features=None):

@@ -160,12 +160,6 @@ class TrainConfig:
                                 context_len=self.context_len, gamma=self.gamma, feature_kind=self.feature_kind,
                                 feature_scale=self.feature_scale, terminal=self.terminal)
 
-    @property
-    def theta_star_config(self) -> ICTDConfig:
-        """θ*'s architecture for these tasks: the stylised model's own, or the TSM softmax model of the
-        same depth (the yardstick of a standard-architecture run)."""
-        return self.model.theta_star_config()
-
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

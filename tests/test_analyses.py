@@ -10,7 +10,6 @@ from analyses.convergence import errors_by_context, errors_by_depth, fit_geometr
 from analyses.diagonality import kernel_diagonality, model_margin, onehot_margin, self_attention_mass
 from analyses.probes import circuit_cosines, prediction_gap, sensitivity_cosine, weight_cosines
 from analyses.report import analyze
-from analyses.signature import fraction_matching
 from ictd_interp.metrics import value_signature
 from ictd_interp import HookedICTDTransformer
 from ictd_interp.checkpoint import CheckpointError, save_checkpoint
@@ -39,7 +38,7 @@ def test_theta_star_scores_exactly_one():
     sig = value_signature(model, model.cfg)
     assert sig[0]["normalised"] == [1.0, None, None] and sig[0]["identifiable"] == [True, False, False]
     assert sig[1]["normalised"] == [1.0, 1.0, -1.0] and all(s["matches"] for s in sig)
-    assert fraction_matching([model]) == 1.0
+    assert all(row["matches"] for row in value_signature(model, model.cfg))
     tied = make_star(n_layers=3, tied=True)
     assert value_signature(tied, tied.cfg)[0]["normalised"] == [1.0, 1.0, -1.0]
     tasks = make_tasks()

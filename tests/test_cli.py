@@ -1,5 +1,6 @@
 import json
 
+import pytest
 
 from ictd_interp.cli import ConstructConfig, construct, main
 from ictd_interp.cli_args import field_help
@@ -51,7 +52,12 @@ def test_reproduce_writes_run_and_analysis(tmp_path):
             "--n-eval-tasks", "8", "--eval-every", "1"]
     assert main(args) == 0
     assert (tmp_path / "run" / "final" / "model.safetensors").exists()
-    assert (tmp_path / "analysis" / "summary.md").exists() and (tmp_path / "analysis" / "summary.json").exists()
+    summary = json.loads((tmp_path / "analysis" / "summary.json").read_text())
+    logged = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    # the analysis reads the trained model: its error on the same evaluation tasks is the last logged one
+    assert summary["metrics"]["eval_msve"] == pytest.approx(logged[-1]["eval_msve"], rel=1e-6)
+    assert logged[-1]["step"] == 2 and summary["config"]["steps"] == 2
+    assert f"{summary['metrics']['eval_msve']:.4f}" in (tmp_path / "analysis" / "summary.md").read_text()
 
 
 TINY = ["--steps", "2", "--tasks-per-batch", "4", "--windows-per-task", "2", "--n-eval-tasks", "8", "--eval-every", "1"]

@@ -29,3 +29,39 @@ def test_importing_the_package_and_the_model_loads_neither_analyses_nor_hooks():
 def test_the_cli_parser_imports_no_torch():
     code = "import sys, ictd_interp.cli as c; c._parser(); assert 'torch' not in sys.modules, 'torch imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def _module_imports(root: Path) -> dict[str, set[str]]:
+    """Module-level imports between our own modules (``ictd_interp``, ``analyses``, ``hooks``)."""
+    graph = {}
+    for package in ("ictd_interp", "analyses", "hooks"):
+        for path in (root / package).glob("*.py"):
+            name = f"{package}.{path.stem}".removesuffix(".__init__")
+            deps = set()
+            for node in ast.parse(path.read_text()).body:
+                if isinstance(node, ast.ImportFrom) and node.module:
+                    deps.add(node.module)
+                    deps |= {f"{node.module}.{a.name}" for a in node.names}
+                elif isinstance(node, ast.Import):
+                    deps |= {a.name for a in node.names}
+            graph[name] = deps
+    return {m: {d for d in deps if d in graph and d != m} for m, deps in graph.items()}
+
+
+def test_module_imports_have_no_cycle():
+    graph = _module_imports(CORE.parent)
+    state: dict[str, int] = {}
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = 1
+        for dep in sorted(graph[module]):
+            if state.get(dep) == 1:
+                raise AssertionError(" -> ".join(path + [module, dep]))
+            if dep not in state:
+                visit(dep, path + [module])
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [])
+    assert "ictd_interp.train" in graph and graph["ictd_interp.train"]  # the graph was read
