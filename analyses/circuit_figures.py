@@ -57,10 +57,10 @@ def head_map(rows: Sequence[Mapping], key: str, title: str, label: str) -> Figur
     return fig
 
 
-def head_signature_bars(rows: Sequence[Mapping]) -> Figure:
-    """Per head, the normalised moves of the probed value under reward, next-value and current-value
-    perturbations, beside θ*'s (+, +, −)."""
-    groups = [STAR] + [f"L{r['layer']}H{r['head']}" for r in rows]
+def signature_bars(rows: Sequence[Mapping], title: str) -> Figure:
+    """Per head (rows with ``head``) or per layer, the normalised moves of the probed value under
+    reward, next-value and current-value perturbations, beside θ*'s (+, +, −)."""
+    groups = [STAR] + [f"L{r['layer']}H{r['head']}" if "head" in r else f"layer {r['layer']}" for r in rows]
     values = [[1.0, 1.0, -1.0]] + [list(r["normalised"]) for r in rows]
     fig, (ax,) = _figure(width=max(6.0, 0.9 * len(groups) + 2.5))
     width = 0.26
@@ -69,7 +69,7 @@ def head_signature_bars(rows: Sequence[Mapping]) -> Figure:
                color=PALETTE[k], label=label)
     ax.axhline(0, color="black", lw=0.8)
     ax.set_xticks(np.arange(len(groups)), groups)
-    ax.set(title=r"Update signature per head ($\theta^*$: +, +, −)", xlabel="layer L, head H",
+    ax.set(title=title, xlabel="layer L, head H" if "head" in rows[0] else "layer",
            ylabel="probed-value move / |reward move|")
     _legend_outside(ax, title="perturbed input")
     return fig

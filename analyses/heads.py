@@ -12,7 +12,9 @@ for any architecture.
   one, and measure how the head's output moves the value read at the layer's output
   (``readout . result``, summed over positions, averaged over tasks): three directional derivatives,
   normalised by the reward's magnitude. The directions and read-out are given (e.g. θ*'s rows) or
-  come from the probes of ``analyses.value_probes``.
+  come from the probes of ``analyses.value_probes``. A head's output may reach the value only through
+  a later MLP, so the **layer signature** also measures the whole layer's update of the probed value
+  (``readout_out . resid_post - readout_in . resid_pre``), MLPs and all.
 """
 
 from __future__ import annotations
@@ -105,6 +107,47 @@ def head_signatures(model: ICTDModel, tasks: TaskBatch, layer: int,
             rows.append({"layer": layer, "head": head, "raw": raw, "normalised": normalised,
                          "matches_td": all((g > 0) == (s > 0) and g != 0 for g, s in zip(normalised, TD_SIGNS))})
     return rows
+
+
+def layer_signature(model: ICTDModel, tasks: TaskBatch, layer: int, directions: dict[str, Tensor],
+                    readout_in: Tensor, readout_out: Tensor) -> dict:
+    """The whole layer's update of the probed value (attention, MLP and residual path together):
+    directional derivatives of ``readout_out . resid_post - readout_in . resid_pre`` (summed over
+    positions, averaged over tasks) along ``directions`` at every context column of the layer's input.
+    θ* with its own rows gives ``(+1, +1, -1)`` after normalisation, as its update ``delta`` does."""
+    device, dtype = next(model.parameters()).device, next(model.parameters()).dtype
+    dirs = torch.stack([directions[name] for name in SIGNATURE]).to(device, dtype)
+    u_in, u_out = readout_in.to(device, dtype), readout_out.to(device, dtype)
+    eps = torch.zeros(len(SIGNATURE), dtype=dtype, device=device, requires_grad=True)
+    captured = {}
+
+    def perturb(resid: Tensor, hook) -> Tensor:
+        resid = resid.clone()
+        resid[:, :-1] = resid[:, :-1] + eps @ dirs
+        captured["in"] = resid
+        return resid
+
+    def keep(resid: Tensor, hook) -> None:
+        captured["out"] = resid
+
+    with torch.enable_grad():
+        model.run_with_hooks(tasks.prompt.to(device), fwd_hooks=[(get_act_name("resid_pre", layer), perturb),
+                                                                 (get_act_name("resid_post", layer), keep)])
+        update = (captured["out"] @ u_out - captured["in"] @ u_in).sum() / len(tasks)
+        (grad,) = torch.autograd.grad(update, eps)
+    raw = grad.double().cpu().tolist()
+    scale = abs(raw[0]) if raw[0] != 0 else 1.0
+    normalised = [g / scale for g in raw]
+    return {"layer": layer, "raw": raw, "normalised": normalised,
+            "matches_td": all((g > 0) == (s > 0) and g != 0 for g, s in zip(normalised, TD_SIGNS))}
+
+
+def probed_layer_signatures(model: ICTDModel, tasks: TaskBatch, quantity: dict[str, LinearProbes],
+                            value: LinearProbes) -> list[dict]:
+    """``layer_signature`` of every layer, with the probes' directions and read-outs."""
+    return [layer_signature(model, tasks, layer, {n: quantity[n].unit_directions()[layer] for n in SIGNATURE},
+                            value.weights[layer], value.weights[layer + 1])
+            for layer in range(model.cfg.n_layers)]
 
 
 def probed_signatures(model: ICTDModel, tasks: TaskBatch, quantity: dict[str, LinearProbes],

@@ -18,7 +18,7 @@ import torch
 from analyses import circuit_figures, figures
 from analyses.algorithm_id import best_in_family, depth_extrapolation, identify_from_values
 from analyses.convergence import errors_by_context
-from analyses.heads import head_kernels, probed_signatures
+from analyses.heads import head_kernels, probed_layer_signatures, probed_signatures
 from analyses.report_md import layer_sentence
 from analyses.value_probes import (probe_errors_by_depth, probed_values, quantity_probes, quantity_r2,
                                    residual_stack, value_probes)
@@ -60,6 +60,7 @@ def compute_standard(model: ICTDModel, config: TrainConfig, run_dir: Optional[Pa
             "theta_star_quantity_r2": quantity_r2(star, star_quantity, tasks),
             "heads": kernels,
             "signatures": probed_signatures(model, few, quantity, probes["output"]),
+            "layer_signatures": probed_layer_signatures(model, few, quantity, probes["output"]),
             "max_td_kernel_correlation": max(r["td_kernel_correlation"] for r in kernels),
         },
         "algorithm": {
@@ -99,7 +100,10 @@ def draw_standard(summary: dict[str, Any]) -> dict[str, Any]:
         "head_td_kernel": circuit_figures.head_map(circuit["heads"], "td_kernel_correlation",
                                                    "Which heads attend like the softmax-TD kernel?",
                                                    "correlation with $\\theta^*$'s pattern"),
-        "head_signature": circuit_figures.head_signature_bars(circuit["signatures"]),
+        "head_signature": circuit_figures.signature_bars(
+            circuit["signatures"], r"Direct effect of each head on the probed value ($\theta^*$: +, +, −)"),
+        "layer_signature": circuit_figures.signature_bars(
+            circuit["layer_signatures"], r"Each layer's update of the probed value ($\theta^*$: +, +, −)"),
         "attention": figures.attention_comparison({f"model, layer {layer} head {head} (most TD-like)": ex["pattern_model"],
                                                    "$\\theta^*$, layer 0": ex["pattern_theta_star"]}),
         "error_vs_context": figures.error_vs_context(conv["context_lengths"], conv["context"]),
@@ -126,9 +130,12 @@ def td_heads(summary: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def verdict(summary: dict[str, Any]) -> str:
-    """One sentence: does this model implement in-context TD, where, how close to θ*'s algorithm?"""
+    """One sentence: does this model implement in-context TD, where, how close to θ*'s algorithm? A
+    TD-like head counts as signed when its own output or its layer's whole update (through the MLP)
+    moves the probed value with TD's (+, +, −) signs."""
     heads = td_heads(summary)
-    signed = [h for h in heads if h["matches_td"]]
+    layer_td = {r["layer"] for r in summary["circuit"].get("layer_signatures", []) if r["matches_td"]}
+    signed = [h for h in heads if h["matches_td"] or h["layer"] in layer_td]
     in_family = [r for r in summary["algorithm"]["layers"] if r["in_family"]]
     where = ", ".join(f"layer {h['layer']} head {h['head']}" for h in signed)
     if signed and in_family:
@@ -167,6 +174,10 @@ def standard_sentences(summary: dict[str, Any]) -> list[str]:
                      f"diagonality {h['diagonality']:.2f}, signature (reward, next, current) = "
                      + ", ".join(f"{v:+.2f}" for v in h["signature"])
                      + (" — TD's signs." if h["matches_td"] else " — not TD's signs."))
+    for r in circuit["layer_signatures"]:
+        lines.append(f"- Layer {r['layer']}'s whole update of the probed value (attention, MLP, residual): "
+                     "(reward, next, current) = " + ", ".join(f"{v:+.2f}" for v in r["normalised"])
+                     + (" — TD's signs." if r["matches_td"] else " — not TD's signs."))
     lines += ["- " + layer_sentence(row, gamma).replace("Layer", "Probed layer", 1) for row in alg["layers"]]
     ext = alg["extrapolation"]
     if ext:

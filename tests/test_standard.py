@@ -155,10 +155,14 @@ def test_verdict_sentences():
     layers_in = [{"in_family": True}, {"in_family": False}]
     base = {"algorithm": {"layers": layers_in},
             "circuit": {"heads": [{"layer": 0, "head": 1, "td_kernel_correlation": 0.8, "diagonality": 0.5}],
-                        "signatures": [{"layer": 0, "head": 1, "normalised": [1, 0.5, -0.7], "matches_td": True}]}}
+                        "signatures": [{"layer": 0, "head": 1, "normalised": [1, 0.5, -0.7], "matches_td": True}],
+                        "layer_signatures": [{"layer": 0, "matches_td": False}]}}
     assert verdict(base).startswith("Yes, in part: layer 0 head 1")
     base["circuit"]["signatures"][0]["matches_td"] = False
     assert "none moves the value" in verdict(base)
+    base["circuit"]["layer_signatures"][0]["matches_td"] = True  # the head's layer moves it, through its MLP
+    assert verdict(base).startswith("Yes, in part")
+    base["circuit"]["layer_signatures"][0]["matches_td"] = False
     base["circuit"]["heads"][0]["td_kernel_correlation"] = 0.2
     assert verdict(base).startswith("No TD circuit found")
 
@@ -232,3 +236,26 @@ def test_tabular_kernel_correlation_is_one_for_a_same_state_head():
     s = tasks.states
     assert K[0, 3, 0] == ((s[0, :-1] == s[0, 3]).sum() > 0) * (s[0, 0] == s[0, 3]) / max(int((s[0, :-1] == s[0, 3]).sum()), 1)
     assert correlation(K, K) == pytest.approx(1.0, abs=1e-12)
+
+
+def test_layer_signature_is_td_on_theta_star_and_sees_through_an_mlp():
+    from analyses.heads import layer_signature
+
+    tasks, star = make_tasks(), make_star(n_layers=3)
+    rows = {name: torch.zeros(6, dtype=torch.float64) for name in ("reward", "v_next", "v_current")}
+    rows["reward"][star.layout.reward], rows["v_next"][star.layout.target] = 1.0, 1.0
+    rows["v_current"][star.layout.current] = 1.0
+    for layer in (0, 2):
+        sig = layer_signature(star, tasks, layer, rows, rows["v_current"], rows["v_current"])
+        assert sig["raw"] == pytest.approx([13.0, 13.0, -13.0], abs=1e-9) and sig["matches_td"]
+    # a standard model whose update flows only through its MLP: the head's direct effect on the read-out
+    # is zero, the layer's update is not
+    model = standard(d_model=6, n_heads=1, n_layers=1, d_mlp=4, layer_norm=False)
+    with torch.no_grad():
+        model.blocks[0].mlp.W_out[:, star.layout.current] = 0.0
+        model.blocks[0].attn.W_O[..., star.layout.current] = 0.0
+        model.blocks[0].mlp.W_out[0, star.layout.current] = 1.0
+    (head,) = head_signatures(model, tasks, 0, rows, rows["v_current"])
+    assert head["raw"] == [0.0, 0.0, 0.0]
+    whole = layer_signature(model, tasks, 0, rows, rows["v_current"], rows["v_current"])
+    assert any(abs(g) > 1e-6 for g in whole["raw"])
