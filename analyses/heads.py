@@ -49,6 +49,12 @@ def tabular_kernel(tasks: TaskBatch) -> Float[Tensor, "batch query_pos key_pos"]
     return same / same.sum(-1, keepdim=True)
 
 
+def most_like(rows: list[dict]) -> dict[str, float]:
+    """The highest correlation any head reaches with each reference kernel (study tables)."""
+    return {"max_td_kernel_correlation": max(r["td_kernel_correlation"] for r in rows),
+            "max_tabular_kernel_correlation": max(r["tabular_kernel_correlation"] for r in rows)}
+
+
 def correlation(a: Tensor, b: Tensor) -> float:
     """Pearson correlation of two tensors' entries (0 when either is constant)."""
     a, b = a.flatten().double() - a.double().mean(), b.flatten().double() - b.double().mean()

@@ -19,7 +19,7 @@ from analyses.algorithm_id import best_in_family, depth_extrapolation, identify_
 from analyses.attention import state_kernels
 from analyses.convergence import errors_by_context, errors_by_depth, fit_geometric
 from analyses.diagonality import kernel_diagonality_mean, model_margin
-from analyses.heads import head_kernels
+from analyses.heads import head_kernels, most_like
 from analyses.probes import activation_cosines, circuit_cosines, prediction_gap, sensitivity_cosine
 from analyses.report_md import write_markdown
 from analyses.standard_report import compute_standard, draw_standard, write_standard_markdown
@@ -78,8 +78,7 @@ def compute(model: HookedICTDTransformer, config: TrainConfig, run_dir: Optional
         "margin": {"model_mean": model_margin(model, tasks).mean().item(), "theta_star_mean": C.mean().item(),
                    "theta_star_min": C.min().item()},
         "algorithm": algorithm_answers(model, star, tasks),
-        "circuit": {"heads": (heads := head_kernels(model, tasks[:128])),
-                    "max_td_kernel_correlation": max(r["td_kernel_correlation"] for r in heads)},
+        "circuit": {"heads": (heads := head_kernels(model, tasks[:128])), **most_like(heads)},
         "convergence": {
             "depth": {"theta_star": star_depth, "model": errors_by_depth(model, tasks).mean(-1).tolist()},
             "theta_star_fit": fit_geometric(star_depth), "one_minus_C": 1 - C.mean().item(),

@@ -17,8 +17,8 @@ import torch
 
 from analyses import circuit_figures, figures
 from analyses.algorithm_id import best_in_family, depth_extrapolation, identify_from_values
-from analyses.convergence import errors_by_context
-from analyses.heads import head_kernels, probed_layer_signatures, probed_signatures
+from analyses.convergence import errors_by_context, sup_error
+from analyses.heads import head_kernels, most_like, probed_layer_signatures, probed_signatures
 from analyses.report_md import layer_sentence
 from analyses.value_probes import (probe_errors_by_depth, probed_values, quantity_probes, quantity_r2,
                                    residual_stack, value_probes)
@@ -48,9 +48,12 @@ def compute_standard(model: ICTDModel, config: TrainConfig, run_dir: Optional[Pa
         "config": config.to_dict(), "model_config": model.cfg.to_dict(), "architecture": "standard",
         "n_eval_tasks": len(tasks), "metrics": evaluate(model, eval_set),
         "convergence": {
-            "depth": {"model": probe_errors_by_depth(model, probes["output"], tasks),
-                      "model_v_pi_probe": probe_errors_by_depth(model, probes["v_pi"], tasks),
-                      "theta_star": (star_rows - tasks.v_true).pow(2).mean((1, 2)).tolist()},
+            # MSVE per site (this report) and, as the stylised report's depth curve, the sup error
+            "depth_msve": {"model": probe_errors_by_depth(model, probes["output"], tasks),
+                           "model_v_pi_probe": probe_errors_by_depth(model, probes["v_pi"], tasks),
+                           "theta_star": (star_rows - tasks.v_true).pow(2).mean((1, 2)).tolist()},
+            "depth": {"model": [sup_error(v, tasks).mean().item() for v in probed_values(model, probes["output"], tasks)],
+                      "theta_star": [sup_error(v, tasks).mean().item() for v in star_rows]},
             "context_lengths": lengths,
             "context": {name: errors_by_context(m, long_tasks, lengths).mean(-1).tolist()
                         for name, m in (("trained model", model), ("theta* (same depth)", star))},
@@ -61,7 +64,7 @@ def compute_standard(model: ICTDModel, config: TrainConfig, run_dir: Optional[Pa
             "heads": kernels,
             "signatures": probed_signatures(model, few, quantity, probes["output"]),
             "layer_signatures": probed_layer_signatures(model, few, quantity, probes["output"]),
-            "max_td_kernel_correlation": max(r["td_kernel_correlation"] for r in kernels),
+            **most_like(kernels),
         },
         "algorithm": {
             "layers": identify_from_values(probed_values(model, probes["output"], few), few),
@@ -91,9 +94,9 @@ def draw_standard(summary: dict[str, Any]) -> dict[str, Any]:
     layer, head = ex["best_head"]
     out = {
         "error_vs_depth": circuit_figures.probe_error_vs_depth({
-            "model, probe of its own output": conv["depth"]["model"],
-            "model, probe of $v_\\pi$": conv["depth"]["model_v_pi_probe"],
-            "theta*, stored value row": conv["depth"]["theta_star"]}),
+            "model, probe of its own output": conv["depth_msve"]["model"],
+            "model, probe of $v_\\pi$": conv["depth_msve"]["model_v_pi_probe"],
+            "theta*, stored value row": conv["depth_msve"]["theta_star"]}),
         "td_quantities": circuit_figures.probe_map(circuit["quantity_r2"], "Where do TD's quantities live? (model)"),
         "td_quantities_theta_star": circuit_figures.probe_map(circuit["theta_star_quantity_r2"],
                                                               "The same probes on $\\theta^*$"),
@@ -144,9 +147,17 @@ def verdict(summary: dict[str, Any]) -> str:
                 f"{len(in_family)} of {len(summary['algorithm']['layers'])} layers' probed updates are "
                 "explained by the TD family.")
     if heads:
-        return ("Partly: some heads attend like the softmax-TD kernel, but " +
-                ("none moves the value with TD's (+, +, −) signs" if not signed else
-                 "no layer's probed update is explained by the TD family") + ".")
+        best = max(heads, key=lambda h: max(h["td_kernel_correlation"], h.get("tabular_kernel_correlation", 0.0)))
+        kernel = (f"layer {best['layer']} head {best['head']} attends like the softmax-TD kernel (correlation "
+                  f"{best['td_kernel_correlation']:.2f})")
+        if best.get("tabular_kernel_correlation", 0.0) > best["td_kernel_correlation"]:
+            kernel = (f"layer {best['layer']} head {best['head']} attends to the sources in the target's own state "
+                      f"(correlation {best['tabular_kernel_correlation']:.2f} with the tabular kernel, "
+                      f"{best['td_kernel_correlation']:.2f} with θ*'s softmax kernel): tabular TD's kernel")
+        fve = max((r["fve"] for r in summary["algorithm"]["layers"]), default=float("nan"))
+        return (f"Partly: {kernel}, but " + ("no head or layer moves the value with TD's (+, +, −) signs"
+                                             if not signed else "no layer's probed update is in the TD family")
+                + f"; the TD family explains at most {fve:.0%} of any layer's probed update.")
     return ("No TD circuit found: no head's pattern correlates with the softmax-TD kernel at "
             f"≥ {TD_LIKE_CORRELATION}; the model predicts values some other way.")
 
@@ -162,8 +173,8 @@ def standard_sentences(summary: dict[str, Any]) -> list[str]:
              f"β = {best['beta']:.2f})" + (": it beats every member of that family." if best["model_msve"] < 0.95 * best["msve"]
                                           else "."),
              "- **Where the value lives.** The probed value's MSVE per site (embedding, then after each block): "
-             + ", ".join(f"{e:.3f}" for e in conv["depth"]["model"]) + " (θ*'s stored row: "
-             + ", ".join(f"{e:.3f}" for e in conv["depth"]["theta_star"]) + ")."]
+             + ", ".join(f"{e:.3f}" for e in conv["depth_msve"]["model"]) + " (θ*'s stored row: "
+             + ", ".join(f"{e:.3f}" for e in conv["depth_msve"]["theta_star"]) + ")."]
     for name, r2 in circuit["quantity_r2"].items():
         present = [i for i, v in enumerate(r2) if v >= PRESENT_R2]
         lines.append(f"- `{name}`: held-out R² per site " + ", ".join(f"{v:.2f}" for v in r2) +

@@ -181,13 +181,15 @@ def markdown(spec: dict, results: pd.DataFrame, figures: list[str]) -> str:
              "The last three columns say what the learned update is: its effective discount b/(−c) at the last "
              "layer (θ*: the task's γ; above 1 the update is no contraction), how many seeds' layers converge when "
              "run to 8× their trained depth, and the MSVE of the best softmax TD of the same depth.", "",
-             "The most TD-like head's correlation with the softmax-TD kernel (θ*: 1) is measured from attention "
-             "patterns, so it compares architectures; weight cosines and the value-row signature exist only for the "
+             "The most TD-like head's correlation with the softmax-TD kernel (θ*: 1) and the most same-state "
+             "head's with the tabular kernel are measured from attention patterns, so they compare architectures; "
+             "a discount is shown only for a last layer the TD family explains (≥ 95% of its update); weight cosines and the value-row signature exist only for the "
              "stylised model (–: not applicable).", "",
              "| condition | seeds done | failed | eval MSVE | θ* MSVE | min cos(A, A*) | min cos(V, V*) "
-             "| kernel diagonality | most TD-like head (correlation) | signature (+, +, −) in every layer "
+             "| kernel diagonality | most TD-like head (correlation) | most same-state head (correlation) "
+             "| signature (+, +, −) in every layer "
              "| effective discount | converges when iterated | best softmax TD, MSVE |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for condition, part in results.groupby("condition", sort=False):
         lines.append(_table_row(condition, part))
     failed = cells[cells["status"] != "done"]
@@ -205,16 +207,20 @@ def _table_row(condition: str, part: pd.DataFrame) -> str:
     done = part[part["status"] == "done"]
     n_done, n_failed = int((cells["status"] == "done").sum()), int((cells["status"] == "failed").sum())
     if done.empty:
-        return f"| {condition} | 0 | {n_failed} |" + " – |" * 10
+        return f"| {condition} | 0 | {n_failed} |" + " – |" * 11
     wanted = dict(msve=("metrics.eval_msve", "first"), star=("metrics.theta_star_msve", "first"),
                   cos_A=("metrics.cos_A", "min"), cos_V=("metrics.cos_V", "min"),
                   diag=("metrics.kernel_diagonality_mean", "first"), match=("metrics.signature_match", "all"),
                   td_head=("circuit.max_td_kernel_correlation", "first"),
+                  tabular_head=("circuit.max_tabular_kernel_correlation", "first"),
                   discount=("algorithm.layers.effective_discount", "last"),
                   converges=("algorithm.extrapolation.converges", "first"),
                   best=("algorithm.best_in_family.msve", "first"))
     # a condition's cells may lack a column (a standard model has no weight cosines, an untied one no
     # extrapolation): shown as "–", never as a made-up value
+    if "algorithm.layers.in_family" in done:  # a discount is only read off a layer the TD family explains
+        discount = done["algorithm.layers.effective_discount"].where(done["algorithm.layers.in_family"].astype(bool))
+        done = done.assign(**{"algorithm.layers.effective_discount": discount})
     present = {k: v for k, v in wanted.items() if v[0] in done and done[v[0]].notna().any()}
     per_cell = done.groupby("cell").agg(**present)
 
@@ -228,7 +234,7 @@ def _table_row(condition: str, part: pd.DataFrame) -> str:
         return f"{int(per_cell[key].astype(bool).sum())}/{len(per_cell)}" if key in per_cell else "–"
 
     return (f"| {condition} | {n_done} | {n_failed} | {fmt('msve')} | {fmt('star')} | {fmt('cos_A')} | "
-            f"{fmt('cos_V')} | {fmt('diag')} | {fmt('td_head')} | {count('match')} | {fmt('discount')} | "
+            f"{fmt('cos_V')} | {fmt('diag')} | {fmt('td_head')} | {fmt('tabular_head')} | {count('match')} | {fmt('discount')} | "
             f"{count('converges')} | {fmt('best')} |")
 
 

@@ -7,11 +7,11 @@ import pytest
 from nbclient import NotebookClient
 
 NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
-FIGURE_CALLS = ("display(figures.", "display(hooks.patching_heatmap")
+FIGURE_CALLS = ("display(figures.", "display(circuit_figures.", "display(hooks.patching_heatmap")
 
 
-def test_there_are_four_notebooks():
-    assert [p.stem[:2] for p in NOTEBOOKS] == ["01", "02", "03", "04"]
+def test_there_are_five_notebooks():
+    assert [p.stem[:2] for p in NOTEBOOKS] == ["01", "02", "03", "04", "05"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)

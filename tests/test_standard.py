@@ -152,14 +152,16 @@ def test_signature_is_td_on_theta_star_in_both_families():
 
 
 def test_verdict_sentences():
-    layers_in = [{"in_family": True}, {"in_family": False}]
+    layers_in = [{"in_family": True, "fve": 0.97}, {"in_family": False, "fve": 0.3}]
     base = {"algorithm": {"layers": layers_in},
             "circuit": {"heads": [{"layer": 0, "head": 1, "td_kernel_correlation": 0.8, "diagonality": 0.5}],
                         "signatures": [{"layer": 0, "head": 1, "normalised": [1, 0.5, -0.7], "matches_td": True}],
                         "layer_signatures": [{"layer": 0, "matches_td": False}]}}
     assert verdict(base).startswith("Yes, in part: layer 0 head 1")
     base["circuit"]["signatures"][0]["matches_td"] = False
-    assert "none moves the value" in verdict(base)
+    assert "no head or layer moves the value" in verdict(base) and "at most 97%" in verdict(base)
+    base["circuit"]["heads"][0]["tabular_kernel_correlation"] = 0.95
+    assert "correlation 0.95 with the tabular kernel, 0.80 with θ*'s softmax kernel" in verdict(base)
     base["circuit"]["layer_signatures"][0]["matches_td"] = True  # the head's layer moves it, through its MLP
     assert verdict(base).startswith("Yes, in part")
     base["circuit"]["layer_signatures"][0]["matches_td"] = False
