@@ -145,6 +145,7 @@ def construct(cfg: ConstructConfig) -> str:
     return "\n".join(lines)
 
 
+BUILTIN_STUDIES = ("emergence", "objectives", "architectures", "depth", "features", "masks", "tied")  # analyses/studies
 DESCRIPTION = """Softmax transformers that run TD learning in context: pretrain, analyse and probe them.
 
 Start with `ictd-interp reproduce --preset quick --out runs/quick` (train, then analyse: summary.md and
@@ -187,8 +188,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="folder for evaluation.json and figures")
     add_config_args(p, EvaluateConfig, "evaluation")
     p = sub.add_parser("study", help="a grid of conditions x seeds on Ray, with aggregate figures and study.md")
-    p.add_argument("spec", help="a study spec (.toml) or a built-in study: emergence, objectives, depth, features, "
-                                "masks, tied")
+    p.add_argument("spec", help="a study spec (.toml) or a built-in study: " + ", ".join(BUILTIN_STUDIES))
     p.add_argument("--out", required=True, help="study folder (re-running the same command resumes it)")
     p.add_argument("--workers", type=int, default=None, help="cells at once on a local Ray instance (default: all cores)")
     p.add_argument("--address", default=None, help="join this Ray cluster (HOST:PORT) instead; --out must be "
@@ -307,8 +307,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             from ictd_interp.registry import list_pretrained
 
             for m in list_pretrained():
-                print(f"{m['name']:<16} {m['description']} (eval MSVE {m['eval_msve']:.3f}, theta* "
-                      f"{m['theta_star_msve']:.3f}; min cos(V, V*) {min(c for c in m['cos_V'] if c is not None):.3f})")
+                cos = ("" if m["cos_V"] is None else  # a standard-architecture model has no V to compare
+                       f"; min cos(V, V*) {min(c for c in m['cos_V'] if c is not None):.3f}")
+                print(f"{m['name']:<18} {m['description']} (eval MSVE {m['eval_msve']:.3f}, theta* "
+                      f"{m['theta_star_msve']:.3f}{cos})")
             return 0
         if args.command == "study-report":
             from analyses.study_report import write_report

@@ -308,6 +308,9 @@ class HookedICTDTransformer(TransformerLensSurface, HookedRootModule):
         from ictd_interp.registry import resolve
 
         model = load_checkpoint(resolve(name_or_path)).model
+        if not isinstance(model, cls):
+            raise ValueError(f"{name_or_path}: holds a {type(model).__name__} (the standard architecture); load it "
+                             "with HookedStandardTransformer.from_pretrained or ictd_interp.load_checkpoint")
         if dtype is not None and dtype != model.cfg.dtype:
             converted = cls(ICTDConfig.from_dict({**model.cfg.to_dict(), "dtype": dtype}))
             converted.load_state_dict({k: v.to(converted.cfg.torch_dtype) for k, v in model.state_dict().items()})

@@ -5,7 +5,7 @@ import torch
 from safetensors.torch import load_file
 
 from ictd_interp import HookedICTDTransformer, list_pretrained, registry
-from ictd_interp.checkpoint import CheckpointNotFoundError
+from ictd_interp.checkpoint import CheckpointNotFoundError, load_checkpoint
 from ictd_interp.cli import main
 from ictd_interp.evaluation import EvalSet, evaluate
 from ictd_interp.train import train
@@ -25,14 +25,17 @@ def test_the_registry_ships_the_promised_models():
 
 @pytest.mark.parametrize("name", NAMES)
 def test_every_shipped_model_loads_and_its_card_matches_evaluate(name):
-    model = HookedICTDTransformer.from_pretrained(name)  # runs checkpoint validation
+    model = load_checkpoint(registry.pretrained_path(name)).model  # runs checkpoint validation
     assert not model.training
     card = registry.card(name)
     config = TrainConfig.from_dict(card["train_config"])
     assert model.cfg == config.model
     metrics = evaluate(model, EvalSet.build(config))
     assert metrics["eval_msve"] == pytest.approx(card["final_metrics"]["eval_msve"], rel=1e-5)
-    assert metrics["cos_V"] == pytest.approx(card["final_metrics"]["cos_V"], abs=1e-5, nan_ok=True)
+    for key in ("cos_V", "kernel_diagonality_mean"):  # what the card says about this architecture
+        if key in card["final_metrics"]:
+            assert metrics[key] == pytest.approx(card["final_metrics"][key], abs=1e-5, nan_ok=True)
+    assert ("cos_V" in metrics) == (card["train_config"].get("architecture", "stylised") == "stylised")
     assert card["package_version"] and card["torch_threads"] >= 1
 
 
@@ -80,3 +83,13 @@ def test_names_and_paths_work_everywhere_and_typos_list_the_known_names(tmp_path
 def test_dtype_and_device_on_load():
     model = HookedICTDTransformer.from_pretrained("quick-td-s0", device="cpu", dtype="float64")
     assert model.cfg.dtype == "float64" and model.blocks[0].attn.A.dtype == torch.float64
+
+
+def test_each_class_loads_only_its_own_architecture():
+    from ictd_interp.standard import HookedStandardTransformer
+
+    assert isinstance(HookedStandardTransformer.from_pretrained("standard-quick-s0"), HookedStandardTransformer)
+    with pytest.raises(ValueError, match="HookedStandardTransformer.from_pretrained"):
+        HookedICTDTransformer.from_pretrained("standard-quick-s0")
+    with pytest.raises(ValueError, match="not a standard-architecture model"):
+        HookedStandardTransformer.from_pretrained("quick-td-s0")

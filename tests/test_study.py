@@ -113,7 +113,7 @@ def test_bad_specs_name_the_cell_and_the_field(tmp_path):
     path.write_text('preset = "quick"\nseeds = [0]\n[grid]\nn_layers = [0]\n')
     with pytest.raises(StudySpecError, match=rf"{path}: cell n_layers-0__seed-0: n_layers"):
         load_spec(path)
-    with pytest.raises(StudySpecError, match="built-in: \\['depth'"):
+    with pytest.raises(StudySpecError, match="built-in: \\['architectures', 'depth'"):
         load_spec("no-such-study")
     assert len(load_spec("objectives").cells()) == 8
 
@@ -196,3 +196,10 @@ def test_a_real_cluster_on_loopback(tmp_path):
     finally:
         head.terminate()  # stops only the head this test started
         head.wait(timeout=60)
+
+
+def test_the_cli_lists_every_built_in_study():
+    from analyses.study_spec import builtin_studies
+    from ictd_interp.cli import BUILTIN_STUDIES
+
+    assert sorted(BUILTIN_STUDIES) == sorted(builtin_studies())
