@@ -50,12 +50,7 @@ def resolve(path: Union[str, Path]) -> tuple[ICTDModel, TrainConfig, Optional[Pa
     if "train_config" in meta:
         curves = path if path.is_dir() and (path / METRICS).exists() else None  # shipped models keep theirs
         return model, TrainConfig.from_dict(meta["train_config"]), curves
-    c = model.cfg
-    shared = dict(d_features=c.d_features, n_layers=c.n_layers, gamma=c.gamma, tied=c.tied, dtype=c.dtype)
-    arch = (dict(form=c.form, attention=c.attention, mask=c.mask) if is_stylised(model) else
-            dict(architecture="standard", d_model=c.d_model, n_heads=c.n_heads, d_mlp=c.d_mlp,
-                 layer_norm=c.layer_norm, pos_embed=c.pos_embed))
-    return model, TrainConfig(**shared, **arch, **meta.get("task", {})), None
+    return model, TrainConfig.for_model(model.cfg, **meta.get("task", {})), None
 
 
 def compute(model: HookedICTDTransformer, config: TrainConfig, run_dir: Optional[Path]) -> dict[str, Any]:
@@ -69,7 +64,7 @@ def compute(model: HookedICTDTransformer, config: TrainConfig, run_dir: Optional
     C = model_margin(star, tasks)
     return {
         "config": config.to_dict(), "model_config": model.cfg.to_dict(), "n_eval_tasks": len(tasks),
-        "metrics": evaluate(model, eval_set),
+        "metrics": evaluate(model, eval_set).to_dict(),
         "probes": {**prediction_gap(model, tasks, star), "sensitivity_cosine": sensitivity_cosine(model, tasks, star),
                    "circuits": circuit_cosines(model, star), "activation_cosines": activation_cosines(model, tasks, star)},
         "diagonality": {"model": kernel_diagonality_mean(model, tasks).tolist(),

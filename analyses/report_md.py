@@ -131,9 +131,13 @@ def write_markdown(summary: dict[str, Any], out_dir: Path) -> Path:
         "",
         margin_sentence(margin, conv["one_minus_C"], conv["theta_star_fit"]["rate"], gamma),
         "",
-        "## Figures",
-        "",
     ]
+    return write_with_figures(lines, out_dir)
+
+
+def write_with_figures(lines: list[str], out_dir: Path) -> Path:
+    """``summary.md``: the given lines, then every figure in ``out_dir/figures``."""
+    lines = [*lines, "## Figures", ""]
     for name in sorted(p.stem for p in (out_dir / "figures").glob("*.png")):
         lines += [f"### {name.replace('_', ' ')}", "", f"![{name}](figures/{name}.png)", ""]
     path = out_dir / "summary.md"

@@ -19,7 +19,7 @@ from analyses import circuit_figures, figures
 from analyses.algorithm_id import best_in_family, depth_extrapolation, identify_from_values
 from analyses.convergence import errors_by_context, sup_error
 from analyses.heads import head_kernels, most_like, probed_layer_signatures, probed_signatures
-from analyses.report_md import layer_sentence
+from analyses.report_md import layer_sentence, write_with_figures
 from analyses.value_probes import (probe_errors_by_depth, probed_values, quantity_probes, quantity_r2,
                                    residual_stack, value_probes)
 from ictd_interp import HookedICTDTransformer
@@ -46,7 +46,7 @@ def compute_standard(model: ICTDModel, config: TrainConfig, run_dir: Optional[Pa
     long_tasks = config.tasks.sample(64, seed=config.eval_seed + 1, length=max(lengths))
     return {
         "config": config.to_dict(), "model_config": model.cfg.to_dict(), "architecture": "standard",
-        "n_eval_tasks": len(tasks), "metrics": evaluate(model, eval_set),
+        "n_eval_tasks": len(tasks), "metrics": evaluate(model, eval_set).to_dict(),
         "convergence": {
             # MSVE per site (this report) and, as the stylised report's depth curve, the sup error
             "depth_msve": {"model": probe_errors_by_depth(model, probes["output"], tasks),
@@ -216,11 +216,5 @@ def write_standard_markdown(summary: dict[str, Any], out_dir: Path) -> Path:
         f"{m['kernel_diagonality_mean']:.3f}. Probes read linear structure only: a quantity a model keeps "
         "non-linearly shows as absent.",
         "",
-        "## Figures",
-        "",
     ]
-    for name in sorted(p.stem for p in (out_dir / "figures").glob("*.png")):
-        lines += [f"### {name.replace('_', ' ')}", "", f"![{name}](figures/{name}.png)", ""]
-    path = out_dir / "summary.md"
-    path.write_text("\n".join(lines))
-    return path
+    return write_with_figures(lines, out_dir)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Optional
 
 import torch
 
@@ -35,27 +35,37 @@ def msve(model: ICTDModel, tasks: TaskBatch) -> float:
     return float((values - tasks.v_true).pow(2).mean())
 
 
+@dataclass(frozen=True)
+class EvalMetrics:
+    """The metrics logged along training (docs/theory.md §7). The weight probes against θ* (``cos_A``,
+    ``cos_V``, ``signature``, ``signature_match``: per layer) exist only for the stylised model."""
+
+    eval_msve: float
+    theta_star_msve: float
+    kernel_diagonality_mean: float
+    cos_A: Optional[list[float]] = None
+    cos_V: Optional[list[Optional[float]]] = None
+    signature: Optional[list[list[Optional[float]]]] = None
+    signature_match: Optional[list[bool]] = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready, leaving out what does not apply to the model's architecture."""
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
 @torch.no_grad()
-def evaluate(model: ICTDModel, eval_set: EvalSet) -> dict[str, Any]:
+def evaluate(model: ICTDModel, eval_set: EvalSet) -> EvalMetrics:
     """Every training-time metric of ``model`` on the evaluation tasks: error and kernel diagonality for
     any architecture; the weight probes against θ* (cosines, signature) for the stylised model."""
     cfg, tasks = model.cfg, eval_set.tasks
     device = next(model.parameters()).device
     values, cache = model.run_with_cache(tasks.prompt.to(device), names_filter=lambda n: n.endswith("hook_pattern"))
     diag = diagonality_by_layer(cache, tasks.states, tasks.mrp.n_states, cfg.n_layers, cfg.n_heads)
-    common = {
-        "eval_msve": float((values.double().cpu() - tasks.v_true).pow(2).mean()),
-        "theta_star_msve": eval_set.theta_star_msve,
-        "kernel_diagonality_mean": diag.mean().item(),
-    }
+    common = EvalMetrics(eval_msve=float((values.double().cpu() - tasks.v_true).pow(2).mean()),
+                         theta_star_msve=eval_set.theta_star_msve, kernel_diagonality_mean=diag.mean().item())
     if not is_stylised(model):
         return common
     cos = weight_cosines(model, cfg)
     signature = value_signature(model, cfg)
-    return {
-        **common,
-        "cos_A": cos["A"],
-        "cos_V": cos["V"],
-        "signature": [s["normalised"] for s in signature],
-        "signature_match": [s["matches"] for s in signature],
-    }
+    return replace(common, cos_A=cos["A"], cos_V=cos["V"], signature=[s["normalised"] for s in signature],
+                   signature_match=[s["matches"] for s in signature])

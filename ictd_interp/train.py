@@ -156,7 +156,7 @@ def _step(loop: _Loop) -> None:
 def _log(loop: _Loop, loss: Optional[float]) -> dict[str, Any]:
     run = loop.run
     wall = loop.elapsed_before + time.perf_counter() - loop.started
-    entry = {"step": run.step, "loss": loss, **evaluate(run.model, loop.eval_set), "wall_time": wall,
+    entry = {"step": run.step, "loss": loss, **evaluate(run.model, loop.eval_set).to_dict(), "wall_time": wall,
              "torch_threads": torch.get_num_threads()}
     loop.loss_sum, loop.loss_count = 0.0, 0
     run.metrics.append(entry)

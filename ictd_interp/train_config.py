@@ -160,6 +160,19 @@ class TrainConfig:
                                 context_len=self.context_len, gamma=self.gamma, feature_kind=self.feature_kind,
                                 feature_scale=self.feature_scale, terminal=self.terminal)
 
+    @classmethod
+    def for_model(cls, cfg: ICTDConfig | StandardConfig, **task: Any) -> "TrainConfig":
+        """The training config a model config implies (a bare checkpoint's), with ``task`` settings;
+        the inverse of ``model`` on the architecture fields."""
+        shared = dict(d_features=cfg.d_features, n_layers=cfg.n_layers, gamma=cfg.gamma, tied=cfg.tied,
+                      dtype=cfg.dtype, seed=cfg.seed)
+        if cfg.architecture == "standard":
+            arch = dict(architecture="standard", d_model=cfg.d_model, n_heads=cfg.n_heads, d_mlp=cfg.d_mlp,
+                        layer_norm=cfg.layer_norm, pos_embed=cfg.pos_embed, init_scale=cfg.init_range)
+        else:
+            arch = dict(form=cfg.form, attention=cfg.attention, mask=cfg.mask, init_scale=cfg.init_scale)
+        return cls(**shared, **arch, **task)
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

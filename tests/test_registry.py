@@ -30,7 +30,7 @@ def test_every_shipped_model_loads_and_its_card_matches_evaluate(name):
     card = registry.card(name)
     config = TrainConfig.from_dict(card["train_config"])
     assert model.cfg == config.model
-    metrics = evaluate(model, EvalSet.build(config))
+    metrics = evaluate(model, EvalSet.build(config)).to_dict()
     assert metrics["eval_msve"] == pytest.approx(card["final_metrics"]["eval_msve"], rel=1e-5)
     for key in ("cos_V", "kernel_diagonality_mean"):  # what the card says about this architecture
         if key in card["final_metrics"]:

@@ -16,10 +16,8 @@ from hooks.ablation import ablate_target_path
 from hooks.types import get_act_name
 from ictd_interp.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from ictd_interp.metrics import kernel_diagonality
-from ictd_interp.objectives import OBJECTIVES
 from ictd_interp.standard import HookedStandardTransformer
 from ictd_interp.standard_config import StandardConfig
-from ictd_interp.task_distribution import TaskDistribution
 from ictd_interp.train import resume, train
 from ictd_interp.train_config import TrainConfig
 from tests.conftest import make_star, make_tasks
@@ -203,24 +201,6 @@ def test_training_resumes_bit_exact_and_checkpoints_check_ties(tmp_path):
         load_checkpoint(ckpt)
 
 
-@pytest.mark.parametrize("objective", ["td", "mc", "supervised"])
-def test_each_objective_lowers_its_loss_on_a_fixed_batch(objective):
-    from ictd_interp.architectures import build_model
-    from ictd_interp.data import window_batch
-
-    cfg = tiny(objective=objective)
-    model = build_model(cfg.model).train()
-    batch = window_batch(TaskDistribution(n_states=5, d_features=4, context_len=6, gamma=0.9, feature_kind="uniform", feature_scale=1.0), 8, 3,
-                         generator=torch.Generator().manual_seed(0), mc_horizon=5).to("cpu", torch.float64)
-    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
-    first = OBJECTIVES[objective](model, batch).item()
-    for _ in range(30):
-        opt.zero_grad()
-        OBJECTIVES[objective](model, batch).backward()
-        opt.step()
-    assert OBJECTIVES[objective](model, batch).item() < 0.8 * first
-
-
 def test_transformer_lens_decomposition_sums_to_the_residual():
     model, tasks = standard(layer_norm=False), make_tasks()
     _, cache = model.run_with_cache(tasks.prompt)
@@ -261,3 +241,37 @@ def test_layer_signature_is_td_on_theta_star_and_sees_through_an_mlp():
     assert head["raw"] == [0.0, 0.0, 0.0]
     whole = layer_signature(model, tasks, 0, rows, rows["v_current"], rows["v_current"])
     assert any(abs(g) > 1e-6 for g in whole["raw"])
+
+
+@pytest.mark.parametrize("architecture", ["stylised", "standard"])
+def test_train_config_for_model_inverts_model(architecture):
+    cfg = TrainConfig(architecture=architecture, n_layers=2, tied=True, seed=4, init_scale=0.2)
+    assert TrainConfig.for_model(cfg.model).model == cfg.model
+
+
+def test_a_tied_standard_block_runs_to_any_depth():
+    from analyses.algorithm_id import depth_extrapolation, msve_at_depth
+    from ictd_interp.evaluation import msve
+
+    model, tasks = standard(tied=True, n_layers=2), make_tasks()
+    assert msve_at_depth(model, tasks, 2) == pytest.approx(msve(model, tasks), abs=1e-12)
+    deeper = standard(tied=True, n_layers=5)
+    deeper.load_state_dict(_tile(model.state_dict(), 5))
+    assert msve_at_depth(model, tasks, 5) == pytest.approx(msve(deeper, tasks), abs=1e-12)
+    result = depth_extrapolation(model, make_star(n_layers=2), tasks, factor=2)
+    assert result["depths"] == [1, 2, 3, 4] and len(result["model"]) == 4
+
+
+def _tile(state: dict, depth: int) -> dict:
+    """A tied model's weights for ``depth`` blocks (every block is block 0)."""
+    shared = {k.split(".", 2)[2]: v for k, v in state.items() if k.startswith("blocks.0.")}
+    out = {k: v for k, v in state.items() if not k.startswith("blocks.")}
+    out.update({f"blocks.{l}.{name}": v for l in range(depth) for name, v in shared.items()})
+    return out
+
+
+def test_both_model_classes_conform_to_the_analysis_protocol():
+    from ictd_interp.architectures import ICTDModel
+
+    assert isinstance(make_star(), ICTDModel) and isinstance(standard(), ICTDModel)
+    assert not isinstance(torch.nn.Linear(2, 2), ICTDModel)

@@ -197,16 +197,20 @@ def test_cuda_without_a_gpu_is_a_clear_error():
 
 
 @pytest.mark.parametrize("objective", ["td", "neu", "mc", "supervised"])
-def test_each_objective_lowers_its_loss_on_a_fixed_batch(objective):
+@pytest.mark.parametrize("architecture", ["stylised", "standard"])
+def test_each_objective_lowers_its_loss_on_a_fixed_batch(objective, architecture):
+    from ictd_interp.architectures import build_model
     from ictd_interp.data import window_batch
     from ictd_interp.objectives import OBJECTIVES
 
-    cfg = tiny(objective=objective, init_scale=0.3, dtype="float64")
-    model = HookedICTDTransformer(cfg.model)
+    arch = {"architecture": "standard", "d_model": 8, "d_mlp": 8, "init_scale": 0.1} if architecture == "standard" \
+        else {"init_scale": 0.3}
+    cfg = tiny(objective=objective, dtype="float64", **arch)
+    model = build_model(cfg.model)
     batch = window_batch(cfg.tasks, 8, 5, generator=torch.Generator().manual_seed(0),
                          mc_horizon=cfg.mc_horizon)
     batch = batch.to("cpu", torch.float64)
-    opt = torch.optim.Adam(model.parameters(), lr=3e-2)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-2 if architecture == "stylised" else 3e-3)
     before = OBJECTIVES[objective](model, batch).item()
     for _ in range(60):
         opt.zero_grad()
