@@ -33,22 +33,23 @@ from ictd_interp import HookedICTDTransformer
 from ictd_interp.architectures import ICTDModel, is_stylised
 from ictd_interp.evaluation import msve
 from ictd_interp.tasks import TaskBatch
-from ictd_interp.td import feature_scores
+from ictd_interp.config import check_choice
+from ictd_interp.td import feature_scores, same_state_kernel
 
 IN_FAMILY_FVE = 0.95  # below this fraction of variance explained, the family does not explain the layer
 BETA_RANGE = (0.02, 50.0)
 
 
-def _design(beta: float, scores: Tensor, rewards: Tensor, v_in: Tensor, with_values: bool) -> Tensor:
-    kernel = torch.softmax(beta * scores, dim=1)  # [batch, source k-1, target j]
+def _design(kernel: Tensor, rewards: Tensor, v_in: Tensor, with_values: bool) -> Tensor:
+    """Columns ``sum_k K(S_{k-1}, S_j) (R_k, v_in(S_k), v_in(S_{k-1}))``; ``kernel [batch, source k-1, target j]``."""
     columns = [einsum(rewards, kernel, "b k, b k j -> b j")]
     if with_values:
         columns += [einsum(v_in[:, 1:], kernel, "b k, b k j -> b j"), einsum(v_in[:, :-1], kernel, "b k, b k j -> b j")]
     return torch.stack([c.flatten() for c in columns], dim=1)
 
 
-def _solve(beta: float, scores, rewards, v_in, dv, with_values: bool) -> tuple[float, np.ndarray]:
-    design = _design(beta, scores, rewards, v_in, with_values).numpy()
+def _solve(kernel: Tensor, rewards, v_in, dv, with_values: bool) -> tuple[float, np.ndarray]:
+    design = _design(kernel, rewards, v_in, with_values).numpy()
     coef, *_ = np.linalg.lstsq(design, dv.flatten().numpy(), rcond=None)
     return float(((design @ coef - dv.flatten().numpy()) ** 2).sum()), coef
 
@@ -65,17 +66,30 @@ def _golden(f, lo: float, hi: float, iters: int = 40) -> float:
 def identify_layer(scores: Tensor, rewards: Tensor, v_in: Tensor, dv: Tensor) -> dict:
     """The TD-family parameters of one layer's update (``b``, ``c`` None when ``v_in`` is zero)."""
     with_values = bool(v_in.abs().max() > 1e-12)  # an untied first layer sees v_in = 0: b, c unidentifiable
-    loss = lambda log_beta: _solve(math.exp(log_beta), scores, rewards, v_in, dv, with_values)[0]  # noqa: E731
+    kernel = lambda log_beta: torch.softmax(math.exp(log_beta) * scores, dim=1)  # noqa: E731
+    loss = lambda log_beta: _solve(kernel(log_beta), rewards, v_in, dv, with_values)[0]  # noqa: E731
     grid = np.linspace(math.log(BETA_RANGE[0]), math.log(BETA_RANGE[1]), 40)
     start = grid[int(np.argmin([loss(g) for g in grid]))]
     step = grid[1] - grid[0]
     log_beta = _golden(loss, start - step, start + step)
-    residual, coef = _solve(math.exp(log_beta), scores, rewards, v_in, dv, with_values)
+    return {"beta": math.exp(log_beta), **_fit(kernel(log_beta), rewards, v_in, dv, with_values)}
+
+
+def identify_layer_tabular(states: Tensor, rewards: Tensor, v_in: Tensor, dv: Tensor) -> dict:
+    """As ``identify_layer`` with the tabular (same-state) kernel in place of the softmax family:
+    tabular TD with free ``(a, b, c)``. A model whose heads attend to same-state sources is judged
+    against this family too."""
+    with_values = bool(v_in.abs().max() > 1e-12)
+    return {"beta": None, **_fit(same_state_kernel(states), rewards, v_in, dv, with_values)}
+
+
+def _fit(kernel: Tensor, rewards: Tensor, v_in: Tensor, dv: Tensor, with_values: bool) -> dict:
+    residual, coef = _solve(kernel, rewards, v_in, dv, with_values)
     total = float(((dv - dv.mean()) ** 2).sum())
     fve = 1 - residual / total if total > 0 else float("nan")
     a = float(coef[0])
     b, c = (float(coef[1]), float(coef[2])) if with_values else (None, None)
-    return {"step": a, "beta": math.exp(log_beta), "b": b, "c": c,
+    return {"step": a, "b": b, "c": c,
             "effective_discount": b / -c if with_values and c != 0 else None,
             "current_weight": c / a if with_values and a != 0 else None,
             "fve": fve, "rms_residual": math.sqrt(residual / dv.numel()), "in_family": bool(fve >= IN_FAMILY_FVE)}
@@ -87,11 +101,15 @@ def identify_layers(model: HookedICTDTransformer, tasks: TaskBatch) -> list[dict
     return identify_from_values(residual_stack(model, tasks.prompt)[..., model.layout.current], tasks)
 
 
-def identify_from_values(values: Tensor, tasks: TaskBatch) -> list[dict]:
-    """``identify_layer`` for each consecutive pair of per-site values ``[site, batch, pos]`` (the value
-    row of a stylised model, or a standard model's probed values: ``analyses.value_probes``)."""
+def identify_from_values(values: Tensor, tasks: TaskBatch, kernel: str = "softmax") -> list[dict]:
+    """``identify_layer`` (``kernel="softmax"``) or ``identify_layer_tabular`` (``"tabular"``) for each
+    consecutive pair of per-site values ``[site, batch, pos]`` (the value row of a stylised model, or a
+    standard model's probed values: ``analyses.value_probes``)."""
+    check_choice("kernel", kernel, ("softmax", "tabular"))
     scores, rewards = feature_scores(tasks.x.double()), tasks.rewards.double()
-    return [{"layer": layer, **identify_layer(scores, rewards, values[layer], values[layer + 1] - values[layer])}
+    fit = (lambda v, dv: identify_layer(scores, rewards, v, dv)) if kernel == "softmax" else \
+        (lambda v, dv: identify_layer_tabular(tasks.states, rewards, v, dv))
+    return [{"layer": layer, **fit(values[layer], values[layer + 1] - values[layer])}
             for layer in range(values.shape[0] - 1)]
 
 

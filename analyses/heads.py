@@ -30,7 +30,7 @@ from hooks.types import get_act_name
 from ictd_interp.architectures import ICTDModel
 from ictd_interp.metrics import kernel_diagonality
 from ictd_interp.tasks import TaskBatch
-from ictd_interp.td import softmax_kernel
+from ictd_interp.td import same_state_kernel, softmax_kernel
 
 SIGNATURE = ("reward", "v_next", "v_current")
 TD_SIGNS = (1.0, 1.0, -1.0)
@@ -42,11 +42,8 @@ def td_kernel(tasks: TaskBatch) -> Float[Tensor, "batch query_pos key_pos"]:
 
 
 def tabular_kernel(tasks: TaskBatch) -> Float[Tensor, "batch query_pos key_pos"]:
-    """The same-state kernel (tabular TD's): even weight on the sources in the target's own state;
-    a target whose state no source visits spreads evenly over all sources (as ``hardmax_kernel``)."""
-    same = (tasks.states[:, :, None] == tasks.states[:, None, :-1]).double()  # [batch, target, source]
-    same = torch.where(same.sum(-1, keepdim=True) > 0, same, torch.ones_like(same))
-    return same / same.sum(-1, keepdim=True)
+    """The same-state kernel (tabular TD's, ``td.same_state_kernel``) as a pattern ``[target, source]``."""
+    return same_state_kernel(tasks.states).transpose(1, 2)
 
 
 def most_like(rows: list[dict]) -> dict[str, float]:

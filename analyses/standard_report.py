@@ -67,7 +67,8 @@ def compute_standard(model: ICTDModel, config: TrainConfig, run_dir: Optional[Pa
             **most_like(kernels),
         },
         "algorithm": {
-            "layers": identify_from_values(probed_values(model, probes["output"], few), few),
+            "layers": identify_from_values(probed := probed_values(model, probes["output"], few), few),
+            "layers_tabular": identify_from_values(probed, few, kernel="tabular"),
             "extrapolation": depth_extrapolation(model, star, tasks[:128]) if model.cfg.tied else None,
             "best_in_family": {**best_in_family(star, tasks[:128]), "model_msve": msve(model, tasks[:128]),
                                "theta_star_msve": msve(star, tasks[:128])},
@@ -154,10 +155,11 @@ def verdict(summary: dict[str, Any]) -> str:
             kernel = (f"layer {best['layer']} head {best['head']} attends to the sources in the target's own state "
                       f"(correlation {best['tabular_kernel_correlation']:.2f} with the tabular kernel, "
                       f"{best['td_kernel_correlation']:.2f} with θ*'s softmax kernel): tabular TD's kernel")
-        fve = max((r["fve"] for r in summary["algorithm"]["layers"]), default=float("nan"))
+        fits = summary["algorithm"]["layers"] + summary["algorithm"].get("layers_tabular", [])
+        fve = max((r["fve"] for r in fits), default=float("nan"))
         return (f"Partly: {kernel}, but " + ("no head or layer moves the value with TD's (+, +, −) signs"
                                              if not signed else "no layer's probed update is in the TD family")
-                + f"; the TD family explains at most {fve:.0%} of any layer's probed update.")
+                + f"; the TD family (softmax or tabular kernel) explains at most {fve:.0%} of any layer's probed update.")
     return ("No TD circuit found: no head's pattern correlates with the softmax-TD kernel at "
             f"≥ {TD_LIKE_CORRELATION}; the model predicts values some other way.")
 
@@ -190,6 +192,9 @@ def standard_sentences(summary: dict[str, Any]) -> list[str]:
                      "(reward, next, current) = " + ", ".join(f"{v:+.2f}" for v in r["normalised"])
                      + (" — TD's signs." if r["matches_td"] else " — not TD's signs."))
     lines += ["- " + layer_sentence(row, gamma).replace("Layer", "Probed layer", 1) for row in alg["layers"]]
+    lines.append("- With the tabular (same-state) kernel in place of the softmax family, the TD family explains "
+                 + ", ".join(f"{r['fve']:.0%}" for r in alg["layers_tabular"]) + " of the probed updates of layers "
+                 + ", ".join(str(r["layer"]) for r in alg["layers_tabular"]) + ".")
     ext = alg["extrapolation"]
     if ext:
         lines.append(f"- **Iterated beyond its trained depth** the tied block {ext['verdict']} (MSVE {ext['model'][-1]:.3g} "

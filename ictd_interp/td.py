@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import torch
 from einops import einsum
-from jaxtyping import Float
+from jaxtyping import Float, Int
 from torch import Tensor
 
 Kernel = Float[Tensor, "batch key_pos query_pos"]
@@ -46,6 +46,15 @@ def hardmax_kernel(x: Float[Tensor, "batch pos d_feat"], rel_tol: float = 1e-9) 
     top = scores.amax(dim=1, keepdim=True)
     hits = (scores >= top - rel_tol * top.abs().clamp_min(1.0)).to(x.dtype)
     return hits / hits.sum(dim=1, keepdim=True)
+
+
+def same_state_kernel(states: Int[Tensor, "batch pos"]) -> Kernel:
+    """The tabular kernel by state identity: even weight on the sources ``i < n`` in the target's own
+    state (the ``beta -> inf`` limit for one-hot features, whatever the features are); a target whose
+    state no source visits spreads evenly over all sources."""
+    same = (states[:, :-1, None] == states[:, None, :]).double()  # [batch, source, target]
+    same = torch.where(same.sum(1, keepdim=True) > 0, same, torch.ones_like(same))
+    return same / same.sum(1, keepdim=True)
 
 
 def td_errors(

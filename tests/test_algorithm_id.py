@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from einops import einsum
 
 from analyses.algorithm_id import (
     best_in_family, depth_extrapolation, extrapolation_verdict, identify_layers, iteration_map, layer_at_depth,
@@ -147,3 +148,29 @@ def test_a_trained_tied_checkpoint_gives_one_algorithm_for_its_identical_layers(
         assert max(values) - min(values) < 0.03, (key, values)
     assert abs(rows[1]["effective_discount"] - rows[2]["effective_discount"]) < 0.03
     assert all(r["effective_discount"] > 1.2 for r in rows[1:])  # the learned update is no contraction
+
+
+def test_tabular_identification_recovers_tabular_td_exactly():
+    """Values produced by tabular TD (same-state kernel) are identified by the tabular family with
+    fve 1 and the true (a, b, c); the softmax family fits them worse."""
+    from analyses.algorithm_id import identify_from_values
+    from ictd_interp.td import same_state_kernel
+    from tests.conftest import make_tasks
+
+    tasks = make_tasks(n_tasks=16, n=20)
+    K, rewards, gamma = same_state_kernel(tasks.states), tasks.rewards.double(), 0.9
+    values = [torch.zeros_like(tasks.v_true)]
+    for _ in range(3):
+        v = values[-1]
+        delta = rewards + gamma * v[:, 1:] - v[:, :-1]
+        values.append(v + 0.5 * einsum(delta, K, "b k, b k j -> b j"))
+    rows = identify_from_values(torch.stack(values), tasks, kernel="tabular")
+    assert rows[0]["fve"] == pytest.approx(1.0, abs=1e-10) and rows[0]["step"] == pytest.approx(0.5, abs=1e-10)
+    assert all(row["fve"] == pytest.approx(1.0, abs=1e-10) for row in rows)
+    # after one step v = 0.5 r(s): the reward and current-value columns are collinear, so (a, c) are
+    # identified from the next layer on, where they are exact
+    for row in rows[2:]:
+        assert (row["step"], row["b"], row["c"]) == pytest.approx((0.5, 0.45, -0.5), abs=1e-8)
+        assert row["effective_discount"] == pytest.approx(0.9, abs=1e-8)
+    softmax = identify_from_values(torch.stack(values), tasks)
+    assert softmax[2]["fve"] < rows[2]["fve"]
