@@ -275,3 +275,16 @@ def test_both_model_classes_conform_to_the_analysis_protocol():
 
     assert isinstance(make_star(), ICTDModel) and isinstance(standard(), ICTDModel)
     assert not isinstance(torch.nn.Linear(2, 2), ICTDModel)
+
+
+def test_analyze_and_evaluate_take_a_standard_model(tmp_path):
+    import json
+
+    from ictd_interp.cli import main
+
+    out = tmp_path / "ev"
+    assert main(["evaluate", "standard-quick-s0", "--env", "loop", "--n-tasks", "4", "--context-len", "16",
+                 "--depth", "4", "--out", str(out)]) == 0
+    result = json.loads((out / "evaluation.json").read_text())
+    assert "model" not in result["depth"] and len(result["depth"]["theta_star"]) == 5  # no stored per-layer values
+    assert result["context"]["model"][-1] > 0 and (out / "error_vs_context.png").exists()
