@@ -17,12 +17,15 @@ from ictd_interp.tasks import TaskBatch
 
 def evaluate_ood(model: ICTDModel, tasks: TaskBatch, depth: int, lengths: list[int]) -> dict[str, Any]:
     """Error versus depth and context length for the model and theta*, margin ``C``, and their gap
-    (a standard model has no stored per-layer values: its depth curve is left out)."""
+    (a standard model has no stored per-layer values nor a feature block ``A``: its depth curve and
+    margin are left out)."""
     star = HookedICTDTransformer.from_theta_star(model.cfg)
     star_deep = HookedICTDTransformer.from_theta_star(model.cfg, depth=depth)
     star_depth = errors_by_depth(star_deep, tasks).mean(-1).tolist()
     try:
-        margin = {"model": model_margin(model, tasks).mean().item(), "theta_star": model_margin(star, tasks).mean().item()}
+        margin = {"theta_star": model_margin(star, tasks).mean().item()}
+        if is_stylised(model):
+            margin["model"] = model_margin(model, tasks).mean().item()
     except ValueError as err:  # e.g. absorbing terminals: no unique stationary distribution
         margin = {"unavailable": str(err)}
     return {

@@ -295,9 +295,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return 0
         if args.command == "evaluate":
             result = evaluate(args.path, config_from_args(EvaluateConfig(), args), args.out)
-            depth = len(result["depth"]["model"]) - 1
-            print(f"{args.out}/evaluation.json: {result['environment']} ({result['n_states']} states), error after "
-                  f"{depth} layers: model {result['depth']['model'][-1]:.4f}, theta* {result['depth']['theta_star'][depth]:.4f}")
+            n, context = result["context_lengths"][-1], result["context"]
+            print(f"{args.out}/evaluation.json: {result['environment']} ({result['n_states']} states), sup error at "
+                  f"n={n}: model {context['model'][-1]:.4f}, theta* of its depth {context['theta_star'][-1]:.4f}")
             return 0
         if args.command == "reproduce":
             return _reproduce(args)
