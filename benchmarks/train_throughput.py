@@ -25,11 +25,10 @@ import time
 
 import torch
 
-from ictd_interp.task_distribution import TaskDistribution
-
 from ictd_interp import HookedICTDTransformer, ICTDConfig
 from ictd_interp.data import window_batch
 from ictd_interp.objectives import td_loss
+from ictd_interp.task_distribution import TaskDistribution
 from ictd_interp.train import _optimizer
 from ictd_interp.train_config import TrainConfig
 

@@ -12,7 +12,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from ictd_interp.prompt import build_prompt
+from ictd_interp.prompt import PromptLayout
 from ictd_interp.task_distribution import TaskDistribution
 from ictd_interp.tasks import TaskBatch
 
@@ -41,12 +41,16 @@ class WindowBatch:
 
 
 def sliding_windows(tasks: TaskBatch, n: int) -> Float[Tensor, "batch pos d_model"]:
-    """Every window of ``n + 1`` consecutive positions of each task's trajectory, as prompts."""
+    """Every window of ``n + 1`` consecutive positions of each task's trajectory, as prompts: the
+    ``build_prompt`` layout written straight into one buffer (the windows overlap, so building each
+    window's prompt separately would copy every column ``n + 1`` times; generated data needs no
+    validation)."""
     x, rewards = tasks.x, tasks.rewards
-    n_windows = x.shape[1] - n
-    xw = x.unfold(1, n + 1, 1).transpose(-1, -2)  # [task, window, n+1, d]
-    rw = rewards.unfold(1, n, 1)[:, :n_windows]  # [task, window, n]
-    return build_prompt(xw.flatten(0, 1), rw.flatten(0, 1))
+    n_windows, d = x.shape[1] - n, x.shape[-1]
+    prompts = x.new_zeros(x.shape[0], n_windows, n + 1, PromptLayout(d).d_model)
+    prompts[..., :d] = x.unfold(1, n + 1, 1).transpose(-1, -2)  # [task, window, n+1, d]
+    prompts[..., :n, PromptLayout(d).reward] = rewards.unfold(1, n, 1)[:, :n_windows]  # the query's reward stays 0
+    return prompts.flatten(0, 1)
 
 
 def discounted_returns(rewards: Float[Tensor, "task time"], gamma: float, horizon: int) -> Float[Tensor, "task window"]:

@@ -32,12 +32,16 @@ class TaskBatch:
     states: Int[Tensor, "batch pos"]
 
     @cached_property
-    def x(self) -> Float[Tensor, "batch pos d_feat"]:
-        return context_inputs(self.features, self.mrp.r, self.states)[0]
+    def _inputs(self) -> tuple[Tensor, Tensor]:
+        return context_inputs(self.features, self.mrp.r, self.states)
 
-    @cached_property
+    @property
+    def x(self) -> Float[Tensor, "batch pos d_feat"]:
+        return self._inputs[0]
+
+    @property
     def rewards(self) -> Float[Tensor, "batch key_pos"]:
-        return context_inputs(self.features, self.mrp.r, self.states)[1]
+        return self._inputs[1]
 
     @cached_property
     def prompt(self) -> Float[Tensor, "batch pos d_model"]:
