@@ -3,7 +3,7 @@ versus context length ``n``, with a fitted geometric rate to set beside ``1 - C`
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Union
 
 import numpy as np
 import torch
@@ -45,7 +45,7 @@ def errors_by_context(model: ICTDModel, tasks: TaskBatch, lengths: Sequence[int]
     return torch.stack(rows)
 
 
-def fit_geometric(errors: Sequence[float], depths: Optional[Sequence[int]] = None) -> dict[str, float]:
+def fit_geometric(errors: Union[Sequence[float], np.ndarray], depths: Optional[Sequence[int]] = None) -> dict[str, float]:
     """Fit ``e_L = a rho^L + floor`` (least squares over a fine grid of ``rho``; ``a`` and ``floor``
     in closed form for each), the shape Theorem 2 predicts."""
     e = np.asarray(errors, dtype=float)

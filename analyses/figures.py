@@ -6,7 +6,7 @@ Built on ``matplotlib.figure.Figure`` (no pyplot global state) with seaborn's co
 from __future__ import annotations
 
 import io
-from typing import Mapping, Optional, Sequence
+from typing import Mapping, Optional, Sequence, Union
 
 import numpy as np
 import seaborn as sns
@@ -14,6 +14,7 @@ from matplotlib.figure import Figure as MatplotlibFigure
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
 PALETTE = sns.color_palette("colorblind")
+Numbers = Union[np.ndarray, Sequence]  # figures draw saved numbers: arrays or the nested lists of summary.json
 SIGNATURE_LABELS = ("reward", "target", "current")
 STAR = r"$\theta^*$"  # one name for the constructed weights in every figure
 SUP_ERROR = r"$\|v_L - v_\pi\|_\infty$"
@@ -34,7 +35,7 @@ def _figure(ncols: int = 1, width: float = 5.0, height: float = 3.8) -> tuple[Fi
     return fig, [fig.add_subplot(1, ncols, i + 1) for i in range(ncols)]
 
 
-def attention_comparison(patterns: Mapping[str, np.ndarray]) -> Figure:
+def attention_comparison(patterns: Mapping[str, Numbers]) -> Figure:
     """Attention patterns on the same prompt side by side, titled by the caller (e.g.
     ``{"trained, layer 0": ..., "$\\theta^*$, layer 0": ...}``); rows: query position j, columns: source i."""
     fig, axes = _figure(len(patterns), width=4.8)
@@ -47,7 +48,7 @@ def attention_comparison(patterns: Mapping[str, np.ndarray]) -> Figure:
     return fig
 
 
-def grouped_kernel(M: np.ndarray, title: str = r"grouped kernel $\hat M_n$") -> Figure:
+def grouped_kernel(M: Numbers, title: str = r"grouped kernel $\hat M_n$") -> Figure:
     """``M^_n(s, s')``: mass a query in state s puts on sources in state s'; states the context never
     visited are masked (no data), not drawn as zero attention."""
     fig, (ax,) = _figure()
@@ -163,7 +164,7 @@ def error_vs_context(lengths: Sequence[int], curves: Mapping[str, Sequence[float
     return fig
 
 
-def predicted_vs_true(predicted: Mapping[str, np.ndarray], true: np.ndarray) -> Figure:
+def predicted_vs_true(predicted: Mapping[str, Numbers], true: Numbers) -> Figure:
     """Query predictions against ``v_pi`` of the query state."""
     fig, (ax,) = _figure(width=6.2)
     for k, (label, pred) in enumerate(predicted.items()):

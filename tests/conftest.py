@@ -4,6 +4,12 @@ from __future__ import annotations
 
 import random
 
+from jaxtyping import install_import_hook
+
+# Runtime shape and type checks on the analyses and interventions too (the core's come from pytest's
+# --jaxtyping-packages in pyproject.toml); installed before any test module imports them.
+install_import_hook(["analyses", "hooks"], "beartype.beartype(conf=beartype.BeartypeConf(is_pep484_tower=True))")
+
 import numpy as np
 import pytest
 import torch

@@ -171,3 +171,24 @@ def test_dynamics_over_checkpoints(tmp_path):
     assert [p["step"] for p in probes] == [2, 4]
     assert probes[-1]["cos_V"] == run.metrics[-1]["cos_V"]  # same eval set, same weights
     assert set(probes[0]) >= {"rms_gap_to_theta_star", "sensitivity_cosine", "circuits", "kernel_diagonality_mean"}
+
+
+def test_figures_draw_the_numbers_they_are_given():
+    from analyses import circuit_figures
+
+    depth = figures.error_vs_depth({"theta*": [1.0, 0.5, 0.3], "trained model": [0.9, 0.4, 0.2]})
+    lines = depth.axes[0].get_lines()
+    assert [list(l.get_ydata()) for l in lines] == [[1.0, 0.5, 0.3], [0.9, 0.4, 0.2]]
+    bars = figures.signature_bars([[0.8, 1.0, -0.6]])
+    heights = sorted(round(p.get_height(), 6) for p in bars.axes[0].patches)
+    assert heights == sorted([1.0, 1.0, -1.0, 0.8, 1.0, -0.6])  # theta*'s (+, +, -) beside the layer's
+    r2 = {"reward": [1.0, 0.9], "v_current": [0.2, 0.7]}
+    heat = circuit_figures.probe_map(r2, "t").axes[0].collections[0].get_array().reshape(2, 2)
+    assert heat.tolist() == [[1.0, 0.2], [0.9, 0.7]]  # rows: sites, columns: quantities
+    rows = [{"layer": 0, "head": 1, "td": 0.5}, {"layer": 1, "head": 0, "td": -0.25}]
+    grid = np.ma.filled(circuit_figures.head_map(rows, "td", "t", "c").axes[0].collections[0].get_array(), np.nan)
+    grid = np.asarray(grid, dtype=float).reshape(2, 2)  # [layer, head]
+    assert np.isnan(grid[0, 0]) and grid[0, 1] == 0.5 and grid[1, 0] == -0.25 and np.isnan(grid[1, 1])
+    sig = circuit_figures.signature_bars([{"layer": 2, "normalised": [1.0, 5.0, -0.5]}], "t")
+    assert sorted(round(p.get_height(), 6) for p in sig.axes[0].patches) == sorted([1, 1, -1, 1.0, 3.0, -0.5])
+    assert [t.get_text() for t in sig.axes[0].get_xticklabels()] == ["$\\theta^*$", "layer 2"]

@@ -65,3 +65,19 @@ def test_module_imports_have_no_cycle():
         if module not in state:
             visit(module, [])
     assert "ictd_interp.train" in graph and graph["ictd_interp.train"]  # the graph was read
+
+
+def test_analyses_and_hooks_are_type_checked_at_runtime():
+    """tests/conftest.py installs jaxtyping's checks on ``analyses`` and ``hooks`` (the core's come from
+    pyproject's --jaxtyping-packages): a wrong shape or dtype fails at the call, naming the parameter."""
+    import pytest
+    import torch
+    from jaxtyping import TypeCheckError
+
+    from analyses.diagonality import self_attention_mass
+    from hooks.attention import tabular_pattern
+
+    with pytest.raises(TypeCheckError, match="pattern"):
+        self_attention_mass(torch.zeros(2, 3), torch.zeros(2, 3, dtype=torch.long))  # pattern needs [batch, q, k]
+    with pytest.raises(TypeCheckError, match="states"):
+        tabular_pattern(torch.zeros(2, 3))  # states must be integers
