@@ -3,7 +3,8 @@ versus context length ``n``, with a fitted geometric rate to set beside ``1 - C`
 
 from __future__ import annotations
 
-from typing import Optional, Sequence, Union
+from typing import Optional, Union
+from collections.abc import Sequence
 
 import numpy as np
 import torch

@@ -6,7 +6,8 @@ Built on ``matplotlib.figure.Figure`` (no pyplot global state) with seaborn's co
 from __future__ import annotations
 
 import io
-from typing import Mapping, Optional, Sequence, Union
+from typing import Optional, Union
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import seaborn as sns

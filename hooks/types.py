@@ -1,6 +1,6 @@
 """What every hook builder shares: the ``(hook_name, fn)`` pairs type and TransformerLens's hook names."""
 
-from typing import Callable
+from collections.abc import Callable
 
 try:  # TransformerLens 4
     from transformer_lens.utilities import get_act_name

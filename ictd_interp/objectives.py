@@ -8,7 +8,8 @@ window ``t + 1`` of the same trajectory provides the bootstrap ``v[b, t + 1]``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Optional
+from collections.abc import Callable
 
 import torch
 from jaxtyping import Float
