@@ -288,3 +288,20 @@ def test_analyze_and_evaluate_take_a_standard_model(tmp_path):
     result = json.loads((out / "evaluation.json").read_text())
     assert "model" not in result["depth"] and len(result["depth"]["theta_star"]) == 5  # no stored per-layer values
     assert result["context"]["model"][-1] > 0 and (out / "error_vs_context.png").exists()
+
+
+def test_reproduce_a_tiny_standard_run_writes_the_circuit_report(tmp_path):
+    import json
+
+    from ictd_interp.cli import main
+
+    args = ["reproduce", "--preset", "standard-quick", "--out", str(tmp_path), "--steps", "2", "--tasks-per-batch", "4",
+            "--windows-per-task", "2", "--n-eval-tasks", "16", "--eval-every", "1", "--d-model", "8", "--d-mlp", "8"]
+    assert main(args) == 0
+    summary = json.loads((tmp_path / "analysis" / "summary.json").read_text())
+    assert summary["architecture"] == "standard" and len(summary["circuit"]["heads"]) == 3 * 2
+    assert len(summary["convergence"]["depth"]["model"]) == 4  # embedding + 3 blocks, read by the value probe
+    text = (tmp_path / "analysis" / "summary.md").read_text()
+    assert "**Verdict.**" in text and f"{summary['metrics']['eval_msve']:.4f}" in text
+    for name in ("error_vs_depth", "td_quantities", "head_td_kernel", "head_signature", "layer_signature"):
+        assert (tmp_path / "analysis" / "figures" / f"{name}.png").stat().st_size > 0
