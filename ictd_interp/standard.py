@@ -225,12 +225,16 @@ class HookedStandardTransformer(TransformerLensSurface, HookedRootModule):
         depth = self.cfg.n_layers if depth is None else depth
         if depth != self.cfg.n_layers and not self.cfg.tied:
             raise ValueError(f"depth: only a tied model runs at another depth than n_layers={self.cfg.n_layers}")
-        values = self.values_at_depth(prompt.to(self.unembed.W_U.dtype), depth)
+        values = self._values_at_depth(prompt.to(self.unembed.W_U.dtype), depth)
         return values[:, -1] if query_only else values
 
     def values_at_depth(self, prompt: Float[Tensor, "batch pos d_prompt"], depth: int) -> Float[Tensor, "batch pos"]:
         """The blocks run to another depth: the last block repeats beyond ``n_layers`` (a tied model's
-        only block), or the stack stops early; then the final LayerNorm and the read-out."""
+        only block), or the stack stops early; then the final LayerNorm and the read-out. The prompt is
+        validated and converted to the model's dtype, as in ``forward``."""
+        return self._values_at_depth(self.check_prompt(prompt), depth)
+
+    def _values_at_depth(self, prompt: Tensor, depth: int) -> Tensor:
         blocks = [self.blocks[min(i, self.cfg.n_layers - 1)] for i in range(depth)]
         return self._run(prompt, blocks, None, "values")
 

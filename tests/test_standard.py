@@ -260,6 +260,8 @@ def test_a_tied_standard_block_runs_to_any_depth():
     assert msve_at_depth(model, tasks, 5) == pytest.approx(msve(deeper, tasks), abs=1e-12)
     result = depth_extrapolation(model, make_star(n_layers=2), tasks, factor=2)
     assert result["depths"] == [1, 2, 3, 4] and len(result["model"]) == 4
+    single = standard(tied=True, n_layers=2, dtype="float32")  # float32 weights, float64 task prompts
+    assert msve_at_depth(single, tasks, 2) == pytest.approx(msve(single, tasks), abs=1e-12)
 
 
 def _tile(state: dict, depth: int) -> dict:
