@@ -28,7 +28,7 @@ from torch import Tensor
 from analyses.value_probes import LinearProbes
 from hooks.types import get_act_name
 from ictd_interp.architectures import ICTDModel
-from ictd_interp.metrics import kernel_diagonality
+from ictd_interp.metrics import cosine, kernel_diagonality
 from ictd_interp.tasks import TaskBatch
 from ictd_interp.td import same_state_kernel, softmax_kernel
 
@@ -53,10 +53,9 @@ def most_like(rows: list[dict]) -> dict[str, float]:
 
 
 def correlation(a: Tensor, b: Tensor) -> float:
-    """Pearson correlation of two tensors' entries (0 when either is constant)."""
-    a, b = a.flatten().double() - a.double().mean(), b.flatten().double() - b.double().mean()
-    denom = a.norm() * b.norm()
-    return float(a @ b / denom) if denom > 0 else 0.0
+    """Pearson correlation of two tensors' entries: the cosine of the centred entries (0 when either is
+    constant)."""
+    return cosine(a.double() - a.double().mean(), b.double() - b.double().mean())
 
 
 @torch.no_grad()
@@ -77,50 +76,13 @@ def head_kernels(model: ICTDModel, tasks: TaskBatch) -> list[dict]:
     return rows
 
 
-def head_signatures(model: ICTDModel, tasks: TaskBatch, layer: int,
-                    directions: dict[str, Float[Tensor, "d_model"]], readout: Float[Tensor, "d_model"]) -> list[dict]:
-    """Per head of ``layer``: the directional derivatives of ``readout . result_h`` (summed over
-    positions, averaged over tasks) along each of ``directions`` (keys ``SIGNATURE``) added to the
-    layer's input at every context column; ``normalised`` divides by the reward's magnitude."""
-    device = next(model.parameters()).device
-    prompt = tasks.prompt.to(device)
-    dtype = next(model.parameters()).dtype
-    dirs = torch.stack([directions[name] for name in SIGNATURE]).to(device, dtype)
-    eps = torch.zeros(len(SIGNATURE), dtype=dtype, device=device, requires_grad=True)
-    captured = {}
-
-    def perturb(resid: Tensor, hook) -> Tensor:
-        resid = resid.clone()
-        resid[:, :-1] = resid[:, :-1] + eps @ dirs
-        return resid
-
-    def keep(result: Tensor, hook) -> None:
-        captured["result"] = result
-
-    with torch.enable_grad():
-        model.run_with_hooks(prompt, fwd_hooks=[(get_act_name("resid_pre", layer), perturb),
-                                                (get_act_name("result", layer, "attn"), keep)])
-        moved = torch.einsum("bphd,d->h", captured["result"], readout.to(device, dtype)) / len(tasks)
-        rows = []
-        for head in range(moved.shape[0]):
-            (grad,) = torch.autograd.grad(moved[head], eps, retain_graph=True)
-            raw = grad.double().cpu().tolist()
-            scale = abs(raw[0]) if raw[0] != 0 else 1.0
-            normalised = [g / scale for g in raw]
-            rows.append({"layer": layer, "head": head, "raw": raw, "normalised": normalised,
-                         "matches_td": all((g > 0) == (s > 0) and g != 0 for g, s in zip(normalised, TD_SIGNS))})
-    return rows
-
-
-def layer_signature(model: ICTDModel, tasks: TaskBatch, layer: int, directions: dict[str, Tensor],
-                    readout_in: Tensor, readout_out: Tensor) -> dict:
-    """The whole layer's update of the probed value (attention, MLP and residual path together):
-    directional derivatives of ``readout_out . resid_post - readout_in . resid_pre`` (summed over
-    positions, averaged over tasks) along ``directions`` at every context column of the layer's input.
-    θ* with its own rows gives ``(+1, +1, -1)`` after normalisation, as its update ``delta`` does."""
+def _perturbed_run(model: ICTDModel, tasks: TaskBatch, layer: int, directions: dict[str, Tensor],
+                   keep: str) -> tuple[Tensor, Tensor, Tensor]:
+    """Run ``tasks`` with ``eps @ directions`` (``eps`` zeros, requiring grad; one scalar per entry of
+    ``SIGNATURE``) added to the layer's input at every context column. Returns ``eps``, the perturbed
+    input and the activation at hook ``keep``."""
     device, dtype = next(model.parameters()).device, next(model.parameters()).dtype
     dirs = torch.stack([directions[name] for name in SIGNATURE]).to(device, dtype)
-    u_in, u_out = readout_in.to(device, dtype), readout_out.to(device, dtype)
     eps = torch.zeros(len(SIGNATURE), dtype=dtype, device=device, requires_grad=True)
     captured = {}
 
@@ -130,19 +92,46 @@ def layer_signature(model: ICTDModel, tasks: TaskBatch, layer: int, directions: 
         captured["in"] = resid
         return resid
 
-    def keep(resid: Tensor, hook) -> None:
-        captured["out"] = resid
+    def capture(act: Tensor, hook) -> None:
+        captured["out"] = act
 
-    with torch.enable_grad():
-        model.run_with_hooks(tasks.prompt.to(device), fwd_hooks=[(get_act_name("resid_pre", layer), perturb),
-                                                                 (get_act_name("resid_post", layer), keep)])
-        update = (captured["out"] @ u_out - captured["in"] @ u_in).sum() / len(tasks)
-        (grad,) = torch.autograd.grad(update, eps)
-    raw = grad.double().cpu().tolist()
+    model.run_with_hooks(tasks.prompt.to(device), fwd_hooks=[(get_act_name("resid_pre", layer), perturb),
+                                                             (keep, capture)])
+    return eps, captured["in"], captured["out"]
+
+
+def _signature_row(raw: list[float], **ids: int) -> dict:
+    """Raw directional derivatives, normalised by the reward's magnitude, and whether their signs are TD's."""
     scale = abs(raw[0]) if raw[0] != 0 else 1.0
     normalised = [g / scale for g in raw]
-    return {"layer": layer, "raw": raw, "normalised": normalised,
+    return {**ids, "raw": raw, "normalised": normalised,
             "matches_td": all((g > 0) == (s > 0) and g != 0 for g, s in zip(normalised, TD_SIGNS))}
+
+
+def head_signatures(model: ICTDModel, tasks: TaskBatch, layer: int,
+                    directions: dict[str, Float[Tensor, "d_model"]], readout: Float[Tensor, "d_model"]) -> list[dict]:
+    """Per head of ``layer``: the directional derivatives of ``readout . result_h`` (summed over
+    positions, averaged over tasks) along each of ``directions`` (keys ``SIGNATURE``) added to the
+    layer's input at every context column; ``normalised`` divides by the reward's magnitude."""
+    with torch.enable_grad():
+        eps, _, result = _perturbed_run(model, tasks, layer, directions, get_act_name("result", layer, "attn"))
+        moved = torch.einsum("bphd,d->h", result, readout.to(result)) / len(tasks)
+        heads = torch.eye(len(moved), dtype=moved.dtype, device=moved.device)
+        (grads,) = torch.autograd.grad(moved, eps, grad_outputs=heads, is_grads_batched=True)  # [head, 3]
+    return [_signature_row(raw, layer=layer, head=h) for h, raw in enumerate(grads.double().cpu().tolist())]
+
+
+def layer_signature(model: ICTDModel, tasks: TaskBatch, layer: int, directions: dict[str, Tensor],
+                    readout_in: Tensor, readout_out: Tensor) -> dict:
+    """The whole layer's update of the probed value (attention, MLP and residual path together):
+    directional derivatives of ``readout_out . resid_post - readout_in . resid_pre`` (summed over
+    positions, averaged over tasks) along ``directions`` at every context column of the layer's input.
+    θ* with its own rows gives ``(+1, +1, -1)`` after normalisation, as its update ``delta`` does."""
+    with torch.enable_grad():
+        eps, resid_in, resid_out = _perturbed_run(model, tasks, layer, directions, get_act_name("resid_post", layer))
+        update = (resid_out @ readout_out.to(resid_out) - resid_in @ readout_in.to(resid_in)).sum() / len(tasks)
+        (grad,) = torch.autograd.grad(update, eps)
+    return _signature_row(grad.double().cpu().tolist(), layer=layer)
 
 
 def probed_layer_signatures(model: ICTDModel, tasks: TaskBatch, quantity: dict[str, LinearProbes],
