@@ -3,8 +3,8 @@ versus context length ``n``, with a fitted geometric rate to set beside ``1 - C`
 
 from __future__ import annotations
 
-from typing import Optional, Union
 from collections.abc import Sequence
+from typing import Optional, Union
 
 import numpy as np
 import torch

@@ -6,8 +6,8 @@ Built on ``matplotlib.figure.Figure`` (no pyplot global state) with seaborn's co
 from __future__ import annotations
 
 import io
-from typing import Optional, Union
 from collections.abc import Mapping, Sequence
+from typing import Optional, Union
 
 import numpy as np
 import seaborn as sns

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from typing import Optional
 from collections.abc import Callable, Sequence
+from typing import Optional
 
 import torch
 from torch import Tensor

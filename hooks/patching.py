@@ -6,8 +6,8 @@ copy ``p`` receiving the clean activation at position ``p`` only. Returns a tidy
 
 from __future__ import annotations
 
-from typing import Optional
 from collections.abc import Callable, Sequence
+from typing import Optional
 
 import pandas as pd
 import seaborn as sns

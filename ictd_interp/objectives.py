@@ -7,9 +7,9 @@ window ``t + 1`` of the same trajectory provides the bootstrap ``v[b, t + 1]``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Optional
-from collections.abc import Callable
 
 import torch
 from jaxtyping import Float

@@ -10,11 +10,11 @@ from __future__ import annotations
 import signal
 import time
 import warnings
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
-from collections.abc import Callable
 
 import torch
 
