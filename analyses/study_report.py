@@ -52,16 +52,20 @@ def write_report(out_dir: Union[str, Path]) -> Path:
     spec = json.loads((out_dir / "spec.json").read_text())
     title = spec.get("name", out_dir.name)
     figs = {}
+    # weight probes against θ* exist for stylised cells only: their figures show only the cells that have them
+    weighted = curves[curves["cos_A"].notna()] if "cos_A" in curves else curves.iloc[:0]
+    if not weighted.empty:
+        figs["cosines_over_training"] = cosine_curves(weighted, title)
     if not curves.empty:
-        figs["cosines_over_training"] = cosine_curves(curves, title)
         figs["diagonality_over_training"] = curve(
             curves, "kernel_diagonality_mean", "kernel diagonality (fraction)", title,
             {"$\\theta^*$ on these tasks (mean over cells)": results["diagonality.theta_star"].mean()}
             if "diagonality.theta_star" in results else None)
         figs["msve_over_training"] = msve_curves(curves, title)
     done = results[results["status"] == "done"]
-    if not done.empty:
-        figs["signature"] = signature(done, title)
+    signed = done[done["metrics.signature.reward"].notna()] if "metrics.signature.reward" in done else done.iloc[:0]
+    if not signed.empty:
+        figs["signature"] = signature(signed, title)
     if not depth.empty:
         figs["error_vs_depth"] = error_vs_depth(depth, title)
     if not extrapolation.empty:

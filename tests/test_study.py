@@ -203,3 +203,39 @@ def test_the_cli_lists_every_built_in_study():
     from ictd_interp.cli import BUILTIN_STUDIES
 
     assert sorted(BUILTIN_STUDIES) == sorted(builtin_studies())
+
+
+def test_weight_probe_figures_show_only_the_cells_that_have_weights(tmp_path, monkeypatch):
+    """A study mixing architectures: a standard cell has no cosines nor value-row signature, so those
+    figures show the stylised condition alone (no empty panel, no legend entry without a line)."""
+    import pandas as pd
+
+    from analyses.study_report import write_report
+
+    ids = [("stylised", "a"), ("standard", "b")]
+    pd.DataFrame([{"cell": c, "condition": cond, "seed": 0, "status": "done", "error": None, "layer": 0,
+                   "metrics.eval_msve": 0.5, "metrics.theta_star_msve": 2.6,
+                   "metrics.signature.reward": 1.0 if cond == "stylised" else None,
+                   "metrics.signature.target": 0.9 if cond == "stylised" else None,
+                   "metrics.signature.current": -0.8 if cond == "stylised" else None} for cond, c in ids]
+                 ).to_csv(tmp_path / "results.csv", index=False)
+    pd.DataFrame([{"cell": c, "condition": cond, "step": step, "layer": 0, "eval_msve": 1.0 / (step + 1),
+                   "theta_star_msve": 2.6, "kernel_diagonality_mean": 0.2, "cos_A": 0.5 + step / 10 if cond == "stylised" else None,
+                   "cos_V": 0.4 + step / 10 if cond == "stylised" else None}
+                  for cond, c in ids for step in (0, 1)]).to_csv(tmp_path / "curves.csv", index=False)
+    for name in ("depth", "extrapolation"):
+        (tmp_path / f"{name}.csv").write_text("")
+    (tmp_path / "spec.json").write_text(json.dumps({"name": "mixed", "preset": "quick", "fixed": {}, "grid": {},
+                                                    "seeds": [0]}))
+    from analyses import study_report
+
+    drawn = {}
+    for name in ("signature", "cosine_curves"):
+        original = getattr(study_report, name)
+        monkeypatch.setattr(study_report, name, lambda data, title, name=name, original=original:
+                            drawn.setdefault(name, data) is not None and original(data, title))
+    write_report(tmp_path)
+    assert set(drawn["signature"]["condition"]) == {"stylised"} == set(drawn["cosine_curves"]["condition"])
+    assert (tmp_path / "figures" / "signature.png").exists() and (tmp_path / "figures" / "msve_over_training.png").exists()
+    text = (tmp_path / "study.md").read_text()
+    assert "| standard |" in text and "figures/cosines_over_training.png" in text
