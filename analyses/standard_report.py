@@ -18,6 +18,7 @@ import torch
 from analyses import circuit_figures, figures
 from analyses.algorithm_id import best_in_family, depth_extrapolation, identify_from_values
 from analyses.convergence import errors_by_context, sup_error
+from analyses.diagonality import kernel_diagonality_mean
 from analyses.heads import head_kernels, most_like, probed_layer_signatures, probed_signatures
 from analyses.report_md import layer_sentence, write_with_figures
 from analyses.value_probes import (probe_errors_by_depth, probed_values, quantity_probes, quantity_r2,
@@ -47,6 +48,7 @@ def compute_standard(model: ICTDModel, config: TrainConfig, run_dir: Optional[Pa
     return {
         "config": config.to_dict(), "model_config": model.cfg.to_dict(), "architecture": "standard",
         "n_eval_tasks": len(tasks), "metrics": evaluate(model, eval_set).to_dict(),
+        "diagonality": {"theta_star": kernel_diagonality_mean(star, tasks)[0, 0].item()},
         "convergence": {
             # MSVE per site (this report) and, as the stylised report's depth curve, the sup error
             "depth_msve": {"model": probe_errors_by_depth(model, probes["output"], tasks),
@@ -120,7 +122,8 @@ def draw_standard(summary: dict[str, Any]) -> dict[str, Any]:
     if summary["curves"]:
         c = summary["curves"]
         out["diagonality_over_training"] = figures.diagonality_curve(c["step"], c["kernel_diagonality_mean"],
-                                                                     summary["config"]["gamma"])
+                                                                     summary["config"]["gamma"],
+                                                                     summary["diagonality"]["theta_star"])
     return out
 
 
