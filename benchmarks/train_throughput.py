@@ -1,6 +1,7 @@
 """Training throughput, hook overhead and arithmetic efficiency, all measured in one run (ratios).
 
 Usage: python benchmarks/train_throughput.py [--threads 2] [--repeats 20] [--device cpu|cuda]
+       [--default-allocator]
 
 One sample = one prompt through forward and backward, d=4, s=10, n=30, L=3, 64 tasks x 17 windows.
 Reports, measured alternately in rounds (median), so machine load drifts out of the ratios:
@@ -9,7 +10,14 @@ Reports, measured alternately in rounds (median), so machine load drifts out of 
 * full training step (fresh data, forward, backward, optimiser) and its ratio to the model step;
 * hooked forward over a bare-torch forward of the same math;
 * a 1024 x 1024 fp32 GEMM rate, and the fraction of it the model step reaches under the analytic
-  FLOP count below.
+  FLOP count below;
+* one layer's pattern (scores and softmax) forward + backward on its own, and the per-layer / tied
+  ratio it allows: a per-layer model computes that pattern once more per step than a tied one (two
+  full patterns and the query row where tied computes one), so per-layer / tied can at best be
+  ``tied step / (tied step + pattern)``.
+
+Training keeps freed memory in the process (``ictd_interp/cpu_allocator.py``), so the benchmark does
+too; ``--default-allocator`` measures with the C library's default instead.
 
 Analytic FLOPs per sample (paper mask, P = n + 1 positions, fast path): per layer, scores 2 d P^2,
 softmax about 5 P^2, pattern @ value-row 2 P^2 per head, the value row 2 (d + 3) P per head;
@@ -26,8 +34,11 @@ import time
 import torch
 
 from ictd_interp import HookedICTDTransformer, ICTDConfig
+from ictd_interp.cpu_allocator import keep_freed_memory
 from ictd_interp.data import window_batch
+from ictd_interp.fast_path import patterns
 from ictd_interp.objectives import td_loss
+from ictd_interp.prompt import PromptLayout
 from ictd_interp.task_distribution import TaskDistribution
 from ictd_interp.train import _optimizer
 from ictd_interp.train_config import TrainConfig
@@ -84,7 +95,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--default-allocator", action="store_true", help="do not keep freed memory (as training does)")
     args = parser.parse_args()
+    kept = False if args.default_allocator else keep_freed_memory()
     torch.set_num_threads(args.threads)
     dev = args.device
     gen = torch.Generator().manual_seed(0)
@@ -106,11 +119,18 @@ def main() -> None:
         optimizers[tied].step()
 
     model = models[False]
+    A = model.blocks[0].attn.A.detach()[None].requires_grad_()  # [unique=1, head, d_model, d_model]
+    x = batch.prompts[..., PromptLayout(model.cfg.d_features).features]
+    upstream = torch.rand(1, 1, *x.shape[:2], x.shape[1] - 1, device=dev)
+
+    def pattern_step():
+        torch.autograd.grad(patterns(model.cfg, A, x, x[:, :-1]), A, grad_outputs=upstream)
+
     params = [(b.attn.A.detach(), b.attn.V.detach()) for b in model.blocks]
     with torch.no_grad():
         assert torch.allclose(model(batch.prompts), bare_forward(batch.prompts, params, 0.9), atol=1e-5)
     rounds: dict[str, list[float]] = {k: [] for k in ("tied", "per_layer", "full_tied", "full_per_layer", "hooked",
-                                                       "bare", "gemm")}
+                                                       "bare", "gemm", "pattern")}
     for _ in range(args.rounds):  # alternate everything within each round
         rounds["tied"].append(prompts / seconds(lambda: model_step(True), args.repeats, dev))
         rounds["per_layer"].append(prompts / seconds(lambda: model_step(False), args.repeats, dev))
@@ -120,14 +140,17 @@ def main() -> None:
             rounds["hooked"].append(seconds(lambda: model(batch.prompts), args.repeats, dev))
             rounds["bare"].append(seconds(lambda: bare_forward(batch.prompts, params, 0.9), args.repeats, dev))
         rounds["gemm"].append(gemm_flops_per_s(dev, 10))
+        rounds["pattern"].append(seconds(pattern_step, args.repeats, dev))
     med = {k: statistics.median(v) for k, v in rounds.items()}
     ratio = statistics.median(h / b for h, b in zip(rounds["hooked"], rounds["bare"]))
     flops = flops_per_sample(4, 30, 3)
     result = {
-        "device": dev, "threads": args.threads, "prompts_per_step": prompts, "rounds": args.rounds,
+        "device": dev, "threads": args.threads, "allocator_keeps_freed_memory": kept, "prompts_per_step": prompts, "rounds": args.rounds,
         "model_step_samples_per_s": {"tied": round(med["tied"]), "per_layer": round(med["per_layer"])},
         "full_step_samples_per_s": {"tied": round(med["full_tied"]), "per_layer": round(med["full_per_layer"])},
         "per_layer_over_tied_model_step": round(med["per_layer"] / med["tied"], 3),
+        "one_pattern_fwd_bwd_ms": round(med["pattern"] * 1e3, 3),
+        "per_layer_over_tied_bound_from_pattern": round((prompts / med["tied"]) / (prompts / med["tied"] + med["pattern"]), 3),
         "full_over_model_step": {"tied": round(med["full_tied"] / med["tied"], 3),
                                  "per_layer": round(med["full_per_layer"] / med["per_layer"], 3)},
         "hooked_over_bare_forward": round(ratio, 3),

@@ -22,6 +22,7 @@ from ictd_interp.progress import progress_bar
 
 from ictd_interp import run_folder
 from ictd_interp.checkpoint import STATE as STATE_FILE
+from ictd_interp.cpu_allocator import keep_freed_memory
 from ictd_interp.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from ictd_interp.data import window_batch
 from ictd_interp.evaluation import EvalSet, evaluate
@@ -118,6 +119,7 @@ def _optimizer(config: TrainConfig, model: ICTDModel) -> torch.optim.Optimizer:
 
 def _run(loop: _Loop, progress: bool, stop: Optional[StopFlag]) -> Run:
     run, cfg = loop.run, loop.run.config
+    keep_freed_memory()  # decided once per process: a CPU step's big tensors reuse warm pages
     bar = progress_bar(total=cfg.steps, initial=run.step, disable=not progress, desc="train")
     with _sigint_as_flag(stop) as interrupted:
         while run.step < cfg.steps and not interrupted():

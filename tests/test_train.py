@@ -3,6 +3,8 @@ import json
 import os
 import shutil
 import signal
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -227,3 +229,37 @@ def test_a_short_cuda_run_matches_the_cpu_run(tmp_path):
     cuda = train(tiny(steps=20, eval_every=10, device="cuda"), tmp_path / "cuda", progress=False)
     for a, b in zip(cpu.model.parameters(), cuda.model.parameters()):
         assert (a.detach() - b.detach().cpu()).abs().max() < 1e-4
+
+
+FAULTS = """
+import resource, sys, torch
+from ictd_interp import HookedICTDTransformer, ICTDConfig
+from ictd_interp.cpu_allocator import keep_freed_memory
+from ictd_interp.data import window_batch
+from ictd_interp.objectives import td_loss
+from ictd_interp.task_distribution import TaskDistribution
+torch.set_num_threads(1)
+tuned = keep_freed_memory() if sys.argv[1] == "tuned" else False
+model = HookedICTDTransformer(ICTDConfig(d_features=4, n_layers=3, tied=False))
+dist = TaskDistribution(n_states=10, d_features=4, context_len=30, gamma=0.9, feature_kind="uniform", feature_scale=1.0)
+batch = window_batch(dist, 64, 17, generator=torch.Generator().manual_seed(0))
+td_loss(model, batch).backward()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(5):
+    td_loss(model, batch).backward()
+print(tuned, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc settings exist on Linux only")
+def test_training_steps_reuse_freed_memory_instead_of_page_faulting_it_back():
+    """Untuned glibc returns each step's multi-megabyte tensors to the kernel and faults them back in
+    (thousands of page faults per step); after ``keep_freed_memory`` the steps reuse warm pages."""
+    runs = {}
+    for mode in ("default", "tuned"):
+        out = subprocess.run([sys.executable, "-c", FAULTS, mode], capture_output=True, text=True, check=True)
+        tuned, faults = out.stdout.split()
+        runs[mode] = (tuned == "True", int(faults))
+    assert runs["tuned"][0] and not runs["default"][0]
+    assert runs["default"][1] > 5 * 1000  # 4 MB patterns: ~1000 pages each, several per step
+    assert runs["tuned"][1] < runs["default"][1] / 10
