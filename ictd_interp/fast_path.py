@@ -54,9 +54,8 @@ def paper_mask_values(
     sources = x[:, :-1]
     unique = A.shape[0]
     last_alone = query_only and not cfg.tied  # the last layer's pattern is needed at the query only
-    # unbind, not indexing: a select's backward zero-fills the whole stacked tensor for each use
-    full = [p.unbind(0) for p in patterns(cfg, A[: unique - 1] if last_alone else A, x, sources).unbind(0)]
-    last = patterns(cfg, A[unique - 1 :], x[:, -1:], sources)[0].unbind(0) if last_alone else None
+    full = patterns(cfg, A[: unique - 1] if last_alone else A, x, sources)
+    last = patterns(cfg, A[unique - 1 :], x[:, -1:], sources) if last_alone else None
     rows = [lay.current, lay.target][: cfg.n_heads]
     w = torch.stack([V[:, h, row] for h, row in enumerate(rows)], dim=1)  # [unique, head, d_model]
     fixed = torch.einsum("bpm,uhm->uhbp", prompt[..., : lay.target], w[..., : lay.target])
@@ -67,7 +66,7 @@ def paper_mask_values(
         z = []
         for h in range(cfg.n_heads):
             v = (fixed[u, h] + w[u, h, lay.target] * target + w[u, h, lay.current] * current)[:, :-1]
-            pattern = last[h] if final and last_alone else full[u][h][:, -1:] if final else full[u][h]
+            pattern = last[0, h] if final and last_alone else full[u, h][:, -1:] if final else full[u, h]
             z.append((pattern * v[:, None, :]).sum(-1))
         if final:
             return current[:, -1] + z[0][:, 0]
