@@ -22,8 +22,8 @@ from ictd_interp.progress import progress_bar
 
 from ictd_interp import run_folder
 from ictd_interp.checkpoint import STATE as STATE_FILE
-from ictd_interp.cpu_allocator import keep_freed_memory
 from ictd_interp.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from ictd_interp.cpu_allocator import keep_freed_memory
 from ictd_interp.data import window_batch
 from ictd_interp.evaluation import EvalSet, evaluate
 from ictd_interp.architectures import ICTDModel, build_model
