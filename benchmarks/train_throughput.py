@@ -12,9 +12,9 @@ Reports, measured alternately in rounds (median), so machine load drifts out of 
 * a 1024 x 1024 fp32 GEMM rate, and the fraction of it the model step reaches under the analytic
   FLOP count below;
 * one layer's pattern (scores and softmax) forward + backward on its own, and the per-layer / tied
-  ratio it allows: a per-layer model computes that pattern once more per step than a tied one (two
-  full patterns and the query row where tied computes one), so per-layer / tied can at best be
-  ``tied step / (tied step + pattern)``.
+  ratio it allows: per layer, a model computes L - 1 full patterns and the query row where a tied one
+  computes one full pattern; at L = 3 that is one pattern (and a row) more per step, so per-layer /
+  tied can at best be ``tied step / (tied step + pattern)``.
 
 Training keeps freed memory in the process (``ictd_interp/cpu_allocator.py``), so the benchmark does
 too; ``--default-allocator`` measures with the C library's default instead.
