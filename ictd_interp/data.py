@@ -46,10 +46,10 @@ def sliding_windows(tasks: TaskBatch, n: int) -> Float[Tensor, "batch pos d_mode
     window's prompt separately would copy every column ``n + 1`` times; generated data needs no
     validation)."""
     x, rewards = tasks.x, tasks.rewards
-    n_windows, d = x.shape[1] - n, x.shape[-1]
-    prompts = x.new_zeros(x.shape[0], n_windows, n + 1, PromptLayout(d).d_model)
-    prompts[..., :d] = x.unfold(1, n + 1, 1).transpose(-1, -2)  # [task, window, n+1, d]
-    prompts[..., :n, PromptLayout(d).reward] = rewards.unfold(1, n, 1)[:, :n_windows]  # the query's reward stays 0
+    n_windows, lay = x.shape[1] - n, PromptLayout(x.shape[-1])
+    prompts = x.new_zeros(x.shape[0], n_windows, n + 1, lay.d_model)
+    prompts[..., lay.features] = x.unfold(1, n + 1, 1).transpose(-1, -2)  # [task, window, n+1, d]
+    prompts[..., :n, lay.reward] = rewards.unfold(1, n, 1)[:, :n_windows]  # the query's reward stays 0
     return prompts.flatten(0, 1)
 
 
