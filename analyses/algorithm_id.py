@@ -1,6 +1,13 @@
-"""Which algorithm does each layer run, and what happens when it is iterated? (function space)
+"""Which algorithm does each layer run, and what happens when it is iterated?
 
-**Identification.** Per layer, the observed update of the value row ``dv = v_out - v_in`` on
+**From the weights (stylised models, TSM form, paper mask, softmax).** A layer's update of the value
+row is exactly ``dv_j = sum_k K(S_{k-1}, S_j) (a R_k + b v(S_k) + c v(S_{k-1}) + w . x_{k-1})`` with
+``K = softmax_k(x_{k-1}^T A_ff x_j)``, ``a, gamma^-1 b, c`` the current row of ``V`` on (reward, target,
+current) and ``w`` its feature entries (``read_layer``). The kernel's inverse temperature ``beta`` is
+the projection of ``A_ff`` on the identity (any sign) and its isotropy ``cos(A_ff, I)`` says how well
+one temperature describes it. Identical (tied) layers give identical answers by construction.
+
+**From function space (any model; the only way for a standard transformer).** Per layer, the observed update of the value row ``dv = v_out - v_in`` on
 evaluation prompts is fitted by the TD family with free coefficients
 
     ``dv_j = sum_k K_beta(S_{k-1}, S_j) (a R_k + b v_in(S_k) + c v_in(S_{k-1}))``,
@@ -27,6 +34,8 @@ import torch
 from einops import einsum
 from torch import Tensor
 
+from hooks.types import get_act_name
+
 from analyses.attention import state_kernels
 from analyses.value_probes import residual_stack
 from ictd_interp import HookedICTDTransformer
@@ -34,10 +43,18 @@ from ictd_interp.architectures import ICTDModel, is_stylised
 from ictd_interp.evaluation import msve
 from ictd_interp.tasks import TaskBatch
 from ictd_interp.config import check_choice
+from ictd_interp.metrics import cosine, identifiable_inputs
 from ictd_interp.td import feature_scores, same_state_kernel
 
 IN_FAMILY_FVE = 0.95  # below this fraction of variance explained, the family does not explain the layer
-BETA_RANGE = (0.02, 50.0)
+BETA_RANGE = (0.02, 50.0)  # |beta|, searched on both signs
+# Above this condition number of the (column-normalised) design the fitted coefficients are not
+# reported. Measured on the first 64 evaluation tasks: quick-mc-s0's fits at condition 75 and 119 gave
+# effective discounts -0.74 and -0.88 for one tied layer whose weights say -1.10 (a slightly anisotropic
+# kernel, amplified by the conditioning); theta*'s exact layers sit at 20-37, quick-td-s0's at 11-14.
+MAX_CONDITION = 50.0
+N_BOOT = 200
+ISOTROPIC = 0.95  # cos(A_ff, I) from which one inverse temperature describes the kernel
 
 
 def _design(kernel: Tensor, rewards: Tensor, v_in: Tensor, with_values: bool) -> Tensor:
@@ -64,16 +81,16 @@ def _golden(f, lo: float, hi: float, iters: int = 40) -> float:
 
 
 def identify_layer(scores: Tensor, rewards: Tensor, v_in: Tensor, dv: Tensor) -> dict:
-    """The TD-family parameters of one layer's update (``b``, ``c`` None when ``v_in`` is zero)."""
+    """The TD-family parameters of one layer's update (``b``, ``c`` None when ``v_in`` is zero), with
+    ``beta`` of either sign: a log grid of ``|beta|`` on both signs, then golden section on the winner's."""
     with_values = bool(v_in.abs().max() > 1e-12)  # an untied first layer sees v_in = 0: b, c unidentifiable
-    kernel = lambda log_beta: torch.softmax(math.exp(log_beta) * scores, dim=1)  # noqa: E731
-    loss = lambda log_beta: _solve(kernel(log_beta), rewards, v_in, dv, with_values)[0]  # noqa: E731
+    kernel = lambda sign, log_beta: torch.softmax(sign * math.exp(log_beta) * scores, dim=1)  # noqa: E731
+    loss = lambda sign, log_beta: _solve(kernel(sign, log_beta), rewards, v_in, dv, with_values)[0]  # noqa: E731
     grid = np.linspace(math.log(BETA_RANGE[0]), math.log(BETA_RANGE[1]), 40)
-    start = grid[int(np.argmin([loss(g) for g in grid]))]
+    sign, start = min(((sg, g) for sg in (1.0, -1.0) for g in grid), key=lambda p: loss(*p))
     step = grid[1] - grid[0]
-    log_beta = _golden(loss, start - step, start + step)
-    return {"beta": math.exp(log_beta), **_fit(kernel(log_beta), rewards, v_in, dv, with_values)}
-
+    log_beta = _golden(lambda g: loss(sign, g), start - step, start + step)
+    return {"beta": sign * math.exp(log_beta), **_fit(kernel(sign, log_beta), rewards, v_in, dv, with_values)}
 
 def identify_layer_tabular(states: Tensor, rewards: Tensor, v_in: Tensor, dv: Tensor) -> dict:
     """As ``identify_layer`` with the tabular (same-state) kernel in place of the softmax family:
@@ -87,12 +104,41 @@ def _fit(kernel: Tensor, rewards: Tensor, v_in: Tensor, dv: Tensor, with_values:
     residual, coef = _solve(kernel, rewards, v_in, dv, with_values)
     total = float(((dv - dv.mean()) ** 2).sum())
     fve = 1 - residual / total if total > 0 else float("nan")
+    design = _design(kernel, rewards, v_in, with_values).numpy()
+    cond = condition_number(design)
+    return {"source": "fit", **_coefficients(coef, with_values), "fve": fve,
+            "rms_residual": math.sqrt(residual / dv.numel()), "in_family": bool(fve >= IN_FAMILY_FVE),
+            "condition_number": cond, "identifiable": bool(cond <= MAX_CONDITION),
+            "interval": _bootstrap(design.reshape(*dv.shape, -1), dv.numpy(), with_values)}
+
+
+def _coefficients(coef, with_values: bool) -> dict:
     a = float(coef[0])
     b, c = (float(coef[1]), float(coef[2])) if with_values else (None, None)
-    return {"step": a, "b": b, "c": c,
-            "effective_discount": b / -c if with_values and c != 0 else None,
-            "current_weight": c / a if with_values and a != 0 else None,
-            "fve": fve, "rms_residual": math.sqrt(residual / dv.numel()), "in_family": bool(fve >= IN_FAMILY_FVE)}
+    return {"step": a, "b": b, "c": c, "effective_discount": b / -c if with_values and c != 0 else None,
+            "current_weight": c / a if with_values and a != 0 else None}
+
+
+def condition_number(design: np.ndarray) -> float:
+    """Of the design with unit-norm columns (scale-free): how ill-posed the least squares is."""
+    norms = np.linalg.norm(design, axis=0)
+    return float(np.linalg.cond(design / np.where(norms > 0, norms, 1.0)))
+
+
+def _bootstrap(design: np.ndarray, dv: np.ndarray, with_values: bool) -> dict:
+    """95% percentile-bootstrap intervals of step, effective discount and current weight, resampling
+    tasks (``N_BOOT`` resamples, seed 0) at the fitted kernel. ``design [task, pos, column]``."""
+    rng = np.random.default_rng(0)
+    draws = []
+    for _ in range(N_BOOT):
+        idx = rng.integers(0, design.shape[0], design.shape[0])
+        coef, *_ = np.linalg.lstsq(design[idx].reshape(-1, design.shape[-1]), dv[idx].ravel(), rcond=None)
+        draws.append(_coefficients(coef, with_values))
+    out = {}
+    for key in ("step", "effective_discount", "current_weight"):
+        values = np.array([d[key] for d in draws if d[key] is not None], dtype=float)
+        out[key] = [float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))] if len(values) else None
+    return out
 
 
 @torch.no_grad()
@@ -113,33 +159,103 @@ def identify_from_values(values: Tensor, tasks: TaskBatch, kernel: str = "softma
             for layer in range(values.shape[0] - 1)]
 
 
+def exact_read_unavailable(cfg) -> Optional[str]:
+    """Why a stylised model's layers cannot be read off its weights as a fixed linear map (None: they can)."""
+    if cfg.form != "tsm":
+        return "dual-head form: its target row is a second state variable written by a learned head"
+    if cfg.attention != "softmax":
+        return "linear attention: the kernel is no softmax"
+    if cfg.mask != "paper":
+        return "full mask: A reads the value rows (the kernel changes with the values) and V writes every row"
+    return None
+
+
 @torch.no_grad()
-def iteration_map(model: HookedICTDTransformer, tasks: TaskBatch, layer: int, b: float, c: float, a: float) -> dict:
-    """Spectral radius of ``T = I + c M^_n + b P^_n`` per task (on visited states) and the distance
-    of the fixed point from ``v_pi`` where ``rho(T) < 1``."""
-    device = next(model.parameters()).device
-    _, cache = model.run_with_cache(tasks.prompt.to(device), names_filter=lambda n: n.endswith("hook_pattern"))
+def read_layer(model: HookedICTDTransformer, layer: int) -> dict:
+    """The TD-family parameters of a stylised layer, read exactly from its weights (module docstring)."""
+    cfg, lay = model.cfg, model.layout
+    attn = model.blocks[layer].attn
+    A = (attn.A * attn.mask_A)[0, lay.features, lay.features].double()
+    row = (attn.V * attn.mask_V)[0, lay.current].double()
+    identifiable = bool(identifiable_inputs(cfg, layer)[lay.current])
+    coef = [float(row[lay.reward]), cfg.gamma * float(row[lay.target]), float(row[lay.current])]
+    eye = torch.eye(cfg.d_features, dtype=torch.float64)
+    isotropy = cosine(A, eye)
+    return {"layer": layer, "source": "weights", **_coefficients(coef, identifiable),
+            "beta": float(torch.trace(A)) / cfg.d_features, "kernel_isotropy": isotropy,
+            "feature_drive": row[lay.features].tolist(), "in_family": bool(abs(isotropy) >= ISOTROPIC),
+            "fve": None, "identifiable": True}
+
+
+@torch.no_grad()
+def iteration_map(model: HookedICTDTransformer, tasks: TaskBatch, layer: int, read: dict) -> dict:
+    """Per task, the layer's map on the values of the context's states ``v <- T v + M^ (a r + X w)``,
+    ``T = I + c M^_n + b P^_n`` with ``M^, P^`` grouped from the layer's own attention pattern: its
+    spectral radius and, where ``rho(T) < 1``, the sup distance of its fixed point from ``v_pi``."""
+    _, cache = model.run_with_cache(tasks.prompt.to(model.device), names_filter=get_act_name("pattern", layer))
     pattern = cache["pattern", layer][:, 0].double().cpu()
+    return state_map(pattern, tasks, read["step"], read["b"], read["c"], read.get("feature_drive"))
+
+
+def state_map(pattern: Tensor, tasks: TaskBatch, a: float, b: float, c: float,
+              drive: Optional[list[float]] = None) -> dict:
+    """``iteration_map`` from a pattern ``[batch, query_pos, key_pos]``. The map acts on the states the
+    context holds (any position ``S_0..S_n``): a state seen only as the query is still updated, and its
+    value feeds the last transition's target."""
     M, P = state_kernels(pattern, tasks.states, tasks.mrp.n_states)
     radii, distances = [], []
-    n_states = tasks.mrp.n_states
     for t in range(len(tasks)):
-        # states seen as a source S_0..S_{n-1}: a state seen only as the query has no observed
-        # transition, its value is never updated and enters the map as a fixed input
-        visited = torch.zeros(n_states, dtype=torch.bool)
-        visited[tasks.states[t, :-1]] = True
-        m, p = M[t][visited][:, visited], P[t][visited][:, visited]
+        seen = torch.zeros(tasks.mrp.n_states, dtype=torch.bool)
+        seen[tasks.states[t]] = True
+        m, p = M[t][seen][:, seen], P[t][seen][:, seen]
         T = torch.eye(len(m), dtype=m.dtype) + c * m + b * p
         radius = float(torch.linalg.eigvals(T).abs().max())
         radii.append(radius)
         if radius < 1:
-            r = tasks.mrp.r[t][visited].double()
-            fixed = torch.linalg.solve(-(c * m + b * p), a * (m @ r))
-            distances.append(float((fixed - tasks.mrp.v_pi[t][visited].double()).abs().max()))
-    radii_np = np.asarray(radii)
-    return {"spectral_radius_mean": float(radii_np.mean()), "spectral_radius_max": float(radii_np.max()),
-            "fraction_contracting": float((radii_np < 1).mean()),
+            drive_t = a * tasks.mrp.r[t][seen].double()
+            if drive is not None:
+                drive_t = drive_t + tasks.features[t][seen].double() @ torch.tensor(drive, dtype=torch.float64)
+            fixed = torch.linalg.solve(-(c * m + b * p), m @ drive_t)
+            distances.append(float((fixed - tasks.mrp.v_pi[t][seen].double()).abs().max()))
+    return {"spectral_radius": radii, **spectral_verdict(radii),
             "fixed_point_error": float(np.mean(distances)) if distances else None}
+
+
+def spectral_verdict(radii: list[float]) -> dict:
+    """Rule: the layer ``converges when iterated`` iff ``rho(T) < 1`` on every task, ``diverges when
+    iterated`` iff ``rho(T) > 1`` on every task; otherwise it converges on the stated fraction of tasks."""
+    r = np.asarray(radii, dtype=float)
+    fraction = float((r < 1).mean())
+    if fraction == 1.0:
+        verdict = "converges when iterated"
+    elif (r > 1).all():
+        verdict = "diverges when iterated"
+    else:
+        verdict = f"converges when iterated on {fraction:.0%} of tasks only"
+    return {"spectral_radius_mean": float(r.mean()), "spectral_radius_min": float(r.min()),
+            "spectral_radius_max": float(r.max()), "fraction_contracting": fraction,
+            "converges": fraction == 1.0, "verdict": verdict}
+
+
+def spectral_depth(radii: list[float], trained: int, cap: int = 256) -> int:
+    """How deep the extrapolation must run for the spectrum's verdict to show in the error: until the
+    median task's slowest mode has shrunk (or grown) by a factor 1000, at least 8x the trained depth."""
+    rho = float(np.median(radii))
+    if rho <= 0:
+        return 8 * trained
+    if abs(math.log(rho)) < 1e-6:
+        return cap
+    return int(min(cap, max(8 * trained, math.ceil(math.log(1e3) / abs(math.log(rho))))))
+
+
+def depths_up_to(deepest: int, trained: int) -> list[int]:
+    """1, 2, 3, 4, 6, 8, 12, 16, ... up to ``deepest``, with the trained depth and ``deepest`` itself."""
+    ladder = {1, 2, 3}
+    k = 4
+    while k <= deepest:
+        ladder |= {k, k + k // 2}
+        k *= 2
+    return sorted({d for d in ladder if d <= deepest} | {trained, deepest})
 
 
 def layer_at_depth(model: HookedICTDTransformer, depth: int) -> HookedICTDTransformer:
@@ -154,14 +270,28 @@ def layer_at_depth(model: HookedICTDTransformer, depth: int) -> HookedICTDTransf
 
 
 def depth_extrapolation(model: ICTDModel, star: HookedICTDTransformer, tasks: TaskBatch,
-                        factor: int = 8) -> dict:
-    """MSVE at depths 1 .. ``factor`` x the trained depth, for the model's layers and theta*, and a verdict."""
+                        depths: Optional[list[int]] = None, factor: int = 8) -> dict:
+    """MSVE of the model's layers and of theta* run to each depth (default: 1 .. ``factor`` x the
+    trained depth), with the verdict the error curve gives (``extrapolation_verdict``)."""
     trained = model.cfg.n_layers
-    depths = sorted({d for d in [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64] if d <= factor * trained} | {trained})
-    errors = [msve_at_depth(model, tasks, d) for d in depths]
-    star_errors = [msve(layer_at_depth(star, d), tasks) for d in depths]
-    return {"trained_depth": trained, "depths": depths, "model": errors, "theta_star": star_errors,
-            **extrapolation_verdict(depths, errors)}
+    depths = depths or depths_up_to(factor * trained, trained)
+    errors = msve_at_depths(model, tasks, depths)
+    return {"trained_depth": trained, "depths": depths, "model": errors,
+            "theta_star": msve_at_depths(star, tasks, depths), **extrapolation_verdict(depths, errors)}
+
+
+@torch.no_grad()
+def msve_at_depths(model: ICTDModel, tasks: TaskBatch, depths: list[int]) -> list[float]:
+    """MSVE after each of ``depths`` layers; a stylised model in one forward pass of the deepest
+    (``layer_at_depth``), caching only the value rows it needs."""
+    if not is_stylised(model):
+        return [msve_at_depth(model, tasks, d) for d in depths]
+    deeper = layer_at_depth(model, max(depths))
+    wanted = {get_act_name("resid_post", d - 1) for d in depths}
+    _, cache = deeper.run_with_cache(tasks.prompt.to(deeper.device), names_filter=lambda name: name in wanted)
+    current = deeper.layout.current
+    return [float((cache["resid_post", d - 1][..., current].double().cpu() - tasks.v_true).pow(2).mean())
+            for d in depths]
 
 
 @torch.no_grad()
@@ -170,7 +300,7 @@ def msve_at_depth(model: ICTDModel, tasks: TaskBatch, depth: int) -> float:
     last block: ``values_at_depth``)."""
     if is_stylised(model):
         return msve(layer_at_depth(model, depth), tasks)
-    values = model.values_at_depth(tasks.prompt.to(next(model.parameters()).device), depth)
+    values = model.values_at_depth(tasks.prompt.to(model.device), depth)
     return float((values.double().cpu() - tasks.v_true).pow(2).mean())
 
 
@@ -189,25 +319,3 @@ def extrapolation_verdict(depths: list[int], errors: list[float]) -> dict:
     else:
         verdict = f"diverges after depth {depths[best]}"
     return {"best_depth": depths[best], "converges": near_best or settled, "verdict": verdict}
-
-
-def best_in_family(star: HookedICTDTransformer, tasks: TaskBatch) -> dict:
-    """The (alpha, beta) softmax TD of the trained depth with the lowest MSVE: a log grid, then two
-    finer grids around the best point. ``star`` is theta* at that depth (alpha scales V, beta A)."""
-    base = {k: v.clone() for k, v in star.state_dict().items()}
-
-    def error(log_alpha: float, log_beta: float) -> float:
-        star.load_state_dict({k: v * (math.exp(log_beta) if k.endswith(".A") else math.exp(log_alpha))
-                              for k, v in base.items()})
-        value = msve(star, tasks)
-        return value if math.isfinite(value) else float("inf")
-
-    center, half = (0.0, 0.0), (math.log(8.0), math.log(8.0))
-    best: Optional[tuple[float, float, float]] = None
-    for _ in range(3):
-        grid = [(center[0] + i * half[0] / 4, center[1] + j * half[1] / 4) for i in range(-4, 5) for j in range(-4, 5)]
-        scored = [(error(*g), *g) for g in grid]
-        best = min(scored + ([best] if best else []))
-        center, half = (best[1], best[2]), (half[0] / 4, half[1] / 4)
-    star.load_state_dict(base)
-    return {"alpha": math.exp(best[1]), "beta": math.exp(best[2]), "msve": best[0]}

@@ -6,12 +6,16 @@ import json
 from pathlib import Path
 from typing import Any, Union
 
-from analyses import figures
+import torch
+
+from analyses import baselines, figures
 from analyses.convergence import errors_by_context, errors_by_depth, fit_geometric
 from analyses.diagonality import model_margin
 from analyses.probes import prediction_gap
+from analyses.report_md import baseline_table
 from ictd_interp import HookedICTDTransformer
 from ictd_interp.architectures import ICTDModel, is_stylised
+from ictd_interp.mrp import describe_classes
 from ictd_interp.tasks import TaskBatch
 
 
@@ -22,12 +26,13 @@ def evaluate_ood(model: ICTDModel, tasks: TaskBatch, depth: int, lengths: list[i
     star = HookedICTDTransformer.from_theta_star(model.cfg)
     star_deep = HookedICTDTransformer.from_theta_star(model.cfg, depth=depth)
     star_depth = errors_by_depth(star_deep, tasks).mean(-1).tolist()
-    try:
+    if bool(tasks.mrp.has_unique_stationary.all()):
         margin = {"theta_star": model_margin(star, tasks).mean().item()}
         if is_stylised(model):
             margin["model"] = model_margin(model, tasks).mean().item()
-    except ValueError as err:  # e.g. absorbing terminals: no unique stationary distribution
-        margin = {"unavailable": str(err)}
+    else:  # e.g. absorbing terminals: Assumption 5.1's population kernel needs a unique mu_pi
+        first = int((~tasks.mrp.has_unique_stationary).nonzero()[0, 0])
+        margin = {"unavailable": f"no unique stationary distribution: {describe_classes(tasks.mrp.P[first])}"}
     return {
         "n_states": tasks.mrp.n_states, "n_tasks": len(tasks), "context_len": tasks.states.shape[1] - 1,
         "margin": margin,
@@ -37,13 +42,26 @@ def evaluate_ood(model: ICTDModel, tasks: TaskBatch, depth: int, lengths: list[i
         "context_lengths": lengths,
         "context": {name: errors_by_context(m, tasks, lengths).mean(-1).tolist() for name, m in (("model", model), ("theta_star", star))},
         "gap": prediction_gap(model, tasks, star),
+        "baselines": _baselines(model, star, tasks),
     }
+
+
+@torch.no_grad()
+def _baselines(model: ICTDModel, star: HookedICTDTransformer, tasks: TaskBatch) -> dict[str, Any]:
+    """The model beside the no-training estimators on these out-of-distribution tasks."""
+    device = model.device
+    values, star_values = model(tasks.prompt.to(device)).cpu(), star(tasks.prompt.to(device)).cpu()
+    return baselines.compare(values, tasks, tasks.mrp.gamma, model.cfg.n_layers, extra={"theta_star": star_values})
 
 
 def write_ood(result: dict[str, Any], out_dir: Union[str, Path]) -> None:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "evaluation.json").write_text(json.dumps(result, indent=1))
+    title = f"# Out-of-distribution evaluation of `{result.get('source', '')}` on {result.get('environment', '')}"
+    lines = [title, "", f"{result['n_tasks']} tasks, {result['n_states']} states, context length {result['context_len']}.",
+             "", result["baselines"]["sentence"], "", *baseline_table(result["baselines"]), ""]
+    (out_dir / "evaluation.md").write_text("\n".join(lines))
     rate = {"theta*": result["theta_star_fit"]["rate"]}
     where = result.get("environment", "")
     curves = {"theta*": result["depth"]["theta_star"]}

@@ -15,13 +15,18 @@ from typing import Any, Optional, Union
 import torch
 
 from analyses import figures
-from analyses.algorithm_id import best_in_family, depth_extrapolation, identify_layers, iteration_map
+from analyses import baselines
+from analyses.algorithm_id import (
+    depth_extrapolation, depths_up_to, exact_read_unavailable, identify_layers, iteration_map, read_layer,
+    spectral_depth,
+)
 from analyses.attention import state_kernels
 from analyses.convergence import errors_by_context, errors_by_depth, fit_geometric
 from analyses.diagonality import kernel_diagonality_mean, model_margin
 from analyses.heads import head_kernels, most_like
 from analyses.probes import activation_cosines, circuit_cosines, prediction_gap, sensitivity_cosine
-from analyses.report_md import write_markdown
+from analyses.neu import neu_grid
+from analyses.report_md import eval_tasks_label, write_markdown
 from analyses.standard_report import compute_standard, draw_standard, write_standard_markdown
 from ictd_interp import HookedICTDTransformer
 from ictd_interp.architectures import ICTDModel, is_stylised
@@ -29,9 +34,19 @@ from ictd_interp.checkpoint import CONFIG, CheckpointError, load_checkpoint
 from ictd_interp.evaluation import EvalSet, evaluate, msve
 from ictd_interp.registry import resolve as resolve_name
 from ictd_interp.run_folder import METRICS, is_run, latest_checkpoint, load_run_config, read_metrics
+from ictd_interp.tasks import TaskBatch
 from ictd_interp.train_config import TrainConfig
 
 CONTEXT_LENGTHS = (4, 8, 16, 32, 64, 128)
+FIT_TASKS = 64  # the function-space fit (and its bootstrap) runs on the first 64 evaluation tasks
+# NEU at the training setting and toward Theorem 3's limit (a longer context, a deeper model); the
+# full grid of Theorem 3 (n up to 300, L up to 24) is ``analyses.neu.neu_grid``'s default, minutes long
+NEU_LONG, NEU_DEEP = 100, (12,)
+LIMIT_LENGTHS, LIMIT_TASKS = (30, 100, 300, 1000), 32  # theta*'s limit (fixed point) versus context length
+
+
+def THETA_STAR_MAP(gamma: float) -> dict[str, float]:  # noqa: N802 - theta*'s (a, b, c) in the TD family
+    return {"step": 1.0, "b": gamma, "c": -1.0}
 
 
 def resolve(path: Union[str, Path]) -> tuple[ICTDModel, TrainConfig, Optional[Path]]:
@@ -53,8 +68,8 @@ def resolve(path: Union[str, Path]) -> tuple[ICTDModel, TrainConfig, Optional[Pa
     return model, TrainConfig.for_model(model.cfg, **meta.get("task", {})), None
 
 
-def compute(model: HookedICTDTransformer, config: TrainConfig, run_dir: Optional[Path]) -> dict[str, Any]:
-    """All numbers of the report, JSON-ready."""
+def compute(model: HookedICTDTransformer, config: TrainConfig, run_dir: Optional[Path], neu: bool = True) -> dict[str, Any]:
+    """All numbers of the report, JSON-ready (``neu=False`` leaves out the NEU section, the slowest)."""
     eval_set = EvalSet.build(replace(config, device="cpu"))
     model = model.to("cpu")
     tasks, star = eval_set.tasks, HookedICTDTransformer.from_theta_star(model.cfg)
@@ -62,9 +77,14 @@ def compute(model: HookedICTDTransformer, config: TrainConfig, run_dir: Optional
     long_tasks = config.tasks.sample(64, seed=config.eval_seed + 1, length=max(CONTEXT_LENGTHS))
     star_depth = errors_by_depth(HookedICTDTransformer.from_theta_star(model.cfg, depth=depth), tasks).mean(-1).tolist()
     C = model_margin(star, tasks)
+    with torch.no_grad():
+        model_values, star_values = model(tasks.prompt), star(tasks.prompt)
     return {
         "config": config.to_dict(), "model_config": model.cfg.to_dict(), "n_eval_tasks": len(tasks),
+        "eval_tasks": eval_tasks_label(config, len(tasks)),
         "metrics": evaluate(model, eval_set).to_dict(),
+        "baselines": baselines.compare(model_values, tasks, config.gamma, model.cfg.n_layers,
+                                       extra={"theta_star": star_values}),
         "probes": {**prediction_gap(model, tasks, star), "sensitivity_cosine": sensitivity_cosine(model, tasks, star),
                    "circuits": circuit_cosines(model, star), "activation_cosines": activation_cosines(model, tasks, star)},
         "diagonality": {"model": kernel_diagonality_mean(model, tasks).tolist(),
@@ -73,30 +93,69 @@ def compute(model: HookedICTDTransformer, config: TrainConfig, run_dir: Optional
         "margin": {"model_mean": model_margin(model, tasks).mean().item(), "theta_star_mean": C.mean().item(),
                    "theta_star_min": C.min().item()},
         "algorithm": algorithm_answers(model, star, tasks),
-        "circuit": {"heads": (heads := head_kernels(model, tasks[:128])), **most_like(heads)},
+        "circuit": {"heads": (heads := head_kernels(model, tasks)), **most_like(heads)},
         "convergence": {
             "depth": {"theta_star": star_depth, "model": errors_by_depth(model, tasks).mean(-1).tolist()},
             "theta_star_fit": fit_geometric(star_depth), "one_minus_C": 1 - C.mean().item(),
+            "theta_star_limit": theta_star_limit(model.cfg, config),
             "context_lengths": list(CONTEXT_LENGTHS),
             "context": {name: errors_by_context(m, long_tasks, CONTEXT_LENGTHS).mean(-1).tolist()
                         for name, m in (("trained model", model), ("theta* (same depth)", star))},
         },
+        "neu": neu_grid(model.cfg, config.tasks, model, lengths=sorted({config.context_len, NEU_LONG}),
+                        depths=sorted({model.cfg.n_layers, *NEU_DEEP}), tasks_per_batch=16, n_windows=5,
+                        repeats=3, seed=config.eval_seed) if neu else None,
         "curves": _curves(run_dir),
         "example": _example(model, star, tasks),
     }
 
 
-def algorithm_answers(model: HookedICTDTransformer, star: HookedICTDTransformer, tasks) -> dict[str, Any]:
-    """Which algorithm each layer runs, what iterating it does, and how it compares with the best
-    softmax TD of the same depth (``analyses.algorithm_id``)."""
-    layers = identify_layers(model, tasks[:64])
+def algorithm_answers(model: HookedICTDTransformer, star: HookedICTDTransformer, tasks: TaskBatch) -> dict[str, Any]:
+    """Which algorithm each layer runs (read from the weights where the layer is a fixed linear map,
+    fitted otherwise), what iterating the last layer does (from the spectrum of its map), the error
+    curve run as deep as that spectrum needs, and theta*'s own map and fixed point on the same tasks."""
+    reason = exact_read_unavailable(model.cfg)
+    last = model.cfg.n_layers - 1
+    if reason is None:
+        layers = [read_layer(model, layer) for layer in range(model.cfg.n_layers)]
+    else:
+        layers = identify_layers(model, tasks[:FIT_TASKS])
     for row in layers:
-        row["iteration"] = (iteration_map(model, tasks[:64], row["layer"], row["b"], row["c"], row["step"])
-                            if row["b"] is not None else None)
-    few = tasks[:128]
-    return {"layers": layers, "extrapolation": depth_extrapolation(model, star, few),
-            "best_in_family": {**best_in_family(star, few), "model_msve": msve(model, few),
-                               "theta_star_msve": msve(star, few)}}
+        usable = row["b"] is not None and row["identifiable"]
+        row["iteration"] = iteration_map(model, tasks, row["layer"], row) if usable else None
+    iterated = layers[last]["iteration"]
+    star_map = iteration_map(star, tasks, 0, THETA_STAR_MAP(model.cfg.gamma))
+    deepest = spectral_depth(iterated["spectral_radius"], model.cfg.n_layers) if iterated else 8 * model.cfg.n_layers
+    extrapolation = depth_extrapolation(model, star, tasks, depths_up_to(deepest, model.cfg.n_layers))
+    if iterated is not None:  # the spectrum decides; the error curve is shown beside it
+        extrapolation = {**extrapolation, "curve_verdict": extrapolation["verdict"],
+                         "verdict": iterated["verdict"], "converges": iterated["converges"],
+                         "verdict_from": "spectrum of the last layer's map on state values"}
+    else:
+        extrapolation["verdict_from"] = "error curve (no linear map could be read or fitted)"
+    return {"source": "weights" if reason is None else "fit", "exact_read_unavailable": reason, "layers": layers,
+            "extrapolation": extrapolation, "theta_star_map": _without_radii(star_map)}
+
+
+def theta_star_limit(cfg, config: TrainConfig) -> dict[str, Any]:
+    """theta*'s limit as depth grows, computed rather than extrapolated: per context length, the sup
+    error of the fixed point of its map (``iteration_map``) and that map's spectral radius (the
+    asymptotic rate of its geometric decay), on ``LIMIT_TASKS`` tasks with trajectories of the
+    longest length (prefixes for the shorter ones)."""
+    tasks = config.tasks.sample(LIMIT_TASKS, seed=config.eval_seed + 2, length=max(LIMIT_LENGTHS))
+    star = HookedICTDTransformer.from_theta_star(replace(cfg, dtype="float64", n_layers=1, tied=True))
+    rows = []
+    for n in LIMIT_LENGTHS:
+        prefix = TaskBatch(tasks.mrp, tasks.features, tasks.states[:, : n + 1])
+        result = iteration_map(star, prefix, 0, THETA_STAR_MAP(cfg.gamma))
+        rows.append({"context_len": n, "fixed_point_error": result["fixed_point_error"],
+                     "spectral_radius_mean": result["spectral_radius_mean"],
+                     "fraction_contracting": result["fraction_contracting"]})
+    return {"n_tasks": LIMIT_TASKS, "rows": rows}
+
+
+def _without_radii(result: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in result.items() if k != "spectral_radius"}
 
 
 def _curves(run_dir: Optional[Path]) -> Optional[dict[str, list]]:
@@ -146,11 +205,12 @@ def draw(summary: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def analyze(path: Union[str, Path], out_dir: Union[str, Path]) -> dict[str, Any]:
-    """Write ``summary.json``, ``summary.md`` and every figure (PNG and SVG) to ``out_dir``."""
+def analyze(path: Union[str, Path], out_dir: Union[str, Path], neu: bool = True) -> dict[str, Any]:
+    """Write ``summary.json``, ``summary.md`` and every figure (PNG and SVG) to ``out_dir`` (``neu``: with
+    the NEU section, stylised models only)."""
     model, config, run_dir = resolve(path)
     stylised = is_stylised(model)
-    computed = compute(model, config, run_dir) if stylised else compute_standard(model, config, run_dir, _curves(run_dir))
+    computed = compute(model, config, run_dir, neu) if stylised else compute_standard(model, config, run_dir, _curves(run_dir))
     summary = {"source": str(path), **computed}
     out_dir = Path(out_dir)
     (out_dir / "figures").mkdir(parents=True, exist_ok=True)

@@ -196,7 +196,7 @@ def run_cell(cell_dir: str, config: dict[str, Any], stop_file: str) -> dict[str,
             run = train(cfg, run_dir, progress=False, stop=stop)
         if run.interrupted:
             return _write_status(cell, "interrupted", wall_time=time.perf_counter() - started)
-        analyze(run_dir, cell / "analysis")
+        analyze(run_dir, cell / "analysis", neu=False)  # NEU per (n, L): analyses.neu.neu_grid, not per cell
     except Exception as err:
         trace = traceback.format_exc(limit=-3)
         return _write_status(cell, "failed", error=f"{type(err).__name__}: {err}", trace=trace,

@@ -1,7 +1,9 @@
 """A study's report from its CSVs alone: ``study.md`` and ``figures/`` (PNG + SVG).
 
-Every figure shows each condition with its spread over seeds: lines are the mean over seeds and
-bands a 95% bootstrap confidence interval of that mean (seaborn, 1000 resamples, seed 0).
+Every figure shows each condition with its spread over seeds: lines are the mean over seeds and bands
+the Student-t 95% interval of that mean (``analyses.intervals``); with fewer than ``SEED_LINES`` seeds
+every seed's own line is drawn too (thin). A seed whose value is not finite is counted and named in the
+table, never dropped from a mean.
 """
 
 from __future__ import annotations
@@ -16,32 +18,30 @@ import seaborn as sns
 from matplotlib.ticker import MaxNLocator
 
 from analyses.figures import Figure, log_axis
+from analyses.intervals import METHOD, describe_nonfinite, t_interval
 from analyses.study_results import TRIPLE, read_tables
 
-N_BOOT, LEVEL = 1000, 95
-CAPTION = "Lines: mean over seeds; bands: 95% bootstrap confidence interval of the mean (1000 resamples)."
+SEED_LINES = 5  # below this many seeds, every seed's own line is drawn beside the mean
+CAPTION = ("Lines: mean over seeds; bands: Student-t 95% interval of that mean (n = number of seeds per condition, "
+           "in the table); thin lines: each seed, when a condition has fewer than 5.")
 PALETTE = "colorblind"
 
 
-def bootstrap_band(values: np.ndarray, rng: np.random.Generator) -> tuple[float, float, float]:
-    """Mean and the percentile bootstrap interval of the mean (all resamples drawn at once)."""
-    values = values[np.isfinite(values)]
-    if len(values) == 0:
-        return np.nan, np.nan, np.nan
-    means = values[rng.integers(0, len(values), (N_BOOT, len(values)))].mean(axis=1)
-    tail = (100 - LEVEL) / 2
-    return float(values.mean()), float(np.percentile(means, tail)), float(np.percentile(means, 100 - tail))
-
-
 def band_lines(ax, data: pd.DataFrame, x: str, y: str, marker: Optional[str] = None) -> dict[str, tuple]:
-    """One line per condition (mean over its cells) with its bootstrap band; returns the colours."""
-    rng = np.random.default_rng(0)
+    """One line per condition (mean over its cells) with its t band, and each seed's own line when the
+    condition has fewer than ``SEED_LINES`` cells; returns the colours. A non-finite value makes that
+    point's mean non-finite (drawn as a gap), it is never averaged away."""
     colors = dict(zip(data["condition"].unique(), sns.color_palette(PALETTE)))
     for condition, part in data.groupby("condition", sort=False):
-        rows = [(xv, *bootstrap_band(group[y].to_numpy(dtype=float), rng)) for xv, group in part.groupby(x)]
-        xs, mean, lo, hi = (np.array(col) for col in zip(*rows))
+        rows = [(xv, t_interval(group[y].to_numpy(dtype=float))) for xv, group in part.groupby(x)]
+        xs = np.array([r[0] for r in rows])
+        mean, lo, hi = (np.array([getattr(r[1], k) for r in rows]) for k in ("mean", "lo", "hi"))
         ax.plot(xs, mean, color=colors[condition], marker=marker, ms=4, label=condition)
         ax.fill_between(xs, lo, hi, color=colors[condition], alpha=0.2, lw=0)
+        if "cell" in part and part["cell"].nunique() < SEED_LINES:
+            for _, seed in part.groupby("cell"):
+                seed = seed.sort_values(x)
+                ax.plot(seed[x], seed[y], color=colors[condition], lw=0.7, alpha=0.5)
     return colors
 
 
@@ -180,8 +180,10 @@ def markdown(spec: dict, results: pd.DataFrame, figures: list[str]) -> str:
              f"Preset `{spec['preset']}`, fixed {spec['fixed'] or 'nothing'}, grid {spec['grid'] or 'none'}, "
              f"seeds {spec['seeds']}: {len(cells)} cells, {int((cells['status'] == 'done').sum())} done.", "",
              "## Final metrics per condition", "",
-             "Mean ± standard deviation over the seeds that finished; cosines are the lowest layer's "
-             "(a model is only as close to θ* as its worst layer); MSVE is against v_π on held-out tasks.", "",
+             f"Each cell: mean over the seeds that finished with its {METHOD} over seeds (n in the second column; "
+             "with one seed, no interval); a seed whose value is not finite is named below the table. Cosines are the "
+             "lowest layer's (a model is only as close to θ* as its worst layer); MSVE is against v_π on held-out "
+             "tasks. The constant baseline mean(R)/(1−γ) is computed on each cell's own evaluation tasks.", "",
              "The last three columns say what the learned update is: its effective discount b/(−c) at the last "
              "layer (θ*: the task's γ; above 1 the update is no contraction), how many seeds' layers converge when "
              "run to 8× their trained depth, and the MSVE of the best softmax TD of the same depth.", "",
@@ -192,10 +194,15 @@ def markdown(spec: dict, results: pd.DataFrame, figures: list[str]) -> str:
              "| condition | seeds done | failed | eval MSVE | θ* MSVE | min cos(A, A*) | min cos(V, V*) "
              "| kernel diagonality | most TD-like head (correlation) | most same-state head (correlation) "
              "| signature (+, +, −) in every layer "
-             "| effective discount | converges when iterated | best softmax TD, MSVE |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| effective discount | converges when iterated | best softmax TD, MSVE | constant baseline, MSVE |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    notes = []
     for condition, part in results.groupby("condition", sort=False):
-        lines.append(_table_row(condition, part))
+        row, note = _table_row(condition, part)
+        lines.append(row)
+        notes += [f"- `{condition}`: {n}" for n in note]
+    if notes:
+        lines += ["", *notes]
     failed = cells[cells["status"] != "done"]
     if not failed.empty:
         lines += ["", "## Cells that did not finish", ""]
@@ -206,12 +213,12 @@ def markdown(spec: dict, results: pd.DataFrame, figures: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _table_row(condition: str, part: pd.DataFrame) -> str:
+def _table_row(condition: str, part: pd.DataFrame) -> tuple[str, list[str]]:
     cells = part.drop_duplicates("cell")
     done = part[part["status"] == "done"]
     n_done, n_failed = int((cells["status"] == "done").sum()), int((cells["status"] == "failed").sum())
     if done.empty:
-        return f"| {condition} | 0 | {n_failed} |" + " – |" * 11
+        return f"| {condition} | 0 | {n_failed} |" + " – |" * 12, []
     wanted = dict(msve=("metrics.eval_msve", "first"), star=("metrics.theta_star_msve", "first"),
                   cos_A=("metrics.cos_A", "min"), cos_V=("metrics.cos_V", "min"),
                   diag=("metrics.kernel_diagonality_mean", "first"), match=("metrics.signature_match", "all"),
@@ -219,7 +226,8 @@ def _table_row(condition: str, part: pd.DataFrame) -> str:
                   tabular_head=("circuit.max_tabular_kernel_correlation", "first"),
                   discount=("algorithm.layers.effective_discount", "last"),
                   converges=("algorithm.extrapolation.converges", "first"),
-                  best=("algorithm.best_in_family.msve", "first"))
+                  best=("baselines.estimators.best_softmax_td.msve.mean", "first"),
+                  constant=("baselines.estimators.constant.msve.mean", "first"))
     # a condition's cells may lack a column (a standard model has no weight cosines, an untied one no
     # extrapolation): shown as "–", never as a made-up value
     if "algorithm.layers.in_family" in done:  # a discount is only read off a layer the TD family explains
@@ -228,18 +236,23 @@ def _table_row(condition: str, part: pd.DataFrame) -> str:
     present = {k: v for k, v in wanted.items() if v[0] in done and done[v[0]].notna().any()}
     per_cell = done.groupby("cell").agg(**present)
 
+    notes = []
+
     def fmt(key: str) -> str:
         if key not in per_cell:
             return "–"
-        s = per_cell[key]
-        return f"{s.mean():.3f} ± {s.std():.3f}" if len(s) > 1 else f"{s.mean():.3f}"
+        values = per_cell[key].astype(float)
+        diverged = describe_nonfinite(list(values.index), list(values))
+        if diverged:
+            notes.append(f"{wanted[key][0]}: {diverged}")
+        return t_interval(values.to_numpy()).text(".3f")
 
     def count(key: str) -> str:
         return f"{int(per_cell[key].astype(bool).sum())}/{len(per_cell)}" if key in per_cell else "–"
 
     return (f"| {condition} | {n_done} | {n_failed} | {fmt('msve')} | {fmt('star')} | {fmt('cos_A')} | "
             f"{fmt('cos_V')} | {fmt('diag')} | {fmt('td_head')} | {fmt('tabular_head')} | {count('match')} | {fmt('discount')} | "
-            f"{count('converges')} | {fmt('best')} |")
+            f"{count('converges')} | {fmt('best')} | {fmt('constant')} |"), notes
 
 
 def _zoom(values: np.ndarray) -> tuple[float, float]:

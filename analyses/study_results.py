@@ -19,7 +19,7 @@ import pandas as pd
 from analyses.study_spec import StudySpec
 from ictd_interp import run_folder
 
-SKIPPED = ("source", "example", "curves", "convergence.depth", "convergence.context", "convergence.context_lengths",
+SKIPPED = ("source", "example", "curves", "convergence.theta_star_limit", "algorithm.theta_star_map", "neu", "convergence.depth", "convergence.context", "convergence.context_lengths",
            "circuit.heads", "circuit.signatures", "circuit.quantity_r2", "circuit.theta_star_quantity_r2")
 TRIPLE = ("reward", "target", "current")
 ID_COLUMNS = ["cell", "condition", "seed", "status", "error"]

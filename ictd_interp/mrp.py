@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 import torch
-from jaxtyping import Float
+from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from ictd_interp._types import ArrayLike, as_tensor
@@ -55,17 +55,28 @@ class MRP:
 
     @property
     def mu_pi(self) -> Float[Tensor, "... state"]:
-        """Stationary distribution: ``mu (I - P) = 0`` with one equation swapped for ``sum mu = 1``."""
+        """Stationary distribution: ``mu (I - P) = 0`` with one equation swapped for ``sum mu = 1``.
+
+        It is unique iff the chain has exactly one closed communicating class (decided from the
+        transition graph first, never from whether a solver happens to fail on this CPU)."""
+        unique = self.has_unique_stationary
+        if not bool(unique.all()):
+            task = int((~unique).flatten().nonzero()[0, 0])
+            P = self.P.reshape(-1, self.n_states, self.n_states)[task]
+            where = f" (task {task} of the batch)" if self.batch_shape.numel() > 1 else ""
+            raise ValueError(f"P: the stationary distribution is not unique{where}: {describe_classes(P)}")
         s = self.n_states
         system = (torch.eye(s, dtype=self.P.dtype) - self.P).transpose(-1, -2).clone()
         system[..., -1, :] = 1.0
         rhs = torch.zeros(*self.batch_shape, s, 1, dtype=self.P.dtype)
         rhs[..., -1, 0] = 1.0
-        try:
-            mu = torch.linalg.solve(system, rhs).squeeze(-1).clamp_min(0.0)  # round-off can dip below 0
-        except RuntimeError:
-            raise ValueError("P: the stationary distribution is not unique (the chain is reducible)") from None
+        mu = torch.linalg.solve(system, rhs).squeeze(-1).clamp_min(0.0)  # round-off can dip below 0
         return mu / mu.sum(-1, keepdim=True)
+
+    @property
+    def has_unique_stationary(self) -> Bool[Tensor, "..."]:
+        """Per task: exactly one closed communicating class (``v_pi`` is unique for any ``gamma < 1``)."""
+        return closed_class_count(self.P) == 1
 
     def __getitem__(self, index) -> "MRP":
         """Select tasks of a batched MRP."""
@@ -73,6 +84,46 @@ class MRP:
 
     def to(self, device: torch.device | str) -> "MRP":
         return MRP(self.P.to(device), self.r.to(device), self.mu0.to(device), self.gamma)
+
+
+def reachability(P: Float[Tensor, "... s s"]) -> Bool[Tensor, "... s s"]:
+    """``R[i, j]``: state ``j`` can be reached from ``i`` in zero or more steps (transitive closure of
+    the graph with an edge wherever ``P > 0``, by repeated squaring: ``log2 s`` boolean products)."""
+    s = P.shape[-1]
+    reach = (P > 0) | torch.eye(s, dtype=torch.bool)
+    for _ in range(max(1, (s - 1).bit_length())):
+        reach = reach | (reach.double() @ reach.double() > 0)
+    return reach
+
+
+def closed_class_count(P: Float[Tensor, "... s s"]) -> Int[Tensor, "..."]:
+    """The number of closed communicating classes per chain. A state is recurrent iff every state it
+    reaches reaches it back; each closed class is counted once as the sum of ``1 / |class|`` over its
+    members."""
+    reach = reachability(P)
+    mutual = reach & reach.transpose(-1, -2)
+    recurrent = (reach <= mutual).all(-1)  # reach implies reached-back
+    sizes = mutual.sum(-1).double()
+    return torch.round((recurrent.double() / sizes).sum(-1)).long()
+
+
+def communicating_classes(P: Float[Tensor, "s s"]) -> tuple[list[list[int]], list[int]]:
+    """``(closed classes, transient states)`` of one chain: the closed communicating classes (each a
+    sorted list of states, an absorbing state being a class of one) and the states that leave for good."""
+    reach = reachability(P)
+    mutual = reach & reach.T
+    recurrent = (reach <= mutual).all(-1)
+    classes = {tuple(mutual[i].nonzero().flatten().tolist()) for i in range(P.shape[-1]) if recurrent[i]}
+    return sorted(list(c) for c in classes), (~recurrent).nonzero().flatten().tolist()
+
+
+def describe_classes(P: Float[Tensor, "s s"], most: int = 6) -> str:
+    """The chain's closed classes and absorbing states, in words, for error messages."""
+    closed, transient = communicating_classes(P)
+    absorbing = [c[0] for c in closed if len(c) == 1]
+    shown = "; ".join(str(c) for c in closed[:most]) + (f"; ... ({len(closed) - most} more)" if len(closed) > most else "")
+    return (f"{len(closed)} closed communicating classes ({shown}), absorbing states {absorbing or 'none'}, "
+            f"{len(transient)} transient states")
 
 
 def _validate(mrp: MRP) -> None:

@@ -5,7 +5,8 @@ import torch
 from einops import einsum
 
 from analyses.algorithm_id import (
-    best_in_family, depth_extrapolation, extrapolation_verdict, identify_layers, iteration_map, layer_at_depth,
+    depth_extrapolation, depths_up_to, extrapolation_verdict, identify_layer, identify_layers, iteration_map,
+    layer_at_depth, read_layer, spectral_depth, spectral_verdict,
 )
 from ictd_interp import HookedICTDTransformer, ICTDConfig
 from ictd_interp.tasks import sample_tasks
@@ -63,7 +64,7 @@ def test_a_layer_outside_the_family_is_flagged():
 
 def test_spectral_radius_of_theta_star_on_sharp_onehot_features():
     model = star(d_features=8)
-    result = iteration_map(model, ONEHOT, layer=1, b=0.9, c=-1.0, a=1.0)
+    result = iteration_map(model, ONEHOT, layer=1, read={"step": 1.0, "b": 0.9, "c": -1.0})
     assert result["spectral_radius_max"] < 1 and result["fraction_contracting"] == 1.0
     # one-hot features at scale 3: M^ is close to I and P^ to the empirical transitions, so T ~ gamma P^
     assert result["spectral_radius_mean"] == pytest.approx(0.9, abs=0.05)
@@ -76,10 +77,12 @@ def test_the_learned_value_row_of_the_quick_model_diverges_when_iterated():
     rows = identify_layers(bad, TASKS)
     assert rows[1]["effective_discount"] == pytest.approx(1.33, abs=0.01)
     extrapolation = depth_extrapolation(bad, star(), TASKS, factor=4)
+    assert read_layer(bad, 1)["effective_discount"] == pytest.approx(0.9 * 2.01 / 1.36, abs=1e-6)
     assert not extrapolation["converges"] and extrapolation["verdict"].startswith("diverges after depth")
     deep = extrapolation["model"][extrapolation["depths"].index(extrapolation["best_depth"]):]
     assert all(a < b for a, b in zip(deep, deep[1:]))  # grows with depth past its best
-    assert iteration_map(bad, TASKS, 1, b=rows[1]["b"], c=rows[1]["c"], a=rows[1]["step"])["fraction_contracting"] == 0
+    radii = iteration_map(bad, TASKS, 1, read_layer(bad, 1))
+    assert radii["fraction_contracting"] == 0 and radii["verdict"] == "diverges when iterated"
 
 
 def test_theta_star_extrapolates_and_converges():
@@ -106,12 +109,72 @@ def test_per_layer_models_repeat_their_last_layer():
     assert torch.equal(deeper.blocks[1].attn.V, model.blocks[1].attn.V)
 
 
-def test_best_in_family_finds_the_generating_member():
-    """Values of the best (alpha, beta) member can be no worse than theta*'s own (1, 1)."""
-    result = best_in_family(star(), TASKS)
-    from ictd_interp.evaluation import msve
-    assert result["msve"] <= msve(star(), TASKS) + 1e-12
-    assert result["alpha"] > 0 and result["beta"] > 0
+def test_weights_are_read_exactly_for_scaled_theta_star():
+    """alpha = 0.5, beta = 2 in every layer: a = 0.5, b = 0.45, c = -0.5, beta 2, isotropy 1; layer 0 of a
+    per-layer model sees zero values, so its b and c are None."""
+    for row in (read_layer(hand_built((1.0, 1.0, -1.0), beta=2.0, alpha=0.5), layer) for layer in range(3)):
+        assert (row["step"], row["b"], row["c"], row["beta"], row["kernel_isotropy"]) == pytest.approx(
+            (0.5, 0.45, -0.5, 2.0, 1.0), abs=1e-12)
+    untied = hand_built((1.0, 1.0, -1.0), tied=False)
+    assert read_layer(untied, 0)["b"] is None and read_layer(untied, 1)["effective_discount"] == pytest.approx(0.9)
+
+
+def test_a_negative_inverse_temperature_is_read_and_fitted():
+    """A = -I (quick-neu-s0 has A ~ -0.21 I): the weights say beta = -1; the function-space fit, which
+    searches both signs, finds it too (measured condition number 12.5)."""
+    model = hand_built((1.0, 1.0, -1.0), beta=-1.0)
+    assert read_layer(model, 1)["beta"] == pytest.approx(-1.0, abs=1e-12)
+    fitted = identify_layers(model, TASKS)[1]
+    assert fitted["beta"] == pytest.approx(-1.0, abs=1e-6) and fitted["identifiable"]
+    assert fitted["interval"]["effective_discount"][0] <= 0.9 <= fitted["interval"]["effective_discount"][1]
+
+
+def test_an_ill_posed_regression_is_reported_not_identifiable():
+    """If v_in is exactly proportional to the kernel-weighted reward, the columns are collinear."""
+    from ictd_interp.td import feature_scores
+
+    scores, rewards = feature_scores(TASKS.x.double()), TASKS.rewards.double()
+    v_in = torch.ones_like(TASKS.v_true)  # b and c columns: the same kernel sums of ones
+    row = identify_layer(scores, rewards, v_in, torch.randn_like(v_in))
+    assert row["condition_number"] > 1e6 and not row["identifiable"]
+
+
+@pytest.mark.parametrize("name", ["quick-td-s0", "quick-neu-s0", "quick-mc-s0"])
+def test_shipped_tied_models_give_one_answer_for_their_identical_layers(name):
+    """Read from the weights, the three tied layers agree to 1e-6 (they are one layer); the numbers are
+    the ones an independent read of V and A gives (issue 23: NEU -0.93 with A ~ -0.21 I, MC -1.10)."""
+    model = HookedICTDTransformer.from_pretrained(name)
+    rows = [read_layer(model, layer) for layer in range(3)]
+    for key in ("step", "b", "c", "effective_discount", "beta"):
+        assert max(r[key] for r in rows) - min(r[key] for r in rows) < 1e-6
+    lay, V = model.layout, model.blocks[0].attn.V[0].detach().double()
+    independent = 0.9 * float(V[lay.current, lay.target]) / -float(V[lay.current, lay.current])
+    assert rows[0]["effective_discount"] == pytest.approx(independent, abs=1e-9)
+    expected = {"quick-td-s0": (1.33, 1.67), "quick-neu-s0": (-0.93, -0.21), "quick-mc-s0": (-1.10, 0.35)}[name]
+    assert (rows[0]["effective_discount"], rows[0]["beta"]) == pytest.approx(expected, abs=0.01)
+
+
+def test_spectral_verdict_and_depth_rules_by_hand():
+    assert spectral_verdict([0.5, 0.9])["verdict"] == "converges when iterated"
+    assert spectral_verdict([1.1, 1.02])["verdict"] == "diverges when iterated"
+    mixed = spectral_verdict([0.9, 1.1, 0.8, 0.95])
+    assert mixed["verdict"] == "converges when iterated on 75% of tasks only" and not mixed["converges"]
+    # rho 1.08 (quick-neu-s0): ln(1000) / ln(1.08) = 89.8 -> 90 layers, beyond the fixed 24 of before
+    assert spectral_depth([1.08], trained=3) == 90 and spectral_depth([0.5], trained=3) == 24
+    assert depths_up_to(90, 3) == [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 90]
+
+
+def test_the_quick_neu_model_diverges_by_its_spectrum():
+    """Its layer's map has rho > 1 on every task (mean ~1.08, min ~1.025), so it cannot converge,
+    whatever a 24-layer error curve shows."""
+    from ictd_interp import registry
+    from ictd_interp.evaluation import EvalSet
+
+    model = HookedICTDTransformer.from_pretrained("quick-neu-s0")
+    tasks = EvalSet.build(TrainConfig.from_dict(registry.card("quick-neu-s0")["train_config"])).tasks[:64]
+    result = iteration_map(model, tasks, 2, read_layer(model, 2))
+    assert result["spectral_radius_min"] > 1.0 and result["verdict"] == "diverges when iterated"
+    assert result["spectral_radius_mean"] == pytest.approx(1.08, abs=0.02)
 
 
 def test_depth_sampled_training_runs_the_tied_layer_at_each_depth(tmp_path):
@@ -132,22 +195,6 @@ def test_depth_sampled_training_runs_the_tied_layer_at_each_depth(tmp_path):
     with pytest.raises(ValueError, match="LO:HI"):
         TrainConfig(tied=True, train_depths="one-six")
     assert cut.step == 6
-
-
-def test_a_trained_tied_checkpoint_gives_one_algorithm_for_its_identical_layers():
-    """quick-td-s0's three identical layers, fitted on different inputs, agree within 0.03 in step,
-    sharpness and effective discount (measured: steps 1.706 / 1.683 / 1.704, discounts 1.343 / 1.331)."""
-    from ictd_interp import registry
-    from ictd_interp.evaluation import EvalSet
-
-    model = HookedICTDTransformer.from_pretrained("quick-td-s0")
-    tasks = EvalSet.build(TrainConfig.from_dict(registry.card("quick-td-s0")["train_config"])).tasks[:64]
-    rows = identify_layers(model, tasks)
-    for key in ("step", "beta"):
-        values = [r[key] for r in rows]
-        assert max(values) - min(values) < 0.03, (key, values)
-    assert abs(rows[1]["effective_discount"] - rows[2]["effective_discount"]) < 0.03
-    assert all(r["effective_discount"] > 1.2 for r in rows[1:])  # the learned update is no contraction
 
 
 def test_tabular_identification_recovers_tabular_td_exactly():

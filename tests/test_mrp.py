@@ -4,6 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ictd_interp import MRP, boyan_chain, boyan_chains, make_features, sample_trajectories
+from ictd_interp.mrp import closed_class_count, communicating_classes
 
 
 def two_state(**kw):
@@ -103,3 +104,39 @@ def test_trajectory_transition_frequencies_match_P():
     for s in range(2):
         freq = (dst[src == s] == 1).double().mean().item()
         assert freq == pytest.approx(mrp.P[s, 1].item(), abs=0.02)
+
+
+def _chain(edges: dict[int, dict[int, float]], s: int) -> torch.Tensor:
+    P = torch.zeros(s, s, dtype=torch.float64)
+    for i, row in edges.items():
+        for j, p in row.items():
+            P[i, j] = p
+    return P
+
+
+def test_communicating_classes_are_read_from_the_transition_graph():
+    # worked by hand: {0, 1} swap forever (closed), 2 is absorbing (closed), 3 leaves for 0 or 2 (transient)
+    P = _chain({0: {1: 1.0}, 1: {0: 1.0}, 2: {2: 1.0}, 3: {0: 0.5, 2: 0.5}}, 4)
+    assert communicating_classes(P) == ([[0, 1], [2]], [3])
+    assert closed_class_count(torch.stack([P, P])).tolist() == [2, 2]
+    mrp = MRP(P, torch.zeros(4), torch.full((4,), 0.25), 0.9)
+    assert not bool(mrp.has_unique_stationary)
+    with pytest.raises(ValueError, match=r"not unique: 2 closed communicating classes \(\[0, 1\]; \[2\]\), "
+                                         r"absorbing states \[2\], 1 transient"):
+        _ = mrp.mu_pi
+    assert torch.allclose(mrp.v_pi, torch.zeros(4, dtype=torch.float64))  # v_pi stays unique for gamma < 1
+
+
+def test_one_closed_class_with_transient_states_has_a_unique_stationary_distribution():
+    # 2 -> 0 once, then 0 <-> 1 with probabilities 0.3 / 0.7: mu_pi = (0.7, 0.3, 0) / ... worked by hand:
+    # mu_0 = 0.7 mu_0 + 1.0 mu_1 ... with P[0] = (0.7, 0.3, 0), P[1] = (1, 0, 0): mu = (1/1.3, 0.3/1.3, 0)
+    P = _chain({0: {0: 0.7, 1: 0.3}, 1: {0: 1.0}, 2: {0: 1.0}}, 3)
+    mrp = MRP(P, torch.zeros(3), torch.tensor([0.0, 0.0, 1.0]), 0.5)
+    assert communicating_classes(P) == ([[0, 1]], [2])
+    assert torch.allclose(mrp.mu_pi, torch.tensor([1 / 1.3, 0.3 / 1.3, 0.0], dtype=torch.float64), atol=1e-12)
+
+
+def test_every_boyan_chain_is_one_closed_class():
+    chains = boyan_chains(64, 10, seed=0)
+    assert bool(chains.has_unique_stationary.all())
+    assert closed_class_count(chains.P).unique().tolist() == [1]

@@ -1,14 +1,14 @@
 """Shipped pretrained models: they load, their cards tell the truth, and their commands reproduce them."""
 
+import warnings
+
 import pytest
 import torch
-from safetensors.torch import load_file
 
-from ictd_interp import HookedICTDTransformer, list_pretrained, registry
+from ictd_interp import HookedICTDTransformer, list_pretrained, provenance, registry
 from ictd_interp.checkpoint import CheckpointNotFoundError, load_checkpoint
 from ictd_interp.cli import main
 from ictd_interp.evaluation import EvalSet, evaluate
-from ictd_interp.train import train
 from ictd_interp.train_config import TrainConfig
 
 NAMES = registry.names()
@@ -39,27 +39,46 @@ def test_every_shipped_model_loads_and_its_card_matches_evaluate(name):
     assert card["package_version"] and card["torch_threads"] >= 1
 
 
-def _retrain_matches(name, tmp_path):
-    card = registry.card(name)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(card["torch_threads"])  # bit-exact holds at the recorded thread count
-    try:
-        train(TrainConfig.from_dict(card["train_config"]), tmp_path / name, progress=False)
-    finally:
-        torch.set_num_threads(threads)
-    shipped = load_file(str(registry.pretrained_path(name) / "model.safetensors"))
-    again = load_file(str(tmp_path / name / "final" / "model.safetensors"))
-    assert shipped.keys() == again.keys() and all(torch.equal(shipped[k], again[k]) for k in shipped)
+def _check_retrain(name, tmp_path, steps=None):
+    result = registry.retrain(name, tmp_path / name, steps=steps)
+    how = ("bit for bit (this machine's fingerprint equals the card's)" if result["mode"] == "bit-exact" else
+           f"within {result['tolerance']:g} of the largest weight (fingerprint differs: {'; '.join(result['differences'])})")
+    warnings.warn(f"{name}: retrain compared {how}; max |dw| {result['max_abs']:.3g} ({result['max_rel']:.3g} relative)",
+                  stacklevel=2)
+    assert result["passes"], result
 
 
-def test_quick_td_s0_is_reproduced_bit_exactly_by_its_recorded_config(tmp_path):
-    _retrain_matches("quick-td-s0", tmp_path)
+def test_quick_td_s0_reproduces_its_first_1000_steps(tmp_path):
+    """The default suite retrains a third of quick-td-s0 against the weights the card recorded at that step."""
+    assert registry.card("quick-td-s0")["prefix_steps"] == 1000
+    _check_retrain("quick-td-s0", tmp_path, steps=1000)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", [n for n in NAMES if n != "quick-td-s0"])
-def test_every_other_model_is_reproduced_bit_exactly(name, tmp_path):
-    _retrain_matches(name, tmp_path)
+@pytest.mark.parametrize("name", NAMES)
+def test_every_model_is_reproduced_by_its_recorded_config(name, tmp_path):
+    _check_retrain(name, tmp_path)
+
+
+def test_every_card_records_what_decides_the_bits():
+    for name in NAMES:
+        fp = registry.card(name)["fingerprint"]
+        assert set(fp) >= set(provenance.BIT_DECIDING) and fp["threads"] >= 1, name
+        assert 0 < registry.card(name)["cross_machine_rtol"] <= 1e-2
+
+
+def test_a_retrain_is_bit_exact_on_the_same_kernels_and_within_tolerance_elsewhere(monkeypatch, tmp_path):
+    """The comparison's two modes, decided by the fingerprint: a tiny drift fails bit-exact and passes the
+    tolerance; a large one fails both."""
+    here = provenance.fingerprint(threads=1)
+    assert provenance.differences(here, dict(here)) == []
+    other = {**here, "isa_flags": [*here["isa_flags"], "amx_tile"]}
+    assert provenance.differences(other, here) == [f"isa_flags: {other['isa_flags']!r} -> {here['isa_flags']!r}"]
+    w = {"a": torch.tensor([2.0, -1.0])}
+    ulp = {"a": torch.tensor([2.0 + 2.4e-7, -1.0])}
+    drift = provenance.weight_drift(w, ulp)
+    assert not drift["bit_equal"] and drift["max_rel"] == pytest.approx(1.2e-7, rel=1e-2)
+    assert provenance.weight_drift(w, dict(w))["bit_equal"]
 
 
 def test_names_and_paths_work_everywhere_and_typos_list_the_known_names(tmp_path, capsys):

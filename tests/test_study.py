@@ -76,7 +76,8 @@ def test_four_cells_equal_their_summaries_and_standalone_runs(local_ray, tmp_pat
     curves = study.curves
     assert set(curves["step"]) == {0, 4, 8, 12} and len(curves) == 4 * 4 * 3
     assert (tmp_path / "s" / "figures" / "cosines_over_training.png").stat().st_size > 10_000
-    assert "95% bootstrap confidence interval" in (tmp_path / "s" / "study.md").read_text()
+    report = (tmp_path / "s" / "study.md").read_text()
+    assert "Student-t 95% interval" in report and "bootstrap" not in report
     assert_same_tables(load_study(tmp_path / "s"), study)
 
     # re-running recomputes nothing: the final checkpoints are untouched
@@ -239,3 +240,22 @@ def test_weight_probe_figures_show_only_the_cells_that_have_weights(tmp_path, mo
     assert (tmp_path / "figures" / "signature.png").exists() and (tmp_path / "figures" / "msve_over_training.png").exists()
     text = (tmp_path / "study.md").read_text()
     assert "| standard |" in text and "figures/cosines_over_training.png" in text
+
+
+def test_study_table_gives_t_intervals_and_names_a_diverged_seed():
+    """Two seeds with MSVE 0.5 and 0.7: mean 0.6, t_{1,.975} = 12.706, s = 0.1414 -> half-width 1.271.
+    A third condition's seed with an infinite MSVE is named, never averaged away."""
+    import math
+
+    from analyses.study_report import _table_row
+
+    def rows(condition, msves):
+        return pd.DataFrame([{"condition": condition, "cell": f"{condition}-s{i}", "status": "done", "layer": 0,
+                              "metrics.eval_msve": m} for i, m in enumerate(msves)])
+
+    line, notes = _table_row("two", rows("two", [0.5, 0.7]))
+    half = 12.706205 * math.sqrt(0.02) / math.sqrt(2)
+    assert f"0.600 [{0.6 - half:.3f}, {0.6 + half:.3f}]" in line and notes == []
+    line, notes = _table_row("bad", rows("bad", [0.5, float("inf"), 0.6]))
+    assert "not finite (1 of 3 diverged)" in line
+    assert notes == ["metrics.eval_msve: 1 of 3 seeds diverged (bad-s1)"]

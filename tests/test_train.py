@@ -251,6 +251,7 @@ print(tuned, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 """
 
 
+@pytest.mark.slow  # a measurement of the C library's allocator, not a contract: glibc versions and kernels differ
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc settings exist on Linux only")
 def test_training_steps_reuse_freed_memory_instead_of_page_faulting_it_back():
     """Untuned glibc returns each step's multi-megabyte tensors to the kernel and faults them back in
