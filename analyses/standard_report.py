@@ -179,7 +179,7 @@ def standard_sentences(summary: dict[str, Any]) -> list[str]:
     gamma = summary["config"]["gamma"]
     depth = summary["model_config"]["n_layers"]
     lines = [f"- **Verdict.** {verdict(summary)}",
-             f"- **Error.** At its {depth} layers: " + summary["baselines"]["sentence"],
+             f"- **Error (at its {depth} layers).** " + summary["baselines"]["sentence"],
              "- **Where the value lives.** The probed value's MSVE per site (embedding, then after each block): "
              + ", ".join(f"{e:.3f}" for e in conv["depth_msve"]["model"]) + " (θ*'s stored row: "
              + ", ".join(f"{e:.3f}" for e in conv["depth_msve"]["theta_star"]) + ")."]

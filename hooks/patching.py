@@ -6,8 +6,9 @@ copy ``p`` receiving the clean activation at position ``p`` only. Returns a tidy
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
-from typing import Optional
+from typing import Any, Optional
 
 import pandas as pd
 import seaborn as sns
@@ -17,7 +18,8 @@ from transformer_lens.hook_points import HookPoint
 
 from analyses.figures import Figure
 
-from ictd_interp import HookedICTDTransformer
+from ictd_interp.architectures import ICTDModel
+from ictd_interp.tl_surface import token_patching_allowed
 
 
 def query_prediction(values: Tensor) -> Tensor:
@@ -47,7 +49,7 @@ def _patch_hook(clean: Tensor, positions: Sequence[int], axis: int, rows: Option
 
 @torch.no_grad()
 def activation_patching(
-    model: HookedICTDTransformer, clean: Tensor, corrupted: Tensor, hook_names: Optional[Sequence[str]] = None,
+    model: ICTDModel, clean: Tensor, corrupted: Tensor, hook_names: Optional[Sequence[str]] = None,
     positions: Optional[Sequence[int]] = None, rows: Optional[Sequence[int]] = None,
     metric: Callable[[Tensor], Tensor] = query_prediction,
 ) -> pd.DataFrame:
@@ -87,14 +89,16 @@ def patching_heatmap(table: pd.DataFrame, column: str = "recovered") -> Figure:
     return fig
 
 
-def tl_patching(patch_fn: Callable, model: HookedICTDTransformer, corrupted: Tensor, clean_cache,
-                metric: Callable[[Tensor], Tensor], **kwargs) -> Tensor:
+def tl_patching(patch_fn: Callable, model: ICTDModel, corrupted: Tensor, clean_cache,
+                metric: Callable[[Tensor], Tensor], **kwargs) -> Any:
     """Run one of TransformerLens's ``patching.get_act_patch_*`` functions on our model.
 
     TransformerLens infers the position axis from the input's *last* dimension (token ids
     ``[batch, pos]``); our prompts are ``[batch, pos, d_model]``, so this builds ``index_df`` from
     the position axis (``corrupted.shape[1]``), runs the table in the model's dtype (TransformerLens
-    stores results in the default dtype) and returns it shaped by its axes, e.g. ``[layer, pos]``::
+    stores results in the default dtype) and returns it shaped by its axes, e.g. ``[layer, pos]``; with
+    ``reduce="none"`` (TransformerLens 4) a ``PatchingResult`` whose ``values`` are ``[*axes, batch]``.
+    Calling ``patch_fn`` on the model directly raises (it would read ``d_model`` as the position count)::
 
         from transformer_lens import patching
         table = tl_patching(patching.get_act_patch_resid_pre, model, corrupted, clean_cache,
@@ -110,10 +114,17 @@ def tl_patching(patch_fn: Callable, model: HookedICTDTransformer, corrupted: Ten
         raise ValueError(f"patch_fn: unsupported index axes {unknown}")
     shape = [sizes[a] for a in axes]
     previous = torch.get_default_dtype()
-    torch.set_default_dtype(model.blocks[0].attn.A.dtype)
+    torch.set_default_dtype(next(model.parameters()).dtype)
     try:
-        flat = patch_fn(model, corrupted, clean_cache, metric, index_axis_names=None,
-                        index_df=make_df_from_ranges(shape, axes), **kwargs)
+        with token_patching_allowed():
+            flat = patch_fn(model, corrupted, clean_cache, metric, index_axis_names=None,
+                            index_df=make_df_from_ranges(shape, axes), **kwargs)
     finally:
         torch.set_default_dtype(previous)
-    return flat.view(*shape)
+    if isinstance(flat, Tensor):
+        return flat.view(*shape)
+    # TransformerLens 4's PatchingResult (reduce="none", baseline=True or several metrics): the same
+    # cells, with the flat row axis unfolded into the named axes
+    lead = 1 if flat.has_metric_axis else 0
+    values = flat.values.reshape(*flat.values.shape[:lead], *shape, *flat.values.shape[lead + 1:])
+    return dataclasses.replace(flat, values=values, axis_names=axes)

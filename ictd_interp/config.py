@@ -25,6 +25,13 @@ def from_dict_strict(cls: type, data: dict[str, Any]):
     return cls(**data)
 
 
+def dtype_name(value: Any) -> str:
+    """``"float64"`` from ``"float64"`` or ``torch.float64`` (the configs store the name, torch-free)."""
+    name = str(value).removeprefix("torch.")
+    check_choice("dtype", name, DTYPES)
+    return name
+
+
 def check_choice(name: str, value: Any, choices) -> None:
     if value not in choices:
         raise ValueError(f"{name}: must be one of {tuple(choices)}, got {value!r}")
@@ -44,7 +51,7 @@ class ICTDConfig:
         tied: share one layer's ``A`` and ``V`` across depth.
         mask: ``"paper"`` frees ``A``'s feature block and ``V``'s value rows only; ``"full"`` frees all.
         init_scale: standard deviation of the random initial weights on free entries.
-        dtype: ``"float32"`` or ``"float64"``.
+        dtype: ``"float32"`` or ``"float64"`` (a torch dtype is taken and stored by name).
         seed: seed of the random initial weights.
     """
 
@@ -56,7 +63,7 @@ class ICTDConfig:
     tied: bool = False
     mask: str = "paper"
     init_scale: float = 0.01
-    dtype: str = "float32"
+    dtype: Any = "float32"  # a name, or a torch dtype (stored by its name)
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -69,7 +76,7 @@ class ICTDConfig:
         check_choice("form", self.form, FORMS)
         check_choice("attention", self.attention, ATTENTIONS)
         check_choice("mask", self.mask, MASKS)
-        check_choice("dtype", self.dtype, DTYPES)
+        self.dtype = dtype_name(self.dtype)
         if not isinstance(self.tied, bool):
             raise ValueError(f"tied: must be a bool, got {self.tied!r}")
         if not self.init_scale >= 0:

@@ -9,6 +9,8 @@ TransformerLens's HookedTransformer.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from typing import Optional, Union
 
 import torch
@@ -135,10 +137,27 @@ class TemporalShift(nn.Module):
         self.register_buffer("target_row", target, persistent=False)
         self.hook_shifted = HookPoint()  # [batch, pos, d_model]: gamma * v(next) on the target row
 
-    def forward(self, resid: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
+    def forward(self, resid: Float[Tensor, "batch pos d_model"], neuron: "ShiftNeuron") -> Float[Tensor, "batch pos d_model"]:
         nxt = shift_to_predecessor(resid[..., self.current])
         shifted = self.hook_shifted(self.gamma * nxt.unsqueeze(-1) * self.target_row)
-        return shifted - resid * self.target_row
+        write = shifted - resid * self.target_row  # nonzero on the target row only
+        return neuron.hook_post(write[..., neuron.row : neuron.row + 1]) * neuron.W_out[0]
+
+
+class ShiftNeuron(nn.Module):
+    """The shift's write seen as one MLP neuron, the view TransformerLens's neuron-level tools take
+    (``stack_neuron_results``, ``get_full_resid_decomposition``): activation ``hook_post`` =
+    ``gamma v(next) - t`` per position (``d_mlp = 1``), output direction ``W_out = e_target``, no bias.
+    It holds no parameters; the write it carries is exactly the TSM's."""
+
+    def __init__(self, cfg: ICTDConfig):
+        super().__init__()
+        self.row = PromptLayout(cfg.d_features).target
+        W_out = torch.zeros(1, cfg.d_model, dtype=cfg.torch_dtype)
+        W_out[0, self.row] = 1.0
+        self.register_buffer("W_out", W_out, persistent=False)  # [d_mlp, d_model]
+        self.register_buffer("b_out", torch.zeros(cfg.d_model, dtype=cfg.torch_dtype), persistent=False)
+        self.hook_post = HookPoint()  # [batch, pos, d_mlp]
 
 
 class ICTDBlock(nn.Module):
@@ -150,6 +169,7 @@ class ICTDBlock(nn.Module):
         self.hook_resid_mid = HookPoint()  # [batch, pos, d_model]: after attention (before the shift)
         if cfg.form == "tsm":
             self.tsm = TemporalShift(cfg)
+            self.mlp = ShiftNeuron(cfg)
             self.hook_mlp_out = HookPoint()  # [batch, pos, d_model]: the shift's write (target row)
         self.hook_resid_post = HookPoint()  # [batch, pos, d_model]
 
@@ -157,7 +177,7 @@ class ICTDBlock(nn.Module):
         resid = self.hook_resid_pre(resid.clone())  # a fresh tensor: never the previous hook's output
         resid = self.hook_resid_mid(resid + self.hook_attn_out(self.attn(resid)))
         if hasattr(self, "tsm"):
-            return self.hook_resid_post(resid + self.hook_mlp_out(self.tsm(resid)))
+            return self.hook_resid_post(resid + self.hook_mlp_out(self.tsm(resid, self.mlp)))
         return self.hook_resid_post(resid.clone())
 
 
@@ -170,11 +190,14 @@ class HookedICTDTransformer(TransformerLensSurface, HookedRootModule):
     requires it; nothing here behaves differently in training mode).
     """
 
+    ARCHITECTURE = "stylised"
+
     ln_final = nn.Identity()  # no LayerNorm: TransformerLens's "apply_ln" steps are the identity
 
     def __init__(self, cfg: Union[ICTDConfig, dict]):
         super().__init__()
-        self.cfg = cfg if isinstance(cfg, ICTDConfig) else ICTDConfig.from_dict(cfg)
+        # the model owns its config (a copy): moving the model keeps it in sync, never the caller's
+        self.cfg = replace(cfg) if isinstance(cfg, ICTDConfig) else ICTDConfig.from_dict(cfg)
         self.layout = PromptLayout(self.cfg.d_features)
         self.hook_prompt = HookPoint()  # [batch, pos, d_model]: a copy of the caller's prompt
         self.hook_embed = HookPoint()  # [batch, pos, d_model]: the residual stream's input (= the prompt)
@@ -298,24 +321,6 @@ class HookedICTDTransformer(TransformerLensSurface, HookedRootModule):
         model.load_state_dict(theta_star(cfg, alpha))
         return model
 
-    @classmethod
-    def from_pretrained(cls, name_or_path, device: Optional[str] = None,
-                        dtype: Optional[str] = None) -> "HookedICTDTransformer":
-        """A shipped model by name (``ictd_interp.list_pretrained()``: ``"quick-td-s0"``, ...) or a
-        checkpoint folder written by :func:`ictd_interp.save_checkpoint`; in eval mode. ``dtype``
-        (``"float32"``/``"float64"``) converts the weights and the config together."""
-        from ictd_interp.checkpoint import load_checkpoint
-        from ictd_interp.registry import resolve
-
-        model = load_checkpoint(resolve(name_or_path)).model
-        if not isinstance(model, cls):
-            raise ValueError(f"{name_or_path}: holds a {type(model).__name__} (the standard architecture); load it "
-                             "with HookedStandardTransformer.from_pretrained or ictd_interp.load_checkpoint")
-        if dtype is not None and dtype != model.cfg.dtype:
-            converted = cls(ICTDConfig.from_dict({**model.cfg.to_dict(), "dtype": dtype}))
-            converted.load_state_dict({k: v.to(converted.cfg.torch_dtype) for k, v in model.state_dict().items()})
-            model = converted
-        return model if device is None else model.to(device)
 
 
 RETURN_TYPES = ("values", "query", "query_sum")

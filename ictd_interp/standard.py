@@ -13,6 +13,8 @@ attention lets every position read every context source. Hook names are exactly 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import math
 from typing import Optional, Union
 
@@ -171,9 +173,12 @@ class HookedStandardTransformer(TransformerLensSurface, HookedRootModule):
     prediction is ``[:, -1]``. Same call surface as ``HookedICTDTransformer`` (``stop_at_layer``,
     ``return_type``, ``fast_values``, ``run_with_cache``); built in eval mode."""
 
+    ARCHITECTURE = "standard"
+
     def __init__(self, cfg: Union[StandardConfig, dict]):
         super().__init__()
-        self.cfg = cfg if isinstance(cfg, StandardConfig) else StandardConfig.from_dict(cfg)
+        # the model owns its config (a copy): moving the model keeps it in sync, never the caller's
+        self.cfg = replace(cfg) if isinstance(cfg, StandardConfig) else StandardConfig.from_dict(cfg)
         self.layout = PromptLayout(self.cfg.d_features)
         self.embed = ReadIn(self.cfg)
         self.hook_embed = HookPoint()  # [batch, pos, d_model]
@@ -258,16 +263,6 @@ class HookedStandardTransformer(TransformerLensSurface, HookedRootModule):
         names = [n.removeprefix("blocks.0.") for n, _ in self.blocks[0].named_parameters(prefix="blocks.0")]
         return [[f"blocks.{l}.{n}" for l in range(self.cfg.n_layers)] for n in names]
 
-    @classmethod
-    def from_pretrained(cls, name_or_path, device: Optional[str] = None) -> "HookedStandardTransformer":
-        """A shipped model by name or a checkpoint folder (as ``HookedICTDTransformer.from_pretrained``)."""
-        from ictd_interp.checkpoint import load_checkpoint
-        from ictd_interp.registry import resolve
-
-        model = load_checkpoint(resolve(name_or_path)).model
-        if not isinstance(model, cls):
-            raise ValueError(f"{name_or_path}: holds a {type(model).__name__}, not a standard-architecture model")
-        return model if device is None else model.to(device)
 
 
 def _share_parameters(source: nn.Module, target: nn.Module) -> None:

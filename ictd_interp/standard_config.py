@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ictd_interp.config import DTYPES, ICTDConfig, check_choice, from_dict_strict
+from ictd_interp.config import ICTDConfig, check_choice, dtype_name, from_dict_strict
 
 ACT_FNS = ("gelu", "relu")
 
@@ -45,7 +45,7 @@ class StandardConfig:
     gamma: float = 0.9
     tied: bool = False
     init_range: float = 0.1
-    dtype: str = "float32"
+    dtype: Any = "float32"  # a name, or a torch dtype (stored by its name)
     seed: int = 0
 
     architecture = "standard"  # not a field: which model class a config builds
@@ -72,7 +72,7 @@ class StandardConfig:
         if not isinstance(self.gamma, (int, float)) or not 0.0 <= self.gamma < 1.0:
             raise ValueError(f"gamma: must be in [0, 1), got {self.gamma!r}")
         check_choice("act_fn", self.act_fn, ACT_FNS)
-        check_choice("dtype", self.dtype, DTYPES)
+        self.dtype = dtype_name(self.dtype)
         for name in ("layer_norm", "pos_embed", "tied"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}: must be a bool, got {getattr(self, name)!r}")

@@ -9,6 +9,9 @@ continuous prompts ``[batch, pos, d_model]`` and the single read-out is the curr
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import functools
 from typing import Optional
 
 import torch
@@ -20,6 +23,32 @@ try:  # TransformerLens 4
     from transformer_lens.utilities import composition_scores
 except ImportError:  # TransformerLens 3.x
     from transformer_lens.utils import composition_scores
+
+
+# TransformerLens's ``patching.get_act_patch_*`` read the position count from the input's last axis
+# (token ids ``[batch, pos]``); ICTD prompts are ``[batch, pos, d_model]``, so called directly they
+# would sweep ``d_model`` positions and return a silently wrong table. ``hooks.tl_patching`` builds the
+# right index and runs them inside ``token_patching_allowed``; anywhere else they are refused.
+_TOKEN_PATCHING = contextvars.ContextVar("ictd_token_patching", default=False)
+PATCHING_MESSAGE = (
+    "transformer_lens.patching reads the number of positions from the input's last axis (token ids "
+    "[batch, pos]); ICTD prompts are [batch, pos, d_model], so it would sweep d_model = {d} 'positions' "
+    "instead of {n}. Call it through hooks.tl_patching(patch_fn, model, corrupted, clean_cache, metric), "
+    "which passes the right index and returns the table shaped by its axes.")
+
+
+@contextlib.contextmanager
+def token_patching_allowed():
+    token = _TOKEN_PATCHING.set(True)
+    try:
+        yield
+    finally:
+        _TOKEN_PATCHING.reset(token)
+
+
+def _from_tl_patching(fn) -> bool:
+    inner = fn.func if isinstance(fn, functools.partial) else fn
+    return getattr(inner, "__module__", "") == "transformer_lens.patching"
 
 
 class Circuits:
@@ -83,6 +112,14 @@ class TransformerLensSurface(Circuits):
                 bias = bias + block.mlp.b_out
         return bias + self.blocks[layer].attn.b_O if mlp_input else bias
 
+    def run_with_hooks(self, *model_args, fwd_hooks=(), bwd_hooks=(), **kwargs):
+        """``HookedRootModule.run_with_hooks``, refusing TransformerLens's token patching called directly
+        (``PATCHING_MESSAGE``)."""
+        if not _TOKEN_PATCHING.get() and any(_from_tl_patching(fn) for _, fn in fwd_hooks):
+            prompt = model_args[0] if model_args else kwargs.get("input")
+            raise ValueError(PATCHING_MESSAGE.format(d=prompt.shape[-1], n=prompt.shape[1]))
+        return super().run_with_hooks(*model_args, fwd_hooks=list(fwd_hooks), bwd_hooks=list(bwd_hooks), **kwargs)
+
     def to_tokens(self, prompt: Tensor, *args, **kwargs) -> Tensor:
         """Continuous prompts are the model's tokens: validated and copied, ``[batch, pos, d_prompt]``."""
         return self.check_prompt(prompt)
@@ -105,7 +142,29 @@ class TransformerLensSurface(Circuits):
         return next(self.parameters()).device
 
     def _apply(self, fn, *args, **kwargs):
-        """Keep ``cfg.device`` in sync with the weights (TransformerLens utilities read it)."""
+        """Keep ``cfg.device`` and ``cfg.dtype`` in sync with the weights (TransformerLens utilities read
+        them); the model owns its ``cfg`` (a copy made at construction), so no caller's object changes."""
         out = super()._apply(fn, *args, **kwargs)
-        self.cfg.device = str(next(self.parameters()).device)
+        param = next(self.parameters())
+        self.cfg.device = str(param.device)
+        if param.dtype in (torch.float32, torch.float64):
+            self.cfg.dtype = str(param.dtype).removeprefix("torch.")
         return out
+
+    @classmethod
+    def from_pretrained(cls, name_or_path, device: Optional[str] = None, dtype=None):
+        """A shipped model by name (``ictd_interp.list_pretrained()``) or a checkpoint folder written by
+        ``ictd_interp.save_checkpoint``, in eval mode; ``dtype`` (``"float64"`` or ``torch.float64``)
+        converts the weights and the config together. One implementation for both model classes."""
+        from ictd_interp.checkpoint import load_checkpoint
+        from ictd_interp.config import dtype_name
+        from ictd_interp.registry import resolve
+
+        model = load_checkpoint(resolve(name_or_path)).model
+        if not isinstance(model, cls):
+            raise ValueError(f"{name_or_path}: holds a {type(model).__name__} ({model.cfg.architecture} architecture), "
+                             f"not a {cls.ARCHITECTURE}-architecture model; load it with {type(model).__name__}"
+                             ".from_pretrained or ictd_interp.load_checkpoint")
+        if dtype is not None:
+            model = model.to(getattr(torch, dtype_name(dtype)))
+        return model if device is None else model.to(device)

@@ -61,14 +61,14 @@ def test_pattern_masks_query_source_and_normalises():
 TSM_LAYER = [
     "hook_resid_pre", "attn.hook_q", "attn.hook_k", "attn.hook_v", "attn.hook_attn_scores",
     "attn.hook_pattern", "attn.hook_z", "attn.hook_result", "hook_attn_out", "hook_resid_mid",
-    "tsm.hook_shifted", "hook_mlp_out", "hook_resid_post",
+    "tsm.hook_shifted", "mlp.hook_post", "hook_mlp_out", "hook_resid_post",
 ]
 
 
 def test_hook_names_are_pinned():
     expected = ["hook_prompt", "hook_embed"] + [f"blocks.{l}.{name}" for l in range(2) for name in TSM_LAYER]
     assert list(make_star().hook_dict) == expected
-    dual = [n for n in TSM_LAYER if n not in ("tsm.hook_shifted", "hook_mlp_out")]
+    dual = [n for n in TSM_LAYER if n not in ("tsm.hook_shifted", "mlp.hook_post", "hook_mlp_out")]
     assert list(make_star(form="dual").hook_dict) == ["hook_prompt", "hook_embed"] + [
         f"blocks.{l}.{n}" for l in range(2) for n in dual]
     model = make_star()

@@ -182,3 +182,62 @@ def test_pyvene_zero_intervention_equals_the_transformer_lens_hook():
     expected = model.run_with_hooks(prompt, fwd_hooks=[("blocks.1.hook_resid_pre", _zero_position_5)])
     assert (intervened - expected).abs().max() <= TOL
     assert (intervened - model(prompt)).abs().max() > 1e-3
+
+
+def _standard_model():
+    from ictd_interp.standard import HookedStandardTransformer
+    from ictd_interp.standard_config import StandardConfig
+
+    return HookedStandardTransformer(StandardConfig(d_features=3, d_model=8, n_heads=2, n_layers=2, d_mlp=8,
+                                                    dtype="float64"))
+
+
+@pytest.mark.parametrize("architecture", ["stylised", "standard"])
+def test_patching_works_on_both_architectures_and_the_direct_call_fails_loudly(architecture):
+    """TransformerLens's patching through ``hooks.tl_patching`` gives [layer, pos] on both classes, equal to
+    ours; ``reduce="none"`` keeps the batch axis; calling ``get_act_patch_resid_pre`` on the model directly
+    (which would sweep d_model 'positions') raises, naming the wrapper."""
+    model = make_star(n_layers=2) if architecture == "stylised" else _standard_model()
+    tasks = make_tasks()
+    clean, corrupted = tasks.prompt, tasks.prompt.clone()
+    corrupted[..., model.layout.reward] *= -1.0
+    _, clean_cache = model.run_with_cache(clean)
+    metric = lambda values: values[:, -1].mean()  # noqa: E731
+    table = hooks.tl_patching(patching.get_act_patch_resid_pre, model, corrupted, clean_cache, metric)
+    assert table.shape == (2, clean.shape[1])
+    ours = hooks.activation_patching(model, clean, corrupted, hook_names=["blocks.0.hook_resid_pre", "blocks.1.hook_resid_pre"])
+    assert (table - torch.tensor(ours["value"].to_numpy()).view(2, -1)).abs().max() <= 1e-10
+    per_task = hooks.tl_patching(patching.get_act_patch_resid_pre, model, corrupted, clean_cache,
+                                 lambda values: values[:, -1], reduce="none")
+    assert per_task.values.shape == (2, clean.shape[1], len(tasks)) and per_task.axis_names == ["layer", "pos"]
+    assert (per_task.values.mean(-1) - table).abs().max() <= 1e-10
+    with pytest.raises(ValueError, match=r"hooks.tl_patching.*|sweep d_model"):
+        patching.get_act_patch_resid_pre(model, corrupted, clean_cache, metric)
+
+
+@pytest.mark.parametrize("dtype", ["float64", torch.float64])
+def test_dtypes_are_taken_as_strings_or_torch_dtypes_and_cfg_follows_the_weights(dtype):
+    from ictd_interp.standard import HookedStandardTransformer
+
+    for cls, name in ((HookedICTDTransformer, "quick-td-s0"), (HookedStandardTransformer, "standard-quick-s0")):
+        model = cls.from_pretrained(name, dtype=dtype)
+        assert model.cfg.dtype == "float64" and next(model.parameters()).dtype == torch.float64
+        assert model.to(torch.float32).cfg.dtype == "float32"
+    cfg = make_cfg(dtype=torch.float32)
+    moved = HookedICTDTransformer(cfg).to(torch.float64)
+    assert cfg.dtype == "float32" and moved.cfg.dtype == "float64"  # the caller's config is not mutated
+
+
+@pytest.mark.parametrize("form", ["tsm", "dual"])
+def test_full_residual_decomposition_with_its_defaults_sums_to_the_residual(form):
+    """``get_full_resid_decomposition()`` as a TransformerLens user calls it (``expand_neurons=True``): the
+    TSM is one neuron (activation gamma v(next) - t, W_out = e_target), so heads + neuron + embedding
+    add up to the last residual."""
+    model, prompt = make_star(n_layers=3, form=form), make_tasks().prompt
+    _, cache = model.run_with_cache(prompt)
+    stack, labels = cache.get_full_resid_decomposition(return_labels=True)
+    assert (stack.sum(0) - cache["resid_post", 2]).abs().max() <= TOL
+    assert ("L1N0" in labels) == (form == "tsm")
+    if form == "tsm":
+        write = cache["blocks.1.hook_mlp_out"]
+        assert (cache["blocks.1.mlp.hook_post"][..., 0] - write[..., model.layout.target]).abs().max() == 0
