@@ -80,7 +80,7 @@ def compute(model: HookedICTDTransformer, config: TrainConfig, run_dir: Optional
     with torch.no_grad():
         model_values, star_values = model(tasks.prompt), star(tasks.prompt)
     return {
-        "config": config.to_dict(), "model_config": model.cfg.to_dict(), "n_eval_tasks": len(tasks),
+        "config": config.applicable_dict(), "model_config": model.cfg.to_dict(), "n_eval_tasks": len(tasks),
         "eval_tasks": eval_tasks_label(config, len(tasks)),
         "metrics": evaluate(model, eval_set).to_dict(),
         "baselines": baselines.compare(model_values, tasks, config.gamma, model.cfg.n_layers,

@@ -51,7 +51,7 @@ def compute_standard(model: ICTDModel, config: TrainConfig, run_dir: Optional[Pa
     lengths = [n for n in CONTEXT_LENGTHS if not model.cfg.pos_embed or n < model.cfg.n_ctx]
     long_tasks = config.tasks.sample(64, seed=config.eval_seed + 1, length=max(lengths))
     return {
-        "config": config.to_dict(), "model_config": model.cfg.to_dict(), "architecture": "standard",
+        "config": config.applicable_dict(), "model_config": model.cfg.to_dict(), "architecture": "standard",
         "n_eval_tasks": len(tasks), "eval_tasks": eval_tasks_label(config, len(tasks)),
         "metrics": evaluate(model, eval_set).to_dict(),
         "baselines": baselines.compare(values, tasks, config.gamma, model.cfg.n_layers, extra={"theta_star": star_values}),

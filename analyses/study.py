@@ -5,7 +5,10 @@
     DIR/spec.toml, spec.json        the spec as given, and as validated (compared on re-runs)
     DIR/cells/<cell>/run/           the cell's training run (``ictd-interp train`` layout)
     DIR/cells/<cell>/analysis/      ``ictd-interp analyze`` of it
-    DIR/cells/<cell>/status.json    running | done | failed | interrupted, error, wall time, worker pid
+    DIR/cells/<cell>/status.json    running | retrying | done | failed | interrupted, error, wall time, the pid of
+                                    the worker process running it (how to find a cell's process: while it
+                                    is "running", that pid is alive; ``earlier_attempts`` lists attempts
+                                    whose worker died, with their pids)
     DIR/results.csv, curves.csv, depth.csv, extrapolation.csv, study.md, figures/
 
 Ray does all the scheduling: every unfinished cell is one Ray task (one CPU, one torch thread).
@@ -20,8 +23,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import time
 import traceback
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Union
@@ -64,6 +69,10 @@ def run_study(spec: Union[str, Path, dict, StudySpec], out_dir: Union[str, Path]
     """
     spec, out_dir = load_spec(spec), Path(out_dir)
     _prepare_folder(spec, out_dir)
+    sparse = sorted({c.condition for c in spec.cells() if c.config.steps < c.config.eval_every})
+    if sparse:
+        warnings.warn(f"{', '.join(sparse)}: steps < eval_every, so training curves have two points only (steps 0 "
+                      "and the last); lower --eval-every for a curve", stacklevel=2)
     todo = [c for c in spec.cells() if _status(out_dir / "cells" / c.name).get("status") != "done"]
     interrupted = False
     if todo:
@@ -129,7 +138,14 @@ def _run_on_ray(cells, out_dir: Path, address: Optional[str], workers: Optional[
                 status = _result_of(ray, ref, refs[ref], out_dir)
                 counts[status] = counts.get(status, 0) + 1
                 bar.update(1)
-            running = sum(_status(out_dir / "cells" / refs[r].name).get("status") == "running" for r in pending)
+            for r in pending:  # a worker that died mid-cell: say why, before Ray's retry resumes the cell
+                cell_dir = out_dir / "cells" / refs[r].name
+                status = _status(cell_dir)
+                if status.get("status") == "running" and not _is_running(status):
+                    _write_status(cell_dir, "retrying", pid=status.get("pid"), earlier_attempts=_attempts(cell_dir))
+                    bar.write(f"{refs[r].name}: its worker process {status.get('pid')} died (killed, or out of "
+                              "memory); Ray retries the cell from its last checkpoint")
+            running = sum(_is_running(_status(out_dir / "cells" / refs[r].name)) for r in pending)
             bar.set_postfix(done=counts["done"], running=running, failed=counts["failed"])
     finally:
         bar.close()
@@ -144,8 +160,35 @@ def _result_of(ray, ref, cell, out_dir: Path) -> str:
     try:
         return ray.get(ref)["status"]
     except Exception as err:  # a RayError: the worker died on every attempt
-        _write_status(out_dir / "cells" / cell.name, "failed", error=f"{type(err).__name__}: {err}".splitlines()[0])
+        cell_dir = out_dir / "cells" / cell.name
+        reason = next((line.strip() for line in str(err).splitlines() if line.strip()), "")
+        _write_status(cell_dir, "failed", error=f"{type(err).__name__}: the worker process died on all "
+                      f"{TASK_RETRIES + 1} attempts (killed, or out of memory)" + (f"; Ray: {reason}" if reason else ""),
+                      earlier_attempts=_attempts(cell_dir))
         return "failed"
+
+
+def _is_running(status: dict[str, Any]) -> bool:
+    """A cell counts as running only while the process its status names is alive (a killed worker leaves
+    "running" behind until Ray retries the cell). On a remote node the pid is not ours to check."""
+    if status.get("status") != "running":
+        return False
+    if status.get("host") not in (None, socket.gethostname()):
+        return True
+    try:
+        os.kill(int(status["pid"]), 0)
+    except (OSError, KeyError, TypeError, ValueError):
+        return False
+    return True
+
+
+def _attempts(cell: Path) -> list[dict[str, Any]]:
+    """Earlier attempts at a cell whose worker died, kept in its status.json."""
+    status = _status(cell)
+    attempts = list(status.get("earlier_attempts", []))
+    if status.get("status") == "running" and not _is_running(status) and status.get("pid") not in [a.get("pid") for a in attempts]:
+        attempts.append({"pid": status.get("pid"), "outcome": "the worker process died (killed or out of memory)"})
+    return attempts
 
 
 def _import_ray():
@@ -182,7 +225,8 @@ def run_cell(cell_dir: str, config: dict[str, Any], stop_file: str) -> dict[str,
     run_dir, stop = cell / "run", (lambda: Path(stop_file).exists())
     if stop():
         return _write_status(cell, "interrupted")
-    _write_status(cell, "running")
+    earlier = _attempts(cell)  # a retry after a killed worker: say so, and resume from the last checkpoint
+    _write_status(cell, "running", earlier_attempts=earlier)
     try:
         cfg = TrainConfig.from_dict(config)
         if run_folder.config_path(run_dir).exists() and run_folder.latest_checkpoint(run_dir) is None:
@@ -200,13 +244,15 @@ def run_cell(cell_dir: str, config: dict[str, Any], stop_file: str) -> dict[str,
     except Exception as err:
         trace = traceback.format_exc(limit=-3)
         return _write_status(cell, "failed", error=f"{type(err).__name__}: {err}", trace=trace,
-                             wall_time=time.perf_counter() - started)
-    return _write_status(cell, "done", wall_time=time.perf_counter() - started)
+                             wall_time=time.perf_counter() - started, earlier_attempts=earlier)
+    return _write_status(cell, "done", wall_time=time.perf_counter() - started, earlier_attempts=earlier)
 
 
 def _write_status(cell: Path, status: str, **info: Any) -> dict[str, Any]:
+    """``status.json``: running | retrying | done | failed | interrupted, with the pid (this process's
+    unless given) and host of the process, so a reader can find a cell's process."""
     cell.mkdir(parents=True, exist_ok=True)
-    entry = {"status": status, "pid": os.getpid(), "error": None, **info}
+    entry = {"status": status, "pid": os.getpid(), "host": socket.gethostname(), "error": None, **info}
     tmp = cell / f".{STATUS_FILE}.tmp"
     tmp.write_text(json.dumps(entry, indent=1))
     os.replace(tmp, cell / STATUS_FILE)

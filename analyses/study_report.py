@@ -22,6 +22,7 @@ from analyses.intervals import METHOD, describe_nonfinite, t_interval
 from analyses.study_results import TRIPLE, read_tables
 
 SEED_LINES = 5  # below this many seeds, every seed's own line is drawn beside the mean
+FEW_POINTS = 6  # a curve with this many points or fewer gets markers (two evaluations are not a trend)
 CAPTION = ("Lines: mean over seeds; bands: Student-t 95% interval of that mean (n = number of seeds per condition, "
            "in the table); thin lines: each seed, when a condition has fewer than 5.")
 PALETTE = "colorblind"
@@ -36,7 +37,8 @@ def band_lines(ax, data: pd.DataFrame, x: str, y: str, marker: Optional[str] = N
         rows = [(xv, t_interval(group[y].to_numpy(dtype=float))) for xv, group in part.groupby(x)]
         xs = np.array([r[0] for r in rows])
         mean, lo, hi = (np.array([getattr(r[1], k) for r in rows]) for k in ("mean", "lo", "hi"))
-        ax.plot(xs, mean, color=colors[condition], marker=marker, ms=4, label=condition)
+        shown = marker or ("o" if len(xs) <= FEW_POINTS else None)  # a sparse curve shows where it was measured
+        ax.plot(xs, mean, color=colors[condition], marker=shown, ms=4, label=condition)
         ax.fill_between(xs, lo, hi, color=colors[condition], alpha=0.2, lw=0)
         if "cell" in part and part["cell"].nunique() < SEED_LINES:
             for _, seed in part.groupby("cell"):

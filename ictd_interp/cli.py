@@ -93,21 +93,39 @@ class EvaluateConfig:
     depth: int = 32
     seed: int = 0
 
+    def __post_init__(self) -> None:
+        for name, least in (("n_tasks", 2), ("n_states", 2), ("context_len", 1), ("depth", 1)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < least:
+                raise ValueError(f"--{name.replace('_', '-')}: must be an integer >= {least}, got {value!r}")
+        if not 0.0 <= self.gamma < 1.0:
+            raise ValueError(f"--gamma: must be in [0, 1), got {self.gamma!r}")
+        if not self.feature_scale > 0:
+            raise ValueError(f"--feature-scale: must be > 0, got {self.feature_scale!r}")
+        if self.terminal not in ("restart", "absorbing"):
+            raise ValueError(f"--terminal: must be 'restart' or 'absorbing', got {self.terminal!r}")
 
-def evaluate(path: str, cfg: EvaluateConfig, out: str) -> dict:
-    """Write evaluation.json and figures for ``path`` on ``cfg.env``."""
+
+def evaluate(path: str, cfg: EvaluateConfig, out: str, force: bool = False) -> dict:
+    """Write evaluation.json, evaluation.md and figures for ``path`` on ``cfg.env``."""
     from analyses.ood import evaluate_ood, write_ood
     from analyses.report import resolve
+    from ictd_interp.run_folder import claim_output
 
+    claim_output(out, {"command": "evaluate", "source": _source(path), **cfg.__dict__}, force)
     model = resolve(path)[0].to("cpu")
     dist = TaskDistribution(family=cfg.env, n_states=cfg.n_states, d_features=model.cfg.d_features,
                             context_len=cfg.context_len, gamma=cfg.gamma, feature_kind=cfg.feature_kind,
                             feature_scale=cfg.feature_scale, terminal=cfg.terminal)
     features = _load_features(cfg.features) if cfg.features else None
     tasks = dist.sample(cfg.n_tasks, seed=cfg.seed, features=features)
-    lengths = [n for n in (4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096) if n <= cfg.context_len]
-    policy = "uniform random over actions" if cfg.env.startswith("gym:") else "none (an MRP family: no actions)"
-    result = {"source": path, "environment": cfg.env, "policy": policy, "settings": cfg.__dict__,
+    lengths = sorted({n for n in (4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048) if n < cfg.context_len} | {cfg.context_len})
+    gym = cfg.env.startswith("gym:")
+    policy = "uniform random over actions" if gym else "none (an MRP family: no actions)"
+    # record only what applies, once: a Gymnasium environment sets its own state count
+    settings = {k: v for k, v in cfg.__dict__.items() if not (gym and k == "n_states")
+                and not (not gym and k == "terminal") and not (k == "features" and not v)}
+    result = {"source": path, "environment": cfg.env, "policy": policy, "settings": settings,
               **evaluate_ood(model, tasks, cfg.depth, lengths)}
     write_ood(result, out)
     return result
@@ -177,25 +195,39 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--out", required=name == "reproduce", help=out_help)
         if name == "train":
             p.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its last checkpoint")
-        p.add_argument("--threads", type=int, default=None, help="torch CPU threads (bit-exact resumes need the same count)")
+        p.add_argument("--threads", type=positive_int, default=None,
+                       help="torch CPU threads (bit-exact resumes need the same count)")
         add_config_args(p, TrainConfig, "training settings", from_preset=True)
     p = sub.add_parser("models", help="the pretrained models shipped with the package")
     p = sub.add_parser("analyze", help="every metric and figure for a checkpoint or run folder")
     p.add_argument("path", help="a run folder, a checkpoint folder or a pretrained model's name (see models)")
     p.add_argument("--out", required=True, help="folder for summary.json, summary.md and figures/")
+    p.add_argument("--force", action="store_true", help="replace a folder that holds another request's results")
     p = sub.add_parser("evaluate", help="a checkpoint and theta* on another MRP source (out of distribution)")
     p.add_argument("path", help="a run folder, a checkpoint folder or a pretrained model's name (see models)")
-    p.add_argument("--out", required=True, help="folder for evaluation.json and figures")
+    p.add_argument("--out", required=True, help="folder for evaluation.json, evaluation.md and figures")
+    p.add_argument("--force", action="store_true", help="replace a folder that holds another request's results")
     add_config_args(p, EvaluateConfig, "evaluation")
     p = sub.add_parser("study", help="a grid of conditions x seeds on Ray, with aggregate figures and study.md")
     p.add_argument("spec", help="a study spec (.toml) or a built-in study: " + ", ".join(BUILTIN_STUDIES))
     p.add_argument("--out", required=True, help="study folder (re-running the same command resumes it)")
-    p.add_argument("--workers", type=int, default=None, help="cells at once on a local Ray instance (default: all cores)")
+    p.add_argument("--workers", type=positive_int, default=None, help="cells at once on a local Ray instance (default: all cores)")
     p.add_argument("--address", default=None, help="join this Ray cluster (HOST:PORT) instead; --out must be "
                                                    "storage every node sees")
     p = sub.add_parser("study-report", help="redraw a study's figures and study.md from its CSVs")
     p.add_argument("path", help="a study folder")
     return parser
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number >= 1 (argparse names the flag in its error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {value}")
+    return value
 
 
 def _set_threads(threads: Optional[int]) -> None:
@@ -231,9 +263,20 @@ def _train(args: argparse.Namespace) -> int:
     return 130 if run.interrupted else 0
 
 
-def _analyze(path: str, out: str) -> None:
-    from analyses.report import analyze
+def _source(path: str) -> str:
+    """What a request was made on: a registry name as given, any other path made absolute."""
+    from pathlib import Path
 
+    from ictd_interp.registry import names
+
+    return path if path in names() else str(Path(path).resolve())
+
+
+def _analyze(path: str, out: str, force: bool = False) -> None:
+    from analyses.report import analyze
+    from ictd_interp.run_folder import claim_output
+
+    claim_output(out, {"command": "analyze", "source": _source(path)}, force)
     summary = analyze(path, out)
     m = summary["metrics"]
     weights = (f"cos(V, V*) per layer {[round(c, 3) for c in m['cos_V']]}, signs (+,+,-) {m['signature_match']}, "
@@ -291,10 +334,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if args.command == "train":
             return _train(args)
         if args.command == "analyze":
-            _analyze(args.path, args.out)
+            _analyze(args.path, args.out, args.force)
             return 0
         if args.command == "evaluate":
-            result = evaluate(args.path, config_from_args(EvaluateConfig(), args), args.out)
+            result = evaluate(args.path, config_from_args(EvaluateConfig(), args), args.out, args.force)
             n, context = result["context_lengths"][-1], result["context"]
             print(f"{args.out}/evaluation.json: {result['environment']} ({result['n_states']} states), sup error at "
                   f"n={n}: model {context['model'][-1]:.4f}, theta* of its depth {context['theta_star'][-1]:.4f}")

@@ -6,6 +6,8 @@ prompts, models, analyses — works unchanged.
 
 from __future__ import annotations
 
+import difflib
+
 from typing import Optional, Union
 
 import numpy as np
@@ -96,6 +98,11 @@ def _make(env_id_or_env):
         import gymnasium
     except ImportError:
         raise ImportError("from_gymnasium needs Gymnasium: pip install 'ictd-interp[gym]'") from None
+    if isinstance(env_id_or_env, str) and env_id_or_env not in gymnasium.envs.registry:
+        close = difflib.get_close_matches(env_id_or_env, list(gymnasium.envs.registry), n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise ValueError(f"gym:{env_id_or_env}: no such Gymnasium environment{hint} (toy-text environments with a "
+                         "transition table work, e.g. FrozenLake-v1, CliffWalking-v1)")
     env = gymnasium.make(env_id_or_env) if isinstance(env_id_or_env, str) else env_id_or_env
     env = env.unwrapped
     if not hasattr(env, "P"):

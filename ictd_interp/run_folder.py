@@ -10,6 +10,9 @@
       final/                   the finished model (present once training reached its last step)
 
 Every read names the file involved when it fails.
+
+An *output* folder (``analyze``, ``evaluate``) records the request that filled it in ``request.json``:
+the same request recomputes into it, another one is refused, naming the difference, unless forced.
 """
 
 from __future__ import annotations
@@ -103,3 +106,46 @@ def truncate_metrics(run_dir: PathLike, step: int) -> list[dict[str, Any]]:
     kept = [m for m in read_metrics(run_dir) if m["step"] <= step]
     (Path(run_dir) / METRICS).write_text("".join(json.dumps(m) + "\n" for m in kept))
     return kept
+
+
+REQUEST = "request.json"
+
+
+def claim_output(out_dir: PathLike, request: dict[str, Any], force: bool = False) -> Path:
+    """Make ``out_dir`` the home of ``request``'s results. An empty or absent folder, or one that holds the
+    same request, is used; a folder that holds another request, a training run or unknown files is
+    refused with the difference named, unless ``force`` (which clears it first)."""
+    out_dir = Path(out_dir)
+    if out_dir.exists() and any(out_dir.iterdir()):
+        stored_path = out_dir / REQUEST
+        stored = _read_json(stored_path) if stored_path.exists() else None
+        if stored != request:
+            if is_run(out_dir):
+                problem = "is a training run folder"
+            elif stored is None:
+                problem = "is not empty and holds no request.json (not written by ictd-interp analyze/evaluate)"
+            else:
+                changed = [f"{k}: {stored.get(k)!r} -> {request.get(k)!r}" for k in sorted(set(stored) | set(request))
+                           if stored.get(k) != request.get(k)]
+                problem = f"holds the results of another request ({'; '.join(changed)})"
+            if not force or is_run(out_dir):
+                raise FileExistsError(f"{out_dir}: {problem}; choose another --out" +
+                                      ("" if is_run(out_dir) else ", or pass --force to replace it"))
+            _clear(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / REQUEST).write_text(json.dumps(request, indent=1))
+    return out_dir
+
+
+def _clear(folder: Path) -> None:
+    import shutil
+
+    for child in folder.iterdir():
+        shutil.rmtree(child) if child.is_dir() else child.unlink()
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise RunFolderError(f"{path}: corrupt JSON ({err})") from None

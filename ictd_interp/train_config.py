@@ -176,6 +176,12 @@ class TrainConfig:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def applicable_dict(self) -> dict[str, Any]:
+        """``to_dict`` without the other architecture's fields (what a report records; ``from_dict``
+        restores their defaults)."""
+        others = STANDARD_ONLY if self.architecture == "stylised" else STYLISED_ONLY
+        return {k: v for k, v in self.to_dict().items() if k not in others}
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "TrainConfig":
         return from_dict_strict(cls, data)

@@ -126,3 +126,42 @@ def test_help_lines_are_distinct_and_presets_are_listed():
     assert len(set(helps.values())) == len(helps)
     text = preset_help()
     assert "quick (tied=True, steps=3000, lr=0.003" in text and "paper (steps=30000" in text
+
+
+def test_an_output_folder_serves_one_request_unless_forced(tmp_path):
+    """Same request: reused; another request, a run folder or unknown files: refused, naming the
+    difference; --force replaces (clearing what the other request left)."""
+    from ictd_interp.run_folder import claim_output
+
+    out = tmp_path / "a"
+    claim_output(out, {"command": "analyze", "source": "quick-td-s0"})
+    (out / "figures").mkdir()
+    claim_output(out, {"command": "analyze", "source": "quick-td-s0"})  # the same request again
+    with pytest.raises(FileExistsError, match=r"another request \(source: 'quick-td-s0' -> 'quick-td-s1'\).*--force"):
+        claim_output(out, {"command": "analyze", "source": "quick-td-s1"})
+    claim_output(out, {"command": "analyze", "source": "quick-td-s1"}, force=True)
+    assert sorted(p.name for p in out.iterdir()) == ["request.json"]
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep me")
+    with pytest.raises(FileExistsError, match="holds no request.json"):
+        claim_output(tmp_path / "mine", {"command": "evaluate"})
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
+
+
+def test_evaluate_validates_its_numbers_and_never_overwrites_another_request(tmp_path, capsys):
+    common = ["evaluate", "quick-td-s0", "--n-tasks", "4", "--context-len", "20", "--depth", "2"]
+    assert main([*common, "--n-tasks", "0", "--out", str(tmp_path / "z")]) == 2
+    assert "--n-tasks: must be an integer >= 2, got 0" in capsys.readouterr().err
+    assert main([*common, "--env", "gym:NotAnEnv-v0", "--out", str(tmp_path / "g")]) == 2
+    assert "no such Gymnasium environment" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["train", "--threads", "0", "--out", str(tmp_path / "t")])
+    assert "--threads: must be a whole number >= 1" in capsys.readouterr().err
+    assert main([*common, "--env", "loop", "--out", str(tmp_path / "e")]) == 0
+    result = json.loads((tmp_path / "e" / "evaluation.json").read_text())
+    assert result["context_lengths"][-1] == 20 and "terminal" not in result["settings"]
+    assert "baselines" in result and (tmp_path / "e" / "evaluation.md").exists()
+    assert main([*common, "--env", "random", "--out", str(tmp_path / "e")]) == 2
+    assert "env: 'loop' -> 'random'" in capsys.readouterr().err
+    assert json.loads((tmp_path / "e" / "evaluation.json").read_text())["environment"] == "loop"  # kept
+    assert main([*common, "--env", "random", "--out", str(tmp_path / "e"), "--force"]) == 0

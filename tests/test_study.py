@@ -160,6 +160,8 @@ def test_killed_worker_resumes_the_cell_to_the_same_weights(tmp_path):
     assert proc.returncode == 0, output
     status = json.loads((cell / "status.json").read_text())
     assert status["status"] == "done" and status["pid"] != pid  # a new worker finished it
+    assert [a["pid"] for a in status["earlier_attempts"]] == [pid] and "died" in status["earlier_attempts"][0]["outcome"]
+    assert f"its worker process {pid} died" in output  # the reason, beside Ray's own retry message
     assert_same(final_weights(cell), standalone(load_spec(data).cells()[0].config, tmp_path / "alone"))
 
 
@@ -259,3 +261,33 @@ def test_study_table_gives_t_intervals_and_names_a_diverged_seed():
     line, notes = _table_row("bad", rows("bad", [0.5, float("inf"), 0.6]))
     assert "not finite (1 of 3 diverged)" in line
     assert notes == ["metrics.eval_msve: 1 of 3 seeds diverged (bad-s1)"]
+
+
+def test_a_cell_counts_as_running_only_while_its_process_lives(tmp_path):
+    from analyses.study import _is_running, _write_status
+
+    alive = _write_status(tmp_path / "a", "running")
+    assert _is_running(alive)
+    dead = {**alive, "pid": 2**22 + 12345}  # no such process
+    assert not _is_running(dead) and not _is_running({**alive, "status": "done"})
+    assert _is_running({**dead, "host": "another-node"})  # a remote node's pid is not ours to check
+
+
+def test_sparse_curves_warn_and_get_markers(tmp_path, monkeypatch):
+    import warnings as w
+
+    from analyses import study_report
+
+    data = pd.DataFrame({"condition": ["c"] * 4, "cell": ["x", "x", "y", "y"], "step": [0, 10, 0, 10],
+                         "v": [1.0, 0.5, 1.2, 0.6]})
+    fig = study_report.Figure()
+    ax = fig.add_subplot()
+    study_report.band_lines(ax, data, "step", "v")
+    assert ax.get_lines()[0].get_marker() == "o"  # two evaluations: markers, not a bare straight line
+    with w.catch_warnings(record=True) as caught:
+        w.simplefilter("always")
+        try:
+            run_study(spec(steps=4, eval_every=8), tmp_path / "s", progress=False, address="127.0.0.1:1")
+        except Exception:
+            pass  # no cluster at that address: only the warning, given before any cell runs, is checked
+    assert any("steps < eval_every" in str(c.message) for c in caught)
