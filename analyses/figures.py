@@ -31,6 +31,30 @@ class Figure(MatplotlibFigure):
         return buffer.getvalue()
 
 
+def text_outside(fig: MatplotlibFigure, tolerance_px: float = 1.0) -> list[str]:
+    """What of ``fig`` does not fit on its canvas, measured after a full draw as the saved PNG has it:
+    each axes with everything drawn around it (title, labels, tick labels, its legend) and the figure's
+    own texts and legends. An empty list when nothing is clipped."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)  # the canvas savefig draws the PNG on
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    width, height = fig.bbox.width, fig.bbox.height
+    parts = [(ax.get_title() or ax.get_ylabel() or "axes", ax.get_tightbbox(renderer)) for ax in fig.axes]
+    parts += [(t.get_text(), t.get_window_extent(renderer)) for t in fig.texts if t.get_visible() and t.get_text()]
+    parts += [("legend", leg.get_window_extent(renderer)) for leg in fig.legends]
+    return [name for name, box in parts if box is not None and (
+        box.x0 < -tolerance_px or box.y0 < -tolerance_px or box.x1 > width + tolerance_px or box.y1 > height + tolerance_px)]
+
+
+def wrapped(text: str, width: int = 60) -> str:
+    """A long title on as many lines as it needs (``textwrap``), so it never runs off the canvas."""
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, width))
+
+
 def _figure(ncols: int = 1, width: float = 5.0, height: float = 3.8) -> tuple[Figure, list]:
     fig = Figure(figsize=(width * ncols, height), layout="constrained")
     return fig, [fig.add_subplot(1, ncols, i + 1) for i in range(ncols)]
@@ -144,7 +168,7 @@ def depth_extrapolation(depths: Sequence[int], model: Sequence[float], theta_sta
     ax.plot(depths, model, color=PALETTE[0], marker="o", ms=4, label=name)
     ax.plot(depths, theta_star, color=PALETTE[2], marker="s", ms=3, ls="--", label=STAR)
     ax.axvline(trained_depth, color="grey", lw=0.8, ls=":", label=f"trained depth {trained_depth}")
-    ax.set(xscale="log", yscale="log", title=f"Run beyond its trained depth: {verdict}", xlabel="depth (layers applied)",
+    ax.set(xscale="log", yscale="log", title=wrapped(f"Run beyond its trained depth: {verdict}", 55), xlabel="depth (layers applied)",
            ylabel=r"MSVE against $v_\pi$")
     log_axis(ax.xaxis)
     log_axis(ax.yaxis)

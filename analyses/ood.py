@@ -62,14 +62,20 @@ def write_ood(result: dict[str, Any], out_dir: Union[str, Path]) -> None:
     lines = [title, "", f"{result['n_tasks']} tasks, {result['n_states']} states, context length {result['context_len']}.",
              "", result["baselines"]["sentence"], "", *baseline_table(result["baselines"]), ""]
     (out_dir / "evaluation.md").write_text("\n".join(lines))
+    for name, fig in ood_figures(result).items():
+        for ext in ("png", "svg"):
+            fig.savefig(out_dir / f"{name}.{ext}", dpi=120)
+
+
+def ood_figures(result: dict[str, Any]) -> dict[str, Any]:
+    """The evaluation's figures, from its saved numbers."""
     rate = {"theta*": result["theta_star_fit"]["rate"]}
     where = result.get("environment", "")
     curves = {"theta*": result["depth"]["theta_star"]}
     if "model" in result["depth"]:
         curves["trained model"] = result["depth"]["model"]
     depth_fig = figures.error_vs_depth(curves, rate)
-    depth_fig.axes[0].set_title(f"Error versus depth ({where}, policy: {result.get('policy', 'n/a')})", fontsize=9)
-    for name, fig in (("error_vs_depth", depth_fig),
-                      ("error_vs_context", figures.error_vs_context(result["context_lengths"], result["context"], where))):
-        for ext in ("png", "svg"):
-            fig.savefig(out_dir / f"{name}.{ext}", dpi=120)
+    depth_fig.axes[0].set_title(figures.wrapped(f"Error versus depth ({where}, policy: {result.get('policy', 'n/a')})", 50),
+                                fontsize=9)
+    return {"error_vs_depth": depth_fig,
+            "error_vs_context": figures.error_vs_context(result["context_lengths"], result["context"], where)}

@@ -82,9 +82,10 @@ def activation_patching(
 def patching_heatmap(table: pd.DataFrame, column: str = "recovered") -> Figure:
     """Hook × position heat map of a patching table."""
     grid = table.pivot(index="hook", columns="position", values=column).reindex(table["hook"].unique())
-    fig = Figure(figsize=(1.0 + 0.35 * grid.shape[1], 1.0 + 0.3 * grid.shape[0]), layout="constrained")
+    # tall enough for the colorbar label whatever the number of hooks (two hooks used to clip it)
+    fig = Figure(figsize=(1.0 + 0.35 * grid.shape[1], max(3.2, 1.0 + 0.3 * grid.shape[0])), layout="constrained")
     ax = fig.add_subplot()
-    sns.heatmap(grid, ax=ax, cmap="vlag", center=0.0, cbar_kws={"label": f"{column} (fraction of clean effect)"})
+    sns.heatmap(grid, ax=ax, cmap="vlag", center=0.0, cbar_kws={"label": f"{column}\n(fraction of the clean effect)"})
     ax.set(title="Activation patching: clean into corrupted", xlabel="position patched", ylabel="hook")
     return fig
 

@@ -123,6 +123,11 @@ def _check_report(out):
     for name in ("attention", "signature", "error_vs_depth", "error_vs_context", "predicted_vs_true", "grouped_kernel"):
         assert (out / "figures" / f"{name}.png").stat().st_size > 0 and (out / "figures" / f"{name}.svg").exists()
     assert "figures/signature.png" in (out / "summary.md").read_text()
+    from analyses.figures import text_outside
+    from analyses.report import draw
+
+    for name, fig in draw(summary).items():
+        assert text_outside(fig) == [], name  # every title, label and legend on the canvas
     return summary
 
 
@@ -133,6 +138,12 @@ def test_analyze_theta_star_checkpoint(tmp_path):
     summary = _check_report(tmp_path / "out")
     assert summary["metrics"]["cos_V"] == pytest.approx([1.0, 1.0])
     assert summary["probes"]["rms_gap_to_theta_star"] == 0.0 and summary["config"]["context_len"] == 12
+    assert "d_model" not in summary["config"]  # only the fields of this architecture are recorded
+    # theta* read from its own weights: a = 1, discount gamma, beta 1; the model is theta* in the baselines
+    layer = summary["algorithm"]["layers"][1]
+    assert (layer["step"], layer["effective_discount"], layer["beta"]) == pytest.approx((1.0, 0.9, 1.0), abs=1e-12)
+    star_row = summary["baselines"]["estimators"]["theta_star"]["model_minus_baseline"]
+    assert star_row["difference"]["mean"] == 0.0 and star_row["verdict"] == "undecided"
 
 
 def test_analyze_a_short_run(tmp_path):

@@ -1,0 +1,32 @@
+"""Every figure a reader sees keeps its text on the canvas (titles, labels, ticks, legends, colorbars)."""
+
+import json
+
+import pandas as pd
+
+from analyses import figures
+from analyses.ood import ood_figures
+from hooks.patching import patching_heatmap
+from ictd_interp.cli import main
+
+
+def test_the_check_finds_a_title_that_runs_off_the_canvas():
+    fig, (ax,) = figures._figure(width=3.0)
+    ax.set_title("Error versus depth (gym:FrozenLake-v1, policy: uniform random over actions) " * 2)
+    assert figures.text_outside(fig) != []
+    ax.set_title(figures.wrapped(ax.get_title(), 28))
+    assert figures.text_outside(fig) == []
+
+
+def test_evaluation_figures_on_a_gymnasium_environment_fit(tmp_path):
+    assert main(["evaluate", "quick-td-s0", "--env", "gym:FrozenLake-v1", "--n-tasks", "4", "--context-len", "40",
+                 "--depth", "4", "--feature-kind", "uniform", "--out", str(tmp_path / "e")]) == 0
+    result = json.loads((tmp_path / "e" / "evaluation.json").read_text())
+    for name, fig in ood_figures(result).items():
+        assert figures.text_outside(fig) == [], name
+
+
+def test_patching_heatmap_colorbar_label_fits():
+    table = pd.DataFrame([{"hook": f"blocks.{l}.hook_resid_pre", "position": p, "recovered": (l + p) / 40}
+                          for l in range(2) for p in range(31)])
+    assert figures.text_outside(patching_heatmap(table)) == []
