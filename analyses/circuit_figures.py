@@ -58,10 +58,12 @@ def head_map(rows: Sequence[Mapping], key: str, title: str, label: str) -> Figur
 
 
 def signature_bars(rows: Sequence[Mapping], title: str) -> Figure:
-    """Per head (rows with ``head``) or per layer, the normalised moves of the probed value under
-    reward, next-value and current-value perturbations, beside θ*'s (+, +, −)."""
+    """Per head (rows with ``head``) or per layer, the moves of the probed value under reward,
+    next-value and current-value perturbations, all divided by one scale (the largest move of any row),
+    so heads' strengths compare; θ*'s (+, +, −) beside them for the signs."""
     groups = [STAR] + [f"L{r['layer']}H{r['head']}" if "head" in r else f"layer {r['layer']}" for r in rows]
-    values = [[1.0, 1.0, -1.0]] + [list(r["normalised"]) for r in rows]
+    scale = max((abs(g) for r in rows for g in r["raw"]), default=1.0) or 1.0
+    values = [[1.0, 1.0, -1.0]] + [[g / scale for g in r["raw"]] for r in rows]
     fig, (ax,) = _figure(width=max(6.0, 0.9 * len(groups) + 2.5))
     width = 0.26
     for k, label in enumerate(SIGNATURE_LABELS):
@@ -70,6 +72,6 @@ def signature_bars(rows: Sequence[Mapping], title: str) -> Figure:
     ax.axhline(0, color="black", lw=0.8)
     ax.set_xticks(np.arange(len(groups)), groups)
     ax.set(title=title, xlabel="layer L, head H" if "head" in rows[0] else "layer",
-           ylabel="probed-value move / |reward move|")
+           ylabel="probed-value move / largest |move|")
     _legend_outside(ax, title="perturbed input")
     return fig

@@ -86,11 +86,23 @@ def grouped_kernel(M: Numbers, title: str = r"grouped kernel $\hat M_n$") -> Fig
 
 
 def diagonality_curve(steps: Sequence[int], values: Sequence[float], gamma: float,
-                      theta_star: Optional[float] = None) -> Figure:
+                      heads: Optional[Sequence] = None, theta_star: Optional[float] = None,
+                      final_heads: Optional[Sequence] = None) -> Figure:
     """Kernel diagonality over training with the ``(1 + gamma)/2`` level of Assumption 5.1 and, when
-    given, theta*'s own diagonality on the same tasks (what the features allow)."""
+    given, theta*'s own diagonality on the same tasks (what the features allow). ``heads``
+    (``[step][layer][head]``) draws every head that differs from the mean (a same-state head hides in a
+    mean over heads); ``final_heads`` (``[layer][head]``, the trained model's) marks them at the last step
+    when the run did not log them."""
     fig, (ax,) = _figure(width=6.2)
-    ax.plot(steps, values, color=PALETTE[0], marker="o", ms=3, label="trained model")
+    ax.plot(steps, values, color=PALETTE[0], marker="o", ms=3, label="mean over layers and heads")
+    per_head = np.asarray(heads, dtype=float) if heads is not None else None
+    if per_head is not None and per_head.ndim == 3 and per_head.shape[1] * per_head.shape[2] > 1:
+        for k, (l, h) in enumerate(np.ndindex(*per_head.shape[1:])):
+            ax.plot(steps, per_head[:, l, h], color=PALETTE[(k + 4) % len(PALETTE)], lw=1, label=f"L{l}H{h}")
+    elif final_heads is not None and sum(len(row) for row in final_heads) > 1:
+        for k, (l, h) in enumerate((l, h) for l, row in enumerate(final_heads) for h in range(len(row))):
+            ax.plot([steps[-1]], [final_heads[l][h]], ls="none", marker="D", color=PALETTE[(k + 4) % len(PALETTE)],
+                    label=f"L{l}H{h} (final model)")
     ax.axhline((1 + gamma) / 2, color=PALETTE[3], ls="--", label=rf"$(1+\gamma)/2$ = {(1 + gamma) / 2:.2f}")
     if theta_star is not None:
         ax.axhline(theta_star, color=PALETTE[2], ls=":", label=f"{STAR} on these tasks = {theta_star:.2f}")

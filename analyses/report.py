@@ -162,8 +162,8 @@ def _curves(run_dir: Optional[Path]) -> Optional[dict[str, list]]:
     if run_dir is None:
         return None
     rows = read_metrics(run_dir)
-    return {key: [r[key] for r in rows] for key in ("step", "eval_msve", "cos_A", "cos_V", "kernel_diagonality_mean")
-            if key in rows[0]}
+    keys = ("step", "eval_msve", "cos_A", "cos_V", "kernel_diagonality_mean", "kernel_diagonality_heads")
+    return {key: [r[key] for r in rows] for key in keys if key in rows[0]}
 
 
 @torch.no_grad()
@@ -200,6 +200,7 @@ def draw(summary: dict[str, Any]) -> dict[str, Any]:
     if summary["curves"]:
         c = summary["curves"]
         out["diagonality_over_training"] = figures.diagonality_curve(c["step"], c["kernel_diagonality_mean"], gamma,
+                                                                     c.get("kernel_diagonality_heads"),
                                                                      summary["diagonality"]["theta_star"])
         out["cosine_over_training"] = figures.cosine_curves(c["step"], c["cos_A"], c["cos_V"], tied=tied)
     return out

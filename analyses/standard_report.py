@@ -127,9 +127,12 @@ def draw_standard(summary: dict[str, Any]) -> dict[str, Any]:
                                                                  ext["trained_depth"], ext["verdict"])
     if summary["curves"]:
         c = summary["curves"]
+        final_heads = [[h["diagonality"] for h in circuit["heads"] if h["layer"] == l]
+                       for l in range(summary["model_config"]["n_layers"])]
         out["diagonality_over_training"] = figures.diagonality_curve(c["step"], c["kernel_diagonality_mean"],
                                                                      summary["config"]["gamma"],
-                                                                     summary["diagonality"]["theta_star"])
+                                                                     c.get("kernel_diagonality_heads"),
+                                                                     summary["diagonality"]["theta_star"], final_heads)
     return out
 
 

@@ -43,6 +43,7 @@ class EvalMetrics:
     eval_msve: float
     theta_star_msve: float
     kernel_diagonality_mean: float
+    kernel_diagonality_heads: Optional[list[list[float]]] = None  # [layer][head]: the mean hides a head
     cos_A: Optional[list[float]] = None
     cos_V: Optional[list[Optional[float]]] = None
     signature: Optional[list[list[Optional[float]]]] = None
@@ -62,7 +63,8 @@ def evaluate(model: ICTDModel, eval_set: EvalSet) -> EvalMetrics:
     values, cache = model.run_with_cache(tasks.prompt.to(device), names_filter=lambda n: n.endswith("hook_pattern"))
     diag = diagonality_by_layer(cache, tasks.states, tasks.mrp.n_states, cfg.n_layers, cfg.n_heads)
     common = EvalMetrics(eval_msve=float((values.double().cpu() - tasks.v_true).pow(2).mean()),
-                         theta_star_msve=eval_set.theta_star_msve, kernel_diagonality_mean=diag.mean().item())
+                         theta_star_msve=eval_set.theta_star_msve, kernel_diagonality_mean=diag.mean().item(),
+                         kernel_diagonality_heads=diag.tolist())
     if not is_stylised(model):
         return common
     cos = weight_cosines(model, cfg)

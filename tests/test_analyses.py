@@ -200,6 +200,10 @@ def test_figures_draw_the_numbers_they_are_given():
     grid = np.ma.filled(circuit_figures.head_map(rows, "td", "t", "c").axes[0].collections[0].get_array(), np.nan)
     grid = np.asarray(grid, dtype=float).reshape(2, 2)  # [layer, head]
     assert np.isnan(grid[0, 0]) and grid[0, 1] == 0.5 and grid[1, 0] == -0.25 and np.isnan(grid[1, 1])
-    sig = circuit_figures.signature_bars([{"layer": 2, "normalised": [1.0, 5.0, -0.5]}], "t")
-    assert sorted(round(p.get_height(), 6) for p in sig.axes[0].patches) == sorted([1, 1, -1, 1.0, 3.0, -0.5])
-    assert [t.get_text() for t in sig.axes[0].get_xticklabels()] == ["$\\theta^*$", "layer 2"]
+    # two heads on one scale (the largest move, 4.0): a weak head's bars stay small beside a strong one's
+    rows = [{"layer": 2, "head": 0, "raw": [0.4, 2.0, -0.2], "normalised": [1.0, 5.0, -0.5]},
+            {"layer": 2, "head": 1, "raw": [4.0, 1.0, -2.0], "normalised": [1.0, 0.25, -0.5]}]
+    sig = circuit_figures.signature_bars(rows, "t")
+    assert sorted(round(p.get_height(), 6) for p in sig.axes[0].patches) == sorted(
+        [1, 1, -1, 0.1, 0.5, -0.05, 1.0, 0.25, -0.5])
+    assert [t.get_text() for t in sig.axes[0].get_xticklabels()] == ["$\\theta^*$", "L2H0", "L2H1"]

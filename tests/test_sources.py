@@ -103,6 +103,7 @@ def test_evaluate_cli(tmp_path, capsys):
             "--depth", "4"]
     assert main(args + ["--env", "gym:FrozenLake-v1"]) == 0
     assert (tmp_path / "ev" / "evaluation.json").exists() and (tmp_path / "ev" / "error_vs_depth.png").exists()
-    assert main(args + ["--env", "loop"]) == 0
-    assert main(args + ["--env", "gym:FrozenLake-v1", "--feature-kind", "onehot"]) == 2
+    assert main(args + ["--env", "loop"]) == 2  # another request into the same folder: refused
+    assert main(args + ["--env", "loop", "--force"]) == 0
+    assert main(args + ["--env", "gym:FrozenLake-v1", "--feature-kind", "onehot", "--force"]) == 2
     assert "one-hot features need d_features >= n_states (4 < 16 states of gym:FrozenLake-v1)" in capsys.readouterr().err
