@@ -186,12 +186,15 @@ def markdown(spec: dict, results: pd.DataFrame, figures: list[str]) -> str:
              "with one seed, no interval); a seed whose value is not finite is named below the table. Cosines are the "
              "lowest layer's (a model is only as close to θ* as its worst layer); MSVE is against v_π on held-out "
              "tasks. The constant baseline mean(R)/(1−γ) is computed on each cell's own evaluation tasks.", "",
-             "The last three columns say what the learned update is: its effective discount b/(−c) at the last "
-             "layer (θ*: the task's γ; above 1 the update is no contraction), how many seeds' layers converge when "
-             "run to 8× their trained depth, and the MSVE of the best softmax TD of the same depth.", "",
+             "The last columns say what the learned update is: its effective discount b/(−c) at the last layer "
+             "(read from the weights where the layer is a fixed linear map, fitted otherwise; θ*: the task's γ; "
+             "outside [0, 1) the update is no TD contraction), how many seeds' last layer converges when iterated "
+             "(ρ(T) < 1 on every evaluation task; for a model with no linear map, from its error curve), the MSVE "
+             "of the best softmax TD of the same depth and that of the constant in-context predictor.", "",
              "The most TD-like head's correlation with the softmax-TD kernel (θ*: 1) and the most same-state "
              "head's with the tabular kernel are measured from attention patterns, so they compare architectures; "
-             "a discount is shown only for a last layer the TD family explains (≥ 95% of its update); weight cosines and the value-row signature exist only for the "
+             "a discount is shown only for a last layer the TD family describes (a fit explaining ≥ 95% of its update, or "
+             "weights whose kernel is one temperature of ⟨x, x'⟩); weight cosines and the value-row signature exist only for the "
              "stylised model (–: not applicable).", "",
              "| condition | seeds done | failed | eval MSVE | θ* MSVE | min cos(A, A*) | min cos(V, V*) "
              "| kernel diagonality | most TD-like head (correlation) | most same-state head (correlation) "
