@@ -218,8 +218,9 @@ def write_standard_markdown(summary: dict[str, Any], out_dir: Path) -> Path:
         "",
         f"Model: pre-LN transformer, {cfg['n_layers']} layers, d_model={cfg['d_model']}, {cfg['n_heads']} heads, "
         f"MLP width {cfg['d_mlp']}, LayerNorm {'on' if cfg['layer_norm'] else 'off'}, "
-        f"{'tied' if cfg['tied'] else 'per-layer'} weights. Every number below is on {summary['eval_tasks']}; "
-        "probes are fitted on 256 other tasks.",
+        f"{'tied' if cfg['tied'] else 'per-layer'} weights. Every number below is on {summary['eval_tasks']}, "
+        "except where a line says otherwise: probes are fitted on 256 other tasks, and the head and layer "
+        "signatures and the TD-family fits of the probed updates use the first 64 evaluation tasks.",
         "",
         "## Does it implement in-context TD, where, and how close to θ*?",
         "",

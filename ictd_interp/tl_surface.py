@@ -125,7 +125,9 @@ class TransformerLensSurface(Circuits):
         return self.check_prompt(prompt)
 
     def tokens_to_residual_directions(self, tokens: Optional[Tensor] = None) -> Float[Tensor, "d_model"]:
-        """The direction the value read-out takes from the (final) residual stream."""
+        """The direction the value read-out takes from the (final) residual stream. Behind a final LayerNorm
+        this is TransformerLens's convention: exact for direct attribution once the LayerNorm is folded
+        (``from_pretrained(..., fold_ln=True)``), as with HookedTransformer."""
         return self.readout_direction()
 
     def to_single_token(self, string: str) -> int:
@@ -152,10 +154,14 @@ class TransformerLensSurface(Circuits):
         return out
 
     @classmethod
-    def from_pretrained(cls, name_or_path, device: Optional[str] = None, dtype=None):
+    def from_pretrained(cls, name_or_path, device: Optional[str] = None, dtype=None, fold_ln: bool = False,
+                        center_writing_weights: bool = False, fold_value_biases: bool = False):
         """A shipped model by name (``ictd_interp.list_pretrained()``) or a checkpoint folder written by
         ``ictd_interp.save_checkpoint``, in eval mode; ``dtype`` (``"float64"`` or ``torch.float64``)
-        converts the weights and the config together. One implementation for both model classes."""
+        converts the weights and the config together. ``fold_ln``, ``center_writing_weights`` and
+        ``fold_value_biases`` process the weights as TransformerLens's ``from_pretrained`` does (outputs
+        unchanged; ``ictd_interp.weight_processing``): the stylised model has no LayerNorm and no biases,
+        so for it they change nothing. One implementation for both model classes."""
         from ictd_interp.checkpoint import load_checkpoint
         from ictd_interp.config import dtype_name
         from ictd_interp.registry import resolve
@@ -167,4 +173,8 @@ class TransformerLensSurface(Circuits):
                              ".from_pretrained or ictd_interp.load_checkpoint")
         if dtype is not None:
             model = model.to(getattr(torch, dtype_name(dtype)))
+        if model.cfg.architecture == "standard" and (fold_ln or center_writing_weights or fold_value_biases):
+            from ictd_interp.weight_processing import process_weights_
+
+            process_weights_(model, fold_ln, center_writing_weights, fold_value_biases)
         return model if device is None else model.to(device)

@@ -264,3 +264,46 @@ def test_full_residual_decomposition_with_its_defaults_sums_to_the_residual(form
     if form == "tsm":
         write = cache["blocks.1.hook_mlp_out"]
         assert (cache["blocks.1.mlp.hook_post"][..., 0] - write[..., model.layout.target]).abs().max() == 0
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_processed_weights_make_direct_attribution_add_up_to_the_value(tied):
+    """After fold_ln + center_writing_weights + fold_value_biases (TransformerLens's semantics) the values
+    are unchanged, and decompose_resid(apply_ln=True) @ tokens_to_residual_directions() + b_U equals the
+    query's value: the attribution a TransformerLens user computes (before: off by the LayerNorm)."""
+    from ictd_interp.standard import HookedStandardTransformer
+    from ictd_interp.standard_config import StandardConfig
+    from ictd_interp.weight_processing import process_weights_
+
+    cfg = StandardConfig(d_features=3, d_model=8, n_heads=2, n_layers=2, d_mlp=8, tied=tied, dtype="float64",
+                         init_range=0.5)
+    model, prompt = HookedStandardTransformer(cfg), make_tasks().prompt
+    with torch.no_grad():  # biases and LayerNorm weights far from their defaults, so folding matters
+        for name, param in model.named_parameters():
+            if name.endswith((".b", ".w", "b_Q", "b_K", "b_V", "b_O", "b_in", "b_out", "b_E", "b_U")):
+                param.add_(0.3 * torch.randn_like(param))
+    before = model(prompt)
+
+    def attribution(m):
+        _, cache = m.run_with_cache(prompt)
+        stack = cache.decompose_resid(apply_ln=True, pos_slice=-1)  # [component, batch, d_model]
+        return stack.sum(0) @ m.tokens_to_residual_directions() + m.unembed.b_U[0]
+
+    assert (attribution(model) - before[:, -1]).abs().max() > 1e-3  # unprocessed: LayerNorm's w and b missing
+    process_weights_(model, fold_ln=True, center_writing_weights=True, fold_value_biases=True)
+    assert (model(prompt) - before).abs().max() <= 1e-10
+    assert (attribution(model) - before[:, -1]).abs().max() <= 1e-10
+    assert model.blocks[0].attn.b_V.abs().max() == 0 and model.blocks[0].attn.W_O.mean(-1).abs().max() <= 1e-12
+
+
+def test_from_pretrained_processes_the_shipped_standard_model():
+    from ictd_interp.standard import HookedStandardTransformer
+
+    prompt = make_tasks(d=4, n_states=10).prompt
+    plain = HookedStandardTransformer.from_pretrained("standard-quick-s0", dtype="float64")
+    folded = HookedStandardTransformer.from_pretrained("standard-quick-s0", dtype="float64", fold_ln=True,
+                                                       center_writing_weights=True, fold_value_biases=True)
+    assert (folded(prompt) - plain(prompt)).abs().max() <= 1e-10
+    assert (folded.ln_final.w == 1).all() and (folded.ln_final.b == 0).all()
+    star = HookedICTDTransformer.from_pretrained("quick-td-s0", fold_ln=True)  # nothing to fold: unchanged
+    assert torch.equal(star(prompt.float()), HookedICTDTransformer.from_pretrained("quick-td-s0")(prompt.float()))
