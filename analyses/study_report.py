@@ -24,19 +24,26 @@ from analyses.study_results import TRIPLE, read_tables
 SEED_LINES = 5  # below this many seeds, every seed's own line is drawn beside the mean
 FEW_POINTS = 6  # a curve with this many points or fewer gets markers (two evaluations are not a trend)
 CAPTION = ("Lines: mean over seeds; bands: Student-t 95% interval of that mean (n = number of seeds per condition, "
-           "in the table); thin lines: each seed, when a condition has fewer than 5.")
+           "in the table); on log axes (MSVE) the geometric mean and the interval of log10 values; thin lines: "
+           "each seed, when a condition has fewer than 5.")
 PALETTE = "colorblind"
 
 
-def band_lines(ax, data: pd.DataFrame, x: str, y: str, marker: Optional[str] = None) -> dict[str, tuple]:
+def band_lines(ax, data: pd.DataFrame, x: str, y: str, marker: Optional[str] = None, log: bool = False
+               ) -> dict[str, tuple]:
     """One line per condition (mean over its cells) with its t band, and each seed's own line when the
     condition has fewer than ``SEED_LINES`` cells; returns the colours. A non-finite value makes that
-    point's mean non-finite (drawn as a gap), it is never averaged away."""
+    point's mean non-finite (drawn as a gap), it is never averaged away. ``log``: for errors spanning
+    decades (log axes), the mean and interval of ``log10`` values, drawn back (a geometric mean; a
+    t band over a few seeds would otherwise reach below 0)."""
     colors = dict(zip(data["condition"].unique(), sns.color_palette(PALETTE)))
     for condition, part in data.groupby("condition", sort=False):
-        rows = [(xv, t_interval(group[y].to_numpy(dtype=float))) for xv, group in part.groupby(x)]
+        rows = [(xv, t_interval(_log10(group[y]) if log else group[y].to_numpy(dtype=float)))
+                for xv, group in part.groupby(x)]
         xs = np.array([r[0] for r in rows])
         mean, lo, hi = (np.array([getattr(r[1], k) for r in rows]) for k in ("mean", "lo", "hi"))
+        if log:
+            mean, lo, hi = 10.0**mean, 10.0**lo, 10.0**hi
         shown = marker or ("o" if len(xs) <= FEW_POINTS else None)  # a sparse curve shows where it was measured
         ax.plot(xs, mean, color=colors[condition], marker=shown, ms=4, label=condition)
         ax.fill_between(xs, lo, hi, color=colors[condition], alpha=0.2, lw=0)
@@ -45,6 +52,12 @@ def band_lines(ax, data: pd.DataFrame, x: str, y: str, marker: Optional[str] = N
                 seed = seed.sort_values(x)
                 ax.plot(seed[x], seed[y], color=colors[condition], lw=0.7, alpha=0.5)
     return colors
+
+
+def _log10(values: pd.Series) -> np.ndarray:
+    v = values.to_numpy(dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(v > 0, np.log10(np.where(v > 0, v, 1.0)), np.nan)
 
 
 def write_report(out_dir: Union[str, Path]) -> Path:
@@ -115,7 +128,7 @@ def msve_curves(curves: pd.DataFrame, title: str) -> Figure:
     fig = Figure(figsize=(7.5, 4), layout="constrained")
     ax = fig.add_subplot()
     data = _cell_mean_over_layers(curves, "eval_msve")
-    colors = band_lines(ax, data, "step", "eval_msve")
+    colors = band_lines(ax, data, "step", "eval_msve", log=True)
     for condition, star in curves.groupby("condition", sort=False)["theta_star_msve"].mean().items():
         ax.axhline(star, color=colors[condition], ls="--", lw=1)
     ax.plot([], [], color="grey", ls="--", label="$\\theta^*$ at the same depth")
@@ -162,7 +175,7 @@ def depth_extrapolation(table: pd.DataFrame, title: str) -> Figure:
 def _versus_depth(table: pd.DataFrame, title: str, ylabel: str, log_depth: bool) -> Figure:
     fig = Figure(figsize=(7.5, 4), layout="constrained")
     ax = fig.add_subplot()
-    band_lines(ax, table, "depth", "model", marker="o")
+    band_lines(ax, table, "depth", "model", marker="o", log=True)
     star = table.groupby("depth")["theta_star"].mean().reset_index()
     ax.plot(star["depth"], star["theta_star"], color="grey", ls="--", label="$\\theta^*$ (mean over cells)")
     ax.set(title=title, xlabel="depth (layers applied)", ylabel=ylabel, yscale="log",
