@@ -212,8 +212,9 @@ def markdown(spec: dict, results: pd.DataFrame, figures: list[str]) -> str:
              "| condition | seeds done | failed | eval MSVE | θ* MSVE | min cos(A, A*) | min cos(V, V*) "
              "| kernel diagonality | most TD-like head (correlation) | most same-state head (correlation) "
              "| signature (+, +, −) in every layer "
-             "| effective discount | converges when iterated | best softmax TD, MSVE | constant baseline, MSVE |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| effective discount | converges when iterated | best softmax TD, MSVE | constant baseline, MSVE "
+             "| better than the constant (paired, per seed) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     notes = []
     for condition, part in results.groupby("condition", sort=False):
         row, note = _table_row(condition, part)
@@ -236,7 +237,7 @@ def _table_row(condition: str, part: pd.DataFrame) -> tuple[str, list[str]]:
     done = part[part["status"] == "done"]
     n_done, n_failed = int((cells["status"] == "done").sum()), int((cells["status"] == "failed").sum())
     if done.empty:
-        return f"| {condition} | 0 | {n_failed} |" + " – |" * 12, []
+        return f"| {condition} | 0 | {n_failed} |" + " – |" * 13, []
     wanted = dict(msve=("metrics.eval_msve", "first"), star=("metrics.theta_star_msve", "first"),
                   cos_A=("metrics.cos_A", "min"), cos_V=("metrics.cos_V", "min"),
                   diag=("metrics.kernel_diagonality_mean", "first"), match=("metrics.signature_match", "all"),
@@ -245,7 +246,8 @@ def _table_row(condition: str, part: pd.DataFrame) -> tuple[str, list[str]]:
                   discount=("algorithm.layers.effective_discount", "last"),
                   converges=("algorithm.extrapolation.converges", "first"),
                   best=("baselines.estimators.best_softmax_td.msve.mean", "first"),
-                  constant=("baselines.estimators.constant.msve.mean", "first"))
+                  constant=("baselines.estimators.constant.msve.mean", "first"),
+                  beats_constant=("baselines.estimators.constant.model_minus_baseline.verdict", "first"))
     # a condition's cells may lack a column (a standard model has no weight cosines, an untied one no
     # extrapolation): shown as "–", never as a made-up value
     if "algorithm.layers.in_family" in done:  # a discount is only read off a layer the TD family explains
@@ -268,9 +270,17 @@ def _table_row(condition: str, part: pd.DataFrame) -> tuple[str, list[str]]:
     def count(key: str) -> str:
         return f"{int(per_cell[key].astype(bool).sum())}/{len(per_cell)}" if key in per_cell else "–"
 
+    def paired_count(key: str) -> str:
+        """Seeds whose paired per-task interval puts the model below the baseline, and above it."""
+        if key not in per_cell:
+            return "–"
+        verdicts = per_cell[key]
+        return (f"{int((verdicts == 'lower').sum())}/{len(verdicts)} better, "
+                f"{int((verdicts == 'higher').sum())} worse")
+
     return (f"| {condition} | {n_done} | {n_failed} | {fmt('msve')} | {fmt('star')} | {fmt('cos_A')} | "
             f"{fmt('cos_V')} | {fmt('diag')} | {fmt('td_head')} | {fmt('tabular_head')} | {count('match')} | {fmt('discount')} | "
-            f"{count('converges')} | {fmt('best')} | {fmt('constant')} |"), notes
+            f"{count('converges')} | {fmt('best')} | {fmt('constant')} | {paired_count('beats_constant')} |"), notes
 
 
 def _zoom(values: np.ndarray) -> tuple[float, float]:
