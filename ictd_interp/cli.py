@@ -308,7 +308,9 @@ def _reproduce(args: argparse.Namespace) -> int:
     if run.interrupted:
         print(f"{run_dir}: interrupted at step {run.step}; run the same command again to continue")
         return 130
-    _analyze(str(run_dir), str(out / "analysis"))
+    # the run was checked to be this request above, so its own analysis folder is refreshed (a folder from a
+    # release before request.json existed included)
+    _analyze(str(run_dir), str(out / "analysis"), force=True)
     return 0
 
 

@@ -58,6 +58,8 @@ def test_reproduce_writes_run_and_analysis(tmp_path):
     assert summary["metrics"]["eval_msve"] == pytest.approx(logged[-1]["eval_msve"], rel=1e-6)
     assert logged[-1]["step"] == 2 and summary["config"]["steps"] == 2
     assert f"{summary['metrics']['eval_msve']:.4f}" in (tmp_path / "analysis" / "summary.md").read_text()
+    (tmp_path / "analysis" / "request.json").unlink()  # an analysis written before request.json existed
+    assert main(args) == 0 and (tmp_path / "analysis" / "request.json").exists()  # re-running refreshes it
 
 
 TINY = ["--steps", "2", "--tasks-per-batch", "4", "--windows-per-task", "2", "--n-eval-tasks", "8", "--eval-every", "1"]
