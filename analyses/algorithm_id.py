@@ -37,6 +37,7 @@ from torch import Tensor
 from hooks.types import get_act_name
 
 from analyses.attention import state_kernels
+from analyses.intervals import t_interval
 from analyses.value_probes import residual_stack
 from ictd_interp import HookedICTDTransformer
 from ictd_interp.architectures import ICTDModel, is_stylised
@@ -218,7 +219,8 @@ def state_map(pattern: Tensor, tasks: TaskBatch, a: float, b: float, c: float,
             fixed = torch.linalg.solve(-(c * m + b * p), m @ drive_t)
             distances.append(float((fixed - tasks.mrp.v_pi[t][seen].double()).abs().max()))
     return {"spectral_radius": radii, **spectral_verdict(radii),
-            "fixed_point_error": float(np.mean(distances)) if distances else None}
+            "fixed_point_error": float(np.mean(distances)) if distances else None,
+            "fixed_point_error_interval": t_interval(distances).to_dict() if len(distances) > 1 else None}
 
 
 def spectral_verdict(radii: list[float]) -> dict:

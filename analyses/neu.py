@@ -6,7 +6,7 @@ Two numbers are reported per context length ``n`` and depth ``L``:
 
 * ``population``: an unbiased estimate of ``||E u||^2``, the inner product of ``u`` on two independent
   halves of a batch of tasks (``objectives.neu_unbiased``), averaged over ``repeats`` batches with a
-  t interval over them;
+  t interval over them (the same seeded batches for every model, so models compare paired);
 * ``batch``: ``||u||^2`` on one batch of ``tasks_per_batch`` tasks, what NEU training minimises; in
   expectation it is ``population + trace(Cov u) / B``, so a model can look like a NEU minimiser at a
   small batch only because of the variance term.
@@ -23,7 +23,7 @@ from typing import Any, Optional
 
 import torch
 
-from analyses.intervals import t_interval
+from analyses.intervals import paired, t_interval
 from ictd_interp import HookedICTDTransformer
 from ictd_interp.data import window_batch
 from ictd_interp.objectives import expected_update, neu_unbiased
@@ -52,7 +52,7 @@ def neu_values(model: HookedICTDTransformer, dist: TaskDistribution, tasks_per_b
         data = window_batch(dist, tasks_per_batch, n_windows, generator=gen).to(model.device, dtype)
         pop.append(neu_unbiased(model, data))
         batch.append(float(expected_update(model, data).pow(2).sum()))
-    return {"population": t_interval(pop).to_dict(), "batch": t_interval(batch).to_dict()}
+    return {"population": t_interval(pop).to_dict(), "batch": t_interval(batch).to_dict(), "population_values": pop}
 
 
 def neu_grid(cfg, dist: TaskDistribution, model: Optional[HookedICTDTransformer] = None,
@@ -81,22 +81,22 @@ def neu_grid(cfg, dist: TaskDistribution, model: Optional[HookedICTDTransformer]
 
 
 def neu_sentence(rows: list[dict[str, Any]]) -> str:
-    """Where theta*'s population NEU is below the zero predictor's (both intervals apart), in words."""
-    below = [(r["context_len"], r["depth"]) for r in rows
-             if r["theta_star"]["population"]["hi"] < r["zero"]["population"]["lo"]]
-    above = [(r["context_len"], r["depth"]) for r in rows
-             if r["theta_star"]["population"]["lo"] > r["zero"]["population"]["hi"]]
-    fmt = lambda cells: ", ".join(f"(n={n}, L={L})" for n, L in cells) or "none"  # noqa: E731
-    return (f"θ*'s population NEU is below the zero predictor's (intervals apart) at {fmt(below)}; above it at "
-            f"{fmt(above)}; elsewhere the repeats cannot tell them apart. Theorem 3 makes θ* a minimiser only as "
-            "n → ∞ and then L → ∞, not at the training setting.")
+    """Where theta*'s population NEU is below or above the zero predictor's: both are measured on the same
+    seeded batches, so the rule is the paired t interval of their difference (it must exclude 0)."""
+    verdicts = {(r["context_len"], r["depth"]): paired(r["theta_star"]["population_values"],
+                                                       r["zero"]["population_values"]).verdict for r in rows}
+    fmt = lambda v: ", ".join(f"(n={n}, L={L})" for (n, L), x in verdicts.items() if x == v) or "none"  # noqa: E731
+    return (f"θ*'s population NEU is below the zero predictor's (paired 95% t interval over the repeats) at "
+            f"{fmt('lower')}; above it at {fmt('higher')}; elsewhere the repeats cannot tell them apart. Theorem 3 "
+            "makes θ* a minimiser only as n → ∞ and then L → ∞, not at the training setting.")
 
 
 def population_table(result: dict[str, Any]) -> list[str]:
     """Markdown rows: population NEU of θ*, the zero predictor and the model per (n, L)."""
-    lines = ["| n | L | θ* | zero predictor | model (its own depth) |", "|---|---|---|---|---|"]
+    lines = ["| n | L | θ* | zero predictor | model (its own depth) |", "|---|---|---|---|---|"]  # t interval over repeats
     for r in result["rows"]:
-        cell = lambda d: f"{d['population']['mean']:.2e} (batch {d['batch']['mean']:.2e})"  # noqa: E731
+        cell = lambda d: (f"{d['population']['mean']:.2e} [{d['population']['lo']:.1e}, {d['population']['hi']:.1e}] "  # noqa: E731
+                          f"(batch {d['batch']['mean']:.2e})")
         lines.append(f"| {r['context_len']} | {r['depth']} | {cell(r['theta_star'])} | {cell(r['zero'])} | "
                      f"{cell(r['model']) if 'model' in r else '–'} |")
     return lines

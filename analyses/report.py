@@ -31,7 +31,7 @@ from analyses.standard_report import compute_standard, draw_standard, write_stan
 from ictd_interp import HookedICTDTransformer
 from ictd_interp.architectures import ICTDModel, is_stylised
 from ictd_interp.checkpoint import CONFIG, CheckpointError, load_checkpoint
-from ictd_interp.evaluation import EvalSet, evaluate, msve
+from ictd_interp.evaluation import EvalSet, evaluate
 from ictd_interp.registry import resolve as resolve_name
 from ictd_interp.run_folder import METRICS, is_run, latest_checkpoint, load_run_config, read_metrics
 from ictd_interp.tasks import TaskBatch
@@ -149,6 +149,7 @@ def theta_star_limit(cfg, config: TrainConfig) -> dict[str, Any]:
         prefix = TaskBatch(tasks.mrp, tasks.features, tasks.states[:, : n + 1])
         result = iteration_map(star, prefix, 0, THETA_STAR_MAP(cfg.gamma))
         rows.append({"context_len": n, "fixed_point_error": result["fixed_point_error"],
+                     "fixed_point_error_interval": result["fixed_point_error_interval"],
                      "spectral_radius_mean": result["spectral_radius_mean"],
                      "fraction_contracting": result["fraction_contracting"]})
     return {"n_tasks": LIMIT_TASKS, "rows": rows}

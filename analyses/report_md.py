@@ -118,21 +118,22 @@ def neu_lines(neu: Optional[dict[str, Any]]) -> list[str]:
     if not neu:
         return []
     return ["## NEU at the training setting and beyond (Theorem 3)", "",
-            f"Population NEU (unbiased, mean over {neu['repeats']} batches of {neu['tasks_per_batch']} tasks × "
-            f"{neu['windows_per_task']} windows) and, in brackets, the batch NEU that training sees (biased upward by "
-            "the batch variance).", "", *population_table(neu), "", neu["sentence"], ""]
+            f"Population NEU (unbiased: it can come out below 0 where the true value is near 0; mean over "
+            f"{neu['repeats']} batches of {neu['tasks_per_batch']} tasks × {neu['windows_per_task']} windows, with its "
+            "95% t interval over those batches) and, in parentheses, the batch NEU that training sees (biased upward "
+            "by the batch variance).", "", *population_table(neu), "", neu["sentence"], ""]
 
 
 def limit_sentence(limit: dict[str, Any], fit: dict[str, float]) -> str:
     """θ*'s limit computed (fixed point of its map) beside the geometric fit over a few depths."""
     rows = limit["rows"]
-    floors = ", ".join(f"{_num(r['fixed_point_error'])} (n = {r['context_len']}, ρ {r['spectral_radius_mean']:.3f})"
-                       for r in rows)
+    floors = ", ".join(f"{_iv(r['fixed_point_error_interval']) if r.get('fixed_point_error_interval') else _num(r['fixed_point_error'])}"
+                       f" (n = {r['context_len']}, ρ {r['spectral_radius_mean']:.3f})" for r in rows)
     asymptotic = rows[0]["spectral_radius_mean"]
     rate = fit["rate"]
     same = abs(rate - asymptotic) < 0.02
     return (f"θ*'s limit as depth grows, computed as the fixed point of its map on {limit['n_tasks']} tasks (sup error, "
-            f"mean over tasks): {floors}. The geometric fit over the report's depths gives rate {rate:.3f} and "
+            f"mean over the contracting tasks with its 95% t interval): {floors}. The geometric fit over the report's depths gives rate {rate:.3f} and "
             f"floor {fit['floor']:.3f}; " + ("that rate is the asymptotic one (ρ of the map)." if same else
             f"that rate is not the asymptotic one (ρ of θ*'s map ≈ {asymptotic:.3f}): the fit describes only the "
             "depths it saw, and its floor is not the limit."))
