@@ -128,13 +128,17 @@ def condition_number(design: np.ndarray) -> float:
 
 def _bootstrap(design: np.ndarray, dv: np.ndarray, with_values: bool) -> dict:
     """95% percentile-bootstrap intervals of step, effective discount and current weight, resampling
-    tasks (``N_BOOT`` resamples, seed 0) at the fitted kernel. ``design [task, pos, column]``."""
-    rng = np.random.default_rng(0)
-    draws = []
-    for _ in range(N_BOOT):
-        idx = rng.integers(0, design.shape[0], design.shape[0])
-        coef, *_ = np.linalg.lstsq(design[idx].reshape(-1, design.shape[-1]), dv[idx].ravel(), rcond=None)
-        draws.append(_coefficients(coef, with_values))
+    tasks (``N_BOOT`` resamples, seed 0) at the fitted kernel. ``design [task, pos, column]``. A resample
+    is a count per task, so every resample's least squares is one solve of count-weighted per-task normal
+    equations, all resamples at once (pinv: an ill-posed design still answers)."""
+    n_tasks = design.shape[0]
+    picks = np.random.default_rng(0).integers(0, n_tasks, (N_BOOT, n_tasks))  # tasks drawn with replacement
+    counts = np.stack([np.bincount(row, minlength=n_tasks) for row in picks])
+    gram = np.einsum("tpi,tpj->tij", design, design)  # [task, col, col]
+    moment = np.einsum("tpi,tp->ti", design, dv)  # [task, col]
+    coefs = np.einsum("rij,rj->ri", np.linalg.pinv(np.einsum("rt,tij->rij", counts, gram)),
+                      np.einsum("rt,ti->ri", counts, moment))
+    draws = [_coefficients(coef, with_values) for coef in coefs]
     out = {}
     for key in ("step", "effective_discount", "current_weight"):
         values = np.array([d[key] for d in draws if d[key] is not None], dtype=float)

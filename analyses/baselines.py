@@ -56,13 +56,11 @@ def _by_own_state(per_source: Tensor, tasks: TaskBatch, gamma: float) -> Tensor:
 
 
 def tabular_mc(tasks: TaskBatch, gamma: float) -> Float[Tensor, "batch pos"]:
-    rewards = tasks.rewards.double()
-    returns = torch.zeros_like(rewards)
-    running = torch.zeros(rewards.shape[0], dtype=torch.float64)
-    for t in range(rewards.shape[1] - 1, -1, -1):  # G_t = R_{t+1} + gamma G_{t+1}, G_n = 0
-        running = rewards[:, t] + gamma * running
-        returns[:, t] = running
-    return _by_own_state(returns, tasks, gamma)
+    rewards = tasks.rewards.double()  # R_{k+1} at column k
+    k = torch.arange(rewards.shape[1], dtype=torch.float64)
+    lag = k[:, None] - k[None, :]  # [k, t]: G_t = sum_{k >= t} gamma^{k-t} R_{k+1}
+    discount = torch.where(lag >= 0, gamma ** lag.clamp_min(0), torch.zeros_like(lag))
+    return _by_own_state(einsum(rewards, discount, "b k, k t -> b t"), tasks, gamma)
 
 
 def tabular_td(tasks: TaskBatch, gamma: float) -> Float[Tensor, "batch pos"]:

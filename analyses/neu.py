@@ -17,6 +17,7 @@ own depth, a given model. With the same parametrisation (tied or per-layer) for 
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, Optional
@@ -61,6 +62,8 @@ def neu_grid(cfg, dist: TaskDistribution, model: Optional[HookedICTDTransformer]
     """NEU of theta* and of the zero predictor for every ``(n, L)``, and of ``model`` at its own depth
     for every ``n``; all in float64 on the same seeded batches per ``n``."""
     cfg = replace(cfg, dtype="float64")
+    # a float64 copy: ``.to`` converts a module in place, and the caller's model must stay as it is
+    model64 = copy.deepcopy(model).to(torch.float64) if model is not None else None
     rows = []
     cells = [(n, L) for n in lengths for L in depths]
     bar = progress_bar(total=len(cells), disable=not progress, desc="neu")
@@ -72,7 +75,7 @@ def neu_grid(cfg, dist: TaskDistribution, model: Optional[HookedICTDTransformer]
                                         repeats, seed + n),
                "zero": neu_values(zero_predictor(deep), at, tasks_per_batch, n_windows, repeats, seed + n)}
         if model is not None and L == model.cfg.n_layers:
-            row["model"] = neu_values(model.to(torch.float64), at, tasks_per_batch, n_windows, repeats, seed + n)
+            row["model"] = neu_values(model64, at, tasks_per_batch, n_windows, repeats, seed + n)
         rows.append(row)
         bar.update(1)
     bar.close()

@@ -45,7 +45,8 @@ NEU_LONG, NEU_DEEP = 100, (12,)
 LIMIT_LENGTHS, LIMIT_TASKS = (30, 100, 300, 1000), 32  # theta*'s limit (fixed point) versus context length
 
 
-def THETA_STAR_MAP(gamma: float) -> dict[str, float]:  # noqa: N802 - theta*'s (a, b, c) in the TD family
+def theta_star_coefficients(gamma: float) -> dict[str, float]:
+    """theta*'s (a, b, c) in the TD family."""
     return {"step": 1.0, "b": gamma, "c": -1.0}
 
 
@@ -122,9 +123,12 @@ def algorithm_answers(model: HookedICTDTransformer, star: HookedICTDTransformer,
         layers = identify_layers(model, tasks[:FIT_TASKS])
     for row in layers:
         usable = row["b"] is not None and row["identifiable"]
-        row["iteration"] = iteration_map(model, tasks, row["layer"], row) if usable else None
+        if model.cfg.tied and reason is None and row["layer"] > 0:  # one layer, read once: its map is layer 0's
+            row["iteration"] = layers[0]["iteration"]
+        else:
+            row["iteration"] = iteration_map(model, tasks, row["layer"], row) if usable else None
     iterated = layers[last]["iteration"]
-    star_map = iteration_map(star, tasks, 0, THETA_STAR_MAP(model.cfg.gamma))
+    star_map = iteration_map(star, tasks, 0, theta_star_coefficients(model.cfg.gamma))
     deepest = spectral_depth(iterated["spectral_radius"], model.cfg.n_layers) if iterated else 8 * model.cfg.n_layers
     extrapolation = depth_extrapolation(model, star, tasks, depths_up_to(deepest, model.cfg.n_layers))
     if iterated is not None:  # the spectrum decides; the error curve is shown beside it
@@ -147,7 +151,7 @@ def theta_star_limit(cfg, config: TrainConfig) -> dict[str, Any]:
     rows = []
     for n in LIMIT_LENGTHS:
         prefix = TaskBatch(tasks.mrp, tasks.features, tasks.states[:, : n + 1])
-        result = iteration_map(star, prefix, 0, THETA_STAR_MAP(cfg.gamma))
+        result = iteration_map(star, prefix, 0, theta_star_coefficients(cfg.gamma))
         rows.append({"context_len": n, "fixed_point_error": result["fixed_point_error"],
                      "fixed_point_error_interval": result["fixed_point_error_interval"],
                      "spectral_radius_mean": result["spectral_radius_mean"],

@@ -138,14 +138,16 @@ def _run_on_ray(cells, out_dir: Path, address: Optional[str], workers: Optional[
                 status = _result_of(ray, ref, refs[ref], out_dir)
                 counts[status] = counts.get(status, 0) + 1
                 bar.update(1)
+            running = 0
             for r in pending:  # a worker that died mid-cell: say why, before Ray's retry resumes the cell
                 cell_dir = out_dir / "cells" / refs[r].name
                 status = _status(cell_dir)
-                if status.get("status") == "running" and not _is_running(status):
+                alive = _is_running(status)
+                running += alive
+                if status.get("status") == "running" and not alive:
                     _write_status(cell_dir, "retrying", pid=status.get("pid"), earlier_attempts=_attempts(cell_dir))
                     bar.write(f"{refs[r].name}: its worker process {status.get('pid')} died (killed, or out of "
                               "memory); Ray retries the cell from its last checkpoint")
-            running = sum(_is_running(_status(out_dir / "cells" / refs[r].name)) for r in pending)
             bar.set_postfix(done=counts["done"], running=running, failed=counts["failed"])
     finally:
         bar.close()

@@ -45,3 +45,12 @@ def test_grid_rows_and_model_only_at_its_depth():
     assert ["model" in r for r in result["rows"]] == [False, True, False, True]
     assert result["rows"][1]["model"] == result["rows"][1]["theta_star"]  # the model is theta* here
     assert "Theorem 3" in result["sentence"]
+
+
+def test_the_grid_leaves_the_callers_model_as_it_was():
+    """NEU is computed in float64 on a copy: the caller's float32 model is not converted in place."""
+    from ictd_interp import HookedICTDTransformer
+
+    model = HookedICTDTransformer.from_theta_star(make_cfg(tied=True, dtype="float32"))
+    neu_grid(model.cfg, DIST, model, lengths=(6,), depths=(2,), tasks_per_batch=4, n_windows=3, repeats=2)
+    assert model.cfg.dtype == "float32" and next(model.parameters()).dtype == torch.float32
