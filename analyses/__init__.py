@@ -1,1 +1,8 @@
-"""Analyses of ICTD transformers: each module a set of pure metrics on models, caches and tasks."""
+"""Analyses of ICTD transformers, in layers; each sub-package imports only those listed before it (and
+the core ``ictd_interp`` and ``hooks``):
+
+- ``metrics``: pure functions of models, caches and tasks (numbers, tensors, tables).
+- ``figures``: figures drawn from saved numbers.
+- ``reports``: one model's report: compute -> typed summary (``reports.schema``) -> markdown -> files.
+- ``studies``: grids of training runs on Ray, tabulated from the cells' summaries, with aggregate figures.
+"""

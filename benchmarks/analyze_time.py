@@ -13,9 +13,9 @@ from pathlib import Path
 
 import torch
 
-from analyses.report import analyze
+from analyses.reports.write import analyze
 from ictd_interp import HookedICTDTransformer, ICTDConfig
-from ictd_interp.checkpoint import save_checkpoint
+from ictd_interp.io.checkpoint import save_checkpoint
 
 
 def main() -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import ray
 
-from analyses.study import run_study
+from analyses.studies.run import run_study
 
 
 def main() -> None:

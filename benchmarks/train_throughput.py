@@ -34,14 +34,14 @@ import time
 import torch
 
 from ictd_interp import HookedICTDTransformer, ICTDConfig
-from ictd_interp.cpu_allocator import keep_freed_memory
-from ictd_interp.data import window_batch
-from ictd_interp.fast_path import patterns
-from ictd_interp.objectives import td_loss
-from ictd_interp.prompt import PromptLayout
-from ictd_interp.task_distribution import TaskDistribution
-from ictd_interp.train import _optimizer
-from ictd_interp.train_config import TrainConfig
+from ictd_interp.training.allocator import keep_freed_memory
+from ictd_interp.training.batches import window_batch
+from ictd_interp.models.fast_path import patterns
+from ictd_interp.training.objectives import td_loss
+from ictd_interp.tasks.prompt import PromptLayout
+from ictd_interp.config.tasks import TaskDistribution
+from ictd_interp.training.trainer import _optimizer
+from ictd_interp.config.train import TrainConfig
 
 
 def flops_per_sample(d: int, n: int, layers: int, heads: int = 1) -> float:
@@ -101,7 +101,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     dev = args.device
     gen = torch.Generator().manual_seed(0)
-    config = TrainConfig(tied=True, device=dev)
+    config = TrainConfig.from_flat(tied=True, device=dev)
     make = lambda: window_batch(TaskDistribution(n_states=10, d_features=4, context_len=30, gamma=0.9, feature_kind="uniform", feature_scale=1.0), 64, 17,  # noqa: E731
                                 generator=gen).to(dev, torch.float32)
     batch = make()

@@ -2,6 +2,7 @@
 
 Every builder returns TransformerLens-style ``(hook_name, fn)`` pairs, used through
 ``model.run_with_hooks`` or the ``model.hooks(...)`` context manager, so no hook outlives its call.
+Imports the core (``ictd_interp``: models, reference, hook names), never ``analyses``.
 """
 
 from hooks.ablation import ablate_heads, ablate_target_path, mean_head, zero_activation, zero_head
@@ -9,12 +10,12 @@ from hooks.attention import (
     pattern_hooks, replace_pattern, tabular_pattern, temperature, temperature_hooks, theta_star_pattern_hooks,
     uniform_pattern,
 )
-from hooks.patching import activation_patching, patching_heatmap, query_prediction, tl_patching
+from hooks.patching import activation_patching, query_prediction, tl_patching
 from hooks.value import flip_weight_hooks, read_td_errors, scale_update, scale_update_hooks
 
 __all__ = [
     "ablate_heads", "ablate_target_path", "activation_patching", "flip_weight_hooks", "mean_head",
-    "pattern_hooks", "patching_heatmap", "query_prediction", "read_td_errors", "replace_pattern",
+    "pattern_hooks", "query_prediction", "read_td_errors", "replace_pattern",
     "scale_update", "scale_update_hooks", "tabular_pattern", "temperature", "temperature_hooks",
     "theta_star_pattern_hooks", "tl_patching", "uniform_pattern", "zero_activation", "zero_head",
 ]

@@ -10,8 +10,9 @@ import torch
 from torch import Tensor
 from transformer_lens.hook_points import HookPoint
 
-from hooks.types import Hooks, get_act_name
-from ictd_interp import HookedICTDTransformer
+from hooks.types import Hooks
+from ictd_interp.models.hook_names import get_act_name
+from ictd_interp.models import HookedICTDTransformer
 
 
 

@@ -6,13 +6,15 @@ from collections.abc import Callable, Sequence
 from typing import Optional
 
 import torch
+from einops import rearrange
 from jaxtyping import Int
 from torch import Tensor
 from transformer_lens.hook_points import HookPoint
 
-from hooks.types import Hooks, get_act_name
-from ictd_interp import HookedICTDTransformer
-
+from hooks.types import Hooks
+from ictd_interp.models.hook_names import get_act_name
+from ictd_interp.models import HookedICTDTransformer
+from ictd_interp.reference.td import same_state_kernel
 
 
 def replace_pattern(pattern: Tensor) -> Callable:
@@ -34,10 +36,7 @@ def uniform_pattern(n_pos: int) -> Tensor:
 def tabular_pattern(states: Int[Tensor, "batch pos"]) -> Tensor:
     """The same-state (tabular) kernel: uniform over sources in the query's state, or over all
     sources when the state never appears as a source. ``[batch, 1, query_pos, key_pos]``."""
-    same = (states.unsqueeze(-1) == states[:, :-1].unsqueeze(1)).double()
-    none = same.sum(-1, keepdim=True) == 0
-    weights = torch.where(none, torch.ones_like(same), same)
-    pattern = weights / weights.sum(-1, keepdim=True)
+    pattern = rearrange(same_state_kernel(states), "batch key query -> batch query key")
     return torch.cat([pattern, torch.zeros_like(pattern[..., :1])], dim=-1).unsqueeze(1)
 
 

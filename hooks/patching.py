@@ -11,15 +11,12 @@ from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
 import pandas as pd
-import seaborn as sns
 import torch
 from torch import Tensor
 from transformer_lens.hook_points import HookPoint
 
-from analyses.figures import Figure
-
-from ictd_interp.architectures import ICTDModel
-from ictd_interp.tl_surface import token_patching_allowed
+from ictd_interp.models.architectures import ICTDModel
+from ictd_interp.models.tl_surface import token_patching_allowed
 
 
 def query_prediction(values: Tensor) -> Tensor:
@@ -79,25 +76,15 @@ def activation_patching(
     return pd.DataFrame.from_records(records)
 
 
-def patching_heatmap(table: pd.DataFrame, column: str = "recovered") -> Figure:
-    """Hook × position heat map of a patching table."""
-    grid = table.pivot(index="hook", columns="position", values=column).reindex(table["hook"].unique())
-    # tall enough for the colorbar label whatever the number of hooks (two hooks used to clip it)
-    fig = Figure(figsize=(1.0 + 0.35 * grid.shape[1], max(3.2, 1.0 + 0.3 * grid.shape[0])), layout="constrained")
-    ax = fig.add_subplot()
-    sns.heatmap(grid, ax=ax, cmap="vlag", center=0.0, cbar_kws={"label": f"{column}\n(fraction of the clean effect)"})
-    ax.set(title="Activation patching: clean into corrupted", xlabel="position patched", ylabel="hook")
-    return fig
-
-
 def tl_patching(patch_fn: Callable, model: ICTDModel, corrupted: Tensor, clean_cache,
-                metric: Callable[[Tensor], Tensor], **kwargs) -> Any:
+                metric: Callable[[Tensor], Tensor], results_dtype: Optional[torch.dtype] = None, **kwargs) -> Any:
     """Run one of TransformerLens's ``patching.get_act_patch_*`` functions on our model.
 
     TransformerLens infers the position axis from the input's *last* dimension (token ids
     ``[batch, pos]``); our prompts are ``[batch, pos, d_model]``, so this builds ``index_df`` from
-    the position axis (``corrupted.shape[1]``), runs the table in the model's dtype (TransformerLens
-    stores results in the default dtype) and returns it shaped by its axes, e.g. ``[layer, pos]``; with
+    the position axis (``corrupted.shape[1]``) and returns the table shaped by its axes, e.g. ``[layer, pos]``;
+    TransformerLens stores the metric in torch's default dtype: ``results_dtype=torch.float64`` makes that
+    the default for the duration of the call (process-wide, restored after it; nothing changes unasked). With
     ``reduce="none"`` (TransformerLens 4) a ``PatchingResult`` whose ``values`` are ``[*axes, batch]``.
     Calling ``patch_fn`` on the model directly raises (it would read ``d_model`` as the position count)::
 
@@ -115,7 +102,8 @@ def tl_patching(patch_fn: Callable, model: ICTDModel, corrupted: Tensor, clean_c
         raise ValueError(f"patch_fn: unsupported index axes {unknown}")
     shape = [sizes[a] for a in axes]
     previous = torch.get_default_dtype()
-    torch.set_default_dtype(next(model.parameters()).dtype)
+    if results_dtype is not None:
+        torch.set_default_dtype(results_dtype)
     try:
         with token_patching_allowed():
             flat = patch_fn(model, corrupted, clean_cache, metric, index_axis_names=None,

@@ -10,8 +10,10 @@ from jaxtyping import Float
 from torch import Tensor
 from transformer_lens.hook_points import HookPoint
 
-from hooks.types import Hooks, get_act_name
-from ictd_interp import HookedICTDTransformer
+from hooks.types import Hooks
+from ictd_interp.models.hook_names import get_act_name
+from ictd_interp.models import HookedICTDTransformer
+from ictd_interp.models.hook_names import ends_with
 
 ENTRIES = ("reward", "target", "current")
 
@@ -60,5 +62,5 @@ def flip_weight_hooks(model: HookedICTDTransformer, entry: str, layers: Optional
 def read_td_errors(model: HookedICTDTransformer, prompt: Tensor, head: int = 0) -> Float[Tensor, "layer batch key_pos"]:
     """The per-transition TD errors each layer computes: the current-row component of the value
     vector of every source position (``V* z_i = delta_{i+1} e_cur`` under theta*)."""
-    _, cache = model.run_with_cache(prompt, names_filter=lambda n: n.endswith("attn.hook_v"))
+    _, cache = model.run_with_cache(prompt, names_filter=ends_with("attn.hook_v"))
     return torch.stack([cache["v", l][:, :-1, head, model.layout.current] for l in range(model.cfg.n_layers)])

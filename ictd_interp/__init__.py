@@ -1,32 +1,34 @@
 """ictd-interp: softmax transformers that run TD learning in context, made inspectable.
 
-Names are imported on first use (PEP 562), so ``ictd-interp --help`` and config validation do not pay
-for torch and TransformerLens.
+The core, in layers; each sub-package imports only those listed before it:
+
+- ``config``: validated, torch-free dataclasses (model, tasks, training) with ``to_dict``/``from_dict``.
+- ``io``: checkpoint files (header and state dict), the shipped models' folder, provenance, progress bars.
+- ``tasks``: MRP -> trajectory -> features -> prompt, and sampling task batches from a distribution.
+- ``models``: the hooked models (stylised and standard), θ*, masks, the architecture registry and loading.
+- ``reference``: the algorithms and weight metrics the models are compared with (TD variants, cos to θ*).
+- ``training``: batches, objectives, the training loop, evaluation, run folders, retraining shipped models.
+- ``cli``: the ``ictd-interp`` command, the one place that composes the core with ``analyses`` and ``hooks``.
+
+Names are imported on first use (PEP 562), so ``ictd-interp --help`` does not pay for torch.
 """
 
-from importlib import import_module
-from typing import no_type_check
+from ictd_interp._lazy import lazy_exports
 
 _EXPORTS = {
-    "CheckpointError": "checkpoint", "load_checkpoint": "checkpoint", "save_checkpoint": "checkpoint",
-    "ICTDConfig": "config", "make_features": "features", "HookedICTDTransformer": "model",
-    "MRP": "mrp", "boyan_chain": "mrp", "boyan_chains": "mrp",
-    "PromptLayout": "prompt", "build_prompt": "prompt", "context_inputs": "prompt",
-    "TaskBatch": "tasks", "sample_tasks": "tasks",
-    "linear_td": "td", "softmax_td": "td", "tabular_td": "td", "td_errors": "td",
-    "theta_star": "theta_star", "sample_trajectories": "trajectory", "list_pretrained": "registry",
+    "ICTDConfig": "config", "StandardConfig": "config", "TaskDistribution": "config", "TrainConfig": "config",
+    "PRESETS": "config",
+    "CheckpointError": "io.checkpoint", "save_checkpoint": "io.checkpoint",
+    "list_pretrained": "io.pretrained",
+    "MRP": "tasks", "boyan_chain": "tasks", "boyan_chains": "tasks", "make_features": "tasks",
+    "PromptLayout": "tasks", "build_prompt": "tasks", "context_inputs": "tasks", "sample_trajectories": "tasks",
+    "TaskBatch": "tasks", "sample_tasks": "tasks", "sample_from": "tasks",
+    "HookedICTDTransformer": "models", "HookedStandardTransformer": "models", "load_checkpoint": "models",
+    "theta_star": "models",
+    "linear_td": "reference", "softmax_td": "reference", "tabular_td": "reference", "td_errors": "reference",
+    "value_signature": "reference",
+    "train": "training", "resume": "training", "EvalSet": "training", "load_run_config": "training",
+    "retrain": "training",
 }
 __all__ = sorted(_EXPORTS)
-
-
-@no_type_check  # a module hook: never wrapped by the tests' runtime type checker
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'ictd_interp' has no attribute {name!r}")
-    value = getattr(import_module(f"ictd_interp.{_EXPORTS[name]}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(list(globals()) + __all__)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from ictd_interp import HookedICTDTransformer, ICTDConfig
-from ictd_interp.tasks import sample_tasks
+from ictd_interp.tasks.sampling import sample_tasks
 
 
 @pytest.fixture(autouse=True)

@@ -4,14 +4,14 @@ import pytest
 import torch
 from einops import einsum
 
-from analyses.algorithm_id import (
+from analyses.metrics.algorithm_id import (
     depth_extrapolation, depths_up_to, extrapolation_verdict, identify_layer, identify_layers, iteration_map,
     layer_at_depth, read_layer, spectral_depth, spectral_verdict,
 )
 from ictd_interp import HookedICTDTransformer, ICTDConfig
-from ictd_interp.tasks import sample_tasks
-from ictd_interp.train import resume, train
-from ictd_interp.train_config import TrainConfig
+from ictd_interp.tasks.sampling import sample_tasks
+from ictd_interp.training.trainer import resume, train
+from ictd_interp.config.train import TrainConfig
 
 TASKS = sample_tasks(32, 8, 4, 20, 0.9, seed=0)
 ONEHOT = sample_tasks(32, 8, 8, 40, 0.9, feature_kind="onehot", feature_scale=3.0, seed=0)
@@ -131,7 +131,7 @@ def test_a_negative_inverse_temperature_is_read_and_fitted():
 
 def test_an_ill_posed_regression_is_reported_not_identifiable():
     """If v_in is exactly proportional to the kernel-weighted reward, the columns are collinear."""
-    from ictd_interp.td import feature_scores
+    from ictd_interp.reference.td import feature_scores
 
     scores, rewards = feature_scores(TASKS.x.double()), TASKS.rewards.double()
     v_in = torch.ones_like(TASKS.v_true)  # b and c columns: the same kernel sums of ones
@@ -167,8 +167,8 @@ def test_spectral_verdict_and_depth_rules_by_hand():
 def test_the_quick_neu_model_diverges_by_its_spectrum():
     """Its layer's map has rho > 1 on every task (mean ~1.08, min ~1.025), so it cannot converge,
     whatever a 24-layer error curve shows."""
-    from ictd_interp import registry
-    from ictd_interp.evaluation import EvalSet
+    from ictd_interp.io import pretrained as registry
+    from ictd_interp.training.evaluation import EvalSet
 
     model = HookedICTDTransformer.from_pretrained("quick-neu-s0")
     tasks = EvalSet.build(TrainConfig.from_dict(registry.card("quick-neu-s0")["train_config"])).tasks[:64]
@@ -178,7 +178,7 @@ def test_the_quick_neu_model_diverges_by_its_spectrum():
 
 
 def test_depth_sampled_training_runs_the_tied_layer_at_each_depth(tmp_path):
-    cfg = TrainConfig(tied=True, train_depths="1:4", steps=6, tasks_per_batch=4, windows_per_task=2, n_eval_tasks=8,
+    cfg = TrainConfig.from_flat(tied=True, train_depths="1:4", steps=6, tasks_per_batch=4, windows_per_task=2, n_eval_tasks=8,
                       eval_every=3, checkpoint_every=3, n_states=5, context_len=8, d_features=3, dtype="float64")
     model = HookedICTDTransformer(ICTDConfig(d_features=3, n_layers=3, tied=True, dtype="float64", init_scale=0.5))
     prompt = sample_tasks(4, 5, 3, 8, 0.9, seed=1).prompt
@@ -191,17 +191,17 @@ def test_depth_sampled_training_runs_the_tied_layer_at_each_depth(tmp_path):
     resumed = resume(tmp_path / "cut", progress=False)
     assert torch.equal(full.model.blocks[0].attn.V, resumed.model.blocks[0].attn.V)
     with pytest.raises(ValueError, match="tied"):
-        TrainConfig(tied=False, train_depths="1:4")
+        TrainConfig.from_flat(tied=False, train_depths="1:4")
     with pytest.raises(ValueError, match="LO:HI"):
-        TrainConfig(tied=True, train_depths="one-six")
+        TrainConfig.from_flat(tied=True, train_depths="one-six")
     assert cut.step == 6
 
 
 def test_tabular_identification_recovers_tabular_td_exactly():
     """Values produced by tabular TD (same-state kernel) are identified by the tabular family with
     fve 1 and the true (a, b, c); the softmax family fits them worse."""
-    from analyses.algorithm_id import identify_from_values
-    from ictd_interp.td import same_state_kernel
+    from analyses.metrics.algorithm_id import identify_from_values
+    from ictd_interp.reference.td import same_state_kernel
     from tests.conftest import make_tasks
 
     tasks = make_tasks(n_tasks=16, n=20)

@@ -4,16 +4,16 @@ import numpy as np
 import pytest
 import torch
 
-from analyses import figures
-from analyses.attention import state_kernels
-from analyses.convergence import errors_by_context, errors_by_depth, fit_geometric
-from analyses.diagonality import kernel_diagonality, model_margin, onehot_margin, self_attention_mass
-from analyses.probes import circuit_cosines, prediction_gap, sensitivity_cosine, weight_cosines
-from analyses.report import analyze
-from ictd_interp.metrics import value_signature
+from analyses.figures import plots as figures
+from analyses.metrics.diagonality import state_kernels
+from analyses.metrics.convergence import errors_by_context, errors_by_depth, fit_geometric
+from analyses.metrics.diagonality import kernel_diagonality, model_margin, onehot_margin, self_attention_mass
+from analyses.metrics.probes import circuit_cosines, prediction_gap, sensitivity_cosine, weight_cosines
+from analyses.reports.write import analyze
+from ictd_interp.reference.metrics import value_signature
 from ictd_interp import HookedICTDTransformer
-from ictd_interp.checkpoint import CheckpointError, save_checkpoint
-from ictd_interp.tasks import sample_tasks
+from ictd_interp.io.checkpoint import CheckpointError, save_checkpoint
+from ictd_interp.tasks.sampling import sample_tasks
 from tests.conftest import make_cfg, make_star, make_tasks
 
 STATES = torch.tensor([[0, 1, 0]])
@@ -123,10 +123,13 @@ def _check_report(out):
     for name in ("attention", "signature", "error_vs_depth", "error_vs_context", "predicted_vs_true", "grouped_kernel"):
         assert (out / "figures" / f"{name}.png").stat().st_size > 0 and (out / "figures" / f"{name}.svg").exists()
     assert "figures/signature.png" in (out / "summary.md").read_text()
-    from analyses.figures import text_outside
-    from analyses.report import draw
+    from analyses.figures.plots import text_outside
+    from analyses.reports.drawing import draw
+    from analyses.reports.schema import read_summary, to_json
 
-    for name, fig in draw(summary).items():
+    typed = read_summary(out / "summary.json")  # the schema reads back exactly what it wrote
+    assert to_json(typed) == summary and typed.metrics.eval_msve == summary["metrics"]["eval_msve"]
+    for name, fig in draw(typed).items():
         assert text_outside(fig) == [], name  # every title, label and legend on the canvas
     return summary
 
@@ -137,8 +140,8 @@ def test_analyze_theta_star_checkpoint(tmp_path):
     analyze(tmp_path / "star", tmp_path / "out")
     summary = _check_report(tmp_path / "out")
     assert summary["metrics"]["cos_V"] == pytest.approx([1.0, 1.0])
-    assert summary["probes"]["rms_gap_to_theta_star"] == 0.0 and summary["config"]["context_len"] == 12
-    assert "d_model" not in summary["config"]  # only the fields of this architecture are recorded
+    assert summary["probes"]["rms_gap_to_theta_star"] == 0.0 and summary["config"]["tasks"]["context_len"] == 12
+    assert "d_model" not in summary["config"]["model"]  # only the fields of this architecture are recorded
     # theta* read from its own weights: a = 1, discount gamma, beta 1; the model is theta* in the baselines
     layer = summary["algorithm"]["layers"][1]
     assert (layer["step"], layer["effective_discount"], layer["beta"]) == pytest.approx((1.0, 0.9, 1.0), abs=1e-12)
@@ -147,10 +150,10 @@ def test_analyze_theta_star_checkpoint(tmp_path):
 
 
 def test_analyze_a_short_run(tmp_path):
-    from ictd_interp.train import train
-    from ictd_interp.train_config import TrainConfig
+    from ictd_interp.training.trainer import train
+    from ictd_interp.config.train import TrainConfig
 
-    cfg = TrainConfig(d_features=3, n_states=5, context_len=8, tasks_per_batch=4, windows_per_task=2, steps=4,
+    cfg = TrainConfig.from_flat(d_features=3, n_states=5, context_len=8, tasks_per_batch=4, windows_per_task=2, steps=4,
                       eval_every=2, checkpoint_every=2, n_eval_tasks=8, n_layers=2)
     train(cfg, tmp_path / "run", progress=False)
     analyze(tmp_path / "run", tmp_path / "out")
@@ -169,11 +172,11 @@ def test_analyze_bad_paths(tmp_path):
 
 
 def test_dynamics_over_checkpoints(tmp_path):
-    from analyses.dynamics import checkpoint_probes, logged_curves
-    from ictd_interp.train import train
-    from ictd_interp.train_config import TrainConfig
+    from analyses.metrics.dynamics import checkpoint_probes, logged_curves
+    from ictd_interp.training.trainer import train
+    from ictd_interp.config.train import TrainConfig
 
-    cfg = TrainConfig(d_features=3, n_states=5, context_len=8, tasks_per_batch=4, windows_per_task=2, steps=4,
+    cfg = TrainConfig.from_flat(d_features=3, n_states=5, context_len=8, tasks_per_batch=4, windows_per_task=2, steps=4,
                       eval_every=2, checkpoint_every=2, n_eval_tasks=8, n_layers=2, lr=0.05)
     run = train(cfg, tmp_path / "run", progress=False)
     curves = logged_curves(tmp_path / "run")
@@ -185,7 +188,7 @@ def test_dynamics_over_checkpoints(tmp_path):
 
 
 def test_figures_draw_the_numbers_they_are_given():
-    from analyses import circuit_figures
+    from analyses.figures import circuits as circuit_figures
 
     depth = figures.error_vs_depth({"theta*": [1.0, 0.5, 0.3], "trained model": [0.9, 0.4, 0.2]})
     lines = depth.axes[0].get_lines()
@@ -203,7 +206,7 @@ def test_figures_draw_the_numbers_they_are_given():
     # two heads on one scale (the largest move, 4.0): a weak head's bars stay small beside a strong one's
     rows = [{"layer": 2, "head": 0, "raw": [0.4, 2.0, -0.2], "normalised": [1.0, 5.0, -0.5]},
             {"layer": 2, "head": 1, "raw": [4.0, 1.0, -2.0], "normalised": [1.0, 0.25, -0.5]}]
-    sig = circuit_figures.signature_bars(rows, "t")
+    sig = circuit_figures.probed_signature_bars(rows, "t")
     assert sorted(round(p.get_height(), 6) for p in sig.axes[0].patches) == sorted(
         [1, 1, -1, 0.1, 0.5, -0.05, 1.0, 0.25, -0.5])
     assert [t.get_text() for t in sig.axes[0].get_xticklabels()] == ["$\\theta^*$", "L2H0", "L2H1"]

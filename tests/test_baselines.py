@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from analyses import baselines
-from analyses.intervals import paired, t_interval
+from analyses.metrics import baselines
+from analyses.metrics.intervals import paired, t_interval
 from ictd_interp import MRP
-from ictd_interp.tasks import TaskBatch
+from ictd_interp.tasks.sampling import TaskBatch
 
 GAMMA = 0.5
 

@@ -5,7 +5,8 @@ import torch
 from safetensors.torch import save_file
 
 from ictd_interp import HookedICTDTransformer
-from ictd_interp.checkpoint import CheckpointError, CheckpointNotFoundError, load_checkpoint, save_checkpoint
+from ictd_interp.io.checkpoint import CheckpointError, CheckpointNotFoundError, save_checkpoint
+from ictd_interp.models.loading import load_checkpoint
 from tests.conftest import make_cfg, make_tasks
 
 

@@ -2,13 +2,17 @@ import json
 
 import pytest
 
-from ictd_interp.cli import ConstructConfig, construct, main
-from ictd_interp.cli_args import field_help
-from ictd_interp.train_config import TrainConfig
+from ictd_interp.cli import main
+from ictd_interp.cli.args import field_help
+from ictd_interp.cli.commands import construction_table
+from ictd_interp.cli.configs import ConstructConfig
+from ictd_interp.config import TaskDistribution
+from ictd_interp.config.train import TrainConfig
 
 
 def test_construct_shows_geometric_decay_to_a_floor():
-    table = construct(ConstructConfig(n_tasks=4, context_len=100, max_depth=32))
+    tasks = TaskDistribution(d_features=10, feature_kind="onehot", feature_scale=3.0, context_len=100)
+    table = construction_table(ConstructConfig(tasks=tasks, n_tasks=4, max_depth=32))
     rows = [line.split() for line in table.splitlines() if line.strip()[:1].isdigit()]
     depths, errors = [int(r[0]) for r in rows], [float(r[1]) for r in rows]
     assert depths == [1, 2, 4, 8, 16, 32]
@@ -29,10 +33,30 @@ def test_construct_cli_and_bad_config(capsys):
     assert "d_features" in capsys.readouterr().err
 
 
-def test_every_train_config_field_is_a_flag_with_help():
-    helps = field_help(TrainConfig)
-    for name in TrainConfig.__dataclass_fields__:
-        assert helps.get(name), name
+def test_every_flat_training_setting_is_a_flag_with_its_own_help():
+    from ictd_interp.cli import build_parser
+    from ictd_interp.config.train import flat_fields
+
+    train = next(a for a in build_parser()._subparsers._group_actions[0].choices.items() if a[0] == "train")[1]
+    helps = {a.dest: a.help for a in train._actions}
+    for name in flat_fields():
+        assert name in helps and len(helps[name]) > 20, name
+    assert helps["d_model"].startswith("standard architecture:") and helps["mask"].startswith("stylised architecture:")
+    assert len({helps[n] for n in flat_fields()}) == len(flat_fields())  # no two settings share a text
+
+
+def test_field_help_reads_google_docstrings_at_any_indentation():
+    class Tabbed:
+        """Summary.
+
+            Args:
+                alpha: first line
+                    continued here.
+                beta, gamma: shared text.
+            """
+
+    assert field_help(Tabbed) == {"alpha": "first line continued here.", "beta": "shared text.",
+                                  "gamma": "shared text."}
 
 
 def test_train_and_resume_from_the_cli(tmp_path, capsys):
@@ -40,7 +64,8 @@ def test_train_and_resume_from_the_cli(tmp_path, capsys):
             "--windows-per-task", "2", "--n-eval-tasks", "4", "--eval-every", "1", "--no-tied", "--seed", "3"]
     assert main(args) == 0
     config = json.loads((tmp_path / "r" / "train_config.json").read_text())
-    assert (config["steps"], config["tied"], config["seed"], config["lr"]) == (2, False, 3, 3e-3)
+    assert (config["steps"], config["model"]["tied"], config["seed"], config["model"]["seed"], config["lr"]) == \
+        (2, False, 3, 3, 3e-3)
     assert main(["train", "--resume", str(tmp_path / "r")]) == 0
     assert "finished at step 2" in capsys.readouterr().out
     assert main(args) == 2  # the folder already holds a run
@@ -97,10 +122,9 @@ def test_a_truncated_training_state_falls_back_to_the_previous_checkpoint(tmp_pa
 
     import pytest
 
-    from ictd_interp.train import resume, train
-    from ictd_interp.train_config import TrainConfig
+    from ictd_interp.training.trainer import resume, train
 
-    cfg = TrainConfig(steps=4, tasks_per_batch=4, windows_per_task=2, n_eval_tasks=8, eval_every=2, checkpoint_every=2)
+    cfg = TrainConfig.from_flat(steps=4, tasks_per_batch=4, windows_per_task=2, n_eval_tasks=8, eval_every=2, checkpoint_every=2)
     full = train(cfg, tmp_path / "full", progress=False)
     train(cfg, tmp_path / "cut", progress=False)
     shutil.rmtree(tmp_path / "cut" / "final")
@@ -113,7 +137,7 @@ def test_a_truncated_training_state_falls_back_to_the_previous_checkpoint(tmp_pa
 
 
 def test_report_sentences_interpret_the_margin():
-    from analyses.report_md import margin_sentence
+    from analyses.reports.render import margin_sentence
 
     negative = margin_sentence({"theta_star_mean": -0.88}, 1.88, 0.87, 0.9)
     assert "does not apply" in negative and "1 − C = 1.880" in negative
@@ -124,16 +148,15 @@ def test_report_sentences_interpret_the_margin():
 def test_help_lines_are_distinct_and_presets_are_listed():
     from ictd_interp.cli import preset_help
 
-    helps = field_help(TrainConfig)
-    assert len(set(helps.values())) == len(helps)
     text = preset_help()
-    assert "quick (tied=True, steps=3000, lr=0.003" in text and "paper (steps=30000" in text
+    assert "quick (stylised: lr: 0.001 -> 0.003, model.tied: False -> True, steps: 4000 -> 3000)" in text
+    assert "paper (stylised: checkpoint_every: 1000 -> 5000" in text and "standard-quick (standard: " in text
 
 
 def test_an_output_folder_serves_one_request_unless_forced(tmp_path):
     """Same request: reused; another request, a run folder or unknown files: refused, naming the
     difference; --force replaces (clearing what the other request left)."""
-    from ictd_interp.run_folder import claim_output
+    from ictd_interp.training.run_folder import claim_output
 
     out = tmp_path / "a"
     claim_output(out, {"command": "analyze", "source": "quick-td-s0"})

@@ -2,8 +2,8 @@
 
 import pytest
 
-from ictd_interp.train import train
-from ictd_interp.train_config import TrainConfig
+from ictd_interp.training.trainer import train
+from ictd_interp.config.train import TrainConfig
 
 
 @pytest.mark.slow

@@ -4,9 +4,9 @@ import json
 
 import pandas as pd
 
-from analyses import figures
-from analyses.ood import ood_figures
-from hooks.patching import patching_heatmap
+from analyses.figures import plots as figures
+from analyses.reports.ood import ood_figures
+from analyses.figures.circuits import patching_heatmap
 from ictd_interp.cli import main
 
 

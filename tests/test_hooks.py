@@ -6,9 +6,10 @@ import pytest
 import torch
 
 import hooks
+from analyses.figures.circuits import patching_heatmap
 from ictd_interp import softmax_td, tabular_td, td_errors
-from ictd_interp.td import softmax_kernel
-from ictd_interp.tasks import sample_tasks
+from ictd_interp.reference.td import softmax_kernel
+from ictd_interp.tasks.sampling import sample_tasks
 from tests.conftest import make_star, make_tasks
 
 TOL = 1e-12
@@ -138,7 +139,7 @@ def test_patching_the_clean_reward_row_restores_the_clean_output():
     full = hooks.activation_patching(model, clean, corrupted, hook_names=["blocks.1.hook_resid_pre"])
     assert set(full.columns) == {"hook", "layer", "position", "value", "recovered"}
     assert full["layer"].eq(1).all() and len(full) == 11
-    fig = hooks.patching_heatmap(full)
+    fig = patching_heatmap(full)
     assert fig.axes[0].get_xlabel() == "position patched"
 
 

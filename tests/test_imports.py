@@ -1,83 +1,142 @@
-"""The import graph: the core never imports ``analyses`` or ``hooks`` (except its CLI, inside commands)."""
+"""The import graph: layers, no circles (function-level imports included), the core free of ``analyses`` and
+``hooks`` except its CLI, and a CLI parser that needs no torch."""
 
 import ast
 import subprocess
 import sys
 from pathlib import Path
 
-CORE = Path(__file__).parent.parent / "ictd_interp"
+import pytest
+
+ROOT = Path(__file__).parent.parent
+PACKAGES = ("ictd_interp", "hooks", "analyses")
+# Layers, lowest first: a module may import only its own layer and those before it. The CLI composes
+# everything (inside its command functions); ``ictd_interp/__init__`` and ``_lazy`` export lazily.
+LAYERS = ["ictd_interp._lazy", "ictd_interp.config", "ictd_interp.io", "ictd_interp.tasks", "ictd_interp.models",
+          "ictd_interp.reference", "ictd_interp.training", "hooks", "analyses.metrics", "analyses.figures",
+          "analyses.reports", "analyses.studies", "ictd_interp.cli"]
 
 
-def test_core_modules_never_import_analyses_or_hooks():
-    for path in CORE.glob("*.py"):
-        tree = ast.parse(path.read_text())
-        top_level = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
-        names = [a.name for n in top_level if isinstance(n, ast.Import) for a in n.names]
-        names += [n.module or "" for n in top_level if isinstance(n, ast.ImportFrom)]
-        assert not [m for m in names if m.split(".")[0] in ("analyses", "hooks")], path
-        if path.name != "cli.py":  # the CLI composes them, inside its commands only
-            nested = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module]
-            assert not [m for m in nested if m.split(".")[0] in ("analyses", "hooks")], path
+def module_name(path: Path, root: Path = ROOT) -> str:
+    return ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+
+
+def imports(path: Path, modules: set[str]) -> set[str]:
+    """Every module of ours ``path`` imports, at module level or inside a function: ``from a.b import c``
+    counts ``a.b.c`` when it is a module, else ``a.b``."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found |= {f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
+                      for a in node.names}
+    return {m for m in found if m.split(".")[0] in PACKAGES}
+
+
+def graph(root: Path = ROOT) -> dict[str, set[str]]:
+    paths = {module_name(p, root): p for package in PACKAGES for p in (root / package).rglob("*.py")}
+    return {name: imports(path, set(paths)) - {name} for name, path in paths.items()}
+
+
+def layer(module: str) -> int:
+    matches = [i for i, prefix in enumerate(LAYERS) if module == prefix or module.startswith(prefix + ".")]
+    return matches[-1] if matches else -1  # -1: a package root (ictd_interp, analyses), lazy exports only
+
+
+def find_cycle(edges: dict[str, set[str]]) -> list[str]:
+    state: dict[str, int] = {}
+
+    def visit(module: str, path: list[str]) -> list[str]:
+        state[module] = 1
+        for dep in sorted(edges.get(module, ())):
+            if state.get(dep) == 1:
+                return path + [module, dep]
+            if dep not in state and (found := visit(dep, path + [module])):
+                return found
+        state[module] = 2
+        return []
+
+    for module in sorted(edges):
+        if module not in state and (found := visit(module, [])):
+            return found
+    return []
+
+
+def test_no_import_circle_even_through_function_level_imports():
+    edges = graph()
+    assert len(edges) > 60 and edges["ictd_interp.training.trainer"]  # the graph was read
+    assert find_cycle(edges) == []
+
+
+def test_every_import_goes_down_the_layers():
+    edges = graph()
+    wrong = [f"{m} -> {d}" for m, deps in edges.items() for d in deps
+             if layer(m) >= 0 and layer(d) > layer(m)]
+    assert wrong == []
+
+
+def test_modules_import_the_sub_package_they_need_not_a_package_root():
+    """``from ictd_interp import X`` inside the package would run the lazy root: modules name their source."""
+    edges = graph()
+    roots = {"ictd_interp", "analyses"}
+    assert [f"{m} -> {d}" for m, deps in edges.items() for d in deps if d in roots and m not in roots] == []
+
+
+def test_the_checker_finds_circles_and_layer_breaks(tmp_path):
+    """The checks above would fail on a tree with a function-level circle or an upward import."""
+    for package in PACKAGES:
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("")
+    (tmp_path / "ictd_interp" / "a.py").write_text("from ictd_interp import b\n")
+    (tmp_path / "ictd_interp" / "b.py").write_text("def f():\n    from ictd_interp.a import x\n")
+    (tmp_path / "hooks" / "h.py").write_text("def g():\n    import analyses.metrics\n")
+    edges = graph(tmp_path)
+    assert find_cycle(edges) in (["ictd_interp.a", "ictd_interp.b", "ictd_interp.a"],
+                                 ["ictd_interp.b", "ictd_interp.a", "ictd_interp.b"])
+    assert layer("analyses.metrics") > layer("hooks.h")
+
+
+@pytest.mark.parametrize("package", ["ictd_interp", "analyses", "hooks"])
+def test_every_folder_says_what_it_is_and_what_it_may_import(package):
+    for init in (ROOT / package).rglob("__init__.py"):
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        assert len(doc) > 80 and "mport" in doc, init  # says what it may import
 
 
 def test_importing_the_package_and_the_model_loads_neither_analyses_nor_hooks():
-    code = ("import sys, ictd_interp; ictd_interp.HookedICTDTransformer; "
+    code = ("import sys, ictd_interp; ictd_interp.HookedICTDTransformer; ictd_interp.train; "
             "bad = [m for m in sys.modules if m.split('.')[0] in ('analyses', 'hooks')]; assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_the_cli_parser_imports_no_torch():
-    code = "import sys, ictd_interp.cli as c; c._parser(); assert 'torch' not in sys.modules, 'torch imported'"
+    code = "import sys, ictd_interp.cli as c; c.build_parser(); assert 'torch' not in sys.modules, 'torch imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
-
-
-def _module_imports(root: Path) -> dict[str, set[str]]:
-    """Module-level imports between our own modules (``ictd_interp``, ``analyses``, ``hooks``)."""
-    graph = {}
-    for package in ("ictd_interp", "analyses", "hooks"):
-        for path in (root / package).glob("*.py"):
-            name = f"{package}.{path.stem}".removesuffix(".__init__")
-            deps = set()
-            for node in ast.parse(path.read_text()).body:
-                if isinstance(node, ast.ImportFrom) and node.module:
-                    deps.add(node.module)
-                    deps |= {f"{node.module}.{a.name}" for a in node.names}
-                elif isinstance(node, ast.Import):
-                    deps |= {a.name for a in node.names}
-            graph[name] = deps
-    return {m: {d for d in deps if d in graph and d != m} for m, deps in graph.items()}
-
-
-def test_module_imports_have_no_cycle():
-    graph = _module_imports(CORE.parent)
-    state: dict[str, int] = {}
-
-    def visit(module: str, path: list[str]) -> None:
-        state[module] = 1
-        for dep in sorted(graph[module]):
-            if state.get(dep) == 1:
-                raise AssertionError(" -> ".join(path + [module, dep]))
-            if dep not in state:
-                visit(dep, path + [module])
-        state[module] = 2
-
-    for module in sorted(graph):
-        if module not in state:
-            visit(module, [])
-    assert "ictd_interp.train" in graph and graph["ictd_interp.train"]  # the graph was read
 
 
 def test_analyses_and_hooks_are_type_checked_at_runtime():
     """tests/conftest.py installs jaxtyping's checks on ``analyses`` and ``hooks`` (the core's come from
     pyproject's --jaxtyping-packages): a wrong shape or dtype fails at the call, naming the parameter."""
-    import pytest
     import torch
     from jaxtyping import TypeCheckError
 
-    from analyses.diagonality import self_attention_mass
+    from analyses.metrics.diagonality import self_attention_mass
     from hooks.attention import tabular_pattern
 
     with pytest.raises(TypeCheckError, match="pattern"):
         self_attention_mass(torch.zeros(2, 3), torch.zeros(2, 3, dtype=torch.long))  # pattern needs [batch, q, k]
     with pytest.raises(TypeCheckError, match="states"):
         tabular_pattern(torch.zeros(2, 3))  # states must be integers
+
+
+def test_no_package_exports_a_name_that_is_also_one_of_its_modules():
+    """``from analyses.reports import analyze`` must never give a module once that module has been
+    imported (Python sets a package's attribute to its submodule): exported names and module names differ."""
+    import importlib
+
+    for init in [p for package in PACKAGES for p in (ROOT / package).rglob("__init__.py")]:
+        package = module_name(init)
+        modules = {p.stem for p in init.parent.glob("*.py")} | {p.name for p in init.parent.iterdir() if p.is_dir()}
+        exported = set(getattr(importlib.import_module(package), "__all__", []))
+        assert exported & modules == set(), package

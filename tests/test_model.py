@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from ictd_interp import HookedICTDTransformer, ICTDConfig, linear_td, softmax_td, tabular_td
-from ictd_interp.tasks import sample_tasks
+from ictd_interp.tasks.sampling import sample_tasks
 from tests.conftest import make_cfg, make_star, make_tasks
 
 EXACT = 1e-10  # float64; theta* is exact, only rounding differs

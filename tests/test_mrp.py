@@ -4,7 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ictd_interp import MRP, boyan_chain, boyan_chains, make_features, sample_trajectories
-from ictd_interp.mrp import closed_class_count, communicating_classes
+from ictd_interp.tasks.mrp import closed_class_count, communicating_classes
 
 
 def two_state(**kw):

@@ -3,10 +3,10 @@
 import pytest
 import torch
 
-from analyses.neu import neu_grid, zero_predictor
-from ictd_interp.data import window_batch
-from ictd_interp.objectives import expected_update, neu_unbiased
-from ictd_interp.task_distribution import TaskDistribution
+from analyses.metrics.neu import neu_grid, zero_predictor
+from ictd_interp.training.batches import window_batch
+from ictd_interp.training.objectives import expected_update, neu_unbiased
+from ictd_interp.config.tasks import TaskDistribution
 from tests.conftest import make_cfg
 
 DIST = TaskDistribution(n_states=5, d_features=3, context_len=8, gamma=0.9)

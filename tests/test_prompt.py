@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from ictd_interp import PromptLayout, build_prompt, context_inputs, make_features, sample_trajectories
-from ictd_interp.mrp import boyan_chains
+from ictd_interp.tasks.mrp import boyan_chains
 
 
 def test_prompt_layout_matches_spec_rows():

@@ -5,13 +5,16 @@ import warnings
 import pytest
 import torch
 
-from ictd_interp import HookedICTDTransformer, list_pretrained, provenance, registry
-from ictd_interp.checkpoint import CheckpointNotFoundError, load_checkpoint
+from ictd_interp import HookedICTDTransformer, list_pretrained
+from ictd_interp.io import pretrained, provenance
+from ictd_interp.training.retraining import retrain
+from ictd_interp.io.checkpoint import CheckpointNotFoundError
+from ictd_interp.models.loading import load_checkpoint
 from ictd_interp.cli import main
-from ictd_interp.evaluation import EvalSet, evaluate
-from ictd_interp.train_config import TrainConfig
+from ictd_interp.training.evaluation import EvalSet, evaluate
+from ictd_interp.config.train import TrainConfig
 
-NAMES = registry.names()
+NAMES = pretrained.names()
 REQUIRED = ["standard-quick-s0", "quick-td-s0", "quick-td-s1", "quick-td-s2", "quick-td-s3", "quick-td-s4", "quick-neu-s0",
             "quick-mc-s0", "quick-full-s0"]
 
@@ -25,9 +28,9 @@ def test_the_registry_ships_the_promised_models():
 
 @pytest.mark.parametrize("name", NAMES)
 def test_every_shipped_model_loads_and_its_card_matches_evaluate(name):
-    model = load_checkpoint(registry.pretrained_path(name)).model  # runs checkpoint validation
+    model = load_checkpoint(pretrained.pretrained_path(name)).model  # runs checkpoint validation
     assert not model.training
-    card = registry.card(name)
+    card = pretrained.card(name)
     config = TrainConfig.from_dict(card["train_config"])
     assert model.cfg == config.model
     metrics = evaluate(model, EvalSet.build(config)).to_dict()
@@ -40,7 +43,7 @@ def test_every_shipped_model_loads_and_its_card_matches_evaluate(name):
 
 
 def _check_retrain(name, tmp_path, steps=None):
-    result = registry.retrain(name, tmp_path / name, steps=steps)
+    result = retrain(name, tmp_path / name, steps=steps)
     how = ("bit for bit (this machine's fingerprint equals the card's)" if result["mode"] == "bit-exact" else
            f"within {result['tolerance']:g} of the largest weight (fingerprint differs: {'; '.join(result['differences'])})")
     warnings.warn(f"{name}: retrain compared {how}; max |dw| {result['max_abs']:.3g} ({result['max_rel']:.3g} relative)",
@@ -50,7 +53,7 @@ def _check_retrain(name, tmp_path, steps=None):
 
 def test_quick_td_s0_reproduces_its_first_1000_steps(tmp_path):
     """The default suite retrains a third of quick-td-s0 against the weights the card recorded at that step."""
-    assert registry.card("quick-td-s0")["prefix_steps"] == 1000
+    assert pretrained.card("quick-td-s0")["prefix_steps"] == 1000
     _check_retrain("quick-td-s0", tmp_path, steps=1000)
 
 
@@ -62,9 +65,9 @@ def test_every_model_is_reproduced_by_its_recorded_config(name, tmp_path):
 
 def test_every_card_records_what_decides_the_bits():
     for name in NAMES:
-        fp = registry.card(name)["fingerprint"]
+        fp = pretrained.card(name)["fingerprint"]
         assert set(fp) >= set(provenance.BIT_DECIDING) and fp["threads"] >= 1, name
-        assert 0 < registry.card(name)["cross_machine_rtol"] <= 1e-2
+        assert 0 < pretrained.card(name)["cross_machine_rtol"] <= 1e-2
 
 
 def test_a_retrain_is_bit_exact_on_the_same_kernels_and_within_tolerance_elsewhere(monkeypatch, tmp_path):
@@ -84,7 +87,7 @@ def test_a_retrain_is_bit_exact_on_the_same_kernels_and_within_tolerance_elsewhe
 def test_names_and_paths_work_everywhere_and_typos_list_the_known_names(tmp_path, capsys):
     assert main(["analyze", "quick-td-s0", "--out", str(tmp_path / "a")]) == 0
     assert (tmp_path / "a" / "summary.md").exists()
-    path = str(registry.pretrained_path("quick-td-s0"))
+    path = str(pretrained.pretrained_path("quick-td-s0"))
     assert main(["evaluate", path, "--env", "loop", "--n-tasks", "4", "--context-len", "16", "--depth", "4",
                  "--out", str(tmp_path / "e")]) == 0
     assert main(["evaluate", "quick-td-s0", "--env", "loop", "--n-tasks", "4", "--context-len", "16", "--depth", "4",
@@ -105,10 +108,33 @@ def test_dtype_and_device_on_load():
 
 
 def test_each_class_loads_only_its_own_architecture():
-    from ictd_interp.standard import HookedStandardTransformer
+    from ictd_interp.models.standard import HookedStandardTransformer
 
     assert isinstance(HookedStandardTransformer.from_pretrained("standard-quick-s0"), HookedStandardTransformer)
     with pytest.raises(ValueError, match="HookedStandardTransformer.from_pretrained"):
         HookedICTDTransformer.from_pretrained("standard-quick-s0")
     with pytest.raises(ValueError, match="not a standard-architecture model"):
         HookedStandardTransformer.from_pretrained("quick-td-s0")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_card_of_the_flat_layout_migrates_value_for_value(name):
+    """The cards were written before the nesting: every setting lands where it belongs, unchanged (the
+    standard model's init_scale was its init_range); the other architecture's fields (at their defaults) go."""
+    from dataclasses import fields
+
+    from ictd_interp.config import MODEL_CONFIGS
+
+    flat = pretrained.card(name)["train_config"]
+    assert "model" not in flat  # the old layout
+    config = TrainConfig.from_dict(flat)
+    nested = config.to_dict()
+    values = {**nested["model"], **nested["tasks"], **{k: v for k, v in nested.items() if k not in ("model", "tasks")}}
+    renamed = {"init_scale": "init_range"} if config.architecture == "standard" else {}
+    other = next(c for a, c in MODEL_CONFIGS.items() if a != config.architecture)
+    dropped = {f.name for f in fields(other)} - set(values) - set(renamed)
+    for key, value in flat.items():
+        if key not in dropped:
+            assert values[renamed.get(key, key)] == value, key
+    assert TrainConfig.from_dict(nested) == config and config.model == load_checkpoint(
+        pretrained.pretrained_path(name)).model.cfg

@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 import torch
 
-from analyses.convergence import errors_by_depth
+from analyses.metrics.convergence import errors_by_depth
 from ictd_interp import HookedICTDTransformer, ICTDConfig
 from ictd_interp.cli import main
-from ictd_interp.mrp_sources import from_gymnasium, loop_mrps, random_mrps
-from ictd_interp.tasks import sample_tasks
+from ictd_interp.tasks.sources import from_gymnasium, loop_mrps, random_mrps
+from ictd_interp.tasks.sampling import sample_tasks
 
 gym = pytest.importorskip("gymnasium")
 
@@ -96,7 +96,7 @@ def test_missing_gymnasium_names_the_extra(monkeypatch):
 
 
 def test_evaluate_cli(tmp_path, capsys):
-    from ictd_interp.checkpoint import save_checkpoint
+    from ictd_interp.io.checkpoint import save_checkpoint
 
     save_checkpoint(HookedICTDTransformer.from_theta_star(ICTDConfig(d_features=4, n_layers=2)), tmp_path / "c")
     args = ["evaluate", str(tmp_path / "c"), "--out", str(tmp_path / "ev"), "--n-tasks", "4", "--context-len", "40",

@@ -3,24 +3,28 @@ analyses that locate the TD circuit (float64, stated tolerances)."""
 
 import math
 
+from dataclasses import replace
+
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from analyses.algorithm_id import identify_from_values, identify_layers
-from analyses.heads import head_kernels, head_signatures
-from analyses.standard_report import verdict
-from analyses.value_probes import (probed_values, quantity_probes, quantity_r2, residual_stack,
+from analyses.metrics.algorithm_id import identify_from_values, identify_layers
+from analyses.metrics.heads import head_kernels, head_signatures
+from analyses.reports.render import verdict
+from analyses.metrics.site_probes import (probed_values, quantity_probes, quantity_r2, residual_stack,
                                    value_probes)
 from hooks.ablation import ablate_target_path
-from hooks.types import get_act_name
-from ictd_interp.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from ictd_interp.metrics import kernel_diagonality
-from ictd_interp.standard import HookedStandardTransformer
-from ictd_interp.standard_config import StandardConfig
-from ictd_interp.train import resume, train
-from ictd_interp.train_config import TrainConfig
-from tests.conftest import make_star, make_tasks
+from ictd_interp.models.hook_names import get_act_name
+from ictd_interp.io.checkpoint import CheckpointError, save_checkpoint
+from ictd_interp.models.loading import load_checkpoint
+from ictd_interp.reference.metrics import kernel_diagonality
+from ictd_interp.models.standard import HookedStandardTransformer
+from ictd_interp.config.standard import StandardConfig
+from ictd_interp.training.trainer import resume, train
+from ictd_interp.config.train import TrainConfig
+from ictd_interp.models import HookedICTDTransformer
+from tests.conftest import make_cfg, make_star, make_tasks
 
 TOL = 1e-10
 
@@ -150,28 +154,30 @@ def test_signature_is_td_on_theta_star_in_both_families():
 
 
 def test_verdict_sentences():
-    layers_in = [{"in_family": True, "fve": 0.97}, {"in_family": False, "fve": 0.3}]
-    base = {"algorithm": {"layers": layers_in},
-            "circuit": {"heads": [{"layer": 0, "head": 1, "td_kernel_correlation": 0.8, "diagonality": 0.5}],
-                        "signatures": [{"layer": 0, "head": 1, "normalised": [1, 0.5, -0.7], "matches_td": True}],
-                        "layer_signatures": [{"layer": 0, "matches_td": False}]}}
-    assert verdict(base).startswith("Yes, in part: layer 0 head 1")
-    base["circuit"]["signatures"][0]["matches_td"] = False
-    assert "no head or layer moves the value" in verdict(base) and "at most 97%" in verdict(base)
-    base["circuit"]["heads"][0]["tabular_kernel_correlation"] = 0.95
-    assert "correlation 0.95 with the tabular kernel, 0.80 with θ*'s softmax kernel" in verdict(base)
-    base["circuit"]["layer_signatures"][0]["matches_td"] = True  # the head's layer moves it, through its MLP
-    assert verdict(base).startswith("Yes, in part")
-    base["circuit"]["layer_signatures"][0]["matches_td"] = False
-    base["circuit"]["heads"][0]["td_kernel_correlation"] = 0.2
-    assert verdict(base).startswith("No TD circuit found")
+    from analyses.reports.schema import Algorithm, Circuit
+
+    alg = Algorithm(layers=[{"in_family": True, "fve": 0.97}, {"in_family": False, "fve": 0.3}])
+    circuit = Circuit(max_td_kernel_correlation=0.8, max_tabular_kernel_correlation=0.0,
+                      heads=[{"layer": 0, "head": 1, "td_kernel_correlation": 0.8, "diagonality": 0.5}],
+                      signatures=[{"layer": 0, "head": 1, "normalised": [1, 0.5, -0.7], "matches_td": True}],
+                      layer_signatures=[{"layer": 0, "matches_td": False}])
+    assert verdict(circuit, alg).startswith("Yes, in part: layer 0 head 1")
+    circuit.signatures[0]["matches_td"] = False
+    assert "no head or layer moves the value" in verdict(circuit, alg) and "at most 97%" in verdict(circuit, alg)
+    circuit.heads[0]["tabular_kernel_correlation"] = 0.95
+    assert "correlation 0.95 with the tabular kernel, 0.80 with θ*'s softmax kernel" in verdict(circuit, alg)
+    circuit.layer_signatures[0]["matches_td"] = True  # the head's layer moves it, through its MLP
+    assert verdict(circuit, alg).startswith("Yes, in part")
+    circuit.layer_signatures[0]["matches_td"] = False
+    circuit.heads[0]["td_kernel_correlation"] = 0.2
+    assert verdict(circuit, alg).startswith("No TD circuit found")
 
 
 def test_settings_of_the_other_architecture_are_refused():
     with pytest.raises(ValueError, match="attention: not a setting of the standard"):
-        TrainConfig(architecture="standard", attention="linear")
+        TrainConfig.from_flat(architecture="standard", attention="linear")
     with pytest.raises(ValueError, match="d_model: not a setting of the stylised"):
-        TrainConfig(d_model=64)
+        TrainConfig.from_flat(d_model=64)
     with pytest.raises(ValueError, match="d_head"):
         StandardConfig(d_features=3, d_model=10, n_heads=4)
     with pytest.raises(ValueError, match="n_ctx"):
@@ -179,9 +185,9 @@ def test_settings_of_the_other_architecture_are_refused():
 
 
 def tiny(**overrides) -> TrainConfig:
-    return TrainConfig(**{"architecture": "standard", "d_model": 8, "d_mlp": 8, "n_states": 5, "context_len": 6,
+    return TrainConfig.from_flat(**{"architecture": "standard", "d_model": 8, "d_mlp": 8, "n_states": 5, "context_len": 6,
                           "tasks_per_batch": 4, "windows_per_task": 2, "steps": 4, "n_eval_tasks": 8,
-                          "eval_every": 2, "checkpoint_every": 2, "init_scale": 0.1, "dtype": "float64", **overrides})
+                          "eval_every": 2, "checkpoint_every": 2, "init_range": 0.1, "dtype": "float64", **overrides})
 
 
 def test_training_resumes_bit_exact_and_checkpoints_check_ties(tmp_path):
@@ -211,7 +217,7 @@ def test_transformer_lens_decomposition_sums_to_the_residual():
 
 def test_tabular_kernel_correlation_is_one_for_a_same_state_head():
     tasks = make_tasks()
-    from analyses.heads import correlation, tabular_kernel
+    from analyses.metrics.heads import correlation, tabular_kernel
 
     K = tabular_kernel(tasks)
     assert torch.allclose(K.sum(-1), torch.ones(4, 13, dtype=torch.float64), atol=1e-12)
@@ -221,7 +227,7 @@ def test_tabular_kernel_correlation_is_one_for_a_same_state_head():
 
 
 def test_layer_signature_is_td_on_theta_star_and_sees_through_an_mlp():
-    from analyses.heads import layer_signature
+    from analyses.metrics.heads import layer_signature
 
     tasks, star = make_tasks(), make_star(n_layers=3)
     rows = {name: torch.zeros(6, dtype=torch.float64) for name in ("reward", "v_next", "v_current")}
@@ -244,14 +250,22 @@ def test_layer_signature_is_td_on_theta_star_and_sees_through_an_mlp():
 
 
 @pytest.mark.parametrize("architecture", ["stylised", "standard"])
-def test_train_config_for_model_inverts_model(architecture):
-    cfg = TrainConfig(architecture=architecture, n_layers=2, tied=True, seed=4, init_scale=0.2)
-    assert TrainConfig.for_model(cfg.model).model == cfg.model
+def test_flat_settings_reach_the_nested_config_that_holds_them(architecture):
+    own = {"init_scale": 0.2} if architecture == "stylised" else {"init_range": 0.2, "d_model": 8}
+    cfg = TrainConfig.from_flat(architecture=architecture, n_layers=2, tied=True, seed=4, gamma=0.8, **own)
+    assert cfg.model.architecture == architecture and (cfg.model.n_layers, cfg.model.tied) == (2, True)
+    assert cfg.seed == cfg.model.seed == 4 and cfg.model.gamma == cfg.tasks.gamma == 0.8  # shared settings: both
+    assert TrainConfig.from_dict(cfg.to_dict()) == cfg
+    other = {"init_range": 0.2} if architecture == "stylised" else {"mask": "full"}
+    with pytest.raises(ValueError, match=f"not a setting of the {architecture} architecture"):
+        cfg.with_flat(**other)
+    with pytest.raises(ValueError, match="the model has 4, the tasks 5"):
+        TrainConfig(model=cfg.model, tasks=replace(cfg.tasks, d_features=5))
 
 
 def test_a_tied_standard_block_runs_to_any_depth():
-    from analyses.algorithm_id import depth_extrapolation, msve_at_depth
-    from ictd_interp.evaluation import msve
+    from analyses.metrics.algorithm_id import depth_extrapolation, msve_at_depth
+    from ictd_interp.training.evaluation import msve
 
     model, tasks = standard(tied=True, n_layers=2), make_tasks()
     assert msve_at_depth(model, tasks, 2) == pytest.approx(msve(model, tasks), abs=1e-12)
@@ -272,11 +286,29 @@ def _tile(state: dict, depth: int) -> dict:
     return out
 
 
-def test_both_model_classes_conform_to_the_analysis_protocol():
-    from ictd_interp.architectures import ICTDModel
-
-    assert isinstance(make_star(), ICTDModel) and isinstance(standard(), ICTDModel)
-    assert not isinstance(torch.nn.Linear(2, 2), ICTDModel)
+@pytest.mark.parametrize("kind", ["stylised", "standard", "standard-tied"])
+def test_both_model_classes_keep_the_analysis_protocol(kind):
+    """What the function-space analyses rely on, by behaviour (not by method names): the fast path equals the
+    hooked forward at every depth, the read-out direction reads the value off the last residual stream, the
+    frozen entries are zero and the tied groups hold equal tensors."""
+    model = {"stylised": lambda: HookedICTDTransformer(make_cfg(n_layers=3, init_scale=0.3, tied=False)),
+             "standard": lambda: standard(), "standard-tied": lambda: standard(tied=True)}[kind]()
+    prompt = make_tasks().prompt
+    values = model(prompt)
+    assert values.shape == prompt.shape[:2] and model.cfg.architecture in ("stylised", "standard")
+    assert torch.allclose(model.fast_values(prompt), values, atol=1e-12, rtol=0)
+    assert torch.allclose(model.fast_values(prompt, query_only=True), values[:, -1], atol=1e-12, rtol=0)
+    last = model(prompt, stop_at_layer=model.cfg.n_layers)
+    if kind == "stylised":  # the residual stream is the prompt: the value row is read as it is
+        assert torch.equal(last[..., model.readout_direction().argmax()], values)
+    state = model.state_dict()
+    for name, frozen in model.frozen_entries().items():
+        assert (state[name][frozen] == 0).all(), name
+    for group in model.tied_parameters():
+        assert all(torch.equal(state[group[0]], state[n]) for n in group[1:]), group
+    if model.cfg.tied:
+        deeper = model.fast_values(prompt, depth=model.cfg.n_layers + 2)
+        assert deeper.shape == values.shape and not torch.allclose(deeper, values)
 
 
 def test_analyze_and_evaluate_take_a_standard_model(tmp_path):

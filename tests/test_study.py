@@ -13,10 +13,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from analyses.study import load_study, run_study
-from analyses.study_results import flatten_summary
-from analyses.study_spec import StudySpecError, load_spec
-from ictd_interp.train import train
+from analyses.studies.run import load_study, run_study
+from analyses.reports.schema import flatten, read_summary
+from analyses.studies.spec import StudySpecError, load_spec
+from ictd_interp.training.trainer import train
 
 ray = pytest.importorskip("ray")
 ENV = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONUNBUFFERED": "1"}
@@ -66,11 +66,12 @@ def test_four_cells_equal_their_summaries_and_standalone_runs(local_ray, tmp_pat
         summary = json.loads((folder / "analysis" / "summary.json").read_text())
         rows = study.results[study.results["cell"] == cell.name].sort_values("layer")
         assert len(rows) == 3 and rows["seed"].tolist() == [cell.config.seed] * 3
-        scalars, per_layer = flatten_summary(summary, 3)
+        scalars, per_layer = flatten(read_summary(folder / "analysis" / "summary.json"))
         assert rows["metrics.eval_msve"].tolist() == [summary["metrics"]["eval_msve"]] * 3
         assert rows["metrics.cos_V"].tolist() == pytest.approx(summary["metrics"]["cos_V"], abs=1e-15)
         current = [float("nan") if s[2] is None else s[2] for s in summary["metrics"]["signature"]]
-        assert rows["metrics.signature.current"].tolist() == pytest.approx(current, nan_ok=True)
+        assert rows["metrics.signature.current value"].tolist() == pytest.approx(current, nan_ok=True)
+        assert [row["metrics.cos_V"] for row in per_layer] == pytest.approx(summary["metrics"]["cos_V"], abs=1e-15)
         assert scalars["margin.theta_star_mean"] == pytest.approx(rows["margin.theta_star_mean"].iloc[0], abs=1e-15)
         assert_same(final_weights(folder), standalone(cell.config, tmp_path / "alone" / cell.name))
     curves = study.curves
@@ -102,7 +103,7 @@ def test_a_diverging_cell_is_reported_failed_and_the_others_finish(local_ray, tm
 
 
 def test_bad_specs_name_the_cell_and_the_field(tmp_path):
-    with pytest.raises(StudySpecError, match=r"fixed\.stepz: unknown TrainConfig field"):
+    with pytest.raises(StudySpecError, match=r"fixed\.stepz: unknown TrainConfig setting"):
         load_spec(spec(stepz=3))
     with pytest.raises(StudySpecError, match=r"cell objective-tdd__seed-0: objective"):
         load_spec(spec(grid={"objective": ["td", "tdd"]}))
@@ -202,10 +203,13 @@ def test_a_real_cluster_on_loopback(tmp_path):
 
 
 def test_the_cli_lists_every_built_in_study():
-    from analyses.study_spec import builtin_studies
-    from ictd_interp.cli import BUILTIN_STUDIES
+    from analyses.studies.spec import builtin_studies
+    from ictd_interp.cli import build_parser
 
-    assert sorted(BUILTIN_STUDIES) == sorted(builtin_studies())
+    assert len(builtin_studies()) >= 7
+    study = build_parser()._subparsers._group_actions[0].choices["study"]
+    spec_help = next(a.help for a in study._actions if a.dest == "spec")
+    assert spec_help.endswith(", ".join(sorted(builtin_studies())))
 
 
 def test_weight_probe_figures_show_only_the_cells_that_have_weights(tmp_path, monkeypatch):
@@ -213,14 +217,14 @@ def test_weight_probe_figures_show_only_the_cells_that_have_weights(tmp_path, mo
     figures show the stylised condition alone (no empty panel, no legend entry without a line)."""
     import pandas as pd
 
-    from analyses.study_report import write_report
+    from analyses.studies.report import write_report
 
     ids = [("stylised", "a"), ("standard", "b")]
     pd.DataFrame([{"cell": c, "condition": cond, "seed": 0, "status": "done", "error": None, "layer": 0,
                    "metrics.eval_msve": 0.5, "metrics.theta_star_msve": 2.6,
                    "metrics.signature.reward": 1.0 if cond == "stylised" else None,
-                   "metrics.signature.target": 0.9 if cond == "stylised" else None,
-                   "metrics.signature.current": -0.8 if cond == "stylised" else None} for cond, c in ids]
+                   "metrics.signature.next value": 0.9 if cond == "stylised" else None,
+                   "metrics.signature.current value": -0.8 if cond == "stylised" else None} for cond, c in ids]
                  ).to_csv(tmp_path / "results.csv", index=False)
     pd.DataFrame([{"cell": c, "condition": cond, "step": step, "layer": 0, "eval_msve": 1.0 / (step + 1),
                    "theta_star_msve": 2.6, "kernel_diagonality_mean": 0.2, "cos_A": 0.5 + step / 10 if cond == "stylised" else None,
@@ -230,7 +234,7 @@ def test_weight_probe_figures_show_only_the_cells_that_have_weights(tmp_path, mo
         (tmp_path / f"{name}.csv").write_text("")
     (tmp_path / "spec.json").write_text(json.dumps({"name": "mixed", "preset": "quick", "fixed": {}, "grid": {},
                                                     "seeds": [0]}))
-    from analyses import study_report
+    from analyses.studies import report as study_report
 
     drawn = {}
     for name in ("signature", "cosine_curves"):
@@ -249,7 +253,7 @@ def test_study_table_gives_t_intervals_and_names_a_diverged_seed():
     A third condition's seed with an infinite MSVE is named, never averaged away."""
     import math
 
-    from analyses.study_report import _table_row
+    from analyses.studies.report import _table_row
 
     def rows(condition, msves):
         return pd.DataFrame([{"condition": condition, "cell": f"{condition}-s{i}", "status": "done", "layer": 0,
@@ -264,7 +268,7 @@ def test_study_table_gives_t_intervals_and_names_a_diverged_seed():
 
 
 def test_a_cell_counts_as_running_only_while_its_process_lives(tmp_path):
-    from analyses.study import _is_running, _write_status
+    from analyses.studies.run import _is_running, _write_status
 
     alive = _write_status(tmp_path / "a", "running")
     assert _is_running(alive)
@@ -276,7 +280,7 @@ def test_a_cell_counts_as_running_only_while_its_process_lives(tmp_path):
 def test_sparse_curves_warn_and_get_markers(tmp_path, monkeypatch):
     import warnings as w
 
-    from analyses import study_report
+    from analyses.studies import report as study_report
 
     data = pd.DataFrame({"condition": ["c"] * 4, "cell": ["x", "x", "y", "y"], "step": [0, 10, 0, 10],
                          "v": [1.0, 0.5, 1.2, 0.6]})
@@ -284,12 +288,12 @@ def test_sparse_curves_warn_and_get_markers(tmp_path, monkeypatch):
     ax = fig.add_subplot()
     study_report.band_lines(ax, data, "step", "v")
     assert ax.get_lines()[0].get_marker() == "o"  # two evaluations: markers, not a bare straight line
-    import analyses.study
+    import analyses.studies.run
 
     def no_ray(*args, **kwargs):
         raise RuntimeError("no cells run here")
 
-    monkeypatch.setattr(analyses.study, "_run_on_ray", no_ray)
+    monkeypatch.setattr(analyses.studies.run, "_run_on_ray", no_ray)
     with w.catch_warnings(record=True) as caught:
         w.simplefilter("always")
         with pytest.raises(RuntimeError, match="no cells"):  # only the warning, given before any cell runs

@@ -3,24 +3,25 @@
 import pytest
 import torch
 
-from ictd_interp.mrp import boyan_chains
-from ictd_interp.mrp_sources import loop_mrps
-from ictd_interp.run_folder import read_metrics
-from ictd_interp.task_distribution import TaskDistribution
-from ictd_interp.tasks import sample_tasks
-from ictd_interp.train import train
-from ictd_interp.train_config import TrainConfig
+from ictd_interp.tasks.sampling import sample_from
+from ictd_interp.tasks.mrp import boyan_chains
+from ictd_interp.tasks.sources import loop_mrps
+from ictd_interp.training.run_folder import read_metrics
+from ictd_interp.config.tasks import TaskDistribution
+from ictd_interp.tasks.sampling import sample_tasks
+from ictd_interp.training.trainer import train
+from ictd_interp.config.train import TrainConfig
 
 
 def test_boyan_draws_exactly_what_sample_tasks_draws():
     """Runs and shipped models trained before the distribution object existed stay reproducible."""
-    a = TaskDistribution(n_states=6, d_features=3, context_len=9).sample(5, seed=3)
+    a = sample_from(TaskDistribution(n_states=6, d_features=3, context_len=9), 5, seed=3)
     b = sample_tasks(5, 6, 3, 9, 0.9, seed=3)
     assert torch.equal(a.prompt, b.prompt) and torch.equal(a.states, b.states) and torch.equal(a.mrp.P, b.mrp.P)
 
 
 def test_loop_family_draws_loop_mrps():
-    tasks = TaskDistribution(family="loop", n_states=6, d_features=3, context_len=9).sample(4, seed=0)
+    tasks = sample_from(TaskDistribution(family="loop", n_states=6, d_features=3, context_len=9), 4, seed=0)
     expected = loop_mrps(4, 6, 0.9, generator=torch.Generator().manual_seed(0))
     assert torch.equal(tasks.mrp.P, expected.P) and torch.equal(tasks.mrp.r, expected.r)
     assert not torch.equal(tasks.mrp.P, boyan_chains(4, 6, 0.9, torch.Generator().manual_seed(0)).P)
@@ -41,19 +42,19 @@ def test_gym_one_hot_needs_the_environments_states():
     pytest.importorskip("gymnasium")
     dist = TaskDistribution(family="gym:FrozenLake-v1", d_features=4, feature_kind="onehot")  # 16 states
     with pytest.raises(ValueError, match="4 < 16 states of gym:FrozenLake-v1"):
-        dist.sample(2, seed=0)
+        sample_from(dist, 2, seed=0)
 
 
 @pytest.mark.parametrize("family", ["loop", "random", "gym:FrozenLake-v1"])
 def test_training_on_other_families(family, tmp_path):
     if family.startswith("gym:"):
         pytest.importorskip("gymnasium")
-    cfg = TrainConfig(family=family, n_states=5, context_len=8, tasks_per_batch=4, windows_per_task=2, steps=3,
+    cfg = TrainConfig.from_flat(family=family, n_states=5, context_len=8, tasks_per_batch=4, windows_per_task=2, steps=3,
                       n_eval_tasks=8, eval_every=3, checkpoint_every=3, tied=True)
     run = train(cfg, tmp_path / "run", progress=False)
     assert run.step == 3 and read_metrics(tmp_path / "run")[-1]["eval_msve"] > 0
     # the evaluation tasks come from the same family
-    from ictd_interp.evaluation import EvalSet
+    from ictd_interp.training.evaluation import EvalSet
 
     eval_tasks = EvalSet.build(cfg).tasks
     assert eval_tasks.mrp.n_states == (16 if family.startswith("gym:") else 5)

@@ -10,20 +10,20 @@ import pytest
 import torch
 
 from ictd_interp import HookedICTDTransformer, build_prompt, context_inputs
-from ictd_interp import objectives
-from ictd_interp.task_distribution import TaskDistribution
-from ictd_interp.data import discounted_returns, window_batch
-from ictd_interp.objectives import OBJECTIVES, neu_loss, neu_unbiased
-from ictd_interp.run_folder import read_metrics
-from ictd_interp.train import TrainingDiverged, resume, train
-from ictd_interp.train_config import PRESETS, TrainConfig
+from ictd_interp.training import objectives
+from ictd_interp.config.tasks import TaskDistribution
+from ictd_interp.training.batches import discounted_returns, window_batch
+from ictd_interp.training.objectives import OBJECTIVES, neu_loss, neu_unbiased
+from ictd_interp.training.run_folder import read_metrics
+from ictd_interp.training.trainer import TrainingDiverged, resume, train
+from ictd_interp.config.train import PRESETS, TrainConfig
 from tests.conftest import make_cfg
 
 
 def tiny(**overrides) -> TrainConfig:
     base = dict(d_features=3, n_states=5, context_len=6, tasks_per_batch=4, windows_per_task=3, steps=6,
                 eval_every=2, checkpoint_every=3, n_eval_tasks=8, n_layers=2, lr=1e-2)
-    return TrainConfig(**{**base, **overrides})
+    return TrainConfig.from_flat(**{**base, **overrides})
 
 
 def without_wall(metrics):
@@ -42,7 +42,7 @@ def test_windows_equal_spec_prompts_of_the_trajectory():
     gen = torch.Generator().manual_seed(0)
     state = gen.get_state()
     batch = window_batch(TaskDistribution(n_states=5, d_features=3, context_len=6, gamma=0.9, feature_kind="uniform", feature_scale=1.0), 3, 4, generator=gen)
-    from ictd_interp.tasks import sample_tasks
+    from ictd_interp.tasks.sampling import sample_tasks
 
     gen.set_state(state)
     tasks = sample_tasks(3, 5, 3, 6 + 3, 0.9, generator=gen)
@@ -183,29 +183,31 @@ def test_existing_run_is_not_clobbered(tmp_path):
 def test_train_config_validation_and_round_trip():
     cfg = TrainConfig.from_preset("quick", steps=10)
     assert TrainConfig.from_dict(cfg.to_dict()) == cfg and cfg.model.tied
-    assert PRESETS["paper"].model.n_layers == 3 and not PRESETS["paper"].tied
+    assert PRESETS["paper"].model.n_layers == 3 and not PRESETS["paper"].model.tied
     for bad, match in [({"objective": "ppo"}, "objective"), ({"gamma": 1.2}, "gamma"),
                        ({"feature_kind": "onehot"}, "one-hot"), ({"tasks_per_batch": 0}, "tasks_per_batch")]:
         with pytest.raises(ValueError, match=match):
-            TrainConfig(**bad)
+            TrainConfig.from_flat(**bad)
     with pytest.raises(ValueError, match="preset"):
         TrainConfig.from_preset("huge")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error raised where no GPU exists")
-def test_cuda_without_a_gpu_is_a_clear_error():
+def test_cuda_without_a_gpu_is_a_clear_error(tmp_path):
+    config = TrainConfig.from_flat(device="cuda")  # a config is a plain value: nothing probed when it is built
     with pytest.raises(ValueError, match="device: 'cuda' requested"):
-        TrainConfig(device="cuda")
+        train(config, tmp_path / "r", progress=False)
+    assert not (tmp_path / "r").exists()  # refused before anything was written
 
 
 @pytest.mark.parametrize("objective", ["td", "neu", "mc", "supervised"])
 @pytest.mark.parametrize("architecture", ["stylised", "standard"])
 def test_each_objective_lowers_its_loss_on_a_fixed_batch(objective, architecture):
-    from ictd_interp.architectures import build_model
-    from ictd_interp.data import window_batch
-    from ictd_interp.objectives import OBJECTIVES
+    from ictd_interp.models.architectures import build_model
+    from ictd_interp.training.batches import window_batch
+    from ictd_interp.training.objectives import OBJECTIVES
 
-    arch = {"architecture": "standard", "d_model": 8, "d_mlp": 8, "init_scale": 0.1} if architecture == "standard" \
+    arch = {"architecture": "standard", "d_model": 8, "d_mlp": 8, "init_range": 0.1} if architecture == "standard" \
         else {"init_scale": 0.3}
     cfg = tiny(objective=objective, dtype="float64", **arch)
     model = build_model(cfg.model)
@@ -231,36 +233,62 @@ def test_a_short_cuda_run_matches_the_cpu_run(tmp_path):
         assert (a.detach() - b.detach().cpu()).abs().max() < 1e-4
 
 
-FAULTS = """
-import resource, sys, torch
-from ictd_interp import HookedICTDTransformer, ICTDConfig
-from ictd_interp.cpu_allocator import keep_freed_memory
-from ictd_interp.data import window_batch
-from ictd_interp.objectives import td_loss
-from ictd_interp.task_distribution import TaskDistribution
-torch.set_num_threads(1)
-tuned = keep_freed_memory() if sys.argv[1] == "tuned" else False
-model = HookedICTDTransformer(ICTDConfig(d_features=4, n_layers=3, tied=False))
-dist = TaskDistribution(n_states=10, d_features=4, context_len=30, gamma=0.9, feature_kind="uniform", feature_scale=1.0)
-batch = window_batch(dist, 64, 17, generator=torch.Generator().manual_seed(0))
-td_loss(model, batch).backward()
-before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-for _ in range(5):
-    td_loss(model, batch).backward()
-print(tuned, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+ALLOCATOR = """
+import os, sys
+from ictd_interp.config import TrainConfig
+from ictd_interp.training.allocator import keep_freed_memory
+from ictd_interp.training.trainer import train
+config = TrainConfig.from_flat(steps=1, tasks_per_batch=2, windows_per_task=1, n_eval_tasks=2, context_len=4)
+train(config, sys.argv[1] + "/a", progress=False)
+untouched = keep_freed_memory.cache_info().currsize == 0
+train(config, sys.argv[1] + "/b", progress=False, keep_freed_memory=True)
+print(untouched, keep_freed_memory.cache_info().currsize == 1 and keep_freed_memory())
 """
 
 
-@pytest.mark.slow  # a measurement of the C library's allocator, not a contract: glibc versions and kernels differ
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc settings exist on Linux only")
-def test_training_steps_reuse_freed_memory_instead_of_page_faulting_it_back():
-    """Untuned glibc returns each step's multi-megabyte tensors to the kernel and faults them back in
-    (thousands of page faults per step); after ``keep_freed_memory`` the steps reuse warm pages."""
-    runs = {}
-    for mode in ("default", "tuned"):
-        out = subprocess.run([sys.executable, "-c", FAULTS, mode], capture_output=True, text=True, check=True)
-        tuned, faults = out.stdout.split()
-        runs[mode] = (tuned == "True", int(faults))
-    assert runs["tuned"][0] and not runs["default"][0]
-    assert runs["default"][1] > 5 * 1000  # 4 MB patterns: ~1000 pages each, several per step
-    assert runs["tuned"][1] < runs["default"][1] / 10
+@pytest.mark.parametrize("env", [None, "1"])
+def test_the_allocator_setting_is_never_made_unasked(tmp_path, env):
+    """``train()`` leaves the process's allocator alone unless asked (argument or environment variable);
+    asked, glibc takes the setting (Linux). benchmarks/allocator.py measures what it buys."""
+    environ = {k: v for k, v in os.environ.items() if k != "ICTD_INTERP_KEEP_FREED_MEMORY"}
+    if env is not None:
+        environ["ICTD_INTERP_KEEP_FREED_MEMORY"] = env
+    out = subprocess.run([sys.executable, "-c", ALLOCATOR, str(tmp_path)], capture_output=True, text=True,
+                         check=True, env=environ)
+    untouched, applied = out.stdout.split()
+    assert untouched == ("False" if env == "1" else "True")
+    assert applied == str(sys.platform.startswith("linux"))
+
+
+# A run folder's train_config.json as the release before the nesting wrote it: one flat dict of 36 fields.
+LEGACY_FLAT = {
+    "architecture": "stylised", "objective": "td", "d_features": 4, "n_layers": 3, "form": "tsm",
+    "attention": "softmax", "tied": True, "mask": "paper", "init_scale": 0.01, "d_model": 32, "n_heads": 2,
+    "d_mlp": 64, "layer_norm": True, "pos_embed": False, "dtype": "float32", "family": "boyan", "n_states": 10,
+    "context_len": 12, "gamma": 0.9, "feature_kind": "uniform", "feature_scale": 1.0, "terminal": "restart",
+    "tasks_per_batch": 4, "windows_per_task": 2, "steps": 4, "lr": 0.003, "weight_decay": 1e-06,
+    "optimizer": "adam", "mc_horizon": 40, "train_depths": "", "seed": 5, "eval_seed": 20260529,
+    "n_eval_tasks": 4, "eval_every": 2, "checkpoint_every": 2, "device": "cpu",
+}
+
+
+def test_a_run_folder_of_the_flat_layout_is_read_and_resumed(tmp_path):
+    config = TrainConfig.from_dict(LEGACY_FLAT)
+    assert (config.model.tied, config.model.seed, config.seed, config.tasks.context_len) == (True, 5, 5, 12)
+    assert config.to_dict()["model"] == {"d_features": 4, "n_layers": 3, "gamma": 0.9, "form": "tsm",
+                                         "attention": "softmax", "tied": True, "mask": "paper", "init_scale": 0.01,
+                                         "dtype": "float32", "seed": 5}
+    whole = train(config, tmp_path / "whole", progress=False)
+    half = train(replace(config, steps=2), tmp_path / "old", progress=False)
+    assert half.step == 2
+    (tmp_path / "old" / "train_config.json").write_text(json.dumps(LEGACY_FLAT))  # as the old release left it
+    assert TrainConfig.from_dict(json.loads((tmp_path / "old" / "train_config.json").read_text())) == config
+    resumed = resume(tmp_path / "old", progress=False)
+    assert resumed.step == 4
+    for a, b in zip(whole.model.parameters(), resumed.model.parameters()):
+        assert torch.equal(a, b)
+    standard = TrainConfig.from_dict({**LEGACY_FLAT, "architecture": "standard", "form": "tsm", "init_scale": 0.1,
+                                      "tied": False})
+    assert (standard.model.init_range, standard.model.n_ctx, standard.model.d_model) == (0.1, 13, 32)
+    with pytest.raises(ValueError, match="unknown field"):
+        TrainConfig.from_dict({**LEGACY_FLAT, "learning_rate": 1.0})

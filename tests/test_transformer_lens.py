@@ -5,7 +5,7 @@ import torch
 from transformer_lens import patching
 
 import hooks
-from analyses.attention import attention_view, position_labels
+from analyses.figures.attention import attention_view, position_labels
 from ictd_interp import HookedICTDTransformer
 from tests.conftest import make_cfg, make_star, make_tasks
 
@@ -127,20 +127,30 @@ def test_gradient_attribution_in_one_call():
         model(prompt, return_type="logits")
 
 
-def test_transformer_lens_patching_through_the_entry_equals_ours():
-    model, tasks = make_star(n_layers=2), make_tasks()
-    clean, corrupted = tasks.prompt, tasks.prompt.clone()
+def patching_inputs(model):
+    """Clean prompts, the same with the rewards negated, the clean cache and the mean query value."""
+    clean = make_tasks().prompt
+    corrupted = clean.clone()
     corrupted[..., model.layout.reward] *= -1.0
-    _, clean_cache = model.run_with_cache(clean)
-    metric = lambda values: values[:, -1].mean()  # noqa: E731
-    table = hooks.tl_patching(patching.get_act_patch_resid_pre, model, corrupted, clean_cache, metric)
+    return clean, corrupted, model.run_with_cache(clean)[1], lambda values: values[:, -1].mean()
+
+
+def test_transformer_lens_patching_through_the_entry_equals_ours():
+    model = make_star(n_layers=2)
+    clean, corrupted, clean_cache, metric = patching_inputs(model)
+    table = hooks.tl_patching(patching.get_act_patch_resid_pre, model, corrupted, clean_cache, metric,
+                              results_dtype=torch.float64)
     assert table.shape == (2, clean.shape[1]) and table.dtype == torch.float64
+    assert torch.get_default_dtype() == torch.float32  # restored after the call
+    plain = hooks.tl_patching(patching.get_act_patch_resid_pre, model, corrupted, clean_cache, metric)
+    assert plain.dtype == torch.float32 and torch.get_default_dtype() == torch.float32  # nothing changed unasked
     ours = hooks.activation_patching(model, clean, corrupted, hook_names=["blocks.0.hook_resid_pre", "blocks.1.hook_resid_pre"])
     expected = torch.tensor(ours["value"].to_numpy()).view(2, -1)
     assert (table - expected).abs().max() <= 1e-10
     assert (table[:, -1] - table[:, 0]).abs().max() > 1e-6  # the query position is patched too
 
-    heads = hooks.tl_patching(patching.get_act_patch_attn_head_out_all_pos, model, corrupted, clean_cache, metric)
+    heads = hooks.tl_patching(patching.get_act_patch_attn_head_out_all_pos, model, corrupted, clean_cache, metric,
+                              results_dtype=torch.float64)
     for l in range(2):
         by_hand = model.run_with_hooks(corrupted, fwd_hooks=[(f"blocks.{l}.attn.hook_z", lambda act, hook: clean_cache[hook.name])])
         assert abs(heads[l, 0].item() - metric(by_hand).item()) <= 1e-10
@@ -208,8 +218,8 @@ def test_pyvene_zero_intervention_equals_the_transformer_lens_hook():
 
 
 def _standard_model():
-    from ictd_interp.standard import HookedStandardTransformer
-    from ictd_interp.standard_config import StandardConfig
+    from ictd_interp.models.standard import HookedStandardTransformer
+    from ictd_interp.config.standard import StandardConfig
 
     return HookedStandardTransformer(StandardConfig(d_features=3, d_model=8, n_heads=2, n_layers=2, d_mlp=8,
                                                     dtype="float64"))
@@ -221,18 +231,15 @@ def test_patching_works_on_both_architectures_and_the_direct_call_fails_loudly(a
     ours; ``reduce="none"`` keeps the batch axis; calling ``get_act_patch_resid_pre`` on the model directly
     (which would sweep d_model 'positions') raises, naming the wrapper."""
     model = make_star(n_layers=2) if architecture == "stylised" else _standard_model()
-    tasks = make_tasks()
-    clean, corrupted = tasks.prompt, tasks.prompt.clone()
-    corrupted[..., model.layout.reward] *= -1.0
-    _, clean_cache = model.run_with_cache(clean)
-    metric = lambda values: values[:, -1].mean()  # noqa: E731
-    table = hooks.tl_patching(patching.get_act_patch_resid_pre, model, corrupted, clean_cache, metric)
+    clean, corrupted, clean_cache, metric = patching_inputs(model)
+    table = hooks.tl_patching(patching.get_act_patch_resid_pre, model, corrupted, clean_cache, metric,
+                              results_dtype=torch.float64)
     assert table.shape == (2, clean.shape[1])
     ours = hooks.activation_patching(model, clean, corrupted, hook_names=["blocks.0.hook_resid_pre", "blocks.1.hook_resid_pre"])
     assert (table - torch.tensor(ours["value"].to_numpy()).view(2, -1)).abs().max() <= 1e-10
     per_task = hooks.tl_patching(patching.get_act_patch_resid_pre, model, corrupted, clean_cache,
-                                 lambda values: values[:, -1], reduce="none")
-    assert per_task.values.shape == (2, clean.shape[1], len(tasks)) and per_task.axis_names == ["layer", "pos"]
+                                 lambda values: values[:, -1], reduce="none", results_dtype=torch.float64)
+    assert per_task.values.shape == (2, clean.shape[1], len(clean)) and per_task.axis_names == ["layer", "pos"]
     assert (per_task.values.mean(-1) - table).abs().max() <= 1e-10
     with pytest.raises(ValueError, match=r"hooks.tl_patching.*|sweep d_model"):
         patching.get_act_patch_resid_pre(model, corrupted, clean_cache, metric)
@@ -240,7 +247,7 @@ def test_patching_works_on_both_architectures_and_the_direct_call_fails_loudly(a
 
 @pytest.mark.parametrize("dtype", ["float64", torch.float64])
 def test_dtypes_are_taken_as_strings_or_torch_dtypes_and_cfg_follows_the_weights(dtype):
-    from ictd_interp.standard import HookedStandardTransformer
+    from ictd_interp.models.standard import HookedStandardTransformer
 
     for cls, name in ((HookedICTDTransformer, "quick-td-s0"), (HookedStandardTransformer, "standard-quick-s0")):
         model = cls.from_pretrained(name, dtype=dtype)
@@ -271,9 +278,9 @@ def test_processed_weights_make_direct_attribution_add_up_to_the_value(tied):
     """After fold_ln + center_writing_weights + fold_value_biases (TransformerLens's semantics) the values
     are unchanged, and decompose_resid(apply_ln=True) @ tokens_to_residual_directions() + b_U equals the
     query's value: the attribution a TransformerLens user computes (before: off by the LayerNorm)."""
-    from ictd_interp.standard import HookedStandardTransformer
-    from ictd_interp.standard_config import StandardConfig
-    from ictd_interp.weight_processing import process_weights_
+    from ictd_interp.models.standard import HookedStandardTransformer
+    from ictd_interp.config.standard import StandardConfig
+    from ictd_interp.models.weight_processing import process_weights_
 
     cfg = StandardConfig(d_features=3, d_model=8, n_heads=2, n_layers=2, d_mlp=8, tied=tied, dtype="float64",
                          init_range=0.5)
@@ -297,7 +304,7 @@ def test_processed_weights_make_direct_attribution_add_up_to_the_value(tied):
 
 
 def test_from_pretrained_processes_the_shipped_standard_model():
-    from ictd_interp.standard import HookedStandardTransformer
+    from ictd_interp.models.standard import HookedStandardTransformer
 
     prompt = make_tasks(d=4, n_states=10).prompt
     plain = HookedStandardTransformer.from_pretrained("standard-quick-s0", dtype="float64")

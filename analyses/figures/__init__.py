@@ -1,0 +1,20 @@
+"""Figures drawn from saved numbers (never live models): each function returns a ``Figure`` that shows
+itself in Jupyter. ``plots`` (the report's figures), ``circuits`` (the standard model's circuit search and
+patching), ``attention`` (circuitsvis views). They import the core's constants only, never ``metrics``,
+``reports`` or ``studies``. Names are imported on first use.
+"""
+
+from ictd_interp._lazy import lazy_exports
+
+_EXPORTS = {
+    "Figure": "plots", "text_outside": "plots", "wrapped": "plots", "attention_comparison": "plots",
+    "grouped_kernel": "plots", "diagonality_curve": "plots", "signature_bars": "plots", "sign_bars": "plots",
+    "cosine_curves": "plots", "error_vs_depth": "plots", "depth_extrapolation": "plots",
+    "error_vs_context": "plots", "predicted_vs_true": "plots", "scale_sweep": "plots", "zoom": "plots",
+    "log_axis": "plots", "legend_outside": "plots", "site_labels": "circuits", "probe_error_vs_depth": "circuits",
+    "probe_map": "circuits", "head_map": "circuits", "probed_signature_bars": "circuits",
+    "patching_heatmap": "circuits", "position_labels": "attention", "OfflineHTML": "attention",
+    "attention_view": "attention",
+}
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -1,0 +1,271 @@
+"""Figures: each a function of saved results (numbers, not live models) returning a Figure.
+
+Built on ``matplotlib.figure.Figure`` (no pyplot global state) with seaborn's colour-blind palette.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping, Sequence
+from typing import Optional, Union
+
+import numpy as np
+import seaborn as sns
+from matplotlib.figure import Figure as MatplotlibFigure
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
+
+from ictd_interp.models.construction import SIGNATURE_INPUTS, SIGNATURE_SIGNS, SIGNATURE_TEXT
+
+PALETTE = sns.color_palette("colorblind")
+Numbers = Union[np.ndarray, Sequence]  # figures draw saved numbers: arrays or the nested lists of summary.json
+STAR = r"$\theta^*$"  # one name for the constructed weights in every figure
+SUP_ERROR = r"$\|v_L - v_\pi\|_\infty$"
+
+
+class Figure(MatplotlibFigure):
+    """A matplotlib Figure that shows itself as a PNG in any Jupyter kernel (``display(fig)`` or a
+    cell's last line), whatever the matplotlib backend: no pyplot state is needed."""
+
+    def _repr_png_(self) -> bytes:
+        buffer = io.BytesIO()
+        self.savefig(buffer, format="png", dpi=100)
+        return buffer.getvalue()
+
+
+def text_outside(fig: MatplotlibFigure, tolerance_px: float = 1.0) -> list[str]:
+    """What of ``fig`` does not fit on its canvas, measured after a full draw as the saved PNG has it:
+    each axes with everything drawn around it (title, labels, tick labels, its legend) and the figure's
+    own texts and legends. An empty list when nothing is clipped."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)  # the canvas savefig draws the PNG on
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    width, height = fig.bbox.width, fig.bbox.height
+    parts = [(ax.get_title() or ax.get_ylabel() or "axes", ax.get_tightbbox(renderer)) for ax in fig.axes]
+    parts += [(t.get_text(), t.get_window_extent(renderer)) for t in fig.texts if t.get_visible() and t.get_text()]
+    parts += [("legend", leg.get_window_extent(renderer)) for leg in fig.legends]
+    return [name for name, box in parts if box is not None and (
+        box.x0 < -tolerance_px or box.y0 < -tolerance_px or box.x1 > width + tolerance_px or box.y1 > height + tolerance_px)]
+
+
+def wrapped(text: str, width: int = 60) -> str:
+    """A long title on as many lines as it needs (``textwrap``), so it never runs off the canvas."""
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, width))
+
+
+def _figure(ncols: int = 1, width: float = 5.0, height: float = 3.8) -> tuple[Figure, list]:
+    fig = Figure(figsize=(width * ncols, height), layout="constrained")
+    return fig, [fig.add_subplot(1, ncols, i + 1) for i in range(ncols)]
+
+
+def attention_comparison(patterns: Mapping[str, Numbers]) -> Figure:
+    """Attention patterns on the same prompt side by side, titled by the caller (e.g.
+    ``{"trained, layer 0": ..., "$\\theta^*$, layer 0": ...}``); rows: query position j, columns: source i."""
+    fig, axes = _figure(len(patterns), width=4.8)
+    vmax = float(max(np.max(p) for p in patterns.values()))
+    for ax, (name, data) in zip(axes, patterns.items()):
+        ticks = max(1, len(data) // 8)
+        sns.heatmap(np.asarray(data), ax=ax, cmap="viridis", vmin=0.0, vmax=vmax, xticklabels=ticks, yticklabels=ticks,
+                    cbar_kws={"label": "attention weight"})
+        ax.set(title=name, xlabel="source position i", ylabel="query position j")
+    return fig
+
+
+def grouped_kernel(M: Numbers, title: str = r"grouped kernel $\hat M_n$") -> Figure:
+    """``M^_n(s, s')``: mass a query in state s puts on sources in state s'; states the context never
+    visited are masked (no data), not drawn as zero attention."""
+    fig, (ax,) = _figure()
+    data = np.asarray(M, dtype=float)
+    data[np.all(data == 0, axis=1)] = np.nan  # rows of unvisited states (saved as 0 in summary.json)
+    sns.heatmap(data, ax=ax, cmap="viridis", vmin=0.0, annot=len(data) <= 12, fmt=".2f", mask=np.isnan(data),
+                cbar_kws={"label": "attention mass"})
+    ax.set(title=title, xlabel="source state $s'$", ylabel="query state $s$ (blank: not visited)")
+    return fig
+
+
+def diagonality_curve(steps: Sequence[int], values: Sequence[float], gamma: float,
+                      heads: Optional[Sequence] = None, theta_star: Optional[float] = None,
+                      final_heads: Optional[Sequence] = None) -> Figure:
+    """Kernel diagonality over training with the ``(1 + gamma)/2`` level of Assumption 5.1 and, when
+    given, theta*'s own diagonality on the same tasks (what the features allow). ``heads``
+    (``[step][layer][head]``) draws every head that differs from the mean (a same-state head hides in a
+    mean over heads); ``final_heads`` (``[layer][head]``, the trained model's) marks them at the last step
+    when the run did not log them."""
+    fig, (ax,) = _figure(width=6.2)
+    ax.plot(steps, values, color=PALETTE[0], marker="o", ms=3, label="mean over layers and heads")
+    per_head = np.asarray(heads, dtype=float) if heads is not None else None
+    if per_head is not None and per_head.ndim == 3 and per_head.shape[1] * per_head.shape[2] > 1:
+        for k, (l, h) in enumerate(np.ndindex(*per_head.shape[1:])):
+            ax.plot(steps, per_head[:, l, h], color=PALETTE[(k + 4) % len(PALETTE)], lw=1, label=f"L{l}H{h}")
+    elif final_heads is not None and sum(len(row) for row in final_heads) > 1:
+        for k, (l, h) in enumerate((l, h) for l, row in enumerate(final_heads) for h in range(len(row))):
+            ax.plot([steps[-1]], [final_heads[l][h]], ls="none", marker="D", color=PALETTE[(k + 4) % len(PALETTE)],
+                    label=f"L{l}H{h} (final model)")
+    ax.axhline((1 + gamma) / 2, color=PALETTE[3], ls="--", label=rf"$(1+\gamma)/2$ = {(1 + gamma) / 2:.2f}")
+    if theta_star is not None:
+        ax.axhline(theta_star, color=PALETTE[2], ls=":", label=f"{STAR} on these tasks = {theta_star:.2f}")
+    ax.set(title="Kernel diagonality over training", xlabel="training step",
+           ylabel=r"mean $\hat M_n(s, s)$ (fraction)", ylim=(0, 1.02))
+    legend_outside(ax)
+    return fig
+
+
+def _layers_once(data: np.ndarray, tied: bool) -> list[tuple[str, np.ndarray]]:
+    """One line per layer, or one line labelled "all layers (tied)" when they are identical."""
+    if tied or (data.shape[1] > 1 and np.allclose(data, data[:, :1], equal_nan=True)):
+        return [("all layers (tied)", data[:, 0])]
+    return [(f"layer {l}", data[:, l]) for l in range(data.shape[1])]
+
+
+def signature_bars(signature: Sequence[Sequence[Optional[float]]], tied: bool = False) -> Figure:
+    """Per layer, the normalised value-row weights on (reward, next value, current value) beside θ*'s (+, +, −)."""
+    data = np.asarray([[np.nan if v is None else v for v in s] for s in signature], dtype=float)
+    layers = _layers_once(data.T, tied)  # rows: input, columns: layer
+    fig, ax = sign_bars([name for name, _ in layers], [list(values) for _, values in layers])
+    ax.set(title=f"Value-row signature ($\\theta^*$: {SIGNATURE_TEXT[1:-1]})", xlabel="layer (missing bar: not identifiable)",
+           ylabel="weight / largest |weight|", ylim=(-1.15, 1.15))
+    legend_outside(ax, title="input row")
+    return fig
+
+
+def sign_bars(groups: Sequence[str], rows: Sequence[Sequence[float]]) -> tuple[Figure, object]:
+    """Grouped bars of (reward, next value, current value) per group, θ*'s signs first: the drawing both
+    signature figures share (``figures.circuits.probed_signature_bars`` is the other)."""
+    groups, rows = [STAR, *groups], [list(SIGNATURE_SIGNS), *rows]
+    fig, (ax,) = _figure(width=max(5.5, 0.9 * len(groups) + 2.5))
+    width = 0.26
+    for k, label in enumerate(SIGNATURE_INPUTS):
+        ax.bar(np.arange(len(groups)) + (k - 1) * width, [r[k] for r in rows], width, color=PALETTE[k], label=label)
+    ax.axhline(0, color="black", lw=0.8)
+    ax.set_xticks(np.arange(len(groups)), groups)
+    return fig, ax
+
+
+def cosine_curves(steps: Sequence[int], cos_A: Sequence[Sequence[float]], cos_V: Sequence[Sequence[float]],
+                  tied: bool = False) -> Figure:
+    """Weight-space cosine with theta* over training, one line per layer (once when tied), the axis
+    zoomed to the data so that 0.98 and 0.99 stay apart."""
+    fig, axes = _figure(2, width=4.8)
+    for ax, data, name in zip(axes, (cos_A, cos_V), ("A", "V")):
+        data = np.asarray(data, dtype=float)
+        for k, (label, values) in enumerate(_layers_once(data, tied)):
+            ax.plot(steps, values, color=PALETTE[k % len(PALETTE)], label=label)
+        ax.axhline(1.0, color="grey", lw=0.8, ls=":")
+        ax.set(title=rf"$\cos({name}, {name}^*)$", xlabel="training step", ylabel="cosine similarity",
+               ylim=zoom(data))
+    legend_outside(axes[-1])
+    return fig
+
+
+def error_vs_depth(curves: Mapping[str, Sequence[float]], rates: Optional[Mapping[str, float]] = None,
+                   one_minus_c: Optional[float] = None) -> Figure:
+    """``||v_L - v_pi||_inf`` against depth (log scale), with fitted rates; ``1 - C`` is quoted only
+    when the Assumption 5.1 bound applies (``C > 0``)."""
+    fig, (ax,) = _figure(width=6.2)
+    for k, (label, errors) in enumerate(curves.items()):
+        extra = f" (fitted rate {rates[label]:.3f})" if rates and label in rates else ""
+        ax.plot(np.arange(len(errors)), errors, color=PALETTE[k], marker="o", ms=3, label=label.replace("theta*", STAR) + extra)
+    ax.set_yscale("log")
+    log_axis(ax.yaxis)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    title = "Error versus depth"
+    if one_minus_c is not None:
+        title += rf" ($1 - C$ = {one_minus_c:.3f})" if one_minus_c < 1 else " (C ≤ 0: no contraction bound)"
+    ax.set(title=title, xlabel="depth L (layers)", ylabel=f"{SUP_ERROR} (value units)")
+    legend_outside(ax)
+    return fig
+
+
+def depth_extrapolation(depths: Sequence[int], model: Sequence[float], theta_star: Sequence[float],
+                        trained_depth: int, verdict: str, name: str = "trained layers") -> Figure:
+    """MSVE when the learned layers are run to other depths, beside theta* at the same depths."""
+    fig, (ax,) = _figure(width=6.2)
+    ax.plot(depths, model, color=PALETTE[0], marker="o", ms=4, label=name)
+    ax.plot(depths, theta_star, color=PALETTE[2], marker="s", ms=3, ls="--", label=STAR)
+    ax.axvline(trained_depth, color="grey", lw=0.8, ls=":", label=f"trained depth {trained_depth}")
+    ax.set(xscale="log", yscale="log", title=wrapped(f"Run beyond its trained depth: {verdict}", 55), xlabel="depth (layers applied)",
+           ylabel=r"MSVE against $v_\pi$")
+    log_axis(ax.xaxis)
+    log_axis(ax.yaxis)
+    legend_outside(ax)
+    return fig
+
+
+def error_vs_context(lengths: Sequence[int], curves: Mapping[str, Sequence[float]], where: str = "") -> Figure:
+    """Final-layer error against context length: the statistical floor of Theorem 2."""
+    fig, (ax,) = _figure(width=6.2)
+    for k, (label, errors) in enumerate(curves.items()):
+        ax.plot(lengths, errors, color=PALETTE[k], marker="o", ms=3, label=label.replace("theta_star", STAR).replace("theta*", STAR))
+    ax.set(xscale="log", yscale="log", title="Error versus context length" + (f" ({where})" if where else ""),
+           xlabel="context length n (transitions)", ylabel=f"{SUP_ERROR} (value units)")
+    log_axis(ax.xaxis)
+    log_axis(ax.yaxis)
+    legend_outside(ax)
+    return fig
+
+
+def predicted_vs_true(predicted: Mapping[str, Numbers], true: Numbers) -> Figure:
+    """Query predictions against ``v_pi`` of the query state."""
+    fig, (ax,) = _figure(width=6.2)
+    for k, (label, pred) in enumerate(predicted.items()):
+        ax.scatter(true, pred, s=8, alpha=0.6, color=PALETTE[k], label=label.replace("theta_star", STAR))
+    lo, hi = float(np.min(true)), float(np.max(true))
+    ax.plot([lo, hi], [lo, hi], color="black", lw=0.8, ls="--", label="y = x")
+    ax.set(title="Predicted versus true value", xlabel=r"$v_\pi$(query state) (value units)",
+           ylabel="predicted value (value units)")
+    legend_outside(ax)
+    return fig
+
+
+def scale_sweep(rows: Sequence[Mapping[str, float]], depth: int) -> Figure:
+    """Assumption 5.1 margin and theta*'s error against the feature scale (inverse temperature)."""
+    fig, axes = _figure(2)
+    scales = [r["scale"] for r in rows]
+    axes[0].plot(scales, [r["margin_mean"] for r in rows], color=PALETTE[0], marker="o", label="mean C")
+    axes[0].plot(scales, [r["margin_min"] for r in rows], color=PALETTE[1], marker="s", label="min C")
+    axes[0].axhline(0, color="black", lw=0.8)
+    axes[0].set(title="Assumption 5.1 margin (holds above 0)", xlabel="feature scale (inverse temperature)",
+                ylabel="margin C")
+    axes[0].legend()
+    for k, key in enumerate(("error_depth_1", f"error_depth_{depth}")):
+        axes[1].plot(scales, [r[key] for r in rows], color=PALETTE[k], marker="o", label=f"depth {key.rsplit('_', 1)[-1]}")
+    axes[1].set(yscale="log", title=f"{STAR} error", xlabel="feature scale (inverse temperature)",
+                ylabel=f"{SUP_ERROR} (value units)")
+    log_axis(axes[1].yaxis)
+    axes[1].legend()
+    return fig
+
+
+def zoom(values: np.ndarray) -> tuple[float, float]:
+    """Axis limits around the data (a cosine axis spanning -1..1 hides 0.98 vs 0.99)."""
+    finite = values[np.isfinite(values)]
+    lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+    pad = max(0.01, 0.08 * (hi - lo))
+    return lo - pad, min(1.0 + pad / 2, hi + pad)
+
+
+def log_axis(axis) -> None:
+    """Readable ticks on a log axis: 1-2-5 steps as plain numbers over a few decades, one tick per
+    decade beyond that (not two cramped powers of ten, not a wall of labels)."""
+    lims = axis.axes.dataLim
+    lo, hi = lims.intervaly if axis.axis_name == "y" else lims.intervalx
+    decades = np.log10(hi / lo) if lo > 0 and hi > lo else 10.0
+    if decades <= 0.6:  # within a factor of 4: evenly spaced round numbers read best
+        axis.set_major_locator(MaxNLocator(nbins=6))
+    else:
+        subs = (1.0, 2.0, 3.0, 5.0) if decades <= 1.5 else (1.0, 2.0, 5.0) if decades <= 3 else (1.0,)
+        axis.set_major_locator(LogLocator(base=10, subs=subs, numticks=30 if decades <= 8 else 8))
+    axis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def legend_outside(ax, title: Optional[str] = None, keep: bool = True) -> None:
+    """One legend right of the axes with every labelled artist (seaborn's included; ``keep=False``: none,
+    for all but the last of axes sharing one legend)."""
+    if ax.get_legend() is not None:
+        ax.get_legend().remove()
+    if keep:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False, title=title)

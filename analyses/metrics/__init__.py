@@ -1,0 +1,39 @@
+"""Metrics on models, caches and tasks: pure functions returning numbers, tensors or tables, no files and no
+figures. They import the core (``ictd_interp``) and ``hooks``, never ``figures``, ``reports`` or ``studies``.
+
+``convergence`` (error vs depth and context, geometric fits), ``diagonality`` (kernel diagonality, the margin
+C), ``probes`` and ``value_probes`` (θ* gaps, tuned-lens probes), ``heads`` (per-head kernels and signatures),
+``algorithm_id`` (the learned layer read as softmax TD, its iteration map and spectrum), ``baselines``
+(in-context predictors a model must beat), ``neu`` (population NEU), ``intervals`` (Student-t intervals),
+``dynamics`` (curves over training). Names are imported on first use.
+"""
+
+from ictd_interp._lazy import lazy_exports
+
+_EXPORTS = {
+    "Interval": "intervals", "t_interval": "intervals", "Paired": "intervals", "paired": "intervals",
+    "seed_caption": "intervals", "describe_nonfinite": "intervals", "context_lengths": "convergence",
+    "sup_error": "convergence", "errors_by_depth": "convergence", "errors_by_context": "convergence",
+    "fit_geometric": "convergence", "feature_scale_sweep": "convergence", "self_attention_mass": "diagonality",
+    "kernel_diagonality_mean": "diagonality", "model_margin": "diagonality", "onehot_margin": "diagonality",
+    "state_kernels": "diagonality", "circuit_cosines": "probes", "prediction_gap": "probes",
+    "query_sensitivity": "probes", "sensitivity_cosine": "probes", "activation_cosines": "probes",
+    "LinearProbes": "site_probes", "residual_stack": "site_probes", "fit_probes": "site_probes",
+    "value_targets": "site_probes", "value_probes": "site_probes", "probed_values": "site_probes",
+    "probe_errors_by_depth": "site_probes", "td_quantities": "site_probes", "quantity_probes": "site_probes",
+    "quantity_r2": "site_probes", "td_kernel": "heads", "tabular_kernel": "heads", "most_like": "heads",
+    "correlation": "heads", "head_kernels": "heads", "head_signatures": "heads", "layer_signature": "heads",
+    "probed_layer_signatures": "heads", "probed_signatures": "heads", "identify_layer": "algorithm_id",
+    "identify_layer_tabular": "algorithm_id", "condition_number": "algorithm_id", "identify_layers": "algorithm_id",
+    "identify_from_values": "algorithm_id", "exact_read_unavailable": "algorithm_id", "read_layer": "algorithm_id",
+    "iteration_map": "algorithm_id", "state_map": "algorithm_id", "spectral_verdict": "algorithm_id",
+    "spectral_depth": "algorithm_id", "depths_up_to": "algorithm_id", "layer_at_depth": "algorithm_id",
+    "depth_extrapolation": "algorithm_id", "msve_at_depths": "algorithm_id", "msve_at_depth": "algorithm_id",
+    "extrapolation_verdict": "algorithm_id", "constant": "baselines", "tabular_mc": "baselines",
+    "tabular_td": "baselines", "lstd": "baselines", "softmax_td_values": "baselines",
+    "best_softmax_td": "baselines", "estimates": "baselines", "error_parts": "baselines", "compare": "baselines",
+    "sentence": "baselines", "zero_predictor": "neu", "neu_values": "neu", "neu_grid": "neu", "neu_sentence": "neu",
+    "population_table": "neu", "logged_curves": "dynamics", "checkpoint_probes": "dynamics",
+}
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -1,0 +1,79 @@
+"""``ictd-interp analyze``: compute -> typed summary -> render -> write, for a checkpoint or a run.
+
+Validates the path first, computes each result once into a ``Summary`` (``reports.stylised`` or
+``reports.standard``), saves it (``summary.json``, through ``reports.schema``), then draws every figure from
+those saved numbers (PNG and SVG, ``reports.drawing``) and writes ``summary.md`` (``reports.render``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional, Union
+
+from analyses.reports.drawing import draw
+from analyses.reports.render import write_markdown
+from analyses.reports.schema import Summary, write_summary
+from analyses.reports.standard import compute_standard
+from analyses.reports.stylised import compute
+from ictd_interp.config import TaskDistribution, TrainConfig
+from ictd_interp.io.checkpoint import CONFIG, CheckpointError
+from ictd_interp.io.pretrained import resolve as resolve_name
+from ictd_interp.models.architectures import ICTDModel, is_stylised
+from ictd_interp.models.loading import load_checkpoint
+from ictd_interp.training.run_folder import METRICS, is_run, latest_checkpoint, load_run_config, read_metrics
+
+CURVES = ("step", "eval_msve", "cos_A", "cos_V", "kernel_diagonality_mean", "kernel_diagonality_heads")
+
+
+def resolve(path: Union[str, Path]) -> tuple[ICTDModel, TrainConfig, Optional[Path]]:
+    """Model, the task settings to evaluate it on, and the folder holding its training curves
+    (``metrics.jsonl``: a run folder or a shipped model; None for a bare checkpoint)."""
+    path = resolve_name(path)  # a registry name (``quick-td-s0``) or a path
+    if is_run(path):
+        ckpt = path / "final" if (path / "final").exists() else latest_checkpoint(path)
+        if ckpt is None:
+            raise CheckpointError(f"{path}: run directory without any checkpoint yet")
+        return load_checkpoint(ckpt).model, load_run_config(path), path
+    if not (path / CONFIG).exists() and not path.is_file():
+        raise CheckpointError(f"{path}: neither a run directory (train_config.json + metrics.jsonl) nor a "
+                              f"checkpoint ({CONFIG} + model.safetensors)")
+    model, meta = load_checkpoint(path)
+    if "train_config" in meta:
+        curves = path if path.is_dir() and (path / METRICS).exists() else None  # shipped models keep theirs
+        return model, TrainConfig.from_dict(meta["train_config"]), curves
+    cfg = type(model.cfg).from_dict(model.cfg.to_dict())  # the config's own copy, not the model's object
+    tasks = TaskDistribution(d_features=cfg.d_features, gamma=cfg.gamma)
+    return model, TrainConfig(model=cfg, tasks=tasks).with_flat(**meta.get("task", {})), None  # flat settings
+
+
+def training_curves(run_dir: Optional[Path]) -> Optional[dict[str, list]]:
+    """The logged evaluation metrics over training (None without a run folder)."""
+    if run_dir is None:
+        return None
+    rows = read_metrics(run_dir)
+    return {key: [r[key] for r in rows] for key in CURVES if key in rows[0]}
+
+
+def analyze(path: Union[str, Path], out_dir: Union[str, Path], neu: bool = True) -> Summary:
+    """Write ``summary.json``, ``summary.md`` and every figure (PNG and SVG) to ``out_dir`` (``neu``: with
+    the NEU section, stylised models only); returns the typed summary."""
+    model, config, run_dir = resolve(path)
+    curves = training_curves(run_dir)
+    summary = (compute(model, config, str(path), curves, neu) if is_stylised(model)
+               else compute_standard(model, config, str(path), curves))
+    out_dir = Path(out_dir)
+    (out_dir / "figures").mkdir(parents=True, exist_ok=True)
+    write_summary(summary, out_dir / "summary.json")
+    label = source_label(summary.source)
+    for name, fig in draw(summary).items():
+        fig.suptitle(label, fontsize=8, color="dimgray", x=0.01, ha="left")  # which run this figure shows
+        for ext in ("png", "svg"):
+            fig.savefig(out_dir / "figures" / f"{name}.{ext}", dpi=120)
+    write_markdown(summary, out_dir)
+    return summary
+
+
+def source_label(source: str) -> str:
+    """``runs/quick/run`` -> ``quick/run``: the run (or pretrained model) a figure shows."""
+    parts = Path(source).parts
+    return "/".join(parts[-2:]) if len(parts) > 1 else source

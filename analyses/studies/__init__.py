@@ -1,0 +1,17 @@
+"""Studies: grids of training runs × seeds on Ray (``spec`` reads a TOML spec, ``run`` schedules cells as Ray
+tasks and resumes, ``results`` tabulates each cell's typed summary, ``report`` draws the aggregate figures and
+``study.md``). They import ``reports`` (each cell is analysed), ``metrics`` and ``figures``. Names are
+imported on first use; the built-in specs are this folder's ``*.toml``.
+"""
+
+from ictd_interp._lazy import lazy_exports
+
+_EXPORTS = {
+    "StudySpecError": "spec", "Cell": "spec", "StudySpec": "spec", "builtin_studies": "spec", "load_spec": "spec",
+    "cell_name": "spec", "condition_label": "spec", "Study": "run", "run_study": "run", "load_study": "run",
+    "run_cell": "run", "collect": "results", "read_tables": "results", "band_lines": "report",
+    "write_report": "report", "cosine_curves": "report", "curve": "report", "msve_curves": "report",
+    "signature": "report", "error_vs_depth": "report", "depth_extrapolation": "report", "markdown": "report",
+}
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -1,0 +1,263 @@
+"""A study's report from its CSVs alone: ``study.md`` and ``figures/`` (PNG + SVG).
+
+Every figure shows each condition with its spread over seeds: lines are the mean over seeds and bands
+the Student-t 95% interval of that mean (``analyses.metrics.intervals``); with fewer than ``SEED_LINES`` seeds
+every seed's own line is drawn too (thin). A seed whose value is not finite is counted and named in the
+table, never dropped from a mean.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional, Union
+
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.ticker import MaxNLocator
+
+from analyses.figures.plots import Figure, legend_outside, log_axis, zoom
+from analyses.metrics.intervals import METHOD, describe_nonfinite, t_interval
+from analyses.reports.schema import SIGNATURE_COLUMNS, STUDY_COLUMNS, Column
+from analyses.studies.results import read_tables
+from ictd_interp.models.construction import SIGNATURE_INPUTS, SIGNATURE_TEXT
+
+SEED_LINES = 5  # below this many seeds, every seed's own line is drawn beside the mean
+FEW_POINTS = 6  # a curve with this many points or fewer gets markers (two evaluations are not a trend)
+CAPTION = ("Lines: mean over seeds; bands: Student-t 95% interval of that mean (n = number of seeds per condition, "
+           "in the table); on log axes (MSVE) the geometric mean and the interval of log10 values; thin lines: "
+           "each seed, when a condition has fewer than 5.")
+PALETTE = "colorblind"
+
+
+def band_lines(ax, data: pd.DataFrame, x: str, y: str, marker: Optional[str] = None, log: bool = False
+               ) -> dict[str, tuple]:
+    """One line per condition (mean over its cells) with its t band, and each seed's own line when the
+    condition has fewer than ``SEED_LINES`` cells; returns the colours. A non-finite value makes that
+    point's mean non-finite (drawn as a gap), it is never averaged away. ``log``: for errors spanning
+    decades (log axes), the mean and interval of ``log10`` values, drawn back (a geometric mean; a
+    t band over a few seeds would otherwise reach below 0)."""
+    colors = dict(zip(data["condition"].unique(), sns.color_palette(PALETTE)))
+    for condition, part in data.groupby("condition", sort=False):
+        rows = [(xv, t_interval(_log10(group[y]) if log else group[y].to_numpy(dtype=float)))
+                for xv, group in part.groupby(x)]
+        xs = np.array([r[0] for r in rows])
+        mean, lo, hi = (np.array([getattr(r[1], k) for r in rows]) for k in ("mean", "lo", "hi"))
+        if log:
+            mean, lo, hi = 10.0**mean, 10.0**lo, 10.0**hi
+        shown = marker or ("o" if len(xs) <= FEW_POINTS else None)  # a sparse curve shows where it was measured
+        ax.plot(xs, mean, color=colors[condition], marker=shown, ms=4, label=condition)
+        ax.fill_between(xs, lo, hi, color=colors[condition], alpha=0.2, lw=0)
+        if "cell" in part and part["cell"].nunique() < SEED_LINES:
+            for _, seed in part.groupby("cell"):
+                seed = seed.sort_values(x)
+                ax.plot(seed[x], seed[y], color=colors[condition], lw=0.7, alpha=0.5)
+    return colors
+
+
+def _log10(values: pd.Series) -> np.ndarray:
+    v = values.to_numpy(dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(v > 0, np.log10(np.where(v > 0, v, 1.0)), np.nan)
+
+
+def write_report(out_dir: Union[str, Path]) -> Path:
+    """Redraw ``figures/`` and ``study.md`` of a study folder from its CSVs."""
+    out_dir = Path(out_dir)
+    results, curves, depth, extrapolation = read_tables(out_dir)
+    spec = json.loads((out_dir / "spec.json").read_text())
+    title = spec.get("name", out_dir.name)
+    figs = {}
+    # weight probes against θ* exist for stylised cells only: their figures show only the cells that have them
+    weighted = curves[curves["cos_A"].notna()] if "cos_A" in curves else curves.iloc[:0]
+    if not weighted.empty:
+        figs["cosines_over_training"] = cosine_curves(weighted, title)
+    if not curves.empty:
+        figs["diagonality_over_training"] = curve(
+            curves, "kernel_diagonality_mean", "kernel diagonality (fraction)", title,
+            {"$\\theta^*$ on these tasks (mean over cells)": results["diagonality.theta_star"].mean()}
+            if "diagonality.theta_star" in results else None)
+        figs["msve_over_training"] = msve_curves(curves, title)
+    done = results[results["status"] == "done"]
+    first = SIGNATURE_COLUMNS[0]
+    signed = done[done[first].notna()] if first in done else done.iloc[:0]
+    if not signed.empty:
+        figs["signature"] = signature(signed, title)
+    if not depth.empty:
+        figs["error_vs_depth"] = error_vs_depth(depth, title)
+    if not extrapolation.empty:
+        figs["depth_extrapolation"] = depth_extrapolation(extrapolation, title)
+    (out_dir / "figures").mkdir(exist_ok=True)
+    for name, fig in figs.items():
+        for ext in ("png", "svg"):
+            fig.savefig(out_dir / "figures" / f"{name}.{ext}", dpi=120)
+    path = out_dir / "study.md"
+    path.write_text(markdown(spec, results, sorted(figs)))
+    return path
+
+
+def _cell_mean_over_layers(curves: pd.DataFrame, column: str) -> pd.DataFrame:
+    return curves.groupby(["condition", "cell", "step"], sort=False)[column].mean().reset_index()
+
+
+def cosine_curves(curves: pd.DataFrame, title: str) -> Figure:
+    fig = Figure(figsize=(11, 4), layout="constrained")
+    axes = fig.subplots(1, 2, sharey=True)
+    for ax, column, name in zip(axes, ("cos_A", "cos_V"), (r"$\cos(A, A^*)$", r"$\cos(V, V^*)$")):
+        data = _cell_mean_over_layers(curves, column)
+        band_lines(ax, data, "step", column)
+        ax.set(title=f"{name}, mean over layers", xlabel="training step", ylabel="cosine with $\\theta^*$")
+        ax.set_ylim(*zoom(curves[["cos_A", "cos_V"]].to_numpy()))
+        legend_outside(ax, keep=ax is axes[-1])
+    fig.suptitle(f"{title}: weights approach $\\theta^*$ over training")
+    return fig
+
+
+def curve(curves: pd.DataFrame, column: str, label: str, title: str,
+          references: Optional[dict[str, float]] = None) -> Figure:
+    """One training curve per condition; ``references`` adds labelled horizontal lines."""
+    fig = Figure(figsize=(7.5, 4), layout="constrained")
+    ax = fig.add_subplot()
+    band_lines(ax, _cell_mean_over_layers(curves, column), "step", column)
+    for (name, value), style in zip((references or {}).items(), ("--", ":")):
+        ax.axhline(value, color="grey", ls=style, label=name)
+    ax.set(title=f"{title}: {label} over training", xlabel="training step", ylabel=label)
+    legend_outside(ax)
+    return fig
+
+
+def msve_curves(curves: pd.DataFrame, title: str) -> Figure:
+    fig = Figure(figsize=(7.5, 4), layout="constrained")
+    ax = fig.add_subplot()
+    data = _cell_mean_over_layers(curves, "eval_msve")
+    colors = band_lines(ax, data, "step", "eval_msve", log=True)
+    for condition, star in curves.groupby("condition", sort=False)["theta_star_msve"].mean().items():
+        ax.axhline(star, color=colors[condition], ls="--", lw=1)
+    ax.plot([], [], color="grey", ls="--", label="$\\theta^*$ at the same depth")
+    ax.set(title=f"{title}: evaluation MSVE (dashed: $\\theta^*$)", xlabel="training step",
+           ylabel="MSVE against $v_\\pi$", yscale="log")
+    log_axis(ax.yaxis)
+    legend_outside(ax)
+    return fig
+
+
+def signature(done: pd.DataFrame, title: str) -> Figure:
+    """Final normalised (reward, next value, current value) weights per layer: bars = mean, dots = seeds."""
+    long = done.melt(id_vars=["condition", "cell", "layer"], value_vars=list(SIGNATURE_COLUMNS), var_name="input",
+                     value_name="weight")
+    long["input"] = long["input"].str.rsplit(".", n=1).str[-1]
+    conditions = list(done["condition"].unique())
+    fig = Figure(figsize=(max(7.0, 3.6 * len(conditions)), 4), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(1, len(conditions), sharey=True))
+    for ax, condition in zip(axes, conditions):
+        part = long[long["condition"] == condition]
+        sns.barplot(data=part, x="layer", y="weight", hue="input", hue_order=SIGNATURE_INPUTS, ax=ax, palette=PALETTE,
+                    errorbar=None, alpha=0.6)
+        sns.stripplot(data=part, x="layer", y="weight", hue="input", hue_order=SIGNATURE_INPUTS, dodge=True, ax=ax,
+                      palette=PALETTE, size=3, legend=False)
+        ax.axhline(0, color="black", lw=0.6)
+        ax.set(title=condition, xlabel="layer", ylabel=f"normalised weight ($\\theta^*$: {SIGNATURE_TEXT[1:-1]})")
+        legend_outside(ax, keep=ax is axes[-1])
+    fig.suptitle(f"{title}: value-row signature (bars: mean; dots: seeds)")
+    return fig
+
+
+def error_vs_depth(depth: pd.DataFrame, title: str) -> Figure:
+    """The error after each trained layer, beside theta*'s."""
+    return _versus_depth(depth.dropna(subset=["model"]), f"{title}: error after each layer",
+                         "$\\|v_L - v_\\pi\\|_\\infty$ (mean over tasks)", log_depth=False)
+
+
+def depth_extrapolation(table: pd.DataFrame, title: str) -> Figure:
+    """The learned layers run to other depths (tied: the same layer; per-layer: the last one repeated)."""
+    return _versus_depth(table, f"{title}: learned layers run beyond their trained depth", "MSVE against $v_\\pi$",
+                         log_depth=True)
+
+
+def _versus_depth(table: pd.DataFrame, title: str, ylabel: str, log_depth: bool) -> Figure:
+    fig = Figure(figsize=(7.5, 4), layout="constrained")
+    ax = fig.add_subplot()
+    band_lines(ax, table, "depth", "model", marker="o", log=True)
+    star = table.groupby("depth")["theta_star"].mean().reset_index()
+    ax.plot(star["depth"], star["theta_star"], color="grey", ls="--", label="$\\theta^*$ (mean over cells)")
+    ax.set(title=title, xlabel="depth (layers applied)", ylabel=ylabel, yscale="log",
+           xscale="log" if log_depth else "linear")
+    if log_depth:
+        log_axis(ax.xaxis)
+    else:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    log_axis(ax.yaxis)
+    legend_outside(ax)
+    return fig
+
+
+def markdown(spec: dict, results: pd.DataFrame, figures: list[str]) -> str:
+    cells = results.drop_duplicates("cell")
+    lines = [f"# Study `{spec['name']}`", "", spec.get("description", ""), "",
+             f"Preset `{spec['preset']}`, fixed {spec['fixed'] or 'nothing'}, grid {spec['grid'] or 'none'}, "
+             f"seeds {spec['seeds']}: {len(cells)} cells, {int((cells['status'] == 'done').sum())} done.", "",
+             "## Final metrics per condition", "",
+             f"Each cell: mean over the seeds that finished with its {METHOD} over seeds (n in the second column; "
+             "with one seed, no interval); a seed whose value is not finite is named below the table. Cosines are the "
+             "lowest layer's (a model is only as close to θ* as its worst layer); MSVE is against v_π on held-out "
+             "tasks. The constant baseline mean(R)/(1−γ) is computed on each cell's own evaluation tasks.", "",
+             "The last columns say what the learned update is: its effective discount b/(−c) at the last layer "
+             "(read from the weights where the layer is a fixed linear map, fitted otherwise; θ*: the task's γ; "
+             "outside [0, 1) the update is no TD contraction), how many seeds' last layer converges when iterated "
+             "(ρ(T) < 1 on every evaluation task; for a model with no linear map, from its error curve), the MSVE "
+             "of the best softmax TD of the same depth and that of the constant in-context predictor.", "",
+             "The most TD-like head's correlation with the softmax-TD kernel (θ*: 1) and the most same-state "
+             "head's with the tabular kernel are measured from attention patterns, so they compare architectures; "
+             "a discount is shown only for a last layer the TD family describes (a fit explaining ≥ 95% of its update, or "
+             "weights whose kernel is one temperature of ⟨x, x'⟩); weight cosines and the value-row signature exist only for the "
+             "stylised model (–: not applicable).", "",
+             "| condition | seeds done | failed | " + " | ".join(c.label for c in STUDY_COLUMNS) + " |",
+             "|---|---|---|" + "---|" * len(STUDY_COLUMNS)]
+    notes = []
+    for condition, part in results.groupby("condition", sort=False):
+        row, note = _table_row(condition, part)
+        lines.append(row)
+        notes += [f"- `{condition}`: {n}" for n in note]
+    if notes:
+        lines += ["", *notes]
+    failed = cells[cells["status"] != "done"]
+    if not failed.empty:
+        lines += ["", "## Cells that did not finish", ""]
+        lines += [f"- `{r.cell}`: {r.status}" + (f" — {r.error}" if isinstance(r.error, str) else "")
+                  for r in failed.itertuples()]
+    lines += ["", "## Figures", "", CAPTION, ""]
+    lines += [f"### {name.replace('_', ' ')}\n\n![{name}](figures/{name}.png)\n" for name in figures]
+    return "\n".join(lines) + "\n"
+
+
+def _table_row(condition: str, part: pd.DataFrame) -> tuple[str, list[str]]:
+    """One condition's row: every column of ``STUDY_COLUMNS`` summarised over the seeds that finished."""
+    cells = part.drop_duplicates("cell")
+    done = part[part["status"] == "done"]
+    n_done, n_failed = int((cells["status"] == "done").sum()), int((cells["status"] == "failed").sum())
+    if done.empty:
+        return f"| {condition} | 0 | {n_failed} |" + " – |" * len(STUDY_COLUMNS), []
+    if "algorithm.layers.in_family" in done:  # a discount is only read off a layer the TD family explains
+        discount = done["algorithm.layers.effective_discount"].where(done["algorithm.layers.in_family"].astype(bool))
+        done = done.assign(**{"algorithm.layers.effective_discount": discount})
+    notes: list[str] = []
+    # a condition's cells may lack a column (a standard model has no weight cosines, an untied one no
+    # extrapolation): shown as "–", never as a made-up value
+    cells_text = [_summarise(column, done, notes) for column in STUDY_COLUMNS]
+    return f"| {condition} | {n_done} | {n_failed} | " + " | ".join(cells_text) + " |", notes
+
+
+def _summarise(column: Column, done: pd.DataFrame, notes: list[str]) -> str:
+    if column.key not in done or not done[column.key].notna().any():
+        return "–"
+    per_cell = done.groupby("cell")[column.key].agg(column.over_layers)
+    if column.over_seeds == "count":
+        return f"{int(per_cell.astype(bool).sum())}/{len(per_cell)}"
+    if column.over_seeds == "verdicts":  # seeds whose paired per-task interval puts the model below / above
+        return f"{int((per_cell == 'lower').sum())}/{len(per_cell)} better, {int((per_cell == 'higher').sum())} worse"
+    values = per_cell.astype(float)
+    diverged = describe_nonfinite(list(values.index), list(values))
+    if diverged:
+        notes.append(f"{column.key}: {diverged}")
+    return t_interval(values.to_numpy()).text(".3f")

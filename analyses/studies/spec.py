@@ -1,0 +1,162 @@
+"""Study specs: a preset, fixed overrides, a grid over ``TrainConfig``'s flat settings and a list of seeds.
+
+A spec is a TOML file (read with the standard library)::
+
+    name = "objectives"
+    description = "Does theta* emerge under every pretraining objective?"
+    preset = "quick"
+    seeds = [0, 1, 2, 3, 4]
+    [fixed]
+    steps = 2000
+    [grid]
+    objective = ["td", "neu", "mc", "supervised"]
+
+Cells are the cartesian product of the grid's values times the seeds. Every cell's ``TrainConfig``
+is built when the spec is read, so an unknown field, a bad value or an empty grid is an error that
+names the cell and the field before any work starts.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Union
+
+from ictd_interp.config.train import PRESETS, TrainConfig, flat_fields
+
+BUILTIN_DIR = Path(__file__).parent
+KEYS = ("name", "description", "preset", "seeds", "fixed", "grid")
+
+
+class StudySpecError(ValueError):
+    """A spec that cannot run; the message names the file, the cell and the field."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One training run of a study: its folder name, its grid values and its full config."""
+
+    name: str
+    condition: str
+    overrides: dict[str, Any]
+    config: TrainConfig
+
+
+@dataclass
+class StudySpec:
+    name: str
+    preset: str
+    seeds: list[int]
+    fixed: dict[str, Any] = field(default_factory=dict)
+    grid: dict[str, list[Any]] = field(default_factory=dict)
+    description: str = ""
+    source: str = "<dict>"
+
+    def __post_init__(self) -> None:
+        where = self.source
+        if self.preset not in PRESETS:
+            raise StudySpecError(f"{where}: preset: unknown preset {self.preset!r}; choose from {sorted(PRESETS)}")
+        if not isinstance(self.seeds, list) or not self.seeds or not all(isinstance(s, int) for s in self.seeds):
+            raise StudySpecError(f"{where}: seeds: must be a non-empty list of integers, got {self.seeds!r}")
+        if len(set(self.seeds)) != len(self.seeds):
+            raise StudySpecError(f"{where}: seeds: repeated seeds in {self.seeds}")
+        known = set(flat_fields())
+        for table, keys in (("fixed", self.fixed), ("grid", self.grid)):
+            for key in keys:
+                if key == "seed":
+                    raise StudySpecError(f"{where}: {table}.seed: list seeds in `seeds = [...]` instead")
+                if key not in known:
+                    raise StudySpecError(f"{where}: {table}.{key}: unknown TrainConfig setting; known settings are {sorted(known)}")
+        for key, values in self.grid.items():
+            if not isinstance(values, list) or not values:
+                raise StudySpecError(f"{where}: grid.{key}: must be a non-empty list of values, got {values!r}")
+            if len(set(map(repr, values))) != len(values):
+                raise StudySpecError(f"{where}: grid.{key}: repeated values in {values}")
+            if key in self.fixed:
+                raise StudySpecError(f"{where}: grid.{key}: also set in [fixed]; keep one")
+        self.cells()  # builds (and so validates) every cell's TrainConfig
+
+    def conditions(self) -> list[dict[str, Any]]:
+        """Every combination of grid values, in the order the grid lists them."""
+        keys = list(self.grid)
+        return [dict(zip(keys, values)) for values in itertools.product(*(self.grid[k] for k in keys))]
+
+    def cells(self) -> list[Cell]:
+        out = []
+        for condition in self.conditions():
+            label = condition_label(condition)
+            for seed in self.seeds:
+                name = cell_name({**condition, "seed": seed})
+                overrides = {**self.fixed, **condition, "seed": seed}
+                try:
+                    config = TrainConfig.from_preset(self.preset, **_coerce(overrides))
+                except (TypeError, ValueError) as err:
+                    raise StudySpecError(f"{self.source}: cell {name}: {err}") from None
+                out.append(Cell(name, label, {**condition, "seed": seed}, config))
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "preset": self.preset, "seeds": list(self.seeds),
+                "fixed": dict(self.fixed), "grid": {k: list(v) for k, v in self.grid.items()}}
+
+    def differences(self, other: "StudySpec") -> list[str]:
+        mine, theirs = self.to_dict(), other.to_dict()
+        return [f"{k}: {mine[k]!r} -> {theirs[k]!r}" for k in mine if k != "description" and mine[k] != theirs[k]]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str = "<dict>") -> "StudySpec":
+        unknown = sorted(set(data) - set(KEYS))
+        if unknown:
+            raise StudySpecError(f"{source}: unknown key(s) {unknown}; a spec has {list(KEYS)}")
+        missing = [k for k in ("preset", "seeds") if k not in data]
+        if missing:
+            raise StudySpecError(f"{source}: missing {missing}")
+        for table in ("fixed", "grid"):
+            if not isinstance(data.get(table, {}), dict):
+                raise StudySpecError(f"{source}: [{table}] must be a table of TrainConfig fields")
+        return cls(name=str(data.get("name", Path(source).stem)), preset=data["preset"], seeds=data["seeds"],
+                   fixed=dict(data.get("fixed", {})), grid=dict(data.get("grid", {})),
+                   description=str(data.get("description", "")), source=source)
+
+
+def builtin_studies() -> dict[str, Path]:
+    """Studies shipped with the package, by name."""
+    return {p.stem: p for p in sorted(BUILTIN_DIR.glob("*.toml"))}
+
+
+def load_spec(spec: Union[str, Path, dict, StudySpec]) -> StudySpec:
+    """A spec from a ``StudySpec``, a dict, a TOML file path or a built-in study's name."""
+    if isinstance(spec, StudySpec):
+        return spec
+    if isinstance(spec, dict):
+        return StudySpec.from_dict(spec)
+    path = Path(spec)
+    if not path.exists():
+        builtin = builtin_studies()
+        if str(spec) not in builtin:
+            raise StudySpecError(f"{spec}: no such spec file or built-in study (built-in: {sorted(builtin)})")
+        path = builtin[str(spec)]
+    try:
+        data = tomllib.loads(path.read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+        raise StudySpecError(f"{path}: not valid TOML ({err})") from None
+    return StudySpec.from_dict(data, source=str(path))
+
+
+def cell_name(overrides: dict[str, Any]) -> str:
+    """``objective-neu__seed-0``: readable, one folder name per cell."""
+    return "__".join(re.sub(r"[^A-Za-z0-9._-]", "_", f"{k}-{v}") for k, v in overrides.items())
+
+
+def condition_label(condition: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in condition.items()) or "all cells"
+
+
+def _coerce(overrides: dict[str, Any]) -> dict[str, Any]:
+    """TOML writes ``3`` for a float field that means ``3.0``."""
+    floats = {f.name for f in fields(TrainConfig) if isinstance(f.default, float)}
+    return {k: float(v) if k in floats and isinstance(v, int) and not isinstance(v, bool) else v
+            for k, v in overrides.items()}

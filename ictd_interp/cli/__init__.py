@@ -1,0 +1,114 @@
+"""The ``ictd-interp`` command: the one place that composes the core with ``analyses`` and ``hooks``.
+
+``build_parser`` declares every sub-command and its flags (generated from config dataclasses by
+``args``), torch-free so ``--help`` answers at once; each sub-command is one function of ``commands``,
+which imports the heavy layers inside it. ``main`` turns a bad request into one line naming what is wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import fields
+from importlib import resources
+from typing import Optional
+
+from ictd_interp.cli import commands
+from ictd_interp.cli.args import add_config_args, add_train_args, positive_int
+from ictd_interp.cli.configs import ConstructConfig, EvaluateConfig
+from ictd_interp.config.train import MODEL_CONFIGS, PRESETS, TrainConfig, flat_fields
+
+DESCRIPTION = """Softmax transformers that run TD learning in context: pretrain, analyse and probe them.
+
+Start with `ictd-interp reproduce --preset quick --out runs/quick` (train, then analyse: summary.md and
+figures in runs/quick/analysis). The theory behind every number: docs/theory.md."""
+
+
+def builtin_studies() -> list[str]:
+    """The studies shipped as ``analyses/studies/*.toml`` (read as files: no torch import)."""
+    return sorted(p.name.removesuffix(".toml") for p in resources.files("analyses.studies").iterdir()
+                  if p.name.endswith(".toml"))
+
+
+def preset_help() -> str:
+    """Each preset with what it changes from its architecture's defaults (nested settings by their path)."""
+    parts = []
+    for name, preset in PRESETS.items():
+        base = TrainConfig(model=MODEL_CONFIGS[preset.architecture](d_features=preset.model.d_features))
+        parts.append(f"{name} ({preset.architecture}: {', '.join(base.differences(preset)) or 'the defaults'})")
+    return "training preset; every flag below overrides it: " + "; ".join(parts)
+
+
+def _path_and_out(p: argparse.ArgumentParser, out_help: str) -> None:
+    p.add_argument("path", help="a run folder, a checkpoint folder or a pretrained model's name (see models)")
+    p.add_argument("--out", required=True, help=out_help)
+    p.add_argument("--force", action="store_true", help="replace a folder that holds another request's results")
+
+
+def _training(p: argparse.ArgumentParser, name: str) -> None:
+    p.add_argument("--preset", default="quick", choices=sorted(PRESETS), help=preset_help())
+    out_help = "run folder" if name == "train" else "folder for run/ (training) and analysis/ (report)"
+    p.add_argument("--out", required=name == "reproduce", help=out_help)
+    if name == "train":
+        p.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its last checkpoint")
+    p.add_argument("--threads", type=positive_int, default=None,
+                   help="torch CPU threads (bit-exact resumes need the same count)")
+    _allocator_flag(p)
+    add_train_args(p)
+
+
+def _allocator_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--keep-freed-memory", action=argparse.BooleanOptionalAction, default=True,
+                   help="set glibc's allocator so each CPU step reuses warm pages (this command's processes only; "
+                        "faster, numbers unchanged; ictd_interp.training.allocator)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ictd-interp", description=DESCRIPTION,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    p = sub.add_parser("construct", help="theta*: error versus depth on Boyan chains, with the margin C")
+    add_config_args(p, ConstructConfig, "construction")
+    for name, text in (("train", "pretrain an ICTD transformer into a run folder"),
+                       ("reproduce", "pretrain a preset, then analyse it (re-run the same command to resume)")):
+        _training(sub.add_parser(name, help=text, description=text), name)
+    sub.add_parser("models", help="the pretrained models shipped with the package")
+    _path_and_out(sub.add_parser("analyze", help="every metric and figure for a checkpoint or run folder"),
+                  "folder for summary.json, summary.md and figures/")
+    p = sub.add_parser("evaluate", help="a checkpoint and theta* on another MRP source (out of distribution)")
+    _path_and_out(p, "folder for evaluation.json, evaluation.md and figures")
+    add_config_args(p, EvaluateConfig, "evaluation")
+    p = sub.add_parser("study", help="a grid of conditions x seeds on Ray, with aggregate figures and study.md")
+    p.add_argument("spec", help="a study spec (.toml) or a built-in study: " + ", ".join(builtin_studies()))
+    p.add_argument("--out", required=True, help="study folder (re-running the same command resumes it)")
+    p.add_argument("--workers", type=positive_int, default=None, help="cells at once on a local Ray instance (default: all cores)")
+    p.add_argument("--address", default=None, help="join this Ray cluster (HOST:PORT) instead; --out must be "
+                                                   "storage every node sees")
+    _allocator_flag(p)
+    p = sub.add_parser("study-report", help="redraw a study's figures and study.md from its CSVs")
+    p.add_argument("path", help="a study folder")
+    return parser
+
+
+COMMANDS = {"construct": commands.construct, "train": commands.train, "reproduce": commands.reproduce,
+            "models": commands.models, "analyze": commands.analyze, "evaluate": commands.evaluate,
+            "study": commands.study, "study-report": commands.study_report}
+
+
+def _as_flag(message: str) -> str:
+    """A config's ``field: ...`` message names the command-line flag the user typed."""
+    head, sep, rest = message.partition(": ")
+    known = set(flat_fields()) | {f.name for cls in (ConstructConfig, EvaluateConfig) for f in fields(cls)}
+    return f"--{head.replace('_', '-')}: {rest}" if sep and head in known else message
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except (ValueError, ImportError, FileNotFoundError, FileExistsError) as err:
+        print(f"ictd-interp {args.command}: error: {_as_flag(str(err))}", file=sys.stderr)
+        return 2
+
+

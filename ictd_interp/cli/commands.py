@@ -1,0 +1,192 @@
+"""One function per ``ictd-interp`` sub-command: ``(args) -> exit status``. Heavy modules (torch,
+TransformerLens, ``analyses``) are imported inside them, so ``--help`` answers at once."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Optional
+
+from ictd_interp.cli.args import config_from_args
+from ictd_interp.cli.configs import ConstructConfig, EvaluateConfig
+from ictd_interp.config.train import PRESETS, TrainConfig
+
+
+def construct(args: argparse.Namespace) -> int:
+    print(construction_table(config_from_args(ConstructConfig(), args)))
+    return 0
+
+
+def construction_table(cfg: ConstructConfig) -> str:
+    """The table of ``||v_L - v_pi||_inf`` versus depth for theta*, with the margin ``C``."""
+    from analyses.metrics.convergence import errors_by_depth, fit_geometric
+    from analyses.metrics.diagonality import model_margin
+    from ictd_interp.models import HookedICTDTransformer
+    from ictd_interp.tasks import sample_from
+
+    dist = cfg.tasks
+    tasks = sample_from(dist, cfg.n_tasks, seed=cfg.seed)
+    model = HookedICTDTransformer.from_theta_star(cfg.model)
+    errors = errors_by_depth(model, tasks).mean(-1)
+    C = model_margin(model, tasks)
+    fit = fit_geometric(errors.tolist())
+    depths = [2**k for k in range(cfg.max_depth.bit_length()) if 2**k <= cfg.max_depth]
+    lines = [f"theta* ({cfg.form} form) on {cfg.n_tasks} {dist.family} tasks, s={dist.n_states}, n={dist.context_len}, "
+             f"{dist.feature_kind} features x{dist.feature_scale}, gamma={dist.gamma}",
+             f"Assumption 5.1 margin C: mean {C.mean():.4f}, min {C.min():.4f} "
+             f"(holds when 0 < C < (1-gamma)/2 = {(1 - dist.gamma) / 2:.3f}; "
+             f"{int((C > 0).sum())}/{len(C)} tasks have C > 0)",
+             f"{'depth L':>8}  {'||v_L - v_pi||_inf':>20}"]
+    lines += [f"{L:>8}  {errors[L]:>20.6f}" for L in depths]
+    lines.append(f"fitted geometric rate {fit['rate']:.4f}, floor {fit['floor']:.6f}; 1 - C = {1 - C.mean():.4f}")
+    return "\n".join(lines)
+
+
+def train(args: argparse.Namespace) -> int:
+    from ictd_interp.training import run_folder
+    from ictd_interp.training.trainer import resume, train
+
+    _set_threads(args.threads)
+    if args.resume:
+        stored = run_folder.load_run_config(args.resume)
+        _refuse_changes(stored, config_from_args(stored, args), args.resume,
+                        "resume without changing options, or train a new run with --out NEW_DIR")
+        run = resume(args.resume, keep_freed_memory=args.keep_freed_memory)
+    else:
+        if not args.out:
+            raise ValueError("--out: a run directory is required (or --resume DIR)")
+        run = train(config_from_args(PRESETS[args.preset], args), args.out, keep_freed_memory=args.keep_freed_memory)
+    state = f"interrupted; continue with `ictd-interp train --resume {run.out_dir}`" if run.interrupted else "finished"
+    print(f"{run.out_dir}: {state} at step {run.step}")
+    return 130 if run.interrupted else 0
+
+
+def reproduce(args: argparse.Namespace) -> int:
+    from ictd_interp.training import run_folder
+    from ictd_interp.training.trainer import resume, train
+
+    _set_threads(args.threads)
+    out, requested = Path(args.out), config_from_args(PRESETS[args.preset], args)
+    run_dir = out / "run"
+    if run_folder.is_run(out):
+        raise ValueError(f"{out}: is a training run folder, not a reproduce folder; analyse it with "
+                         f"`ictd-interp analyze {out} --out DIR` or choose another --out")
+    if run_folder.config_path(run_dir).exists():
+        _refuse_changes(run_folder.load_run_config(run_dir), requested, out,
+                        "repeat the command with the stored options to resume or re-analyse it, or choose another --out")
+        run = resume(run_dir, keep_freed_memory=args.keep_freed_memory)  # an interrupted reproduce picks up
+    else:
+        if out.exists() and any(p.name not in ("run", "analysis") for p in out.iterdir()):
+            raise ValueError(f"{out}: not empty and not a reproduce folder; choose another --out")
+        run = train(requested, run_dir, keep_freed_memory=args.keep_freed_memory)
+    if run.interrupted:
+        print(f"{run_dir}: interrupted at step {run.step}; run the same command again to continue")
+        return 130
+    # the run was checked to be this request above, so its own analysis folder is refreshed (a folder from a
+    # release before request.json existed included)
+    _analyze(str(run_dir), str(out / "analysis"), force=True)
+    return 0
+
+
+def models(args: argparse.Namespace) -> int:
+    from ictd_interp.io.pretrained import list_pretrained
+
+    for m in list_pretrained():
+        cos = ("" if m["cos_V"] is None else  # a standard-architecture model has no V to compare
+               f"; min cos(V, V*) {min(c for c in m['cos_V'] if c is not None):.3f}")
+        print(f"{m['name']:<18} {m['description']} (eval MSVE {m['eval_msve']:.3f}, theta* "
+              f"{m['theta_star_msve']:.3f}{cos})")
+    return 0
+
+
+def analyze(args: argparse.Namespace) -> int:
+    _analyze(args.path, args.out, args.force)
+    return 0
+
+
+def evaluate(args: argparse.Namespace) -> int:
+    """evaluation.json, evaluation.md and figures for a model on ``--env`` (out of distribution)."""
+    from analyses.reports.write import resolve
+    from analyses.metrics.convergence import context_lengths
+    from analyses.reports.ood import evaluate_ood, write_ood
+    from ictd_interp.tasks import sample_from
+    from ictd_interp.training.run_folder import claim_output
+
+    cfg: EvaluateConfig = config_from_args(EvaluateConfig(), args)
+    claim_output(args.out, {"command": "evaluate", "source": _source(args.path), **vars(cfg)}, args.force)
+    model = resolve(args.path)[0].to("cpu")
+    features = _load_features(cfg.features) if cfg.features else None
+    tasks = sample_from(cfg.tasks(model.cfg.d_features), cfg.n_tasks, seed=cfg.seed, features=features)
+    lengths = context_lengths(cfg.context_len)
+    policy = "uniform random over actions" if cfg.env.startswith("gym:") else "none (an MRP family: no actions)"
+    result = {"source": args.path, "environment": cfg.env, "policy": policy, "settings": cfg.settings(),
+              **evaluate_ood(model, tasks, cfg.depth, lengths)}
+    write_ood(result, args.out)
+    n, context = result["context_lengths"][-1], result["context"]
+    print(f"{args.out}/evaluation.json: {result['environment']} ({result['n_states']} states), sup error at "
+          f"n={n}: model {context['model'][-1]:.4f}, theta* of its depth {context['theta_star'][-1]:.4f}")
+    return 0
+
+
+def study(args: argparse.Namespace) -> int:
+    from analyses.studies.run import run_study
+
+    result = run_study(args.spec, args.out, address=args.address, workers=args.workers,
+                       keep_freed_memory=args.keep_freed_memory)
+    cells = result.results.drop_duplicates("cell")
+    print(f"{result.out_dir}/study.md: {int((cells['status'] == 'done').sum())}/{len(cells)} cells done, "
+          f"{int((cells['status'] == 'failed').sum())} failed")
+    if result.interrupted:
+        print(f"{result.out_dir}: interrupted; run the same command again to continue")
+        return 130
+    return 0
+
+
+def study_report(args: argparse.Namespace) -> int:
+    from analyses.studies.report import write_report
+
+    print(write_report(args.path))
+    return 0
+
+
+def _load_features(path: str):
+    import numpy as np
+
+    try:
+        return np.load(path)
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{path}: cannot read a feature matrix (.npy) ({err})") from None
+
+
+def _set_threads(threads: Optional[int]) -> None:
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+
+
+def _refuse_changes(stored: TrainConfig, requested: TrainConfig, folder, way_forward: str) -> None:
+    changed = stored.differences(requested)
+    if changed:
+        raise ValueError(f"{folder}: holds a run with other settings ({'; '.join(changed)}); "
+                         f"the stored run is never reused for a different request: {way_forward}")
+
+
+def _source(path: str) -> str:
+    """What a request was made on: a registry name as given, any other path made absolute."""
+    from ictd_interp.io.pretrained import names
+
+    return path if path in names() else str(Path(path).resolve())
+
+
+def _analyze(path: str, out: str, force: bool = False) -> None:
+    from analyses.reports.write import analyze
+    from ictd_interp.training.run_folder import claim_output
+
+    claim_output(out, {"command": "analyze", "source": _source(path)}, force)
+    summary = analyze(path, out)
+    m = summary.metrics
+    weights = (f"cos(V, V*) per layer {[round(c, 3) for c in m.cos_V]}, signs (+,+,-) {m.signature_match}, "
+               if m.cos_V is not None else "most TD-like head's kernel correlation "
+               f"{summary.circuit.max_td_kernel_correlation:.3f}, ")
+    print(f"{out}/summary.md: {weights}MSVE {m.eval_msve:.4f} (theta* {m.theta_star_msve:.4f})")

@@ -1,0 +1,67 @@
+"""Every choice a config field accepts and every check configs share, each written once (torch-free)."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any
+
+FORMS = ("tsm", "dual")
+ATTENTIONS = ("softmax", "linear")
+MASKS = ("paper", "full")
+DTYPES = ("float32", "float64")
+FEATURE_KINDS = ("uniform", "onehot")
+FAMILIES = ("boyan", "loop", "random", "random-sparse")  # and gym:ENV_ID
+TERMINALS = ("restart", "absorbing")
+OBJECTIVE_NAMES = ("td", "neu", "mc", "supervised")  # ictd_interp.training.objectives.OBJECTIVES, by name
+ARCHITECTURES = ("stylised", "standard")  # the paper's model; a pre-LN transformer (docs/theory.md §10)
+OPTIMIZERS = ("adam", "adamw", "sgd")
+DEVICES = ("cpu", "cuda")
+ACT_FNS = ("gelu", "relu")
+
+
+def from_dict_strict(cls: type, data: dict[str, Any]):
+    """Build a dataclass from a dict, naming unknown keys instead of ignoring them."""
+    names = {f.name for f in fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise ValueError(f"{cls.__name__}: unknown field(s) {unknown}; known fields are {sorted(names)}")
+    return cls(**data)
+
+
+def dtype_name(value: Any) -> str:
+    """``"float64"`` from ``"float64"`` or ``torch.float64`` (the configs store the name, torch-free)."""
+    name = str(value).removeprefix("torch.")
+    check_choice("dtype", name, DTYPES)
+    return name
+
+
+def check_choice(name: str, value: Any, choices) -> None:
+    if value not in choices:
+        raise ValueError(f"{name}: must be one of {tuple(choices)}, got {value!r}")
+
+
+def check_gamma(gamma: Any, name: str = "gamma") -> float:
+    """The discount's range, [0, 1) (the one place it is checked); returns it as a float."""
+    if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not 0.0 <= gamma < 1.0:
+        raise ValueError(f"{name}: must be in [0, 1), got {gamma!r}")
+    return float(gamma)
+
+
+def check_positive_int(obj: Any, *names: str, least: int = 1) -> None:
+    """Each named field of ``obj`` is an integer >= ``least`` (a bool is not an integer here)."""
+    for name in names:
+        value = getattr(obj, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < least:
+            raise ValueError(f"{name}: must be an integer >= {least}, got {value!r}")
+
+
+def check_onehot(d: int, n_states: int, name: str = "d_features", where: str = "", advice: str = "") -> None:
+    """One-hot features put state ``s`` on axis ``s``: they need ``d >= n_states`` (the one place checked)."""
+    if d < n_states:
+        raise ValueError(f"{name}: one-hot features need {name} >= n_states ({d} < {n_states}{where}){advice}")
+
+
+def check_bool(obj: Any, *names: str) -> None:
+    for name in names:
+        if not isinstance(getattr(obj, name), bool):
+            raise ValueError(f"{name}: must be a bool, got {getattr(obj, name)!r}")

@@ -1,0 +1,69 @@
+"""The task distribution: which MRPs, how many states, which features, how long a context, which γ.
+
+One validated object (torch-free, so configs and ``--help`` stay light) used by training, evaluation,
+every analysis and ``ictd-interp evaluate``; ``sample`` draws a ``TaskBatch`` from it
+(docs/theory.md §1, §6). Families: ``boyan`` (the paper's randomized Boyan chains), ``loop``,
+``random``, ``random-sparse`` (a fresh MRP per task) and ``gym:ENV_ID`` (the MRP a uniform policy
+induces on a Gymnasium toy-text environment, e.g. ``gym:FrozenLake-v1``; one MRP, fresh features).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ictd_interp.config.fields import (
+    FAMILIES, FEATURE_KINDS, TERMINALS, check_choice, check_gamma, check_onehot, check_positive_int, from_dict_strict,
+)
+
+
+@dataclass(frozen=True)
+class TaskDistribution:
+    """Args:
+        family: boyan, loop, random, random-sparse or gym:ENV_ID.
+        n_states: states per MRP (a Gymnasium environment sets its own).
+        d_features: feature dimension d.
+        context_len: n, transitions in each prompt.
+        gamma: discount.
+        feature_kind: uniform (scale * U(-1, 1) per entry) or onehot (needs d_features >= states).
+        feature_scale: the softmax kernel's inverse temperature.
+        terminal: Gymnasium terminal transitions: restart (ergodic) or absorbing (episodic).
+    """
+
+    family: str = "boyan"
+    n_states: int = 10
+    d_features: int = 4
+    context_len: int = 30
+    gamma: float = 0.9
+    feature_kind: str = "uniform"
+    feature_scale: float = 1.0
+    terminal: str = "restart"
+
+    def __post_init__(self) -> None:
+        if self.family not in FAMILIES and not self.family.startswith("gym:"):
+            raise ValueError(f"family: must be one of {FAMILIES} or gym:ENV_ID (e.g. gym:FrozenLake-v1), "
+                             f"got {self.family!r}")
+        check_choice("feature_kind", self.feature_kind, FEATURE_KINDS)
+        check_choice("terminal", self.terminal, TERMINALS)
+        check_positive_int(self, "n_states", "d_features", "context_len")
+        if self.family == "boyan" and self.n_states < 2:
+            raise ValueError(f"n_states: a Boyan chain needs at least 2 states, got {self.n_states}")
+        object.__setattr__(self, "gamma", check_gamma(self.gamma))
+        if not self.feature_scale > 0:
+            raise ValueError(f"feature_scale: must be > 0, got {self.feature_scale!r}")
+        if not self.family.startswith("gym:"):
+            self.check_onehot(self.n_states)
+
+    def check_onehot(self, n_states: int) -> None:
+        """The one place that checks one-hot features fit: ``d_features >= n_states``."""
+        if self.feature_kind == "onehot":
+            check_onehot(self.d_features, n_states, where=f" states of {self.family}",
+                         advice="; use uniform features, more feature dimensions, or (ictd-interp evaluate) your "
+                                "own matrix with --features FILE.npy")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "TaskDistribution":
+        return from_dict_strict(cls, data)

@@ -1,0 +1,244 @@
+"""Pretraining configuration and its presets (SAELens style): the model's config and the task
+distribution nested in one validated dataclass, each setting declared once, where it belongs.
+
+On the command line every nested field is a flat flag (``--d-model``, ``--context-len``); ``flat_fields``
+lists them and ``TrainConfig.with_flat`` routes a flat setting to the config that holds it. Files written
+before the nesting (flat ``config.json`` of run folders, shipped ``card.json``) are read through
+``TrainConfig.from_dict``, which migrates them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Union
+
+from ictd_interp.config.fields import (
+    ARCHITECTURES, DEVICES, OBJECTIVE_NAMES, OPTIMIZERS, check_choice, check_positive_int, from_dict_strict,
+)
+from ictd_interp.config.model import ICTDConfig
+from ictd_interp.config.standard import StandardConfig
+from ictd_interp.config.tasks import TaskDistribution
+
+ModelConfig = Union[ICTDConfig, StandardConfig]
+MODEL_CONFIGS: dict[str, type] = {"stylised": ICTDConfig, "standard": StandardConfig}
+SHARED = ("d_features", "gamma")  # held by the model and the tasks: a flat setting sets both, they must agree
+
+
+@dataclass
+class TrainConfig:
+    """Multi-task pretraining on a family of MRPs (randomized Boyan chains by default; docs/theory.md §6).
+
+    Args:
+        model: the model's config: ICTDConfig (stylised: the residual stream is the prompt, theta* is a point of it) or StandardConfig (a pre-LN transformer with MLPs).
+        tasks: the task distribution trained and evaluated on.
+        objective: loss: td (semi-gradient TD), neu (norm of the expected update), mc (Monte-Carlo return) or supervised (true v_pi).
+        tasks_per_batch: B, fresh tasks per step.
+        windows_per_task: W, TD windows per task (W + 1 prompts share one forward pass).
+        steps: optimiser steps.
+        lr: learning rate.
+        weight_decay: weight decay of the optimiser.
+        optimizer: adam, adamw or sgd.
+        mc_horizon: truncation of the Monte-Carlo return (mc objective).
+        train_depths: tied models: LO:HI draws each step's depth from LO..HI (empty: always n_layers).
+        seed: seeds the training data (the flag --seed also seeds the model's initial weights).
+        eval_seed: seeds the fixed evaluation tasks (apart from training, so curves compare across runs).
+        n_eval_tasks: evaluation tasks.
+        eval_every: steps between evaluations (metrics.jsonl).
+        checkpoint_every: steps between checkpoints (resume points).
+        device: cpu or cuda.
+    """
+
+    model: ModelConfig = field(default_factory=lambda: ICTDConfig(d_features=4))
+    tasks: TaskDistribution = field(default_factory=TaskDistribution)
+    objective: str = "td"
+    tasks_per_batch: int = 64
+    windows_per_task: int = 16
+    steps: int = 4000
+    lr: float = 1e-3
+    weight_decay: float = 1e-6
+    optimizer: str = "adam"
+    mc_horizon: int = 40
+    train_depths: str = ""
+    seed: int = 0
+    eval_seed: int = 20260529
+    n_eval_tasks: int = 256
+    eval_every: int = 250
+    checkpoint_every: int = 1000
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.model, (ICTDConfig, StandardConfig)):
+            raise ValueError(f"model: must be an ICTDConfig or a StandardConfig, got {type(self.model).__name__}")
+        if not isinstance(self.tasks, TaskDistribution):
+            raise ValueError(f"tasks: must be a TaskDistribution, got {type(self.tasks).__name__}")
+        for name in SHARED:
+            if getattr(self.model, name) != getattr(self.tasks, name):
+                raise ValueError(f"{name}: the model has {getattr(self.model, name)!r}, the tasks "
+                                 f"{getattr(self.tasks, name)!r}; they must agree")
+        check_choice("objective", self.objective, OBJECTIVE_NAMES)
+        check_choice("optimizer", self.optimizer, OPTIMIZERS)
+        check_choice("device", self.device, DEVICES)
+        check_positive_int(self, "tasks_per_batch", "windows_per_task", "n_eval_tasks", "eval_every",
+                           "checkpoint_every")
+        check_positive_int(self, "steps", least=0)
+        if not self.lr > 0 or not self.weight_decay >= 0:
+            raise ValueError(f"lr must be > 0 and weight_decay >= 0, got lr={self.lr}, weight_decay={self.weight_decay}")
+        if self.objective == "mc" and self.mc_horizon < 1:
+            raise ValueError(f"mc_horizon: the mc objective needs a horizon >= 1, got {self.mc_horizon}")
+        if self.train_depths:
+            self.depth_range  # noqa: B018 (parsing validates)
+            if not self.model.tied or getattr(self.model, "mask", "paper") != "paper":
+                raise ValueError("train_depths: needs tied weights (and, for the stylised model, the paper mask): "
+                                 "one layer run at any depth")
+        positions = self.tasks.context_len + 1
+        if self.architecture == "standard" and self.model.pos_embed and self.model.n_ctx < positions:
+            raise ValueError(f"n_ctx: the positional embedding covers {self.model.n_ctx} positions but the prompts "
+                             f"hold {positions} (context_len + 1); set --n-ctx {positions} or more")
+
+    @property
+    def architecture(self) -> str:
+        return self.model.architecture
+
+    @property
+    def depth_range(self) -> tuple[int, int] | None:
+        """``(lo, hi)`` parsed from ``train_depths``, or None."""
+        if not self.train_depths:
+            return None
+        try:
+            lo, hi = (int(part) for part in self.train_depths.split(":"))
+        except ValueError:
+            raise ValueError(f"train_depths: expected LO:HI such as '1:6', got {self.train_depths!r}") from None
+        if not 1 <= lo <= hi:
+            raise ValueError(f"train_depths: need 1 <= LO <= HI, got {self.train_depths!r}")
+        return lo, hi
+
+    def with_flat(self, **settings: Any) -> "TrainConfig":
+        """A copy with flat settings (``d_model=64``, ``context_len=100``, ``architecture="standard"``) routed
+        to the config that holds each; a setting of the other architecture is an error, never ignored."""
+        unknown = sorted(set(settings) - set(flat_fields()))
+        if unknown:
+            raise ValueError(f"TrainConfig: unknown setting(s) {unknown}; known settings are {sorted(flat_fields())}")
+        model = self.model
+        if settings.get("architecture", self.architecture) != self.architecture:
+            check_choice("architecture", settings["architecture"], ARCHITECTURES)
+            common = {f.name for f in fields(ICTDConfig)} & {f.name for f in fields(StandardConfig)}
+            model = MODEL_CONFIGS[settings["architecture"]](**{k: getattr(model, k) for k in common})
+        model_fields = {f.name for f in fields(model)}
+        foreign = sorted(k for k in settings if k not in model_fields and k in _model_only())
+        if foreign:
+            other = "standard" if model.architecture == "stylised" else "stylised"
+            raise ValueError(f"{', '.join(foreign)}: not a setting of the {model.architecture} architecture "
+                             f"(choose --architecture {other})")
+        own = {k: v for k, v in settings.items() if k in _own_fields()}
+        model = replace(model, **{k: v for k, v in settings.items() if k in model_fields})
+        tasks = replace(self.tasks, **{k: v for k, v in settings.items() if k in _task_fields()})
+        return replace(self, model=model, tasks=tasks, **own)
+
+    def to_dict(self) -> dict[str, Any]:
+        own = {name: getattr(self, name) for name in sorted(_own_fields(), key=list(FIELD_ORDER).index)}
+        return {"architecture": self.architecture, "model": self.model.to_dict(), "tasks": self.tasks.to_dict(), **own}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "TrainConfig":
+        """Inverse of ``to_dict``; a flat dict of the layout before the nesting (run folders and cards
+        written by earlier releases) is migrated: ``migrate_flat``."""
+        if "model" not in data:
+            data = migrate_flat(data)
+        data = dict(data)
+        architecture = data.pop("architecture", "stylised")
+        check_choice("architecture", architecture, ARCHITECTURES)
+        model = MODEL_CONFIGS[architecture].from_dict(data.pop("model"))
+        tasks = TaskDistribution.from_dict(data.pop("tasks"))
+        return from_dict_strict(cls, {**data, "model": model, "tasks": tasks})
+
+    def differences(self, other: "TrainConfig") -> list[str]:
+        """``field: mine -> other`` for every setting that differs, nested ones by their path (``model.d_model``)."""
+        mine, theirs = _paths(self.to_dict()), _paths(other.to_dict())
+        return [f"{k}: {mine.get(k)!r} -> {theirs.get(k)!r}" for k in sorted(set(mine) | set(theirs))
+                if mine.get(k) != theirs.get(k)]
+
+    @classmethod
+    def from_flat(cls, **settings: Any) -> "TrainConfig":
+        """The defaults with flat settings applied, as the command line takes them: ``from_flat(tied=True,
+        context_len=50, architecture="standard")``."""
+        return cls().with_flat(**settings)
+
+    @classmethod
+    def from_preset(cls, name: str, **settings: Any) -> "TrainConfig":
+        """A preset with flat ``settings`` applied (``with_flat``)."""
+        if name not in PRESETS:
+            raise ValueError(f"preset: unknown preset {name!r}; choose from {sorted(PRESETS)}")
+        return PRESETS[name].with_flat(**settings)
+
+
+FIELD_ORDER = {f.name: i for i, f in enumerate(fields(TrainConfig))}
+
+
+def migrate_flat(data: dict[str, Any]) -> dict[str, Any]:
+    """The nested layout of a flat ``TrainConfig`` dict written before the nesting: each setting moved to the
+    config that holds it; the standard model's ``init_scale`` was its ``init_range`` and its ``n_ctx`` was
+    ``context_len + 1``; settings of the other architecture (written at their defaults) are dropped."""
+    data = dict(data)
+    architecture = data.pop("architecture", "stylised")
+    check_choice("architecture", architecture, ARCHITECTURES)
+    model_cls = MODEL_CONFIGS[architecture]
+    if architecture == "standard":
+        data["init_range"] = data.pop("init_scale", 0.1)
+        data["n_ctx"] = data.get("context_len", TaskDistribution.context_len) + 1
+    model_fields, task_fields = {f.name for f in fields(model_cls)}, _task_fields()
+    model = {k: data[k] for k in model_fields if k in data}
+    tasks = {k: data[k] for k in task_fields if k in data}
+    rest = {k: v for k, v in data.items() if k not in model_fields | task_fields | _model_only()}
+    if "seed" in data:
+        rest["seed"] = data["seed"]
+    return {"architecture": architecture, "model": model, "tasks": tasks, **rest}
+
+
+def flat_fields() -> dict[str, str]:
+    """Every flat setting, in declaration order, and where it lives: ``"architecture"``, ``"model"`` (either
+    architecture's config), ``"tasks"`` (``d_features`` and ``gamma`` set the model's too) or ``"train"``
+    (``seed`` seeds the model's weights too)."""
+    names = {"architecture": "architecture"}
+    for cls in MODEL_CONFIGS.values():
+        names |= {f.name: "model" for f in fields(cls) if f.name in _model_only() and f.name not in names}
+    names |= {f.name: "tasks" for f in fields(TaskDistribution)}
+    names |= {f.name: "train" for f in fields(TrainConfig) if f.name in _own_fields()}
+    return names
+
+
+def _own_fields() -> set[str]:
+    return {f.name for f in fields(TrainConfig)} - {"model", "tasks"}
+
+
+def _task_fields() -> set[str]:
+    return {f.name for f in fields(TaskDistribution)}
+
+
+def _model_only() -> set[str]:
+    return {f.name for cls in MODEL_CONFIGS.values() for f in fields(cls)} - _task_fields() - {"seed"}
+
+
+def _paths(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out |= _paths(value, f"{prefix}{key}.")
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+PRESETS: dict[str, TrainConfig] = {
+    # README main command: tied weights reach theta*'s signature within minutes on 2 CPU cores.
+    "quick": TrainConfig(model=ICTDConfig(d_features=4, tied=True), steps=3000, lr=3e-3, eval_every=250,
+                         checkpoint_every=1000, n_eval_tasks=256),
+    # The predecessor's scale with per-layer weights and a long run.
+    "paper": TrainConfig(steps=30000, eval_every=1000, checkpoint_every=5000),
+    # One layer's weights shared across depth, as the predecessor's default mode, run long.
+    "tied": TrainConfig(model=ICTDConfig(d_features=4, tied=True), steps=20000, eval_every=1000, checkpoint_every=5000),
+    # The standard architecture (docs/theory.md §10): minutes on 2 CPU cores, and a longer run.
+    "standard-quick": TrainConfig(model=StandardConfig(d_features=4, n_ctx=31), steps=3000, lr=1e-3,
+                                  tasks_per_batch=16, eval_every=250, checkpoint_every=1000),
+    "standard": TrainConfig(model=StandardConfig(d_features=4, n_ctx=31), steps=20000, lr=1e-3, eval_every=1000,
+                            checkpoint_every=5000),
+}

@@ -1,0 +1,58 @@
+"""Pretrained models shipped with the package, by name (``from_pretrained("quick-td-s0")``).
+
+Each lives in ``ictd_interp/pretrained/<name>/``: the checkpoint (``model.safetensors`` and its
+header ``config.json``), its training curves (``metrics.jsonl``) and ``card.json``, its provenance: the command that trained it, its full
+``TrainConfig``, the training metrics at the end, and its ``fingerprint``: what decides the bits of a CPU
+run (``provenance.fingerprint``: torch, MKL and oneDNN versions, thread count, CPU model and the
+instruction-set flags the kernels dispatch on). Re-running the command on a machine with the same
+fingerprint reproduces the weights bit for bit; on any other machine within ``cross_machine_rtol`` of the
+largest weight (``ictd_interp.training.retraining``; measured in docs/theory.md §11).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from pathlib import Path
+from typing import Any, Union
+
+from ictd_interp.io.checkpoint import CheckpointNotFoundError
+
+PRETRAINED_DIR = Path(__file__).parent.parent / "pretrained"  # ictd_interp/pretrained/<name>/
+CARD = "card.json"
+PREFIX = "prefix.safetensors"  # the weights after the card's ``prefix_steps``, for a quick retrain check
+HEADLINE = ("eval_msve", "theta_star_msve", "cos_A", "cos_V", "signature_match")
+
+
+def names() -> list[str]:
+    return sorted(p.parent.name for p in PRETRAINED_DIR.glob(f"*/{CARD}"))
+
+
+def card(name: str) -> dict[str, Any]:
+    return json.loads((pretrained_path(name) / CARD).read_text())
+
+
+def list_pretrained() -> list[dict[str, Any]]:
+    """Every shipped model: name, one-line description, headline metrics and the training command."""
+    out = []
+    for name in names():
+        c = card(name)
+        out.append({"name": name, "description": c["description"], "command": c["command"],
+                    **{k: c["final_metrics"].get(k) for k in HEADLINE}})  # None: not measured for that architecture
+    return out
+
+
+def pretrained_path(name: str) -> Path:
+    folder = PRETRAINED_DIR / name
+    if not (folder / CARD).exists():
+        known = names()
+        close = difflib.get_close_matches(name, known, n=3)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise CheckpointNotFoundError(f"{name}: no such pretrained model or path.{hint} Known models: {', '.join(known)}")
+    return folder
+
+
+def resolve(name_or_path: Union[str, Path]) -> Path:
+    """A path that exists is used as it is; anything else must be a registry name."""
+    path = Path(name_or_path)
+    return path if path.exists() else pretrained_path(str(name_or_path))

@@ -1,0 +1,17 @@
+"""The hooked models: the stylised ICTD transformer (``ictd``), the standard pre-LN transformer
+(``standard``), the hand-built weights θ* (``construction``) and the masks training keeps, the
+TransformerLens surface both share (``tl_surface``, one ``from_pretrained``), weight processing, the
+architecture registry (``architectures``, a leaf each class registers in) and checkpoint loading
+(``loading``). Imports ``config``, ``io`` and ``tasks``.
+
+Importing this package registers both classes, so ``load_checkpoint`` and ``build_model`` find either.
+"""
+
+from ictd_interp.models.architectures import ICTDModel, build_model, is_stylised
+from ictd_interp.models.construction import theta_star
+from ictd_interp.models.ictd import HookedICTDTransformer
+from ictd_interp.models.loading import Checkpoint, load_checkpoint
+from ictd_interp.models.standard import HookedStandardTransformer
+
+__all__ = ["Checkpoint", "HookedICTDTransformer", "HookedStandardTransformer", "ICTDModel", "build_model",
+           "is_stylised", "load_checkpoint", "theta_star"]

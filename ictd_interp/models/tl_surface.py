@@ -1,0 +1,190 @@
+"""What TransformerLens's utilities read from a model, for ``HookedICTDTransformer``.
+
+TransformerLens 4's ``model_protocol.TransformerLensModelWithWeights`` is the structural surface its
+utilities accept (``cfg``, ``run_with_cache``/``run_with_hooks``, ``blocks``, ``ln_final``,
+``accumulated_bias``, ``to_tokens``, ``tokens_to_residual_directions``); HookedTransformer's stacked
+weights (``W_Q`` ... ``QK``, ``OV``) and ``all_composition_scores`` come with it. Our "tokens" are
+continuous prompts ``[batch, pos, d_model]`` and the single read-out is the current-value row.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+from typing import Optional
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+from transformer_lens.FactoredMatrix import FactoredMatrix
+
+from ictd_interp.config.fields import check_choice, dtype_name
+from ictd_interp.io.checkpoint import read_checkpoint
+from ictd_interp.io.pretrained import resolve
+from ictd_interp.models.loading import model_from
+from ictd_interp.models.weight_processing import process_weights_
+
+try:  # TransformerLens 4
+    from transformer_lens.utilities import composition_scores
+except ImportError:  # TransformerLens 3.x
+    from transformer_lens.utils import composition_scores
+
+
+# TransformerLens's ``patching.get_act_patch_*`` read the position count from the input's last axis
+# (token ids ``[batch, pos]``); ICTD prompts are ``[batch, pos, d_model]``, so called directly they
+# would sweep ``d_model`` positions and return a silently wrong table. ``hooks.tl_patching`` builds the
+# right index and runs them inside ``token_patching_allowed``; anywhere else they are refused.
+_TOKEN_PATCHING = contextvars.ContextVar("ictd_token_patching", default=False)
+PATCHING_MESSAGE = (
+    "transformer_lens.patching reads the number of positions from the input's last axis (token ids "
+    "[batch, pos]); ICTD prompts are [batch, pos, d_model], so it would sweep d_model = {d} 'positions' "
+    "instead of {n}. Call it through hooks.tl_patching(patch_fn, model, corrupted, clean_cache, metric), "
+    "which passes the right index and returns the table shaped by its axes.")
+
+
+@contextlib.contextmanager
+def token_patching_allowed():
+    token = _TOKEN_PATCHING.set(True)
+    try:
+        yield
+    finally:
+        _TOKEN_PATCHING.reset(token)
+
+
+def _from_tl_patching(fn) -> bool:
+    inner = fn.func if isinstance(fn, functools.partial) else fn
+    return getattr(inner, "__module__", "") == "transformer_lens.patching"
+
+
+class Circuits:
+    """``QK = W_Q W_K^T`` and ``OV = W_V W_O`` as ``FactoredMatrix`` views, for one layer (``[head, ...]``)
+    or the whole model (``[layer, head, ...]``): score = ``z_query^T QK z_key`` (``A^T``), written
+    vector = ``z_source^T OV`` (``V^T``, before any shift)."""
+
+    @property
+    def QK(self) -> FactoredMatrix:
+        return FactoredMatrix(self.W_Q, self.W_K.transpose(-1, -2))
+
+    @property
+    def OV(self) -> FactoredMatrix:
+        return FactoredMatrix(self.W_V, self.W_O)
+
+
+RETURN_TYPES = ("values", "query", "query_sum")  # what ``forward`` returns: every position's value, the query's, their sum
+
+
+def check_return_type(return_type: str) -> None:
+    check_choice("return_type", return_type, RETURN_TYPES)
+
+
+def select_return(values: Float[Tensor, "batch pos"], return_type: str) -> Tensor:
+    """``forward``'s output for ``return_type`` from the value row."""
+    if return_type == "values":
+        return values
+    return values[:, -1] if return_type == "query" else values[:, -1].sum()
+
+
+class TransformerLensSurface(Circuits):
+    """Mixin for both ICTD model classes: needs ``cfg``, ``blocks`` (each with ``attn``, and ``mlp``
+    where present), ``ln_final``, ``check_prompt`` and ``readout_direction()``."""
+
+    def _stack(self, name: str) -> Tensor:
+        return torch.stack([getattr(b.attn, name) for b in self.blocks])
+
+    @property
+    def W_Q(self) -> Float[Tensor, "layer head d_model d_head"]:
+        return self._stack("W_Q")
+
+    @property
+    def W_K(self) -> Float[Tensor, "layer head d_model d_head"]:
+        return self._stack("W_K")
+
+    @property
+    def W_V(self) -> Float[Tensor, "layer head d_model d_head"]:
+        return self._stack("W_V")
+
+    @property
+    def W_O(self) -> Float[Tensor, "layer head d_head d_model"]:
+        return self._stack("W_O")
+
+    def all_composition_scores(self, mode: str) -> Float[Tensor, "layer head layer head"]:
+        """``||OV_{l,h} R_{l',h'}||_F / (||OV|| ||R||)`` for every earlier ``l`` and later ``l'``, where
+        ``R`` is the QK circuit (``mode="Q"``), its transpose (``"K"``) or the OV circuit (``"V"``);
+        zero where ``l >= l'`` (as HookedTransformer)."""
+        rights = {"Q": lambda: self.QK, "K": lambda: self.QK.T, "V": lambda: self.OV}
+        if mode not in rights:
+            raise ValueError(f"mode: must be one of {tuple(rights)}, got {mode!r}")
+        scores = composition_scores(self.OV, rights[mode](), broadcast_dims=True)
+        layers = torch.arange(self.cfg.n_layers, device=scores.device)
+        earlier = layers[:, None, None, None] < layers[None, None, :, None]
+        return torch.where(earlier, scores, torch.zeros_like(scores))
+
+    def accumulated_bias(self, layer: int, mlp_input: bool = False, include_mlp_biases: bool = True) -> Tensor:
+        """Sum of the output biases written before ``layer`` (as HookedTransformer's): each attention's
+        ``b_O`` and, with ``include_mlp_biases``, each MLP's ``b_out``; ``mlp_input`` adds layer
+        ``layer``'s attention bias. The stylised model has no biases (zeros)."""
+        param = next(self.parameters())
+        bias = torch.zeros(self.cfg.d_model, dtype=param.dtype, device=param.device)
+        for block in self.blocks[:layer]:
+            bias = bias + block.attn.b_O
+            if include_mlp_biases and hasattr(block, "mlp"):
+                bias = bias + block.mlp.b_out
+        return bias + self.blocks[layer].attn.b_O if mlp_input else bias
+
+    def run_with_hooks(self, *model_args, fwd_hooks=(), bwd_hooks=(), **kwargs):
+        """``HookedRootModule.run_with_hooks``, refusing TransformerLens's token patching called directly
+        (``PATCHING_MESSAGE``)."""
+        if not _TOKEN_PATCHING.get() and any(_from_tl_patching(fn) for _, fn in fwd_hooks):
+            prompt = model_args[0] if model_args else kwargs.get("input")
+            raise ValueError(PATCHING_MESSAGE.format(d=prompt.shape[-1], n=prompt.shape[1]))
+        return super().run_with_hooks(*model_args, fwd_hooks=list(fwd_hooks), bwd_hooks=list(bwd_hooks), **kwargs)
+
+    def to_tokens(self, prompt: Tensor, *args, **kwargs) -> Tensor:
+        """Continuous prompts are the model's tokens: validated and copied, ``[batch, pos, d_prompt]``."""
+        return self.check_prompt(prompt)
+
+    def tokens_to_residual_directions(self, tokens: Optional[Tensor] = None) -> Float[Tensor, "d_model"]:
+        """The direction the value read-out takes from the (final) residual stream. Behind a final LayerNorm
+        this is TransformerLens's convention: exact for direct attribution once the LayerNorm is folded
+        (``from_pretrained(..., fold_ln=True)``), as with HookedTransformer."""
+        return self.readout_direction()
+
+    def to_single_token(self, string: str) -> int:
+        raise ValueError("to_single_token: ICTD prompts are continuous (no vocabulary); build prompts with "
+                         "ictd_interp.build_prompt or sample_tasks(...).prompt")
+
+    @property
+    def config(self):
+        """``cfg`` under the name pyvene reads."""
+        return self.cfg
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    def _apply(self, fn, *args, **kwargs):
+        """Keep ``cfg.device`` and ``cfg.dtype`` in sync with the weights (TransformerLens utilities read
+        them); the model owns its ``cfg`` (a copy made at construction), so no caller's object changes."""
+        out = super()._apply(fn, *args, **kwargs)
+        param = next(self.parameters())
+        self.cfg.device = str(param.device)
+        if param.dtype in (torch.float32, torch.float64):
+            self.cfg.dtype = str(param.dtype).removeprefix("torch.")
+        return out
+
+    @classmethod
+    def from_pretrained(cls, name_or_path, device: Optional[str] = None, dtype=None, fold_ln: bool = False,
+                        center_writing_weights: bool = False, fold_value_biases: bool = False):
+        """A shipped model by name (``ictd_interp.list_pretrained()``) or a checkpoint folder written by
+        ``ictd_interp.save_checkpoint``, in eval mode; ``dtype`` (``"float64"`` or ``torch.float64``)
+        converts the weights and the config together. ``fold_ln``, ``center_writing_weights`` and
+        ``fold_value_biases`` process the weights as TransformerLens's ``from_pretrained`` does (outputs
+        unchanged; ``ictd_interp.models.weight_processing``): the stylised model has no LayerNorm and no biases,
+        so for it they change nothing. One implementation for both model classes."""
+        model = model_from(read_checkpoint(resolve(name_or_path)), expected=cls)
+        if dtype is not None:
+            model = model.to(getattr(torch, dtype_name(dtype)))
+        if model.cfg.architecture == "standard" and (fold_ln or center_writing_weights or fold_value_biases):
+            process_weights_(model, fold_ln, center_writing_weights, fold_value_biases)
+        return model if device is None else model.to(device)

@@ -1,0 +1,16 @@
+"""The data a model reads: MRP -> trajectory -> features -> prompt, and task batches drawn from a
+``TaskDistribution``. Imports ``ictd_interp.config`` only.
+
+``mrp`` (Markov reward processes, Boyan chains, their communicating classes), ``sources`` (loop,
+random and Gymnasium MRPs), ``trajectory`` (sampling), ``features``, ``prompt`` (the prompt layout and
+its shift), ``sampling`` (``TaskBatch``, ``sample_tasks``, ``sample_from``).
+"""
+
+from ictd_interp.tasks.features import make_features
+from ictd_interp.tasks.mrp import MRP, boyan_chain, boyan_chains
+from ictd_interp.tasks.prompt import PromptLayout, build_prompt, context_inputs
+from ictd_interp.tasks.sampling import TaskBatch, sample_from, sample_tasks
+from ictd_interp.tasks.trajectory import sample_trajectories
+
+__all__ = ["MRP", "PromptLayout", "TaskBatch", "boyan_chain", "boyan_chains", "build_prompt", "context_inputs",
+           "make_features", "sample_from", "sample_tasks", "sample_trajectories"]

@@ -1,0 +1,127 @@
+"""A batch of in-context tasks: MRP -> features -> trajectory -> prompt, in one seeded call.
+
+This is the unit that training, evaluation and every analysis consume, so that a figure, a
+metric and a training curve all see contexts built the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property, lru_cache
+from typing import Optional
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from ictd_interp.tasks.features import make_features
+from ictd_interp.tasks.mrp import MRP, boyan_chains, resolve_generator
+from ictd_interp.tasks.sources import from_gymnasium, loop_mrps, random_mrps
+from ictd_interp.tasks.prompt import build_prompt, context_inputs
+from ictd_interp.config.tasks import TaskDistribution
+from ictd_interp.tasks.trajectory import sample_trajectories
+
+
+@dataclass
+class TaskBatch:
+    """``B`` tasks with one trajectory each; ``prompt`` is built from ``S_0..S_n``. The derived
+    tensors are computed on first use and kept (analyses read them many times)."""
+
+    mrp: MRP
+    features: Float[Tensor, "batch state d_feat"]
+    states: Int[Tensor, "batch pos"]
+
+    @cached_property
+    def _inputs(self) -> tuple[Tensor, Tensor]:
+        return context_inputs(self.features, self.mrp.r, self.states)
+
+    @property
+    def x(self) -> Float[Tensor, "batch pos d_feat"]:
+        return self._inputs[0]
+
+    @property
+    def rewards(self) -> Float[Tensor, "batch key_pos"]:
+        return self._inputs[1]
+
+    @cached_property
+    def prompt(self) -> Float[Tensor, "batch pos d_model"]:
+        return build_prompt(self.x, self.rewards)
+
+    @cached_property
+    def v_true(self) -> Float[Tensor, "batch pos"]:
+        """``v_pi(S_j)`` at every context position."""
+        return torch.gather(self.mrp.v_pi, 1, self.states)
+
+    def __len__(self) -> int:
+        return self.states.shape[0]
+
+    def __getitem__(self, index) -> "TaskBatch":
+        """A subset of the tasks (``tasks[:64]``)."""
+        return TaskBatch(self.mrp[index], self.features[index], self.states[index])
+
+
+def sample_tasks(
+    n_tasks: int,
+    n_states: int,
+    d: int,
+    n: int,
+    gamma: float = 0.9,
+    *,
+    feature_kind: str = "uniform",
+    feature_scale: float = 1.0,
+    seed: Optional[int] = None,
+    generator: Optional[torch.Generator] = None,
+    mrp: Optional[MRP] = None,
+) -> TaskBatch:
+    """Fresh Boyan chains (or the given ``mrp``, batched or shared) with fresh features and a
+    trajectory of length ``n`` each."""
+    gen = resolve_generator(seed, generator)
+    mrp = boyan_chains(n_tasks, n_states, gamma, gen) if mrp is None else _batched(mrp, n_tasks)
+    features = make_features(mrp.n_states, d, feature_kind, feature_scale, generator=gen, batch=n_tasks)
+    return TaskBatch(mrp, features, sample_trajectories(mrp, n, generator=gen))
+
+
+def family_mrps(dist: TaskDistribution, n_tasks: int, generator: torch.Generator) -> MRP:
+    """The MRPs of a distribution's family: a fresh one per task, or a Gymnasium environment's one."""
+    if dist.family.startswith("gym:"):
+        return gym_mrp(dist.family[4:], dist.gamma, dist.terminal)
+    makers = {"boyan": lambda: boyan_chains(n_tasks, dist.n_states, dist.gamma, generator),
+              "loop": lambda: loop_mrps(n_tasks, dist.n_states, dist.gamma, generator=generator),
+              "random": lambda: random_mrps(n_tasks, dist.n_states, dist.gamma, generator=generator),
+              "random-sparse": lambda: random_mrps(n_tasks, dist.n_states, dist.gamma, density=0.2,
+                                                   generator=generator)}
+    return makers[dist.family]()
+
+
+@lru_cache(maxsize=8)
+def gym_mrp(env_id: str, gamma: float, terminal: str) -> MRP:
+    """A Gymnasium environment's MRP, built once per process (it enumerates the transition table)."""
+    return from_gymnasium(env_id, gamma=gamma, terminal=terminal)
+
+
+def sample_from(dist: TaskDistribution, n_tasks: int, *, seed: Optional[int] = None,
+                generator: Optional[torch.Generator] = None, length: Optional[int] = None,
+                features: Optional[Tensor] = None) -> TaskBatch:
+    """``n_tasks`` tasks drawn from ``dist``, one trajectory of ``length`` transitions each (default
+    ``context_len``): the family's MRPs, then ``sample_tasks`` on them (for Boyan chains this draws exactly
+    what ``sample_tasks`` alone draws from the same generator); ``features`` (``[n_states, d]``) replaces
+    the random features."""
+    gen = resolve_generator(seed, generator)
+    mrp = family_mrps(dist, n_tasks, gen)
+    dist.check_onehot(mrp.n_states)
+    n = dist.context_len if length is None else length
+    if features is None:
+        return sample_tasks(n_tasks, mrp.n_states, dist.d_features, n, dist.gamma, feature_kind=dist.feature_kind,
+                            feature_scale=dist.feature_scale, generator=gen, mrp=mrp)
+    X = torch.as_tensor(features, dtype=torch.float64)
+    if tuple(X.shape) != (mrp.n_states, dist.d_features):
+        raise ValueError(f"features: expected shape {(mrp.n_states, dist.d_features)} (states x d_features), "
+                         f"got {tuple(X.shape)}")
+    batched = _batched(mrp, n_tasks)
+    return TaskBatch(batched, X.expand(n_tasks, -1, -1), sample_trajectories(batched, n, generator=gen))
+
+
+def _batched(mrp: MRP, n_tasks: int) -> MRP:
+    if len(mrp.batch_shape):
+        return mrp
+    return MRP(mrp.P.expand(n_tasks, -1, -1), mrp.r.expand(n_tasks, -1), mrp.mu0.expand(n_tasks, -1), mrp.gamma)

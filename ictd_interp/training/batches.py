@@ -1,0 +1,79 @@
+"""Training batches: ``B`` fresh tasks, one trajectory of length ``n + W`` each, and all ``W + 1``
+sliding-window prompts built at once (docs/theory.md §6), so the windows share one forward pass.
+
+Window ``t`` is the prompt of ``S_t .. S_{t+n}``; its query is ``S_{t+n}``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from ictd_interp.tasks.prompt import PromptLayout
+from ictd_interp.config.tasks import TaskDistribution
+from ictd_interp.tasks.sampling import TaskBatch, sample_from
+
+
+@dataclass
+class WindowBatch:
+    """Prompts ``[tasks * (W+1), n+1, d+3]`` (task-major) and per-window query quantities."""
+
+    prompts: Float[Tensor, "batch pos d_model"]
+    query_reward: Float[Tensor, "task window"]  # r(S_{t+n}) = R_{t+n+1}
+    query_value: Float[Tensor, "task window"]  # v_pi(S_{t+n}), the supervised oracle target
+    query_return: Float[Tensor, "task window"]  # truncated discounted return from S_{t+n}
+    n_windows: int
+
+    def select_tasks(self, index: slice) -> "WindowBatch":
+        """The windows of a subset of the tasks."""
+        w = self.n_windows
+        prompts = self.prompts.view(-1, w, *self.prompts.shape[1:])[index].flatten(0, 1)
+        return WindowBatch(prompts, self.query_reward[index], self.query_value[index],
+                           self.query_return[index], w)
+
+    def to(self, device: torch.device | str, dtype: torch.dtype) -> "WindowBatch":
+        move = lambda t: t.to(device=device, dtype=dtype)  # noqa: E731
+        return WindowBatch(move(self.prompts), move(self.query_reward), move(self.query_value),
+                           move(self.query_return), self.n_windows)
+
+
+def sliding_windows(tasks: TaskBatch, n: int) -> Float[Tensor, "batch pos d_model"]:
+    """Every window of ``n + 1`` consecutive positions of each task's trajectory, as prompts: the
+    ``build_prompt`` layout written straight into one buffer (the windows overlap, so building each
+    window's prompt separately would copy every column ``n + 1`` times; generated data needs no
+    validation)."""
+    x, rewards = tasks.x, tasks.rewards
+    n_windows, lay = x.shape[1] - n, PromptLayout(x.shape[-1])
+    prompts = x.new_zeros(x.shape[0], n_windows, n + 1, lay.d_model)
+    prompts[..., lay.features] = x.unfold(1, n + 1, 1).transpose(-1, -2)  # [task, window, n+1, d]
+    prompts[..., :n, lay.reward] = rewards.unfold(1, n, 1)[:, :n_windows]  # the query's reward stays 0
+    return prompts.flatten(0, 1)
+
+
+def discounted_returns(rewards: Float[Tensor, "task time"], gamma: float, horizon: int) -> Float[Tensor, "task window"]:
+    """``sum_{h < H} gamma^h R_{t+1+h}`` for every start ``t`` that has ``H`` rewards after it."""
+    discounts = gamma ** torch.arange(horizon, dtype=rewards.dtype)
+    return rewards.unfold(1, horizon, 1) @ discounts
+
+
+def window_batch(dist: TaskDistribution, n_tasks: int, n_windows: int, *, generator: torch.Generator,
+                 mc_horizon: int = 0) -> WindowBatch:
+    """Draw a training batch from ``dist`` (windows of ``dist.context_len`` transitions); ``mc_horizon > 0``
+    extends the trajectories for Monte-Carlo returns."""
+    n, gamma = dist.context_len, dist.gamma
+    tasks = sample_from(dist, n_tasks, generator=generator, length=n + n_windows - 1 + mc_horizon)
+    query_states = tasks.states[:, n : n + n_windows]
+    reward_of = lambda s: torch.gather(tasks.mrp.r, 1, s)  # noqa: E731
+    returns = (discounted_returns(reward_of(tasks.states[:, n:-1]), gamma, mc_horizon)[:, :n_windows]
+               if mc_horizon > 0 else torch.zeros_like(query_states, dtype=torch.float64))
+    trimmed = TaskBatch(tasks.mrp, tasks.features, tasks.states[:, : n + n_windows])
+    return WindowBatch(
+        prompts=sliding_windows(trimmed, n),
+        query_reward=reward_of(query_states),
+        query_value=torch.gather(tasks.mrp.v_pi, 1, query_states),
+        query_return=returns,
+        n_windows=n_windows,
+    )

@@ -1,0 +1,84 @@
+"""The fixed evaluation set of a run and the metrics logged along training (docs/theory.md §7)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Optional
+
+import torch
+from torch import Tensor
+
+from ictd_interp.tasks.sampling import sample_from
+from ictd_interp.reference.metrics import diagonality_by_layer, value_signature, weight_cosines
+from ictd_interp.models.architectures import ICTDModel, is_stylised
+from ictd_interp.models.construction import SIGNATURE_INPUTS
+from ictd_interp.models.ictd import HookedICTDTransformer
+from ictd_interp.tasks.sampling import TaskBatch
+from ictd_interp.models.hook_names import ends_with
+
+
+@dataclass
+class EvalSet:
+    """Evaluation tasks seeded apart from training, and theta*'s error on them as the yardstick."""
+
+    tasks: TaskBatch
+    theta_star_msve: float
+
+    @classmethod
+    def build(cls, config) -> "EvalSet":
+        tasks = sample_from(config.tasks, config.n_eval_tasks, seed=config.eval_seed)
+        star = HookedICTDTransformer.from_theta_star(config.model).to(config.device)
+        return cls(tasks, msve(star, tasks))
+
+
+@torch.no_grad()
+def msve(model: ICTDModel, tasks: TaskBatch) -> float:
+    """Mean squared value error of the value row against ``v_pi`` over every context position."""
+    return value_msve(model(tasks.prompt.to(model.device)), tasks)
+
+
+def value_msve(values: Tensor, tasks: TaskBatch) -> float:
+    """MSVE of a value row ``[batch, pos]`` against ``v_pi`` (the one definition every report uses)."""
+    return float((values.double().cpu() - tasks.v_true).pow(2).mean())
+
+
+PER_LAYER = {"per_layer": True}  # a list indexed by layer (how reports tabulate it)
+
+
+@dataclass(frozen=True)
+class EvalMetrics:
+    """The metrics logged along training (docs/theory.md §7). The weight probes against θ* (``cos_A``,
+    ``cos_V``, ``signature``, ``signature_match``: per layer) exist only for the stylised model."""
+
+    eval_msve: float
+    theta_star_msve: float
+    kernel_diagonality_mean: float
+    kernel_diagonality_heads: Optional[list[list[float]]] = field(default=None, metadata=PER_LAYER)  # [layer][head]
+    cos_A: Optional[list[float]] = field(default=None, metadata=PER_LAYER)
+    cos_V: Optional[list[Optional[float]]] = field(default=None, metadata=PER_LAYER)
+    signature: Optional[list[list[Optional[float]]]] = field(
+        default=None, metadata={**PER_LAYER, "names": SIGNATURE_INPUTS})  # (reward, next value, current value)
+    signature_match: Optional[list[bool]] = field(default=None, metadata=PER_LAYER)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready, leaving out what does not apply to the model's architecture."""
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+@torch.no_grad()
+def evaluate(model: ICTDModel, eval_set: EvalSet) -> EvalMetrics:
+    """Every training-time metric of ``model`` on the evaluation tasks: error and kernel diagonality for
+    any architecture; the weight probes against θ* (cosines, signature) for the stylised model."""
+    cfg, tasks = model.cfg, eval_set.tasks
+    device = model.device
+    values, cache = model.run_with_cache(tasks.prompt.to(device), names_filter=ends_with("hook_pattern"))
+    diag = diagonality_by_layer(cache, tasks.states, tasks.mrp.n_states, cfg.n_layers, cfg.n_heads)
+    common = EvalMetrics(eval_msve=float((values.double().cpu() - tasks.v_true).pow(2).mean()),
+                         theta_star_msve=eval_set.theta_star_msve, kernel_diagonality_mean=diag.mean().item(),
+                         kernel_diagonality_heads=diag.tolist())
+    if not is_stylised(model):
+        return common
+    cos = weight_cosines(model, cfg)
+    signature = value_signature(model, cfg)
+    return replace(common, cos_A=cos["A"], cos_V=cos["V"], signature=[s["normalised"] for s in signature],
+                   signature_match=[s["matches"] for s in signature])

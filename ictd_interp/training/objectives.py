@@ -1,0 +1,101 @@
+"""Pretraining objectives of docs/theory.md §6: small objects naming a loss ``(model, batch) -> scalar``
+and the data it needs.
+
+Windows come task-major: the query prediction of window ``t`` of task ``b`` is ``v[b, t]``, and
+window ``t + 1`` of the same trajectory provides the bootstrap ``v[b, t + 1]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from ictd_interp.config.fields import OBJECTIVE_NAMES
+from ictd_interp.training.batches import WindowBatch
+from ictd_interp.models.architectures import ICTDModel
+
+
+
+def query_values(model: ICTDModel, batch: WindowBatch, depth: Optional[int] = None) -> Float[Tensor, "task window"]:
+    """One forward pass for every window; the query prediction of each. Objectives choose the model's
+    exact fast path explicitly (``fast_values``: the hooked forward whenever a hook is registered);
+    ``depth`` runs a tied model's layer that many times instead of ``n_layers``."""
+    return model.fast_values(batch.prompts, depth=depth, query_only=True).view(-1, batch.n_windows)
+
+
+def td_errors_of_windows(v: Tensor, batch: WindowBatch, gamma: float, bootstrap_grad: bool) -> Tensor:
+    """``delta_t = r(S_{t+n}) + gamma v^_{t+1} - v^_t`` for the ``W`` windows that have a successor."""
+    nxt = v[:, 1:] if bootstrap_grad else v[:, 1:].detach()
+    return batch.query_reward[:, :-1] + gamma * nxt - v[:, :-1]
+
+
+def td_loss(model: ICTDModel, batch: WindowBatch, depth: Optional[int] = None) -> Tensor:
+    """Semi-gradient TD: the bootstrap target is held fixed (stop-gradient)."""
+    delta = td_errors_of_windows(query_values(model, batch, depth), batch, model.cfg.gamma, bootstrap_grad=False)
+    return delta.pow(2).mean()
+
+
+def neu_loss(model: ICTDModel, batch: WindowBatch, depth: Optional[int] = None) -> Tensor:
+    """``||u||^2`` with ``u = mean_t delta_t grad v^_t``, differentiated fully (second order).
+
+    ``u`` is the vector-Jacobian product ``J^T delta / N`` taken with ``create_graph=True``, so the
+    loss stays differentiable through both ``delta`` and the Jacobian ``J = d v^ / d theta``."""
+    return expected_update(model, batch, create_graph=True, depth=depth).pow(2).sum()
+
+
+def mc_loss(model: ICTDModel, batch: WindowBatch, depth: Optional[int] = None) -> Tensor:
+    """Regression on the truncated discounted return from the query state."""
+    return (batch.query_return - query_values(model, batch, depth)).pow(2).mean()
+
+
+def supervised_loss(model: ICTDModel, batch: WindowBatch, depth: Optional[int] = None) -> Tensor:
+    """Oracle baseline: regression on the true ``v_pi`` of the query state."""
+    return (batch.query_value - query_values(model, batch, depth)).pow(2).mean()
+
+
+@dataclass(frozen=True)
+class Objective:
+    """A pretraining objective: its loss and whether its batches need Monte-Carlo returns (the
+    trajectories are then extended by ``mc_horizon`` transitions)."""
+
+    name: str
+    loss: Callable[..., Tensor]
+    needs_returns: bool = False
+
+    def __call__(self, model: ICTDModel, batch: WindowBatch, depth: Optional[int] = None) -> Tensor:
+        return self.loss(model, batch, depth=depth)
+
+    def mc_horizon(self, config: Any) -> int:
+        return config.mc_horizon if self.needs_returns else 0
+
+
+OBJECTIVES: dict[str, Objective] = {o.name: o for o in (
+    Objective("td", td_loss), Objective("neu", neu_loss), Objective("mc", mc_loss, needs_returns=True),
+    Objective("supervised", supervised_loss))}
+assert tuple(OBJECTIVES) == OBJECTIVE_NAMES, "config.OBJECTIVE_NAMES names every objective, in order"
+
+
+def expected_update(model: ICTDModel, batch: WindowBatch, create_graph: bool = False,
+                    depth: Optional[int] = None) -> Tensor:
+    """``u(theta) = mean_t delta_t grad v^_t`` over the batch, flattened over the parameters
+    (gradients are needed to define it, so it is computed with autograd on even under no_grad)."""
+    with torch.enable_grad():
+        v = query_values(model, batch, depth)
+        delta = td_errors_of_windows(v, batch, model.cfg.gamma, bootstrap_grad=True)
+        params = [p for p in model.parameters() if p.requires_grad]
+        u = torch.autograd.grad(v[:, :-1], params, grad_outputs=delta / delta.numel(), create_graph=create_graph)
+    return torch.cat([g.flatten() for g in u])
+
+
+def neu_unbiased(model: ICTDModel, batch: WindowBatch) -> float:
+    """Unbiased estimate of ``||E u||^2``: the inner product of ``u`` on two independent halves of
+    the tasks (the plain ``||u||^2`` is biased upward by the batch variance)."""
+    half = batch.query_reward.shape[0] // 2
+    halves = [batch.select_tasks(slice(0, half)), batch.select_tasks(slice(half, 2 * half))]
+    u0, u1 = (expected_update(model, h) for h in halves)
+    return float(u0 @ u1)

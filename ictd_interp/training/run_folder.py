@@ -1,0 +1,151 @@
+"""The layout of a training run folder, owned here for training, analyses, the CLI and studies.
+
+::
+
+    RUN/
+      train_config.json        the TrainConfig (runs written before 0.2 call it config.json)
+      metrics.jsonl            one JSON line per evaluation: step, loss, every evaluation metric
+      checkpoints/step_XXXXXXX/ model checkpoint (its header is the checkpoint's config.json)
+                                + training_state.pt (optimiser, data generator, step)
+      final/                   the finished model (present once training reached its last step)
+
+Every read names the file involved when it fails.
+
+An *output* folder (``analyze``, ``evaluate``) records the request that filled it in ``request.json``:
+the same request recomputes into it, another one is refused, naming the difference, unless forced.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from ictd_interp.config.train import TrainConfig
+
+TRAIN_CONFIG, LEGACY_TRAIN_CONFIG = "train_config.json", "config.json"
+METRICS, CHECKPOINTS, FINAL = "metrics.jsonl", "checkpoints", "final"
+PathLike = Union[str, Path]
+
+
+class RunFolderError(ValueError):
+    """A run folder that exists but cannot be used; the message names the file."""
+
+
+def config_path(run_dir: PathLike) -> Path:
+    """The training config of ``run_dir`` (the legacy name for folders written before 0.2)."""
+    run_dir = Path(run_dir)
+    legacy = run_dir / LEGACY_TRAIN_CONFIG
+    # a checkpoint folder also has a config.json (its header), beside its weights
+    is_legacy_run = legacy.exists() and (run_dir / METRICS).exists() and not (run_dir / "model.safetensors").exists()
+    return legacy if is_legacy_run and not (run_dir / TRAIN_CONFIG).exists() else run_dir / TRAIN_CONFIG
+
+
+def is_run(path: PathLike) -> bool:
+    """A training run folder: a training config and a metrics log."""
+    path = Path(path)
+    return (path / METRICS).exists() and config_path(path).exists()
+
+
+def load_run_config(run_dir: PathLike) -> TrainConfig:
+    path = config_path(run_dir)
+    if not path.exists():
+        raise FileNotFoundError(f"{run_dir}: not a training run (no {TRAIN_CONFIG})")
+    try:
+        return TrainConfig.from_dict(json.loads(path.read_text()))
+    except json.JSONDecodeError as err:
+        raise RunFolderError(f"{path}: corrupt or truncated JSON ({err})") from None
+    except (TypeError, ValueError) as err:
+        raise RunFolderError(f"{path}: not a valid training config ({err})") from None
+
+
+def write_run_config(run_dir: PathLike, config: TrainConfig) -> None:
+    Path(run_dir).mkdir(parents=True, exist_ok=True)
+    (Path(run_dir) / TRAIN_CONFIG).write_text(json.dumps(config.to_dict(), indent=2))
+    (Path(run_dir) / METRICS).write_text("")
+
+
+def checkpoint_dir(run_dir: PathLike, step: int) -> Path:
+    return Path(run_dir) / CHECKPOINTS / f"step_{step:07d}"
+
+
+def final_dir(run_dir: PathLike) -> Path:
+    return Path(run_dir) / FINAL
+
+
+def checkpoints(run_dir: PathLike) -> list[Path]:
+    """Every checkpoint of the run, oldest first."""
+    return sorted((Path(run_dir) / CHECKPOINTS).glob("step_*"))
+
+
+def latest_checkpoint(run_dir: PathLike) -> Optional[Path]:
+    found = checkpoints(run_dir)
+    return found[-1] if found else None
+
+
+def read_metrics(run_dir: PathLike) -> list[dict[str, Any]]:
+    path = Path(run_dir) / METRICS
+    rows = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as err:
+            raise RunFolderError(f"{path}: line {number} is not valid JSON ({err})") from None
+    return rows
+
+
+def append_metrics(run_dir: PathLike, entry: dict[str, Any]) -> None:
+    with open(Path(run_dir) / METRICS, "a") as f:
+        f.write(json.dumps(entry) + "\n")
+
+
+def truncate_metrics(run_dir: PathLike, step: int) -> list[dict[str, Any]]:
+    """Drop lines logged after ``step`` (a resumed run logs them again); returns the kept ones."""
+    kept = [m for m in read_metrics(run_dir) if m["step"] <= step]
+    (Path(run_dir) / METRICS).write_text("".join(json.dumps(m) + "\n" for m in kept))
+    return kept
+
+
+REQUEST = "request.json"
+
+
+def claim_output(out_dir: PathLike, request: dict[str, Any], force: bool = False) -> Path:
+    """Make ``out_dir`` the home of ``request``'s results. An empty or absent folder, or one that holds the
+    same request, is used; a folder that holds another request, a training run or unknown files is
+    refused with the difference named, unless ``force`` (which clears it first)."""
+    out_dir = Path(out_dir)
+    if out_dir.exists() and any(out_dir.iterdir()):
+        stored_path = out_dir / REQUEST
+        stored = _read_json(stored_path) if stored_path.exists() else None
+        if stored != request:
+            if is_run(out_dir):
+                problem = "is a training run folder"
+            elif stored is None:
+                problem = "is not empty and holds no request.json (not written by ictd-interp analyze/evaluate)"
+            else:
+                changed = [f"{k}: {stored.get(k)!r} -> {request.get(k)!r}" for k in sorted(set(stored) | set(request))
+                           if stored.get(k) != request.get(k)]
+                problem = f"holds the results of another request ({'; '.join(changed)})"
+            if not force or is_run(out_dir):
+                raise FileExistsError(f"{out_dir}: {problem}; choose another --out" +
+                                      ("" if is_run(out_dir) else ", or pass --force to replace it"))
+            _clear(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / REQUEST).write_text(json.dumps(request, indent=1))
+    return out_dir
+
+
+def _clear(folder: Path) -> None:
+    import shutil
+
+    for child in folder.iterdir():
+        shutil.rmtree(child) if child.is_dir() else child.unlink()
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise RunFolderError(f"{path}: corrupt JSON ({err})") from None

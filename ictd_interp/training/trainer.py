@@ -1,0 +1,218 @@
+"""Multi-task pretraining (docs/theory.md §6): seeded, resumable, with metrics against theta* as it goes.
+
+The run folder's layout belongs to ``run_folder.py``. Resuming from a checkpoint replays the exact
+same batches, so it reaches the same weights as an uninterrupted run (bit-exact at equal torch
+thread counts; the count is recorded in ``metrics.jsonl``).
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+import warnings
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Union
+
+import torch
+
+from ictd_interp.io.progress import progress_bar
+
+from ictd_interp.training import run_folder
+from ictd_interp.io.checkpoint import STATE as STATE_FILE
+from ictd_interp.io.checkpoint import CheckpointError, save_checkpoint
+from ictd_interp.models.loading import load_checkpoint
+from ictd_interp.training.allocator import apply_allocator_choice
+from ictd_interp.training.batches import window_batch
+from ictd_interp.training.evaluation import EvalSet, evaluate
+from ictd_interp.models.architectures import ICTDModel, build_model
+from ictd_interp.training.objectives import OBJECTIVES
+from ictd_interp.config.train import TrainConfig
+
+__all__ = ["Run", "TrainingDiverged", "resume", "train"]
+
+class TrainingDiverged(RuntimeError):
+    """The loss became NaN or infinite; the message names the step and the last good checkpoint."""
+
+
+@dataclass
+class Run:
+    """A training run on disk and in memory."""
+
+    out_dir: Path
+    config: TrainConfig
+    model: ICTDModel
+    step: int = 0
+    metrics: list[dict[str, Any]] = field(default_factory=list)
+    interrupted: bool = False
+
+
+@dataclass
+class _Loop:
+    run: Run
+    optimizer: torch.optim.Optimizer
+    generator: torch.Generator
+    eval_set: EvalSet
+    loss_sum: float = 0.0
+    loss_count: int = 0
+    started: float = field(default_factory=time.perf_counter)
+    elapsed_before: float = 0.0
+
+
+StopFlag = Callable[[], bool]
+
+
+def train(config: TrainConfig, out_dir: Union[str, Path], *, progress: bool = True,
+          stop: Optional[StopFlag] = None, keep_freed_memory: Optional[bool] = None) -> Run:
+    """Train from scratch into ``out_dir`` (which must not already hold a run or other files).
+
+    ``stop`` is polled after every step; when it returns True the run checkpoints and returns
+    interrupted (studies use it to stop cells on Ctrl-C), as Ctrl-C does in the main thread.
+    ``keep_freed_memory``: set glibc's allocator for this process so a CPU step reuses warm pages (faster,
+    process-wide and permanent, so off unless asked; None reads ``ICTD_INTERP_KEEP_FREED_MEMORY``;
+    ``ictd_interp.training.allocator``)."""
+    out_dir = Path(out_dir)
+    check_device(config.device)
+    apply_allocator_choice(keep_freed_memory)
+    if run_folder.config_path(out_dir).exists():
+        raise FileExistsError(f"{out_dir}: already holds a run; continue it with `ictd-interp train --resume "
+                              f"{out_dir}` or choose another --out")
+    if out_dir.exists() and any(out_dir.iterdir()):
+        raise FileExistsError(f"{out_dir}: not empty and not a training run; choose another --out")
+    run_folder.write_run_config(out_dir, config)
+    model = build_model(config.model).to(config.device)
+    loop = _Loop(Run(out_dir, config, model), _optimizer(config, model),
+                 torch.Generator().manual_seed(config.seed), EvalSet.build(config))
+    _log(loop, loss=None)
+    return _run(loop, progress, stop)
+
+
+def resume(out_dir: Union[str, Path], *, progress: bool = True, stop: Optional[StopFlag] = None,
+           keep_freed_memory: Optional[bool] = None) -> Run:
+    """Continue a run from its latest usable checkpoint; a finished run is returned as is.
+
+    A checkpoint whose files are corrupt or truncated (an interrupted disk, a killed copy) is set
+    aside with a warning and the previous one is used: nothing is lost but the steps since."""
+    out_dir = Path(out_dir)
+    config = run_folder.load_run_config(out_dir)
+    check_device(config.device)
+    apply_allocator_choice(keep_freed_memory)
+    for ckpt in reversed(run_folder.checkpoints(out_dir)):
+        try:
+            model = load_checkpoint(ckpt, device=config.device).model
+            state = torch.load(ckpt / STATE_FILE, weights_only=True)
+            break
+        except (CheckpointError, RuntimeError, OSError, EOFError) as err:
+            warnings.warn(f"{ckpt}: unusable checkpoint ({str(err).splitlines()[0]}); trying the one before",
+                          stacklevel=2)
+    else:
+        raise CheckpointError(f"{out_dir}: no usable checkpoint to resume from; start again in another folder")
+    loop = _Loop(Run(out_dir, config, model, step=state["step"]), _optimizer(config, model),
+                 torch.Generator(), EvalSet.build(config), state["loss_sum"], state["loss_count"],
+                 elapsed_before=state["elapsed"])
+    loop.optimizer.load_state_dict(state["optimizer"])
+    loop.generator.set_state(state["generator"])
+    loop.run.metrics = run_folder.truncate_metrics(out_dir, loop.run.step)
+    return _run(loop, progress, stop)
+
+
+def check_device(device: str) -> None:
+    """Asked when a run starts, not when a config is built (a config stays a plain value)."""
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device: 'cuda' requested but torch sees no CUDA device; use --device cpu")
+
+
+def _optimizer(config: TrainConfig, model: ICTDModel) -> torch.optim.Optimizer:
+    params = list(model.parameters())
+    if config.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=config.lr, weight_decay=config.weight_decay)
+    cls = torch.optim.AdamW if config.optimizer == "adamw" else torch.optim.Adam
+    return cls(params, lr=config.lr, weight_decay=config.weight_decay)
+
+
+def _run(loop: _Loop, progress: bool, stop: Optional[StopFlag]) -> Run:
+    run, cfg = loop.run, loop.run.config
+    bar = progress_bar(total=cfg.steps, initial=run.step, disable=not progress, desc="train")
+    with _sigint_as_flag(stop) as interrupted:
+        while run.step < cfg.steps and not interrupted():
+            _step(loop)
+            bar.update(1)
+            if run.step % cfg.eval_every == 0 or run.step == cfg.steps:
+                bar.set_postfix(_postfix(_log(loop, loss=loop.loss_sum / max(loop.loss_count, 1))))
+            if run.step % cfg.checkpoint_every == 0 or run.step == cfg.steps or interrupted():
+                _checkpoint(loop)
+    bar.close()
+    run.interrupted = run.step < cfg.steps
+    if not run.interrupted:
+        save_checkpoint(run.model, run_folder.final_dir(run.out_dir), step=run.step, train_config=cfg.to_dict())
+    return run
+
+
+def _step(loop: _Loop) -> None:
+    run, cfg = loop.run, loop.run.config
+    batch = window_batch(cfg.tasks, cfg.tasks_per_batch, cfg.windows_per_task + 1, generator=loop.generator,
+                         mc_horizon=OBJECTIVES[cfg.objective].mc_horizon(cfg))
+    depth = None
+    if cfg.depth_range is not None:  # drawn from the data generator, so a resumed run draws the same depths
+        lo, hi = cfg.depth_range
+        depth = lo + int(torch.randint(hi - lo + 1, (1,), generator=loop.generator))
+    loss = OBJECTIVES[cfg.objective](run.model, batch.to(cfg.device, run.model.cfg.torch_dtype), depth=depth)
+    if not torch.isfinite(loss):
+        last = run_folder.latest_checkpoint(run.out_dir)
+        raise TrainingDiverged(f"non-finite loss ({loss.item()}) at step {run.step + 1}; "
+                               f"last good checkpoint: {last if last else 'none yet'}")
+    loop.optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    loop.optimizer.step()
+    loop.loss_sum, loop.loss_count = loop.loss_sum + loss.item(), loop.loss_count + 1
+    run.step += 1
+
+
+def _log(loop: _Loop, loss: Optional[float]) -> dict[str, Any]:
+    run = loop.run
+    wall = loop.elapsed_before + time.perf_counter() - loop.started
+    entry = {"step": run.step, "loss": loss, **evaluate(run.model, loop.eval_set).to_dict(), "wall_time": wall,
+             "torch_threads": torch.get_num_threads()}
+    loop.loss_sum, loop.loss_count = 0.0, 0
+    run.metrics.append(entry)
+    run_folder.append_metrics(run.out_dir, entry)
+    return entry
+
+
+def _postfix(entry: dict[str, Any]) -> dict[str, str]:
+    shown = {"loss": f"{entry['loss']:.4f}", "msve": f"{entry['eval_msve']:.3f}"}
+    return {**shown, "cos_V": f"{min(entry['cos_V']):.3f}"} if "cos_V" in entry else shown
+
+
+def _checkpoint(loop: _Loop) -> None:
+    run = loop.run
+    state = {"step": run.step, "optimizer": loop.optimizer.state_dict(), "generator": loop.generator.get_state(),
+             "loss_sum": loop.loss_sum, "loss_count": loop.loss_count,
+             "elapsed": loop.elapsed_before + time.perf_counter() - loop.started}
+    save_checkpoint(run.model, run_folder.checkpoint_dir(run.out_dir, run.step),
+                    training_state=state, step=run.step, train_config=run.config.to_dict())
+
+
+@contextmanager
+def _sigint_as_flag(stop: Optional[StopFlag] = None):
+    """Ctrl-C (or ``stop()`` turning True) finishes the current step, writes a checkpoint and stops;
+    a second Ctrl-C aborts at once. Outside the main thread, where signals cannot be caught,
+    Ctrl-C behaves as usual."""
+    flag = {"set": False}
+
+    def handler(signum, frame):
+        if flag["set"]:
+            raise KeyboardInterrupt
+        flag["set"] = True
+
+    try:
+        previous = signal.signal(signal.SIGINT, handler)
+    except ValueError:
+        previous = None
+    try:
+        yield (lambda: flag["set"]) if stop is None else (lambda: flag["set"] or stop())
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)

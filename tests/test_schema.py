@@ -1,0 +1,131 @@
+"""The report schema: typed sections written and read through one module, flattened along declared types,
+and a study table generated from declared columns."""
+
+import json
+import math
+import typing
+from dataclasses import fields, is_dataclass
+
+import pandas as pd
+import pytest
+
+from analyses.metrics.intervals import Interval, Paired
+from analyses.reports.schema import (
+    STUDY_COLUMNS, Algorithm, Baselines, Circuit, Convergence, Diagonality, Estimate, Extrapolation, Summary, build,
+    flatten, read_summary, to_json, write_summary,
+)
+from analyses.studies.report import markdown
+from ictd_interp.training.evaluation import EvalMetrics
+
+
+def tiny_summary() -> Summary:
+    """A two-layer summary worked by hand."""
+    iv = Interval(1.0, 0.5, 1.5, 10)
+    return Summary(
+        source="x", config={"tasks": {"gamma": 0.9}}, model_config={"n_layers": 2, "tied": False},
+        n_eval_tasks=10, eval_tasks="10 tasks",
+        metrics=EvalMetrics(eval_msve=0.25, theta_star_msve=0.5, kernel_diagonality_mean=0.3,
+                            cos_A=[0.9, 0.8], cos_V=[0.7, None], signature=[[1.0, 0.5, -1.0], [1.0, None, -0.2]],
+                            signature_match=[True, False]),
+        baselines=Baselines(n_tasks=10, depth=2, estimators={
+            "model": Estimate(iv, iv, iv), "constant": Estimate(iv, iv, iv, Paired(Interval(-0.2, -0.3, -0.1, 10),
+                                                                                    "lower"))},
+            best_softmax_td={"alpha": 1.0, "beta": 2.0}, sentence="s"),
+        diagonality=Diagonality(theta_star=0.28, model=[[0.1], [0.2]], threshold=0.95),
+        convergence=Convergence(context_lengths=[4, 8], context={"m": [1.0, 0.5]}, depth={"m": [2.0, 1.0]},
+                                theta_star_fit={"rate": 0.87, "floor": math.nan}, one_minus_C=1.9),
+        circuit=Circuit(max_td_kernel_correlation=0.4, max_tabular_kernel_correlation=0.1, heads=[{"layer": 0}]),
+        algorithm=Algorithm(layers=[{"layer": 0, "effective_discount": 0.9, "iteration": {"verdict": "x"}},
+                                    {"layer": 1, "effective_discount": 1.4, "in_family": True}],
+                            source="weights",
+                            extrapolation=Extrapolation(trained_depth=2, best_depth=1, converges=False, verdict="d",
+                                                        depths=[1, 2], model=[1.0, 2.0], theta_star=[1.0, 0.5])),
+    )
+
+
+def test_written_and_read_back_typed_with_nan_as_null(tmp_path):
+    summary = tiny_summary()
+    write_summary(summary, tmp_path / "summary.json")
+    data = json.loads((tmp_path / "summary.json").read_text())
+    assert data["convergence"]["theta_star_fit"] == {"rate": 0.87, "floor": None}  # strict JSON
+    assert "probes" not in data and "margin" not in data  # sections that do not apply are left out
+    back = read_summary(tmp_path / "summary.json")
+    assert isinstance(back.baselines.estimators["constant"].model_minus_baseline, Paired)
+    assert back.baselines.estimators["constant"].model_minus_baseline.difference.hi == -0.1
+    assert back.algorithm.extrapolation.converges is False and back.gamma == 0.9
+    assert math.isnan(back.convergence.theta_star_fit["floor"])  # null read back as NaN where a float is declared
+    assert to_json(back) == data
+
+
+def test_a_file_that_does_not_match_names_the_file_and_the_field(tmp_path):
+    data = to_json(tiny_summary())
+    data["metrics"]["eval_mse"] = data["metrics"].pop("eval_msve")
+    (tmp_path / "summary.json").write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=r"summary.json: .*metrics: unknown field\(s\) \['eval_mse'\]"):
+        read_summary(tmp_path / "summary.json")
+    del data["metrics"]
+    (tmp_path / "summary.json").write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=r"missing field\(s\) \['metrics'\]"):
+        read_summary(tmp_path / "summary.json")
+    (tmp_path / "summary.json").write_text("{")
+    with pytest.raises(ValueError, match="corrupt or truncated"):
+        read_summary(tmp_path / "summary.json")
+
+
+def test_flatten_follows_the_declared_types_not_list_lengths():
+    scalars, layers = flatten(tiny_summary())
+    assert scalars["metrics.eval_msve"] == 0.25 and scalars["baselines.estimators.constant.msve.hi"] == 1.5
+    assert scalars["baselines.estimators.constant.model_minus_baseline.verdict"] == "lower"
+    assert scalars["algorithm.extrapolation.converges"] is False
+    assert "algorithm.extrapolation.depths" not in scalars  # a two-entry list, but declared detail: not tabulated
+    assert not any(k.startswith(("circuit.heads", "convergence.context", "source")) for k in scalars)
+    assert layers[0] == {"metrics.cos_A": 0.9, "metrics.cos_V": 0.7, "metrics.signature.reward": 1.0,
+                         "metrics.signature.next value": 0.5, "metrics.signature.current value": -1.0,
+                         "metrics.signature_match": True, "diagonality.model": 0.1,
+                         "algorithm.layers.layer": 0, "algorithm.layers.effective_discount": 0.9}
+    assert layers[1]["metrics.cos_V"] is None and layers[1]["algorithm.layers.in_family"] is True
+
+
+def _resolves(cls, parts) -> bool:
+    """Whether a dotted column key names a field of the schema (dict keys and per-layer rows: any name)."""
+    if not parts:
+        return True
+    origin, args = typing.get_origin(cls), typing.get_args(cls)
+    if origin is typing.Union or str(origin) == "<class 'types.UnionType'>":
+        return any(_resolves(a, parts) for a in args if a is not type(None))
+    if origin is list:
+        return _resolves(args[0], parts)
+    if origin is dict:
+        return _resolves(args[1], parts[1:])
+    if cls is typing.Any:
+        return True
+    if is_dataclass(cls):
+        hints = typing.get_type_hints(cls)
+        return parts[0] in {f.name for f in fields(cls)} and _resolves(hints[parts[0]], parts[1:])
+    return False
+
+
+def test_every_study_column_names_a_field_of_the_schema():
+    assert all(_resolves(Summary, c.key.split(".")) for c in STUDY_COLUMNS)
+    assert not _resolves(Summary, ["metrics", "eval_mse"])  # the check can fail
+
+
+def test_the_study_table_is_generated_from_its_columns():
+    done = {"cell": "a-s0", "condition": "a", "seed": 0, "status": "done", "error": None, "layer": 0,
+            "metrics.eval_msve": 0.5, "algorithm.layers.effective_discount": 0.9,
+            "algorithm.layers.in_family": False}
+    failed = {"cell": "b-s0", "condition": "b", "seed": 0, "status": "failed", "error": "boom", "layer": None}
+    spec = {"name": "t", "preset": "quick", "fixed": {}, "grid": {}, "seeds": [0]}
+    text = markdown(spec, pd.DataFrame([done, failed]), [])
+    header = next(line for line in text.splitlines() if line.startswith("| condition"))
+    rows = [line for line in text.splitlines() if line.startswith(("| a ", "| b "))]
+    assert header.count("|") == len(STUDY_COLUMNS) + 4
+    assert all(row.count("|") == header.count("|") for row in rows)
+    assert "0.500 (one value: no interval)" in rows[0]
+    assert "0.900" not in rows[0]  # a discount is shown only for a layer the TD family explains
+    assert rows[1].startswith("| b | 0 | 1 |")
+
+
+def test_typed_sections_reject_a_wrong_shape():
+    with pytest.raises(ValueError, match="expected a table"):
+        build(Summary, {**to_json(tiny_summary()), "metrics": [1, 2]})
