@@ -5,4 +5,5 @@ the core ``ictd_interp`` and ``hooks``):
 - ``figures``: figures drawn from saved numbers.
 - ``reports``: one model's report: compute -> typed summary (``reports.schema``) -> markdown -> files.
 - ``studies``: grids of training runs on Ray, tabulated from the cells' summaries, with aggregate figures.
+- ``claims``: every claim of the paper re-derived with intervals and verdicts (``ictd-interp claims``).
 """

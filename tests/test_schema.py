@@ -129,3 +129,12 @@ def test_the_study_table_is_generated_from_its_columns():
 def test_typed_sections_reject_a_wrong_shape():
     with pytest.raises(ValueError, match="expected a table"):
         build(Summary, {**to_json(tiny_summary()), "metrics": [1, 2]})
+
+
+def test_a_summary_of_the_previous_release_reads(tmp_path):
+    """Before the nesting, summary.json held a flat TrainConfig; study folders of that release still tabulate."""
+    data = to_json(tiny_summary())
+    data["config"] = {"architecture": "stylised", "gamma": 0.8, "context_len": 30, "steps": 3000}
+    (tmp_path / "summary.json").write_text(json.dumps(data))
+    summary = read_summary(tmp_path / "summary.json")
+    assert summary.gamma == 0.8 and flatten(summary)[0]["metrics.eval_msve"] == 0.25

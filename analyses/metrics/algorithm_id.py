@@ -208,7 +208,7 @@ def state_map(pattern: Tensor, tasks: TaskBatch, a: float, b: float, c: float,
     context holds (any position ``S_0..S_n``): a state seen only as the query is still updated, and its
     value feeds the last transition's target."""
     M, P = state_kernels(pattern, tasks.states, tasks.mrp.n_states)
-    radii, distances = [], []
+    radii, distances, per_task = [], [], []
     for t in range(len(tasks)):
         seen = torch.zeros(tasks.mrp.n_states, dtype=torch.bool)
         seen[tasks.states[t]] = True
@@ -222,7 +222,8 @@ def state_map(pattern: Tensor, tasks: TaskBatch, a: float, b: float, c: float,
                 drive_t = drive_t + tasks.features[t][seen].double() @ torch.tensor(drive, dtype=torch.float64)
             fixed = torch.linalg.solve(-(c * m + b * p), m @ drive_t)
             distances.append(float((fixed - tasks.mrp.v_pi[t][seen].double()).abs().max()))
-    return {"spectral_radius": radii, **spectral_verdict(radii),
+        per_task.append(distances[-1] if radius < 1 else None)
+    return {"spectral_radius": radii, "fixed_point_errors": per_task, **spectral_verdict(radii),
             "fixed_point_error": float(np.mean(distances)) if distances else None,
             "fixed_point_error_interval": t_interval(distances).to_dict() if len(distances) > 1 else None}
 

@@ -100,3 +100,14 @@ def describe_nonfinite(names: Sequence[str], values: Sequence[Optional[float]]) 
     """``"1 of 5 seeds diverged (cell-s3)"`` or None when every value is finite."""
     bad = [n for n, v in zip(names, values) if v is None or not math.isfinite(v)]
     return f"{len(bad)} of {len(names)} seeds diverged ({', '.join(bad)})" if bad else None
+
+
+def proportion_interval(successes: int, n: int, level: float = LEVEL) -> Interval:
+    """A fraction ``successes / n`` with its Wilson score interval (sound at 0 and n, unlike mean ± t s/√n)."""
+    if n < 1 or not 0 <= successes <= n:
+        raise ValueError(f"proportion: need 0 <= successes <= n and n >= 1, got {successes} of {n}")
+    z = float(stats.norm.ppf(0.5 + level / 2))
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return Interval(p, max(0.0, centre - half), min(1.0, centre + half), n)

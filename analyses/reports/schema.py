@@ -159,7 +159,7 @@ class Summary:
 
     @property
     def gamma(self) -> float:
-        return self.config["tasks"]["gamma"]
+        return self.config.get("tasks", self.config)["gamma"]  # a summary of an earlier release: a flat config
 
 
 # ---- reading and writing ------------------------------------------------------------------------------------

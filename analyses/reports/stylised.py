@@ -134,7 +134,7 @@ def theta_star_limit(cfg, config: TrainConfig) -> dict[str, Any]:
 
 
 def _without_radii(result: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in result.items() if k != "spectral_radius"}
+    return {k: v for k, v in result.items() if k not in ("spectral_radius", "fixed_point_errors")}
 
 
 @torch.no_grad()

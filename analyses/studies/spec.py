@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Union
 
+from ictd_interp.config import MODEL_CONFIGS, TaskDistribution
 from ictd_interp.config.train import PRESETS, TrainConfig, flat_fields
 
 BUILTIN_DIR = Path(__file__).parent
@@ -157,6 +158,7 @@ def condition_label(condition: dict[str, Any]) -> str:
 
 def _coerce(overrides: dict[str, Any]) -> dict[str, Any]:
     """TOML writes ``3`` for a float field that means ``3.0``."""
-    floats = {f.name for f in fields(TrainConfig) if isinstance(f.default, float)}
+    floats = {f.name for cls in (TrainConfig, TaskDistribution, *MODEL_CONFIGS.values()) for f in fields(cls)
+              if isinstance(f.default, float)}
     return {k: float(v) if k in floats and isinstance(v, int) and not isinstance(v, bool) else v
             for k, v in overrides.items()}

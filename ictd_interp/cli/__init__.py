@@ -14,6 +14,7 @@ from dataclasses import fields
 from importlib import resources
 from typing import Optional
 
+from analyses.claims.budget import BUDGETS
 from ictd_interp.cli import commands
 from ictd_interp.cli.args import add_config_args, add_train_args, positive_int
 from ictd_interp.cli.configs import ConstructConfig, EvaluateConfig
@@ -88,12 +89,20 @@ def build_parser() -> argparse.ArgumentParser:
     _allocator_flag(p)
     p = sub.add_parser("study-report", help="redraw a study's figures and study.md from its CSVs")
     p.add_argument("path", help="a study folder")
+    p = sub.add_parser("claims", help="every claim of the paper re-derived with intervals and verdicts (claims.md)")
+    p.add_argument("--out", required=True, help="report folder (re-running the same command resumes it)")
+    p.add_argument("--budget", default="quick", choices=sorted(BUDGETS),
+                   help="quick: <= 15 min on 2 cores; full: more seeds, longer contexts, the standard model trained")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--workers", type=positive_int, default=None, help="cells at once on a local Ray instance")
+    where.add_argument("--address", default=None, help="join this Ray cluster (HOST:PORT); --out must be shared storage")
+    p.add_argument("--force", action="store_true", help="replace a folder that holds another request's results")
     return parser
 
 
 COMMANDS = {"construct": commands.construct, "train": commands.train, "reproduce": commands.reproduce,
             "models": commands.models, "analyze": commands.analyze, "evaluate": commands.evaluate,
-            "study": commands.study, "study-report": commands.study_report}
+            "study": commands.study, "study-report": commands.study_report, "claims": commands.claims}
 
 
 def _as_flag(message: str) -> str:

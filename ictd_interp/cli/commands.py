@@ -149,6 +149,16 @@ def study_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def claims(args: argparse.Namespace) -> int:
+    from analyses.claims.run import run_claims
+
+    rows = run_claims(args.out, args.budget, workers=args.workers, address=args.address, force=args.force)
+    for row in rows:
+        print(f"{row.id:<24} {row.verdict}")
+    print(f"{args.out}/claims.md: {len(rows)} claims")
+    return 0
+
+
 def _load_features(path: str):
     import numpy as np
 

@@ -1,0 +1,18 @@
+"""The claims report (``ictd-interp claims``): every claim of the paper and this project's findings re-derived
+with intervals and a verdict by a stated rule. ``claim`` (the row), ``budget`` (quick / full), ``theory`` (θ*
+alone: Theorems 1-3, Assumption 5.1), ``trained`` (from the studies it runs), ``drawing`` (figures from the
+rows' data), ``render`` (claims.md/json), ``run`` (the resumable orchestration on Ray). The top layer of
+``analyses``: it imports ``studies``, ``reports``, ``metrics`` and ``figures``. Names are imported on first use.
+"""
+
+from ictd_interp._lazy import lazy_exports
+
+_EXPORTS = {
+    "Claim": "claim", "conditional": "claim", "thresholds": "claim", "Budget": "budget", "theorem1": "theory",
+    "assumption": "theory", "theorem2": "theory", "theorem3": "theory", "weights": "trained",
+    "diagonality": "trained", "signature": "trained", "iterated": "trained", "constant_baseline": "trained",
+    "depth_sampling": "trained", "same_state_head": "trained", "draw": "drawing", "table": "render",
+    "write_claims": "render", "run_claims": "run",
+}
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -1,0 +1,94 @@
+"""How much the claims report runs: ``quick`` (≤ 15 minutes on 2 cores) and ``full`` (more seeds, longer
+contexts, deeper models, the standard architecture trained; ≤ 2 hours on 2 cores, split across a Ray cluster
+with no code change). A budget is a plain validated dataclass, recorded in the report and in the folder's
+request, so a folder never mixes budgets."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Optional
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Args:
+        name: quick, full, or a custom name.
+        theorem1_lengths: context lengths n at which θ* is compared with softmax TD layer by layer.
+        theorem1_scales: feature scales of that comparison (uniform and one-hot features, both forms).
+        theorem1_depth: layers compared.
+        margin_scales: feature scales at which Assumption 5.1's margin C is measured (uniform and one-hot).
+        margin_tasks: tasks per (kind, scale).
+        limit_lengths: context lengths of θ*'s computed limit (the fixed point of its map).
+        limit_tasks: tasks of that computation.
+        neu_lengths: context lengths n of Theorem 3's population NEU grid.
+        neu_depths: depths L of that grid.
+        neu_repeats: batches per grid cell (the paired t interval is over them).
+        neu_tasks_per_batch: tasks per batch.
+        neu_model: the shipped TD-trained model compared at its own depth.
+        seeds: seeds of every trained condition.
+        steps: training steps of every trained condition (the quick preset otherwise).
+        n_eval_tasks: evaluation tasks of every trained cell.
+        objectives: pretraining objectives of the emergence rows.
+        depth_sampling: the tied model trained at depths drawn from LO:HI each step, against its fixed depth.
+        standard_seeds: seeds of the standard architecture trained (empty: the shipped standard-quick-s0).
+    """
+
+    name: str
+    theorem1_lengths: tuple[int, ...] = (5, 30, 100)
+    theorem1_scales: tuple[float, ...] = (0.5, 2.0, 5.0)
+    theorem1_depth: int = 10
+    margin_scales: tuple[float, ...] = (0.5, 1.0, 2.0, 3.0, 5.0)
+    margin_tasks: int = 64
+    limit_lengths: tuple[int, ...] = (30, 100, 300, 1000)
+    limit_tasks: int = 32
+    neu_lengths: tuple[int, ...] = (10, 30, 100)
+    neu_depths: tuple[int, ...] = (1, 3, 12)
+    neu_repeats: int = 6
+    neu_tasks_per_batch: int = 16
+    neu_model: str = "quick-td-s0"
+    seeds: tuple[int, ...] = (0, 1)
+    steps: Optional[int] = None
+    n_eval_tasks: Optional[int] = None
+    objectives: tuple[str, ...] = ("td", "neu", "mc", "supervised")
+    depth_sampling: str = "1:6"
+    standard_seeds: tuple[int, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)  # fixed training settings of every study (tests)
+
+    def __post_init__(self) -> None:
+        for name in ("theorem1_lengths", "theorem1_scales", "margin_scales", "limit_lengths", "neu_lengths",
+                     "neu_depths", "seeds", "objectives"):
+            if not getattr(self, name):
+                raise ValueError(f"{name}: needs at least one value")
+        if len(self.seeds) < 2:
+            raise ValueError(f"seeds: an interval over seeds needs at least 2, got {list(self.seeds)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+
+    def studies(self) -> dict[str, dict[str, Any]]:
+        """The studies this budget trains, as study specs (``analyses.studies``)."""
+        fixed = {**({"steps": self.steps} if self.steps else {}),
+                 **({"n_eval_tasks": self.n_eval_tasks} if self.n_eval_tasks else {}), **self.extra}
+        specs = {
+            "objectives": {"name": "claims-objectives", "preset": "quick", "seeds": list(self.seeds),
+                           "fixed": dict(fixed), "grid": {"objective": list(self.objectives)},
+                           "description": "Does θ* emerge under every pretraining objective?"},
+            "depth_sampling": {"name": "claims-depth-sampling", "preset": "quick", "seeds": list(self.seeds),
+                               "fixed": dict(fixed), "grid": {"train_depths": ["", self.depth_sampling]},
+                               "description": "A tied layer trained at one depth versus at depths drawn each step."},
+        }
+        if self.standard_seeds:
+            specs["architectures"] = {"name": "claims-architectures", "preset": "standard-quick",
+                                      "seeds": list(self.standard_seeds), "fixed": dict(fixed),
+                                      "grid": {"architecture": ["standard"]},
+                                      "description": "The standard architecture on the same tasks."}
+        return specs
+
+
+BUDGETS = {
+    "quick": Budget("quick"),
+    "full": Budget("full", theorem1_lengths=(5, 30, 100, 300), theorem1_scales=(0.5, 1.0, 2.0, 3.0, 5.0),
+                   theorem1_depth=16, margin_tasks=256, limit_lengths=(30, 100, 300, 1000, 3000), limit_tasks=64,
+                   neu_lengths=(10, 30, 100, 300), neu_depths=(1, 3, 6, 12, 24), neu_repeats=8,
+                   neu_tasks_per_batch=16, seeds=(0, 1, 2, 3, 4), standard_seeds=(0, 1, 2)),
+}

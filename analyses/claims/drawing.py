@@ -1,0 +1,104 @@
+"""The claims report's figures, each drawn from its row's saved ``data`` (so a re-run redraws them without
+recomputing anything)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from matplotlib.ticker import FuncFormatter
+
+from analyses.claims.claim import Claim
+from analyses.figures.plots import Figure, legend_outside, log_axis
+
+
+def _axes(size: tuple[float, float] = (7.5, 3.8)):
+    fig = Figure(figsize=size, layout="constrained")
+    return fig, fig.add_subplot()
+
+
+def _errorbars(ax, x, intervals: list[dict[str, float]], **kwargs) -> None:
+    means = np.asarray([i["mean"] for i in intervals], dtype=float)
+    lo = np.asarray([np.nan if i["lo"] is None else i["lo"] for i in intervals], dtype=float)
+    hi = np.asarray([np.nan if i["hi"] is None else i["hi"] for i in intervals], dtype=float)
+    ax.errorbar(x, means, yerr=[np.nan_to_num(means - lo), np.nan_to_num(hi - means)], capsize=3, **kwargs)
+
+
+def _assumption51(data: dict[str, Any]) -> Figure:
+    fig, ax = _axes((7, 3.8))
+    for kind, marker in (("uniform", "o"), ("onehot", "s")):
+        rows = [r for r in data["settings"] if r["kind"] == kind]
+        _errorbars(ax, [r["scale"] for r in rows], [r["fraction_positive"] for r in rows], marker=marker,
+                   label=f"{kind} features")
+    ax.set(title="Assumption 5.1: how often the margin C is positive", xlabel="feature scale (softmax inverse temperature)",
+           ylabel=f"fraction of {data['tasks']} tasks with C > 0", ylim=(-0.05, 1.05), xscale="log")
+    log_axis(ax.xaxis)
+    legend_outside(ax, title="95% Wilson interval")
+    return fig
+
+
+def _theorem2_floor(data: dict[str, Any]) -> Figure:
+    fig, ax = _axes((7, 3.8))
+    lengths = np.asarray(data["lengths"], dtype=float)
+    for row in data["settings"]:
+        ax.plot(lengths, row["floor_mean"], marker="o", label=f"{row['kind']} ×{row['scale']:g}")
+    first = data["settings"][0]["floor_mean"][0]
+    ax.plot(lengths, first * np.sqrt(lengths[0] / lengths), color="grey", ls=":", label="∝ 1/√n")
+    ax.set(title="Theorem 2: θ*'s limit (fixed point) against context length", xlabel="context length n",
+           ylabel="sup error of the fixed point", xscale="log", yscale="log")
+    log_axis(ax.xaxis)
+    log_axis(ax.yaxis)
+    legend_outside(ax, title="features (mean over tasks)")
+    return fig
+
+
+def _theorem3(data: dict[str, Any]) -> Figure:
+    fig, ax = _axes()
+    depths = sorted({r["depth"] for r in data["differences"]})
+    for k, L in enumerate(depths):
+        rows = [r for r in data["differences"] if r["depth"] == L]
+        x = np.asarray([r["context_len"] for r in rows], dtype=float) * (1 + 0.04 * (k - len(depths) / 2))
+        _errorbars(ax, x, [r["theta_star_minus_zero"]["difference"] for r in rows], marker="o", label=f"L = {L}")
+    ax.axhline(0, color="black", lw=0.8)
+    ax.set_yscale("symlog", linthresh=1e-3)
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.set(title="Theorem 3: θ*'s population NEU minus the zero predictor's", xlabel="context length n",
+           ylabel="NEU(θ*) − NEU(zero)\n(below 0: θ* lower; symlog)", xscale="log")
+    log_axis(ax.xaxis)
+    legend_outside(ax, title="depth (paired 95% t interval)")
+    return fig
+
+
+def _emergence_weights(data: dict[str, Any]) -> Figure:
+    fig, ax = _axes()
+    rows = data["objectives"]
+    x = np.arange(len(rows))
+    for offset, name, key in ((-0.12, "cos(A, A*)", "cos_A"), (0.12, "cos(V, V*)", "cos_V")):
+        _errorbars(ax, x + offset, [r[key] for r in rows], fmt="o", label=name)
+    ax.axhline(data["close"], color="grey", ls=":", label=f"rule: interval above {data['close']}")
+    ax.set_xticks(x, [r["objective"] for r in rows])
+    ax.set(title="Emergence: trained weights against θ* (lowest layer)", xlabel="pretraining objective",
+           ylabel="cosine with θ*", ylim=(-1.1, 1.1))
+    legend_outside(ax, title=f"mean over {data['seeds']} seeds, 95% t interval")
+    return fig
+
+
+def _emergence_diagonality(data: dict[str, Any]) -> Figure:
+    fig, ax = _axes()
+    for objective, curve in data["curves"].items():
+        ax.plot(curve["step"], curve["mean"], label=objective)
+    ax.set(title=f"Kernel diagonality over training (mean over {data['seeds']} seeds)", xlabel="training step",
+           ylabel="attention mass on the query's own state")
+    legend_outside(ax, title="objective")
+    return fig
+
+
+DRAW: dict[str, Callable[[dict[str, Any]], Figure]] = {
+    "assumption51": _assumption51, "theorem2_floor": _theorem2_floor, "theorem3": _theorem3,
+    "emergence_weights": _emergence_weights, "emergence_diagonality": _emergence_diagonality,
+}
+
+
+def draw(claim: Claim) -> Figure:
+    return DRAW[claim.figure](claim.data)

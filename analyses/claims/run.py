@@ -1,0 +1,114 @@
+"""``ictd-interp claims``: every claim of the paper (and this project's findings) re-derived, as one artefact.
+
+The folder holds ``request.json`` (the budget: a folder never mixes budgets), ``studies/<name>/`` (ordinary
+study folders run on Ray: re-running resumes them, finished cells are reused), ``rows/<id>.json`` (each claim
+once computed, reused on a re-run), ``figures/`` and ``claims.md`` / ``claims.json``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional, Union
+
+from analyses.claims import theory, trained
+from analyses.claims.budget import BUDGETS, Budget
+from analyses.claims.claim import Claim
+from analyses.claims.drawing import draw
+from analyses.claims.render import write_claims
+from analyses.reports.schema import read_summary
+from analyses.reports.write import analyze
+from analyses.studies.run import load_study, run_study
+from ictd_interp.io.progress import progress_bar
+from ictd_interp.models import HookedICTDTransformer
+from ictd_interp.training.run_folder import claim_output
+
+ORDER = ("theorem1", "assumption51", "theorem2_rate", "theorem2_floor", "theorem3", "emergence_weights",
+         "emergence_diagonality", "emergence_signature", "finding_iteration", "finding_baseline",
+         "finding_depth_sampling", "finding_same_state_head")
+
+
+def run_claims(out_dir: Union[str, Path], budget: Union[str, Budget] = "quick", workers: Optional[int] = None,
+               address: Optional[str] = None, progress: bool = True, force: bool = False) -> list[Claim]:
+    """Run (or resume) the claims report into ``out_dir``; returns its rows in order."""
+    budget = _budget(budget)
+    out_dir = claim_output(out_dir, {"command": "claims", "budget": budget.to_dict()}, force)
+    (out_dir / "figures").mkdir(exist_ok=True)
+    studies = {name: out_dir / "studies" / name for name in budget.studies()}
+    for name, spec in budget.studies().items():  # Ray: resumable, finished cells reused
+        run_study(spec, studies[name], address=address, workers=workers, progress=progress, keep_freed_memory=True)
+    steps = _steps(budget, studies, out_dir)
+    bar = progress_bar(total=len(steps), disable=not progress, desc="claims")
+    claims: dict[str, Claim] = {}
+    for ids, compute in steps:
+        cached = [_cached(out_dir, i) for i in ids]
+        rows = cached if all(c is not None for c in cached) else compute()
+        for claim in rows:
+            if claim not in cached:
+                _save(out_dir, claim)
+            claims[claim.id] = claim
+        bar.update(1)
+    bar.close()
+    for claim in claims.values():  # drawn from the saved numbers: a re-run redraws without recomputing
+        if claim.figure:
+            draw(claim).savefig(out_dir / "figures" / f"{claim.figure}.png", dpi=120)
+    ordered = [claims[i] for i in ORDER if i in claims]
+    write_claims(ordered, budget, out_dir)
+    return ordered
+
+
+def _budget(budget: Union[str, Budget]) -> Budget:
+    if isinstance(budget, Budget):
+        return budget
+    if budget not in BUDGETS:
+        raise ValueError(f"budget: must be one of {sorted(BUDGETS)}, got {budget!r}")
+    return BUDGETS[budget]
+
+
+def _steps(budget: Budget, studies: dict[str, Path], out_dir: Path) -> list:
+    """Each step: the claim ids it writes, and a function computing those claims."""
+    objectives = lambda: load_study(studies["objectives"])  # noqa: E731
+    sampling = lambda: load_study(studies["depth_sampling"])  # noqa: E731
+    td = "objective=td"
+    return [
+        (["theorem1"], lambda: [theory.theorem1(budget)]),
+        (["assumption51"], lambda: [theory.assumption(budget)]),
+        (["theorem2_rate", "theorem2_floor"], lambda: theory.theorem2(budget)),
+        (["theorem3"], lambda: [theory.theorem3(budget, HookedICTDTransformer.from_pretrained(budget.neu_model))]),
+        (["emergence_weights"], lambda: [trained.weights(objectives().results, len(budget.seeds))]),
+        (["emergence_diagonality"], lambda: [trained.diagonality(objectives().curves, len(budget.seeds))]),
+        (["emergence_signature"], lambda: [trained.signature(objectives().results)]),
+        (["finding_iteration"], lambda: [trained.iterated(objectives().results, td)]),
+        (["finding_baseline"], lambda: [trained.constant_baseline(objectives().results, td)]),
+        (["finding_depth_sampling"], lambda: [trained.depth_sampling(
+            sampling().results, "train_depths=", f"train_depths={budget.depth_sampling}")]),
+        (["finding_same_state_head"], lambda: [_same_state(budget, studies, out_dir)]),
+    ]
+
+
+def _same_state(budget: Budget, studies: dict[str, Path], out_dir: Path) -> Claim:
+    if "architectures" in studies:
+        cells = sorted((studies["architectures"] / "cells").glob("*/analysis/summary.json"))
+        summaries = [read_summary(p) for p in cells]
+        source = f"the standard architecture trained with the standard-quick preset, {len(summaries)} seeds"
+    else:
+        folder = out_dir / "analysis" / "standard-quick-s0"
+        path = folder / "summary.json"
+        summaries = [read_summary(path) if path.exists() else analyze("standard-quick-s0", folder, neu=False)]
+        source = "the shipped standard-quick-s0 (one seed; --budget full trains three)"
+    return trained.same_state_head(summaries, source)
+
+
+def _save(out_dir: Path, claim: Claim) -> None:
+    (out_dir / "rows").mkdir(exist_ok=True)
+    (out_dir / "rows" / f"{claim.id}.json").write_text(json.dumps(claim.to_dict(), indent=1, default=str))
+
+
+def _cached(out_dir: Path, claim_id: str) -> Optional[Claim]:
+    path = out_dir / "rows" / f"{claim_id}.json"
+    if not path.exists():
+        return None
+    try:
+        return Claim(**json.loads(path.read_text()))
+    except (json.JSONDecodeError, TypeError) as err:
+        raise ValueError(f"{path}: not a claims row ({err}); delete it to recompute") from None

@@ -1,0 +1,166 @@
+"""The claims about trained models, read from the studies the report ran (``results.csv``, ``curves.csv``):
+emergence of θ*'s weights, kernel diagonality over training, the value signature, and this project's
+findings (the learned layer iterated, the constant baseline, depth-sampled training, the standard
+architecture's same-state head). Every number is over seeds, with its interval; every verdict by a rule."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analyses.claims.claim import FAILS, HOLDS, Claim, conditional
+from analyses.metrics.intervals import Interval, paired, proportion_interval, t_interval
+from analyses.reports.schema import Summary
+
+CLOSE = 0.9  # "close to θ*": both weight cosines' 95% intervals over seeds lie above this
+
+
+def _per_cell(results: pd.DataFrame, column: str, how: str) -> pd.DataFrame:
+    done = results[results["status"] == "done"]
+    if column not in done or not done[column].notna().any():
+        return pd.DataFrame(columns=["condition", "cell", column])
+    return done.groupby(["condition", "cell"], sort=False)[column].agg(how).reset_index()
+
+
+def _by_condition(results: pd.DataFrame, column: str, how: str) -> dict[str, Interval]:
+    cells = _per_cell(results, column, how)
+    return {c: t_interval(part[column].astype(float).to_numpy()) for c, part in cells.groupby("condition", sort=False)}
+
+
+def _objective(condition: str) -> str:
+    return condition.split("=", 1)[-1]
+
+
+def weights(results: pd.DataFrame, seeds: int) -> Claim:
+    cos_a, cos_v = _by_condition(results, "metrics.cos_A", "min"), _by_condition(results, "metrics.cos_V", "min")
+    holds = {c: cos_a[c].lo >= CLOSE and cos_v[c].lo >= CLOSE for c in cos_a if c in cos_v}
+    numbers = [f"{_objective(c)}: min over layers cos(A, A*) {cos_a[c].text('.3f')}, cos(V, V*) {cos_v[c].text('.3f')}"
+               for c in holds]
+    return Claim(
+        "emergence_weights", "Emergence: pretraining drives the weights close to θ* (cos(A, A*) and cos(V, V*) near 1).",
+        f"The `quick` preset trained with each objective, {seeds} seeds each (a study on Ray: "
+        "`analyses/claims` runs it into the report folder's studies/objectives); the last checkpoint's cosines, the "
+        "lowest layer's (a model is only as close as its worst layer).",
+        f"holds for an objective when the 95% t intervals over seeds of both cosines lie above {CLOSE}.",
+        conditional(holds, lambda good: "the objective is " + " or ".join(_objective(c) for c in good)), numbers,
+        {"seeds": seeds, "close": CLOSE, "objectives": [
+            {"objective": _objective(c), "cos_A": cos_a[c].to_dict(), "cos_V": cos_v[c].to_dict()} for c in holds]},
+        "emergence_weights")
+
+
+def diagonality(curves: pd.DataFrame, seeds: int) -> Claim:
+    per_cell = curves.groupby(["condition", "cell", "step"], sort=False)["kernel_diagonality_mean"].first().reset_index()
+    change, holds, numbers = {}, {}, []
+    for c, part in per_cell.groupby("condition", sort=False):
+        ends = part.sort_values("step").groupby("cell")["kernel_diagonality_mean"].agg(["first", "last"])
+        change[c] = paired(ends["last"].to_numpy(), ends["first"].to_numpy())
+        holds[c] = change[c].verdict == "higher"
+        numbers.append(f"{_objective(c)}: diagonality {t_interval(ends['first']).text('.3f')} at step 0 → "
+                       f"{t_interval(ends['last']).text('.3f')} at the end; change {change[c].difference.text('.3f')}")
+    curves_by_objective = {_objective(c): part.groupby("step")["kernel_diagonality_mean"].mean()
+                           for c, part in per_cell.groupby("condition", sort=False)}
+    return Claim(
+        "emergence_diagonality", "Emergence: attention becomes increasingly diagonal (mass on the query's own state) "
+        "during training.",
+        f"Kernel diagonality on the evaluation tasks at step 0 and at the last step, per seed ({seeds} seeds per "
+        "objective, the same study as above).",
+        "holds for an objective when the paired 95% t interval over seeds of (last − first) lies above 0.",
+        conditional(holds, lambda good: "the objective is " + " or ".join(_objective(c) for c in good)), numbers,
+        {"seeds": seeds, "change": {_objective(c): v.to_dict() for c, v in change.items()},
+         "curves": {o: {"step": s.index.tolist(), "mean": s.tolist()} for o, s in curves_by_objective.items()}},
+        "emergence_diagonality")
+
+
+def signature(results: pd.DataFrame) -> Claim:
+    done = results[(results["status"] == "done") & results.get("metrics.signature_match", pd.Series(dtype=float)).notna()]
+    holds, numbers, data = {}, [], {}
+    for c, part in done.groupby("condition", sort=False):
+        k, n = int(part["metrics.signature_match"].astype(bool).sum()), len(part)
+        fraction = proportion_interval(k, n)
+        holds[c], data[c] = k == n, fraction.to_dict()
+        numbers.append(f"{_objective(c)}: {k}/{n} (seed, layer) pairs have TD's signs, {fraction.mean:.0%} "
+                       f"[{fraction.lo:.0%}, {fraction.hi:.0%}] (95% Wilson interval)")
+    return Claim(
+        "emergence_signature", "Emergence: the value row's weights on (reward, next value, current value) take TD's "
+        "signs (+, +, −).",
+        "The identifiable entries of each layer's value row, per seed and layer (the same study).",
+        "holds for an objective when every seed and layer has the signs.",
+        conditional(holds, lambda good: "the objective is " + " or ".join(_objective(c) for c in good)), numbers, data)
+
+
+def _done_cells(results: pd.DataFrame, condition: str) -> pd.DataFrame:
+    return results[(results["status"] == "done") & (results["condition"] == condition)].drop_duplicates("cell")
+
+
+def _by_seeds(k: int, n: int) -> str:
+    """Verdict of a rule checked per seed: every seed, none, or the count."""
+    return HOLDS if n and k == n else FAILS if k == 0 else f"holds only in {k} of {n} seeds"
+
+
+def iterated(results: pd.DataFrame, condition: str) -> Claim:
+    cells = _done_cells(results, condition)
+    best = cells["algorithm.extrapolation.best_depth"].astype(float)
+    k, n = int(cells["algorithm.extrapolation.converges"].astype(bool).sum()), len(cells)
+    return Claim(
+        "finding_iteration", "This project: the TD-trained layer is a convergent TD iteration (running it deeper than "
+        "it was trained approaches v_π).",
+        "The spectrum of the learned layer's map on state values (ρ(T) < 1 on every evaluation task), per seed, "
+        "and the depth where its MSVE is lowest (`analyses.metrics.algorithm_id`).",
+        "holds when every seed's last layer converges when iterated; fails when none does.",
+        _by_seeds(k, n), [f"{k}/{n} seeds converge when iterated; best depth {t_interval(best).text('.1f')} "
+                  f"(trained depth {int(cells['algorithm.extrapolation.trained_depth'].iloc[0])})"],
+        {"converging_seeds": k, "seeds": n, "best_depth": t_interval(best).to_dict()})
+
+
+def constant_baseline(results: pd.DataFrame, condition: str) -> Claim:
+    cells = _done_cells(results, condition)
+    verdicts = cells["baselines.estimators.constant.model_minus_baseline.verdict"]
+    model = t_interval(cells["metrics.eval_msve"].astype(float))
+    const = t_interval(cells["baselines.estimators.constant.msve.mean"].astype(float))
+    lower, higher, n = int((verdicts == "lower").sum()), int((verdicts == "higher").sum()), len(cells)
+    return Claim(
+        "finding_baseline", "This project: the TD-trained model beats the constant in-context predictor "
+        "mean(R)/(1 − γ) (no attention, no training).",
+        "Per seed, the paired per-task MSVE difference model − constant on the evaluation tasks "
+        "(`analyses.metrics.baselines`).",
+        "holds when every seed's paired 95% t interval (over tasks) lies below 0; fails when none does.",
+        _by_seeds(lower, n), [f"model MSVE {model.text('.3f')}, constant {const.text('.3f')} (over {n} seeds); {lower} seeds "
+                  f"better, {higher} worse, {n - lower - higher} undecided"],
+        {"model": model.to_dict(), "constant": const.to_dict(), "better": lower, "worse": higher, "seeds": n})
+
+
+def depth_sampling(results: pd.DataFrame, fixed: str, sampled: str) -> Claim:
+    def count(condition: str) -> tuple[int, int]:
+        cells = _done_cells(results, condition)
+        return int(cells["algorithm.extrapolation.converges"].astype(bool).sum()), len(cells)
+
+    (k_fixed, n_fixed), (k, n) = count(fixed), count(sampled)
+    return Claim(
+        "finding_depth_sampling", "This project: training the tied layer at depths drawn each step makes it "
+        "converge when iterated.",
+        f"The quick preset with `--train-depths` ({sampled}) against its fixed depth ({fixed}), same seeds.",
+        "holds when every depth-sampled seed's layer converges when iterated (ρ(T) < 1 on every task).",
+        _by_seeds(k, n), [f"depth-sampled: {k}/{n} seeds converge; fixed depth: {k_fixed}/{n_fixed}"],
+        {"sampled": [k, n], "fixed": [k_fixed, n_fixed]})
+
+
+def same_state_head(summaries: list[Summary], source: str) -> Claim:
+    td = np.asarray([s.circuit.max_td_kernel_correlation for s in summaries])
+    tab = np.asarray([s.circuit.max_tabular_kernel_correlation for s in summaries])
+    if len(summaries) >= 2:
+        diff = paired(tab, td)
+        verdict = HOLDS if diff.verdict == "higher" else FAILS if diff.verdict == "lower" else f"{FAILS} (undecided: the interval contains 0)"
+        text = f"tabular − softmax-TD correlation {diff.difference.text('.2f')}"
+    else:
+        verdict = (f"{HOLDS} in the one seed measured" if tab[0] > td[0] else f"{FAILS} in the one seed measured")
+        text = "one seed: no interval"
+    return Claim(
+        "finding_same_state_head", "This project: the standard transformer's most TD-like head is a same-state "
+        "(tabular) head: it correlates more with the tabular kernel than with θ*'s softmax kernel.",
+        f"Per seed, the largest correlation of any head's pattern with each kernel ({source}).",
+        "holds when the paired 95% t interval over seeds of (tabular − softmax) correlation lies above 0 (with one "
+        "seed, by the single value, said so).",
+        verdict, [f"most same-state head {t_interval(tab).text('.2f')}, most TD-like head {t_interval(td).text('.2f')} "
+                  f"({len(summaries)} seed{'s' if len(summaries) > 1 else ''}); {text}"],
+        {"tabular": tab.tolist(), "td": td.tolist()})
+

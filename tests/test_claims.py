@@ -1,0 +1,97 @@
+"""The claims report: its verdict rules worked by hand, the theorem rows on θ*, and a tiny budget end to end
+on Ray (resumed, refused when the budget changes). The quick budget in full is a slow test."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from analyses.claims import theory
+from analyses.claims.budget import BUDGETS, Budget
+from analyses.claims.claim import FAILS, HOLDS, conditional, thresholds
+from analyses.claims.render import TITLES
+from analyses.claims.run import ORDER, run_claims
+from analyses.metrics.intervals import proportion_interval
+
+TINY = Budget("tiny", theorem1_lengths=(5,), theorem1_scales=(1.0,), theorem1_depth=3, margin_scales=(1.0, 5.0),
+              margin_tasks=8, limit_lengths=(30, 100), limit_tasks=6, neu_lengths=(10,), neu_depths=(1, 3),
+              neu_repeats=3, neu_tasks_per_batch=4, seeds=(0, 1), steps=30, n_eval_tasks=16, objectives=("td", "neu"),
+              extra={"tasks_per_batch": 8, "windows_per_task": 2, "eval_every": 10, "checkpoint_every": 10})
+
+
+def test_wilson_intervals_worked_by_hand():
+    # p = 5/10, z = 1.96: centre (0.5 + 0.192) / 1.384 = 0.5, half 1.96 sqrt(0.025 + 0.0096) / 1.384 = 0.2634
+    assert (proportion_interval(5, 10).lo, proportion_interval(5, 10).hi) == pytest.approx((0.2366, 0.7634), abs=1e-4)
+    assert proportion_interval(0, 10).hi == pytest.approx(0.2775, abs=1e-4) and proportion_interval(0, 10).lo == 0
+    assert proportion_interval(10, 10).lo == pytest.approx(0.7225, abs=1e-4)
+    with pytest.raises(ValueError, match="successes"):
+        proportion_interval(3, 2)
+
+
+def test_verdicts_name_the_condition_found():
+    assert conditional({"a": True, "b": True}, str) == HOLDS and conditional({"a": False}, str) == FAILS
+    assert conditional({"a": True, "b": False}, lambda good: " or ".join(good)) == "holds only when a"
+    grid = [(n, L) for n in (10, 30, 100) for L in (1, 3, 12)]
+    assert thresholds([(100, 3), (100, 12)], grid, ("n", "L")) == "n ≥ 100 and L ≥ 3"
+    assert thresholds([(30, 12), (100, 12)], grid, ("n", "L")) == "n ≥ 30 and L ≥ 12"
+    assert thresholds([(10, 12), (100, 1)], grid, ("n", "L")) == "at (n = 10, L = 12), (n = 100, L = 1)"
+
+
+def test_theorem1_holds_and_its_rule_can_fail(monkeypatch):
+    claim = theory.theorem1(TINY)
+    assert claim.verdict == HOLDS and claim.data["max_error"] <= 1e-10 and len(claim.data["rows"]) == 4
+    original = theory.softmax_td
+    monkeypatch.setattr(theory, "softmax_td", lambda *a: original(*a) + 1e-8)  # a reference off by 1e-8
+    assert theory.theorem1(TINY).verdict == FAILS
+
+
+def test_assumption_51_holds_only_with_sharp_one_hot_features():
+    from analyses.claims.drawing import draw
+    from analyses.figures.plots import text_outside
+
+    claim = theory.assumption(TINY)
+    assert claim.verdict == "holds only when onehot features at scale ≥ 5"
+    rows = {(r["kind"], r["scale"]): r for r in claim.data["settings"]}
+    assert rows[("uniform", 1.0)]["fraction_positive"]["mean"] == 0.0
+    assert rows[("onehot", 5.0)]["fraction_positive"]["mean"] == 1.0
+    fig = draw(claim)  # from the row's saved data
+    assert fig.axes[0].get_xlabel().startswith("feature scale") and text_outside(fig) == []
+
+
+def test_a_tiny_budget_end_to_end_resumed_and_refused_when_changed(tmp_path, monkeypatch):
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    rows = run_claims(tmp_path / "c", TINY, workers=2, progress=False)
+    assert [r.id for r in rows] == list(ORDER) and set(TITLES) == set(ORDER)
+    by_id = {r.id: r for r in rows}
+    assert by_id["theorem1"].verdict == HOLDS and by_id["theorem2_rate"].verdict == "holds only when onehot features at scale 3"
+    text = (tmp_path / "c" / "claims.md").read_text()
+    assert all(TITLES[i] in text for i in ORDER) and text.count("**Rule.**") == len(ORDER)
+    for row in rows:
+        assert row.verdict and row.numbers and row.rule
+        if row.figure:
+            assert (tmp_path / "c" / "figures" / f"{row.figure}.png").stat().st_size > 10_000
+    saved = json.loads((tmp_path / "c" / "claims.json").read_text())
+    assert saved["budget"]["name"] == "tiny" and len(saved["claims"]) == len(ORDER)
+    stamps = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "c" / "rows").iterdir()}
+    again = run_claims(tmp_path / "c", TINY, workers=2, progress=False)  # resumed: every row reused
+    assert [r.to_dict() for r in again] == [r.to_dict() for r in rows]
+    assert {p.name: p.stat().st_mtime_ns for p in (tmp_path / "c" / "rows").iterdir()} == stamps
+    with pytest.raises(FileExistsError, match="budget"):
+        run_claims(tmp_path / "c", BUDGETS["quick"], progress=False)
+
+
+def test_a_budget_needs_two_seeds_for_an_interval():
+    with pytest.raises(ValueError, match="seeds"):
+        Budget("one", seeds=(0,))
+
+
+@pytest.mark.slow  # the quick budget in full: about 10 minutes on 2 cores
+def test_the_quick_budget_from_the_command_line(tmp_path):
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+    out = subprocess.run([sys.executable, "-m", "ictd_interp.cli", "claims", "--out", str(tmp_path / "q"),
+                          "--budget", "quick", "--workers", "2"], capture_output=True, text=True, env=env, timeout=1800)
+    assert out.returncode == 0, out.stderr[-2000:]
+    verdicts = {r["id"]: r["verdict"] for r in json.loads((tmp_path / "q" / "claims.json").read_text())["claims"]}
+    assert verdicts["theorem1"] == HOLDS and verdicts["assumption51"].startswith("holds only when onehot")
