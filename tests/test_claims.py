@@ -76,7 +76,8 @@ def test_a_tiny_budget_end_to_end_resumed_and_refused_when_changed(tmp_path, mon
     assert saved["budget"]["name"] == "tiny" and len(saved["claims"]) == len(ORDER)
     stamps = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "c" / "rows").iterdir()}
     again = run_claims(tmp_path / "c", TINY, workers=2, progress=False)  # resumed: every row reused
-    assert [r.to_dict() for r in again] == [r.to_dict() for r in rows]
+    as_json = lambda claims: json.loads(json.dumps([c.to_dict() for c in claims], default=str))  # noqa: E731
+    assert as_json(again) == as_json(rows)
     assert {p.name: p.stat().st_mtime_ns for p in (tmp_path / "c" / "rows").iterdir()} == stamps
     with pytest.raises(FileExistsError, match="budget"):
         run_claims(tmp_path / "c", BUDGETS["quick"], progress=False)
@@ -95,3 +96,10 @@ def test_the_quick_budget_from_the_command_line(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     verdicts = {r["id"]: r["verdict"] for r in json.loads((tmp_path / "q" / "claims.json").read_text())["claims"]}
     assert verdicts["theorem1"] == HOLDS and verdicts["assumption51"].startswith("holds only when onehot")
+
+
+def test_a_fraction_of_one_keeps_its_interval_around_it():
+    """10/10: the Wilson bound rounds to 0.999...9; the interval must still contain the fraction (the figure
+    draws its error bars from it)."""
+    iv = proportion_interval(10, 10)
+    assert iv.lo <= iv.mean <= iv.hi and iv.mean == 1.0

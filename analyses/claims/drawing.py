@@ -22,7 +22,8 @@ def _errorbars(ax, x, intervals: list[dict[str, float]], **kwargs) -> None:
     means = np.asarray([i["mean"] for i in intervals], dtype=float)
     lo = np.asarray([np.nan if i["lo"] is None else i["lo"] for i in intervals], dtype=float)
     hi = np.asarray([np.nan if i["hi"] is None else i["hi"] for i in intervals], dtype=float)
-    ax.errorbar(x, means, yerr=[np.nan_to_num(means - lo), np.nan_to_num(hi - means)], capsize=3, **kwargs)
+    below, above = np.clip(np.nan_to_num(means - lo), 0, None), np.clip(np.nan_to_num(hi - means), 0, None)
+    ax.errorbar(x, means, yerr=[below, above], capsize=3, **kwargs)
 
 
 def _assumption51(data: dict[str, Any]) -> Figure:

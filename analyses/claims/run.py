@@ -28,6 +28,10 @@ ORDER = ("theorem1", "assumption51", "theorem2_rate", "theorem2_floor", "theorem
          "finding_depth_sampling", "finding_same_state_head")
 
 
+class ClaimsInterrupted(Exception):
+    """Ctrl-C during a study: its cells checkpointed, nothing computed from it; the same command resumes."""
+
+
 def run_claims(out_dir: Union[str, Path], budget: Union[str, Budget] = "quick", workers: Optional[int] = None,
                address: Optional[str] = None, progress: bool = True, force: bool = False) -> list[Claim]:
     """Run (or resume) the claims report into ``out_dir``; returns its rows in order."""
@@ -35,16 +39,22 @@ def run_claims(out_dir: Union[str, Path], budget: Union[str, Budget] = "quick", 
     out_dir = claim_output(out_dir, {"command": "claims", "budget": budget.to_dict()}, force)
     (out_dir / "figures").mkdir(exist_ok=True)
     studies = {name: out_dir / "studies" / name for name in budget.studies()}
+    complete = True  # a row computed from a study with failed cells is shown, never saved: a re-run retries them
     for name, spec in budget.studies().items():  # Ray: resumable, finished cells reused
-        run_study(spec, studies[name], address=address, workers=workers, progress=progress, keep_freed_memory=True)
+        study = run_study(spec, studies[name], address=address, workers=workers, progress=progress,
+                          keep_freed_memory=True)
+        if study.interrupted:  # no row is computed from a study that has not finished
+            raise ClaimsInterrupted(f"{out_dir}: interrupted while running the {name} study; run the same command "
+                                    "again to continue")
+        complete = complete and study.failed.empty
     steps = _steps(budget, studies, out_dir)
     bar = progress_bar(total=len(steps), disable=not progress, desc="claims")
     claims: dict[str, Claim] = {}
-    for ids, compute in steps:
+    for ids, compute, trained_rows in steps:
         cached = [_cached(out_dir, i) for i in ids]
         rows = cached if all(c is not None for c in cached) else compute()
         for claim in rows:
-            if claim not in cached:
+            if claim not in cached and (complete or not trained_rows):
                 _save(out_dir, claim)
             claims[claim.id] = claim
         bar.update(1)
@@ -66,23 +76,24 @@ def _budget(budget: Union[str, Budget]) -> Budget:
 
 
 def _steps(budget: Budget, studies: dict[str, Path], out_dir: Path) -> list:
-    """Each step: the claim ids it writes, and a function computing those claims."""
+    """Each step: the claim ids it writes, a function computing those claims, and whether they come from the
+    trained studies."""
     objectives = lambda: load_study(studies["objectives"])  # noqa: E731
     sampling = lambda: load_study(studies["depth_sampling"])  # noqa: E731
     td = "objective=td"
     return [
-        (["theorem1"], lambda: [theory.theorem1(budget)]),
-        (["assumption51"], lambda: [theory.assumption(budget)]),
-        (["theorem2_rate", "theorem2_floor"], lambda: theory.theorem2(budget)),
-        (["theorem3"], lambda: [theory.theorem3(budget, HookedICTDTransformer.from_pretrained(budget.neu_model))]),
-        (["emergence_weights"], lambda: [trained.weights(objectives().results, len(budget.seeds))]),
-        (["emergence_diagonality"], lambda: [trained.diagonality(objectives().curves, len(budget.seeds))]),
-        (["emergence_signature"], lambda: [trained.signature(objectives().results)]),
-        (["finding_iteration"], lambda: [trained.iterated(objectives().results, td)]),
-        (["finding_baseline"], lambda: [trained.constant_baseline(objectives().results, td)]),
+        (["theorem1"], lambda: [theory.theorem1(budget)], False),
+        (["assumption51"], lambda: [theory.assumption(budget)], False),
+        (["theorem2_rate", "theorem2_floor"], lambda: theory.theorem2(budget), False),
+        (["theorem3"], lambda: [theory.theorem3(budget, HookedICTDTransformer.from_pretrained(budget.neu_model))], False),
+        (["emergence_weights"], lambda: [trained.weights(objectives().results, len(budget.seeds))], True),
+        (["emergence_diagonality"], lambda: [trained.diagonality(objectives().curves, len(budget.seeds))], True),
+        (["emergence_signature"], lambda: [trained.signature(objectives().results)], True),
+        (["finding_iteration"], lambda: [trained.iterated(objectives().results, td)], True),
+        (["finding_baseline"], lambda: [trained.constant_baseline(objectives().results, td)], True),
         (["finding_depth_sampling"], lambda: [trained.depth_sampling(
-            sampling().results, "train_depths=", f"train_depths={budget.depth_sampling}")]),
-        (["finding_same_state_head"], lambda: [_same_state(budget, studies, out_dir)]),
+            sampling().results, "train_depths=", f"train_depths={budget.depth_sampling}")], True),
+        (["finding_same_state_head"], lambda: [_same_state(budget, studies, out_dir)], True),
     ]
 
 

@@ -155,7 +155,7 @@ def theorem2(budget: Budget) -> list[Claim]:
         "against log n.",
         "holds in a setting when the 95% t interval of the per-task slope lies below 0 (the floor falls with n).",
         conditional(floor_ok, describe), floor_numbers,
-        {"lengths": budget.limit_lengths, "settings": [
+        {"lengths": list(budget.limit_lengths), "settings": [
             {"kind": k, "scale": s, "floor_mean": np.nanmean(v[0], 1).tolist(), "slope": v[1].to_dict() if v[1] else None}
             for (k, s), v in slopes.items()]}, "theorem2_floor")
     return [rate, floor]

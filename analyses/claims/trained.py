@@ -55,8 +55,8 @@ def diagonality(curves: pd.DataFrame, seeds: int) -> Claim:
         ends = part.sort_values("step").groupby("cell")["kernel_diagonality_mean"].agg(["first", "last"])
         change[c] = paired(ends["last"].to_numpy(), ends["first"].to_numpy())
         holds[c] = change[c].verdict == "higher"
-        numbers.append(f"{_objective(c)}: diagonality {t_interval(ends['first']).text('.3f')} at step 0 → "
-                       f"{t_interval(ends['last']).text('.3f')} at the end; change {change[c].difference.text('.3f')}")
+        numbers.append(f"{_objective(c)}: diagonality {t_interval(ends['first'].to_numpy()).text('.3f')} at step 0 → "
+                       f"{t_interval(ends['last'].to_numpy()).text('.3f')} at the end; change {change[c].difference.text('.3f')}")
     curves_by_objective = {_objective(c): part.groupby("step")["kernel_diagonality_mean"].mean()
                            for c, part in per_cell.groupby("condition", sort=False)}
     return Claim(
@@ -99,7 +99,7 @@ def _by_seeds(k: int, n: int) -> str:
 
 def iterated(results: pd.DataFrame, condition: str) -> Claim:
     cells = _done_cells(results, condition)
-    best = cells["algorithm.extrapolation.best_depth"].astype(float)
+    best = cells["algorithm.extrapolation.best_depth"].astype(float).to_numpy()
     k, n = int(cells["algorithm.extrapolation.converges"].astype(bool).sum()), len(cells)
     return Claim(
         "finding_iteration", "This project: the TD-trained layer is a convergent TD iteration (running it deeper than "
@@ -115,8 +115,8 @@ def iterated(results: pd.DataFrame, condition: str) -> Claim:
 def constant_baseline(results: pd.DataFrame, condition: str) -> Claim:
     cells = _done_cells(results, condition)
     verdicts = cells["baselines.estimators.constant.model_minus_baseline.verdict"]
-    model = t_interval(cells["metrics.eval_msve"].astype(float))
-    const = t_interval(cells["baselines.estimators.constant.msve.mean"].astype(float))
+    model = t_interval(cells["metrics.eval_msve"].astype(float).to_numpy())
+    const = t_interval(cells["baselines.estimators.constant.msve.mean"].astype(float).to_numpy())
     lower, higher, n = int((verdicts == "lower").sum()), int((verdicts == "higher").sum()), len(cells)
     return Claim(
         "finding_baseline", "This project: the TD-trained model beats the constant in-context predictor "

@@ -110,4 +110,4 @@ def proportion_interval(successes: int, n: int, level: float = LEVEL) -> Interva
     p = successes / n
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return Interval(p, max(0.0, centre - half), min(1.0, centre + half), n)
+    return Interval(p, min(p, max(0.0, centre - half)), max(p, min(1.0, centre + half)), n)  # p inside, rounding aside

@@ -150,9 +150,13 @@ def study_report(args: argparse.Namespace) -> int:
 
 
 def claims(args: argparse.Namespace) -> int:
-    from analyses.claims.run import run_claims
+    from analyses.claims.run import ClaimsInterrupted, run_claims
 
-    rows = run_claims(args.out, args.budget, workers=args.workers, address=args.address, force=args.force)
+    try:
+        rows = run_claims(args.out, args.budget, workers=args.workers, address=args.address, force=args.force)
+    except ClaimsInterrupted as stop:
+        print(stop)
+        return 130
     for row in rows:
         print(f"{row.id:<24} {row.verdict}")
     print(f"{args.out}/claims.md: {len(rows)} claims")
