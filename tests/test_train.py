@@ -292,3 +292,5 @@ def test_a_run_folder_of_the_flat_layout_is_read_and_resumed(tmp_path):
     assert (standard.model.init_range, standard.model.n_ctx, standard.model.d_model) == (0.1, 13, 32)
     with pytest.raises(ValueError, match="unknown field"):
         TrainConfig.from_dict({**LEGACY_FLAT, "learning_rate": 1.0})
+    with pytest.raises(ValueError, match="'model' and 'tasks' tables"):
+        TrainConfig.from_dict({"model": config.to_dict()["model"]})

@@ -135,7 +135,7 @@ class TrainConfig:
         return replace(self, model=model, tasks=tasks, **own)
 
     def to_dict(self) -> dict[str, Any]:
-        own = {name: getattr(self, name) for name in sorted(_own_fields(), key=list(FIELD_ORDER).index)}
+        own = {name: getattr(self, name) for name in sorted(_own_fields(), key=FIELD_ORDER.get)}
         return {"architecture": self.architecture, "model": self.model.to_dict(), "tasks": self.tasks.to_dict(), **own}
 
     @classmethod
@@ -147,6 +147,8 @@ class TrainConfig:
         data = dict(data)
         architecture = data.pop("architecture", "stylised")
         check_choice("architecture", architecture, ARCHITECTURES)
+        if not isinstance(data.get("model"), dict) or not isinstance(data.get("tasks"), dict):
+            raise ValueError("TrainConfig: a nested config needs 'model' and 'tasks' tables")
         model = MODEL_CONFIGS[architecture].from_dict(data.pop("model"))
         tasks = TaskDistribution.from_dict(data.pop("tasks"))
         return from_dict_strict(cls, {**data, "model": model, "tasks": tasks})
