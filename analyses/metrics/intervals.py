@@ -2,7 +2,7 @@
 
 Every interval here is a two-sided Student-t interval of the mean, ``mean ± t_{n-1, 0.975} s / sqrt(n)``.
 On normal data it covers the true mean with probability 0.95 at every sample size (a percentile
-bootstrap over 2-5 seeds covers it only about 50-85 % of the time: ``tests/test_intervals.py``
+bootstrap over 2-5 seeds covers it only about 50-85 % of the time: ``tests/test_baselines.py``
 simulates both). Over hundreds of tasks the t interval is the usual large-sample interval.
 
 Non-finite values (a diverged seed, an ``inf`` error) are never dropped silently: the mean of a sample
