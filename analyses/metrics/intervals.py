@@ -1,6 +1,7 @@
 """Intervals a researcher can quote: of a mean over seeds or tasks, and of a paired difference.
 
-Every interval here is a two-sided Student-t interval of the mean, ``mean ± t_{n-1, 0.975} s / sqrt(n)``.
+Every interval of a mean here is a two-sided Student-t interval, ``mean ± t_{n-1, 0.975} s / sqrt(n)``
+(a fraction gets a Wilson score interval, ``proportion_interval``: sound at 0 and 1).
 On normal data it covers the true mean with probability 0.95 at every sample size (a percentile
 bootstrap over 2-5 seeds covers it only about 50-85 % of the time: ``tests/test_baselines.py``
 simulates both). Over hundreds of tasks the t interval is the usual large-sample interval.
