@@ -38,9 +38,10 @@ def run_claims(out_dir: Union[str, Path], budget: Union[str, Budget] = "quick", 
     budget = _budget(budget)
     out_dir = claim_output(out_dir, {"command": "claims", "budget": budget.to_dict()}, force)
     (out_dir / "figures").mkdir(exist_ok=True)
-    studies = {name: out_dir / "studies" / name for name in budget.studies()}
+    specs = budget.studies()
+    studies = {name: out_dir / "studies" / name for name in specs}
     complete = True  # a row computed from a study with failed cells is shown, never saved: a re-run retries them
-    for name, spec in budget.studies().items():  # Ray: resumable, finished cells reused
+    for name, spec in specs.items():  # Ray: resumable, finished cells reused
         study = run_study(spec, studies[name], address=address, workers=workers, progress=progress,
                           keep_freed_memory=True)
         if study.interrupted:  # no row is computed from a study that has not finished
@@ -52,9 +53,10 @@ def run_claims(out_dir: Union[str, Path], budget: Union[str, Budget] = "quick", 
     claims: dict[str, Claim] = {}
     for ids, compute, trained_rows in steps:
         cached = [_cached(out_dir, i) for i in ids]
-        rows = cached if all(c is not None for c in cached) else compute()
+        reused = all(c is not None for c in cached)
+        rows = cached if reused else compute()
         for claim in rows:
-            if claim not in cached and (complete or not trained_rows):
+            if not reused and (complete or not trained_rows):
                 _save(out_dir, claim)
             claims[claim.id] = claim
         bar.update(1)

@@ -31,6 +31,10 @@ def _objective(condition: str) -> str:
     return condition.split("=", 1)[-1]
 
 
+def _objectives(good: list[str]) -> str:
+    return "the objective is " + " or ".join(_objective(c) for c in good)
+
+
 def weights(results: pd.DataFrame, seeds: int) -> Claim:
     cos_a, cos_v = _by_condition(results, "metrics.cos_A", "min"), _by_condition(results, "metrics.cos_V", "min")
     holds = {c: cos_a[c].lo >= CLOSE and cos_v[c].lo >= CLOSE for c in cos_a if c in cos_v}
@@ -42,7 +46,7 @@ def weights(results: pd.DataFrame, seeds: int) -> Claim:
         "`analyses/claims` runs it into the report folder's studies/objectives); the last checkpoint's cosines, the "
         "lowest layer's (a model is only as close as its worst layer).",
         f"holds for an objective when the 95% t intervals over seeds of both cosines lie above {CLOSE}.",
-        conditional(holds, lambda good: "the objective is " + " or ".join(_objective(c) for c in good)), numbers,
+        conditional(holds, _objectives), numbers,
         {"seeds": seeds, "close": CLOSE, "objectives": [
             {"objective": _objective(c), "cos_A": cos_a[c].to_dict(), "cos_V": cos_v[c].to_dict()} for c in holds]},
         "emergence_weights")
@@ -50,29 +54,29 @@ def weights(results: pd.DataFrame, seeds: int) -> Claim:
 
 def diagonality(curves: pd.DataFrame, seeds: int) -> Claim:
     per_cell = curves.groupby(["condition", "cell", "step"], sort=False)["kernel_diagonality_mean"].first().reset_index()
-    change, holds, numbers = {}, {}, []
+    change, holds, numbers, curves_by_objective = {}, {}, [], {}
     for c, part in per_cell.groupby("condition", sort=False):
+        curves_by_objective[_objective(c)] = part.groupby("step")["kernel_diagonality_mean"].mean()
         ends = part.sort_values("step").groupby("cell")["kernel_diagonality_mean"].agg(["first", "last"])
         change[c] = paired(ends["last"].to_numpy(), ends["first"].to_numpy())
         holds[c] = change[c].verdict == "higher"
         numbers.append(f"{_objective(c)}: diagonality {t_interval(ends['first'].to_numpy()).text('.3f')} at step 0 → "
                        f"{t_interval(ends['last'].to_numpy()).text('.3f')} at the end; change {change[c].difference.text('.3f')}")
-    curves_by_objective = {_objective(c): part.groupby("step")["kernel_diagonality_mean"].mean()
-                           for c, part in per_cell.groupby("condition", sort=False)}
     return Claim(
         "emergence_diagonality", "Emergence: attention becomes increasingly diagonal (mass on the query's own state) "
         "during training.",
         f"Kernel diagonality on the evaluation tasks at step 0 and at the last step, per seed ({seeds} seeds per "
         "objective, the same study as above).",
         "holds for an objective when the paired 95% t interval over seeds of (last − first) lies above 0.",
-        conditional(holds, lambda good: "the objective is " + " or ".join(_objective(c) for c in good)), numbers,
+        conditional(holds, _objectives), numbers,
         {"seeds": seeds, "change": {_objective(c): v.to_dict() for c, v in change.items()},
          "curves": {o: {"step": s.index.tolist(), "mean": s.tolist()} for o, s in curves_by_objective.items()}},
         "emergence_diagonality")
 
 
 def signature(results: pd.DataFrame) -> Claim:
-    done = results[(results["status"] == "done") & results.get("metrics.signature_match", pd.Series(dtype=float)).notna()]
+    done = results[results["status"] == "done"]
+    done = done[done["metrics.signature_match"].notna()] if "metrics.signature_match" in done else done.iloc[:0]
     holds, numbers, data = {}, [], {}
     for c, part in done.groupby("condition", sort=False):
         k, n = int(part["metrics.signature_match"].astype(bool).sum()), len(part)
@@ -85,7 +89,7 @@ def signature(results: pd.DataFrame) -> Claim:
         "signs (+, +, −).",
         "The identifiable entries of each layer's value row, per seed and layer (the same study).",
         "holds for an objective when every seed and layer has the signs.",
-        conditional(holds, lambda good: "the objective is " + " or ".join(_objective(c) for c in good)), numbers, data)
+        conditional(holds, _objectives), numbers, data)
 
 
 def _done_cells(results: pd.DataFrame, condition: str) -> pd.DataFrame:
