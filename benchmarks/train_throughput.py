@@ -1,27 +1,26 @@
-"""Training throughput, hook overhead and arithmetic efficiency, all measured in one run (ratios).
+"""Training throughput against the machine's own GEMM rate, for both architectures, in one run (ratios).
 
-Usage: python benchmarks/train_throughput.py [--threads 2] [--repeats 20] [--device cpu|cuda]
-       [--default-allocator]
+Usage: python benchmarks/train_throughput.py [--threads 2] [--repeats 20] [--rounds 7]
+       [--device cpu|cuda] [--compile] [--default-allocator]
 
-One sample = one prompt through forward and backward, d=4, s=10, n=30, L=3, 64 tasks x 17 windows.
-Reports, measured alternately in rounds (median), so machine load drifts out of the ratios:
+Three models, each on its training batch: the stylised ``quick`` model with tied weights and the
+``paper`` model with per-layer weights (d = 4, n = 30, L = 3; 64 tasks x 17 windows = 1,088 prompts),
+and ``standard-quick`` (3 layers, d_model 32, 2 heads, MLP 64; 16 x 17 = 272 prompts). Measured
+alternately in rounds (median), so machine load drifts out of the ratios:
 
-* model step (TD loss forward + backward on a fixed batch), tied and per-layer weights;
-* full training step (fresh data, forward, backward, optimiser) and its ratio to the model step;
-* hooked forward over a bare-torch forward of the same math;
-* a 1024 x 1024 fp32 GEMM rate, and the fraction of it the model step reaches under the analytic
-  FLOP count below;
-* one layer's pattern (scores and softmax) forward + backward on its own, and the per-layer / tied
-  ratio it allows: per layer, a model computes L - 1 full patterns and the query row where a tied one
-  computes one full pattern; at L = 3 that is one pattern (and a row) more per step, so per-layer /
-  tied can at best be ``tied step / (tied step + pattern)``.
+* model step: TD loss forward + backward on a fixed batch (the objectives' ``fast_values``);
+* full step: the trainer's ``next_batch`` (fresh data), forward, backward, optimiser; and the model step's
+  share of it (1.0: data and optimiser cost nothing);
+* a 1024 x 1024 fp32 GEMM rate, and the fraction of it each model step reaches under the analytic
+  FLOP counts below;
+* hooked forward over a bare-torch forward of the same math (stylised, per-layer);
+* ``--compile``: the same model steps with ``compile_fast_path()`` (``TrainConfig.compile``), and the
+  seconds each took to compile;
+* ``--device cuda``: everything on the GPU, and each model's loss and gradients checked against the
+  CPU's on the same batch and weights (fp32, within 1e-4 relative to the largest).
 
-Training keeps freed memory in the process (``ictd_interp/cpu_allocator.py``), so the benchmark does
-too; ``--default-allocator`` measures with the C library's default instead.
-
-Analytic FLOPs per sample (paper mask, P = n + 1 positions, fast path): per layer, scores 2 d P^2,
-softmax about 5 P^2, pattern @ value-row 2 P^2 per head, the value row 2 (d + 3) P per head;
-backward ~2x forward, so forward + backward ~3x. (d=4, P=31, L=3, one head: about 0.13 MFLOP.)
+Training keeps freed memory in the process (``ictd_interp/training/allocator.py``), so the benchmark
+does too; ``--default-allocator`` measures with the C library's default instead.
 """
 
 from __future__ import annotations
@@ -33,25 +32,48 @@ import time
 
 import torch
 
-from ictd_interp import HookedICTDTransformer, ICTDConfig
-from ictd_interp.training.allocator import keep_freed_memory
-from ictd_interp.training.batches import window_batch
-from ictd_interp.models.fast_path import patterns
-from ictd_interp.training.objectives import td_loss
-from ictd_interp.tasks.prompt import PromptLayout
-from ictd_interp.config.tasks import TaskDistribution
-from ictd_interp.training.trainer import _optimizer
 from ictd_interp.config.train import TrainConfig
+from ictd_interp.models.architectures import build_model
+from ictd_interp.training.allocator import keep_freed_memory
+from ictd_interp.training.objectives import td_loss
+from ictd_interp.training.trainer import _optimizer, next_batch
+
+CONFIGS = {"tied": ("quick", {}), "per_layer": ("paper", {}), "standard": ("standard-quick", {})}
 
 
 def flops_per_sample(d: int, n: int, layers: int, heads: int = 1) -> float:
+    """The stylised model's math per prompt, as the hooked forward computes it (P = n + 1 positions).
+    Per layer: scores ``x_j^T A x_i`` 2 d P^2, softmax about 5 P^2, and per head pattern @ value row
+    2 P^2 and the value row ``V z`` 2 (d + 3) P. Backward about twice forward: x 3. The fast path skips
+    part of this (a tied model's pattern once, the last layer's query row only), which the fraction of
+    the GEMM rate credits to it. (d = 4, n = 30, L = 3: 0.134 MFLOP.)"""
     P = n + 1
     forward = layers * (2 * d * P**2 + 5 * P**2 + heads * (2 * P**2 + 2 * (d + 3) * P))
     return 3.0 * forward
 
 
+def standard_flops_per_sample(d: int, n: int, layers: int, d_model: int, heads: int, d_head: int, d_mlp: int) -> float:
+    """The standard model's math per prompt as the hooked forward computes it (P = n + 1 positions,
+    S = n sources, D = d_model, H E = heads x d_head, M = d_mlp). Read-in 2 (d + 3) D P; per layer:
+    q, k, v 6 D H E P, scores and pattern @ v 4 H E P S, softmax 5 H P S, output 2 H E D P, MLP
+    4 D M P, GELU about 8 M P, two LayerNorms about 16 D P; final LayerNorm 8 D P and read-out 2 D P.
+    Backward about twice forward: x 3. (standard-quick: 6.1 MFLOP.)"""
+    P, S, D, HE = n + 1, n, d_model, heads * d_head
+    per_layer = (6 * D * HE * P + 4 * HE * P * S + 5 * heads * P * S + 2 * HE * D * P + 4 * D * d_mlp * P
+                 + 8 * d_mlp * P + 16 * D * P)
+    return 3.0 * (2 * (d + 3) * D * P + layers * per_layer + 10 * D * P)
+
+
+def model_flops(config: TrainConfig) -> float:
+    m, t = config.model, config.tasks
+    if config.architecture == "standard":
+        return standard_flops_per_sample(t.d_features, t.context_len, m.n_layers, m.d_model, m.n_heads, m.d_head, m.d_mlp)
+    return flops_per_sample(t.d_features, t.context_len, m.n_layers, m.n_heads)
+
+
 def bare_forward(prompt: torch.Tensor, params: list[tuple[torch.Tensor, torch.Tensor]], gamma: float) -> torch.Tensor:
-    """The same math as the TSM model, as plain tensor ops (no modules, no hook points)."""
+    """The TSM model's math in the hooked forward's own layout, as plain tensor ops (no modules, no hook
+    points): hooked / bare is the cost of the hook points and modules alone."""
     cur, tgt = prompt.shape[-1] - 1, prompt.shape[-1] - 2
     keep = torch.ones(prompt.shape[-1], dtype=prompt.dtype, device=prompt.device)
     keep[tgt] = 0.0
@@ -84,9 +106,47 @@ def seconds(fn, repeats: int, device: str) -> float:
 
 
 def gemm_flops_per_s(device: str, repeats: int) -> float:
-    a = torch.randn(1024, 1024, device=device)
-    b = torch.randn(1024, 1024, device=device)
+    a, b = torch.randn(1024, 1024, device=device), torch.randn(1024, 1024, device=device)
     return 2 * 1024**3 / seconds(lambda: a @ b, repeats, device)
+
+
+class Bench:
+    """One model, its fixed batch, its data generator and its optimiser."""
+
+    def __init__(self, name: str, device: str, compiled: bool = False):
+        preset, flat = CONFIGS[name]
+        self.config = TrainConfig.from_preset(preset, device=device, **flat)
+        self.model = build_model(self.config.model).to(device)
+        self.generator = torch.Generator().manual_seed(0)
+        self.batch = next_batch(self.config, self.generator, torch.float32)[0]
+        self.optimizer = _optimizer(self.config, self.model)
+        self.compile_s = 0.0
+        if compiled:
+            start = time.perf_counter()
+            self.model.compile_fast_path()
+            self.model_step()
+            self.compile_s = time.perf_counter() - start
+
+    def model_step(self) -> None:
+        td_loss(self.model, self.batch).backward()
+
+    def full_step(self) -> None:
+        batch, depth = next_batch(self.config, self.generator, torch.float32)
+        self.optimizer.zero_grad(set_to_none=True)
+        td_loss(self.model, batch, depth=depth).backward()
+        self.optimizer.step()
+
+
+def cuda_agreement(name: str) -> float:
+    """Largest |CUDA - CPU| over the loss and every gradient, relative to the largest CPU value."""
+    cpu, gpu = Bench(name, "cpu"), Bench(name, "cuda")
+    gpu.model.load_state_dict(cpu.model.state_dict())
+    out = []
+    for bench, batch in ((cpu, cpu.batch), (gpu, cpu.batch.to("cuda", torch.float32))):
+        loss = td_loss(bench.model, batch)
+        grads = torch.autograd.grad(loss, list(bench.model.parameters()))
+        out.append(torch.cat([loss.reshape(1), *[g.flatten() for g in grads]]).double().cpu())
+    return float((out[0] - out[1]).abs().max() / out[0].abs().max())
 
 
 def main() -> None:
@@ -95,71 +155,58 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--compile", action="store_true", help="also time compile_fast_path() model steps")
     parser.add_argument("--default-allocator", action="store_true", help="do not keep freed memory (as training does)")
     args = parser.parse_args()
     kept = False if args.default_allocator else keep_freed_memory()
     torch.set_num_threads(args.threads)
     dev = args.device
-    gen = torch.Generator().manual_seed(0)
-    config = TrainConfig.from_flat(tied=True, device=dev)
-    make = lambda: window_batch(TaskDistribution(n_states=10, d_features=4, context_len=30, gamma=0.9, feature_kind="uniform", feature_scale=1.0), 64, 17,  # noqa: E731
-                                generator=gen).to(dev, torch.float32)
-    batch = make()
-    prompts = batch.prompts.shape[0]
-    models = {tied: HookedICTDTransformer(ICTDConfig(d_features=4, n_layers=3, init_scale=0.1, tied=tied)).to(dev)
-              for tied in (True, False)}
-    optimizers = {tied: _optimizer(config, m) for tied, m in models.items()}
-
-    def model_step(tied):
-        td_loss(models[tied], batch).backward()
-
-    def full_step(tied):
-        optimizers[tied].zero_grad(set_to_none=True)
-        td_loss(models[tied], make()).backward()
-        optimizers[tied].step()
-
-    model = models[False]
-    A = model.blocks[0].attn.A.detach()[None].requires_grad_()  # [unique=1, head, d_model, d_model]
-    x = batch.prompts[..., PromptLayout(model.cfg.d_features).features]
-    upstream = torch.rand(1, 1, *x.shape[:2], x.shape[1] - 1, device=dev)
-
-    def pattern_step():
-        torch.autograd.grad(patterns(model.cfg, A, x, x[:, :-1]), A, grad_outputs=upstream)
-
-    params = [(b.attn.A.detach(), b.attn.V.detach()) for b in model.blocks]
+    benches = {name: Bench(name, dev) for name in CONFIGS}
+    compiled = {name: Bench(name, dev, compiled=True) for name in CONFIGS} if args.compile else {}
+    per_layer = benches["per_layer"].model
+    params = [(b.attn.A.detach(), b.attn.V.detach()) for b in per_layer.blocks]
+    prompts = benches["per_layer"].batch.prompts
     with torch.no_grad():
-        assert torch.allclose(model(batch.prompts), bare_forward(batch.prompts, params, 0.9), atol=1e-5)
-    rounds: dict[str, list[float]] = {k: [] for k in ("tied", "per_layer", "full_tied", "full_per_layer", "hooked",
-                                                       "bare", "gemm", "pattern")}
+        assert torch.allclose(per_layer(prompts), bare_forward(prompts, params, 0.9), atol=1e-5)
+    rounds: dict[str, list[float]] = {}
     for _ in range(args.rounds):  # alternate everything within each round
-        rounds["tied"].append(prompts / seconds(lambda: model_step(True), args.repeats, dev))
-        rounds["per_layer"].append(prompts / seconds(lambda: model_step(False), args.repeats, dev))
-        rounds["full_tied"].append(prompts / seconds(lambda: full_step(True), args.repeats, dev))
-        rounds["full_per_layer"].append(prompts / seconds(lambda: full_step(False), args.repeats, dev))
+        for name, bench in benches.items():
+            rounds.setdefault(f"model_{name}", []).append(seconds(bench.model_step, args.repeats, dev))
+            rounds.setdefault(f"full_{name}", []).append(seconds(bench.full_step, args.repeats, dev))
+        for name, bench in compiled.items():
+            rounds.setdefault(f"compiled_{name}", []).append(seconds(bench.model_step, args.repeats, dev))
         with torch.no_grad():
-            rounds["hooked"].append(seconds(lambda: model(batch.prompts), args.repeats, dev))
-            rounds["bare"].append(seconds(lambda: bare_forward(batch.prompts, params, 0.9), args.repeats, dev))
-        rounds["gemm"].append(gemm_flops_per_s(dev, 10))
-        rounds["pattern"].append(seconds(pattern_step, args.repeats, dev))
+            rounds.setdefault("hooked", []).append(seconds(lambda: per_layer(prompts), args.repeats, dev))
+            rounds.setdefault("bare", []).append(seconds(lambda: bare_forward(prompts, params, 0.9), args.repeats, dev))
+        rounds.setdefault("gemm", []).append(gemm_flops_per_s(dev, 10))
     med = {k: statistics.median(v) for k, v in rounds.items()}
-    ratio = statistics.median(h / b for h, b in zip(rounds["hooked"], rounds["bare"]))
-    flops = flops_per_sample(4, 30, 3)
+    gemm = med.pop("gemm")
+    samples = {name: b.batch.prompts.shape[0] for name, b in benches.items()}
+    flops = {name: model_flops(b.config) for name, b in benches.items()}
+
+    def fraction(key: str, name: str) -> float:
+        return round(samples[name] * flops[name] / med[key] / gemm, 4)
+
     result = {
-        "device": dev, "threads": args.threads, "allocator_keeps_freed_memory": kept, "prompts_per_step": prompts, "rounds": args.rounds,
-        "model_step_samples_per_s": {"tied": round(med["tied"]), "per_layer": round(med["per_layer"])},
-        "full_step_samples_per_s": {"tied": round(med["full_tied"]), "per_layer": round(med["full_per_layer"])},
-        "per_layer_over_tied_model_step": round(med["per_layer"] / med["tied"], 3),
-        "one_pattern_fwd_bwd_ms": round(med["pattern"] * 1e3, 3),
-        "per_layer_over_tied_bound_from_pattern": round((prompts / med["tied"]) / (prompts / med["tied"] + med["pattern"]), 3),
-        "full_over_model_step": {"tied": round(med["full_tied"] / med["tied"], 3),
-                                 "per_layer": round(med["full_per_layer"] / med["per_layer"], 3)},
-        "hooked_over_bare_forward": round(ratio, 3),
-        "gemm_1024_gflop_per_s": round(med["gemm"] / 1e9, 1),
-        "analytic_mflop_per_sample": round(flops / 1e6, 4),
-        "model_step_fraction_of_gemm_rate": {"tied": round(med["tied"] * flops / med["gemm"], 4),
-                                             "per_layer": round(med["per_layer"] * flops / med["gemm"], 4)},
-        "targets": {"per_layer_over_tied_model_step": 0.9, "full_over_model_step": 0.85, "hooked_over_bare_forward": 1.15},
+        "device": dev, "threads": args.threads, "allocator_keeps_freed_memory": kept, "rounds": args.rounds,
+        "prompts_per_step": samples, "analytic_mflop_per_sample": {k: round(v / 1e6, 4) for k, v in flops.items()},
+        "gemm_1024_gflop_per_s": round(gemm / 1e9, 1),
+        "model_step_ms": {name: round(med[f"model_{name}"] * 1e3, 2) for name in benches},
+        "model_step_samples_per_s": {name: round(samples[name] / med[f"model_{name}"]) for name in benches},
+        "model_step_fraction_of_gemm_rate": {name: fraction(f"model_{name}", name) for name in benches},
+        "full_over_model_step": {name: round(med[f"model_{name}"] / med[f"full_{name}"], 3) for name in benches},
+        "hooked_over_bare_forward": round(statistics.median(h / b for h, b in zip(rounds["hooked"], rounds["bare"])), 3),
+        "targets": {"model_step_fraction_of_gemm_rate": {"tied": 0.15, "per_layer": 0.10},
+                    "full_over_model_step": 0.9, "hooked_over_bare_forward": 1.15},
     }
+    if compiled:
+        result["compiled"] = {
+            "compile_s": {name: round(b.compile_s, 1) for name, b in compiled.items()},
+            "model_step_ms": {name: round(med[f"compiled_{name}"] * 1e3, 2) for name in compiled},
+            "eager_over_compiled": {name: round(med[f"model_{name}"] / med[f"compiled_{name}"], 3) for name in compiled},
+            "model_step_fraction_of_gemm_rate": {name: fraction(f"compiled_{name}", name) for name in compiled}}
+    if dev == "cuda":
+        result["cuda_vs_cpu_max_rel"] = {name: cuda_agreement(name) for name in CONFIGS}
     print(json.dumps(result, indent=1))
 
 

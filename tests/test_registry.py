@@ -1,6 +1,8 @@
 """Shipped pretrained models: they load, their cards tell the truth, and their commands reproduce them."""
 
+import json
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -117,24 +119,28 @@ def test_each_class_loads_only_its_own_architecture():
         HookedStandardTransformer.from_pretrained("quick-td-s0")
 
 
+FLAT_CARDS = json.loads((Path(__file__).parent / "data" / "flat_train_configs.json").read_text())
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_every_card_of_the_flat_layout_migrates_value_for_value(name):
-    """The cards were written before the nesting: every setting lands where it belongs, unchanged (the
-    standard model's init_scale was its init_range); the other architecture's fields (at their defaults) go."""
+    """The cards of the release before the nesting (flat ``train_config``, kept in tests/data): every setting
+    lands where it belongs, unchanged (the standard model's init_scale was its init_range); the other
+    architectures' fields (at their defaults) go; and the migrated config is the one the re-exported card records."""
     from dataclasses import fields
 
     from ictd_interp.config import MODEL_CONFIGS
 
-    flat = pretrained.card(name)["train_config"]
+    flat = FLAT_CARDS[name]
     assert "model" not in flat  # the old layout
     config = TrainConfig.from_dict(flat)
     nested = config.to_dict()
     values = {**nested["model"], **nested["tasks"], **{k: v for k, v in nested.items() if k not in ("model", "tasks")}}
     renamed = {"init_scale": "init_range"} if config.architecture == "standard" else {}
-    other = next(c for a, c in MODEL_CONFIGS.items() if a != config.architecture)
-    dropped = {f.name for f in fields(other)} - set(values) - set(renamed)
+    dropped = {f.name for a, c in MODEL_CONFIGS.items() if a != config.architecture for f in fields(c)}
+    dropped -= set(values) | set(renamed)
     for key, value in flat.items():
         if key not in dropped:
             assert values[renamed.get(key, key)] == value, key
-    assert TrainConfig.from_dict(nested) == config and config.model == load_checkpoint(
-        pretrained.pretrained_path(name)).model.cfg
+    assert TrainConfig.from_dict(nested) == config == TrainConfig.from_dict(pretrained.card(name)["train_config"])
+    assert config.model == load_checkpoint(pretrained.pretrained_path(name)).model.cfg

@@ -286,13 +286,14 @@ def _tile(state: dict, depth: int) -> dict:
     return out
 
 
-@pytest.mark.parametrize("kind", ["stylised", "standard", "standard-tied"])
+@pytest.mark.parametrize("kind", ["stylised", "standard", "standard-tied", "standard-bare"])
 def test_both_model_classes_keep_the_analysis_protocol(kind):
     """What the function-space analyses rely on, by behaviour (not by method names): the fast path equals the
     hooked forward at every depth, the read-out direction reads the value off the last residual stream, the
     frozen entries are zero and the tied groups hold equal tensors."""
     model = {"stylised": lambda: HookedICTDTransformer(make_cfg(n_layers=3, init_scale=0.3, tied=False)),
-             "standard": lambda: standard(), "standard-tied": lambda: standard(tied=True)}[kind]()
+             "standard": lambda: standard(), "standard-tied": lambda: standard(tied=True),
+             "standard-bare": lambda: standard(d_mlp=0, layer_norm=False, pos_embed=True, n_ctx=40)}[kind]()
     prompt = make_tasks().prompt
     values = model(prompt)
     assert values.shape == prompt.shape[:2] and model.cfg.architecture in ("stylised", "standard")
@@ -309,6 +310,9 @@ def test_both_model_classes_keep_the_analysis_protocol(kind):
     if model.cfg.tied:
         deeper = model.fast_values(prompt, depth=model.cfg.n_layers + 2)
         assert deeper.shape == values.shape and not torch.allclose(deeper, values)
+        assert torch.allclose(deeper, model.values_at_depth(prompt, model.cfg.n_layers + 2), atol=1e-12, rtol=0)
+        query = model.fast_values(prompt, depth=model.cfg.n_layers + 2, query_only=True)
+        assert torch.allclose(query, deeper[:, -1], atol=1e-12, rtol=0)
 
 
 def test_analyze_and_evaluate_take_a_standard_model(tmp_path):

@@ -233,6 +233,41 @@ def test_a_short_cuda_run_matches_the_cpu_run(tmp_path):
         assert (a.detach() - b.detach().cpu()).abs().max() < 1e-4
 
 
+COMPILED = """
+import json, sys, tempfile
+import torch
+from ictd_interp.config import TrainConfig
+from ictd_interp.tasks.sampling import sample_from
+from ictd_interp.training.run_folder import load_run_config
+from ictd_interp.training.trainer import train
+base = dict(d_features=3, n_states=5, context_len=6, tasks_per_batch=4, windows_per_task=3, steps=6, eval_every=3,
+            checkpoint_every=3, n_eval_tasks=8, n_layers=2, lr=1e-2, dtype="float64", architecture=sys.argv[1])
+out = tempfile.mkdtemp()
+eager = train(TrainConfig.from_flat(**base), out + "/eager", progress=False).model
+compiled = train(TrainConfig.from_flat(**base, compile=True), out + "/compiled", progress=False).model
+seen = []
+compiled.blocks[0].hook_resid_pre.add_hook(lambda act, hook: seen.append(hook.name))
+compiled.fast_values(sample_from(TrainConfig.from_flat(**base).tasks, 2, seed=1).prompt)
+print(json.dumps({"recorded": load_run_config(out + "/compiled").compile,
+                  "own_callable": compiled.hook_free_values is not type(compiled).hook_free_values,
+                  "hooked": seen,
+                  "max_diff": max((a - b).abs().max().item() for a, b in
+                                  zip(eager.state_dict().values(), compiled.state_dict().values()))}))
+"""
+
+
+@pytest.mark.parametrize("architecture", ["stylised", pytest.param("standard", marks=pytest.mark.slow)])
+def test_the_compile_option_trains_the_same_weights_within_rounding(architecture):
+    """``compile=True`` runs the compiled hook-free path (another rounding; float64 here: within 1e-9), is
+    recorded in the run's config, and a hook still diverts the compiled model to the hooked forward. In a
+    fresh interpreter: the suite's runtime type checks wrap the functions torch.compile would trace."""
+    done = subprocess.run([sys.executable, "-c", COMPILED, architecture], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["recorded"] and result["own_callable"] and result["hooked"] == ["blocks.0.hook_resid_pre"]
+    assert 0 <= result["max_diff"] < 1e-9
+
+
 ALLOCATOR = """
 import os, sys
 from ictd_interp.config import TrainConfig

@@ -180,11 +180,11 @@ def error_vs_depth(curves: Mapping[str, Sequence[float]], rates: Optional[Mappin
 
 
 def depth_extrapolation(depths: Sequence[int], model: Sequence[float], theta_star: Sequence[float],
-                        trained_depth: int, verdict: str, name: str = "trained layers") -> Figure:
-    """MSVE when the learned layers are run to other depths, beside theta* at the same depths."""
+                        trained_depth: int, verdict: str, name: str = "trained layers", reference: str = STAR) -> Figure:
+    """MSVE when the learned layers are run to other depths, beside a construction (θ*) at the same depths."""
     fig, (ax,) = _figure(width=6.2)
     ax.plot(depths, model, color=PALETTE[0], marker="o", ms=4, label=name)
-    ax.plot(depths, theta_star, color=PALETTE[2], marker="s", ms=3, ls="--", label=STAR)
+    ax.plot(depths, theta_star, color=PALETTE[2], marker="s", ms=3, ls="--", label=reference)
     ax.axvline(trained_depth, color="grey", lw=0.8, ls=":", label=f"trained depth {trained_depth}")
     ax.set(xscale="log", yscale="log", title=wrapped(f"Run beyond its trained depth: {verdict}", 55), xlabel="depth (layers applied)",
            ylabel=r"MSVE against $v_\pi$")
@@ -269,3 +269,26 @@ def legend_outside(ax, title: Optional[str] = None, keep: bool = True) -> None:
         ax.get_legend().remove()
     if keep:
         ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False, title=title)
+
+
+def linear_weights(P: Numbers, Q: Numbers, P_td: Numbers, Q_td: Numbers, d: int) -> Figure:
+    """A linear model's ``P`` and ``Q`` (top) beside the TD(0) construction's (bottom), rows and columns named
+    by the prompt block they touch (``phi``, ``gamma phi'``, ``r``); each matrix on its own symmetric scale.
+    ``P`` writes row ``a`` from column entry ``b``; ``Q`` pairs source entry ``a`` with query entry ``b``
+    (score ``z_i^T Q z_j``)."""
+    fig = Figure(figsize=(9.0, 8.0), layout="constrained")
+    names = [r"$\phi$"] * d + [r"$\gamma\phi'$"] * d + ["r"]
+    panels = (("trained P (layer 0)", P, "P"), ("trained Q (layer 0)", Q, "Q"),
+              ("TD(0) construction P", P_td, "P"), ("TD(0) construction Q (C = I)", Q_td, "Q"))
+    for i, (title, W, kind) in enumerate(panels):
+        ax = fig.add_subplot(2, 2, i + 1)
+        data = np.asarray(W, dtype=float)
+        bound = float(np.abs(data).max()) or 1.0
+        sns.heatmap(data, ax=ax, cmap="RdBu_r", vmin=-bound, vmax=bound, square=True, xticklabels=names,
+                    yticklabels=names, cbar_kws={"label": "weight", "shrink": 0.8})
+        for edge in (d, 2 * d):
+            ax.axhline(edge, color="black", lw=0.6)
+            ax.axvline(edge, color="black", lw=0.6)
+        labels = (("column entry read", "row written") if kind == "P" else ("query entry $z_j$", "source entry $z_i$"))
+        ax.set(title=title, xlabel=labels[0], ylabel=labels[1])
+    return fig

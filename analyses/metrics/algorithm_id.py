@@ -276,10 +276,11 @@ def layer_at_depth(model: HookedICTDTransformer, depth: int) -> HookedICTDTransf
     return deeper
 
 
-def depth_extrapolation(model: ICTDModel, star: HookedICTDTransformer, tasks: TaskBatch,
+def depth_extrapolation(model: ICTDModel, star: ICTDModel, tasks: TaskBatch,
                         depths: Optional[list[int]] = None, factor: int = 8) -> dict:
-    """MSVE of the model's layers and of theta* run to each depth (default: 1 .. ``factor`` x the
-    trained depth), with the verdict the error curve gives (``extrapolation_verdict``)."""
+    """MSVE of the model's layers and of a construction (theta*; a linear model's TD(0) construction) run
+    to each depth (default: 1 .. ``factor`` x the trained depth), with the verdict the error curve gives
+    (``extrapolation_verdict``)."""
     trained = model.cfg.n_layers
     depths = depths or depths_up_to(factor * trained, trained)
     errors = msve_at_depths(model, tasks, depths)

@@ -38,7 +38,9 @@ from ictd_interp.reference.td import same_state_kernel, softmax_td
 NAMES = ("constant", "tabular_mc", "tabular_td", "lstd", "best_softmax_td")
 LABELS = {"constant": "constant mean(R)/(1−γ)", "tabular_mc": "tabular Monte-Carlo",
           "tabular_td": "tabular TD fixed point", "lstd": "linear LSTD on the features",
-          "best_softmax_td": "best softmax TD of the same depth", "theta_star": "θ* at the same depth"}
+          "best_softmax_td": "best softmax TD of the same depth", "theta_star": "θ* at the same depth",
+          "td0_construction": "TD(0) construction of the same depth (linear, C = I)",
+          "identified_member": "the family member its weights identify"}
 
 
 def constant(tasks: TaskBatch, gamma: float) -> Float[Tensor, "batch pos"]:

@@ -28,7 +28,7 @@ from torch import Tensor
 from analyses.metrics.site_probes import LinearProbes
 from ictd_interp.models.hook_names import get_act_name
 from ictd_interp.models.architectures import ICTDModel
-from ictd_interp.reference.metrics import cosine, kernel_diagonality
+from ictd_interp.reference.metrics import cosine, kernel_diagonality, query_rows
 from ictd_interp.tasks.sampling import TaskBatch
 from ictd_interp.reference.td import same_state_kernel, softmax_kernel
 from ictd_interp.models.hook_names import ends_with
@@ -69,7 +69,7 @@ def head_kernels(model: ICTDModel, tasks: TaskBatch) -> list[dict]:
     reference, tabular, n_states = td_kernel(tasks), tabular_kernel(tasks), tasks.mrp.n_states
     rows = []
     for layer in range(model.cfg.n_layers):
-        pattern = cache["pattern", layer].double().cpu()
+        pattern = query_rows(cache["pattern", layer], tasks.states.shape[1]).double().cpu()
         for head in range(pattern.shape[1]):
             rows.append({"layer": layer, "head": head,
                          "td_kernel_correlation": correlation(pattern[:, head, :, :-1], reference),

@@ -11,8 +11,8 @@ STAR = "$\\theta^*$"
 
 def draw(summary: Summary) -> dict[str, plots.Figure]:
     """Every figure of the report, by file name."""
-    common = _common(summary)
-    return {**common, **(_stylised(summary) if summary.architecture == "stylised" else _standard(summary))}
+    own = {"stylised": _stylised, "standard": _standard, "linear-ictd": _linear}[summary.architecture]
+    return {**_common(summary), **own(summary)}
 
 
 def _common(summary: Summary) -> dict[str, plots.Figure]:
@@ -20,8 +20,9 @@ def _common(summary: Summary) -> dict[str, plots.Figure]:
     out = {"error_vs_context": plots.error_vs_context(conv.context_lengths, conv.context),
            "predicted_vs_true": plots.predicted_vs_true(ex["predicted"], ex["true"])}
     if ext is not None:
+        reference = "TD(0) construction" if summary.architecture == "linear-ictd" else STAR
         out["depth_extrapolation"] = plots.depth_extrapolation(ext.depths, ext.model, ext.theta_star,
-                                                               ext.trained_depth, ext.verdict)
+                                                               ext.trained_depth, ext.verdict, reference=reference)
     return out
 
 
@@ -73,3 +74,11 @@ def _standard(summary: Summary) -> dict[str, plots.Figure]:
                                                                    summary.gamma, c.get("kernel_diagonality_heads"),
                                                                    summary.diagonality.theta_star, final_heads)
     return out
+
+
+def _linear(summary: Summary) -> dict[str, plots.Figure]:
+    w, conv = summary.linear.weights, summary.convergence
+    return {"weights_vs_td0": plots.linear_weights(w["P"][0], w["Q"][0], w["P_td0"], w["Q_td0"], summary.model_config["d_features"]),
+            "error_vs_depth": plots.error_vs_depth({"TD(0) construction (linear, C = I)": conv.depth["td0"],
+                                                    "theta* (softmax, same depth)": conv.depth["theta_star"],
+                                                    "trained model": conv.depth["model"]}, {}, None)}

@@ -3,6 +3,8 @@ the figures. Every number is printed with what it means for this model (``docs/t
 
 from __future__ import annotations
 
+import math
+
 from pathlib import Path
 from typing import Any, Optional
 
@@ -10,6 +12,7 @@ from analyses.metrics.algorithm_id import MAX_CONDITION
 from analyses.metrics.baselines import LABELS
 from analyses.metrics.intervals import Interval
 from analyses.metrics.neu import population_table
+from analyses.metrics.linear_family import IN_FAMILY
 from analyses.reports.schema import Algorithm, Baselines, Circuit, Diagonality, Summary
 from ictd_interp.models.construction import SIGNATURE_INPUTS, SIGNATURE_TEXT
 
@@ -23,7 +26,9 @@ def _fmt(values) -> str:
 
 
 def _num(value: Optional[float], spec: str = ".3f") -> str:
-    return "n/a" if value is None else format(value, spec)
+    if value is None:
+        return "n/a"
+    return format(value, spec) if math.isfinite(value) else "not finite"
 
 
 def algorithm_sentences(alg: Algorithm, base: Baselines, gamma: float) -> list[str]:
@@ -156,9 +161,9 @@ def diagonality_sentence(diag: Diagonality, model_mean: float) -> str:
 
 
 def write_markdown(summary: Summary, out_dir: Path) -> Path:
-    """``summary.md`` for either architecture."""
-    lines = stylised_lines(summary) if summary.architecture == "stylised" else standard_lines(summary)
-    return write_with_figures(lines, out_dir)
+    """``summary.md`` for any architecture."""
+    lines = {"stylised": stylised_lines, "standard": standard_lines, "linear-ictd": linear_lines}[summary.architecture]
+    return write_with_figures(lines(summary), out_dir)
 
 
 def stylised_lines(summary: Summary) -> list[str]:
@@ -318,3 +323,45 @@ def standard_lines(summary: Summary) -> list[str]:
         "non-linearly shows as absent.",
         "",
     ]
+
+
+def linear_layer_sentence(row: dict[str, Any]) -> str:
+    """One layer's place in the predecessor's family, in words (docs/theory.md §13)."""
+    kind = ("TD(0)-like" if abs(row["rg_share"]) < 0.25 else "residual-gradient-like" if abs(row["rg_share"] - 1) < 0.25
+            else f"between TD and residual gradient (ρ = {row['rg_share']:.2f})")
+    family = "in the family" if row["in_family"] else f"not in the family (the rule asks ≥ {IN_FAMILY:.0%} of both)"
+    return (f"Layer {row['layer']}: cos(P, P_TD) = {row['cos_P_td0']:.3f}, cos(Q, Q_TD) = {row['cos_Q_td0']:.3f}; the "
+            f"fit explains {row['P_explained']:.0%} of P and {row['Q_explained']:.0%} of Q, {family}: a {kind} update "
+            f"with step {row['step']:.3g}, effective discount {row['effective_discount']:.3f} and a preconditioner "
+            f"{row['preconditioner_off_identity']:.0%} off a multiple of the identity.")
+
+
+def linear_lines(summary: Summary) -> list[str]:
+    cfg, m, alg, lin = summary.model_config, summary.metrics, summary.algorithm, summary.linear
+    it, ext = lin.iteration, alg.extrapolation
+    share = it["share"]
+    lines = [
+        f"# ICTD analysis of `{summary.source}` (the predecessor's linear model)",
+        "",
+        f"Model: Z ← Z + (1/n) P Z M act(ZᵀQZ), {cfg['n_layers']} layers, d={cfg['d_features']}, "
+        f"{'tied' if cfg['tied'] else 'per-layer'} weights, {cfg['activation']} activation, λ = {cfg['trace_decay']} "
+        f"(docs/theory.md §13). Every number below is on {summary.eval_tasks}.",
+        "",
+        "## Which algorithm do its weights run?",
+        "",
+        "Each layer is fitted by the family member P = p e eᵀ, Q's top-left block "
+        "[[−Cᵀ, κCᵀ], [ρCᵀ, −ρκCᵀ]] (least squares; TD(0): ρ = 0, κ = 1; residual gradient: ρ = κ = 1); "
+        f"a layer is in the family when the fit explains at least {IN_FAMILY:.0%} of both P and Q.",
+        "",
+        *[f"- {linear_layer_sentence(row)}" for row in alg.layers],
+        f"- The identified members, run as a model, explain {lin.function_r2:.1%} of the variance of the model's "
+        "values (R² over every state of every evaluation task).",
+        f"- Iterated on each evaluation context, layer {it['layer']}'s identified update converges on "
+        f"{it['converging']} of {it['tasks']} tasks ({share['mean']:.0%} [{share['lo']:.0%}, {share['hi']:.0%}], "
+        f"Wilson 95%; median spectral radius {it['median_radius']:.3f}).",
+    ]
+    if ext:
+        lines.append(f"- Run beyond its trained depth, the tied layer itself {ext.verdict} (MSVE {_num(ext.model[-1], '.3g')} "
+                     f"at depth {ext.depths[-1]}; the TD(0) construction {_num(ext.theta_star[-1], '.3g')}).")
+    return [*lines, "", "## Error", "", f"- {summary.baselines.sentence}", "", *baseline_table(summary.baselines), "",
+            f"Eval MSVE {m.eval_msve:.4f} (this project's softmax θ* at the same depth {m.theta_star_msve:.4f}).", ""]

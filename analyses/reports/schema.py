@@ -135,6 +135,17 @@ class Convergence:
 
 
 @dataclass
+class LinearFamily:
+    """The predecessor's family (linear-ictd models): how much of the model's function the identified member
+    explains, whether its (last) layer's update converges when iterated on the evaluation contexts, and
+    the weights for the figure."""
+
+    function_r2: float
+    iteration: dict[str, Any]
+    weights: dict[str, Any] = detail()
+
+
+@dataclass
 class Summary:
     """Everything ``ictd-interp analyze`` measured on one model (docs/theory.md §7, README "Analyses")."""
 
@@ -153,6 +164,7 @@ class Summary:
     probes: Optional[Probes] = None
     margin: Optional[Margin] = None
     neu: Optional[dict[str, Any]] = detail()
+    linear: Optional[LinearFamily] = None
     curves: Optional[dict[str, list]] = detail()
     example: Optional[dict[str, Any]] = detail()
     schema_version: int = SCHEMA_VERSION

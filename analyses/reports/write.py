@@ -13,6 +13,7 @@ from typing import Optional, Union
 from analyses.reports.drawing import draw
 from analyses.reports.render import write_markdown
 from analyses.reports.schema import Summary, write_summary
+from analyses.reports.linear import compute_linear
 from analyses.reports.standard import compute_standard
 from analyses.reports.stylised import compute
 from ictd_interp.config import TaskDistribution, TrainConfig
@@ -59,8 +60,11 @@ def analyze(path: Union[str, Path], out_dir: Union[str, Path], neu: bool = True)
     the NEU section, stylised models only); returns the typed summary."""
     model, config, run_dir = resolve(path)
     curves = training_curves(run_dir)
-    summary = (compute(model, config, str(path), curves, neu) if is_stylised(model)
-               else compute_standard(model, config, str(path), curves))
+    if is_stylised(model):
+        summary = compute(model, config, str(path), curves, neu)
+    else:
+        own = compute_linear if model.cfg.architecture == "linear-ictd" else compute_standard
+        summary = own(model, config, str(path), curves)
     out_dir = Path(out_dir)
     (out_dir / "figures").mkdir(parents=True, exist_ok=True)
     write_summary(summary, out_dir / "summary.json")

@@ -87,6 +87,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--address", default=None, help="join this Ray cluster (HOST:PORT) instead; --out must be "
                                                    "storage every node sees")
     _allocator_flag(p)
+    p = sub.add_parser("import-incontexttd", help="checkpoints of a model trained with the predecessor's InContextTD code")
+    p.add_argument("path", help="its log folder (data.npz, params.json), its data.npz, or a torch.save'd state dict")
+    p.add_argument("--out", required=True, help="checkpoint folder (with --all-steps: one sub-folder per logged step)")
+    p.add_argument("--all-steps", action="store_true", help="one checkpoint per logged step, not only the last")
+    p.add_argument("--n-layers", type=positive_int, default=None, help="depth of a tied ('auto') model without params.json")
+    p.add_argument("--gamma", type=float, default=None, help="discount of its prompts (default: params.json's, else 0.9)")
+    p.add_argument("--activation", default=None, help="identity or relu (default: params.json's, else identity)")
+    p.add_argument("--force", action="store_true", help="replace a folder that holds another request's results")
     p = sub.add_parser("study-report", help="redraw a study's figures and study.md from its CSVs")
     p.add_argument("path", help="a study folder")
     p = sub.add_parser("claims", help="every claim of the paper re-derived with intervals and verdicts (claims.md)")
@@ -102,7 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 COMMANDS = {"construct": commands.construct, "train": commands.train, "reproduce": commands.reproduce,
             "models": commands.models, "analyze": commands.analyze, "evaluate": commands.evaluate,
-            "study": commands.study, "study-report": commands.study_report, "claims": commands.claims}
+            "study": commands.study, "study-report": commands.study_report, "claims": commands.claims,
+            "import-incontexttd": commands.import_incontexttd}
 
 
 def _as_flag(message: str) -> str:

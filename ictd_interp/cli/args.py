@@ -13,7 +13,7 @@ import textwrap
 from dataclasses import MISSING, fields, replace
 from typing import Any
 
-from ictd_interp.config import ARCHITECTURES, ICTDConfig, StandardConfig, TaskDistribution, TrainConfig
+from ictd_interp.config import ARCHITECTURES, MODEL_CONFIGS, TaskDistribution, TrainConfig
 from ictd_interp.config.train import flat_fields
 
 
@@ -66,19 +66,20 @@ def _flat(obj: Any) -> list[tuple[Any, Any]]:
 
 def add_train_args(parser: argparse.ArgumentParser) -> None:
     """One flag per flat ``TrainConfig`` setting, grouped by the config that holds it; defaults are the preset's."""
-    homes = {"model": (ICTDConfig, StandardConfig), "tasks": (TaskDistribution,), "train": (TrainConfig,)}
-    groups = {"model": parser.add_argument_group("model (stylised and standard architectures)"),
+    homes = {"model": tuple(MODEL_CONFIGS.values()), "tasks": (TaskDistribution,), "train": (TrainConfig,)}
+    groups = {"model": parser.add_argument_group(f"model ({', '.join(ARCHITECTURES)} architectures)"),
               "tasks": parser.add_argument_group("tasks"), "train": parser.add_argument_group("training")}
     groups["model"].add_argument("--architecture", choices=ARCHITECTURES, default=None,
-                                 help="stylised (the paper's model) or standard (a pre-LN transformer with MLPs)")
+                                 help="stylised (the paper's model), standard (a pre-LN transformer with MLPs) or "
+                                      "linear-ictd (the predecessor's linear model, docs/theory.md §13)")
     for name, home in flat_fields().items():
         if home == "architecture":
             continue
         owners = [cls for cls in homes[home] if name in {f.name for f in fields(cls)}]
         field_ = next(f for f in fields(owners[0]) if f.name == name)
         text = field_help(owners[0]).get(name, "")
-        if home == "model" and len(owners) == 1:
-            text = f"{owners[0].architecture} architecture: {text}"
+        if home == "model" and len(owners) < len(homes["model"]):
+            text = f"{' and '.join(o.architecture for o in owners)} architecture{'s' * (len(owners) > 1)}: {text}"
         _add_flag(groups[home], name, field_.default, f"{text} (default: the preset's)")
 
 

@@ -142,6 +142,31 @@ def study(args: argparse.Namespace) -> int:
     return 0
 
 
+def import_incontexttd(args: argparse.Namespace) -> int:
+    """Checkpoints of a model trained with the predecessor's public code: the last logged step in ``--out``,
+    or (``--all-steps``) one checkpoint per logged step in ``--out/step-XXXXXX``."""
+    from ictd_interp.io.checkpoint import save_checkpoint
+    from ictd_interp.io.incontexttd import read_incontexttd
+    from ictd_interp.models.architectures import build_model
+    from ictd_interp.training.run_folder import claim_output, write_request
+
+    run = read_incontexttd(args.path, n_layers=args.n_layers, gamma=args.gamma, activation=args.activation)
+    request = {"command": "import-incontexttd", "source": str(Path(args.path).resolve()), "n_layers": args.n_layers,
+               "gamma": args.gamma, "activation": args.activation, "all_steps": args.all_steps}
+    out = claim_output(args.out, request, args.force)
+    chosen = range(len(run.steps)) if args.all_steps else [len(run.steps) - 1]
+    model = build_model(run.config)
+    for i in chosen:
+        model.load_state_dict(run.weights[i])
+        folder = out / f"step-{run.steps[i]:06d}" if args.all_steps else out
+        save_checkpoint(model, folder, imported_from=run.source, logged_step=run.steps[i])
+    write_request(out, request)  # a checkpoint written into --out itself replaced the folder
+    where = f"{len(chosen)} checkpoints in {out}/step-*" if args.all_steps else f"the checkpoint of logged step {run.steps[-1]} in {out}"
+    print(f"{args.path}: {run.source['mode']} model, d={run.config.d_features}, L={run.config.n_layers}, "
+          f"gamma={run.config.gamma}, {run.config.activation}: {where}")
+    return 0
+
+
 def study_report(args: argparse.Namespace) -> int:
     from analyses.studies.report import write_report
 

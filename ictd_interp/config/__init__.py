@@ -1,16 +1,18 @@
 """Validated, torch-free configuration dataclasses: the lowest layer, importing nothing else of ours.
 
-``ICTDConfig`` (the stylised model), ``StandardConfig`` (the standard transformer), ``TaskDistribution``
+``ICTDConfig`` (the stylised model), ``StandardConfig`` (the standard transformer), ``LinearICTDConfig`` (the
+predecessor's linear model), ``TaskDistribution``
 (which MRPs, features, context length and γ) and ``TrainConfig`` (a model config and a task distribution
 nested with the optimisation settings, and its ``PRESETS``). Each has ``to_dict``/``from_dict``; every
 choice and shared check is written once in ``fields``.
 """
 
 from ictd_interp.config.fields import ARCHITECTURES, FEATURE_KINDS, FORMS, OBJECTIVE_NAMES
+from ictd_interp.config.linear import LinearICTDConfig
 from ictd_interp.config.model import ICTDConfig
 from ictd_interp.config.standard import StandardConfig
 from ictd_interp.config.tasks import TaskDistribution
 from ictd_interp.config.train import MODEL_CONFIGS, PRESETS, ModelConfig, TrainConfig
 
-__all__ = ["ARCHITECTURES", "FEATURE_KINDS", "FORMS", "MODEL_CONFIGS", "OBJECTIVE_NAMES", "PRESETS", "ICTDConfig",
+__all__ = ["ARCHITECTURES", "FEATURE_KINDS", "FORMS", "MODEL_CONFIGS", "OBJECTIVE_NAMES", "PRESETS", "ICTDConfig", "LinearICTDConfig",
            "ModelConfig", "StandardConfig", "TaskDistribution", "TrainConfig"]

@@ -13,10 +13,12 @@ FEATURE_KINDS = ("uniform", "onehot")
 FAMILIES = ("boyan", "loop", "random", "random-sparse")  # and gym:ENV_ID
 TERMINALS = ("restart", "absorbing")
 OBJECTIVE_NAMES = ("td", "neu", "mc", "supervised")  # ictd_interp.training.objectives.OBJECTIVES, by name
-ARCHITECTURES = ("stylised", "standard")  # the paper's model; a pre-LN transformer (docs/theory.md §10)
+# the paper's model; a pre-LN transformer (docs/theory.md §10); the predecessor's linear model (§13)
+ARCHITECTURES = ("stylised", "standard", "linear-ictd")
 OPTIMIZERS = ("adam", "adamw", "sgd")
 DEVICES = ("cpu", "cuda")
 ACT_FNS = ("gelu", "relu")
+LINEAR_ACTIVATIONS = ("identity", "relu")  # on the linear model's scores; both act on each entry alone
 
 
 def from_dict_strict(cls: type, data: dict[str, Any]):

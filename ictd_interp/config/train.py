@@ -13,14 +13,15 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Union
 
 from ictd_interp.config.fields import (
-    ARCHITECTURES, DEVICES, OBJECTIVE_NAMES, OPTIMIZERS, check_choice, check_positive_int, from_dict_strict,
+    ARCHITECTURES, DEVICES, OBJECTIVE_NAMES, OPTIMIZERS, check_bool, check_choice, check_positive_int, from_dict_strict,
 )
+from ictd_interp.config.linear import LinearICTDConfig
 from ictd_interp.config.model import ICTDConfig
 from ictd_interp.config.standard import StandardConfig
 from ictd_interp.config.tasks import TaskDistribution
 
-ModelConfig = Union[ICTDConfig, StandardConfig]
-MODEL_CONFIGS: dict[str, type] = {"stylised": ICTDConfig, "standard": StandardConfig}
+ModelConfig = Union[ICTDConfig, StandardConfig, LinearICTDConfig]
+MODEL_CONFIGS: dict[str, type] = {"stylised": ICTDConfig, "standard": StandardConfig, "linear-ictd": LinearICTDConfig}
 SHARED = ("d_features", "gamma")  # held by the model and the tasks: a flat setting sets both, they must agree
 
 
@@ -29,7 +30,7 @@ class TrainConfig:
     """Multi-task pretraining on a family of MRPs (randomized Boyan chains by default; docs/theory.md §6).
 
     Args:
-        model: the model's config: ICTDConfig (stylised: the residual stream is the prompt, theta* is a point of it) or StandardConfig (a pre-LN transformer with MLPs).
+        model: the model's config: ICTDConfig (stylised: the residual stream is the prompt, theta* is a point of it), StandardConfig (a pre-LN transformer with MLPs) or LinearICTDConfig (the predecessor's linear model).
         tasks: the task distribution trained and evaluated on.
         objective: loss: td (semi-gradient TD), neu (norm of the expected update), mc (Monte-Carlo return) or supervised (true v_pi).
         tasks_per_batch: B, fresh tasks per step.
@@ -46,6 +47,7 @@ class TrainConfig:
         eval_every: steps between evaluations (metrics.jsonl).
         checkpoint_every: steps between checkpoints (resume points).
         device: cpu or cuda.
+        compile: torch.compile the model's hook-free training path (inductor: compiled once per depth, 20-60 s on a CPU and a C++ compiler needed; then faster steps whose float rounding differs from eager's; docs/theory.md §11).
     """
 
     model: ModelConfig = field(default_factory=lambda: ICTDConfig(d_features=4))
@@ -65,10 +67,12 @@ class TrainConfig:
     eval_every: int = 250
     checkpoint_every: int = 1000
     device: str = "cpu"
+    compile: bool = False
 
     def __post_init__(self) -> None:
-        if not isinstance(self.model, (ICTDConfig, StandardConfig)):
-            raise ValueError(f"model: must be an ICTDConfig or a StandardConfig, got {type(self.model).__name__}")
+        if not isinstance(self.model, tuple(MODEL_CONFIGS.values())):
+            names = ", ".join(cls.__name__ for cls in MODEL_CONFIGS.values())
+            raise ValueError(f"model: must be one of {names}, got {type(self.model).__name__}")
         if not isinstance(self.tasks, TaskDistribution):
             raise ValueError(f"tasks: must be a TaskDistribution, got {type(self.tasks).__name__}")
         for name in SHARED:
@@ -78,6 +82,7 @@ class TrainConfig:
         check_choice("objective", self.objective, OBJECTIVE_NAMES)
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
         check_choice("device", self.device, DEVICES)
+        check_bool(self, "compile")
         check_positive_int(self, "tasks_per_batch", "windows_per_task", "n_eval_tasks", "eval_every",
                            "checkpoint_every")
         check_positive_int(self, "steps", least=0)
@@ -121,14 +126,15 @@ class TrainConfig:
         model = self.model
         if settings.get("architecture", self.architecture) != self.architecture:
             check_choice("architecture", settings["architecture"], ARCHITECTURES)
-            common = {f.name for f in fields(ICTDConfig)} & {f.name for f in fields(StandardConfig)}
-            model = MODEL_CONFIGS[settings["architecture"]](**{k: getattr(model, k) for k in common})
+            target = MODEL_CONFIGS[settings["architecture"]]
+            common = {f.name for f in fields(model)} & {f.name for f in fields(target)}
+            model = target(**{k: getattr(model, k) for k in common})
         model_fields = {f.name for f in fields(model)}
         foreign = sorted(k for k in settings if k not in model_fields and k in _model_only())
         if foreign:
-            other = "standard" if model.architecture == "stylised" else "stylised"
-            raise ValueError(f"{', '.join(foreign)}: not a setting of the {model.architecture} architecture "
-                             f"(choose --architecture {other})")
+            others = [a for a, cls in MODEL_CONFIGS.items() if {f.name for f in fields(cls)} >= set(foreign)]
+            hint = f" (choose --architecture {' or '.join(others)})" if others else ""
+            raise ValueError(f"{', '.join(foreign)}: not a setting of the {model.architecture} architecture{hint}")
         own = {k: v for k, v in settings.items() if k in _own_fields()}
         model = replace(model, **{k: v for k, v in settings.items() if k in model_fields})
         tasks = replace(self.tasks, **{k: v for k, v in settings.items() if k in _task_fields()})

@@ -11,7 +11,8 @@ from ictd_interp.models.architectures import ICTDModel, build_model, is_stylised
 from ictd_interp.models.construction import theta_star
 from ictd_interp.models.ictd import HookedICTDTransformer
 from ictd_interp.models.loading import Checkpoint, load_checkpoint
+from ictd_interp.models.linear import HookedLinearICTD
 from ictd_interp.models.standard import HookedStandardTransformer
 
-__all__ = ["Checkpoint", "HookedICTDTransformer", "HookedStandardTransformer", "ICTDModel", "build_model",
+__all__ = ["Checkpoint", "HookedICTDTransformer", "HookedLinearICTD", "HookedStandardTransformer", "ICTDModel", "build_model",
            "is_stylised", "load_checkpoint", "theta_star"]

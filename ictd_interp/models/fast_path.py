@@ -2,15 +2,16 @@
 
 Exact shortcuts of the paper mask (see ``docs/theory.md``, "Why the fast path is exact"):
 
-* **All patterns at once.** ``A`` is free only in its ``d x d`` feature block and no layer writes the
-  feature rows, so layer ``l``'s scores are ``x_i^T A_l x_j`` whatever earlier layers did. Every
-  layer's (and head's) pattern comes from one batched score computation and one softmax over
-  ``[unique_layer, head, batch, query_pos, source]`` before any value is computed. Keys are the
-  ``n`` source positions only, so the query column needs no mask.
+* **Patterns from the features.** ``A`` is free only in its ``d x d`` feature block and no layer
+  writes the feature rows, so layer ``l``'s scores are ``x_i^T A_l x_j`` whatever earlier layers did:
+  each (layer, head) pattern is computed from the prompt's features before any value is. Keys are the
+  ``n`` source positions only, so the query column needs no mask. One tensor per (layer, head): a
+  stacked one would hand each use a full-size, zero-filled gradient in the backward pass.
 * **A matrix-vector value path.** Each head writes one row (head 0 the current value, the dual form's
-  head 1 the target value), so ``pattern @ v`` only needs that row's value ``V[row] . z_i``: a
-  ``[batch, pos, source] x [batch, source]`` product per head and layer, not a ``d_model``-wide one
-  (an elementwise product and a sum: on CPU, batched GEMV is several times slower).
+  head 1 the target value), so ``pattern @ v`` only needs that row's value ``V[row] . z_i``: one
+  ``[batch, pos, source] x [batch, source, 1]`` product per head and layer, not a ``d_model``-wide one
+  (measured faster than an elementwise product and a sum, forward and backward:
+  ``benchmarks/train_throughput.py``).
 * **Query only at the end.** Training reads the query's prediction alone, so the last layer needs only
   the query row of its pattern (``query_only=True``).
 
@@ -28,15 +29,14 @@ from ictd_interp.config.model import ICTDConfig
 from ictd_interp.tasks.prompt import PromptLayout, shift_to_predecessor
 
 
-def patterns(
-    cfg: ICTDConfig, A: Float[Tensor, "unique head d_model d_model"], queries: Float[Tensor, "batch query d_feat"],
+def pattern(
+    cfg: ICTDConfig, A: Float[Tensor, "d_model d_model"], queries: Float[Tensor, "batch query d_feat"],
     sources: Float[Tensor, "batch source d_feat"],
-) -> Float[Tensor, "unique head batch query source"]:
-    """Patterns over the source positions from the features alone (valid for the paper mask only):
-    ``score[j, i] = x_i^T A x_j``, one batched product for every layer and head."""
+) -> Float[Tensor, "batch query source"]:
+    """One head's pattern over the source positions from the features alone (valid for the paper mask
+    only): ``score[j, i] = x_i^T A x_j``."""
     d = cfg.d_features
-    q = torch.einsum("bjf,uhef->uhbje", queries, A[..., :d, :d])  # A z_j on the feature block
-    scores = q @ sources.transpose(-1, -2)
+    scores = (queries @ A[:d, :d].T) @ sources.transpose(-1, -2)  # (A x_j) . x_i
     if cfg.attention == "softmax":
         return torch.softmax(scores, dim=-1)
     return scores / sources.shape[1]
@@ -52,10 +52,10 @@ def paper_mask_values(
     depth = cfg.n_layers if depth is None else depth
     x = prompt[..., lay.features]
     sources = x[:, :-1]
-    unique = A.shape[0]
+    unique, heads = A.shape[0], range(cfg.n_heads)
     last_alone = query_only and not cfg.tied  # the last layer's pattern is needed at the query only
-    full = patterns(cfg, A[: unique - 1] if last_alone else A, x, sources)
-    last = patterns(cfg, A[unique - 1 :], x[:, -1:], sources) if last_alone else None
+    full = [[pattern(cfg, A[u, h], x, sources) for h in heads] for u in range(unique - last_alone)]
+    last = [pattern(cfg, A[-1, h], x[:, -1:], sources) for h in heads] if last_alone else None
     rows = [lay.current, lay.target][: cfg.n_heads]
     w = torch.stack([V[:, h, row] for h, row in enumerate(rows)], dim=1)  # [unique, head, d_model]
     fixed = torch.einsum("bpm,uhm->uhbp", prompt[..., : lay.target], w[..., : lay.target])
@@ -64,10 +64,10 @@ def paper_mask_values(
         u = 0 if cfg.tied else layer
         final = query_only and layer == depth - 1
         z = []
-        for h in range(cfg.n_heads):
+        for h in heads:
             v = (fixed[u, h] + w[u, h, lay.target] * target + w[u, h, lay.current] * current)[:, :-1]
-            pattern = last[0, h] if final and last_alone else full[u, h][:, -1:] if final else full[u, h]
-            z.append((pattern * v[:, None, :]).sum(-1))
+            p = last[h] if final and last_alone else full[u][h][:, -1:] if final else full[u][h]
+            z.append((p @ v.unsqueeze(-1)).squeeze(-1))
         if final:
             return current[:, -1] + z[0][:, 0]
         current = current + z[0]

@@ -57,9 +57,20 @@ class LayerNorm(nn.Module):
         scale = self.hook_scale((x.pow(2).mean(-1, keepdim=True) + self.eps).sqrt())
         return self.hook_normalized(x / scale * self.w + self.b)
 
+    def fast(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
+        """The same map in one fused kernel (no hook points)."""
+        return F.layer_norm(x, x.shape[-1:], self.w, self.b, self.eps)
+
+
+class NoNorm(nn.Identity):
+    """``layer_norm=False``: the identity, with the same ``fast`` entry."""
+
+    def fast(self, x: Tensor) -> Tensor:
+        return x
+
 
 def _norm(cfg: StandardConfig) -> nn.Module:
-    return LayerNorm(cfg) if cfg.layer_norm else nn.Identity()
+    return LayerNorm(cfg) if cfg.layer_norm else NoNorm()
 
 
 class StandardAttention(Circuits, nn.Module):
@@ -87,6 +98,17 @@ class StandardAttention(Circuits, nn.Module):
         result = self.hook_result(einsum(z, self.W_O, "b q h e, h e d -> b q h d"))
         return result.sum(dim=2) + self.b_O
 
+    def fast(self, x: Float[Tensor, "batch pos d_model"], query_only: bool = False) -> Float[Tensor, "batch query d_model"]:
+        """The same map without hook points: the query column is left out of the keys and values
+        instead of masked (its weight is exactly 0 either way); ``query_only`` computes the query's
+        output alone (``query = 1``), from keys and values at every source."""
+        h, e = self.cfg.n_heads, self.cfg.d_head
+        q, k, v = (rearrange(t, "b p h e -> b h p e") for t in self._project(x))
+        q = q[:, :, -1:] if query_only else q
+        pattern = torch.softmax(q @ k[:, :, :-1].transpose(-1, -2) / math.sqrt(e), dim=-1)  # [b, h, query, source]
+        z = rearrange(pattern @ v[:, :, :-1], "b h q e -> b q (h e)")
+        return z @ self.W_O.reshape(h * e, -1) + self.b_O
+
     def _project(self, x: Float[Tensor, "batch pos d_model"]) -> tuple[Tensor, Tensor, Tensor]:
         """``q, k, v [batch, pos, head, d_head]`` from one GEMM (``x W + b`` for the three at once)."""
         W = rearrange(torch.stack([self.W_Q, self.W_K, self.W_V]), "t h d e -> d (t h e)")
@@ -107,6 +129,9 @@ class MLP(nn.Module):
     def forward(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
         post = self.hook_post(self.act(self.hook_pre(x @ self.W_in + self.b_in)))
         return post @ self.W_out + self.b_out
+
+    def fast(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
+        return F.linear(self.act(F.linear(x, self.W_in.T, self.b_in)), self.W_out.T, self.b_out)
 
 
 class StandardBlock(nn.Module):
@@ -133,6 +158,11 @@ class StandardBlock(nn.Module):
             resid = self.hook_resid_mid(resid)
             resid = resid + self.hook_mlp_out(self.mlp(self.ln2(resid)))
         return self.hook_resid_post(resid)
+
+    def fast(self, resid: Float[Tensor, "batch pos d_model"], query_only: bool = False) -> Float[Tensor, "batch query d_model"]:
+        """The block without hook points; ``query_only``: the residual stream at the query alone."""
+        resid = (resid[:, -1:] if query_only else resid) + self.attn.fast(self.ln1.fast(resid), query_only)
+        return resid + self.mlp.fast(self.ln2.fast(resid)) if hasattr(self, "mlp") else resid
 
 
 class ReadIn(nn.Module):
@@ -222,12 +252,27 @@ class HookedStandardTransformer(TransformerLensSurface, HookedRootModule):
 
     def fast_values(self, prompt: Float[Tensor, "batch pos d_prompt"], depth: Optional[int] = None,
                     query_only: bool = False) -> Union[Float[Tensor, "batch pos"], Float[Tensor, "batch"]]:
-        """The objectives' entry (no fast path: the hooked forward). ``depth`` runs a tied model's block
-        that many times."""
+        """The objectives' entry: the same values as the hooked forward, through each module's ``fast``
+        map (fused LayerNorm, no hook points, the last block at the query alone with ``query_only``)
+        when no hook of any kind is registered, else the hooked forward (so every hook fires).
+        ``depth`` runs a tied model's block that many times. The prompt is not validated (training
+        builds it)."""
         depth = self.cfg.n_layers if depth is None else depth
         if depth != self.cfg.n_layers and not self.cfg.tied:
             raise ValueError(f"depth: only a tied model runs at another depth than n_layers={self.cfg.n_layers}")
-        values = self._values_at_depth(prompt.to(self.unembed.W_U.dtype), depth)
+        prompt = prompt.to(self.unembed.W_U.dtype)
+        if self.has_any_hook():
+            values = self._values_at_depth(prompt, depth)
+            return values[:, -1] if query_only else values
+        return self.hook_free_values(prompt, depth, query_only)
+
+    def hook_free_values(self, prompt: Tensor, depth: int, query_only: bool) -> Tensor:
+        """``fast_values`` without the hook check (``compile_fast_path`` replaces it by its compiled form)."""
+        resid = self.embed(prompt) + (self.pos_embed(prompt) if self.cfg.pos_embed else 0)
+        blocks = self._blocks_to(depth)
+        for i, block in enumerate(blocks):
+            resid = block.fast(resid, query_only=query_only and i == len(blocks) - 1)
+        values = self.unembed(self.ln_final.fast(resid))
         return values[:, -1] if query_only else values
 
     def values_at_depth(self, prompt: Float[Tensor, "batch pos d_prompt"], depth: int) -> Float[Tensor, "batch pos"]:
@@ -237,8 +282,11 @@ class HookedStandardTransformer(TransformerLensSurface, HookedRootModule):
         return self._values_at_depth(self.check_prompt(prompt), depth)
 
     def _values_at_depth(self, prompt: Tensor, depth: int) -> Tensor:
-        blocks = [self.blocks[min(i, self.cfg.n_layers - 1)] for i in range(depth)]
-        return self._run(prompt, blocks, None, "values")
+        return self._run(prompt, self._blocks_to(depth), None, "values")
+
+    def _blocks_to(self, depth: int) -> list[StandardBlock]:
+        """The blocks run to ``depth``: the last one repeats beyond ``n_layers``."""
+        return [self.blocks[min(i, self.cfg.n_layers - 1)] for i in range(depth)]
 
     def run_with_cache(self, *args, **kwargs) -> tuple[Tensor, ActivationCache]:
         out, cache = super().run_with_cache(*args, **kwargs)

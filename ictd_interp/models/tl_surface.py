@@ -92,6 +92,22 @@ class TransformerLensSurface(Circuits):
     def _stack(self, name: str) -> Tensor:
         return torch.stack([getattr(b.attn, name) for b in self.blocks])
 
+    def compile_fast_path(self, **options) -> None:
+        """``torch.compile`` the hook-free training path (``hook_free_values``) of this model, once and
+        explicitly (``TrainConfig.compile``): hooks still divert ``fast_values`` to the hooked forward,
+        which is never compiled. Each depth compiles once; the rounding differs from eager's."""
+        self.hook_free_values = torch.compile(self.hook_free_values, dynamic=False, **options)
+
+    def has_any_hook(self) -> bool:
+        """Any forward, pre-forward or backward hook on any submodule, or a global module hook
+        (TransformerLens, nnsight, pyvene and plain torch hooks all land in one of these)."""
+        from torch.nn.modules import module as torch_module
+
+        if torch_module._global_forward_hooks or torch_module._global_forward_pre_hooks:
+            return True
+        return any(m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks
+                   for m in self.modules())
+
     @property
     def W_Q(self) -> Float[Tensor, "layer head d_model d_head"]:
         return self._stack("W_Q")

@@ -86,11 +86,19 @@ def kernel_diagonality(
     return (per_state * visited).sum(-1) / visited.sum(-1)
 
 
+def query_rows(pattern: Float[Tensor, "... query_pos key_pos"], positions: int) -> Float[Tensor, "... pos pos"]:
+    """The pattern's rows of the prompt's ``positions`` over its first ``positions`` columns: the whole
+    pattern, except for the linear model, whose residual stream holds its ``n`` context columns before one
+    query column per state (docs/theory.md §13)."""
+    return pattern[..., -positions:, :positions]
+
+
 def diagonality_by_layer(cache, states: Int[Tensor, "batch pos"], n_states: int, n_layers: int,
                          n_heads: int) -> Float[Tensor, "layer head"]:
-    """Kernel diagonality averaged over the tasks, per layer and head, from cached patterns."""
+    """Kernel diagonality averaged over the tasks, per layer and head, from cached patterns (``query_rows``)."""
     return torch.tensor([
-        [kernel_diagonality(cache["pattern", l][:, h].double().cpu(), states, n_states).mean().item()
+        [kernel_diagonality(query_rows(cache["pattern", l][:, h], states.shape[1]).double().cpu(), states,
+                            n_states).mean().item()
          for h in range(n_heads)]
         for l in range(n_layers)
     ], dtype=torch.float64)

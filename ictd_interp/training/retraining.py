@@ -1,9 +1,14 @@
 """Retraining a shipped model from its card, compared with the shipped weights: bit for bit on a machine
-with the card's fingerprint, within the card's ``cross_machine_rtol`` on any other (docs/theory.md §11)."""
+with the card's fingerprint, within the card's ``cross_machine_rtol`` on any other (docs/theory.md §11);
+and re-exporting it (``reexport``) when a change of the training code changes its bits."""
 
 from __future__ import annotations
 
+import json
+import platform
+import shutil
 from dataclasses import replace
+from importlib import metadata
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -12,8 +17,9 @@ from safetensors.torch import load_file
 
 from ictd_interp.config.train import TrainConfig
 from ictd_interp.io import provenance
-from ictd_interp.io.checkpoint import WEIGHTS
-from ictd_interp.io.pretrained import PREFIX, card, pretrained_path
+from ictd_interp.io.checkpoint import CONFIG, WEIGHTS
+from ictd_interp.io.pretrained import CARD, PREFIX, card, pretrained_path
+from ictd_interp.training import run_folder
 from ictd_interp.training.trainer import train
 
 # The cards' cross-machine tolerance of a retrain, relative to the largest weight. Measured between the CPU the
@@ -46,3 +52,33 @@ def retrain(name: str, out_dir: Union[str, Path], steps: Optional[int] = None) -
     mode = "tolerance" if differs else "bit-exact"
     ok = drift["bit_equal"] if mode == "bit-exact" else drift["max_rel"] <= entry["cross_machine_rtol"]
     return {"mode": mode, "differences": differs, **drift, "tolerance": entry["cross_machine_rtol"], "passes": ok}
+
+
+def reexport(folder: Union[str, Path], work_dir: Union[str, Path]) -> dict[str, Any]:
+    """Retrain the model in a shipped model's ``folder`` from its card (its config, at its thread count)
+    in ``work_dir`` and replace the folder's weights, prefix weights, curves and card with the new run's:
+    what a change that alters training's bits (a faster kernel, a fused path) must do to every shipped
+    model in the same change. The card keeps its name, description, command and tolerance; its config,
+    final metrics, timing and fingerprint are the new run's. Returns the new card."""
+    folder, work_dir = Path(folder), Path(work_dir)
+    entry = json.loads((folder / CARD).read_text())
+    threads = torch.get_num_threads()
+    torch.set_num_threads(entry["fingerprint"]["threads"])
+    try:
+        config = TrainConfig.from_dict(entry["train_config"])
+        train(config, work_dir, progress=False)
+        fingerprint = provenance.fingerprint(threads=torch.get_num_threads())
+    finally:
+        torch.set_num_threads(threads)
+    final, metrics = run_folder.final_dir(work_dir), run_folder.read_metrics(work_dir)[-1]
+    for file in (WEIGHTS, CONFIG):
+        shutil.copyfile(final / file, folder / file)
+    shutil.copyfile(work_dir / run_folder.METRICS, folder / run_folder.METRICS)
+    if entry.get("prefix_steps"):
+        shutil.copyfile(run_folder.checkpoint_dir(work_dir, entry["prefix_steps"]) / WEIGHTS, folder / PREFIX)
+    entry.update(train_config=config.to_dict(), final_metrics={k: v for k, v in metrics.items() if k != "wall_time"},
+                 train_wall_time_s=metrics["wall_time"], torch_threads=metrics["torch_threads"],
+                 package_version=metadata.version("ictd-interp"), torch_version=torch.__version__,
+                 machine=platform.machine(), fingerprint=fingerprint)
+    (folder / CARD).write_text(json.dumps(entry, indent=1))
+    return entry

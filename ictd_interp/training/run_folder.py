@@ -133,8 +133,14 @@ def claim_output(out_dir: PathLike, request: dict[str, Any], force: bool = False
                                       ("" if is_run(out_dir) else ", or pass --force to replace it"))
             _clear(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / REQUEST).write_text(json.dumps(request, indent=1))
+    write_request(out_dir, request)
     return out_dir
+
+
+def write_request(out_dir: PathLike, request: dict[str, Any]) -> None:
+    """Record (again) the request a folder holds: a writer that replaces the folder whole (a checkpoint
+    written into it) puts it back afterwards."""
+    (Path(out_dir) / REQUEST).write_text(json.dumps(request, indent=1))
 
 
 def _clear(folder: Path) -> None:

@@ -25,7 +25,7 @@ from ictd_interp.io.checkpoint import STATE as STATE_FILE
 from ictd_interp.io.checkpoint import CheckpointError, save_checkpoint
 from ictd_interp.models.loading import load_checkpoint
 from ictd_interp.training.allocator import apply_allocator_choice
-from ictd_interp.training.batches import window_batch
+from ictd_interp.training.batches import WindowBatch, window_batch
 from ictd_interp.training.evaluation import EvalSet, evaluate
 from ictd_interp.models.architectures import ICTDModel, build_model
 from ictd_interp.training.objectives import OBJECTIVES
@@ -82,7 +82,7 @@ def train(config: TrainConfig, out_dir: Union[str, Path], *, progress: bool = Tr
     if out_dir.exists() and any(out_dir.iterdir()):
         raise FileExistsError(f"{out_dir}: not empty and not a training run; choose another --out")
     run_folder.write_run_config(out_dir, config)
-    model = build_model(config.model).to(config.device)
+    model = _prepared(build_model(config.model).to(config.device), config)
     loop = _Loop(Run(out_dir, config, model), _optimizer(config, model),
                  torch.Generator().manual_seed(config.seed), EvalSet.build(config))
     _log(loop, loss=None)
@@ -101,7 +101,7 @@ def resume(out_dir: Union[str, Path], *, progress: bool = True, stop: Optional[S
     apply_allocator_choice(keep_freed_memory)
     for ckpt in reversed(run_folder.checkpoints(out_dir)):
         try:
-            model = load_checkpoint(ckpt, device=config.device).model
+            model = _prepared(load_checkpoint(ckpt, device=config.device).model, config)
             state = torch.load(ckpt / STATE_FILE, weights_only=True)
             break
         except (CheckpointError, RuntimeError, OSError, EOFError) as err:
@@ -124,6 +124,12 @@ def check_device(device: str) -> None:
         raise ValueError("device: 'cuda' requested but torch sees no CUDA device; use --device cpu")
 
 
+def _prepared(model: ICTDModel, config: TrainConfig) -> ICTDModel:
+    if config.compile:
+        model.compile_fast_path()
+    return model
+
+
 def _optimizer(config: TrainConfig, model: ICTDModel) -> torch.optim.Optimizer:
     params = list(model.parameters())
     if config.optimizer == "sgd":
@@ -136,12 +142,14 @@ def _run(loop: _Loop, progress: bool, stop: Optional[StopFlag]) -> Run:
     run, cfg = loop.run, loop.run.config
     bar = progress_bar(total=cfg.steps, initial=run.step, disable=not progress, desc="train")
     with _sigint_as_flag(stop) as interrupted:
-        while run.step < cfg.steps and not interrupted():
+        stopping = interrupted()  # polled once per step, so a stop is always followed by a checkpoint
+        while run.step < cfg.steps and not stopping:
             _step(loop)
             bar.update(1)
             if run.step % cfg.eval_every == 0 or run.step == cfg.steps:
                 bar.set_postfix(_postfix(_log(loop, loss=loop.loss_sum / max(loop.loss_count, 1))))
-            if run.step % cfg.checkpoint_every == 0 or run.step == cfg.steps or interrupted():
+            stopping = interrupted()
+            if run.step % cfg.checkpoint_every == 0 or run.step == cfg.steps or stopping:
                 _checkpoint(loop)
     bar.close()
     run.interrupted = run.step < cfg.steps
@@ -150,15 +158,25 @@ def _run(loop: _Loop, progress: bool, stop: Optional[StopFlag]) -> Run:
     return run
 
 
+def next_batch(config: TrainConfig, generator: torch.Generator, dtype: torch.dtype
+               ) -> tuple[WindowBatch, Optional[int]]:
+    """A step's batch on the run's device and dtype, and its depth (depth-sampled runs; else None), drawn
+    from the run's data generator in that order, so a resumed run draws the same batches and depths.
+    Drawn on the critical path: a worker thread drawing the next batch during the step was measured
+    slower on 2 cores (it competes with the step's threads; benchmarks/train_throughput.py)."""
+    batch = window_batch(config.tasks, config.tasks_per_batch, config.windows_per_task + 1, generator=generator,
+                         mc_horizon=OBJECTIVES[config.objective].mc_horizon(config))
+    depth = None
+    if config.depth_range is not None:
+        lo, hi = config.depth_range
+        depth = lo + int(torch.randint(hi - lo + 1, (1,), generator=generator))
+    return batch.to(config.device, dtype), depth
+
+
 def _step(loop: _Loop) -> None:
     run, cfg = loop.run, loop.run.config
-    batch = window_batch(cfg.tasks, cfg.tasks_per_batch, cfg.windows_per_task + 1, generator=loop.generator,
-                         mc_horizon=OBJECTIVES[cfg.objective].mc_horizon(cfg))
-    depth = None
-    if cfg.depth_range is not None:  # drawn from the data generator, so a resumed run draws the same depths
-        lo, hi = cfg.depth_range
-        depth = lo + int(torch.randint(hi - lo + 1, (1,), generator=loop.generator))
-    loss = OBJECTIVES[cfg.objective](run.model, batch.to(cfg.device, run.model.cfg.torch_dtype), depth=depth)
+    batch, depth = next_batch(cfg, loop.generator, run.model.cfg.torch_dtype)
+    loss = OBJECTIVES[cfg.objective](run.model, batch, depth=depth)
     if not torch.isfinite(loss):
         last = run_folder.latest_checkpoint(run.out_dir)
         raise TrainingDiverged(f"non-finite loss ({loss.item()}) at step {run.step + 1}; "

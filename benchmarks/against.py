@@ -1,0 +1,84 @@
+"""Training-step time of this tree against another commit, measured alternately in one sitting.
+
+Usage: python benchmarks/against.py [REV] [--rounds 5] [--steps 20] [--threads 2]
+
+REV (default: the commit before the speed work, 641fead) is checked out into a temporary git
+worktree; each round runs one fresh process per tree (alternately, so machine load drifts out of
+the ratio) that times the TD model step (forward + backward on a fixed batch) of three models:
+``standard-quick`` (16 tasks x 17 windows), the stylised ``quick`` (tied) and ``paper`` (per-layer) models (64 x 17).
+Prints the median ms per step of each tree and the ratio old / new (> 1: this tree is faster).
+Only API both trees have is used (presets, ``build_model``, ``window_batch``, ``td_loss``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BASELINE = "641fead"
+
+PROBE = """
+import json, sys, time, torch
+from ictd_interp.config.train import TrainConfig
+from ictd_interp.models.architectures import build_model
+from ictd_interp.training.allocator import keep_freed_memory
+from ictd_interp.training.batches import window_batch
+from ictd_interp.training.objectives import td_loss
+keep_freed_memory(); torch.set_num_threads(int(sys.argv[1])); steps = int(sys.argv[2])
+out = {}
+for name, preset, flat in (("standard", "standard-quick", {}), ("tied", "quick", {"tied": True}),
+                           ("per_layer", "paper", {})):
+    cfg = TrainConfig.from_preset(preset, **flat)
+    gen = torch.Generator().manual_seed(0)
+    batch = window_batch(cfg.tasks, cfg.tasks_per_batch, cfg.windows_per_task + 1, generator=gen).to("cpu", torch.float32)
+    model = build_model(cfg.model)
+    for _ in range(3):
+        td_loss(model, batch).backward()
+    start = time.perf_counter()
+    for _ in range(steps):
+        td_loss(model, batch).backward()
+    out[name] = (time.perf_counter() - start) / steps * 1e3
+print(json.dumps(out))
+"""
+
+
+def time_tree(tree: Path, threads: int, steps: int) -> dict[str, float]:
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    done = subprocess.run([sys.executable, "-c", PROBE, str(threads), str(steps)], cwd=tree, env=env,
+                          capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("rev", nargs="?", default=BASELINE)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        old = Path(tmp) / "old"
+        subprocess.run(["git", "worktree", "add", "--detach", str(old), args.rev], cwd=ROOT, check=True,
+                       capture_output=True)
+        try:
+            rounds = [(time_tree(old, args.threads, args.steps), time_tree(ROOT, args.threads, args.steps))
+                      for _ in range(args.rounds)]
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(old)], cwd=ROOT, check=True)
+    result = {"against": args.rev, "rounds": args.rounds, "threads": args.threads}
+    for name in rounds[0][0]:
+        result[name] = {"old_ms": round(statistics.median(o[name] for o, _ in rounds), 2),
+                        "new_ms": round(statistics.median(n[name] for _, n in rounds), 2),
+                        "old_over_new": round(statistics.median(o[name] / n[name] for o, n in rounds), 3)}
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()

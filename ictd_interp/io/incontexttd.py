@@ -1,0 +1,152 @@
+"""Reading models trained with the predecessor's public code (InContextTD, MIT licence; docs/theory.md §13).
+
+Two files it writes are read here, and nothing else:
+
+* its training log ``data.npz``, whose ``P`` and ``Q`` entries hold the matrices at every logged step:
+  ``[logged, 1, 2d+1, 2d+1]`` in its "auto" (tied) mode, ``[logged, L, 2d+1, 2d+1]`` in "sequential" mode,
+  and ``xs`` the step (the number of tasks trained on) of each entry; beside it ``params.json`` (``d``,
+  ``n``, ``l``, ``gamma``, ``activation``, ``mode``, ...) when the run wrote one;
+* a ``torch.save``d state dict of its ``Transformer``: ``attn.P``/``attn.Q`` ("auto") or
+  ``layers.{i}.P``/``layers.{i}.Q`` ("sequential").
+
+What the files do not say (the depth of an "auto" model, the discount, the activation) comes from
+``params.json`` or from the caller, and a contradiction between them is an error naming the file. The
+result is the weights in this project's names (``blocks.{l}.attn.P``, ``.Q``) with their
+``LinearICTDConfig``; ``ictd-interp import-incontexttd`` writes them as checkpoints.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+import torch
+
+from ictd_interp.config.fields import LINEAR_ACTIVATIONS
+from ictd_interp.config.linear import LinearICTDConfig
+
+LOG, PARAMS = "data.npz", "params.json"
+ACTIVATION_NAMES = {"identity": "identity", "relu": "relu"}  # theirs -> ours; the others are not column-wise
+
+
+class InContextTDError(ValueError):
+    """A file that is not what InContextTD writes, or settings that contradict it; the message names the file."""
+
+
+@dataclass
+class ImportedRun:
+    """Weights at each logged step (``steps[i]`` -> ``weights[i]``, our parameter names) and their config."""
+
+    config: LinearICTDConfig
+    steps: list[int]
+    weights: list[dict[str, torch.Tensor]]
+    source: dict[str, Any]  # the files read and the predecessor's own settings
+
+
+def read_incontexttd(path: Path | str, n_layers: Optional[int] = None, gamma: Optional[float] = None,
+                     activation: Optional[str] = None) -> ImportedRun:
+    """Read a run folder (``data.npz`` + ``params.json``), a ``data.npz`` or a saved state dict."""
+    path = Path(path)
+    if not path.exists():
+        raise InContextTDError(f"{path}: no such file or folder")
+    log = path / LOG if path.is_dir() else path
+    if not log.is_file():
+        raise InContextTDError(f"{path}: a folder without {LOG}; give InContextTD's log folder, its {LOG} "
+                               f"or a torch.save'd state dict of its Transformer")
+    params_file = log.parent / PARAMS
+    params = _read_params(params_file) if params_file.is_file() else {}
+    stack, steps = (_read_log(log) if log.suffix == ".npz" else _read_state_dict(log, params, n_layers))
+    settings = _settings(log, params, stack, n_layers, gamma, activation)
+    d = (stack[0][0].shape[-1] - 1) // 2
+    config = LinearICTDConfig(d_features=d, n_layers=settings["n_layers"], gamma=settings["gamma"],
+                              tied=settings["tied"], activation=settings["activation"], dtype="float32")
+    weights = [_our_names(P, Q, config) for P, Q in stack]
+    source = {"file": str(log), "params": params, "mode": "auto" if config.tied else "sequential"}
+    return ImportedRun(config, steps, weights, source)
+
+
+def _read_params(path: Path) -> dict[str, Any]:
+    try:
+        params = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise InContextTDError(f"{path}: not readable JSON ({err})") from None
+    if not isinstance(params, dict):
+        raise InContextTDError(f"{path}: expected a JSON object of the run's settings")
+    return params
+
+
+def _read_log(path: Path) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], list[int]]:
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {k: data[k] for k in data.files}
+    except (OSError, ValueError) as err:
+        raise InContextTDError(f"{path}: not a readable .npz archive ({err})") from None
+    missing = [k for k in ("P", "Q") if k not in arrays]
+    if missing:
+        raise InContextTDError(f"{path}: no {' or '.join(missing)} entry; InContextTD's log holds P and Q "
+                               f"at every logged step (it has {sorted(arrays)})")
+    P, Q = arrays["P"], arrays["Q"]
+    if P.ndim != 4 or P.shape != Q.shape or P.shape[-1] != P.shape[-2] or P.shape[-1] % 2 != 1:
+        raise InContextTDError(f"{path}: P and Q must both be [logged, layers, 2d+1, 2d+1], got P {P.shape}, Q {Q.shape}")
+    steps = [int(s) for s in arrays["xs"]] if "xs" in arrays else list(range(1, P.shape[0] + 1))
+    if len(steps) != P.shape[0]:
+        raise InContextTDError(f"{path}: {len(steps)} steps in xs for {P.shape[0]} logged matrices")
+    stack = [(torch.from_numpy(np.array(P[i])), torch.from_numpy(np.array(Q[i]))) for i in range(P.shape[0])]
+    return stack, steps
+
+
+def _read_state_dict(path: Path, params: dict[str, Any], n_layers: Optional[int]
+                     ) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], list[int]]:
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001 (torch raises many kinds; all mean the same here)
+        raise InContextTDError(f"{path}: not a torch.save'd state dict ({str(err).splitlines()[0]})") from None
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise InContextTDError(f"{path}: expected a state dict (names -> tensors) of InContextTD's Transformer")
+    if set(state) == {"attn.P", "attn.Q"}:
+        return [(state["attn.P"][None], state["attn.Q"][None])], [0]
+    layers = sorted({int(m.group(1)) for k in state if (m := re.fullmatch(r"layers\.(\d+)\.[PQ]", k))})
+    expected = {f"layers.{i}.{w}" for i in range(len(layers)) for w in "PQ"}
+    if not layers or set(state) != expected:
+        raise InContextTDError(f"{path}: keys {sorted(state)} are neither attn.P/attn.Q ('auto' mode) nor "
+                               f"layers.{{i}}.P/Q ('sequential' mode) of InContextTD's Transformer")
+    P = torch.stack([state[f"layers.{i}.P"] for i in layers])
+    Q = torch.stack([state[f"layers.{i}.Q"] for i in layers])
+    return [(P, Q)], [0]
+
+
+def _settings(path: Path, params: dict[str, Any], stack, n_layers, gamma, activation) -> dict[str, Any]:
+    layers_stored = stack[0][0].shape[0]
+    tied = layers_stored == 1 and params.get("mode", "auto") == "auto"
+    if params.get("mode") == "sequential" and layers_stored != params.get("l", layers_stored):
+        raise InContextTDError(f"{path}: params.json says l={params['l']} but {layers_stored} layers are stored")
+    given = {"n_layers": n_layers, "gamma": gamma, "activation": activation}
+    recorded = {"n_layers": params.get("l"), "gamma": params.get("gamma"), "activation": params.get("activation")}
+    if not tied:
+        recorded["n_layers"] = layers_stored
+    out = {}
+    for key in given:
+        if given[key] is not None and recorded[key] is not None and given[key] != recorded[key]:
+            raise InContextTDError(f"{path}: {key}={given[key]!r} contradicts the run's {recorded[key]!r}")
+        out[key] = given[key] if given[key] is not None else recorded[key]
+    if out["n_layers"] is None:
+        raise InContextTDError(f"{path}: an 'auto' (tied) model's depth is not in the file and there is no "
+                               f"params.json beside it; give --n-layers")
+    out["gamma"] = 0.9 if out["gamma"] is None else out["gamma"]  # the predecessor's default
+    act = out["activation"] or "identity"
+    if act not in ACTIVATION_NAMES:
+        raise InContextTDError(f"{path}: activation {act!r} is not supported: {LINEAR_ACTIVATIONS} act on each "
+                               f"score alone; InContextTD's softmax normalises across query columns, so values at "
+                               f"several states would need one prompt each")
+    out["activation"], out["tied"] = ACTIVATION_NAMES[act], tied
+    return out
+
+
+def _our_names(P: torch.Tensor, Q: torch.Tensor, config: LinearICTDConfig) -> dict[str, torch.Tensor]:
+    layers = 1 if config.tied else config.n_layers
+    return {f"blocks.{l}.attn.{name}": W[min(l, layers - 1)].float().clone()
+            for l in range(config.n_layers) for name, W in (("P", P), ("Q", Q))}

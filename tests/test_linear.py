@@ -1,0 +1,291 @@
+"""The predecessor's linear model (docs/theory.md §13): its constructions equal their algorithms layer by
+layer in float64 at 1e-10, against loops written independently of any transformer."""
+
+import pytest
+import torch
+
+from ictd_interp.models.linear import HookedLinearICTD, linear_prompt
+from ictd_interp.models.linear_construction import (
+    average_reward_layer, average_reward_prompt, average_reward_td, linear_model, residual_gradient, td0, td_lambda,
+)
+from ictd_interp.reference import preconditioned
+from tests.conftest import make_tasks
+
+TOL = 1e-10
+D, N, L, GAMMA = 3, 12, 6, 0.9
+
+
+def preconditioners(n_layers=L, seed=1):
+    gen = torch.Generator().manual_seed(seed)
+    return [torch.eye(D, dtype=torch.float64) + 0.3 * torch.randn(D, D, generator=gen, dtype=torch.float64)
+            for _ in range(n_layers)]
+
+
+def trajectories():
+    return make_tasks(n_tasks=3, d=D, n=N, gamma=GAMMA)
+
+
+def per_layer_values(model, prompt):
+    """Every state's value after each layer, read off the residual stream (minus the last row)."""
+    return [-model(prompt, stop_at_layer=l)[:, N:, -1] for l in range(1, model.cfg.n_layers + 1)]
+
+
+@pytest.mark.parametrize("name", ["td0", "td_lambda", "residual_gradient"])
+def test_each_construction_runs_its_algorithm_layer_by_layer(name):
+    tasks, Cs = trajectories(), preconditioners()
+    build = {"td0": lambda C: td0(D, C), "td_lambda": lambda C: td_lambda(D, 0.7, C),
+             "residual_gradient": lambda C: residual_gradient(D, C)}[name]
+    model = linear_model([build(C) for C in Cs], gamma=GAMMA)
+    layers = per_layer_values(model, tasks.prompt)
+    for b in range(tasks.prompt.shape[0]):
+        x, r = tasks.x[b].double(), tasks.rewards[b].double()
+        if name == "residual_gradient":
+            w = preconditioned.residual_gradient(x, r, GAMMA, Cs)
+        else:
+            w = preconditioned.batch_td(x, r, GAMMA, Cs, lam=0.7 if name == "td_lambda" else 0.0)
+        for l in range(L):
+            expected = x @ w[l]  # every state of the trajectory, the query S_n last
+            assert torch.allclose(layers[l][b], expected, atol=TOL, rtol=0), (name, b, l)
+    assert layers[-1].abs().max() > 0.1  # not a trivial zero
+
+
+def test_average_reward_td_layer_by_layer():
+    tasks, Cs = trajectories(), preconditioners()
+    Z = average_reward_prompt(tasks.prompt)
+    for l, C in enumerate(Cs):
+        Z = average_reward_layer(Z, average_reward_td(D, C))
+        for b in range(Z.shape[0]):
+            w = preconditioned.average_reward_td(tasks.x[b], tasks.rewards[b], Cs[: l + 1])
+            assert Z[b, -1, -1].item() == pytest.approx((tasks.x[b, -1].double() @ w[l]).item(), abs=TOL)
+
+
+def test_the_reference_loops_are_the_textbook_updates_on_a_case_worked_by_hand():
+    # d = 1, phi = (1, 2, 1), r = (1, 0), gamma = 0.5, C = 1: delta_0 = 1, delta_1 = 0 at w = 0, so
+    # u = 1 * 1 + 0 = 1 and w_1 = u / n = 0.5; TD(1): e_1 = 1 + 2 = 3, same u (delta_1 = 0) -> 0.5.
+    x, r, C = torch.tensor([[1.0], [2.0], [1.0]]), torch.tensor([1.0, 0.0]), [torch.eye(1)]
+    assert preconditioned.batch_td(x, r, 0.5, C)[0].item() == 0.5
+    # second step from w = 0.5: delta_0 = 1 + 0.5*0.5*2 - 0.5 = 1, delta_1 = 0 + 0.25 - 1 = -0.75,
+    # u = 1*1 + (-0.75)*2 = -0.5 -> w_2 = 0.5 - 0.25 = 0.25; TD(1): u = 1*1 + (-0.75)*3 = -1.25 -> -0.125
+    assert preconditioned.batch_td(x, r, 0.5, C * 2)[1].item() == 0.25
+    assert preconditioned.batch_td(x, r, 0.5, C * 2, lam=1.0)[1].item() == -0.125
+    # residual gradient, first step: u = 1*(1 - 0.5*2) + 0 = 0 -> w stays 0
+    assert preconditioned.residual_gradient(x, r, 0.5, C)[0].item() == 0.0
+    # average reward: rbar = (1, 0.5); delta_0 = 1 - 1 = 0, delta_1 = 0 - 0.5 = -0.5; u = -0.5*2 = -1 -> -0.5
+    assert preconditioned.average_reward_td(x, r, C)[0].item() == -0.5
+
+
+def test_the_prompt_is_the_predecessors_and_queries_do_not_interact():
+    tasks = trajectories()
+    Z = linear_prompt(tasks.prompt, GAMMA)
+    x, r = tasks.x.double(), tasks.rewards.double()
+    assert Z.shape == (3, 2 * N + 1, 2 * D + 1)
+    assert torch.equal(Z[:, :N, :D], x[:, :-1]) and torch.allclose(Z[:, :N, D:2 * D], GAMMA * x[:, 1:])
+    assert torch.equal(Z[:, :N, -1], r) and torch.equal(Z[:, N:, :D], x) and (Z[:, N:, D:] == 0).all()
+    model = HookedLinearICTD({"d_features": D, "n_layers": 2, "tied": False, "activation": "relu", "dtype": "float64",
+                              "init_gain": 3.0})
+    every, alone = model(tasks.prompt), model.fast_values(tasks.prompt, query_only=True)
+    assert torch.allclose(every[:, -1], alone, atol=1e-13, rtol=0)  # the last query column is the predecessor's query
+    assert torch.allclose(model.fast_values(tasks.prompt), every, atol=0, rtol=0)
+
+
+def test_hook_names_are_hooked_transformers_and_the_cache_holds_the_scores():
+    tasks = trajectories()
+    model = linear_model([td0(D)] * 2, gamma=GAMMA)
+    _, cache = model.run_with_cache(tasks.prompt)
+    per_block = ["hook_resid_pre", "attn.hook_q", "attn.hook_k", "attn.hook_v", "attn.hook_attn_scores",
+                 "attn.hook_pattern", "attn.hook_z", "attn.hook_result", "hook_attn_out", "hook_resid_post"]
+    assert set(model.hook_dict) == {"hook_embed"} | {f"blocks.{l}.{h}" for l in range(2) for h in per_block}
+    Z = cache["hook_embed"]
+    scores = cache["attn_scores", 0][:, 0]
+    Q = model.blocks[0].attn.Q
+    assert torch.allclose(scores, Z @ Q.T @ Z.transpose(1, 2), atol=1e-12, rtol=0)  # scores[j, i] = z_i^T Q z_j
+    assert torch.allclose(scores[:, 2, 5], ((Z[:, 5] @ Q) * Z[:, 2]).sum(-1), atol=1e-12, rtol=0)
+    assert (cache["pattern", 0][..., N:] == 0).all()  # queries are never sources
+
+
+# --- import of models trained with the predecessor's code -------------------------------------------------
+
+def write_incontexttd_log(folder, d=D, n=N, layers=3, mode="auto", logged=4, activation="identity", seed=0,
+                          params=True):
+    """A log in the file format InContextTD's trainer writes (re-implemented from its description: ``np.savez``
+    of the logged lists, ``P``/``Q`` one ``[layers, 2d+1, 2d+1]`` stack per logged step, ``params.json``)."""
+    import json
+
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    stored = 1 if mode == "auto" else layers
+    P = rng.normal(size=(logged, stored, 2 * d + 1, 2 * d + 1)).astype(np.float32) * 0.3
+    Q = rng.normal(size=(logged, stored, 2 * d + 1, 2 * d + 1)).astype(np.float32) * 0.3
+    folder.mkdir(parents=True, exist_ok=True)
+    np.savez(folder / "data.npz", xs=np.arange(1, logged + 1) * 10, alpha=np.ones(logged), P=P, Q=Q,
+             **{"v_tf v_td msve": np.zeros(logged), "implicit_weight_sim": np.zeros(logged),
+                "sensitivity cos sim": np.zeros(logged)})
+    if params:
+        (folder / "params.json").write_text(json.dumps({"d": d, "s": 6, "n": n, "l": layers, "gamma": GAMMA,
+                                                        "activation": activation, "mode": mode, "lr": 0.001}))
+    return P, Q
+
+
+def predecessor_prediction(P, Q, prompt, gamma, activation="identity"):
+    """``-Z[-1, -1]`` after ``Z <- Z + (1/n) P Z M act(Z^T Q Z)`` per layer, in its own orientation."""
+    import numpy as np
+
+    x, r = prompt[..., :D].double().numpy(), prompt[..., D].double().numpy()
+    n = x.shape[1] - 1
+    out = []
+    for b in range(x.shape[0]):
+        Z = np.zeros((2 * D + 1, n + 1))
+        Z[:D, :] = x[b].T
+        Z[D:2 * D, :n] = gamma * x[b, 1:].T
+        Z[-1, :n] = r[b, :n]
+        M = np.eye(n + 1)
+        M[-1, -1] = 0
+        for Pl, Ql in zip(P, Q):
+            X = Z.T @ Ql @ Z
+            Z = Z + Pl @ Z @ M @ (X if activation == "identity" else np.maximum(X, 0)) / n
+        out.append(-Z[-1, -1])
+    return torch.tensor(out)
+
+
+@pytest.mark.parametrize("mode", ["auto", "sequential"])
+def test_an_incontexttd_log_imports_to_checkpoints_that_predict_as_its_model(tmp_path, mode):
+    from ictd_interp.cli import main
+    from ictd_interp.models.loading import load_checkpoint
+
+    P, Q = write_incontexttd_log(tmp_path / "log", mode=mode, activation="relu")
+    assert main(["import-incontexttd", str(tmp_path / "log"), "--out", str(tmp_path / "ck"), "--all-steps"]) == 0
+    steps = sorted(p.name for p in (tmp_path / "ck").glob("step-*"))
+    assert steps == ["step-000010", "step-000020", "step-000030", "step-000040"]
+    model, meta = load_checkpoint(tmp_path / "ck" / "step-000040")
+    assert model.cfg.tied == (mode == "auto") and model.cfg.n_layers == 3 and model.cfg.activation == "relu"
+    assert meta["logged_step"] == 40 and meta["imported_from"]["mode"] == mode
+    model = model.double()
+    prompt = trajectories().prompt
+    layers = [P[-1][0 if mode == "auto" else l] for l in range(3)], [Q[-1][0 if mode == "auto" else l] for l in range(3)]
+    expected = predecessor_prediction([p.astype("float64") for p in layers[0]],
+                                      [q.astype("float64") for q in layers[1]], prompt, GAMMA, "relu")
+    assert torch.allclose(model(prompt)[:, -1], expected, atol=1e-10, rtol=0)
+    assert main(["import-incontexttd", str(tmp_path / "log" / "data.npz"), "--out", str(tmp_path / "last")]) == 0
+    assert load_checkpoint(tmp_path / "last").metadata["logged_step"] == 40
+
+
+def test_a_saved_state_dict_imports_with_its_depth_given(tmp_path):
+    from ictd_interp.cli import main
+    from ictd_interp.models.loading import load_checkpoint
+
+    gen = torch.Generator().manual_seed(0)
+    P, Q = torch.randn(2 * D + 1, 2 * D + 1, generator=gen), torch.randn(2 * D + 1, 2 * D + 1, generator=gen)
+    torch.save({"attn.P": P, "attn.Q": Q}, tmp_path / "tf.pt")
+    assert main(["import-incontexttd", str(tmp_path / "tf.pt"), "--out", str(tmp_path / "a")]) == 2  # depth unknown
+    assert main(["import-incontexttd", str(tmp_path / "tf.pt"), "--n-layers", "4", "--out", str(tmp_path / "a")]) == 0
+    model = load_checkpoint(tmp_path / "a").model
+    assert model.cfg.tied and model.cfg.n_layers == 4 and torch.equal(model.blocks[3].attn.Q, Q)
+    layers = {f"layers.{i}.{w}": torch.randn(2 * D + 1, 2 * D + 1, generator=gen) for i in range(2) for w in "PQ"}
+    torch.save(layers, tmp_path / "seq.pt")
+    assert main(["import-incontexttd", str(tmp_path / "seq.pt"), "--out", str(tmp_path / "s")]) == 0
+    model = load_checkpoint(tmp_path / "s").model
+    assert not model.cfg.tied and torch.equal(model.blocks[1].attn.P, layers["layers.1.P"])
+
+
+def test_anything_else_is_a_clear_error_naming_the_file(tmp_path, capsys):
+    import numpy as np
+
+    from ictd_interp.cli import main
+
+    def error(*argv):
+        assert main(["import-incontexttd", *argv]) == 2
+        return capsys.readouterr().err
+
+    assert "no such file" in error(str(tmp_path / "nothing"), "--out", str(tmp_path / "o"))
+    np.savez(tmp_path / "other.npz", weights=np.zeros(3))
+    assert "other.npz: no P or Q entry" in error(str(tmp_path / "other.npz"), "--out", str(tmp_path / "o"))
+    np.savez(tmp_path / "bad.npz", P=np.zeros((2, 1, 4, 4)), Q=np.zeros((2, 1, 4, 4)))
+    assert "bad.npz: P and Q must both be [logged, layers, 2d+1, 2d+1]" in error(str(tmp_path / "bad.npz"), "--out", str(tmp_path / "o"))
+    write_incontexttd_log(tmp_path / "soft", activation="softmax")
+    assert "activation 'softmax' is not supported" in error(str(tmp_path / "soft"), "--out", str(tmp_path / "o"))
+    write_incontexttd_log(tmp_path / "log")
+    assert "gamma=0.5 contradicts the run's 0.9" in error(str(tmp_path / "log"), "--gamma", "0.5", "--out", str(tmp_path / "o"))
+    (tmp_path / "junk.pt").write_text("not a checkpoint")
+    assert "junk.pt: not a torch.save'd state dict" in error(str(tmp_path / "junk.pt"), "--out", str(tmp_path / "o"))
+    torch.save({"encoder.weight": torch.zeros(3)}, tmp_path / "other.pt")
+    assert "neither attn.P/attn.Q" in error(str(tmp_path / "other.pt"), "--out", str(tmp_path / "o"))
+    assert main(["import-incontexttd", str(tmp_path / "log"), "--out", str(tmp_path / "o")]) == 0
+    assert "another request" in error(str(tmp_path / "log"), "--all-steps", "--out", str(tmp_path / "o"))
+    assert (tmp_path / "o" / "model.safetensors").exists()  # nothing already saved is lost
+
+
+# --- where a linear model sits in the predecessor's family ----------------------------------------------------
+
+def test_identification_reads_each_construction_back():
+    from analyses.metrics.linear_family import identify_layer, member_weights
+
+    C = torch.tensor([[2.0, 0.5, 0.0], [0.0, 2.0, 0.0], [0.0, 0.0, 2.0]], dtype=torch.float64)
+    row = identify_layer(td0(D, C).P, td0(D, C).Q, D, GAMMA)
+    assert row["cos_P_td0"] == pytest.approx(1.0) and row["kappa"] == pytest.approx(1.0) and row["rg_share"] == 0.0
+    assert row["step"] == pytest.approx(2.0) and row["effective_discount"] == pytest.approx(GAMMA)
+    assert row["P_explained"] == pytest.approx(1.0) and row["Q_explained"] == pytest.approx(1.0) and row["in_family"]
+    # C - 2I = 0.5 e_0 e_1^T: ||C - step I|| / ||C|| = 0.5 / sqrt(12.25)
+    assert row["preconditioner_off_identity"] == pytest.approx(0.5 / 12.25 ** 0.5)
+    rg = residual_gradient(D)
+    assert identify_layer(rg.P, rg.Q, D, GAMMA)["rg_share"] == pytest.approx(1.0)
+    # a member with half the discount and step 0.3: read back exactly
+    member = member_weights(0.3, torch.eye(D, dtype=torch.float64), 0.5, 0.0, D)
+    row = identify_layer(member.P, member.Q, D, GAMMA)
+    assert row["step"] == pytest.approx(0.3) and row["effective_discount"] == pytest.approx(0.45)
+    assert row["cos_Q_td0"] < 1.0
+    noisy = identify_layer(td0(D).P + 0.5, td0(D).Q, D, GAMMA)  # P spread over every entry: out of the family
+    assert not noisy["in_family"] and noisy["P_explained"] == pytest.approx(2.25 / (2.25 + 48 * 0.25))  # 1.5^2 of 1.5^2 + 48 * 0.5^2
+
+
+def test_the_iteration_radius_on_a_context_worked_by_hand():
+    from analyses.metrics.linear_family import identify_layer, iteration_radius
+    from ictd_interp.tasks.sampling import TaskBatch
+
+    # d = 1, phi = (1, 1, 1): A = sum_i (1 - 0)(1 - gamma) = 2 (1 - gamma) = 0.2; G = 1 - p C A / n = 1 - 0.1 p
+    tasks = make_tasks(n_tasks=1, d=1, n=2)
+    tasks = TaskBatch(tasks.mrp, torch.ones_like(tasks.features), tasks.states)
+    c = td0(1)
+    row = identify_layer(3.0 * c.P, c.Q, 1, GAMMA)
+    assert iteration_radius(row, 3.0 * c.P, c.Q, tasks, GAMMA).item() == pytest.approx(0.7)
+    assert iteration_radius(row, 30.0 * c.P, c.Q, tasks, GAMMA).item() == pytest.approx(2.0)  # |1 - 3| diverges
+
+
+def test_analyze_reports_a_linear_model_in_its_family(tmp_path):
+    from analyses.reports.schema import read_summary
+    from ictd_interp.cli import main
+    from ictd_interp.io.checkpoint import save_checkpoint
+
+    model = linear_model([td0(4)] * 3, gamma=0.9, dtype="float32")  # the construction itself, as a checkpoint
+    save_checkpoint(model, tmp_path / "td0")
+    assert main(["analyze", str(tmp_path / "td0"), "--out", str(tmp_path / "a")]) == 0
+    summary = read_summary(tmp_path / "a" / "summary.json")
+    assert summary.architecture == "linear-ictd"
+    row = summary.algorithm.layers[0]
+    assert row["in_family"] and row["cos_Q_td0"] == pytest.approx(1.0) and row["effective_discount"] == pytest.approx(0.9)
+    assert summary.linear.function_r2 == pytest.approx(1.0)
+    td_row = summary.baselines.estimators["td0_construction"]
+    assert td_row.msve.mean == pytest.approx(summary.baselines.estimators["model"].msve.mean, rel=1e-6)
+    assert summary.convergence.depth["model"] == pytest.approx(summary.convergence.depth["td0"], rel=1e-5)
+    text = (tmp_path / "a" / "summary.md").read_text()
+    assert "Layer 0: cos(P, P_TD) = 1.000" in text and "in the family" in text
+    assert {p.stem for p in (tmp_path / "a" / "figures").glob("*.png")} >= {"weights_vs_td0", "error_vs_depth",
+                                                                          "depth_extrapolation", "error_vs_context"}
+
+
+def test_a_linear_model_trains_and_resumes_bit_exact(tmp_path):
+    from ictd_interp.config.train import TrainConfig
+    from ictd_interp.training.trainer import resume, train
+
+    cfg = TrainConfig.from_flat(architecture="linear-ictd", d_features=3, n_layers=2, context_len=8, n_states=5,
+                                tasks_per_batch=4, windows_per_task=3, steps=12, eval_every=4, checkpoint_every=6,
+                                n_eval_tasks=8, dtype="float64")
+    whole = train(cfg, tmp_path / "whole", progress=False)
+    polls = iter(range(100))
+    first = train(cfg, tmp_path / "part", progress=False, stop=lambda: next(polls) >= 5)  # True at the poll after step 5
+    assert first.interrupted and first.step == 5  # stop is polled once per step
+    resumed = resume(tmp_path / "part", progress=False)
+    assert resumed.step == 12
+    for (name, a), b in zip(whole.model.state_dict().items(), resumed.model.state_dict().values()):
+        assert torch.equal(a, b), name
+    assert not torch.equal(whole.model.blocks[0].attn.P, HookedLinearICTD(cfg.model).blocks[0].attn.P)  # it trained
