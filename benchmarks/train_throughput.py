@@ -84,7 +84,7 @@ def bare_forward(prompt: torch.Tensor, params: list[tuple[torch.Tensor, torch.Te
         scores = q @ z.transpose(1, 2)
         scores[..., -1] = float("-inf")
         v = (z.reshape(-1, z.shape[-1]) @ V[0].T).view_as(z)
-        z = z + (v.transpose(1, 2) @ torch.softmax(scores, -1).transpose(1, 2)).transpose(1, 2)
+        z = z + torch.softmax(scores, -1) @ v
         nxt = torch.cat([z[:, 1:, cur], torch.zeros_like(z[:, :1, cur])], dim=1)
         z = z * keep + gamma * nxt.unsqueeze(-1) * onehot_t
     return z[..., cur]

@@ -229,6 +229,9 @@ def test_identification_reads_each_construction_back():
     assert row["preconditioner_off_identity"] == pytest.approx(0.5 / 12.25 ** 0.5)
     rg = residual_gradient(D)
     assert identify_layer(rg.P, rg.Q, D, GAMMA)["rg_share"] == pytest.approx(1.0)
+    flipped = identify_layer(-td0(D, C).P, -td0(D, C).Q, D, GAMMA)  # the same layer: (P, Q) -> (-P, -Q)
+    assert flipped["cos_Q_td0"] == pytest.approx(identify_layer(td0(D, C).P, td0(D, C).Q, D, GAMMA)["cos_Q_td0"])
+    assert flipped["step"] == pytest.approx(2.0) and flipped["in_family"]
     # a member with half the discount and step 0.3: read back exactly
     member = member_weights(0.3, torch.eye(D, dtype=torch.float64), 0.5, 0.0, D)
     row = identify_layer(member.P, member.Q, D, GAMMA)

@@ -10,6 +10,7 @@ import torch
 from ictd_interp import HookedICTDTransformer, list_pretrained
 from ictd_interp.io import pretrained, provenance
 from ictd_interp.training.retraining import retrain
+from ictd_interp.training.trainer import train
 from ictd_interp.io.checkpoint import CheckpointNotFoundError
 from ictd_interp.models.loading import load_checkpoint
 from ictd_interp.cli import main
@@ -17,7 +18,7 @@ from ictd_interp.training.evaluation import EvalSet, evaluate
 from ictd_interp.config.train import TrainConfig
 
 NAMES = pretrained.names()
-REQUIRED = ["standard-quick-s0", "quick-td-s0", "quick-td-s1", "quick-td-s2", "quick-td-s3", "quick-td-s4", "quick-neu-s0",
+REQUIRED = ["standard-quick-s0", "linear-quick-s0", "quick-td-s0", "quick-td-s1", "quick-td-s2", "quick-td-s3", "quick-td-s4", "quick-neu-s0",
             "quick-mc-s0", "quick-full-s0"]
 
 
@@ -122,7 +123,7 @@ def test_each_class_loads_only_its_own_architecture():
 FLAT_CARDS = json.loads((Path(__file__).parent / "data" / "flat_train_configs.json").read_text())
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", sorted(FLAT_CARDS))
 def test_every_card_of_the_flat_layout_migrates_value_for_value(name):
     """The cards of the release before the nesting (flat ``train_config``, kept in tests/data): every setting
     lands where it belongs, unchanged (the standard model's init_scale was its init_range); the other
@@ -144,3 +145,25 @@ def test_every_card_of_the_flat_layout_migrates_value_for_value(name):
             assert values[renamed.get(key, key)] == value, key
     assert TrainConfig.from_dict(nested) == config == TrainConfig.from_dict(pretrained.card(name)["train_config"])
     assert config.model == load_checkpoint(pretrained.pretrained_path(name)).model.cfg
+
+
+def test_reexport_replaces_a_models_weights_card_and_curves_with_a_fresh_run(tmp_path):
+    """What a change of training's bits does to every shipped model: the card's config retrained, its weights,
+    curves and final metrics replaced, its name, command and tolerance kept."""
+    import shutil
+
+    from ictd_interp.training.retraining import reexport
+
+    folder = tmp_path / "linear-quick-s0"
+    shutil.copytree(pretrained.pretrained_path("linear-quick-s0"), folder)
+    card = json.loads((folder / "card.json").read_text())
+    short = TrainConfig.from_dict(card["train_config"]).with_flat(steps=8, eval_every=4, checkpoint_every=4, n_eval_tasks=8)
+    (folder / "card.json").write_text(json.dumps({**card, "train_config": short.to_dict()}))
+    entry = reexport(folder, tmp_path / "run")
+    model = load_checkpoint(folder).model
+    direct = train(short, tmp_path / "direct", progress=False).model
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), direct.state_dict().values()))
+    assert entry["final_metrics"]["step"] == 8 and entry["command"] == card["command"]
+    assert entry["final_metrics"]["eval_msve"] == pytest.approx(evaluate(model, EvalSet.build(short)).eval_msve, rel=1e-6)
+    assert json.loads((folder / "card.json").read_text()) == json.loads(json.dumps(entry))
+    assert len((folder / "metrics.jsonl").read_text().splitlines()) == 3  # steps 0, 4, 8

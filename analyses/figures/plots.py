@@ -273,12 +273,13 @@ def legend_outside(ax, title: Optional[str] = None, keep: bool = True) -> None:
 
 def linear_weights(P: Numbers, Q: Numbers, P_td: Numbers, Q_td: Numbers, d: int) -> Figure:
     """A linear model's ``P`` and ``Q`` (top) beside the TD(0) construction's (bottom), rows and columns named
-    by the prompt block they touch (``phi``, ``gamma phi'``, ``r``); each matrix on its own symmetric scale.
+    by the prompt block they touch (``phi``, ``gamma phi'``, ``r``); each matrix on its own symmetric scale. The
+    trained pair is drawn on the sign that makes ``P[-1, -1] >= 0`` (``(P, Q) -> (-P, -Q)`` is the same layer).
     ``P`` writes row ``a`` from column entry ``b``; ``Q`` pairs source entry ``a`` with query entry ``b``
     (score ``z_i^T Q z_j``)."""
     fig = Figure(figsize=(9.0, 8.0), layout="constrained")
     names = [r"$\phi$"] * d + [r"$\gamma\phi'$"] * d + ["r"]
-    panels = (("trained P (layer 0)", P, "P"), ("trained Q (layer 0)", Q, "Q"),
+    panels = (("trained P (layer 0; sign: P[-1, -1] ≥ 0)", P, "P"), ("trained Q (layer 0; same sign)", Q, "Q"),
               ("TD(0) construction P", P_td, "P"), ("TD(0) construction Q (C = I)", Q_td, "Q"))
     for i, (title, W, kind) in enumerate(panels):
         ax = fig.add_subplot(2, 2, i + 1)

@@ -27,9 +27,11 @@ IN_FAMILY = 0.9  # a layer is in the family when the fit explains at least this 
 
 def identify_layer(P: Tensor, Q: Tensor, d: int, gamma: float) -> dict[str, Any]:
     """The family member closest to one layer's ``(P, Q)`` (least squares on each block, ``C`` from
-    ``Q``'s top-left block), with the share of each matrix it explains and the cosines with TD(0)'s."""
+    ``Q``'s top-left block), with the share of each matrix it explains and the cosines with TD(0)'s. The
+    layer is unchanged by ``(P, Q) -> (-P, -Q)``; the cosines are taken on the sign that makes ``P``'s
+    last entry non-negative (the family member itself does not depend on it)."""
     P, Q = P.double(), Q.double()
-    reference = td0(d)
+    reference, sign = td0(d), (1.0 if P[-1, -1] >= 0 else -1.0)
     B11, B12, B21 = Q[:d, :d], Q[:d, d : 2 * d], Q[d : 2 * d, :d]
     energy = float(B11.pow(2).sum())
     kappa = float(-(B12 * B11).sum() / energy) if energy > 0 else float("nan")
@@ -39,7 +41,7 @@ def identify_layer(P: Tensor, Q: Tensor, d: int, gamma: float) -> dict[str, Any]
     C_eff = p * -B11.T
     step = float(torch.trace(C_eff) / d)
     return {
-        "cos_P_td0": cosine(P, reference.P), "cos_Q_td0": cosine(Q, reference.Q),
+        "cos_P_td0": cosine(sign * P, reference.P), "cos_Q_td0": cosine(sign * Q, reference.Q),
         "step": step, "kappa": kappa, "effective_discount": gamma * kappa, "rg_share": rho,
         "preconditioner_off_identity": float((C_eff - step * torch.eye(d, dtype=C_eff.dtype)).norm() / C_eff.norm())
         if C_eff.norm() > 0 else float("nan"),

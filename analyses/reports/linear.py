@@ -72,7 +72,9 @@ def compute_linear(model: HookedLinearICTD, config: TrainConfig, source: str,
 
 
 def _weights(model: HookedLinearICTD, td: HookedLinearICTD) -> dict[str, Any]:
-    """``P`` and ``Q`` of each (unique) layer and the TD(0) construction's, for the figure."""
-    return {"P": [a.P.detach().double().tolist() for a in model.unique_attention()],
-            "Q": [a.Q.detach().double().tolist() for a in model.unique_attention()],
+    """``P`` and ``Q`` of each (unique) layer, on the sign that makes ``P[-1, -1] >= 0`` (the layer is unchanged
+    by ``(P, Q) -> (-P, -Q)``), and the TD(0) construction's, for the figure."""
+    signs = [1.0 if a.P[-1, -1] >= 0 else -1.0 for a in model.unique_attention()]
+    return {"P": [(s * a.P.detach().double()).tolist() for s, a in zip(signs, model.unique_attention())],
+            "Q": [(s * a.Q.detach().double()).tolist() for s, a in zip(signs, model.unique_attention())],
             "P_td0": td.blocks[0].attn.P.detach().tolist(), "Q_td0": td.blocks[0].attn.Q.detach().tolist()}

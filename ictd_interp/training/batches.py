@@ -7,6 +7,7 @@ Window ``t`` is the prompt of ``S_t .. S_{t+n}``; its query is ``S_{t+n}``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 import torch
 from jaxtyping import Float
@@ -40,14 +41,15 @@ class WindowBatch:
                            move(self.query_return), self.n_windows)
 
 
-def sliding_windows(tasks: TaskBatch, n: int) -> Float[Tensor, "batch pos d_model"]:
+def sliding_windows(tasks: TaskBatch, n: int, dtype: Optional[torch.dtype] = None) -> Float[Tensor, "batch pos d_model"]:
     """Every window of ``n + 1`` consecutive positions of each task's trajectory, as prompts: the
     ``build_prompt`` layout written straight into one buffer (the windows overlap, so building each
     window's prompt separately would copy every column ``n + 1`` times; generated data needs no
-    validation)."""
+    validation). ``dtype``: the buffer's (the entries are copied values, so writing them into a float32
+    buffer rounds them exactly as converting a float64 prompt would)."""
     x, rewards = tasks.x, tasks.rewards
     n_windows, lay = x.shape[1] - n, PromptLayout(x.shape[-1])
-    prompts = x.new_zeros(x.shape[0], n_windows, n + 1, lay.d_model)
+    prompts = x.new_zeros(x.shape[0], n_windows, n + 1, lay.d_model, dtype=dtype or x.dtype)
     prompts[..., lay.features] = x.unfold(1, n + 1, 1).transpose(-1, -2)  # [task, window, n+1, d]
     prompts[..., :n, lay.reward] = rewards.unfold(1, n, 1)[:, :n_windows]  # the query's reward stays 0
     return prompts.flatten(0, 1)
@@ -60,9 +62,10 @@ def discounted_returns(rewards: Float[Tensor, "task time"], gamma: float, horizo
 
 
 def window_batch(dist: TaskDistribution, n_tasks: int, n_windows: int, *, generator: torch.Generator,
-                 mc_horizon: int = 0) -> WindowBatch:
+                 mc_horizon: int = 0, dtype: Optional[torch.dtype] = None) -> WindowBatch:
     """Draw a training batch from ``dist`` (windows of ``dist.context_len`` transitions); ``mc_horizon > 0``
-    extends the trajectories for Monte-Carlo returns."""
+    extends the trajectories for Monte-Carlo returns; ``dtype`` builds the prompts in that dtype (the
+    per-window quantities stay float64 until ``to``)."""
     n, gamma = dist.context_len, dist.gamma
     tasks = sample_from(dist, n_tasks, generator=generator, length=n + n_windows - 1 + mc_horizon)
     query_states = tasks.states[:, n : n + n_windows]
@@ -71,7 +74,7 @@ def window_batch(dist: TaskDistribution, n_tasks: int, n_windows: int, *, genera
                if mc_horizon > 0 else torch.zeros_like(query_states, dtype=torch.float64))
     trimmed = TaskBatch(tasks.mrp, tasks.features, tasks.states[:, : n + n_windows])
     return WindowBatch(
-        prompts=sliding_windows(trimmed, n),
+        prompts=sliding_windows(trimmed, n, dtype),
         query_reward=reward_of(query_states),
         query_value=torch.gather(tasks.mrp.v_pi, 1, query_states),
         query_return=returns,

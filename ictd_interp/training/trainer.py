@@ -165,7 +165,7 @@ def next_batch(config: TrainConfig, generator: torch.Generator, dtype: torch.dty
     Drawn on the critical path: a worker thread drawing the next batch during the step was measured
     slower on 2 cores (it competes with the step's threads; benchmarks/train_throughput.py)."""
     batch = window_batch(config.tasks, config.tasks_per_batch, config.windows_per_task + 1, generator=generator,
-                         mc_horizon=OBJECTIVES[config.objective].mc_horizon(config))
+                         mc_horizon=OBJECTIVES[config.objective].mc_horizon(config), dtype=dtype)
     depth = None
     if config.depth_range is not None:
         lo, hi = config.depth_range
