@@ -8,7 +8,7 @@ from typing import Any
 from ictd_interp.config.fields import (
     LINEAR_ACTIVATIONS, check_bool, check_choice, check_gamma, check_positive_int, dtype_name, from_dict_strict,
 )
-from ictd_interp.config.model import ICTDConfig
+from ictd_interp.config.model import ICTDConfig, softmax_theta_star
 
 
 @dataclass
@@ -81,9 +81,8 @@ class LinearICTDConfig:
         return getattr(torch, self.dtype)
 
     def theta_star_config(self) -> ICTDConfig:
-        """This project's yardstick beside the model's own TD(0) construction: the softmax θ* of the same depth."""
-        return ICTDConfig(d_features=self.d_features, n_layers=self.n_layers, gamma=self.gamma, tied=self.tied,
-                          dtype=self.dtype)
+        """This project's yardstick beside the model's own TD(0) construction (``softmax_theta_star``)."""
+        return softmax_theta_star(self)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -115,4 +115,10 @@ class ICTDConfig:
         return cfg
 
 
+def softmax_theta_star(cfg: Any) -> ICTDConfig:
+    """θ*'s yardstick for a model of another architecture: the TSM softmax stylised model of the same depth, ties,
+    discount and dtype."""
+    return ICTDConfig(d_features=cfg.d_features, n_layers=cfg.n_layers, gamma=cfg.gamma, tied=cfg.tied, dtype=cfg.dtype)
+
+
 DERIVED = ("d_model", "n_heads", "d_head", "attn_only", "normalization_type", "d_mlp")

@@ -8,7 +8,7 @@ from typing import Any
 from ictd_interp.config.fields import (
     ACT_FNS, check_bool, check_choice, check_gamma, check_positive_int, dtype_name, from_dict_strict,
 )
-from ictd_interp.config.model import ICTDConfig
+from ictd_interp.config.model import ICTDConfig, softmax_theta_star
 
 
 @dataclass
@@ -96,9 +96,8 @@ class StandardConfig:
         return getattr(torch, self.dtype)
 
     def theta_star_config(self) -> ICTDConfig:
-        """θ*'s yardstick for this model: the TSM softmax stylised model of the same depth and tasks."""
-        return ICTDConfig(d_features=self.d_features, n_layers=self.n_layers, gamma=self.gamma, tied=self.tied,
-                          dtype=self.dtype)
+        """θ*'s yardstick for this model (``softmax_theta_star``)."""
+        return softmax_theta_star(self)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

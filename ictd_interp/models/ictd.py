@@ -16,7 +16,6 @@ from typing import Optional, Union
 import torch
 from jaxtyping import Float
 from torch import Tensor, nn
-from transformer_lens.ActivationCache import ActivationCache
 from transformer_lens.HookedRootModule import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
@@ -274,11 +273,6 @@ class HookedICTDTransformer(TransformerLensSurface, HookedRootModule):
         attns = self.unique_attention()
         A, V = torch.stack([a.A for a in attns]), torch.stack([a.V for a in attns])
         return paper_mask_values(self.cfg, A, V, prompt.to(A.dtype), depth, query_only)
-
-    def run_with_cache(self, *args, **kwargs) -> tuple[Tensor, ActivationCache]:
-        """As TransformerLens: the output and an ``ActivationCache`` (``cache["pattern", 0]`` works)."""
-        out, cache = super().run_with_cache(*args, **kwargs)
-        return out, ActivationCache(cache, self, has_batch_dim=not kwargs.get("remove_batch_dim", False))
 
     def check_prompt(self, prompt: Tensor) -> Tensor:
         """Fail fast, naming the problem, before any layer runs; returns a copy in the model's dtype."""

@@ -22,7 +22,6 @@ from typing import Optional, Union
 import torch
 from jaxtyping import Float
 from torch import Tensor, nn
-from transformer_lens.ActivationCache import ActivationCache
 from transformer_lens.HookedRootModule import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
@@ -180,19 +179,12 @@ class HookedLinearICTD(TransformerLensSurface, HookedRootModule):
         depth = self.cfg.n_layers if depth is None else depth
         if depth != self.cfg.n_layers and not self.cfg.tied:
             raise ValueError(f"depth: only a tied model runs at another depth than n_layers={self.cfg.n_layers}")
-        values = self._run(prompt.to(self.blocks[0].attn.P.dtype), self._blocks_to(depth), None, "values", query_only)
+        values = self._run(prompt.to(self.blocks[0].attn.P.dtype), self.blocks_to(depth), None, "values", query_only)
         return values[:, -1] if query_only else values
 
     def values_at_depth(self, prompt: Float[Tensor, "batch pos d_prompt"], depth: int) -> Float[Tensor, "batch pos"]:
         """The layers run to another depth (the last one repeats beyond ``n_layers``)."""
-        return self._run(self.check_prompt(prompt), self._blocks_to(depth), None, "values")
-
-    def _blocks_to(self, depth: int) -> list[LinearBlock]:
-        return [self.blocks[min(i, self.cfg.n_layers - 1)] for i in range(depth)]
-
-    def run_with_cache(self, *args, **kwargs) -> tuple[Tensor, ActivationCache]:
-        out, cache = super().run_with_cache(*args, **kwargs)
-        return out, ActivationCache(cache, self, has_batch_dim=not kwargs.get("remove_batch_dim", False))
+        return self._run(self.check_prompt(prompt), self.blocks_to(depth), None, "values")
 
     def check_prompt(self, prompt: Tensor) -> Tensor:
         return check_prompt(prompt, self.cfg.d_features + 3, self.blocks[0].attn.P.dtype, None)

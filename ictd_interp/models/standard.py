@@ -23,7 +23,6 @@ import torch.nn.functional as F
 from einops import einsum, rearrange
 from jaxtyping import Float
 from torch import Tensor, nn
-from transformer_lens.ActivationCache import ActivationCache
 from transformer_lens.HookedRootModule import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
@@ -269,7 +268,7 @@ class HookedStandardTransformer(TransformerLensSurface, HookedRootModule):
     def hook_free_values(self, prompt: Tensor, depth: int, query_only: bool) -> Tensor:
         """``fast_values`` without the hook check (``compile_fast_path`` replaces it by its compiled form)."""
         resid = self.embed(prompt) + (self.pos_embed(prompt) if self.cfg.pos_embed else 0)
-        blocks = self._blocks_to(depth)
+        blocks = self.blocks_to(depth)
         for i, block in enumerate(blocks):
             resid = block.fast(resid, query_only=query_only and i == len(blocks) - 1)
         values = self.unembed(self.ln_final.fast(resid))
@@ -282,15 +281,7 @@ class HookedStandardTransformer(TransformerLensSurface, HookedRootModule):
         return self._values_at_depth(self.check_prompt(prompt), depth)
 
     def _values_at_depth(self, prompt: Tensor, depth: int) -> Tensor:
-        return self._run(prompt, self._blocks_to(depth), None, "values")
-
-    def _blocks_to(self, depth: int) -> list[StandardBlock]:
-        """The blocks run to ``depth``: the last one repeats beyond ``n_layers``."""
-        return [self.blocks[min(i, self.cfg.n_layers - 1)] for i in range(depth)]
-
-    def run_with_cache(self, *args, **kwargs) -> tuple[Tensor, ActivationCache]:
-        out, cache = super().run_with_cache(*args, **kwargs)
-        return out, ActivationCache(cache, self, has_batch_dim=not kwargs.get("remove_batch_dim", False))
+        return self._run(prompt, self.blocks_to(depth), None, "values")
 
     def check_prompt(self, prompt: Tensor) -> Tensor:
         return check_prompt(prompt, self.cfg.d_prompt, self.unembed.W_U.dtype,

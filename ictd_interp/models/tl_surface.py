@@ -17,6 +17,7 @@ from typing import Optional
 import torch
 from jaxtyping import Float
 from torch import Tensor
+from transformer_lens.ActivationCache import ActivationCache
 from transformer_lens.FactoredMatrix import FactoredMatrix
 
 from ictd_interp.config.fields import check_choice, dtype_name
@@ -91,6 +92,15 @@ class TransformerLensSurface(Circuits):
 
     def _stack(self, name: str) -> Tensor:
         return torch.stack([getattr(b.attn, name) for b in self.blocks])
+
+    def run_with_cache(self, *args, **kwargs) -> tuple[Tensor, ActivationCache]:
+        """As TransformerLens: the output and an ``ActivationCache`` (``cache["pattern", 0]`` works)."""
+        out, cache = super().run_with_cache(*args, **kwargs)
+        return out, ActivationCache(cache, self, has_batch_dim=not kwargs.get("remove_batch_dim", False))
+
+    def blocks_to(self, depth: int) -> list:
+        """The blocks run to ``depth``: the last one repeats beyond ``n_layers`` (a tied model's only block)."""
+        return [self.blocks[min(i, self.cfg.n_layers - 1)] for i in range(depth)]
 
     def compile_fast_path(self, **options) -> None:
         """``torch.compile`` the hook-free training path (``hook_free_values``) of this model, once and
