@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import asdict, fields
 from typing import Any
 
 FORMS = ("tsm", "dual")
@@ -19,6 +19,24 @@ OPTIMIZERS = ("adam", "adamw", "sgd")
 DEVICES = ("cpu", "cuda")
 ACT_FNS = ("gelu", "relu")
 LINEAR_ACTIVATIONS = ("identity", "relu")  # on the linear model's scores; both act on each entry alone
+
+
+class ModelConfigIO:
+    """What every model config shares: ``to_dict``, a strict ``from_dict`` (unknown keys named) and
+    ``torch_dtype`` (the dtype field is a name, so configs stay torch-free until asked)."""
+
+    @property
+    def torch_dtype(self):
+        import torch
+
+        return getattr(torch, self.dtype)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]):
+        return from_dict_strict(cls, data)
 
 
 def from_dict_strict(cls: type, data: dict[str, Any]):

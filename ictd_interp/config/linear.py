@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from ictd_interp.config.fields import (
-    LINEAR_ACTIVATIONS, check_bool, check_choice, check_gamma, check_positive_int, dtype_name, from_dict_strict,
+    LINEAR_ACTIVATIONS, check_bool, check_choice, check_gamma, check_positive_int, dtype_name, ModelConfigIO,
 )
 from ictd_interp.config.model import ICTDConfig, softmax_theta_star
 
 
 @dataclass
-class LinearICTDConfig:
+class LinearICTDConfig(ModelConfigIO):
     """The predecessor's model: prompt ``Z`` of ``2d + 1`` rows, layer ``Z <- Z + (1/n) P Z M act(Z^T Q Z)``,
     prediction ``-Z[-1, -1]`` (docs/theory.md §13).
 
@@ -74,19 +74,7 @@ class LinearICTDConfig:
     def d_head(self) -> int:
         return self.d_model
 
-    @property
-    def torch_dtype(self):
-        import torch
-
-        return getattr(torch, self.dtype)
-
     def theta_star_config(self) -> ICTDConfig:
         """This project's yardstick beside the model's own TD(0) construction (``softmax_theta_star``)."""
         return softmax_theta_star(self)
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "LinearICTDConfig":
-        return from_dict_strict(cls, data)

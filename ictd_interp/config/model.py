@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from ictd_interp.config.fields import (
-    ATTENTIONS, FORMS, MASKS, check_bool, check_choice, check_gamma, check_positive_int, dtype_name, from_dict_strict,
+    ATTENTIONS, FORMS, MASKS, check_bool, check_choice, check_gamma, check_positive_int, ModelConfigIO, dtype_name, from_dict_strict,
 )
 
 @dataclass
-class ICTDConfig:
+class ICTDConfig(ModelConfigIO):
     """Architecture of an ICTD transformer (docs/theory.md §4).
 
     Args:
@@ -90,18 +90,9 @@ class ICTDConfig:
     def n_ctx(self) -> None:
         return None  # any context length
 
-    @property
-    def torch_dtype(self):
-        import torch
-
-        return getattr(torch, self.dtype)
-
     def theta_star_config(self) -> "ICTDConfig":
         """The architecture θ* is built in to compare with this model: its own."""
         return self
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "ICTDConfig":

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from ictd_interp.config.fields import (
-    ACT_FNS, check_bool, check_choice, check_gamma, check_positive_int, dtype_name, from_dict_strict,
+    ACT_FNS, check_bool, check_choice, check_gamma, check_positive_int, dtype_name, ModelConfigIO,
 )
 from ictd_interp.config.model import ICTDConfig, softmax_theta_star
 
 
 @dataclass
-class StandardConfig:
+class StandardConfig(ModelConfigIO):
     """A pre-LN transformer on ICTD prompts, with HookedTransformer's hook names (docs/theory.md §10).
 
     Args:
@@ -89,19 +89,7 @@ class StandardConfig:
     def positional_embedding_type(self) -> str:
         return "standard" if self.pos_embed else "none"
 
-    @property
-    def torch_dtype(self):
-        import torch
-
-        return getattr(torch, self.dtype)
-
     def theta_star_config(self) -> ICTDConfig:
         """θ*'s yardstick for this model (``softmax_theta_star``)."""
         return softmax_theta_star(self)
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "StandardConfig":
-        return from_dict_strict(cls, data)
