@@ -292,3 +292,15 @@ def test_a_linear_model_trains_and_resumes_bit_exact(tmp_path):
     for (name, a), b in zip(whole.model.state_dict().items(), resumed.model.state_dict().values()):
         assert torch.equal(a, b), name
     assert not torch.equal(whole.model.blocks[0].attn.P, HookedLinearICTD(cfg.model).blocks[0].attn.P)  # it trained
+
+
+def test_transformer_lens_reads_the_shipped_linear_model():
+    """``from_pretrained`` by name, the QK/OV circuits are Qᵀ and Pᵀ, and TransformerLens's residual decomposition
+    of the cache sums to the last residual stream."""
+    model = HookedLinearICTD.from_pretrained("linear-quick-s0", dtype="float64")
+    attn = model.blocks[0].attn
+    assert torch.equal(model.QK.AB[0, 0], attn.Q.T) and torch.equal(model.OV.AB[0, 0], attn.P.T)
+    _, cache = model.run_with_cache(make_tasks(n_tasks=2, d=4, n=N, gamma=0.9).prompt)
+    parts, labels = cache.decompose_resid(return_labels=True)
+    assert labels == ["embed", "0_attn_out", "1_attn_out", "2_attn_out"]
+    assert torch.allclose(parts.sum(0), cache["blocks.2.hook_resid_post"], atol=1e-12, rtol=0)
