@@ -5,13 +5,14 @@ figures. They import the core (``ictd_interp``) and ``hooks``, never ``figures``
 C), ``probes`` and ``value_probes`` (θ* gaps, tuned-lens probes), ``heads`` (per-head kernels and signatures),
 ``algorithm_id`` (the learned layer read as softmax TD, its iteration map and spectrum), ``baselines``
 (in-context predictors a model must beat), ``neu`` (population NEU), ``intervals`` (Student-t intervals),
-``dynamics`` (curves over training). Names are imported on first use.
+``dynamics`` (curves over training), ``linear_family`` (a linear model's place in the predecessor's family). Names are imported on first use.
 """
 
 from ictd_interp._lazy import lazy_exports
 
 _EXPORTS = {
-    "Interval": "intervals", "t_interval": "intervals", "Paired": "intervals", "paired": "intervals",
+    "Interval": "intervals", "identified_model": "linear_family",
+    "td0_model": "linear_family", "iteration_radius": "linear_family", "member_weights": "linear_family", "t_interval": "intervals", "Paired": "intervals", "paired": "intervals",
     "seed_caption": "intervals", "describe_nonfinite": "intervals", "proportion_interval": "intervals",
     "context_lengths": "convergence", "sup_error": "convergence", "errors_by_depth": "convergence",
     "errors_by_context": "convergence", "fit_geometric": "convergence", "feature_scale_sweep": "convergence",

@@ -1,10 +1,11 @@
 """The hooked models: the stylised ICTD transformer (``ictd``), the standard pre-LN transformer
-(``standard``), the hand-built weights θ* (``construction``) and the masks training keeps, the
-TransformerLens surface both share (``tl_surface``, one ``from_pretrained``), weight processing, the
+(``standard``), the predecessor's linear transformer (``linear``), the hand-built weights θ* (``construction``)
+and the predecessor's constructions (``linear_construction``), the masks training keeps, the
+TransformerLens surface they share (``tl_surface``, one ``from_pretrained``), weight processing, the
 architecture registry (``architectures``, a leaf each class registers in) and checkpoint loading
 (``loading``). Imports ``config``, ``io`` and ``tasks``.
 
-Importing this package registers both classes, so ``load_checkpoint`` and ``build_model`` find either.
+Importing this package registers every class, so ``load_checkpoint`` and ``build_model`` find each.
 """
 
 from ictd_interp.models.architectures import ICTDModel, build_model, is_stylised
