@@ -66,7 +66,7 @@ def compute_linear(model: HookedLinearICTD, config: TrainConfig, source: str,
         "linear": {"function_r2": 1.0 - float(residual / (values - values.mean()).double().pow(2).sum()),
                    "iteration": convergence(model, layers, tasks), "weights": _weights(model, td)},
         "curves": curves,
-        "example": {"predicted": {"model": values[:, -1].tolist(), "td0_construction": td_values[:, -1].tolist()},
+        "example": {"predicted": {"model": values[:, -1].tolist(), "TD(0) construction": td_values[:, -1].tolist()},
                     "true": tasks.v_true[:, -1].tolist()},
     })
 
