@@ -177,7 +177,7 @@ def test_config_round_trip_and_validation():
             make_cfg(**bad)
     with pytest.raises(ValueError, match="unknown field"):
         ICTDConfig.from_dict({"d_features": 3, "n_experts": 4})
-    assert ICTDConfig.from_dict({"d_features": 3, "d_model": 6, "n_heads": 1}) == ICTDConfig(d_features=3)
+    assert ICTDConfig.from_dict({"d_features": 3, "d_model": 6, "n_heads": 1}) == ICTDConfig(d_features=3, backward="autograd")
     with pytest.raises(ValueError, match="n_heads"):
         ICTDConfig.from_dict({"d_features": 3, "n_heads": 2})
 
@@ -185,10 +185,13 @@ def test_config_round_trip_and_validation():
 @pytest.mark.parametrize("form", ["tsm", "dual"])
 @pytest.mark.parametrize("attention", ["softmax", "linear"])
 @pytest.mark.parametrize("tied", [True, False])
-def test_fast_path_equals_the_hooked_forward(form, attention, tied):
-    """The paper-mask fast path (all patterns at once, matrix-vector value path): same values and
-    gradients as the hooked forward, in float64 within 1e-12."""
-    model = HookedICTDTransformer(make_cfg(form=form, attention=attention, tied=tied, n_layers=4, init_scale=0.5))
+@pytest.mark.parametrize("backward", ["fused", "autograd"])
+def test_fast_path_equals_the_hooked_forward(form, attention, tied, backward):
+    """The paper-mask fast path (all patterns at once, matrix-vector value path), differentiated by the
+    hand-written backward or by autograd: same values and gradients as the hooked forward, in float64
+    within 1e-12."""
+    model = HookedICTDTransformer(make_cfg(form=form, attention=attention, tied=tied, n_layers=4, init_scale=0.5,
+                                           backward=backward))
     prompt = make_tasks().prompt
     params = list(model.parameters())
     for query_only in (False, True):
@@ -199,6 +202,35 @@ def test_fast_path_equals_the_hooked_forward(form, attention, tied):
         assert fast.shape == slow.shape and (fast - slow).abs().max() < 1e-12
         assert max((a - b).abs().max().item() for a, b in zip(g_fast, g_slow)) < 1e-12
         assert max(g.abs().max().item() for g in g_fast) > 1e-3  # the gradients compared are not all zero
+
+
+@pytest.mark.parametrize("form", ["tsm", "dual"])
+@pytest.mark.parametrize("tied", [True, False])
+def test_fused_backward_equals_autograd_at_every_depth_and_to_second_order(form, tied):
+    """The hand-written backward against autograd on the same weights (float64, 1e-12): first-order
+    gradients of TD losses at depths 1-5 (tied) and the NEU objective's second-order gradient (its
+    backward is asked for a graph, which the fused path hands to autograd)."""
+    from ictd_interp.config.train import TrainConfig
+    from ictd_interp.training.batches import window_batch
+    from ictd_interp.training.objectives import neu_loss, td_loss
+
+    config = TrainConfig.from_preset("quick", dtype="float64")
+    batch = window_batch(config.tasks, 6, 5, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    models = {b: HookedICTDTransformer(ICTDConfig(d_features=4, form=form, tied=tied, n_layers=3, dtype="float64",
+                                                  init_scale=0.4, backward=b)) for b in ("fused", "autograd")}
+    losses = [neu_loss] + [lambda m, b, d=d: td_loss(m, b, depth=d) for d in ((1, 2, 3, 5) if tied else (None,))]
+    for loss in losses:
+        fused, auto = (torch.autograd.grad(loss(m, batch), list(m.parameters())) for m in models.values())
+        scale = max(g.abs().max().item() for g in auto)
+        assert scale > 1e-4 and max((a - b).abs().max().item() for a, b in zip(fused, auto)) < 1e-12 * scale
+
+
+def test_backward_field_defaults_to_fused_and_old_configs_load_as_autograd():
+    assert ICTDConfig(d_features=3).backward == "fused"
+    assert ICTDConfig.from_dict({"d_features": 3}).backward == "autograd"  # saved before the field existed
+    assert ICTDConfig.from_dict(ICTDConfig(d_features=3).to_dict()).backward == "fused"
+    with pytest.raises(ValueError, match="backward"):
+        ICTDConfig(d_features=3, backward="manual")
 
 
 def test_fast_path_runs_every_hook_when_one_is_registered():

@@ -312,7 +312,8 @@ def test_a_run_folder_of_the_flat_layout_is_read_and_resumed(tmp_path):
     assert (config.model.tied, config.model.seed, config.seed, config.tasks.context_len) == (True, 5, 5, 12)
     assert config.to_dict()["model"] == {"d_features": 4, "n_layers": 3, "gamma": 0.9, "form": "tsm",
                                          "attention": "softmax", "tied": True, "mask": "paper", "init_scale": 0.01,
-                                         "dtype": "float32", "seed": 5}
+                                         "dtype": "float32", "seed": 5,
+                                         "backward": "autograd"}  # written before the field existed
     whole = train(config, tmp_path / "whole", progress=False)
     half = train(replace(config, steps=2), tmp_path / "old", progress=False)
     assert half.step == 2

@@ -7,6 +7,7 @@ from typing import Any
 
 FORMS = ("tsm", "dual")
 ATTENTIONS = ("softmax", "linear")
+BACKWARDS = ("fused", "autograd")  # how the stylised fast path is differentiated (ICTDConfig.backward)
 MASKS = ("paper", "full")
 DTYPES = ("float32", "float64")
 FEATURE_KINDS = ("uniform", "onehot")

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ictd_interp.config.fields import (
-    ATTENTIONS, FORMS, MASKS, check_bool, check_choice, check_gamma, check_positive_int, ModelConfigIO, dtype_name, from_dict_strict,
+    ATTENTIONS, BACKWARDS, FORMS, MASKS, check_bool, check_choice, check_gamma, check_positive_int, ModelConfigIO, dtype_name, from_dict_strict,
 )
 
 @dataclass
@@ -25,6 +25,10 @@ class ICTDConfig(ModelConfigIO):
         init_scale: standard deviation of the random initial weights on free entries.
         dtype: ``"float32"`` or ``"float64"`` (a torch dtype is taken and stored by name).
         seed: seed of the random initial weights.
+        backward: how training differentiates the paper-mask fast path: ``"fused"`` (a hand-written
+            backward, ``models/fused_backward.py``; 1.2-1.6x faster steps) or ``"autograd"`` (op by op:
+            the numerics of every model shipped before the option existed). Equal up to float rounding;
+            a config saved without this field ran ``"autograd"`` and loads as such.
     """
 
     d_features: int
@@ -37,6 +41,7 @@ class ICTDConfig(ModelConfigIO):
     init_scale: float = 0.01
     dtype: Any = "float32"  # a name, or a torch dtype (stored by its name)
     seed: int = 0
+    backward: str = "fused"
 
     def __post_init__(self) -> None:
         check_positive_int(self, "d_features", "n_layers")
@@ -44,6 +49,7 @@ class ICTDConfig(ModelConfigIO):
         check_choice("form", self.form, FORMS)
         check_choice("attention", self.attention, ATTENTIONS)
         check_choice("mask", self.mask, MASKS)
+        check_choice("backward", self.backward, BACKWARDS)
         self.dtype = dtype_name(self.dtype)
         check_bool(self, "tied")
         if not self.init_scale >= 0:
@@ -99,6 +105,7 @@ class ICTDConfig(ModelConfigIO):
         """Inverse of ``to_dict``; derived fields (``d_model``, ``n_heads``, ...) may be present if
         they agree with the ones the config derives."""
         derived = {k: data[k] for k in DERIVED if k in data}
+        data = {"backward": "autograd", **data}  # saved before the field existed: trained with autograd
         cfg = from_dict_strict(cls, {k: v for k, v in data.items() if k not in DERIVED})
         for key, value in derived.items():
             if getattr(cfg, key) != value:

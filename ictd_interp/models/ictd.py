@@ -20,7 +20,8 @@ from transformer_lens.HookedRootModule import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
 from ictd_interp.config.model import ICTDConfig
-from ictd_interp.models.fast_path import paper_mask_values
+from ictd_interp.models.fast_path import paper_mask_values, reduced_weights
+from ictd_interp.models.fused_backward import fused_values
 from ictd_interp.models.masks import attention_mask, value_mask
 from ictd_interp.tasks.prompt import PromptLayout, check_prompt, shift_to_predecessor
 from ictd_interp.models.architectures import register
@@ -268,11 +269,12 @@ class HookedICTDTransformer(TransformerLensSurface, HookedRootModule):
         return self.hook_free_values(prompt, depth, query_only)
 
     def hook_free_values(self, prompt: Tensor, depth: int, query_only: bool) -> Tensor:
-        """``fast_values`` without the hook check: the paper-mask fast path (``compile_fast_path``
-        replaces it by its compiled form)."""
+        """``fast_values`` without the hook check: the paper-mask fast path, differentiated as
+        ``cfg.backward`` says (``compile_fast_path`` replaces it by its compiled form)."""
         attns = self.unique_attention()
         A, V = torch.stack([a.A for a in attns]), torch.stack([a.V for a in attns])
-        return paper_mask_values(self.cfg, A, V, prompt.to(A.dtype), depth, query_only)
+        values = fused_values if self.cfg.backward == "fused" else paper_mask_values
+        return values(self.cfg, *reduced_weights(self.cfg, A, V), prompt.to(A.dtype), depth, query_only)
 
     def check_prompt(self, prompt: Tensor) -> Tensor:
         """Fail fast, naming the problem, before any layer runs; returns a copy in the model's dtype."""
