@@ -5,8 +5,10 @@ Usage: python benchmarks/train_throughput.py [--threads 2] [--repeats 20] [--rou
 
 Three models, each on its training batch: the stylised ``quick`` model with tied weights and the
 ``paper`` model with per-layer weights (d = 4, n = 30, L = 3; 64 tasks x 17 windows = 1,088 prompts),
-and ``standard-quick`` (3 layers, d_model 32, 2 heads, MLP 64; 16 x 17 = 272 prompts). Measured
-alternately in rounds (median), so machine load drifts out of the ratios:
+and ``standard-quick`` (3 layers, d_model 32, 2 heads, MLP 64; 16 x 17 = 272 prompts); the two
+stylised ones also with ``backward="autograd"`` (``*_autograd``: the shipped models' numerics; the
+default is the hand-written ``"fused"`` backward). Measured alternately in rounds (median), so machine
+load drifts out of the ratios:
 
 * model step: TD loss forward + backward on a fixed batch (the objectives' ``fast_values``);
 * full step: the trainer's ``next_batch`` (fresh data), forward, backward, optimiser; and the model step's
@@ -38,7 +40,8 @@ from ictd_interp.training.allocator import keep_freed_memory
 from ictd_interp.training.objectives import td_loss
 from ictd_interp.training.trainer import _optimizer, next_batch
 
-CONFIGS = {"tied": ("quick", {}), "per_layer": ("paper", {}), "standard": ("standard-quick", {})}
+CONFIGS = {"tied": ("quick", {}), "per_layer": ("paper", {}), "standard": ("standard-quick", {}),
+           "tied_autograd": ("quick", {"backward": "autograd"}), "per_layer_autograd": ("paper", {"backward": "autograd"})}
 
 
 def flops_per_sample(d: int, n: int, layers: int, heads: int = 1) -> float:
@@ -162,7 +165,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     dev = args.device
     benches = {name: Bench(name, dev) for name in CONFIGS}
-    compiled = {name: Bench(name, dev, compiled=True) for name in CONFIGS} if args.compile else {}
+    compiled = {name: Bench(name, dev, compiled=True) for name in CONFIGS if "autograd" not in name} if args.compile else {}
     per_layer = benches["per_layer"].model
     params = [(b.attn.A.detach(), b.attn.V.detach()) for b in per_layer.blocks]
     prompts = benches["per_layer"].batch.prompts
@@ -195,6 +198,8 @@ def main() -> None:
         "model_step_samples_per_s": {name: round(samples[name] / med[f"model_{name}"]) for name in benches},
         "model_step_fraction_of_gemm_rate": {name: fraction(f"model_{name}", name) for name in benches},
         "full_over_model_step": {name: round(med[f"model_{name}"] / med[f"full_{name}"], 3) for name in benches},
+        "autograd_over_fused_model_step": {name: round(med[f"model_{name}_autograd"] / med[f"model_{name}"], 3)
+                                           for name in ("tied", "per_layer")},
         "hooked_over_bare_forward": round(statistics.median(h / b for h, b in zip(rounds["hooked"], rounds["bare"])), 3),
         "targets": {"model_step_fraction_of_gemm_rate": {"tied": 0.15, "per_layer": 0.10},
                     "full_over_model_step": 0.9, "hooked_over_bare_forward": 1.15},

@@ -167,3 +167,16 @@ def test_reexport_replaces_a_models_weights_card_and_curves_with_a_fresh_run(tmp
     assert entry["final_metrics"]["eval_msve"] == pytest.approx(evaluate(model, EvalSet.build(short)).eval_msve, rel=1e-6)
     assert json.loads((folder / "card.json").read_text()) == json.loads(json.dumps(entry))
     assert len((folder / "metrics.jsonl").read_text().splitlines()) == 3  # steps 0, 4, 8
+
+
+def test_every_card_command_builds_the_config_the_card_records():
+    """The command a card prints is the run it describes: parsed by the CLI, it builds the card's config
+    (the stylised ones say ``--backward autograd``: they were trained before the fused backward)."""
+    from ictd_interp.cli import build_parser
+    from ictd_interp.cli.args import config_from_args
+    from ictd_interp.config.train import PRESETS
+
+    for name in NAMES:
+        card = pretrained.card(name)
+        args = build_parser().parse_args(card["command"].split()[1:])
+        assert config_from_args(PRESETS[args.preset], args) == TrainConfig.from_dict(card["train_config"]), name

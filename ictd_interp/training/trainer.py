@@ -131,11 +131,14 @@ def _prepared(model: ICTDModel, config: TrainConfig) -> ICTDModel:
 
 
 def _optimizer(config: TrainConfig, model: ICTDModel) -> torch.optim.Optimizer:
+    """``foreach=True`` (one multi-tensor kernel per update term, not a Python loop over the parameters):
+    measured bit-identical to the loop on CPU for Adam, AdamW and SGD, and 1.4 of the standard model's
+    ~1.5 ms optimiser step saved (benchmarks/train_throughput.py; torch's CPU default is the loop)."""
     params = list(model.parameters())
     if config.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=config.lr, weight_decay=config.weight_decay)
+        return torch.optim.SGD(params, lr=config.lr, weight_decay=config.weight_decay, foreach=True)
     cls = torch.optim.AdamW if config.optimizer == "adamw" else torch.optim.Adam
-    return cls(params, lr=config.lr, weight_decay=config.weight_decay)
+    return cls(params, lr=config.lr, weight_decay=config.weight_decay, foreach=True)
 
 
 def _run(loop: _Loop, progress: bool, stop: Optional[StopFlag]) -> Run:
