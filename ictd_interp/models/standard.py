@@ -98,22 +98,34 @@ class StandardAttention(Circuits, nn.Module):
         return result.sum(dim=2) + self.b_O
 
     def fast(self, x: Float[Tensor, "batch pos d_model"], query_only: bool = False) -> Float[Tensor, "batch query d_model"]:
-        """The same map without hook points: the query column is left out of the keys and values
-        instead of masked (its weight is exactly 0 either way); ``query_only`` computes the query's
-        output alone (``query = 1``), from keys and values at every source."""
+        """The same map without hook points: keys and values at the sources alone (the query's weight is
+        exactly 0 either way), projections and output as ``addmm``; ``query_only`` computes the query's
+        output alone (``query = 1``) and its query vector alone. (A hand-written backward for this core was
+        measured 10 % slower than autograd's here; ``scaled_dot_product_attention`` 2.5x slower on CPU.)"""
+        batch, pos, d_model = x.shape
         h, e = self.cfg.n_heads, self.cfg.d_head
-        q, k, v = (rearrange(t, "b p h e -> b h p e") for t in self._project(x))
-        q = q[:, :, -1:] if query_only else q
-        pattern = torch.softmax(q @ k[:, :, :-1].transpose(-1, -2) / math.sqrt(e), dim=-1)  # [b, h, query, source]
-        z = rearrange(pattern @ v[:, :, :-1], "b h q e -> b q (h e)")
-        return z @ self.W_O.reshape(h * e, -1) + self.b_O
+        W, b = self._qkv_weights()
+        if query_only:
+            q = torch.addmm(b[: h * e], x[:, -1], W[:, : h * e]).view(batch, 1, h, e)
+            kv = torch.addmm(b[h * e :], x[:, :-1].reshape(-1, d_model), W[:, h * e :]).view(batch, pos - 1, 2, h, e)
+            k, v = kv.unbind(dim=2)
+        else:
+            q, k, v = torch.addmm(b, x.reshape(-1, d_model), W).view(batch, pos, 3, h, e).unbind(dim=2)
+            k, v = k[:, :-1], v[:, :-1]
+        q, k, v = (rearrange(t, "b p h e -> b h p e") for t in (q, k, v))
+        pattern = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(e), dim=-1)  # [b, h, query, source]
+        z = rearrange(pattern @ v, "b h q e -> (b q) (h e)")
+        return torch.addmm(self.b_O, z, self.W_O.reshape(h * e, -1)).view(batch, -1, d_model)
 
     def _project(self, x: Float[Tensor, "batch pos d_model"]) -> tuple[Tensor, Tensor, Tensor]:
         """``q, k, v [batch, pos, head, d_head]`` from one GEMM (``x W + b`` for the three at once)."""
-        W = rearrange(torch.stack([self.W_Q, self.W_K, self.W_V]), "t h d e -> d (t h e)")
-        b = torch.stack([self.b_Q, self.b_K, self.b_V]).flatten()
+        W, b = self._qkv_weights()
         qkv = (x.reshape(-1, x.shape[-1]) @ W + b).view(*x.shape[:2], 3, self.cfg.n_heads, self.cfg.d_head)
         return qkv.unbind(dim=2)
+
+    def _qkv_weights(self) -> tuple[Float[Tensor, "d_model qkv_head_e"], Float[Tensor, "qkv_head_e"]]:
+        W = rearrange(torch.stack([self.W_Q, self.W_K, self.W_V]), "t h d e -> d (t h e)")
+        return W, torch.stack([self.b_Q, self.b_K, self.b_V]).flatten()
 
 
 class MLP(nn.Module):
