@@ -17,7 +17,9 @@ load drifts out of the ratios:
   FLOP counts below;
 * hooked forward over a bare-torch forward of the same math (stylised, per-layer);
 * ``--compile``: the same model steps with ``compile_fast_path()`` (``TrainConfig.compile``), and the
-  seconds each took to compile;
+  seconds each took to compile, timed after all the eager rounds: once a process has run compiled code,
+  its eager steps ran 17-67 % slower on a 2-core AMD EPYC (2026-12-01; ``TORCHINDUCTOR_COMPILE_THREADS=1``
+  did not change it), so compiled and eager steps are not interleaved;
 * ``--device cuda``: everything on the GPU, and each model's loss and gradients checked against the
   CPU's on the same batch and weights (fp32, within 1e-4 relative to the largest).
 
@@ -165,7 +167,6 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     dev = args.device
     benches = {name: Bench(name, dev) for name in CONFIGS}
-    compiled = {name: Bench(name, dev, compiled=True) for name in CONFIGS if "autograd" not in name} if args.compile else {}
     per_layer = benches["per_layer"].model
     params = [(b.attn.A.detach(), b.attn.V.detach()) for b in per_layer.blocks]
     prompts = benches["per_layer"].batch.prompts
@@ -176,12 +177,16 @@ def main() -> None:
         for name, bench in benches.items():
             rounds.setdefault(f"model_{name}", []).append(seconds(bench.model_step, args.repeats, dev))
             rounds.setdefault(f"full_{name}", []).append(seconds(bench.full_step, args.repeats, dev))
-        for name, bench in compiled.items():
-            rounds.setdefault(f"compiled_{name}", []).append(seconds(bench.model_step, args.repeats, dev))
         with torch.no_grad():
             rounds.setdefault("hooked", []).append(seconds(lambda: per_layer(prompts), args.repeats, dev))
             rounds.setdefault("bare", []).append(seconds(lambda: bare_forward(prompts, params, 0.9), args.repeats, dev))
         rounds.setdefault("gemm", []).append(gemm_flops_per_s(dev, 10))
+    compiled = {}
+    if args.compile:  # after every eager round: a process that has compiled runs eager steps slower (docstring)
+        compiled = {name: Bench(name, dev, compiled=True) for name in CONFIGS if "autograd" not in name}
+        for _ in range(args.rounds):
+            for name, bench in compiled.items():
+                rounds.setdefault(f"compiled_{name}", []).append(seconds(bench.model_step, args.repeats, dev))
     med = {k: statistics.median(v) for k, v in rounds.items()}
     gemm = med.pop("gemm")
     samples = {name: b.batch.prompts.shape[0] for name, b in benches.items()}
