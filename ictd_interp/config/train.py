@@ -47,7 +47,7 @@ class TrainConfig:
         eval_every: steps between evaluations (metrics.jsonl).
         checkpoint_every: steps between checkpoints (resume points).
         device: cpu or cuda.
-        compile: torch.compile the model's hook-free training path (inductor: compiled once per depth, 20-60 s on a CPU and a C++ compiler needed; then faster steps whose float rounding differs from eager's; docs/theory.md §11).
+        compile: torch.compile the model's hook-free training path (inductor: compiled once per depth, 20-60 s on a CPU and a C++ compiler needed; float rounding differs from eager's). Faster or slower depending on the CPU: 1.4-1.5x faster standard-model steps on an Intel Xeon, slower steps on an AMD EPYC; measure with benchmarks/train_throughput.py --compile (docs/theory.md §4).
     """
 
     model: ModelConfig = field(default_factory=lambda: ICTDConfig(d_features=4))
