@@ -37,13 +37,18 @@ def test_throughput_benchmark_reports_every_figure_in_one_run():
                           "--repeats", "1", "--threads", "1"], capture_output=True, text=True, check=True, cwd=ROOT)
     result = json.loads(out.stdout)
     assert result["device"] == "cpu" and result["threads"] == 1
-    assert result["prompts_per_step"] == {"tied": 64 * 17, "per_layer": 64 * 17, "standard": 16 * 17}
+    models = {"tied", "per_layer", "standard", "tied_autograd", "per_layer_autograd"}
+    assert result["prompts_per_step"] == {"tied": 64 * 17, "per_layer": 64 * 17, "standard": 16 * 17,
+                                          "tied_autograd": 64 * 17, "per_layer_autograd": 64 * 17}
     assert result["allocator_keeps_freed_memory"] is sys.platform.startswith("linux")
     for key in ("model_step_ms", "model_step_samples_per_s", "model_step_fraction_of_gemm_rate", "full_over_model_step"):
-        assert set(result[key]) == {"tied", "per_layer", "standard"} and min(result[key].values()) > 0, key
+        assert set(result[key]) == models and min(result[key].values()) > 0, key
     assert result["gemm_1024_gflop_per_s"] > 0 and result["hooked_over_bare_forward"] > 0
-    assert result["analytic_mflop_per_sample"] == {"tied": round(133641 / 1e6, 4), "per_layer": round(133641 / 1e6, 4),
-                                                   "standard": round(6083316 / 1e6, 4)}
+    ms = result["model_step_ms"]  # the two backwards' ratio is the ratio of their step times
+    assert result["autograd_over_fused_model_step"]["tied"] == pytest.approx(ms["tied_autograd"] / ms["tied"], rel=0.02)
+    stylised = round(133641 / 1e6, 4)
+    assert result["analytic_mflop_per_sample"] == {"tied": stylised, "per_layer": stylised, "standard": round(6083316 / 1e6, 4),
+                                                   "tied_autograd": stylised, "per_layer_autograd": stylised}
     samples_per_s = result["model_step_samples_per_s"]["standard"]  # the fraction is the rate times the count
     assert result["model_step_fraction_of_gemm_rate"]["standard"] == pytest.approx(
         samples_per_s * 6083316 / (result["gemm_1024_gflop_per_s"] * 1e9), rel=0.01)
