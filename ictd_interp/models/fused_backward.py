@@ -43,7 +43,8 @@ from ictd_interp.tasks.prompt import PromptLayout
 
 def fused_values(cfg: ICTDConfig, A_feat: Tensor, w: Tensor, prompt: Tensor, depth: int,
                  query_only: bool = False) -> Tensor:
-    """``paper_mask_values`` with the hand-written backward (same arguments, same values)."""
+    """``paper_mask_values`` with the hand-written backward: same arguments, the same values up to rounding
+    (the recording forward takes each matrix-vector product as ``vecdot``, autograd's as ``bmm``)."""
     return _FusedPaperMask.apply(A_feat, w, prompt, cfg, depth, query_only)
 
 
