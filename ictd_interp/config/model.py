@@ -26,7 +26,7 @@ class ICTDConfig(ModelConfigIO):
         dtype: ``"float32"`` or ``"float64"`` (a torch dtype is taken and stored by name).
         seed: seed of the random initial weights.
         backward: how training differentiates the paper-mask fast path: ``"fused"`` (a hand-written
-            backward, ``models/fused_backward.py``; 1.2-1.6x faster steps) or ``"autograd"`` (op by op:
+            backward, ``models/fused_backward.py``; 1.4-1.7x faster model steps) or ``"autograd"`` (op by op:
             the numerics of every model shipped before the option existed). Equal up to float rounding;
             a config saved without this field ran ``"autograd"`` and loads as such.
     """
