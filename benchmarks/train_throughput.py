@@ -12,7 +12,8 @@ load drifts out of the ratios:
 
 * model step: TD loss forward + backward on a fixed batch (the objectives' ``fast_values``);
 * full step: the trainer's ``next_batch`` (fresh data), forward, backward, optimiser; and the model step's
-  share of it (1.0: data and optimiser cost nothing);
+  share of it (1.0: data and optimiser cost nothing); the data alone (``data_ms``: ``next_batch`` by itself,
+  which costs less than its share of a full step, where it runs between the model's steps on cold caches);
 * a 1024 x 1024 fp32 GEMM rate, and the fraction of it each model step reaches under the analytic
   FLOP counts below;
 * hooked forward over a bare-torch forward of the same math (stylised, per-layer);
@@ -135,6 +136,9 @@ class Bench:
     def model_step(self) -> None:
         td_loss(self.model, self.batch).backward()
 
+    def data_step(self) -> None:
+        next_batch(self.config, self.generator, torch.float32)
+
     def full_step(self) -> None:
         batch, depth = next_batch(self.config, self.generator, torch.float32)
         self.optimizer.zero_grad(set_to_none=True)
@@ -177,6 +181,7 @@ def main() -> None:
         for name, bench in benches.items():
             rounds.setdefault(f"model_{name}", []).append(seconds(bench.model_step, args.repeats, dev))
             rounds.setdefault(f"full_{name}", []).append(seconds(bench.full_step, args.repeats, dev))
+            rounds.setdefault(f"data_{name}", []).append(seconds(bench.data_step, args.repeats, dev))
         with torch.no_grad():
             rounds.setdefault("hooked", []).append(seconds(lambda: per_layer(prompts), args.repeats, dev))
             rounds.setdefault("bare", []).append(seconds(lambda: bare_forward(prompts, params, 0.9), args.repeats, dev))
@@ -202,6 +207,8 @@ def main() -> None:
         "model_step_ms": {name: round(med[f"model_{name}"] * 1e3, 2) for name in benches},
         "model_step_samples_per_s": {name: round(samples[name] / med[f"model_{name}"]) for name in benches},
         "model_step_fraction_of_gemm_rate": {name: fraction(f"model_{name}", name) for name in benches},
+        "full_step_ms": {name: round(med[f"full_{name}"] * 1e3, 2) for name in benches},
+        "data_ms": {name: round(med[f"data_{name}"] * 1e3, 3) for name in benches},
         "full_over_model_step": {name: round(med[f"model_{name}"] / med[f"full_{name}"], 3) for name in benches},
         "autograd_over_fused_model_step": {name: round(med[f"model_{name}_autograd"] / med[f"model_{name}"], 3)
                                            for name in ("tied", "per_layer")},

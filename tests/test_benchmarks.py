@@ -41,8 +41,11 @@ def test_throughput_benchmark_reports_every_figure_in_one_run():
     assert result["prompts_per_step"] == {"tied": 64 * 17, "per_layer": 64 * 17, "standard": 16 * 17,
                                           "tied_autograd": 64 * 17, "per_layer_autograd": 64 * 17}
     assert result["allocator_keeps_freed_memory"] is sys.platform.startswith("linux")
-    for key in ("model_step_ms", "model_step_samples_per_s", "model_step_fraction_of_gemm_rate", "full_over_model_step"):
+    for key in ("model_step_ms", "model_step_samples_per_s", "model_step_fraction_of_gemm_rate", "full_over_model_step",
+                "full_step_ms", "data_ms"):
         assert set(result[key]) == models and min(result[key].values()) > 0, key
+    model, full = result["model_step_ms"]["standard"], result["full_step_ms"]["standard"]  # the share is their ratio
+    assert result["full_over_model_step"]["standard"] == pytest.approx(model / full, rel=0.02)
     assert result["gemm_1024_gflop_per_s"] > 0 and result["hooked_over_bare_forward"] > 0
     ms = result["model_step_ms"]  # the two backwards' ratio is the ratio of their step times
     assert result["autograd_over_fused_model_step"]["tied"] == pytest.approx(ms["tied_autograd"] / ms["tied"], rel=0.02)

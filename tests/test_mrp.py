@@ -58,6 +58,12 @@ def test_boyan_structure(s, seed, gamma):
     bellman = mrp.r + gamma * P @ mrp.v_pi
     assert torch.allclose(bellman, mrp.v_pi, atol=1e-9)
     assert torch.allclose(mrp.mu_pi @ P, mrp.mu_pi, atol=1e-10)
+    MRP(P, mrp.r, mrp.mu0, gamma)  # built unchecked (MRP.generated), it passes every check
+
+
+def test_generated_chains_still_check_gamma():
+    with pytest.raises(ValueError, match="gamma"):
+        boyan_chains(2, 4, 1.0, torch.Generator().manual_seed(0))
 
 
 def test_boyan_single_equals_batched_draw():
@@ -95,6 +101,28 @@ def test_trajectories_follow_P_exactly_and_are_seeded():
     assert torch.equal(a, sample_trajectories(mrp, 40, seed=11)) and a.shape == (5, 41)
     for b in range(5):  # every transition has positive probability under its own task
         assert (mrp.P[b, a[b, :-1], a[b, 1:]] > 0).all()
+
+
+def test_trajectories_are_the_inverse_cdf_walk_of_their_draws():
+    """Reference: one uniform for S_0 per trajectory, then one per step, each mapped through the current
+    state's cumulative row (first state whose cumulative probability exceeds it); zero-probability states
+    are never entered, and a row summing to just under 1 ends at its last state."""
+    P = [[0.0, 0.5, 0.0, 0.5], [0.3, 0.0, 0.7 - 1e-10, 0.0], [0.0, 0.0, 0.0, 1.0], [0.25, 0.25, 0.25, 0.25]]
+    mrp = MRP(P=P, r=[0, 0, 0, 0], mu0=[0.1, 0.0, 0.6, 0.3], gamma=0.9)
+    for m, batch in ((mrp, 6), (boyan_chains(5, 7, 0.9, torch.Generator().manual_seed(2)), None)):
+        traj = sample_trajectories(m, 25, batch=batch, generator=torch.Generator().manual_seed(9))
+        gen = torch.Generator().manual_seed(9)
+        tasks = traj.shape[0]
+        u0, u = torch.rand(tasks, 1, generator=gen, dtype=torch.float64), torch.rand(tasks, 25, generator=gen, dtype=torch.float64)
+        Pb = m.P.expand(tasks, -1, -1)
+        mu0 = m.mu0.expand(tasks, -1)
+        first = lambda cdf, x: min(int((cdf <= x).sum()), cdf.shape[0] - 1)  # noqa: E731
+        for b in range(tasks):
+            s = [first(mu0[b].cumsum(0), u0[b, 0])]
+            for t in range(25):
+                s.append(first(Pb[b, s[-1]].cumsum(0), u[b, t]))
+            assert traj[b].tolist() == s
+    assert traj.dtype == torch.int64 and traj.is_contiguous()
 
 
 def test_trajectory_transition_frequencies_match_P():

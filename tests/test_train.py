@@ -55,6 +55,20 @@ def test_windows_equal_spec_prompts_of_the_trajectory():
         assert torch.equal(batch.query_value[:, t], tasks.mrp.v_pi.gather(1, query[:, None])[:, 0])
 
 
+def test_batches_without_values_draw_the_same_windows_and_the_supervised_loss_refuses_them():
+    dist = TaskDistribution(n_states=5, d_features=3, context_len=6, gamma=0.9, feature_kind="uniform", feature_scale=1.0)
+    full, lean = (window_batch(dist, 3, 4, generator=torch.Generator().manual_seed(0), mc_horizon=2, with_values=v)
+                  for v in (True, False))
+    assert lean.query_value is None and full.query_value is not None
+    for name in ("prompts", "query_reward", "query_return"):
+        assert torch.equal(getattr(full, name), getattr(lean, name))
+    assert lean.select_tasks(slice(0, 2)).to("cpu", torch.float32).query_value is None
+    model = HookedICTDTransformer(make_cfg(n_layers=1))
+    with pytest.raises(ValueError, match="without v_pi"):
+        OBJECTIVES["supervised"](model, lean)
+    assert [name for name, o in OBJECTIVES.items() if o.needs_values] == ["supervised"]
+
+
 def test_discounted_returns_by_hand():
     r = torch.tensor([[1.0, 2.0, 3.0, 4.0]], dtype=torch.float64)
     assert discounted_returns(r, 0.5, 2).tolist() == [[2.0, 3.5, 5.0]]

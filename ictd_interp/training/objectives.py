@@ -55,17 +55,21 @@ def mc_loss(model: ICTDModel, batch: WindowBatch, depth: Optional[int] = None) -
 
 def supervised_loss(model: ICTDModel, batch: WindowBatch, depth: Optional[int] = None) -> Tensor:
     """Oracle baseline: regression on the true ``v_pi`` of the query state."""
+    if batch.query_value is None:
+        raise ValueError("batch: drawn without v_pi (window_batch(..., with_values=False)); the supervised "
+                         "objective regresses on it")
     return (batch.query_value - query_values(model, batch, depth)).pow(2).mean()
 
 
 @dataclass(frozen=True)
 class Objective:
-    """A pretraining objective: its loss and whether its batches need Monte-Carlo returns (the
-    trajectories are then extended by ``mc_horizon`` transitions)."""
+    """A pretraining objective: its loss and what its batches need: Monte-Carlo returns (the
+    trajectories are then extended by ``mc_horizon`` transitions), the true values ``v_pi``."""
 
     name: str
     loss: Callable[..., Tensor]
     needs_returns: bool = False
+    needs_values: bool = False
 
     def __call__(self, model: ICTDModel, batch: WindowBatch, depth: Optional[int] = None) -> Tensor:
         return self.loss(model, batch, depth=depth)
@@ -76,7 +80,7 @@ class Objective:
 
 OBJECTIVES: dict[str, Objective] = {o.name: o for o in (
     Objective("td", td_loss), Objective("neu", neu_loss), Objective("mc", mc_loss, needs_returns=True),
-    Objective("supervised", supervised_loss))}
+    Objective("supervised", supervised_loss, needs_values=True))}
 assert tuple(OBJECTIVES) == OBJECTIVE_NAMES, "config.OBJECTIVE_NAMES names every objective, in order"
 
 

@@ -166,9 +166,11 @@ def next_batch(config: TrainConfig, generator: torch.Generator, dtype: torch.dty
     """A step's batch on the run's device and dtype, and its depth (depth-sampled runs; else None), drawn
     from the run's data generator in that order, so a resumed run draws the same batches and depths.
     Drawn on the critical path: a worker thread drawing the next batch during the step was measured
-    slower on 2 cores (it competes with the step's threads; benchmarks/train_throughput.py)."""
+    slower on 2 cores (it competes with the step's threads; benchmarks/train_throughput.py). ``v_pi``
+    is solved only for an objective that needs it (the draws are the same either way)."""
+    objective = OBJECTIVES[config.objective]
     batch = window_batch(config.tasks, config.tasks_per_batch, config.windows_per_task + 1, generator=generator,
-                         mc_horizon=OBJECTIVES[config.objective].mc_horizon(config), dtype=dtype)
+                         mc_horizon=objective.mc_horizon(config), dtype=dtype, with_values=objective.needs_values)
     depth = None
     if config.depth_range is not None:
         lo, hi = config.depth_range
