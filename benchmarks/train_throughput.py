@@ -11,9 +11,11 @@ default is the hand-written ``"fused"`` backward). Measured alternately in round
 load drifts out of the ratios:
 
 * model step: TD loss forward + backward on a fixed batch (the objectives' ``fast_values``);
-* full step: the trainer's ``next_batch`` (fresh data), forward, backward, optimiser; and the model step's
-  share of it (1.0: data and optimiser cost nothing); the data alone (``data_ms``: ``next_batch`` by itself,
-  which costs less than its share of a full step, where it runs between the model's steps on cold caches);
+* full step: the trainer's next batch (fresh data from its ``BatchStream``, built in blocks of 8 batches
+  for Boyan chains), forward, backward, optimiser; and the model step's share of it (1.0: data and optimiser
+  cost nothing); the data alone (``data_ms``: the stream's batches by themselves, a block's cost spread over
+  its batches, which costs less than its share of a full step, where it runs between the model's steps on
+  cold caches);
 * a 1024 x 1024 fp32 GEMM rate, and the fraction of it each model step reaches under the analytic
   FLOP counts below;
 * hooked forward over a bare-torch forward of the same math (stylised, per-layer);
@@ -41,7 +43,8 @@ from ictd_interp.config.train import TrainConfig
 from ictd_interp.models.architectures import build_model
 from ictd_interp.training.allocator import keep_freed_memory
 from ictd_interp.training.objectives import td_loss
-from ictd_interp.training.trainer import _optimizer, next_batch
+from ictd_interp.training.batch_stream import BatchStream
+from ictd_interp.training.trainer import _optimizer
 
 CONFIGS = {"tied": ("quick", {}), "per_layer": ("paper", {}), "standard": ("standard-quick", {}),
            "tied_autograd": ("quick", {"backward": "autograd"}), "per_layer_autograd": ("paper", {"backward": "autograd"})}
@@ -123,8 +126,8 @@ class Bench:
         preset, flat = CONFIGS[name]
         self.config = TrainConfig.from_preset(preset, device=device, **flat)
         self.model = build_model(self.config.model).to(device)
-        self.generator = torch.Generator().manual_seed(0)
-        self.batch = next_batch(self.config, self.generator, torch.float32)[0]
+        self.batches = BatchStream(self.config, torch.Generator().manual_seed(0), torch.float32)
+        self.batch = next(self.batches)[0]
         self.optimizer = _optimizer(self.config, self.model)
         self.compile_s = 0.0
         if compiled:
@@ -137,10 +140,10 @@ class Bench:
         td_loss(self.model, self.batch).backward()
 
     def data_step(self) -> None:
-        next_batch(self.config, self.generator, torch.float32)
+        next(self.batches)
 
     def full_step(self) -> None:
-        batch, depth = next_batch(self.config, self.generator, torch.float32)
+        batch, depth = next(self.batches)
         self.optimizer.zero_grad(set_to_none=True)
         td_loss(self.model, batch, depth=depth).backward()
         self.optimizer.step()

@@ -351,7 +351,8 @@ def test_the_multi_tensor_optimiser_updates_bit_for_bit_as_the_per_tensor_loop(o
     """The trainer's optimiser runs ``foreach=True`` (one kernel per update term over all parameters);
     the shipped models were trained with torch's CPU default, the per-tensor loop: same bits."""
     from ictd_interp.models.architectures import build_model
-    from ictd_interp.training.trainer import _optimizer, next_batch
+    from ictd_interp.training.batch_stream import BatchStream
+    from ictd_interp.training.trainer import _optimizer
 
     config = TrainConfig.from_preset("standard-quick", optimizer=optimizer, tasks_per_batch=4, windows_per_task=3,
                                      weight_decay=1e-3)
@@ -359,9 +360,9 @@ def test_the_multi_tensor_optimiser_updates_bit_for_bit_as_the_per_tensor_loop(o
     fast = _optimizer(config, models[0])
     assert all(group["foreach"] for group in fast.param_groups)
     loop = type(fast)(models[1].parameters(), lr=config.lr, weight_decay=config.weight_decay, foreach=False)
-    generator = torch.Generator().manual_seed(0)
+    batches = BatchStream(config, torch.Generator().manual_seed(0), torch.float32)
     for _ in range(4):
-        batch, _ = next_batch(config, generator, torch.float32)
+        batch, _ = next(batches)
         for model, opt in zip(models, (fast, loop)):
             opt.zero_grad(set_to_none=True)
             objectives.td_loss(model, batch).backward()

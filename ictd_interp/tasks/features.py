@@ -33,5 +33,9 @@ def make_features(
     if kind == "onehot":
         check_onehot(d, n_states, "d", advice="; use kind='uniform' or pass your own feature matrix")
         return scale * torch.eye(n_states, d, dtype=torch.float64).expand(shape).clone()
-    rand = torch.rand(shape, generator=generator, dtype=torch.float64)
-    return scale * (2 * rand - 1)
+    return uniform_features(torch.rand(shape, generator=generator, dtype=torch.float64), scale)
+
+
+def uniform_features(u: Float[Tensor, "*batch state d_feat"], scale: float) -> Float[Tensor, "*batch state d_feat"]:
+    """``scale * U(-1, 1)`` features from ``U(0, 1)`` draws ``u`` (entrywise)."""
+    return scale * (2 * u - 1)

@@ -159,9 +159,9 @@ def _validate(mrp: MRP) -> None:
     object.__setattr__(mrp, "gamma", check_gamma(mrp.gamma))
 
 
-def _uniform(generator: torch.Generator, *shape: int, low: float, high: float) -> Tensor:
-    """``low + (high - low) U``, in place on the draw."""
-    return torch.rand(*shape, generator=generator, dtype=torch.float64).mul_(high - low).add_(low)
+def _affine(u: Tensor, low: float, high: float) -> Tensor:
+    """``low + (high - low) u``, in place on ``u``."""
+    return u.mul_(high - low).add_(low)
 
 
 def resolve_generator(seed: Optional[int], generator: Optional[torch.Generator]) -> torch.Generator:
@@ -192,20 +192,37 @@ def boyan_chains(
     if n_states < 2:
         raise ValueError(f"n_states: a Boyan chain needs at least 2 states, got {n_states}")
     gen = resolve_generator(seed, generator)
-    s = n_states
+    uniforms = boyan_uniforms(gen, batch, n_states)
+    if representable:  # the reward comes from the caller's features: check the MRP as any other
+        mrp = boyan_from_uniforms(*uniforms, gamma)
+        return MRP(mrp.P, _representable_reward(mrp.P, gamma, features, gen), mrp.mu0, gamma)
+    return boyan_from_uniforms(*uniforms, gamma)
+
+
+BoyanUniforms = tuple[Tensor, Tensor, Tensor, Tensor]
+
+
+def boyan_uniforms(generator: torch.Generator, batch: int, n_states: int) -> BoyanUniforms:
+    """The ``U(0, 1)`` draws of ``batch`` Boyan chains, in the order drawn: forward probabilities
+    ``[batch, s-2]``, the last row's weights, ``mu0``'s weights and the rewards (``[batch, s]`` each)."""
+    draw = lambda *shape: torch.rand(*shape, generator=generator, dtype=torch.float64)  # noqa: E731
+    return draw(batch, n_states - 2), draw(batch, n_states), draw(batch, n_states), draw(batch, n_states)
+
+
+def boyan_from_uniforms(p: Tensor, last: Tensor, mu0: Tensor, r: Tensor, gamma: float) -> MRP:
+    """Boyan chains from their draws (``boyan_uniforms``; consumed in place): row-wise, so chains built
+    from concatenated draws are those built from each part. ``p ~ U(0.01, 0.99)``, the last row and
+    ``mu0`` ``U(0.01, 0.99)`` weights normalised, ``r ~ U(-1, 1)``."""
+    batch, s = last.shape
     P = torch.zeros(batch, s, s, dtype=torch.float64)
-    p = _uniform(gen, batch, s - 2, low=0.01, high=0.99)
+    p = _affine(p, 0.01, 0.99)
     P.diagonal(1, -2, -1)[:, : s - 2] = p  # P[i, i+1] = p_i, P[i, i+2] = 1 - p_i for i < s - 2
     P.diagonal(2, -2, -1).copy_(1 - p)
     P[:, s - 2, s - 1] = 1.0
-    last = _uniform(gen, batch, s, low=0.01, high=0.99)
+    last = _affine(last, 0.01, 0.99)
     P[:, s - 1] = last / last.sum(-1, keepdim=True)
-    mu0 = _uniform(gen, batch, s, low=0.01, high=0.99)
-    r = _uniform(gen, batch, s, low=-1.0, high=1.0)
-    mu0 = mu0 / mu0.sum(-1, keepdim=True)
-    if representable:  # the reward comes from the caller's features: check the MRP as any other
-        return MRP(P, _representable_reward(P, gamma, features, gen), mu0, gamma)
-    return MRP.generated(P, r, mu0, gamma)
+    mu0 = _affine(mu0, 0.01, 0.99)
+    return MRP.generated(P, _affine(r, -1.0, 1.0), mu0 / mu0.sum(-1, keepdim=True), gamma)
 
 
 def _representable_reward(P: Tensor, gamma: float, features: Optional[Tensor], gen: torch.Generator) -> Tensor:

@@ -14,12 +14,12 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from ictd_interp.tasks.features import make_features
-from ictd_interp.tasks.mrp import MRP, boyan_chains, resolve_generator
+from ictd_interp.tasks.features import make_features, uniform_features
+from ictd_interp.tasks.mrp import MRP, BoyanUniforms, boyan_chains, boyan_from_uniforms, boyan_uniforms, resolve_generator
 from ictd_interp.tasks.sources import from_gymnasium, loop_mrps, random_mrps
 from ictd_interp.tasks.prompt import build_prompt, context_inputs
 from ictd_interp.config.tasks import TaskDistribution
-from ictd_interp.tasks.trajectory import sample_trajectories
+from ictd_interp.tasks.trajectory import sample_trajectories, trajectories_from_uniforms, trajectory_uniforms
 
 
 @dataclass
@@ -107,9 +107,11 @@ def sample_from(dist: TaskDistribution, n_tasks: int, *, seed: Optional[int] = N
     what ``sample_tasks`` alone draws from the same generator); ``features`` (``[n_states, d]``) replaces
     the random features."""
     gen = resolve_generator(seed, generator)
+    n = dist.context_len if length is None else length
+    if features is None and dist.family == "boyan":
+        return tasks_from_draws(dist, draw_tasks(dist, n_tasks, gen, n))
     mrp = family_mrps(dist, n_tasks, gen)
     dist.check_onehot(mrp.n_states)
-    n = dist.context_len if length is None else length
     if features is None:
         return sample_tasks(n_tasks, mrp.n_states, dist.d_features, n, dist.gamma, feature_kind=dist.feature_kind,
                             feature_scale=dist.feature_scale, generator=gen, mrp=mrp)
@@ -119,6 +121,45 @@ def sample_from(dist: TaskDistribution, n_tasks: int, *, seed: Optional[int] = N
                          f"got {tuple(X.shape)}")
     batched = _batched(mrp, n_tasks)
     return TaskBatch(batched, X.expand(n_tasks, -1, -1), sample_trajectories(batched, n, generator=gen))
+
+
+@dataclass
+class TaskDraws:
+    """Every ``U(0, 1)`` draw of a batch of Boyan-chain tasks, in the order ``sample_from`` draws them
+    (chains, features, trajectories). ``tasks_from_draws`` builds the tasks row by row, so the draws of
+    successive batches, concatenated (``cat``), build those batches' tasks in one pass."""
+
+    chains: BoyanUniforms
+    features: Optional[Float[Tensor, "batch state d_feat"]]  # None: one-hot features (nothing drawn)
+    start: Float[Tensor, "batch 1"]
+    steps: Optional[Float[Tensor, "batch time"]]
+
+    @staticmethod
+    def cat(parts: list["TaskDraws"]) -> "TaskDraws":
+        join = lambda ts: None if ts[0] is None else torch.cat(ts)  # noqa: E731
+        return TaskDraws(tuple(torch.cat(c) for c in zip(*(d.chains for d in parts))),
+                         join([d.features for d in parts]), torch.cat([d.start for d in parts]),
+                         join([d.steps for d in parts]))
+
+
+def draw_tasks(dist: TaskDistribution, n_tasks: int, generator: torch.Generator, length: int) -> TaskDraws:
+    """The draws of ``n_tasks`` Boyan-chain tasks with trajectories of ``length`` transitions."""
+    if dist.family != "boyan":
+        raise ValueError(f"family: draws are split from construction for Boyan chains only, got {dist.family!r}")
+    chains = boyan_uniforms(generator, n_tasks, dist.n_states)
+    features = (torch.rand(n_tasks, dist.n_states, dist.d_features, generator=generator, dtype=torch.float64)
+                if dist.feature_kind == "uniform" else None)
+    return TaskDraws(chains, features, *trajectory_uniforms(generator, n_tasks, length))
+
+
+def tasks_from_draws(dist: TaskDistribution, draws: TaskDraws) -> TaskBatch:
+    """The tasks ``sample_from(dist, ...)`` builds from these draws (which it consumes in place)."""
+    mrp = boyan_from_uniforms(*draws.chains, dist.gamma)
+    dist.check_onehot(mrp.n_states)
+    n_tasks = mrp.P.shape[0]
+    features = (make_features(mrp.n_states, dist.d_features, "onehot", dist.feature_scale, batch=n_tasks)
+                if draws.features is None else uniform_features(draws.features, dist.feature_scale))
+    return TaskBatch(mrp, features, trajectories_from_uniforms(mrp.P, mrp.mu0, draws.start, draws.steps))
 
 
 def _batched(mrp: MRP, n_tasks: int) -> MRP:

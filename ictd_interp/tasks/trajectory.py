@@ -33,11 +33,25 @@ def sample_trajectories(
         raise ValueError(f"n_steps: must be >= 0, got {n_steps}")
     gen = resolve_generator(seed, generator)
     P, mu0 = _batched(mrp, batch)
-    u0 = torch.rand(P.shape[0], 1, generator=gen, dtype=P.dtype)
+    return trajectories_from_uniforms(P, mu0, *trajectory_uniforms(gen, P.shape[0], n_steps, P.dtype))
+
+
+def trajectory_uniforms(generator: torch.Generator, batch: int, n_steps: int, dtype: torch.dtype = torch.float64
+                        ) -> tuple[Tensor, Optional[Tensor]]:
+    """The ``U(0, 1)`` draws of ``batch`` trajectories, in the order drawn: the start ``[batch, 1]``, then
+    every step's ``[batch, n_steps]`` (None for ``n_steps = 0``)."""
+    u0 = torch.rand(batch, 1, generator=generator, dtype=dtype)
+    return u0, (torch.rand(batch, n_steps, generator=generator, dtype=dtype) if n_steps else None)
+
+
+def trajectories_from_uniforms(P: Float[Tensor, "batch state state"], mu0: Float[Tensor, "batch state"],
+                               u0: Float[Tensor, "batch 1"], u: Optional[Float[Tensor, "batch time"]]
+                               ) -> Int[Tensor, "batch pos"]:
+    """The trajectories of ``sample_trajectories`` from their draws (row-wise: trajectories from
+    concatenated draws are those from each part)."""
     s0 = _inverse_cdf(mu0.cumsum(-1), u0).squeeze(-1)
-    if n_steps == 0:
+    if u is None:
         return s0.unsqueeze(-1)
-    u = torch.rand(P.shape[0], n_steps, generator=gen, dtype=P.dtype)
     maps = _inverse_cdf(P.cumsum(-1), u.unsqueeze(1).expand(-1, P.shape[1], -1)).transpose(1, 2)
     return _walk(maps, s0)
 

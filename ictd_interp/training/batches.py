@@ -76,8 +76,15 @@ def window_batch(dist: TaskDistribution, n_tasks: int, n_windows: int, *, genera
     extends the trajectories for Monte-Carlo returns; ``dtype`` builds the prompts in that dtype (the
     per-window quantities stay float64 until ``to``); ``with_values=False`` skips ``v_pi`` (a linear solve
     per task, ~12 % of a batch; the draws are the same either way)."""
+    tasks = sample_from(dist, n_tasks, generator=generator, length=dist.context_len + n_windows - 1 + mc_horizon)
+    return windows_from_tasks(tasks, dist, n_windows, mc_horizon, dtype, with_values)
+
+
+def windows_from_tasks(tasks: TaskBatch, dist: TaskDistribution, n_windows: int, mc_horizon: int,
+                       dtype: Optional[torch.dtype], with_values: bool) -> WindowBatch:
+    """``window_batch`` on tasks already drawn (row-wise: the windows of a subset of the tasks are that
+    subset's windows)."""
     n, gamma = dist.context_len, dist.gamma
-    tasks = sample_from(dist, n_tasks, generator=generator, length=n + n_windows - 1 + mc_horizon)
     query_states = tasks.states[:, n : n + n_windows]
     reward_of = lambda s: torch.gather(tasks.mrp.r, 1, s)  # noqa: E731
     returns = (discounted_returns(reward_of(tasks.states[:, n:-1]), gamma, mc_horizon)[:, :n_windows]

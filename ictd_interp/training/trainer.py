@@ -25,7 +25,7 @@ from ictd_interp.io.checkpoint import STATE as STATE_FILE
 from ictd_interp.io.checkpoint import CheckpointError, save_checkpoint
 from ictd_interp.models.loading import load_checkpoint
 from ictd_interp.training.allocator import apply_allocator_choice
-from ictd_interp.training.batches import WindowBatch, window_batch
+from ictd_interp.training.batch_stream import BatchStream
 from ictd_interp.training.evaluation import EvalSet, evaluate
 from ictd_interp.models.architectures import ICTDModel, build_model
 from ictd_interp.training.objectives import OBJECTIVES
@@ -53,7 +53,7 @@ class Run:
 class _Loop:
     run: Run
     optimizer: torch.optim.Optimizer
-    generator: torch.Generator
+    batches: BatchStream
     eval_set: EvalSet
     loss_sum: float = 0.0
     loss_count: int = 0
@@ -84,7 +84,8 @@ def train(config: TrainConfig, out_dir: Union[str, Path], *, progress: bool = Tr
     run_folder.write_run_config(out_dir, config)
     model = _prepared(build_model(config.model).to(config.device), config)
     loop = _Loop(Run(out_dir, config, model), _optimizer(config, model),
-                 torch.Generator().manual_seed(config.seed), EvalSet.build(config))
+                 BatchStream(config, torch.Generator().manual_seed(config.seed), model.cfg.torch_dtype),
+                 EvalSet.build(config))
     _log(loop, loss=None)
     return _run(loop, progress, stop)
 
@@ -109,11 +110,12 @@ def resume(out_dir: Union[str, Path], *, progress: bool = True, stop: Optional[S
                           stacklevel=2)
     else:
         raise CheckpointError(f"{out_dir}: no usable checkpoint to resume from; start again in another folder")
+    generator = torch.Generator()
+    generator.set_state(state["generator"])
     loop = _Loop(Run(out_dir, config, model, step=state["step"]), _optimizer(config, model),
-                 torch.Generator(), EvalSet.build(config), state["loss_sum"], state["loss_count"],
-                 elapsed_before=state["elapsed"])
+                 BatchStream(config, generator, model.cfg.torch_dtype), EvalSet.build(config),
+                 state["loss_sum"], state["loss_count"], elapsed_before=state["elapsed"])
     loop.optimizer.load_state_dict(state["optimizer"])
-    loop.generator.set_state(state["generator"])
     loop.run.metrics = run_folder.truncate_metrics(out_dir, loop.run.step)
     return _run(loop, progress, stop)
 
@@ -161,26 +163,9 @@ def _run(loop: _Loop, progress: bool, stop: Optional[StopFlag]) -> Run:
     return run
 
 
-def next_batch(config: TrainConfig, generator: torch.Generator, dtype: torch.dtype
-               ) -> tuple[WindowBatch, Optional[int]]:
-    """A step's batch on the run's device and dtype, and its depth (depth-sampled runs; else None), drawn
-    from the run's data generator in that order, so a resumed run draws the same batches and depths.
-    Drawn on the critical path: a worker thread drawing the next batch during the step was measured
-    slower on 2 cores (it competes with the step's threads; benchmarks/train_throughput.py). ``v_pi``
-    is solved only for an objective that needs it (the draws are the same either way)."""
-    objective = OBJECTIVES[config.objective]
-    batch = window_batch(config.tasks, config.tasks_per_batch, config.windows_per_task + 1, generator=generator,
-                         mc_horizon=objective.mc_horizon(config), dtype=dtype, with_values=objective.needs_values)
-    depth = None
-    if config.depth_range is not None:
-        lo, hi = config.depth_range
-        depth = lo + int(torch.randint(hi - lo + 1, (1,), generator=generator))
-    return batch.to(config.device, dtype), depth
-
-
 def _step(loop: _Loop) -> None:
     run, cfg = loop.run, loop.run.config
-    batch, depth = next_batch(cfg, loop.generator, run.model.cfg.torch_dtype)
+    batch, depth = next(loop.batches)
     loss = OBJECTIVES[cfg.objective](run.model, batch, depth=depth)
     if not torch.isfinite(loss):
         last = run_folder.latest_checkpoint(run.out_dir)
@@ -211,7 +196,7 @@ def _postfix(entry: dict[str, Any]) -> dict[str, str]:
 
 def _checkpoint(loop: _Loop) -> None:
     run = loop.run
-    state = {"step": run.step, "optimizer": loop.optimizer.state_dict(), "generator": loop.generator.get_state(),
+    state = {"step": run.step, "optimizer": loop.optimizer.state_dict(), "generator": loop.batches.generator_state(),
              "loss_sum": loop.loss_sum, "loss_count": loop.loss_count,
              "elapsed": loop.elapsed_before + time.perf_counter() - loop.started}
     save_checkpoint(run.model, run_folder.checkpoint_dir(run.out_dir, run.step),

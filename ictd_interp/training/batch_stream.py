@@ -1,0 +1,100 @@
+"""A run's training batches, in the order its data generator draws them (docs/theory.md §6).
+
+Each step's batch (and, for depth-sampled runs, its depth) comes from the run's one data generator, so a
+run resumed from a checkpoint's generator state draws exactly the batches an uninterrupted run draws.
+
+Drawing a batch is a few dozen small tensor operations whose cost is mostly their overhead. For Boyan
+chains the stream therefore draws the uniforms of ``block`` successive batches in order (each batch's,
+then its depth: the same calls on the same generator as drawing them one at a time), builds all their
+tasks and windows in one pass (the construction is row-wise, so each batch's rows are the ones it would
+have alone) and hands the batches out one per step: the same batches and depths, bit for bit, at less
+than half the cost per batch (benchmarks/train_throughput.py, ``data_ms``). Other families draw one
+batch at a time. The block size is decided once, when the stream is made (``block_size``).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from ictd_interp.config.train import TrainConfig
+from ictd_interp.tasks.sampling import TaskDraws, draw_tasks, tasks_from_draws
+from ictd_interp.training.batches import WindowBatch, window_batch, windows_from_tasks
+from ictd_interp.training.objectives import OBJECTIVES
+
+BLOCK = 8  # batches drawn together: 8 and 16 cost the same per batch (quick preset, 2-core AMD EPYC)
+BLOCK_BYTES = 32 * 2**20  # at most this much of prompts built ahead
+
+
+def block_size(config: TrainConfig, dtype: torch.dtype) -> int:
+    """How many batches a stream builds at once: ``BLOCK`` for Boyan chains, fewer when their prompts
+    would exceed ``BLOCK_BYTES``; 1 for the other families."""
+    if config.tasks.family != "boyan":
+        return 1
+    t = config.tasks
+    prompt_bytes = (config.tasks_per_batch * (config.windows_per_task + 1) * (t.context_len + 1)
+                    * (t.d_features + 3) * torch.empty((), dtype=dtype).element_size())
+    return max(1, min(BLOCK, BLOCK_BYTES // prompt_bytes))
+
+
+class BatchStream:
+    """``next(stream)``: the next step's ``(batch, depth)`` on the run's device and dtype (depth None
+    unless the run samples depths). ``generator_state()``: what a checkpoint saves."""
+
+    def __init__(self, config: TrainConfig, generator: torch.Generator, dtype: torch.dtype,
+                 block: Optional[int] = None):
+        self.config, self.generator, self.dtype = config, generator, dtype
+        self.block = block_size(config, dtype) if block is None else block
+        self.objective = OBJECTIVES[config.objective]
+        self.length = config.tasks.context_len + config.windows_per_task + self.objective.mc_horizon(config)
+        self._ready: deque[tuple[WindowBatch, Optional[int]]] = deque()
+        self._block_start: Optional[Tensor] = None
+        self._handed = 0
+
+    def __iter__(self) -> "BatchStream":
+        return self
+
+    def __next__(self) -> tuple[WindowBatch, Optional[int]]:
+        if not self._ready:
+            self._fill()
+        batch, depth = self._ready.popleft()
+        self._handed += 1
+        return batch.to(self.config.device, self.dtype), depth
+
+    def generator_state(self) -> Tensor:
+        """The data generator's state after the batches handed out so far (not after those built ahead):
+        the draws of the handed ones replayed from the block's start."""
+        if not self._ready:
+            return self.generator.get_state()
+        replay = torch.Generator()
+        replay.set_state(self._block_start)
+        for _ in range(self._handed):
+            self._draw(replay)
+        return replay.get_state()
+
+    def _fill(self) -> None:
+        cfg = self.config
+        needs_values, horizon = self.objective.needs_values, self.objective.mc_horizon(cfg)
+        if self.block == 1:
+            batch = window_batch(cfg.tasks, cfg.tasks_per_batch, cfg.windows_per_task + 1, generator=self.generator,
+                                 mc_horizon=horizon, dtype=self.dtype, with_values=needs_values)
+            self._ready.append((batch, self._depth(self.generator)))
+            return
+        self._block_start, self._handed = self.generator.get_state(), 0
+        draws, depths = zip(*(self._draw(self.generator) for _ in range(self.block)))
+        windows = windows_from_tasks(tasks_from_draws(cfg.tasks, TaskDraws.cat(list(draws))), cfg.tasks,
+                                     cfg.windows_per_task + 1, horizon, self.dtype, needs_values)
+        b = cfg.tasks_per_batch
+        self._ready.extend((windows.select_tasks(slice(i * b, (i + 1) * b)), depth) for i, depth in enumerate(depths))
+
+    def _draw(self, generator: torch.Generator) -> tuple[TaskDraws, Optional[int]]:
+        return draw_tasks(self.config.tasks, self.config.tasks_per_batch, generator, self.length), self._depth(generator)
+
+    def _depth(self, generator: torch.Generator) -> Optional[int]:
+        if self.config.depth_range is None:
+            return None
+        lo, hi = self.config.depth_range
+        return lo + int(torch.randint(hi - lo + 1, (1,), generator=generator))
