@@ -12,10 +12,10 @@ load drifts out of the ratios:
 
 * model step: TD loss forward + backward on a fixed batch (the objectives' ``fast_values``);
 * full step: the trainer's next batch (fresh data from its ``BatchStream``, built in blocks of 8 batches
-  for Boyan chains), forward, backward, optimiser; and the model step's share of it (1.0: data and optimiser
-  cost nothing); the data alone (``data_ms``: the stream's batches by themselves, a block's cost spread over
-  its batches, which costs less than its share of a full step, where it runs between the model's steps on
-  cold caches);
+  for Boyan chains), forward, backward, optimiser (the default fused kernel); and the model step's share
+  of it (1.0: data and optimiser cost nothing); the data alone (``data_ms``: the stream's batches by
+  themselves, a block's cost spread over its batches, which costs less than its share of a full step,
+  where it runs between the model's steps on cold caches);
 * a 1024 x 1024 fp32 GEMM rate, and the fraction of it each model step reaches under the analytic
   FLOP counts below;
 * hooked forward over a bare-torch forward of the same math (stylised, per-layer);

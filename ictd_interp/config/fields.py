@@ -17,6 +17,7 @@ OBJECTIVE_NAMES = ("td", "neu", "mc", "supervised")  # ictd_interp.training.obje
 # the paper's model; a pre-LN transformer (docs/theory.md §10); the predecessor's linear model (§13)
 ARCHITECTURES = ("stylised", "standard", "linear-ictd")
 OPTIMIZERS = ("adam", "adamw", "sgd")
+OPTIMIZER_KERNELS = ("fused", "foreach")  # how the optimiser update runs (TrainConfig.optimizer_kernel)
 DEVICES = ("cpu", "cuda")
 ACT_FNS = ("gelu", "relu")
 LINEAR_ACTIVATIONS = ("identity", "relu")  # on the linear model's scores; both act on each entry alone
