@@ -1,7 +1,8 @@
-"""Pretraining: windowed batches (``batches``), the run's stream of them (``batch_stream``), the objectives (``objectives``), the resumable loop
-(``trainer``), evaluation during training (``evaluation``), run folders (``run_folder``), the opt-in CPU
-allocator setting (``allocator``) and retraining a shipped model (``retraining``). Imports every layer below
-it (``config``, ``io``, ``tasks``, ``models``, ``reference``)."""
+"""Pretraining: windowed batches (``batches``), the run's stream of them (``batch_stream``), the
+objectives (``objectives``), the resumable loop (``trainer``), evaluation during training
+(``evaluation``), run folders (``run_folder``), the opt-in CPU allocator setting (``allocator``) and
+retraining a shipped model (``retraining``). Imports every layer below it (``config``, ``io``,
+``tasks``, ``models``, ``reference``)."""
 
 from ictd_interp.training.evaluation import EvalSet, evaluate
 from ictd_interp.training.retraining import retrain

@@ -36,7 +36,7 @@ def block_size(config: TrainConfig, dtype: torch.dtype) -> int:
         return 1
     t = config.tasks
     prompt_bytes = (config.tasks_per_batch * (config.windows_per_task + 1) * (t.context_len + 1)
-                    * (t.d_features + 3) * torch.empty((), dtype=dtype).element_size())
+                    * (t.d_features + 3) * dtype.itemsize)
     return max(1, min(BLOCK, BLOCK_BYTES // prompt_bytes))
 
 
