@@ -374,3 +374,27 @@ def test_the_hook_free_path_has_the_hooked_forwards_gradients(kind):
         g_slow = torch.autograd.grad(neu_loss(model, batch), params)
     scale = max(g.abs().max().item() for g in g_slow)
     assert scale > 0 and max((a - b).abs().max().item() for a, b in zip(g_fast, g_slow)) < 1e-12 * scale
+
+
+def test_the_query_scale_is_folded_into_W_Q_only_where_that_is_exact():
+    """``fold_scale`` exactly when sqrt(d_head) is a power of two; folded, the fast path's loss and every
+    gradient are bit for bit the unfolded ones (float32, standard-quick's d_head 16); unfolded (d_head 8)
+    the fast path still meets the hooked forward (float64, 1e-12)."""
+    assert [standard(d_model=8, n_heads=1, d_head=e).blocks[0].attn.fold_scale for e in (1, 2, 4, 8, 16, 32, 64)] == \
+        [True, False, True, False, True, False, True]
+    model = standard(d_model=32, n_heads=2, dtype="float32")
+    params = list(model.parameters())
+    prompt = make_tasks().prompt.float()
+    weights = torch.randn(prompt.shape[0], generator=torch.Generator().manual_seed(1))
+    grads = []
+    for fold in (True, False):
+        for block in model.blocks:
+            block.attn.fold_scale = fold
+        values = model.fast_values(prompt, query_only=True)
+        grads.append([values, *torch.autograd.grad((values * weights).sum(), params)])
+    assert all(torch.equal(a, b) for a, b in zip(*grads)) and grads[0][0].abs().max() > 0
+    unfolded = standard(d_model=16, n_heads=2)
+    assert not unfolded.blocks[0].attn.fold_scale
+    with torch.no_grad():
+        slow = unfolded(make_tasks().prompt)
+        assert torch.allclose(unfolded.fast_values(make_tasks().prompt), slow, atol=1e-12, rtol=0)

@@ -86,6 +86,8 @@ class StandardAttention(Circuits, nn.Module):
         self.b_O = _zeros(cfg, d)
         for name in ("q", "k", "v", "attn_scores", "pattern", "z", "result"):
             setattr(self, f"hook_{name}", HookPoint())
+        # the fast path folds 1/sqrt(d_head) into W_Q, b_Q where that is exact: a power of two
+        self.fold_scale = e & (e - 1) == 0 and (e.bit_length() - 1) % 2 == 0
 
     def forward(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
         q, k, v = self._project(x)
@@ -101,10 +103,15 @@ class StandardAttention(Circuits, nn.Module):
         """The same map without hook points: keys and values at the sources alone (the query's weight is
         exactly 0 either way), projections and output as ``addmm``; ``query_only`` computes the query's
         output alone (``query = 1``) and its query vector alone. (A hand-written backward for this core was
-        measured 10 % slower than autograd's here; ``scaled_dot_product_attention`` 2.5x slower on CPU.)"""
+        measured 10 % slower than autograd's here; ``scaled_dot_product_attention`` 2.5x slower on CPU.)
+        With ``fold_scale`` (``sqrt(d_head)`` a power of two: d_head 1, 4, 16, 64 ...) the queries are
+        computed by ``W_Q / sqrt(d_head)`` and ``b_Q / sqrt(d_head)``: scaling by a power of two is exact in
+        floating point (normal numbers), so scores, values and gradients are bit for bit the hooked
+        forward's ``q k / sqrt(d_head)``, without a pass over the ``[batch, head, query, source]`` scores
+        forward and backward."""
         batch, pos, d_model = x.shape
         h, e = self.cfg.n_heads, self.cfg.d_head
-        W, b = self._qkv_weights()
+        W, b = self._qkv_weights(query_scale=1 / math.sqrt(e) if self.fold_scale else 1.0)
         if query_only:
             q = torch.addmm(b[: h * e], x[:, -1], W[:, : h * e]).view(batch, 1, h, e)
             kv = torch.addmm(b[h * e :], x[:, :-1].reshape(-1, d_model), W[:, h * e :]).view(batch, pos - 1, 2, h, e)
@@ -113,7 +120,8 @@ class StandardAttention(Circuits, nn.Module):
             q, k, v = torch.addmm(b, x.reshape(-1, d_model), W).view(batch, pos, 3, h, e).unbind(dim=2)
             k, v = k[:, :-1], v[:, :-1]
         q, k, v = (rearrange(t, "b p h e -> b h p e") for t in (q, k, v))
-        pattern = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(e), dim=-1)  # [b, h, query, source]
+        scores = q @ k.transpose(-1, -2)  # [b, h, query, source]
+        pattern = torch.softmax(scores if self.fold_scale else scores / math.sqrt(e), dim=-1)
         z = rearrange(pattern @ v, "b h q e -> (b q) (h e)")
         return torch.addmm(self.b_O, z, self.W_O.reshape(h * e, -1)).view(batch, -1, d_model)
 
@@ -123,9 +131,10 @@ class StandardAttention(Circuits, nn.Module):
         qkv = (x.reshape(-1, x.shape[-1]) @ W + b).view(*x.shape[:2], 3, self.cfg.n_heads, self.cfg.d_head)
         return qkv.unbind(dim=2)
 
-    def _qkv_weights(self) -> tuple[Float[Tensor, "d_model qkv_head_e"], Float[Tensor, "qkv_head_e"]]:
-        W = rearrange(torch.stack([self.W_Q, self.W_K, self.W_V]), "t h d e -> d (t h e)")
-        return W, torch.stack([self.b_Q, self.b_K, self.b_V]).flatten()
+    def _qkv_weights(self, query_scale: float = 1.0) -> tuple[Float[Tensor, "d_model qkv_head_e"], Float[Tensor, "qkv_head_e"]]:
+        W_Q, b_Q = (self.W_Q, self.b_Q) if query_scale == 1.0 else (self.W_Q * query_scale, self.b_Q * query_scale)
+        W = rearrange(torch.stack([W_Q, self.W_K, self.W_V]), "t h d e -> d (t h e)")
+        return W, torch.stack([b_Q, self.b_K, self.b_V]).flatten()
 
 
 class MLP(nn.Module):
