@@ -86,7 +86,7 @@ class StandardAttention(Circuits, nn.Module):
         self.b_O = _zeros(cfg, d)
         for name in ("q", "k", "v", "attn_scores", "pattern", "z", "result"):
             setattr(self, f"hook_{name}", HookPoint())
-        # the fast path folds 1/sqrt(d_head) into W_Q, b_Q where that is exact: a power of two
+        # the fast path folds 1/sqrt(d_head) into W_Q, b_Q where that is exact: sqrt(d_head) a power of two
         self.fold_scale = e & (e - 1) == 0 and (e.bit_length() - 1) % 2 == 0
 
     def forward(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
@@ -106,9 +106,9 @@ class StandardAttention(Circuits, nn.Module):
         measured 10 % slower than autograd's here; ``scaled_dot_product_attention`` 2.5x slower on CPU.)
         With ``fold_scale`` (``sqrt(d_head)`` a power of two: d_head 1, 4, 16, 64 ...) the queries are
         computed by ``W_Q / sqrt(d_head)`` and ``b_Q / sqrt(d_head)``: scaling by a power of two is exact in
-        floating point (normal numbers), so scores, values and gradients are bit for bit the hooked
-        forward's ``q k / sqrt(d_head)``, without a pass over the ``[batch, head, query, source]`` scores
-        forward and backward."""
+        floating point (normal numbers), so scores, values and gradients are bit for bit those of dividing
+        the scores, without that pass over the ``[batch, head, query, source]`` scores forward and
+        backward."""
         batch, pos, d_model = x.shape
         h, e = self.cfg.n_heads, self.cfg.d_head
         W, b = self._qkv_weights(query_scale=1 / math.sqrt(e) if self.fold_scale else 1.0)
