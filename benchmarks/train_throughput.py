@@ -16,6 +16,8 @@ load drifts out of the ratios:
   of it (1.0: data and optimiser cost nothing); the data alone (``data_ms``: the stream's batches by
   themselves, a block's cost spread over its batches, which costs less than its share of a full step,
   where it runs between the model's steps on cold caches);
+* ``full_over_model_step_rounds_min_max``: that share within each round, its smallest and largest (how
+  far one measurement swings on a shared machine);
 * a 1024 x 1024 fp32 GEMM rate, and the fraction of it each model step reaches under the analytic
   FLOP counts below;
 * hooked forward over a bare-torch forward of the same math (stylised, per-layer);
@@ -200,6 +202,10 @@ def main() -> None:
     samples = {name: b.batch.prompts.shape[0] for name, b in benches.items()}
     flops = {name: model_flops(b.config) for name, b in benches.items()}
 
+    def spread(num: str, den: str) -> list[float]:  # the ratio within each round: how far one run can swing
+        ratios = [n / d for n, d in zip(rounds[num], rounds[den])]
+        return [round(min(ratios), 3), round(max(ratios), 3)]
+
     def fraction(key: str, name: str) -> float:
         return round(samples[name] * flops[name] / med[key] / gemm, 4)
 
@@ -213,6 +219,7 @@ def main() -> None:
         "full_step_ms": {name: round(med[f"full_{name}"] * 1e3, 2) for name in benches},
         "data_ms": {name: round(med[f"data_{name}"] * 1e3, 3) for name in benches},
         "full_over_model_step": {name: round(med[f"model_{name}"] / med[f"full_{name}"], 3) for name in benches},
+        "full_over_model_step_rounds_min_max": {name: spread(f"model_{name}", f"full_{name}") for name in benches},
         "autograd_over_fused_model_step": {name: round(med[f"model_{name}_autograd"] / med[f"model_{name}"], 3)
                                            for name in ("tied", "per_layer")},
         "hooked_over_bare_forward": round(statistics.median(h / b for h, b in zip(rounds["hooked"], rounds["bare"])), 3),
