@@ -13,11 +13,14 @@ from ictd_interp.training.trainer import train
 from ictd_interp.config.train import TrainConfig
 
 
-def test_boyan_draws_exactly_what_sample_tasks_draws():
-    """Runs and shipped models trained before the distribution object existed stay reproducible."""
-    a = sample_from(TaskDistribution(n_states=6, d_features=3, context_len=9), 5, seed=3)
-    b = sample_tasks(5, 6, 3, 9, 0.9, seed=3)
+@pytest.mark.parametrize("kind,d", [("uniform", 3), ("onehot", 6)])
+def test_boyan_draws_exactly_what_sample_tasks_draws(kind, d):
+    """Runs and shipped models trained before the distribution object existed stay reproducible: the
+    split draws (``draw_tasks``/``tasks_from_draws``) build what the generic path draws and builds."""
+    a = sample_from(TaskDistribution(n_states=6, d_features=d, context_len=9, feature_kind=kind), 5, seed=3)
+    b = sample_tasks(5, 6, d, 9, 0.9, feature_kind=kind, seed=3)
     assert torch.equal(a.prompt, b.prompt) and torch.equal(a.states, b.states) and torch.equal(a.mrp.P, b.mrp.P)
+    assert torch.equal(a.mrp.r, b.mrp.r) and torch.equal(a.mrp.mu0, b.mrp.mu0)
 
 
 def test_loop_family_draws_loop_mrps():

@@ -192,11 +192,10 @@ def boyan_chains(
     if n_states < 2:
         raise ValueError(f"n_states: a Boyan chain needs at least 2 states, got {n_states}")
     gen = resolve_generator(seed, generator)
-    uniforms = boyan_uniforms(gen, batch, n_states)
+    mrp = boyan_from_uniforms(*boyan_uniforms(gen, batch, n_states), gamma)
     if representable:  # the reward comes from the caller's features: check the MRP as any other
-        mrp = boyan_from_uniforms(*uniforms, gamma)
         return MRP(mrp.P, _representable_reward(mrp.P, gamma, features, gen), mrp.mu0, gamma)
-    return boyan_from_uniforms(*uniforms, gamma)
+    return mrp
 
 
 BoyanUniforms = tuple[Tensor, Tensor, Tensor, Tensor]
