@@ -1,7 +1,7 @@
 """Training throughput against the machine's own GEMM rate, for both architectures, in one run (ratios).
 
 Usage: python benchmarks/train_throughput.py [--threads 2] [--repeats 20] [--rounds 7]
-       [--device cpu|cuda] [--compile] [--default-allocator]
+       [--device cpu|cuda] [--compile [--compile-mode MODE]] [--default-allocator]
 
 Three models, each on its training batch: the stylised ``quick`` model with tied weights and the
 ``paper`` model with per-layer weights (d = 4, n = 30, L = 3; 64 tasks x 17 windows = 1,088 prompts),
@@ -24,7 +24,9 @@ load drifts out of the ratios:
 * ``--compile``: the same model steps with ``compile_fast_path()`` (``TrainConfig.compile``), and the
   seconds each took to compile, timed after all the eager rounds: once a process has run compiled code,
   its eager steps ran 17-67 % slower on a 2-core AMD EPYC (2026-12-01; ``TORCHINDUCTOR_COMPILE_THREADS=1``
-  did not change it), so compiled and eager steps are not interleaved;
+  did not change it), so compiled and eager steps are not interleaved; ``--compile-mode`` passes
+  ``torch.compile``'s ``mode`` (e.g. ``max-autotune-no-cudagraphs``: inductor also times its own C++
+  GEMM templates against ATen's for every matrix product and keeps the faster);
 * ``--device cuda``: everything on the GPU, and each model's loss and gradients checked against the
   CPU's on the same batch and weights (fp32, within 1e-4 relative to the largest).
 
@@ -38,6 +40,7 @@ import argparse
 import json
 import statistics
 import time
+from typing import Optional
 
 import torch
 
@@ -48,6 +51,7 @@ from ictd_interp.training.objectives import td_loss
 from ictd_interp.training.batch_stream import BatchStream
 from ictd_interp.training.trainer import _optimizer
 
+COMPILE_MODES = ("default", "max-autotune", "max-autotune-no-cudagraphs")
 CONFIGS = {"tied": ("quick", {}), "per_layer": ("paper", {}), "standard": ("standard-quick", {}),
            "tied_autograd": ("quick", {"backward": "autograd"}), "per_layer_autograd": ("paper", {"backward": "autograd"})}
 
@@ -124,7 +128,7 @@ def gemm_flops_per_s(device: str, repeats: int) -> float:
 class Bench:
     """One model, its fixed batch, its data generator and its optimiser."""
 
-    def __init__(self, name: str, device: str, compiled: bool = False):
+    def __init__(self, name: str, device: str, compiled: bool = False, mode: Optional[str] = None):
         preset, flat = CONFIGS[name]
         self.config = TrainConfig.from_preset(preset, device=device, **flat)
         self.model = build_model(self.config.model).to(device)
@@ -134,7 +138,7 @@ class Bench:
         self.compile_s = 0.0
         if compiled:
             start = time.perf_counter()
-            self.model.compile_fast_path()
+            self.model.compile_fast_path(**({} if mode is None else {"mode": mode}))
             self.model_step()
             self.compile_s = time.perf_counter() - start
 
@@ -170,6 +174,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--compile", action="store_true", help="also time compile_fast_path() model steps")
+    parser.add_argument("--compile-mode", choices=COMPILE_MODES, help="torch.compile's mode (default: its default)")
     parser.add_argument("--default-allocator", action="store_true", help="do not keep freed memory (as training does)")
     args = parser.parse_args()
     kept = False if args.default_allocator else keep_freed_memory()
@@ -193,7 +198,7 @@ def main() -> None:
         rounds.setdefault("gemm", []).append(gemm_flops_per_s(dev, 10))
     compiled = {}
     if args.compile:  # after every eager round: a process that has compiled runs eager steps slower (docstring)
-        compiled = {name: Bench(name, dev, compiled=True) for name in CONFIGS if "autograd" not in name}
+        compiled = {name: Bench(name, dev, compiled=True, mode=args.compile_mode) for name in CONFIGS if "autograd" not in name}
         for _ in range(args.rounds):
             for name, bench in compiled.items():
                 rounds.setdefault(f"compiled_{name}", []).append(seconds(bench.model_step, args.repeats, dev))
@@ -228,6 +233,7 @@ def main() -> None:
     }
     if compiled:
         result["compiled"] = {
+            "mode": args.compile_mode or "default",
             "compile_s": {name: round(b.compile_s, 1) for name, b in compiled.items()},
             "model_step_ms": {name: round(med[f"compiled_{name}"] * 1e3, 2) for name in compiled},
             "eager_over_compiled": {name: round(med[f"model_{name}"] / med[f"compiled_{name}"], 3) for name in compiled},
