@@ -177,6 +177,8 @@ def main() -> None:
     parser.add_argument("--compile-mode", choices=COMPILE_MODES, help="torch.compile's mode (default: its default)")
     parser.add_argument("--default-allocator", action="store_true", help="do not keep freed memory (as training does)")
     args = parser.parse_args()
+    if args.compile_mode and not args.compile:
+        parser.error("--compile-mode: only with --compile (it sets the mode of the compiled steps)")
     kept = False if args.default_allocator else keep_freed_memory()
     torch.set_num_threads(args.threads)
     dev = args.device

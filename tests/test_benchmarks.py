@@ -55,3 +55,9 @@ def test_throughput_benchmark_reports_every_figure_in_one_run():
     samples_per_s = result["model_step_samples_per_s"]["standard"]  # the fraction is the rate times the count
     assert result["model_step_fraction_of_gemm_rate"]["standard"] == pytest.approx(
         samples_per_s * 6083316 / (result["gemm_1024_gflop_per_s"] * 1e9), rel=0.01)
+
+
+def test_a_compile_mode_without_compile_is_refused_by_name():
+    out = subprocess.run([sys.executable, str(BENCHMARK), "--compile-mode", "max-autotune-no-cudagraphs"],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 2 and "--compile-mode: only with --compile" in out.stderr and not out.stdout
