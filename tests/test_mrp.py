@@ -5,6 +5,7 @@ from hypothesis import strategies as st
 
 from ictd_interp import MRP, boyan_chain, boyan_chains, make_features, sample_trajectories
 from ictd_interp.tasks.mrp import closed_class_count, communicating_classes
+from ictd_interp.tasks.trajectory import trajectories_from_uniforms
 
 
 def two_state(**kw):
@@ -123,6 +124,21 @@ def test_trajectories_are_the_inverse_cdf_walk_of_their_draws():
                 s.append(first(Pb[b, s[-1]].cumsum(0), u[b, t]))
             assert traj[b].tolist() == s
     assert traj.dtype == torch.int64 and traj.is_contiguous()
+
+
+def test_the_walk_on_chosen_draws_worked_out_by_hand():
+    """Draws placed on the edges of the cumulative rows: a draw equal to a cumulative value moves past it
+    (and past the zero-probability state after it); a draw above a row summing to just under 1 stays at
+    the last state; two tasks walk independently."""
+    P = torch.tensor([[[0.0, 0.5, 0.0, 0.5], [0.3, 0.0, 0.7 - 1e-10, 0.0], [0.0, 0.0, 0.0, 1.0], [0.25] * 4]] * 2,
+                     dtype=torch.float64)
+    mu0 = torch.tensor([[0.1, 0.0, 0.6, 0.3]] * 2, dtype=torch.float64)
+    # cumulative rows: 0 -> [0, .5, .5, 1], 1 -> [.3, .3, 1 - 1e-10, 1 - 1e-10], 2 -> [0, 0, 0, 1], 3 -> [.25, .5, .75, 1]
+    u0 = torch.tensor([[0.1], [0.05]], dtype=torch.float64)  # 0.1 >= mu0's 0.1: past state 0 and the empty 1 -> 2
+    u = torch.tensor([[0.2, 0.5, 0.3, 0.9999999999, 0.0],  # 2 -> 3 -> 2 -> 3 -> 3 -> 0
+                      [0.5, 0.3, 0.99999999995, 0.25, 0.0]], dtype=torch.float64)  # 0 -> 3 -> 1 -> 3 -> 1 -> 0
+    traj = trajectories_from_uniforms(P, mu0, u0, u)
+    assert traj.tolist() == [[2, 3, 2, 3, 3, 0], [0, 3, 1, 3, 1, 0]]
 
 
 def test_trajectory_transition_frequencies_match_P():
