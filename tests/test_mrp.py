@@ -141,6 +141,26 @@ def test_the_walk_on_chosen_draws_worked_out_by_hand():
     assert traj.tolist() == [[2, 3, 2, 3, 3, 0], [0, 3, 1, 3, 1, 0]]
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_the_walk_equals_the_reference_on_sparse_rows_of_many_states(dtype):
+    """40 states, most transitions impossible, in both precisions: each state is the count of the current
+    cumulative row's entries <= the step's draw, at most the last state (the reference above, per task)."""
+    g = torch.Generator().manual_seed(3)
+    P = torch.rand(5, 40, 40, generator=g, dtype=torch.float64) * (torch.rand(5, 40, 40, generator=g) < 0.1)
+    P[..., 7] += 1e-3
+    P = (P / P.sum(-1, keepdim=True)).to(dtype)
+    mu0 = torch.full((5, 40), 1 / 40, dtype=dtype)
+    u0, u = torch.rand(5, 1, generator=g, dtype=dtype), torch.rand(5, 60, generator=g, dtype=dtype)
+    traj = trajectories_from_uniforms(P, mu0, u0, u)
+    first = lambda cdf, x: min(int((cdf <= x).sum()), cdf.shape[0] - 1)  # noqa: E731
+    for b in range(5):
+        s = [first(mu0[b].cumsum(0), u0[b, 0])]
+        for t in range(60):
+            s.append(first(P[b, s[-1]].cumsum(0), u[b, t]))
+        assert traj[b].tolist() == s
+    assert len(set(traj.flatten().tolist())) > 10  # the walk went around
+
+
 def test_trajectory_transition_frequencies_match_P():
     mrp = MRP(P=[[0.2, 0.8], [0.6, 0.4]], r=[0, 0], mu0=[0.5, 0.5], gamma=0.5)
     traj = sample_trajectories(mrp, 2000, batch=20, seed=0)
