@@ -1,4 +1,4 @@
-"""Trajectories ``S_0..S_n`` sampled from an MRP, vectorised over tasks and over time."""
+"""Trajectories ``S_0..S_n`` sampled from an MRP: the draws of all steps at once, the walk vectorised over tasks."""
 
 from __future__ import annotations
 
