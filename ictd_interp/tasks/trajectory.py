@@ -48,11 +48,18 @@ def trajectories_from_uniforms(P: Float[Tensor, "batch state state"], mu0: Float
                                u0: Float[Tensor, "batch 1"], u: Optional[Float[Tensor, "batch time"]]
                                ) -> Int[Tensor, "batch pos"]:
     """The trajectories of ``sample_trajectories`` from their draws (row-wise: trajectories from
-    concatenated draws are those from each part)."""
-    s0 = _inverse_cdf(mu0.cumsum(-1), u0).squeeze(-1)
-    if u is None:
-        return s0.unsqueeze(-1)
-    return _walk(P.cumsum(-1), u, s0)
+    concatenated draws are those from each part). ``S_0`` from ``mu0``, then each ``S_{t+1}`` from the
+    visited row of ``P`` (one ``take`` of the rows per step), both by ``_inverse_cdf``."""
+    batch, n_states = mu0.shape
+    n_steps = 0 if u is None else u.shape[1]
+    states = np.empty((n_steps + 1, batch), dtype=np.int64)  # time-major: each step writes one row
+    _inverse_cdf(mu0.cumsum(-1).numpy(), u0[:, 0].numpy(), out=states[0])
+    if n_steps:
+        rows = P.cumsum(-1).contiguous().view(batch * n_states, n_states).numpy()
+        first_row, draws = np.arange(batch) * n_states, u.numpy()
+        for t in range(n_steps):
+            _inverse_cdf(rows.take(first_row + states[t], axis=0), draws[:, t], out=states[t + 1])
+    return torch.from_numpy(np.ascontiguousarray(states.T))
 
 
 def _batched(mrp: MRP, batch: Optional[int]) -> tuple[Tensor, Tensor]:
@@ -64,24 +71,10 @@ def _batched(mrp: MRP, batch: Optional[int]) -> tuple[Tensor, Tensor]:
     return mrp.P, mrp.mu0
 
 
-def _inverse_cdf(cdf: Float[Tensor, "... k"], u: Float[Tensor, "... m"]) -> Int[Tensor, "... m"]:
-    """First index whose cumulative probability exceeds ``u`` (zero-probability states are skipped)."""
-    return torch.searchsorted(cdf.contiguous(), u.contiguous(), right=True).clamp_max(cdf.shape[-1] - 1)
-
-
-def _walk(cdf: Float[Tensor, "batch state state"], u: Float[Tensor, "batch time"], s0: Int[Tensor, "batch"]
-          ) -> Int[Tensor, "batch pos"]:
-    """``S_{t+1}`` = the first state whose cumulative probability in ``S_t``'s row exceeds ``u[:, t]``:
-    the number of entries ``<= u`` of that (non-decreasing) row, at most the last state, as
-    ``_inverse_cdf`` gives it; one gather of the visited rows (``take``), one comparison and one count
-    per step (a product with ones: a sum of 0s and 1s, exact in float64, and half the time of ``sum``)."""
-    batch, n_states = cdf.shape[0], cdf.shape[-1]
-    rows = cdf.contiguous().view(batch * n_states, n_states).numpy()
-    first_row, ones = np.arange(batch) * n_states, np.ones(n_states)
-    draws = u.numpy()
-    states = np.empty((u.shape[1] + 1, batch), dtype=np.int64)  # time-major: each step writes one row
-    states[0] = s0.numpy()
-    for t in range(u.shape[1]):
-        below = rows.take(first_row + states[t], axis=0) <= draws[:, t, None]  # [batch, state]
-        np.minimum(below.dot(ones), n_states - 1, out=states[t + 1], casting="unsafe")
-    return torch.from_numpy(np.ascontiguousarray(states.T))
+def _inverse_cdf(cdf: np.ndarray, u: np.ndarray, out: np.ndarray) -> None:
+    """Into ``out [batch]``: for each row of ``cdf [batch, state]`` (cumulative, non-decreasing), the first
+    state whose cumulative probability exceeds ``u [batch]`` (zero-probability states are skipped), at
+    most the last state (a row summing to just under 1). That is the count of entries ``<= u``, taken as
+    a product with ones (a sum of 0s and 1s, exact in float64, half the time of ``sum``)."""
+    n_states = cdf.shape[-1]
+    np.minimum((cdf <= u[:, None]).dot(np.ones(n_states)), n_states - 1, out=out, casting="unsafe")
