@@ -10,7 +10,10 @@ the ratio) that times, for three models (``standard-quick``, 16 tasks x 17 windo
 * ``model``: the TD model step (forward + backward on a fixed batch);
 * ``train``: the whole training step as each tree's own ``train()`` runs it (fresh data, forward,
   backward, optimiser): the wall time between its evaluations at steps ``S`` and ``3 S`` over ``2 S``
-  (one evaluation of 256 tasks included, a few per cent of it).
+  (one evaluation of 256 tasks included, a few per cent of it);
+* ``products``: the model step's matrix products alone, replayed (``benchmarks/products.py``, the same
+  recorder in both trees), and ``train_ceiling``: the other tree's ``train`` step over this tree's
+  products, the most any change that keeps this tree's matrix products could gain against it.
 
 * ``--compile``: also this tree's compiled model step (``compile_fast_path()``) and whole training step
   (``train()`` with ``TrainConfig.compile``; compiling happens in its first step, outside the timed
@@ -44,6 +47,7 @@ from ictd_interp.training.allocator import keep_freed_memory
 from ictd_interp.training.batches import window_batch
 from ictd_interp.training.objectives import td_loss
 from ictd_interp.training.trainer import train
+from products import MatrixProducts
 keep_freed_memory(); torch.set_num_threads(int(sys.argv[1])); steps = int(sys.argv[2])
 MODELS = (("standard", "standard-quick", {}), ("tied", "quick", {"tied": True}), ("per_layer", "paper", {}))
 
@@ -56,11 +60,15 @@ def train_ms(preset, flat, **extra):
 
 
 def model_ms(model, batch):
+    return step_ms(lambda: td_loss(model, batch).backward())
+
+
+def step_ms(step):
     for _ in range(3):
-        td_loss(model, batch).backward()
+        step()
     start = time.perf_counter()
     for _ in range(steps):
-        td_loss(model, batch).backward()
+        step()
     return (time.perf_counter() - start) / steps * 1e3
 
 
@@ -72,6 +80,9 @@ for name, preset, flat in MODELS:
     batch = window_batch(cfg.tasks, cfg.tasks_per_batch, cfg.windows_per_task + 1, generator=gen).to("cpu", torch.float32)
     model = build_model(cfg.model)
     out["model_" + name] = model_ms(model, batch)
+    with MatrixProducts() as products:
+        td_loss(model, batch).backward()
+    out["products_" + name] = step_ms(products.replay)
     kept[name] = (model, batch)
 # compiled last: once a process has compiled, its eager steps run slower (benchmarks/train_throughput.py)
 for name, preset, flat in MODELS:
@@ -85,7 +96,7 @@ print(json.dumps(out))
 
 
 def time_tree(tree: Path, threads: int, steps: int, compiled: bool) -> dict[str, float]:
-    env = {**os.environ, "PYTHONPATH": str(tree)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), str(ROOT / "benchmarks")])}  # products.py: this tree's
     done = subprocess.run([sys.executable, "-c", PROBE, str(threads), str(steps), "compile" if compiled else "eager"],
                           cwd=tree, env=env,
                           capture_output=True, text=True, check=True)
@@ -117,6 +128,9 @@ def main() -> None:
         result[name] = {"old_ms": round(old_ms, 2), "new_ms": round(new_ms, 2),
                         "old_over_new": round(statistics.median(o[base] / n[name] for o, n in rounds), 3),
                         "ratio_of_medians": round(old_ms / new_ms, 3)}
+    models = [k.removeprefix("products_") for k in rounds[0][1] if k.startswith("products_")]
+    result["train_ceiling"] = {m: round(statistics.median(o["train_" + m] / n["products_" + m] for o, n in rounds), 3)
+                               for m in models}
     print(json.dumps(result, indent=1))
 
 

@@ -20,6 +20,9 @@ load drifts out of the ratios:
   far one measurement swings on a shared machine);
 * a 1024 x 1024 fp32 GEMM rate, and the fraction of it each model step reaches under the analytic
   FLOP counts below;
+* the model step's matrix products alone (``products``, ``benchmarks/products.py``): every matrix
+  product one model step calls, forward and backward, replayed back to back: their ms, count, GFLOP,
+  fraction of the GEMM rate, and share of the model step (the step's floor while its products stay);
 * hooked forward over a bare-torch forward of the same math (stylised, per-layer);
 * ``--compile``: the same model steps with ``compile_fast_path()`` (``TrainConfig.compile``), and the
   seconds each took to compile, timed after all the eager rounds: once a process has run compiled code,
@@ -50,6 +53,7 @@ from ictd_interp.training.allocator import keep_freed_memory
 from ictd_interp.training.objectives import td_loss
 from ictd_interp.training.batch_stream import BatchStream
 from ictd_interp.training.trainer import _optimizer
+from products import MatrixProducts  # benchmarks/products.py (benchmarks/ is the script's folder)
 
 COMPILE_MODES = ("default", "max-autotune", "max-autotune-no-cudagraphs")
 CONFIGS = {"tied": ("quick", {}), "per_layer": ("paper", {}), "standard": ("standard-quick", {}),
@@ -136,6 +140,9 @@ class Bench:
         self.batch = next(self.batches)[0]
         self.optimizer = _optimizer(self.config, self.model)
         self.compile_s = 0.0
+        self.products = MatrixProducts()
+        with self.products:
+            self.model_step()
         if compiled:
             start = time.perf_counter()
             self.model.compile_fast_path(**({} if mode is None else {"mode": mode}))
@@ -194,6 +201,7 @@ def main() -> None:
             rounds.setdefault(f"model_{name}", []).append(seconds(bench.model_step, args.repeats, dev))
             rounds.setdefault(f"full_{name}", []).append(seconds(bench.full_step, args.repeats, dev))
             rounds.setdefault(f"data_{name}", []).append(seconds(bench.data_step, args.repeats, dev))
+            rounds.setdefault(f"products_{name}", []).append(seconds(bench.products.replay, args.repeats, dev))
         with torch.no_grad():
             rounds.setdefault("hooked", []).append(seconds(lambda: per_layer(prompts), args.repeats, dev))
             rounds.setdefault("bare", []).append(seconds(lambda: bare_forward(prompts, params, 0.9), args.repeats, dev))
@@ -223,6 +231,11 @@ def main() -> None:
         "model_step_ms": {name: round(med[f"model_{name}"] * 1e3, 2) for name in benches},
         "model_step_samples_per_s": {name: round(samples[name] / med[f"model_{name}"]) for name in benches},
         "model_step_fraction_of_gemm_rate": {name: fraction(f"model_{name}", name) for name in benches},
+        "products": {name: {"ms": round(med[f"products_{name}"] * 1e3, 2), "calls": len(b.products.calls),
+                            "gflop": round(b.products.flops / 1e9, 4),
+                            "fraction_of_gemm_rate": round(b.products.flops / med[f"products_{name}"] / gemm, 3),
+                            "share_of_model_step": round(med[f"products_{name}"] / med[f"model_{name}"], 3)}
+                     for name, b in benches.items()},
         "full_step_ms": {name: round(med[f"full_{name}"] * 1e3, 2) for name in benches},
         "data_ms": {name: round(med[f"data_{name}"] * 1e3, 3) for name in benches},
         "full_over_model_step": {name: round(med[f"model_{name}"] / med[f"full_{name}"], 3) for name in benches},

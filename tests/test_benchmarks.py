@@ -8,14 +8,18 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARK = ROOT / "benchmarks" / "train_throughput.py"
 
 
-def benchmark_module():
-    """The benchmark's own code, loaded from its file (benchmarks/ is not a package)."""
-    spec = importlib.util.spec_from_file_location("train_throughput", BENCHMARK)
+def benchmark_module(name: str = "train_throughput"):
+    """A benchmark's own code, loaded from its file (benchmarks/ is not a package; its scripts import
+    each other from their folder, as when run)."""
+    if str(BENCHMARK.parent) not in sys.path:
+        sys.path.insert(0, str(BENCHMARK.parent))
+    spec = importlib.util.spec_from_file_location(name, BENCHMARK.parent / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -30,6 +34,26 @@ def test_analytic_flop_counts_worked_out_by_hand():
     # softmax 5*2*31*30 = 9300, output 2*32*32*31 = 63488, MLP 4*32*64*31 = 253952, GELU 8*64*31 = 15872,
     # LayerNorms 16*32*31 = 15872 -> 667988; read-in 2*7*32*31 = 13888, final LN + read-out 10*32*31 = 9920.
     assert bench.standard_flops_per_sample(4, 30, 3, 32, 2, 16, 64) == 3 * (13888 + 3 * 667988 + 9920) == 6083316
+
+
+def test_matrix_products_are_recorded_counted_and_replayed_alone():
+    products_module = benchmark_module("products")
+    f64 = torch.float64
+    a, b = torch.randn(3, 4, dtype=f64), torch.randn(4, 5, dtype=f64, requires_grad=True)
+    batched = torch.randn(2, 3, 4, dtype=f64)
+    with products_module.MatrixProducts() as products:
+        out = (a @ b).sum() + (batched @ b).sum() + torch.addmm(torch.ones(5, dtype=f64), a, b).exp().sum()
+        out.backward()  # the backward's products too: d b from each of the three
+    names = sorted(func.overloadpacket.__name__ for func, _, _ in products.calls)
+    assert len(names) == 6 and names.count("addmm") == 1, names
+    # forward: a @ b 2*3*4*5 = 120, the batched product 2*(2*3)*4*5 = 240 (as mm or bmm), addmm 120;
+    # backward, d b = a^T g: 2*4*3*5 = 120 twice and 2*4*(2*3)*5 = 240 for the batched input
+    assert products.flops == 120 + 240 + 120 + 120 + 240 + 120
+    first, a_then = products.calls[0][1], a.clone()
+    a.add_(1.0)  # the operands are copies: a replay runs the step's own products, not today's tensors
+    assert torch.equal(first[0], a_then) and torch.equal(first[1], b.detach())
+    products.replay()  # runs outside any mode: nothing more is recorded
+    assert len(products.calls) == 6
 
 
 def test_throughput_benchmark_reports_every_figure_in_one_run():
@@ -52,6 +76,10 @@ def test_throughput_benchmark_reports_every_figure_in_one_run():
     stylised = round(133641 / 1e6, 4)
     assert result["analytic_mflop_per_sample"] == {"tied": stylised, "per_layer": stylised, "standard": round(6083316 / 1e6, 4),
                                                    "tied_autograd": stylised, "per_layer_autograd": stylised}
+    for name, products in result["products"].items():  # the share is the products' time over the model step's
+        assert products["calls"] > 0 and products["gflop"] > 0, name
+        assert products["share_of_model_step"] == pytest.approx(products["ms"] / ms[name], rel=0.02), name
+    assert result["products"]["standard"]["calls"] == 62  # 3 layers' forward and backward (the last at the query)
     samples_per_s = result["model_step_samples_per_s"]["standard"]  # the fraction is the rate times the count
     assert result["model_step_fraction_of_gemm_rate"]["standard"] == pytest.approx(
         samples_per_s * 6083316 / (result["gemm_1024_gflop_per_s"] * 1e9), rel=0.01)
