@@ -89,3 +89,23 @@ def test_a_compile_mode_without_compile_is_refused_by_name():
     out = subprocess.run([sys.executable, str(BENCHMARK), "--compile-mode", "max-autotune-no-cudagraphs"],
                          capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 2 and "--compile-mode: only with --compile" in out.stderr and not out.stdout
+
+
+@pytest.mark.skipif(not (ROOT / ".git").exists(), reason="against.py checks a commit out of this git repository")
+def test_against_reports_both_trees_and_the_products_ceiling():
+    """This tree against itself (HEAD), one round of two steps: every model's three timings in both trees,
+    the ratios the report derives from them, and ``train_ceiling`` = old ``train()`` step / new products."""
+    worktrees = subprocess.run(["git", "worktree", "list"], capture_output=True, text=True, cwd=ROOT).stdout
+    out = subprocess.run([sys.executable, str(BENCHMARK.parent / "against.py"), "HEAD", "--rounds", "1", "--steps", "2",
+                          "--threads", "1"], capture_output=True, text=True, check=True, cwd=ROOT)
+    result = json.loads(out.stdout)
+    assert result["against"] == "HEAD" and result["rounds"] == 1
+    for model in ("standard", "tied", "per_layer"):
+        for what in ("train", "model", "products"):
+            row = result[f"{what}_{model}"]
+            assert row["old_ms"] > 0 and row["new_ms"] > 0, (what, model)
+            assert row["old_over_new"] == pytest.approx(row["old_ms"] / row["new_ms"], rel=0.02)
+        old_train, new_products = result[f"train_{model}"]["old_ms"], result[f"products_{model}"]["new_ms"]
+        assert result["train_ceiling"][model] == pytest.approx(old_train / new_products, rel=0.02)
+    # the old tree's checkout is gone again
+    assert subprocess.run(["git", "worktree", "list"], capture_output=True, text=True, cwd=ROOT).stdout == worktrees
