@@ -79,7 +79,16 @@ def test_throughput_benchmark_reports_every_figure_in_one_run():
     for name, products in result["products"].items():  # the share is the products' time over the model step's
         assert products["calls"] > 0 and products["gflop"] > 0, name
         assert products["share_of_model_step"] == pytest.approx(products["ms"] / ms[name], rel=0.02), name
-    assert result["products"]["standard"]["calls"] == 62  # 3 layers' forward and backward (the last at the query)
+    # standard-quick's products by hand: N = 272 prompts of P = 31 positions (S = 30 sources), T = N P tokens,
+    # d_model 32, H = 2 heads of 16, MLP 64; a product [m, k] @ [k, n] costs 2 m k n.
+    N, P, S, H = 272, 31, 30, 2
+    T = N * P
+    read_in, read_out = 2 * T * 7 * 32, 2 * N * 32
+    full_layer = 2 * T * 32 * 96 + 2 * (2 * H * N * P * 16 * S) + 2 * T * 32 * 32 + 2 * (2 * T * 32 * 64)
+    query_layer = 2 * N * 32 * 32 + 2 * N * S * 32 * 64 + 2 * (2 * H * N * 16 * S) + 2 * N * 32 * 32 + 2 * (2 * N * 32 * 64)
+    forward = read_in + 2 * full_layer + query_layer + read_out  # q, k and v in one product; the last layer at the query
+    # backward: each product twice (d input, d weight), but the read-in once (the prompt needs no gradient)
+    assert result["products"]["standard"]["gflop"] == round((3 * forward - read_in) / 1e9, 4) == 1.1442
     samples_per_s = result["model_step_samples_per_s"]["standard"]  # the fraction is the rate times the count
     assert result["model_step_fraction_of_gemm_rate"]["standard"] == pytest.approx(
         samples_per_s * 6083316 / (result["gemm_1024_gflop_per_s"] * 1e9), rel=0.01)
