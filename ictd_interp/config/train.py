@@ -48,7 +48,7 @@ class TrainConfig:
         eval_every: steps between evaluations (metrics.jsonl).
         checkpoint_every: steps between checkpoints (resume points).
         device: cpu or cuda.
-        compile: torch.compile the model's hook-free training path (inductor: compiled once per depth, 20-60 s on a CPU and a C++ compiler needed; float rounding differs from eager's). Faster or slower depending on the CPU: 1.4-1.5x faster standard-model steps on an Intel Xeon; on an AMD EPYC from slower to 1.26x faster for the standard model, slower for the per-layer stylised one; measure with benchmarks/train_throughput.py --compile (docs/theory.md §4).
+        compile: torch.compile the model's hook-free training path (inductor: compiled once per depth, 20-60 s on a CPU and a C++ compiler needed; float rounding differs from eager's). Faster or slower depending on the CPU: 1.4-1.5x faster standard-model steps on an Intel Xeon; on an AMD EPYC from slower to 1.27x faster for the standard model, slower for the per-layer stylised one; measure with benchmarks/train_throughput.py --compile (docs/theory.md §4).
     """
 
     model: ModelConfig = field(default_factory=lambda: ICTDConfig(d_features=4))
