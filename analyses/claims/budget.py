@@ -22,8 +22,7 @@ class Budget:
         limit_tasks: tasks of that computation.
         neu_lengths: context lengths n of Theorem 3's population NEU grid.
         neu_depths: depths L of that grid.
-        neu_repeats: batches per grid cell (the paired t interval is over them).
-        neu_tasks_per_batch: tasks per batch.
+        neu_tasks: tasks per grid cell (the same tasks for θ*, the zero predictor and the model; jackknife intervals).
         neu_model: the shipped TD-trained model compared at its own depth.
         seeds: seeds of every trained condition.
         steps: training steps of every trained condition (the quick preset otherwise).
@@ -41,10 +40,9 @@ class Budget:
     margin_tasks: int = 64
     limit_lengths: tuple[int, ...] = (30, 100, 300, 1000)
     limit_tasks: int = 32
-    neu_lengths: tuple[int, ...] = (10, 30, 100)
-    neu_depths: tuple[int, ...] = (1, 3, 12)
-    neu_repeats: int = 6
-    neu_tasks_per_batch: int = 16
+    neu_lengths: tuple[int, ...] = (10, 30, 100, 300)
+    neu_depths: tuple[int, ...] = (1, 3, 12, 24, 96)
+    neu_tasks: int = 4096
     neu_model: str = "quick-td-s0"
     seeds: tuple[int, ...] = (0, 1)
     steps: Optional[int] = None
@@ -59,6 +57,8 @@ class Budget:
                      "neu_depths", "seeds", "objectives"):
             if not getattr(self, name):
                 raise ValueError(f"{name}: needs at least one value")
+        if self.neu_tasks < 64:
+            raise ValueError(f"neu_tasks: the jackknife over 32 groups needs at least 64 tasks, got {self.neu_tasks}")
         if len(self.seeds) < 2:
             raise ValueError(f"seeds: an interval over seeds needs at least 2, got {list(self.seeds)}")
 
@@ -89,6 +89,6 @@ BUDGETS = {
     "quick": Budget("quick"),
     "full": Budget("full", theorem1_lengths=(5, 30, 100, 300), theorem1_scales=(0.5, 1.0, 2.0, 3.0, 5.0),
                    theorem1_depth=16, margin_tasks=256, limit_lengths=(30, 100, 300, 1000, 3000), limit_tasks=64,
-                   neu_lengths=(10, 30, 100, 300), neu_depths=(1, 3, 6, 12, 24), neu_repeats=8,
-                   neu_tasks_per_batch=16, seeds=(0, 1, 2, 3, 4), standard_seeds=(0, 1, 2)),
+                   neu_lengths=(10, 30, 100, 300, 1000), neu_depths=(1, 3, 12, 24, 96, 384), neu_tasks=16384,
+                   seeds=(0, 1, 2, 3, 4), standard_seeds=(0, 1, 2)),
 }

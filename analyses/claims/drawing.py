@@ -56,18 +56,20 @@ def _theorem2_floor(data: dict[str, Any]) -> Figure:
 
 def _theorem3(data: dict[str, Any]) -> Figure:
     fig, ax = _axes()
-    depths = sorted({r["depth"] for r in data["differences"]})
+    rows = data["grid"]["rows"]
+    depths = sorted({r["depth"] for r in rows})
     for k, L in enumerate(depths):
-        rows = [r for r in data["differences"] if r["depth"] == L]
-        x = np.asarray([r["context_len"] for r in rows], dtype=float) * (1 + 0.04 * (k - len(depths) / 2))
-        _errorbars(ax, x, [r["theta_star_minus_zero"]["difference"] for r in rows], marker="o", label=f"L = {L}")
+        cells = [r for r in rows if r["depth"] == L and np.isfinite(r["theta_star_minus_zero"]["estimate"])]
+        x = np.asarray([r["context_len"] for r in cells], dtype=float) * (1 + 0.04 * (k - len(depths) / 2))
+        _errorbars(ax, x, [{"mean": r["theta_star_minus_zero"]["estimate"], "lo": r["theta_star_minus_zero"]["lo"],
+                            "hi": r["theta_star_minus_zero"]["hi"]} for r in cells], marker="o", label=f"L = {L}")
     ax.axhline(0, color="black", lw=0.8)
     ax.set_yscale("symlog", linthresh=1e-3)
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.set(title="Theorem 3: θ*'s population NEU minus the zero predictor's", xlabel="context length n",
-           ylabel="NEU(θ*) − NEU(zero)\n(below 0: θ* lower; symlog)", xscale="log")
+    ax.set(title="Theorem 3: θ*'s population NEU minus the zero predictor's",
+           xlabel="context length n", ylabel="NEU(θ*) − NEU(zero)\n(below 0: θ* lower; symlog)", xscale="log")
     log_axis(ax.xaxis)
-    legend_outside(ax, title="depth (paired 95% t interval)")
+    legend_outside(ax, title=f"depth (paired 95% jackknife,\n{data['grid']['n_tasks']:,} tasks per cell)")
     return fig
 
 

@@ -35,13 +35,19 @@ def _objectives(good: list[str]) -> str:
     return "the objective is " + " or ".join(_objective(c) for c in good)
 
 
+SIZE_CLOSE = 0.25  # "as large as θ*": both relative distances' 95% intervals lie below this ...
+DISCOUNT_TOL = 0.1  # ... and the effective discount's interval lies within γ ± this
+
+
 def weights(results: pd.DataFrame, seeds: int) -> Claim:
+    """Direction: the weight cosines (scale-free)."""
     cos_a, cos_v = _by_condition(results, "metrics.cos_A", "min"), _by_condition(results, "metrics.cos_V", "min")
     holds = {c: cos_a[c].lo >= CLOSE and cos_v[c].lo >= CLOSE for c in cos_a if c in cos_v}
     numbers = [f"{_objective(c)}: min over layers cos(A, A*) {cos_a[c].text('.3f')}, cos(V, V*) {cos_v[c].text('.3f')}"
                for c in holds]
     return Claim(
-        "emergence_weights", "Emergence: pretraining drives the weights close to θ* (cos(A, A*) and cos(V, V*) near 1).",
+        "emergence_weights", "Emergence (direction): pretraining turns the weights toward θ* (cos(A, A*) and "
+        "cos(V, V*) near 1; a cosine says nothing about size: see the next row).",
         f"The `quick` preset trained with each objective, {seeds} seeds each (a study on Ray: "
         "`analyses/claims` runs it into the report folder's studies/objectives); the last checkpoint's cosines, the "
         "lowest layer's (a model is only as close as its worst layer).",
@@ -50,6 +56,33 @@ def weights(results: pd.DataFrame, seeds: int) -> Claim:
         {"seeds": seeds, "close": CLOSE, "objectives": [
             {"objective": _objective(c), "cos_A": cos_a[c].to_dict(), "cos_V": cos_v[c].to_dict()} for c in holds]},
         "emergence_weights")
+
+
+def weight_size(results: pd.DataFrame, seeds: int, gamma: float) -> Claim:
+    """Size: relative distances to θ* and the effective discount the value row implies."""
+    dist_a, dist_v = _by_condition(results, "metrics.dist_A", "max"), _by_condition(results, "metrics.dist_V", "max")
+    discount = _by_condition(results, "algorithm.layers.effective_discount", "last")
+    holds, numbers = {}, []
+    for c in dist_a:
+        if c not in dist_v:
+            continue
+        disc = discount.get(c)
+        near = disc is not None and gamma - DISCOUNT_TOL <= disc.lo and disc.hi <= gamma + DISCOUNT_TOL
+        holds[c] = dist_a[c].hi <= SIZE_CLOSE and dist_v[c].hi <= SIZE_CLOSE and near
+        numbers.append(f"{_objective(c)}: max over layers ‖A − A*‖/‖A*‖ {dist_a[c].text('.2f')}, ‖V − V*‖/‖V*‖ "
+                       f"{dist_v[c].text('.2f')}; effective discount {disc.text('.2f') if disc else 'not identifiable'} "
+                       f"(θ*: {gamma:g})")
+    return Claim(
+        "emergence_weight_size", "Emergence (size): the trained weights are θ*'s in size too (small relative distance, "
+        "and the effective discount b/(−c) of the value row equal to γ).",
+        f"The same study ({seeds} seeds per objective): the largest relative distance over layers and the last layer's "
+        "effective discount (read from its weights).",
+        f"holds for an objective when both relative distances' 95% t intervals over seeds lie below {SIZE_CLOSE} and the "
+        f"effective discount's lies within γ ± {DISCOUNT_TOL}.",
+        conditional(holds, _objectives), numbers,
+        {"seeds": seeds, "size_close": SIZE_CLOSE, "objectives": [
+            {"objective": _objective(c), "dist_A": dist_a[c].to_dict(), "dist_V": dist_v[c].to_dict(),
+             "effective_discount": discount[c].to_dict() if c in discount else None} for c in holds]})
 
 
 def diagonality(curves: pd.DataFrame, seeds: int) -> Claim:
@@ -122,6 +155,8 @@ def constant_baseline(results: pd.DataFrame, condition: str) -> Claim:
     model = t_interval(cells["metrics.eval_msve"].astype(float).to_numpy())
     const = t_interval(cells["baselines.estimators.constant.msve.mean"].astype(float).to_numpy())
     lower, higher, n = int((verdicts == "lower").sum()), int((verdicts == "higher").sum()), len(cells)
+    point_worse = int((cells["metrics.eval_msve"].astype(float) > cells["baselines.estimators.constant.msve.mean"]
+                       .astype(float)).sum())
     return Claim(
         "finding_baseline", "This project: the TD-trained model beats the constant in-context predictor "
         "mean(R)/(1 − γ) (no attention, no training).",
@@ -129,8 +164,10 @@ def constant_baseline(results: pd.DataFrame, condition: str) -> Claim:
         "(`analyses.metrics.baselines`).",
         "holds when every seed's paired 95% t interval (over tasks) lies below 0; fails when none does.",
         _by_seeds(lower, n), [f"model MSVE {model.text('.3f')}, constant {const.text('.3f')} (over {n} seeds); {lower} seeds "
-                  f"better, {higher} worse, {n - lower - higher} undecided"],
-        {"model": model.to_dict(), "constant": const.to_dict(), "better": lower, "worse": higher, "seeds": n})
+                  f"significantly better, {higher} significantly worse, {n - lower - higher} undecided; the point "
+                  f"estimate is worse than the constant's in {point_worse} of {n} seeds"],
+        {"model": model.to_dict(), "constant": const.to_dict(), "better": lower, "worse": higher, "seeds": n,
+         "point_worse": point_worse})
 
 
 def depth_sampling(results: pd.DataFrame, fixed: str, sampled: str) -> Claim:

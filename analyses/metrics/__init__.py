@@ -31,7 +31,7 @@ _EXPORTS = {
     "state_map": "algorithm_id", "spectral_verdict": "algorithm_id", "spectral_depth": "algorithm_id",
     "depths_up_to": "algorithm_id", "layer_at_depth": "algorithm_id", "depth_extrapolation": "algorithm_id",
     "msve_at_depths": "algorithm_id", "msve_at_depth": "algorithm_id", "extrapolation_verdict": "algorithm_id",
-    "constant": "baselines", "tabular_mc": "baselines", "tabular_td": "baselines", "lstd": "baselines",
+    "constant": "baselines", "tabular_mc": "baselines", "first_visit_mc": "baselines", "tabular_td": "baselines", "lstd": "baselines",
     "softmax_td_values": "baselines", "best_softmax_td": "baselines", "estimates": "baselines",
     "error_parts": "baselines", "compare": "baselines", "sentence": "baselines", "zero_predictor": "neu",
     "neu_values": "neu", "neu_grid": "neu", "neu_sentence": "neu", "population_table": "neu",

@@ -195,11 +195,29 @@ def read_layer(model: HookedICTDTransformer, layer: int) -> dict:
 @torch.no_grad()
 def iteration_map(model: HookedICTDTransformer, tasks: TaskBatch, layer: int, read: dict) -> dict:
     """Per task, the layer's map on the values of the context's states ``v <- T v + M^ (a r + X w)``,
-    ``T = I + c M^_n + b P^_n`` with ``M^, P^`` grouped from the layer's own attention pattern: its
-    spectral radius and, where ``rho(T) < 1``, the sup distance of its fixed point from ``v_pi``."""
+    ``T = I + c M^_n + b P^_n``: its spectral radius and, where it converges, the sup distance of its limit
+    from ``v_pi``. A stylised layer the state-space forward covers (TSM, paper mask, softmax) is read from its
+    weights (``depth_limit``: the radius of the part that moves, the neutral eigenvalue 1 of a state never a
+    source reported apart, no singular solve); any other from its pattern and ``read``'s coefficients."""
+    if is_stylised(model) and exact_read_unavailable(model.cfg) is None:
+        return _weights_map(model, tasks, layer)
     _, cache = model.run_with_cache(tasks.prompt.to(model.device), names_filter=get_act_name("pattern", layer))
     pattern = cache["pattern", layer][:, 0].double().cpu()
     return state_map(pattern, tasks, read["step"], read["b"], read["c"], read.get("feature_drive"))
+
+
+def _weights_map(model: HookedICTDTransformer, tasks: TaskBatch, layer: int) -> dict:
+    from analyses.metrics.depth_limit import limit_from
+
+    start = torch.zeros(len(tasks), tasks.mrp.n_states, dtype=torch.float64)
+    values, spectrum = limit_from(model, tasks, start, layer)
+    errors = (torch.gather(values, 1, tasks.states) - tasks.v_true.double()).abs().amax(1)
+    per_task = [float(e) if reason is None else None for e, reason in zip(errors.tolist(), spectrum.reason)]
+    distances = [e for e in per_task if e is not None]
+    return {"spectral_radius": spectrum.radius, "fixed_point_errors": per_task, **spectral_verdict(spectrum.radius),
+            "neutral_tasks": int(sum(spectrum.neutral)),
+            "fixed_point_error": float(np.mean(distances)) if distances else None,
+            "fixed_point_error_interval": t_interval(distances).to_dict() if len(distances) > 1 else None}
 
 
 def state_map(pattern: Tensor, tasks: TaskBatch, a: float, b: float, c: float,

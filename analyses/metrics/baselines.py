@@ -5,8 +5,11 @@ model's value row), from the context alone (features, states seen, rewards ``R_1
 ``gamma``), never from ``P`` or ``v_pi``:
 
 * ``constant``: ``mean(R) / (1 - gamma)`` everywhere: the value level of the task, no attention at all.
-* ``tabular_mc``: per state visited as a source, the mean over its visits ``t < n`` of the discounted
-  return of the rest of the context ``G_t = sum_{k >= t} gamma^{k-t} R_{k+1}``; ``constant`` elsewhere.
+* ``tabular_mc``: every-visit Monte-Carlo: per state visited as a source, the mean over its visits ``t < n`` of
+  the discounted return of the rest of the context ``G_t = sum_{k >= t} gamma^{k-t} R_{k+1}``; ``constant``
+  elsewhere.
+* ``first_visit_mc``: first-visit Monte-Carlo: per state visited as a source, ``G_t`` of its first visit
+  (the longest return the context holds for it); ``constant`` elsewhere.
 * ``tabular_td``: the fixed point of TD on the context's empirical MRP (certainty equivalence):
   ``v(s) = mean over visits t of s of (R_{t+1} + gamma v(S_{t+1}))`` on states visited as sources,
   ``constant`` on a state seen only as the query.
@@ -35,8 +38,9 @@ from analyses.metrics.intervals import paired, t_interval
 from ictd_interp.tasks.sampling import TaskBatch
 from ictd_interp.reference.td import same_state_kernel, softmax_td
 
-NAMES = ("constant", "tabular_mc", "tabular_td", "lstd", "best_softmax_td")
-LABELS = {"constant": "constant mean(R)/(1−γ)", "tabular_mc": "tabular Monte-Carlo",
+NAMES = ("constant", "tabular_mc", "first_visit_mc", "tabular_td", "lstd", "best_softmax_td")
+LABELS = {"constant": "constant mean(R)/(1−γ)", "tabular_mc": "every-visit tabular Monte-Carlo",
+          "first_visit_mc": "first-visit tabular Monte-Carlo",
           "tabular_td": "tabular TD fixed point", "lstd": "linear LSTD on the features",
           "best_softmax_td": "best softmax TD of the same depth", "theta_star": "θ* at the same depth",
           "td0_construction": "TD(0) construction of the same depth (linear, C = I)",
@@ -57,12 +61,26 @@ def _by_own_state(per_source: Tensor, tasks: TaskBatch, gamma: float) -> Tensor:
     return torch.where(counts > 0, means, constant(tasks, gamma))
 
 
-def tabular_mc(tasks: TaskBatch, gamma: float) -> Float[Tensor, "batch pos"]:
+def _returns(tasks: TaskBatch, gamma: float) -> Tensor:
+    """``G_t = sum_{k >= t} gamma^{k-t} R_{k+1}`` for every source ``t < n`` (the rest of the context)."""
     rewards = tasks.rewards.double()  # R_{k+1} at column k
     k = torch.arange(rewards.shape[1], dtype=torch.float64)
-    lag = k[:, None] - k[None, :]  # [k, t]: G_t = sum_{k >= t} gamma^{k-t} R_{k+1}
+    lag = k[:, None] - k[None, :]  # [k, t]
     discount = torch.where(lag >= 0, gamma ** lag.clamp_min(0), torch.zeros_like(lag))
-    return _by_own_state(einsum(rewards, discount, "b k, k t -> b t"), tasks, gamma)
+    return einsum(rewards, discount, "b k, k t -> b t")
+
+
+def tabular_mc(tasks: TaskBatch, gamma: float) -> Float[Tensor, "batch pos"]:
+    return _by_own_state(_returns(tasks, gamma), tasks, gamma)
+
+
+def first_visit_mc(tasks: TaskBatch, gamma: float) -> Float[Tensor, "batch pos"]:
+    """``G_t`` at the first source visit of each position's state (``constant`` where it is never a source)."""
+    src = tasks.states[:, :-1]
+    same = src[:, :, None] == tasks.states[:, None, :]  # [batch, source t, target j]
+    first = same.double().argmax(1)  # index of the first matching source (0 where none: masked below)
+    values = torch.gather(_returns(tasks, gamma), 1, first)
+    return torch.where(same.any(1), values, constant(tasks, gamma))
 
 
 def tabular_td(tasks: TaskBatch, gamma: float) -> Float[Tensor, "batch pos"]:
@@ -119,6 +137,7 @@ def estimates(tasks: TaskBatch, gamma: float, depth: int) -> tuple[dict[str, Ten
     """Every baseline's values on ``tasks``, and the (alpha, beta) chosen for ``best_softmax_td``."""
     best = best_softmax_td(tasks, gamma, depth)
     values = {"constant": constant(tasks, gamma), "tabular_mc": tabular_mc(tasks, gamma),
+              "first_visit_mc": first_visit_mc(tasks, gamma),
               "tabular_td": tabular_td(tasks, gamma), "lstd": lstd(tasks, gamma),
               "best_softmax_td": softmax_td_values(tasks, gamma, depth, best["alpha"], best["beta"])}
     return values, {"alpha": best["alpha"], "beta": best["beta"]}

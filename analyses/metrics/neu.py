@@ -1,41 +1,63 @@
-"""The NEU loss (norm of the expected TD update, docs/theory.md §6) at the right (n, L): Theorem 3 is a
-statement about long contexts then deep models, not about the training setting.
+"""The population NEU of Theorem 3 (norm of the expected TD update, docs/theory.md §6), estimated with power.
 
-For a model with parameters ``theta`` and windows ``t`` of a trajectory, ``u = E[delta_t grad v^_t]``.
-Two numbers are reported per context length ``n`` and depth ``L``:
+For a model with parameters ``theta`` and a task ``i`` (an MRP, its features and one trajectory
+``S_0 .. S_{n+W-1}`` read as ``W`` sliding windows ``S_t .. S_{t+n}``), the per-task update is
 
-* ``population``: an unbiased estimate of ``||E u||^2``, the inner product of ``u`` on two independent
-  halves of a batch of tasks (``objectives.neu_unbiased``), averaged over ``repeats`` batches with a
-  t interval over them (the same seeded batches for every model, so models compare paired);
-* ``batch``: ``||u||^2`` on one batch of ``tasks_per_batch`` tasks, what NEU training minimises; in
-  expectation it is ``population + trace(Cov u) / B``, so a model can look like a NEU minimiser at a
-  small batch only because of the variance term.
+    u_i = 1/(W-1) sum_{t < W-1} delta_t grad_theta v^_t,   delta_t = r(S_{t+n}) + gamma v^_{t+1} - v^_t,
 
-Compared: theta* at depth ``L``, the zero predictor (``A = V = 0``: ``v^ = 0``, ``delta = R``) and, at its
-own depth, a given model. With the same parametrisation (tied or per-layer) for all three.
+and Theorem 3's quantity is ``||E u||^2`` over the task distribution. ``||mean_i u_i||^2`` (what NEU
+training minimises) is biased upward by ``tr Cov(u) / N``; the U-statistic over all pairs of tasks
+
+    U = (||sum_i u_i||^2 - sum_i ||u_i||^2) / (N (N - 1)) = 2/(N(N-1)) sum_{i<j} u_i . u_j
+
+is unbiased for every ``N``. Its interval: the delete-one-group jackknife over ``groups`` equal groups of
+tasks (Student t with ``groups - 1`` degrees of freedom); differences of two models on the same tasks get
+the jackknife of the difference (paired). A cell whose interval is too wide says how many tasks would
+make it narrow enough (``tasks_needed``: the half-width scales at least as fast as ``1/sqrt(N)``).
+
+The per-task gradients come from the exact state-space forward (``ictd_interp.models.state_space``),
+with one copy of the weights per task so that one backward pass gives every ``u_i``: the cost is
+independent of ``n`` once the windows are counted, which makes ``n = 1000, L = 384`` with 16k tasks
+affordable. ``tests/test_neu.py`` holds it against autograd through the positional hooked forward.
+
+**The zero predictor in closed form** (``A = V = 0``: every value stays 0, so ``delta_t = r(S_{t+n})``).
+With ``V = 0`` the scores never reach the output, so ``grad_A v^ = 0``; each layer's current row of ``V``
+sees the prompt's sources unchanged, so ``d v^_t / d V[cur, :] = mean_{i<n} z_{t+i} = (mean x, mean R, 0, 0)``
+per layer. A tied model sums its ``L`` layers (``L`` times that vector), a per-layer model has ``L`` copies:
+
+    ||E u||^2 = L^2 ||E g||^2 (tied),  L ||E g||^2 (per layer),
+    g = 1/(W-1) sum_{t<W-1} 1/n sum_{i<n} E[r(S_{t+n}) (x(S_{t+i}), r(S_{t+i}))]
+      = 1/(W-1) sum_{t<W-1} 1/n sum_{i<n} ( X^T (mu_{t+i} * P^{n-i} r),  mu_{t+i} . (r * P^{n-i} r) ),
+
+with ``mu_k = mu_0 P^k``: an exact expectation over the trajectory, per task. Only the draw of the MRPs
+remains random; ``zero_predictor_neu`` averages it over many tasks (U-statistic again). For features
+independent of the chain with mean zero (uniform, or one-hot with rewards of mean zero) the feature part
+of ``E g`` vanishes and ``||E g||^2 = (E g_R)^2``.
 """
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any, Optional
 
+import numpy as np
 import torch
+from einops import einsum
+from scipy import stats
 
-from analyses.metrics.intervals import paired, t_interval
-from ictd_interp.models import HookedICTDTransformer
-from ictd_interp.training.batches import window_batch
-from ictd_interp.training.objectives import expected_update, neu_unbiased
-from ictd_interp.io.progress import progress_bar
 from ictd_interp.config.tasks import TaskDistribution
+from ictd_interp.models import HookedICTDTransformer
+from ictd_interp.models.state_space import model_weights, state_space_forward, window_counts
+from ictd_interp.tasks.sampling import TaskBatch, sample_from
 
-LENGTHS, DEPTHS = (10, 30, 100), (1, 3, 6, 12, 24)
+N_WINDOWS = 5  # windows per task (W - 1 = 4 TD errors), as in the NEU training batches
+GROUPS = 32  # jackknife groups of the interval
+CHUNK = 2048  # tasks drawn and differentiated at once (fixed: the draws depend on it, never on memory)
 
 
 @torch.no_grad()
-def zero_predictor(cfg) -> HookedICTDTransformer:
+def zero_model(cfg) -> HookedICTDTransformer:
     """``A = V = 0``: every value stays 0 (its NEU is that of the TD errors ``delta = R``)."""
     model = HookedICTDTransformer.from_theta_star(cfg)
     for param in model.parameters():
@@ -43,64 +65,211 @@ def zero_predictor(cfg) -> HookedICTDTransformer:
     return model
 
 
-def neu_values(model: HookedICTDTransformer, dist: TaskDistribution, tasks_per_batch: int, n_windows: int,
-               repeats: int, seed: int) -> dict[str, Any]:
-    """Population (unbiased) and batch NEU of ``model`` on ``repeats`` batches drawn from ``dist``."""
+def per_task_updates(model: HookedICTDTransformer, tasks: TaskBatch, context_len: int, depth: int,
+                     n_windows: int = N_WINDOWS) -> torch.Tensor:
+    """``u_i`` of the module docstring for every task ``[task, parameter]`` (float64): the gradient of
+    each unique layer's free entries in parameter order: per layer ``A``'s feature block, then ``V``'s current row. The trajectories must
+    hold ``context_len + n_windows - 1`` transitions."""
+    if not model.cfg.tied and depth != model.cfg.n_layers:
+        raise ValueError(f"depth: a per-layer model runs at its own depth {model.cfg.n_layers}, got {depth}")
+    if tasks.states.shape[1] != context_len + n_windows:
+        raise ValueError(f"tasks: trajectories of {context_len + n_windows - 1} transitions expected for "
+                         f"n = {context_len} and {n_windows} windows, got {tasks.states.shape[1] - 1}")
+    A0, w0 = model_weights(model)
+    B = len(tasks)
+    A = A0.expand(B, -1, -1, -1).clone().requires_grad_(True)
+    w = w0.expand(B, -1, -1).clone().requires_grad_(True)
+    N = window_counts(tasks.states, tasks.mrp.n_states, context_len, n_windows)
+    r = tasks.mrp.r.double()
+    with torch.enable_grad():
+        v = state_space_forward(A, w, tasks.features.double(), r, N, model.cfg.gamma, depth)  # [task, window, state]
+        query = tasks.states[:, context_len : context_len + n_windows]
+        v_hat = torch.gather(v, 2, query.unsqueeze(-1)).squeeze(-1)  # [task, window]
+        delta = torch.gather(r, 1, query[:, :-1]) + model.cfg.gamma * v_hat[:, 1:] - v_hat[:, :-1]
+        objective = (delta.detach() * v_hat[:, :-1]).sum() / (n_windows - 1)
+        gA, gw = torch.autograd.grad(objective, [A, w])
+    return torch.cat([gA.flatten(2), gw], dim=2).flatten(1)  # per layer: A's block, then V's row (parameter order)
+
+
+def _u_stat(u: np.ndarray) -> float:
+    total = u.sum(0)
+    n = len(u)
+    return float((total @ total - (u * u).sum()) / (n * (n - 1)))
+
+
+def jackknife(per_group: list[np.ndarray], stat, level: float = 0.95) -> dict:
+    """``stat`` over all tasks and its delete-one-group jackknife t interval."""
+    full = stat(np.concatenate(per_group))
+    g = len(per_group)
+    leave = np.array([stat(np.concatenate(per_group[:k] + per_group[k + 1 :])) for k in range(g)])
+    se = math.sqrt((g - 1) / g * ((leave - leave.mean()) ** 2).sum())
+    half = float(stats.t.ppf(0.5 + level / 2, g - 1)) * se
+    return {"estimate": full, "lo": full - half, "hi": full + half, "half_width": half}
+
+
+def neu_interval(u: np.ndarray, groups: int = GROUPS) -> dict:
+    """The U-statistic of per-task updates ``u [task, parameter]`` with its jackknife interval."""
+    n_bad = int((~np.isfinite(u)).any(1).sum())
+    if n_bad:
+        nan = float("nan")
+        return {"estimate": nan, "lo": nan, "hi": nan, "half_width": nan, "n_tasks": len(u), "n_nonfinite": n_bad}
+    out = jackknife(np.array_split(u, groups), _u_stat)
+    return {**out, "n_tasks": len(u), "groups": groups, "n_nonfinite": 0}
+
+
+def difference_interval(u: np.ndarray, u_other: np.ndarray, groups: int = GROUPS) -> dict:
+    """``NEU(u) - NEU(u_other)`` on the same tasks, paired by task, with its jackknife interval and verdict
+    (``lower`` / ``higher`` when the interval excludes 0, else ``undecided`` with ``tasks_needed``)."""
+    both = np.concatenate([u, u_other], axis=1)
+    if not np.isfinite(both).all():
+        a_bad, b_bad = not np.isfinite(u).all(), not np.isfinite(u_other).all()
+        verdict = "lower" if b_bad and not a_bad else "higher" if a_bad and not b_bad else "undecided"
+        nan = float("nan")
+        return {"estimate": nan, "lo": nan, "hi": nan, "half_width": nan, "verdict": verdict, "tasks_needed": None,
+                "note": "not finite: " + ("the other model's values diverge" if b_bad else "this model's values diverge")}
+    k = u.shape[1]
+    out = jackknife(np.array_split(both, groups), lambda x: _u_stat(x[:, :k]) - _u_stat(x[:, k:]))
+    verdict = "lower" if out["hi"] < 0 else "higher" if out["lo"] > 0 else "undecided"
+    need = tasks_needed(len(u), out["half_width"], abs(out["estimate"])) if verdict == "undecided" else None
+    return {**out, "verdict": verdict, "tasks_needed": need}
+
+
+def tasks_needed(n_tasks: int, half_width: float, target: float) -> int | None:
+    """Tasks for a half-width below ``target`` if it shrinks as ``1/sqrt(N)`` (it shrinks at least that fast:
+    the U-statistic's variance is ``4 mu^T S mu / N + 2 tr(S^2) / N^2``); None when ``target`` is 0."""
+    if not target > 0 or not math.isfinite(half_width):
+        return None
+    return int(math.ceil(n_tasks * max(1.0, (half_width / target) ** 2)))
+
+
+def draw_tasks(dist: TaskDistribution, context_len: int, n_tasks: int, seed: int, n_windows: int = N_WINDOWS):
+    """The seeded tasks of a NEU cell, in chunks of ``CHUNK`` (trajectories of ``n + W - 1`` transitions)."""
     gen = torch.Generator().manual_seed(seed)
-    pop, batch = [], []
-    dtype = model.cfg.torch_dtype
-    for _ in range(repeats):
-        data = window_batch(dist, tasks_per_batch, n_windows, generator=gen).to(model.device, dtype)
-        pop.append(neu_unbiased(model, data))
-        batch.append(float(expected_update(model, data).pow(2).sum()))
-    return {"population": t_interval(pop).to_dict(), "batch": t_interval(batch).to_dict(), "population_values": pop}
+    at = replace(dist, context_len=context_len)
+    for start in range(0, n_tasks, CHUNK):
+        yield sample_from(at, min(CHUNK, n_tasks - start), generator=gen, length=context_len + n_windows - 1)
 
 
-def neu_grid(cfg, dist: TaskDistribution, model: Optional[HookedICTDTransformer] = None,
-             lengths: Sequence[int] = LENGTHS, depths: Sequence[int] = DEPTHS, tasks_per_batch: int = 32,
-             n_windows: int = 9, repeats: int = 4, seed: int = 0, progress: bool = False) -> dict[str, Any]:
-    """NEU of theta* and of the zero predictor for every ``(n, L)``, and of ``model`` at its own depth
-    for every ``n``; all in float64 on the same seeded batches per ``n``."""
-    cfg = replace(cfg, dtype="float64")
-    # a float64 copy: ``.to`` converts a module in place, and the caller's model must stay as it is
-    model64 = copy.deepcopy(model).to(torch.float64) if model is not None else None
+def updates_of(models: Mapping[str, HookedICTDTransformer], dist: TaskDistribution, context_len: int, depth: int,
+               n_tasks: int, seed: int, n_windows: int = N_WINDOWS) -> dict[str, np.ndarray]:
+    """Per-task updates of several models on the same seeded tasks (a paired comparison)."""
+    parts: dict[str, list] = {name: [] for name in models}
+    for tasks in draw_tasks(dist, context_len, n_tasks, seed, n_windows):
+        for name, model in models.items():
+            parts[name].append(per_task_updates(model, tasks, context_len, depth, n_windows).numpy())
+    return {name: np.concatenate(p) for name, p in parts.items()}
+
+
+def population_neu(model: HookedICTDTransformer, dist: TaskDistribution, context_len: int, depth: int,
+                   n_tasks: int, seed: int, n_windows: int = N_WINDOWS, groups: int = GROUPS) -> dict:
+    """Unbiased ``||E u||^2`` of ``model`` run at ``depth`` on ``n_tasks`` tasks of ``dist`` with context
+    length ``context_len``: ``estimate``, its 95% jackknife interval ``lo, hi``, ``n_tasks`` and ``groups``."""
+    u = updates_of({"model": model}, dist, context_len, depth, n_tasks, seed, n_windows)["model"]
+    return neu_interval(u, groups)
+
+
+def zero_predictor_g(tasks: TaskBatch, context_len: int, n_windows: int = N_WINDOWS) -> torch.Tensor:
+    """``g`` of the module docstring per task ``[task, d + 1]`` (features, reward), exact over trajectories."""
+    P, r, mu = tasks.mrp.P.double(), tasks.mrp.r.double(), tasks.mrp.mu0.double()
+    n = context_len
+    mus = [mu]
+    for _ in range(n + n_windows - 2):
+        mus.append(einsum(mus[-1], P, "b s, b s t -> b t"))
+    ahead = [r]  # P^k r
+    for _ in range(n):
+        ahead.append(einsum(P, ahead[-1], "b s t, b t -> b s"))
+    total = torch.zeros(len(tasks), tasks.features.shape[-1] + 1, dtype=torch.float64)
+    for t in range(n_windows - 1):
+        for i in range(n):
+            weight = mus[t + i] * ahead[n - i]  # mu_{t+i}(s) (P^{n-i} r)(s)
+            total[:, :-1] += einsum(weight, tasks.features.double(), "b s, b s d -> b d")
+            total[:, -1] += (weight * r).sum(-1)
+    return total / ((n_windows - 1) * n)
+
+
+def zero_predictor_neu(dist: TaskDistribution, context_len: int, depth: int, n_tasks: int, seed: int,
+                       tied: bool = True, n_windows: int = N_WINDOWS, groups: int = GROUPS) -> dict:
+    """The zero predictor's ``||E u||^2`` from its closed form (module docstring), over ``n_tasks`` MRPs."""
+    g = np.concatenate([zero_predictor_g(t, context_len, n_windows).numpy()
+                        for t in draw_tasks(dist, context_len, n_tasks, seed, 1)])
+    out = neu_interval(g, groups)
+    factor = depth**2 if tied else depth
+    return {**out, **{k: out[k] * factor for k in ("estimate", "lo", "hi", "half_width")}}
+
+
+def _zero_updates(u_one_layer: np.ndarray, depth: int, tied: bool) -> np.ndarray:
+    """The zero predictor's per-task updates at ``depth`` from those at depth 1 (module docstring: ``L``
+    times the same vector when tied, ``L`` copies of it per layer)."""
+    return u_one_layer * depth if tied else np.tile(u_one_layer, (1, depth))
+
+
+def neu_grid(cfg, dist: TaskDistribution, model: HookedICTDTransformer | None = None,
+             lengths: tuple[int, ...] = (10, 30, 100), depths: tuple[int, ...] = (1, 3, 12), n_tasks: int = 4096,
+             seed: int = 0, n_windows: int = N_WINDOWS, groups: int = GROUPS, progress: bool = False) -> dict:
+    """Population NEU of θ*, the zero predictor and ``model`` on every ``(n, L)``, all on the same seeded
+    tasks per ``n`` (paired). A tied ``model`` runs its layer ``L`` times in every cell; a per-layer one only
+    at its own depth. The zero predictor is also given by its closed form (``zero_predictor_neu``, 4x the
+    tasks). θ* has ``cfg``'s parametrisation (tied or per layer)."""
+    from ictd_interp.io.progress import progress_bar
+
+    tied = cfg.tied
+    star_cfg = replace(cfg, dtype="float64", n_layers=1) if tied else replace(cfg, dtype="float64")
     rows = []
-    cells = [(n, L) for n in lengths for L in depths]
-    bar = progress_bar(total=len(cells), disable=not progress, desc="neu")
-    for n, L in cells:
-        at = replace(dist, context_len=n)
-        deep = replace(cfg, n_layers=L)
-        row = {"context_len": n, "depth": L,
-               "theta_star": neu_values(HookedICTDTransformer.from_theta_star(deep), at, tasks_per_batch, n_windows,
-                                        repeats, seed + n),
-               "zero": neu_values(zero_predictor(deep), at, tasks_per_batch, n_windows, repeats, seed + n)}
-        if model is not None and L == model.cfg.n_layers:
-            row["model"] = neu_values(model64, at, tasks_per_batch, n_windows, repeats, seed + n)
-        rows.append(row)
-        bar.update(1)
+    bar = progress_bar(total=len(lengths) * len(depths), disable=not progress, desc="neu")
+    for n in lengths:
+        zero_one = updates_of({"zero": zero_model(replace(star_cfg, n_layers=1))}, dist, n, 1, n_tasks, seed + n,
+                              n_windows)["zero"]
+        for L in depths:
+            models = {"theta_star": HookedICTDTransformer.from_theta_star(star_cfg if tied else replace(star_cfg, n_layers=L))}
+            if model is not None and (model.cfg.tied or L == model.cfg.n_layers):
+                models["model"] = model
+            u = updates_of(models, dist, n, L, n_tasks, seed + n, n_windows)
+            u["zero"] = _zero_updates(zero_one, L, tied)
+            row = {"context_len": n, "depth": L, **{name: neu_interval(x, groups) for name, x in u.items()},
+                   "zero_closed_form": zero_predictor_neu(dist, n, L, 4 * n_tasks, seed + n + 1, tied, n_windows, groups),
+                   "theta_star_minus_zero": difference_interval(u["theta_star"], u["zero"], groups)}
+            if "model" in u:
+                row["theta_star_minus_model"] = difference_interval(u["theta_star"], u["model"], groups)
+            rows.append(row)
+            bar.update(1)
     bar.close()
-    return {"tasks_per_batch": tasks_per_batch, "windows_per_task": n_windows, "repeats": repeats, "rows": rows,
-            "sentence": neu_sentence(rows)}
+    return {"n_tasks": n_tasks, "windows_per_task": n_windows, "groups": groups, "tied": tied,
+            "model_depth": model.cfg.n_layers if model is not None else None, "rows": rows, "sentence": neu_sentence(rows)}
 
 
-def neu_sentence(rows: list[dict[str, Any]]) -> str:
-    """Where theta*'s population NEU is below or above the zero predictor's: both are measured on the same
-    seeded batches, so the rule is the paired t interval of their difference (it must exclude 0)."""
-    verdicts = {(r["context_len"], r["depth"]): paired(r["theta_star"]["population_values"],
-                                                       r["zero"]["population_values"]).verdict for r in rows}
-    fmt = lambda v: ", ".join(f"(n={n}, L={L})" for (n, L), x in verdicts.items() if x == v) or "none"  # noqa: E731
-    return (f"θ*'s population NEU is below the zero predictor's (paired 95% t interval over the repeats) at "
-            f"{fmt('lower')}; above it at {fmt('higher')}; elsewhere the repeats cannot tell them apart. Theorem 3 "
-            "makes θ* a minimiser only as n → ∞ and then L → ∞, not at the training setting.")
+def _cells(rows: list[dict], key: str, verdict: str) -> str:
+    return ", ".join(f"(n={r['context_len']}, L={r['depth']})" for r in rows
+                     if key in r and r[key]["verdict"] == verdict) or "none"
 
 
-def population_table(result: dict[str, Any]) -> list[str]:
-    """Markdown rows: population NEU of θ*, the zero predictor and the model per (n, L)."""
-    lines = ["| n | L | θ* | zero predictor | model (its own depth) |", "|---|---|---|---|---|"]  # t interval over repeats
+def neu_sentence(rows: list[dict]) -> str:
+    """Where θ*'s population NEU is below or above the zero predictor's (paired jackknife interval)."""
+    return (f"θ*'s population NEU is below the zero predictor's (paired 95% jackknife interval over the same tasks) at "
+            f"{_cells(rows, 'theta_star_minus_zero', 'lower')}; above it at {_cells(rows, 'theta_star_minus_zero', 'higher')}; "
+            f"undecided at {_cells(rows, 'theta_star_minus_zero', 'undecided')}. Theorem 3 makes θ* a minimiser only as "
+            "n → ∞ and then L → ∞, not at a finite (n, L).")
+
+
+def fmt_neu(cell: dict) -> str:
+    """``1.52e-03 [1.41e-03, 1.63e-03]``, or why there is no number."""
+    if cell.get("n_nonfinite"):
+        return f"not finite ({cell['n_nonfinite']} of {cell['n_tasks']} tasks diverge)"
+    return f"{cell['estimate']:.2e} [{cell['lo']:.2e}, {cell['hi']:.2e}]"
+
+
+def fmt_difference(cell: dict) -> str:
+    if "note" in cell:
+        return f"{cell['verdict']} ({cell['note']})"
+    need = f"; {cell['tasks_needed']:,} tasks would decide" if cell.get("tasks_needed") else ""
+    return f"{cell['estimate']:+.1e} [{cell['lo']:+.1e}, {cell['hi']:+.1e}]: {cell['verdict']}{need}"
+
+
+def population_table(result: dict) -> list[str]:
+    """Markdown rows: population NEU of θ*, the zero predictor (and its closed form), the model, per (n, L)."""
+    lines = ["| n | L | θ* | zero predictor (closed form) | model | θ* − zero | θ* − model |", "|---|---|---|---|---|---|---|"]
     for r in result["rows"]:
-        cell = lambda d: (f"{d['population']['mean']:.2e} [{d['population']['lo']:.1e}, {d['population']['hi']:.1e}] "  # noqa: E731
-                          f"(batch {d['batch']['mean']:.2e})")
-        lines.append(f"| {r['context_len']} | {r['depth']} | {cell(r['theta_star'])} | {cell(r['zero'])} | "
-                     f"{cell(r['model']) if 'model' in r else '–'} |")
+        lines.append(f"| {r['context_len']} | {r['depth']} | {fmt_neu(r['theta_star'])} | {fmt_neu(r['zero'])} "
+                     f"({fmt_neu(r['zero_closed_form'])}) | {fmt_neu(r['model']) if 'model' in r else '–'} | "
+                     f"{fmt_difference(r['theta_star_minus_zero'])} | "
+                     f"{fmt_difference(r['theta_star_minus_model']) if 'theta_star_minus_model' in r else '–'} |")
     return lines
-

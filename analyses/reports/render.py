@@ -121,10 +121,10 @@ def neu_lines(neu: Optional[dict[str, Any]]) -> list[str]:
     if not neu:
         return []
     return ["## NEU at the training setting and beyond (Theorem 3)", "",
-            f"Population NEU (unbiased: it can come out below 0 where the true value is near 0; mean over "
-            f"{neu['repeats']} batches of {neu['tasks_per_batch']} tasks × {neu['windows_per_task']} windows, with its "
-            "95% t interval over those batches) and, in parentheses, the batch NEU that training sees (biased upward "
-            "by the batch variance).", "", *population_table(neu), "", neu["sentence"], ""]
+            f"Population NEU ‖E u‖² (the unbiased U-statistic over all pairs of {neu['n_tasks']:,} tasks × "
+            f"{neu['windows_per_task']} windows, the same tasks for every model; it can come out below 0 where the true "
+            f"value is near 0), with its 95% jackknife interval over {neu['groups']} groups of tasks; the zero predictor "
+            "also in closed form; differences paired by task.", "", *population_table(neu), "", neu["sentence"], ""]
 
 
 def limit_sentence(limit: dict[str, Any], fit: dict[str, float]) -> str:

@@ -293,6 +293,8 @@ STUDY_COLUMNS = (
     Column("θ* MSVE", "metrics.theta_star_msve"),
     Column("min cos(A, A*)", "metrics.cos_A", "min"),
     Column("min cos(V, V*)", "metrics.cos_V", "min"),
+    Column("max ‖A − A*‖/‖A*‖", "metrics.dist_A", "max"),
+    Column("max ‖V − V*‖/‖V*‖", "metrics.dist_V", "max"),
     Column("kernel diagonality", "metrics.kernel_diagonality_mean"),
     Column("most TD-like head (correlation)", "circuit.max_td_kernel_correlation"),
     Column("most same-state head (correlation)", "circuit.max_tabular_kernel_correlation"),

@@ -21,6 +21,7 @@ from analyses.metrics.convergence import CONTEXT_LENGTHS, errors_by_context, err
 from analyses.metrics.diagonality import kernel_diagonality_mean, model_margin, state_kernels
 from analyses.metrics.heads import head_kernels, most_like
 from analyses.metrics.neu import neu_grid
+from ictd_interp.models.state_space import state_space_unavailable
 from analyses.metrics.probes import activation_cosines, circuit_cosines, prediction_gap, sensitivity_cosine
 from analyses.reports.schema import Summary, build, eval_tasks_label
 from ictd_interp.config import TrainConfig
@@ -30,9 +31,9 @@ from ictd_interp.tasks.sampling import TaskBatch, sample_from
 from ictd_interp.training.evaluation import EvalSet, evaluate
 
 FIT_TASKS = 64  # the function-space fit (and its bootstrap) runs on the first 64 evaluation tasks
-# NEU at the training setting and toward Theorem 3's limit (a longer context, a deeper model); the
-# full grid of Theorem 3 (n up to 300, L up to 24) is ``analyses.metrics.neu.neu_grid``'s default, minutes long
-NEU_LONG, NEU_DEEP = 100, (12,)
+# NEU at the training setting and toward Theorem 3's limit (a longer context, deeper models); the claims
+# report runs the powered grid (``analyses.claims.theory.theorem3``)
+NEU_LONG, NEU_DEEP, NEU_TASKS = 100, (12, 96), 2048
 LIMIT_LENGTHS, LIMIT_TASKS = (30, 100, 300, 1000), 32  # theta*'s limit (fixed point) versus context length
 
 
@@ -77,9 +78,10 @@ def compute(model: HookedICTDTransformer, config: TrainConfig, source: str, curv
             "context": {name: errors_by_context(m, long_tasks, CONTEXT_LENGTHS).mean(-1).tolist()
                         for name, m in (("trained model", model), ("theta* (same depth)", star))},
         },
-        "neu": neu_grid(model.cfg, config.tasks, model, lengths=sorted({config.tasks.context_len, NEU_LONG}),
-                        depths=sorted({model.cfg.n_layers, *NEU_DEEP}), tasks_per_batch=16, n_windows=5,
-                        repeats=3, seed=config.eval_seed) if neu else None,
+        "neu": neu_grid(model.cfg, config.tasks, model if state_space_unavailable(model.cfg) is None else None,
+                        lengths=tuple(sorted({config.tasks.context_len, NEU_LONG})),
+                        depths=tuple(sorted({model.cfg.n_layers, *NEU_DEEP})), n_tasks=NEU_TASKS,
+                        seed=config.eval_seed) if neu and state_space_unavailable(model.cfg) is None else None,
         "curves": curves,
         "example": _example(model, star, tasks),
     })

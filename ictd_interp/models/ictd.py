@@ -276,6 +276,20 @@ class HookedICTDTransformer(TransformerLensSurface, HookedRootModule):
         values = fused_values if self.cfg.backward == "fused" else paper_mask_values
         return values(self.cfg, *reduced_weights(self.cfg, A, V), prompt.to(A.dtype), depth, query_only)
 
+    def state_space_values(self, tasks, depth: Optional[int] = None) -> Float[Tensor, "batch pos"]:
+        """The value row ``[batch, pos]`` of a ``TaskBatch``, computed exactly on its states' transition counts
+        (``state_space.py``: cost independent of ``n`` once counted), float64, on the CPU. Chosen explicitly,
+        never a silent switch: no hook fires here (use the hooked forward for caches). ``depth``: layers run
+        (a tied model repeats its layer, a per-layer model its last one). Refused, naming why, for the dual
+        form, the full mask and linear attention."""
+        from ictd_interp.models.state_space import model_weights, state_space_forward, transition_counts
+
+        A, w = model_weights(self)
+        counts = transition_counts(tasks.states, tasks.mrp.n_states).unsqueeze(1)
+        values = state_space_forward(A, w, tasks.features.double(), tasks.mrp.r.double(), counts, self.cfg.gamma,
+                                     self.cfg.n_layers if depth is None else depth)[:, 0]
+        return torch.gather(values, 1, tasks.states)
+
     def check_prompt(self, prompt: Tensor) -> Tensor:
         """Fail fast, naming the problem, before any layer runs; returns a copy in the model's dtype."""
         return check_prompt(prompt, self.cfg.d_model, self.blocks[0].attn.A.dtype)

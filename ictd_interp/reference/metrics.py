@@ -34,16 +34,31 @@ def identifiable_inputs(cfg: ICTDConfig, layer: int) -> Bool[Tensor, "d_model"]:
     return mask
 
 
-def weight_cosines(model, cfg: ICTDConfig) -> dict[str, list[float]]:
-    """Per layer, ``cos(vec A, vec A*)`` and ``cos(vec V, vec V*)`` over trainable, identifiable entries."""
+def relative_distance(a: Tensor, b: Tensor) -> float:
+    """``||a - b|| / ||b||`` of two flattened tensors: the size part that a cosine leaves out."""
+    a, b = a.detach().flatten().double(), b.detach().flatten().double()
+    return float((a - b).norm() / b.norm()) if b.norm() > 0 else float("nan")
+
+
+def _compare_weights(model, cfg: ICTDConfig, measure) -> dict[str, list[float]]:
     star = layer_star(cfg)
     free_a, free_v = attention_mask(cfg).bool(), value_mask(cfg).bool()
     out: dict[str, list[float]] = {"A": [], "V": []}
     for layer, block in enumerate(model.blocks):
         ident_v = free_v & identifiable_inputs(cfg, layer)
-        out["A"].append(cosine(block.attn.A.detach()[free_a], star["A"][free_a]))
-        out["V"].append(cosine(block.attn.V.detach()[ident_v], star["V"][ident_v]))
+        out["A"].append(measure(block.attn.A.detach()[free_a], star["A"][free_a]))
+        out["V"].append(measure(block.attn.V.detach()[ident_v], star["V"][ident_v]))
     return out
+
+
+def weight_cosines(model, cfg: ICTDConfig) -> dict[str, list[float]]:
+    """Per layer, ``cos(vec A, vec A*)`` and ``cos(vec V, vec V*)`` over trainable, identifiable entries."""
+    return _compare_weights(model, cfg, cosine)
+
+
+def weight_distances(model, cfg: ICTDConfig) -> dict[str, list[float]]:
+    """Per layer, ``||A - A*|| / ||A*||`` and ``||V - V*|| / ||V*||`` over the same entries (size, not direction)."""
+    return _compare_weights(model, cfg, relative_distance)
 
 
 def value_signature(model, cfg: ICTDConfig) -> list[dict]:

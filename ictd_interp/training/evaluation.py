@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from ictd_interp.tasks.sampling import sample_from
-from ictd_interp.reference.metrics import diagonality_by_layer, value_signature, weight_cosines
+from ictd_interp.reference.metrics import diagonality_by_layer, value_signature, weight_cosines, weight_distances
 from ictd_interp.models.architectures import ICTDModel, is_stylised
 from ictd_interp.models.construction import SIGNATURE_INPUTS
 from ictd_interp.models.ictd import HookedICTDTransformer
@@ -56,6 +56,8 @@ class EvalMetrics:
     kernel_diagonality_heads: Optional[list[list[float]]] = field(default=None, metadata=PER_LAYER)  # [layer][head]
     cos_A: Optional[list[float]] = field(default=None, metadata=PER_LAYER)
     cos_V: Optional[list[Optional[float]]] = field(default=None, metadata=PER_LAYER)
+    dist_A: Optional[list[float]] = field(default=None, metadata=PER_LAYER)  # ||A - A*|| / ||A*||
+    dist_V: Optional[list[float]] = field(default=None, metadata=PER_LAYER)  # ||V - V*|| / ||V*||
     signature: Optional[list[list[Optional[float]]]] = field(
         default=None, metadata={**PER_LAYER, "names": SIGNATURE_INPUTS})  # (reward, next value, current value)
     signature_match: Optional[list[bool]] = field(default=None, metadata=PER_LAYER)
@@ -78,7 +80,7 @@ def evaluate(model: ICTDModel, eval_set: EvalSet) -> EvalMetrics:
                          kernel_diagonality_heads=diag.tolist())
     if not is_stylised(model):
         return common
-    cos = weight_cosines(model, cfg)
+    cos, dist = weight_cosines(model, cfg), weight_distances(model, cfg)
     signature = value_signature(model, cfg)
-    return replace(common, cos_A=cos["A"], cos_V=cos["V"], signature=[s["normalised"] for s in signature],
+    return replace(common, cos_A=cos["A"], cos_V=cos["V"], dist_A=dist["A"], dist_V=dist["V"], signature=[s["normalised"] for s in signature],
                    signature_match=[s["matches"] for s in signature])

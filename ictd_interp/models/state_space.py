@@ -1,0 +1,125 @@
+"""The exact state-space forward of a stylised layer (TSM form, paper mask, softmax attention).
+
+Under the paper mask the score of source ``i`` for target ``j`` is ``g(S_i, S_j) = x(S_i)^T A_ff x(S_j)``
+(features only) and the value written by source ``i`` is ``w . z_i`` with ``w = V[current, :]`` and
+``z_i = (x(S_i), r(S_i), gamma v(S_{i+1}), v(S_i))``: it depends on the transition ``(S_i, S_{i+1})``
+alone. So, by induction over layers, every position's value is a function of its state, and the context
+enters only through its transition counts ``N[s', s''] = #{i < n : S_i = s', S_{i+1} = s''}`` and
+``c(s') = sum_s'' N[s', s'']``. Grouping the sources by state,
+
+    dv(s) = sum_s' Ebar(s, s') y(s'),   Ebar(s, s') = exp(g(s', s)) / sum_u c(u) exp(g(u, s)),
+    y(s') = c(s') (w_x . x(s') + w_R r(s') + w_cur v(s')) + gamma w_tar sum_s'' N[s', s''] v(s''),
+
+the layer's whole update on the ``s`` state values: ``s^2`` work per task and layer whatever ``n`` is,
+once the context is counted. The query column is a target like any other position in its state (its own
+reward and target rows are never read: it is no source), so the prediction is ``v_L(S_n)``.
+
+The dual-head form (its target row is a second learned state variable), the full mask (scores read the
+value rows) and linear attention are not covered: ``state_space_unavailable`` says why.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from einops import einsum
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from ictd_interp.config.model import ICTDConfig
+
+
+def state_space_unavailable(cfg: ICTDConfig) -> Optional[str]:
+    """Why the state-space forward does not apply to ``cfg`` (None: it does)."""
+    if cfg.form != "tsm":
+        return "dual-head form: its target row is a second state variable written by a learned head"
+    if cfg.attention != "softmax":
+        return "linear attention: its kernel is not normalised over the sources"
+    if cfg.mask != "paper":
+        return "full mask: the scores read the value rows, so they change with the values"
+    return None
+
+
+def transition_counts(states: Int[Tensor, "batch pos"], n_states: int, dtype=torch.float64
+                      ) -> Float[Tensor, "batch state next_state"]:
+    """``N[s', s'']``: the context's transitions ``S_i -> S_{i+1}`` (sources ``i < n``) counted."""
+    flat = states[:, :-1] * n_states + states[:, 1:]
+    counts = torch.zeros(states.shape[0], n_states * n_states, dtype=dtype, device=states.device)
+    counts.scatter_add_(1, flat, torch.ones_like(flat, dtype=dtype))
+    return counts.view(-1, n_states, n_states)
+
+
+def window_counts(states: Int[Tensor, "batch time"], n_states: int, context_len: int, n_windows: int
+                  ) -> Float[Tensor, "batch window state next_state"]:
+    """Transition counts of every sliding window ``S_t .. S_{t+n}`` (``t < n_windows``): the first window's
+    counted, each next one by removing transition ``t`` and adding transition ``t + n`` (exact: integers)."""
+    flat = (states[:, :-1] * n_states + states[:, 1:]).long()  # [batch, time - 1]
+    first = transition_counts(states[:, : context_len + 1], n_states).flatten(1)
+    windows, rows = [first], torch.arange(states.shape[0], device=states.device)
+    for t in range(1, n_windows):
+        nxt = windows[-1].clone()
+        nxt[rows, flat[:, t - 1]] -= 1.0
+        nxt[rows, flat[:, t + context_len - 1]] += 1.0
+        windows.append(nxt)
+    return torch.stack(windows, 1).view(states.shape[0], n_windows, n_states, n_states)
+
+
+def grouped_kernel(A_ff: Float[Tensor, "*task d_feat d_feat"], X: Float[Tensor, "task state d_feat"],
+                   counts: Float[Tensor, "task *window state"]) -> Float[Tensor, "task *window state state"]:
+    """``Ebar[s, s']`` of the module docstring (target ``s``, source state ``s'``); the largest score over
+    the source states is subtracted first, so large inverse temperatures do not overflow."""
+    scores = einsum(X, A_ff, X, "t u d, t d e, t s e -> t s u")  # g(u, s) = x(u)^T A x(s)
+    while scores.ndim < counts.ndim + 1:
+        scores = scores.unsqueeze(1)
+    is_source = (counts > 0).unsqueeze(-2)  # [task, *window, 1, source state]
+    top = scores.masked_fill(~is_source, float("-inf")).amax(-1, keepdim=True)
+    weights = torch.exp(scores - top)
+    return weights / (weights * counts.unsqueeze(-2)).sum(-1, keepdim=True)
+
+
+def layer_map(A_ff: Float[Tensor, "task d_feat d_feat"], w: Float[Tensor, "task d_model"],
+              X: Float[Tensor, "task state d_feat"], r: Float[Tensor, "task state"],
+              N: Float[Tensor, "task window state next_state"], gamma: float
+              ) -> tuple[Float[Tensor, "task window state state"], Float[Tensor, "task window state"]]:
+    """One layer as an affine map of the state values, ``v <- v + G v + b``: ``G = Ebar F`` and ``b = Ebar y0``
+    with ``y0 = c (X w_x + w_R r)`` and ``F = diag(c) w_cur + gamma w_tar N``."""
+    d = X.shape[-1]
+    c = N.sum(-1)  # [task, window, state]
+    kernel = grouped_kernel(A_ff, X, c)
+    drive = einsum(X, w[:, :d], "t s d, t d -> t s").unsqueeze(1) + w[:, d, None, None] * r.unsqueeze(1)
+    F = torch.diag_embed(c) * w[:, d + 2, None, None, None] + gamma * w[:, d + 1, None, None, None] * N
+    return kernel @ F, einsum(kernel, c * drive, "t w s u, t w u -> t w s")
+
+
+def state_space_forward(
+    A_ff: Float[Tensor, "task unique d_feat d_feat"], w: Float[Tensor, "task unique d_model"],
+    X: Float[Tensor, "task state d_feat"], r: Float[Tensor, "task state"],
+    N: Float[Tensor, "task window state next_state"], gamma: float, depth: int,
+) -> Float[Tensor, "task window state"]:
+    """The state values after ``depth`` layers (layer ``l`` uses weights ``min(l, unique - 1)``: a tied
+    model has one, a per-layer model repeats its last layer beyond its trained depth). ``A_ff`` and ``w``
+    may have a task axis of size 1 (shared weights) or of one per task (per-task copies, whose gradients
+    are then each task's own: ``analyses.metrics.neu``). One batched matrix-vector product per layer."""
+    v = N.new_zeros(N.shape[:-1])
+    maps = {}
+    for layer in range(depth):
+        u = min(layer, A_ff.shape[1] - 1)
+        if u not in maps:
+            maps[u] = layer_map(A_ff[:, u], w[:, u], X, r, N, gamma)
+        G, b = maps[u]
+        v = v + (G @ v.unsqueeze(-1)).squeeze(-1) + b
+    return v
+
+
+def model_weights(model) -> tuple[Float[Tensor, "1 unique d_feat d_feat"], Float[Tensor, "1 unique d_model"]]:
+    """A stylised model's free entries (feature block of ``A``, current row of ``V``) as float64 leaves
+    with a task axis of size 1."""
+    reason = state_space_unavailable(model.cfg)
+    if reason is not None:
+        raise ValueError(f"state-space forward: not available for this model ({reason})")
+    lay, d = model.layout, model.cfg.d_features
+    attns = model.unique_attention()
+    A = torch.stack([(a.A * a.mask_A)[0, :d, :d] for a in attns]).detach().double().cpu()
+    w = torch.stack([(a.V * a.mask_V)[0, lay.current] for a in attns]).detach().double().cpu()
+    return A.unsqueeze(0), w.unsqueeze(0)
