@@ -1,56 +1,81 @@
-"""NEU at (n, L): the estimator is unbiased where the batch value is not, and the grid says what it measured."""
+"""Population NEU: per-task gradients equal autograd through the positional forward, the U-statistic is the
+pairwise definition, and the zero predictor meets its closed form within the interval."""
 
+import numpy as np
 import pytest
 import torch
 
-from analyses.metrics.neu import neu_grid, zero_predictor
-from ictd_interp.training.batches import window_batch
-from ictd_interp.training.objectives import expected_update, neu_unbiased
+from analyses.metrics.neu import (difference_interval, neu_interval, per_task_updates, population_neu,
+                                  tasks_needed, zero_model, zero_predictor_neu)
+from ictd_interp import HookedICTDTransformer
 from ictd_interp.config.tasks import TaskDistribution
+from ictd_interp.tasks.sampling import sample_from
+from ictd_interp.training.batches import windows_from_tasks
+from ictd_interp.training.objectives import expected_update
 from tests.conftest import make_cfg
 
 DIST = TaskDistribution(n_states=5, d_features=3, context_len=8, gamma=0.9)
 
 
-def test_zero_predictor_predicts_zero_and_its_neu_grows_with_depth():
-    """v = 0 at A = V = 0, so delta = R; each tied layer adds the same first-order term to grad v, so the
-    expected update grows with L (the audit: as L^2 in NEU)."""
-    cfg = make_cfg(tied=True)
-    batch = window_batch(DIST, 64, 5, generator=torch.Generator().manual_seed(0))
-    shallow, deep = zero_predictor(cfg), zero_predictor(make_cfg(tied=True, n_layers=6))
-    assert shallow.fast_values(batch.prompts, query_only=True).abs().max() == 0
-    ratio = expected_update(deep, batch).norm() / expected_update(shallow, batch).norm()
-    assert ratio == pytest.approx(3.0, rel=0.05)  # 6 layers / 2 layers: u is linear in L at V = 0
+@pytest.mark.parametrize("tied", [True, False])
+def test_per_task_updates_equal_autograd_through_the_hooked_model(tied):
+    """The mean of the per-task u_i is the batch's expected update (objectives.expected_update), entry by entry."""
+    tasks = sample_from(DIST, 6, seed=0, length=8 + 4)
+    cfg = make_cfg(n_layers=3, tied=tied, seed=1, init_scale=0.3)
+    batch = windows_from_tasks(tasks, DIST, 5, 0, torch.float64, False)
+    for model in (HookedICTDTransformer(cfg), HookedICTDTransformer.from_theta_star(cfg)):
+        full = expected_update(model, batch).view(-1, 2, 1, 6, 6)  # per unique layer: A, then V
+        reference = torch.cat([full[:, 0, 0, :3, :3].flatten(1), full[:, 1, 0, 5]], 1).flatten()
+        mine = per_task_updates(model, tasks, 8, 3).mean(0)
+        assert (mine - reference).abs().max() < 1e-12 and reference.abs().max() > 1e-3
 
 
-def test_the_unbiased_estimate_removes_the_batch_variance():
-    """Over 40 batches of 8 tasks, the batch NEU's mean exceeds the unbiased estimate's mean (by the
-    variance term); the unbiased estimate agrees with ||u||^2 of one 640-task batch within noise."""
-    star = zero_predictor(make_cfg(tied=True))
-    gen = torch.Generator().manual_seed(1)
-    batches = [window_batch(DIST, 8, 5, generator=gen) for _ in range(40)]
-    unbiased = torch.tensor([neu_unbiased(star, b) for b in batches])
-    plain = torch.tensor([float(expected_update(star, b).pow(2).sum()) for b in batches])
-    big = float(expected_update(star, window_batch(DIST, 640, 5, generator=gen)).pow(2).sum())
-    assert plain.mean() > unbiased.mean() * 1.2
-    assert abs(unbiased.mean() - big) < 3 * unbiased.std() / 40 ** 0.5 + 0.05 * big
+def test_the_u_statistic_is_the_mean_over_pairs_of_tasks():
+    u = np.random.default_rng(0).normal(size=(64, 5)) + 0.3
+    pairs = [u[i] @ u[j] for i in range(64) for j in range(64) if i != j]
+    out = neu_interval(u, groups=8)
+    assert out["estimate"] == pytest.approx(np.mean(pairs), rel=1e-12)
+    assert out["lo"] < 5 * 0.09 < out["hi"]  # ||E u||^2 = 5 * 0.3^2
 
 
-def test_grid_rows_and_model_only_at_its_depth():
-    from ictd_interp import HookedICTDTransformer
+def test_a_model_against_itself_is_undecided_and_noise_is_not_a_difference():
+    u = np.random.default_rng(1).normal(size=(256, 4))
+    same = difference_interval(u, u.copy())
+    assert same["estimate"] == 0 and same["verdict"] == "undecided"
+    other = difference_interval(u, np.random.default_rng(2).normal(size=(256, 4)))
+    assert other["lo"] < 0 < other["hi"] and other["verdict"] == "undecided"  # both have E u = 0
+    shifted = difference_interval(u + 1.0, u)
+    assert shifted["verdict"] == "higher" and shifted["lo"] > 0  # 4.0 more NEU
+    assert tasks_needed(100, 2.0, 1.0) == 400 and tasks_needed(100, 0.5, 1.0) == 100 and tasks_needed(100, 1, 0) is None
 
-    model = HookedICTDTransformer.from_theta_star(make_cfg(tied=True))
-    result = neu_grid(model.cfg, DIST, model, lengths=(6, 8), depths=(1, 2), tasks_per_batch=8, n_windows=3, repeats=2)
-    assert [(r["context_len"], r["depth"]) for r in result["rows"]] == [(6, 1), (6, 2), (8, 1), (8, 2)]
-    assert ["model" in r for r in result["rows"]] == [False, True, False, True]
-    assert result["rows"][1]["model"] == result["rows"][1]["theta_star"]  # the model is theta* here
-    assert "Theorem 3" in result["sentence"]
+
+@pytest.mark.parametrize("dist", [
+    TaskDistribution(d_features=4, context_len=10, gamma=0.9),
+    TaskDistribution(n_states=6, d_features=6, context_len=20, gamma=0.8, feature_kind="onehot", feature_scale=2.0),
+], ids=["uniform-n10", "onehot-n20"])
+def test_the_zero_predictor_at_depth_one_meets_its_closed_form(dist):
+    """Simulated trajectories (population_neu) against the exact expectation over trajectories (closed form)."""
+    model = zero_model(make_cfg(d_features=dist.d_features, n_layers=1, tied=True))
+    simulated = population_neu(model, dist, dist.context_len, 1, n_tasks=8192, seed=0)
+    closed = zero_predictor_neu(dist, dist.context_len, 1, n_tasks=32768, seed=1)
+    assert simulated["lo"] <= closed["estimate"] <= simulated["hi"]
+    assert closed["lo"] > 0 and closed["half_width"] < 0.2 * closed["estimate"]  # a quantity measured, not noise
 
 
-def test_the_grid_leaves_the_callers_model_as_it_was():
-    """NEU is computed in float64 on a copy: the caller's float32 model is not converted in place."""
-    from ictd_interp import HookedICTDTransformer
+def test_the_zero_predictors_neu_grows_as_L_squared_when_tied_and_L_per_layer():
+    tasks = sample_from(DIST, 16, seed=2, length=8 + 4)
+    one = per_task_updates(zero_model(make_cfg(n_layers=1, tied=True)), tasks, 8, 1)
+    tied = per_task_updates(zero_model(make_cfg(n_layers=1, tied=True)), tasks, 8, 5)
+    assert (tied - 5 * one).abs().max() < 1e-13
+    per_layer = per_task_updates(zero_model(make_cfg(n_layers=5, tied=False)), tasks, 8, 5)
+    assert (per_layer - one.repeat(1, 5)).abs().max() < 1e-13
+    closed = [zero_predictor_neu(DIST, 8, L, 512, 0, tied=t)["estimate"] for L, t in ((1, True), (4, True), (4, False))]
+    assert closed[1] == pytest.approx(16 * closed[0]) and closed[2] == pytest.approx(4 * closed[0])
 
-    model = HookedICTDTransformer.from_theta_star(make_cfg(tied=True, dtype="float32"))
-    neu_grid(model.cfg, DIST, model, lengths=(6,), depths=(2,), tasks_per_batch=4, n_windows=3, repeats=2)
-    assert model.cfg.dtype == "float32" and next(model.parameters()).dtype == torch.float32
+
+def test_per_task_updates_refuse_a_short_trajectory_and_a_per_layer_model_at_another_depth():
+    tasks = sample_from(DIST, 2, seed=0, length=8)
+    with pytest.raises(ValueError, match="trajectories"):
+        per_task_updates(zero_model(make_cfg(tied=True)), tasks, 8, 2)
+    with pytest.raises(ValueError, match="own depth"):
+        per_task_updates(zero_model(make_cfg(n_layers=2)), sample_from(DIST, 2, seed=0, length=12), 8, 3)

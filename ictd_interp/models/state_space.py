@@ -65,7 +65,7 @@ def window_counts(states: Int[Tensor, "batch time"], n_states: int, context_len:
     return torch.stack(windows, 1).view(states.shape[0], n_windows, n_states, n_states)
 
 
-def grouped_kernel(A_ff: Float[Tensor, "*task d_feat d_feat"], X: Float[Tensor, "task state d_feat"],
+def grouped_kernel(A_ff: Float[Tensor, "#task d_feat d_feat"], X: Float[Tensor, "task state d_feat"],
                    counts: Float[Tensor, "task *window state"]) -> Float[Tensor, "task *window state state"]:
     """``Ebar[s, s']`` of the module docstring (target ``s``, source state ``s'``); the largest score over
     the source states is subtracted first, so large inverse temperatures do not overflow."""
@@ -78,7 +78,7 @@ def grouped_kernel(A_ff: Float[Tensor, "*task d_feat d_feat"], X: Float[Tensor, 
     return weights / (weights * counts.unsqueeze(-2)).sum(-1, keepdim=True)
 
 
-def layer_map(A_ff: Float[Tensor, "task d_feat d_feat"], w: Float[Tensor, "task d_model"],
+def layer_map(A_ff: Float[Tensor, "#task d_feat d_feat"], w: Float[Tensor, "#task d_model"],
               X: Float[Tensor, "task state d_feat"], r: Float[Tensor, "task state"],
               N: Float[Tensor, "task window state next_state"], gamma: float
               ) -> tuple[Float[Tensor, "task window state state"], Float[Tensor, "task window state"]]:
@@ -93,7 +93,7 @@ def layer_map(A_ff: Float[Tensor, "task d_feat d_feat"], w: Float[Tensor, "task 
 
 
 def state_space_forward(
-    A_ff: Float[Tensor, "task unique d_feat d_feat"], w: Float[Tensor, "task unique d_model"],
+    A_ff: Float[Tensor, "#task unique d_feat d_feat"], w: Float[Tensor, "#task unique d_model"],
     X: Float[Tensor, "task state d_feat"], r: Float[Tensor, "task state"],
     N: Float[Tensor, "task window state next_state"], gamma: float, depth: int,
 ) -> Float[Tensor, "task window state"]:
