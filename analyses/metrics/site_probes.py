@@ -3,8 +3,11 @@
 
 A *site* is the residual stream after ``l`` blocks: site 0 is ``blocks.0.hook_resid_pre`` (the
 embedding), site ``l + 1`` is ``blocks.{l}.hook_resid_post``. A probe is an affine read-out
-``w . resid + b`` fitted by least squares (minimum norm, float64) on tasks held apart from the ones
-it is scored on.
+``w . resid + b`` fitted by least squares on tasks held apart from the ones it is scored on, well-posed:
+in float64, with a rank-revealing solve whose cut-off follows the precision the residual stream was
+computed in (``RCOND``: singular values below that fraction of the largest are rounding noise, not
+directions), and the rank it found reported per site (``LinearProbes.rank``). A float32 embedding of
+rank 5 in 32 dimensions is then read in its 5 directions, not fitted to its rounding noise.
 
 * **Value probes** (tuned-lens style): at every site and position, the model's own final value
   (``target="output"``), the true ``v_pi`` (``"v_pi"``) or, for the stylised model, the value row the
@@ -29,6 +32,9 @@ from ictd_interp.config.fields import check_choice
 from ictd_interp.tasks.sampling import TaskBatch
 
 VALUE_TARGETS = ("output", "v_pi", "stored")
+# Relative singular-value cut-off of the probe's design per dtype the residual stream was computed in:
+# ~100x that dtype's machine epsilon, so rounding noise (float32: ~1e-7 relative) never counts as a direction.
+RCOND = {torch.float32: 1e-5, torch.float64: 1e-12, torch.bfloat16: 1e-2, torch.float16: 1e-3}
 
 
 @dataclass
@@ -38,6 +44,7 @@ class LinearProbes:
     weights: Float[Tensor, "site d_model"]
     bias: Float[Tensor, "site"]
     target: str
+    rank: tuple[int, ...] = ()  # numerical rank of each site's design (columns: d_model + the bias)
 
     def predict(self, resid: Float[Tensor, "site batch pos d_model"]) -> Float[Tensor, "site batch pos"]:
         return torch.einsum("sbpd,sd->sbp", resid.double(), self.weights) + self.bias[:, None, None]
@@ -57,17 +64,23 @@ def residual_stack(model: ICTDModel, prompt: Tensor) -> Float[Tensor, "site batc
 
 
 def fit_probes(resid: Float[Tensor, "site batch pos d_model"], target: Float[Tensor, "site batch pos"],
-               name: str) -> LinearProbes:
-    """Least squares per site (``numpy.linalg.lstsq``: the minimum-norm solution when the residual
-    stream has directions that never vary, e.g. value rows still at zero)."""
-    weights, bias = [], []
+               name: str, source_dtype: torch.dtype = torch.float64) -> LinearProbes:
+    """Least squares per site, rank-revealing (``numpy.linalg.lstsq`` with ``RCOND[source_dtype]``: the
+    minimum-norm solution on the directions the residual stream really has)."""
+    weights, bias, ranks = [], [], []
     for site in range(resid.shape[0]):
-        X = resid[site].reshape(-1, resid.shape[-1]).numpy()
+        X = resid[site].reshape(-1, resid.shape[-1]).double().numpy()
         design = np.concatenate([X, np.ones((X.shape[0], 1))], axis=1)
-        coef, *_ = np.linalg.lstsq(design, target[site].reshape(-1).numpy(), rcond=None)
+        coef, _, rank, _ = np.linalg.lstsq(design, target[site].reshape(-1).double().numpy(),
+                                           rcond=RCOND.get(source_dtype, 1e-5))
         weights.append(coef[:-1])
         bias.append(coef[-1])
-    return LinearProbes(torch.tensor(np.stack(weights)), torch.tensor(bias), name)
+        ranks.append(int(rank))
+    return LinearProbes(torch.tensor(np.stack(weights)), torch.tensor(bias), name, tuple(ranks))
+
+
+def _dtype(model: ICTDModel) -> torch.dtype:
+    return next(model.parameters()).dtype
 
 
 def value_targets(model: ICTDModel, tasks: TaskBatch, target: str,
@@ -88,7 +101,7 @@ def value_targets(model: ICTDModel, tasks: TaskBatch, target: str,
 def value_probes(model: ICTDModel, fit_tasks: TaskBatch, target: str = "output") -> LinearProbes:
     """A value probe at every site, fitted on ``fit_tasks`` (keep them apart from the scored tasks)."""
     resid = residual_stack(model, fit_tasks.prompt)
-    return fit_probes(resid, value_targets(model, fit_tasks, target, resid), target)
+    return fit_probes(resid, value_targets(model, fit_tasks, target, resid), target, _dtype(model))
 
 
 def probed_values(model: ICTDModel, probes: LinearProbes, tasks: TaskBatch) -> Float[Tensor, "site batch pos"]:
@@ -112,7 +125,7 @@ def td_quantities(tasks: TaskBatch, gamma: float) -> dict[str, Float[Tensor, "ba
 def quantity_probes(model: ICTDModel, fit_tasks: TaskBatch) -> dict[str, LinearProbes]:
     """A probe per TD quantity and site, fitted on the context columns of ``fit_tasks``."""
     resid = residual_stack(model, fit_tasks.prompt)[:, :, :-1]
-    return {name: fit_probes(resid, target.expand(resid.shape[0], -1, -1), name)
+    return {name: fit_probes(resid, target.expand(resid.shape[0], -1, -1), name, _dtype(model))
             for name, target in td_quantities(fit_tasks, model.cfg.gamma).items()}
 
 
