@@ -48,7 +48,9 @@ def _path_and_out(p: argparse.ArgumentParser, out_help: str) -> None:
 
 
 def _training(p: argparse.ArgumentParser, name: str) -> None:
-    p.add_argument("--preset", default="quick", choices=sorted(PRESETS), help=preset_help())
+    p.add_argument("--preset", default=None, choices=sorted(PRESETS),
+                   help=preset_help() + " (default: the architecture's own quick preset: quick, or standard-quick "
+                   "with --architecture standard)")
     out_help = "run folder" if name == "train" else "folder for run/ (training) and analysis/ (report)"
     p.add_argument("--out", required=name == "reproduce", help=out_help)
     if name == "train":

@@ -55,8 +55,11 @@ def train(args: argparse.Namespace) -> int:
     else:
         if not args.out:
             raise ValueError("--out: a run directory is required (or --resume DIR)")
-        run = train(config_from_args(PRESETS[args.preset], args), args.out, keep_freed_memory=args.keep_freed_memory)
-    state = f"interrupted; continue with `ictd-interp train --resume {run.out_dir}`" if run.interrupted else "finished"
+        run = train(config_from_args(chosen_preset(args), args), args.out, keep_freed_memory=args.keep_freed_memory)
+    import torch
+
+    state = (f"interrupted; continue with `ictd-interp train --resume {run.out_dir} --threads {torch.get_num_threads()}`"
+             f" (the same threads: a bit-exact resume needs them)" if run.interrupted else "finished")
     print(f"{run.out_dir}: {state} at step {run.step}")
     return 130 if run.interrupted else 0
 
@@ -66,7 +69,7 @@ def reproduce(args: argparse.Namespace) -> int:
     from ictd_interp.training.trainer import resume, train
 
     _set_threads(args.threads)
-    out, requested = Path(args.out), config_from_args(PRESETS[args.preset], args)
+    out, requested = Path(args.out), config_from_args(chosen_preset(args), args)
     run_dir = out / "run"
     if run_folder.is_run(out):
         raise ValueError(f"{out}: is a training run folder, not a reproduce folder; analyse it with "
@@ -229,3 +232,18 @@ def _analyze(path: str, out: str, force: bool = False) -> None:
                if m.cos_V is not None else "most TD-like head's kernel correlation "
                f"{summary.circuit.max_td_kernel_correlation:.3f}, ")
     print(f"{out}/summary.md: {weights}MSVE {m.eval_msve:.4f} (theta* {m.theta_star_msve:.4f})")
+
+
+ARCHITECTURE_PRESETS = {"standard": "standard-quick"}  # an architecture's own quick preset (else "quick")
+
+
+def chosen_preset(args):
+    """``--preset``, or the quick preset of ``--architecture``; a preset of another architecture than the one
+    asked for is refused (it would silently bring that architecture's settings)."""
+    architecture = getattr(args, "architecture", None)
+    name = args.preset or ARCHITECTURE_PRESETS.get(architecture, "quick")
+    preset = PRESETS[name]
+    if args.preset and architecture and architecture != preset.architecture and architecture in ARCHITECTURE_PRESETS:
+        raise SystemExit(f"ictd-interp: error: --preset {name} is a {preset.architecture} preset; with --architecture "
+                         f"{architecture} use --preset {ARCHITECTURE_PRESETS[architecture]} (or leave --preset out)")
+    return preset

@@ -58,10 +58,21 @@ def save_checkpoint(
         (tmp / CONFIG).write_text(json.dumps(header, indent=2, default=_jsonable))
         if training_state is not None:
             torch.save(training_state, tmp / STATE)
+        _share_as_umask_says(tmp)
         _swap_into_place(tmp, path)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return path
+
+
+def _share_as_umask_says(folder: Path) -> None:
+    """``mkdtemp`` makes a private (0700) folder and some writers private files: give them the modes a plain
+    ``mkdir`` and ``open`` would under the process's umask, so other users of shared storage can read them."""
+    umask = os.umask(0)
+    os.umask(umask)
+    folder.chmod(0o777 & ~umask)
+    for child in folder.iterdir():
+        child.chmod(0o666 & ~umask)
 
 
 def _jsonable(value: Any) -> Any:

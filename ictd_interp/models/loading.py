@@ -18,8 +18,11 @@ class Checkpoint(NamedTuple):
 
 
 def load_checkpoint(path: PathLike, device: str = "cpu") -> Checkpoint:
-    """Load a checkpoint folder (or its ``model.safetensors``) as ``(model, metadata)``."""
-    stored = read_checkpoint(path)
+    """Load a checkpoint folder (or its ``model.safetensors``), or a shipped model by name (``quick-td-s0``),
+    as ``(model, metadata)``."""
+    from ictd_interp.io.pretrained import resolve
+
+    stored = read_checkpoint(resolve(path))
     return Checkpoint(model_from(stored).to(device), stored.header.get("metadata", {}))
 
 

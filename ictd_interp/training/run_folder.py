@@ -18,6 +18,7 @@ the same request recomputes into it, another one is refused, naming the differen
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -83,15 +84,39 @@ def latest_checkpoint(run_dir: PathLike) -> Optional[Path]:
     return found[-1] if found else None
 
 
+def never_started(run_dir: PathLike) -> bool:
+    """A run folder holding a config but no checkpoint and no logged metrics: its request failed before the
+    first step (a bad environment id, say), so it may be re-run from scratch."""
+    run_dir = Path(run_dir)
+    metrics = run_dir / METRICS
+    return (config_path(run_dir).exists() and not checkpoints(run_dir)
+            and (not metrics.exists() or not metrics.read_text().strip()))
+
+
+def clear_unstarted(run_dir: PathLike) -> None:
+    """Empty a folder ``never_started`` says holds nothing of value."""
+    if not never_started(run_dir):
+        raise RunFolderError(f"{run_dir}: holds a run that started; refusing to clear it")
+    _clear(Path(run_dir))
+
+
 def read_metrics(run_dir: PathLike) -> list[dict[str, Any]]:
+    """Every logged line; a last line cut short (a run killed while writing it) is dropped with a warning,
+    since the lines before it and the checkpoints are intact; any other bad line is an error."""
     path = Path(run_dir) / METRICS
+    text = path.read_text()
+    lines = text.splitlines()
     rows = []
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
+    for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             rows.append(json.loads(line))
         except json.JSONDecodeError as err:
+            if number == len(lines) and not text.endswith("\n"):
+                warnings.warn(f"{path}: its last line is incomplete (the run was stopped while writing it); "
+                              f"using the {len(rows)} complete lines before it", stacklevel=2)
+                break
             raise RunFolderError(f"{path}: line {number} is not valid JSON ({err})") from None
     return rows
 
@@ -113,10 +138,11 @@ REQUEST = "request.json"
 
 def claim_output(out_dir: PathLike, request: dict[str, Any], force: bool = False) -> Path:
     """Make ``out_dir`` the home of ``request``'s results. An empty or absent folder, or one that holds the
-    same request, is used; a folder that holds another request, a training run or unknown files is
-    refused with the difference named, unless ``force`` (which clears it first)."""
+    same request, is used, and so is one that holds only a request (a request that failed before writing any
+    result); a folder that holds another request's results, a training run or unknown files is refused with
+    the difference named, unless ``force`` (which clears it first)."""
     out_dir = Path(out_dir)
-    if out_dir.exists() and any(out_dir.iterdir()):
+    if out_dir.exists() and any(child.name != REQUEST for child in out_dir.iterdir()):
         stored_path = out_dir / REQUEST
         stored = _read_json(stored_path) if stored_path.exists() else None
         if stored != request:

@@ -76,9 +76,11 @@ def train(config: TrainConfig, out_dir: Union[str, Path], *, progress: bool = Tr
     out_dir = Path(out_dir)
     check_device(config.device)
     apply_allocator_choice(keep_freed_memory)
-    if run_folder.config_path(out_dir).exists():
+    if run_folder.config_path(out_dir).exists() and not run_folder.never_started(out_dir):
         raise FileExistsError(f"{out_dir}: already holds a run; continue it with `ictd-interp train --resume "
                               f"{out_dir}` or choose another --out")
+    if run_folder.never_started(out_dir):  # a request that failed before its first step: nothing to lose
+        run_folder.clear_unstarted(out_dir)
     if out_dir.exists() and any(out_dir.iterdir()):
         raise FileExistsError(f"{out_dir}: not empty and not a training run; choose another --out")
     run_folder.write_run_config(out_dir, config)
