@@ -52,28 +52,39 @@ def activation_patching(
 ) -> pd.DataFrame:
     """Patch clean activations into the corrupted run, hook by hook and position by position.
 
-    ``rows`` restricts the patch to some residual coordinates (e.g. the reward row). Columns of the
-    table: ``hook``, ``layer`` (-1 for ``hook_prompt``), ``position``, ``value`` (metric mean over the
-    batch), ``recovered`` (``(value - corrupted) / (clean - corrupted)``).
+    ``rows`` restricts the patch to some residual coordinates (e.g. the reward row). ``positions``
+    (default: every position of each hook's own activation: the residual stream's columns, which for the
+    linear model are ``2n + 1``, not the prompt's ``n + 1``). Columns of the table: ``hook``, ``layer`` (-1
+    for ``hook_prompt``), ``position``, ``role`` (what that residual column holds, where the hook is on the
+    residual stream's positions), ``value`` (metric mean over the batch), ``recovered``
+    (``(value - corrupted) / (clean - corrupted)``).
     """
     if clean.shape != corrupted.shape:
         raise ValueError(f"clean/corrupted: shapes differ {tuple(clean.shape)} vs {tuple(corrupted.shape)}")
     _, clean_cache = model.run_with_cache(clean)
     clean_metric, corrupt_metric = metric(model(clean)).mean().item(), metric(model(corrupted)).mean().item()
     names = list(model.hook_dict) if hook_names is None else list(hook_names)
-    positions = list(range(clean.shape[1])) if positions is None else list(positions)
-    records = []
+    chosen, records = positions, []
     for name in names:
-        hook = _patch_hook(clean_cache[name], positions, _position_axis(name), rows)
+        axis = _position_axis(name)
+        size = clean_cache[name].shape[axis]
+        positions = list(range(size)) if chosen is None else list(chosen)
+        labels = _labels(model, clean.shape[1], size)
+        hook = _patch_hook(clean_cache[name], positions, axis, rows)
         repeated = corrupted.repeat(len(positions), 1, 1)
         values = model.run_with_hooks(repeated, fwd_hooks=[(name, hook)])
         per_position = metric(values).view(len(positions), -1).mean(-1)
         layer = model.hook_dict[name].layer() if name.startswith("blocks.") else -1
         for p, v in zip(positions, per_position.tolist()):
             gap = clean_metric - corrupt_metric
-            records.append({"hook": name, "layer": layer, "position": p, "value": v,
+            records.append({"hook": name, "layer": layer, "position": p, "role": labels[p] if labels else "", "value": v,
                             "recovered": (v - corrupt_metric) / gap if gap != 0 else float("nan")})
     return pd.DataFrame.from_records(records)
+
+
+def _labels(model: ICTDModel, n_prompt: int, size: int) -> Optional[list[str]]:
+    labels = model.residual_position_labels(n_prompt)
+    return labels if len(labels) == size else None  # a hook on other positions (the prompt itself)
 
 
 def tl_patching(patch_fn: Callable, model: ICTDModel, corrupted: Tensor, clean_cache,
@@ -82,7 +93,7 @@ def tl_patching(patch_fn: Callable, model: ICTDModel, corrupted: Tensor, clean_c
 
     TransformerLens infers the position axis from the input's *last* dimension (token ids
     ``[batch, pos]``); our prompts are ``[batch, pos, d_model]``, so this builds ``index_df`` from
-    the position axis (``corrupted.shape[1]``) and returns the table shaped by its axes, e.g. ``[layer, pos]``;
+    the residual stream's position axis (its columns: ``2n + 1`` for the linear model) and returns the table shaped by its axes, e.g. ``[layer, pos]``;
     TransformerLens stores the metric in torch's default dtype: ``results_dtype=torch.float64`` makes that
     the default for the duration of the call (process-wide, restored after it; nothing changes unasked). With
     ``reduce="none"`` (TransformerLens 4) a ``PatchingResult`` whose ``values`` are ``[*axes, batch]``.
@@ -95,8 +106,8 @@ def tl_patching(patch_fn: Callable, model: ICTDModel, corrupted: Tensor, clean_c
     from transformer_lens.patching import make_df_from_ranges
 
     axes = list(patch_fn.keywords["index_axis_names"])
-    sizes = {"layer": model.cfg.n_layers, "pos": corrupted.shape[1], "src_pos": corrupted.shape[1],
-             "dest_pos": corrupted.shape[1], "head": model.cfg.n_heads, "head_index": model.cfg.n_heads}
+    n_resid = clean_cache["blocks.0.hook_resid_pre"].shape[1]  # residual columns (linear model: 2n + 1)
+    sizes = {"layer": model.cfg.n_layers, "pos": n_resid, "src_pos": n_resid, "dest_pos": n_resid, "head": model.cfg.n_heads, "head_index": model.cfg.n_heads}
     unknown = [a for a in axes if a not in sizes]
     if unknown:
         raise ValueError(f"patch_fn: unsupported index axes {unknown}")

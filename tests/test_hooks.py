@@ -137,7 +137,7 @@ def test_patching_the_clean_reward_row_restores_the_clean_output():
     single = table.set_index("position")["recovered"]
     assert 0 < single[2] < 1 and 0 < single[5] < 1 and abs(single[2] + single[5] - 1) < 0.3
     full = hooks.activation_patching(model, clean, corrupted, hook_names=["blocks.1.hook_resid_pre"])
-    assert set(full.columns) == {"hook", "layer", "position", "value", "recovered"}
+    assert set(full.columns) == {"hook", "layer", "position", "role", "value", "recovered"}
     assert full["layer"].eq(1).all() and len(full) == 11
     fig = patching_heatmap(full)
     assert fig.axes[0].get_xlabel() == "position patched"

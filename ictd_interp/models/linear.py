@@ -186,6 +186,12 @@ class HookedLinearICTD(TransformerLensSurface, HookedRootModule):
         """The layers run to another depth (the last one repeats beyond ``n_layers``)."""
         return self._run(self.check_prompt(prompt), self.blocks_to(depth), None, "values")
 
+    def residual_position_labels(self, n_prompt: int) -> list[str]:
+        """The ``n`` context columns, then one query column per state ``S_0 .. S_n`` (module docstring)."""
+        n = n_prompt - 1
+        return ([f"context column {k} (S_{k} -> S_{k + 1})" for k in range(n)]
+                + [f"query of S_{j}" for j in range(n)] + [f"query of S_{n} (the prediction)"])
+
     def check_prompt(self, prompt: Tensor) -> Tensor:
         return check_prompt(prompt, self.cfg.d_features + 3, self.blocks[0].attn.P.dtype, None)
 

@@ -93,6 +93,11 @@ class TransformerLensSurface(Circuits):
     def _stack(self, name: str) -> Tensor:
         return torch.stack([getattr(b.attn, name) for b in self.blocks])
 
+    def residual_position_labels(self, n_prompt: int) -> list[str]:
+        """What each residual-stream position holds for a prompt of ``n_prompt`` positions (one per prompt
+        position here: the context ``S_0 .. S_{n-1}``, then the query)."""
+        return [f"context S_{j}" for j in range(n_prompt - 1)] + [f"query S_{n_prompt - 1} (the prediction)"]
+
     def run_with_cache(self, *args, **kwargs) -> tuple[Tensor, ActivationCache]:
         """As TransformerLens: the output and an ``ActivationCache`` (``cache["pattern", 0]`` works)."""
         out, cache = super().run_with_cache(*args, **kwargs)
