@@ -178,12 +178,16 @@ def test_a_saved_state_dict_imports_with_its_depth_given(tmp_path):
     P, Q = torch.randn(2 * D + 1, 2 * D + 1, generator=gen), torch.randn(2 * D + 1, 2 * D + 1, generator=gen)
     torch.save({"attn.P": P, "attn.Q": Q}, tmp_path / "tf.pt")
     assert main(["import-incontexttd", str(tmp_path / "tf.pt"), "--out", str(tmp_path / "a")]) == 2  # depth unknown
-    assert main(["import-incontexttd", str(tmp_path / "tf.pt"), "--n-layers", "4", "--out", str(tmp_path / "a")]) == 0
+    given = ["--gamma", "0.9", "--activation", "identity"]
+    assert main(["import-incontexttd", str(tmp_path / "tf.pt"), "--n-layers", "4", "--out", str(tmp_path / "a")]) == 2
+    assert main(["import-incontexttd", str(tmp_path / "tf.pt"), "--n-layers", "4", "--gamma", "0.9",
+                 "--out", str(tmp_path / "a")]) == 2  # the activation is not in the file either: never guessed
+    assert main(["import-incontexttd", str(tmp_path / "tf.pt"), "--n-layers", "4", *given, "--out", str(tmp_path / "a")]) == 0
     model = load_checkpoint(tmp_path / "a").model
     assert model.cfg.tied and model.cfg.n_layers == 4 and torch.equal(model.blocks[3].attn.Q, Q)
     layers = {f"layers.{i}.{w}": torch.randn(2 * D + 1, 2 * D + 1, generator=gen) for i in range(2) for w in "PQ"}
     torch.save(layers, tmp_path / "seq.pt")
-    assert main(["import-incontexttd", str(tmp_path / "seq.pt"), "--out", str(tmp_path / "s")]) == 0
+    assert main(["import-incontexttd", str(tmp_path / "seq.pt"), *given, "--out", str(tmp_path / "s")]) == 0
     model = load_checkpoint(tmp_path / "s").model
     assert not model.cfg.tied and torch.equal(model.blocks[1].attn.P, layers["layers.1.P"])
 
@@ -304,3 +308,37 @@ def test_transformer_lens_reads_the_shipped_linear_model():
     parts, labels = cache.decompose_resid(return_labels=True)
     assert labels == ["embed", "0_attn_out", "1_attn_out", "2_attn_out"]
     assert torch.allclose(parts.sum(0), cache["blocks.2.hook_resid_post"], atol=1e-12, rtol=0)
+
+
+def test_the_runs_own_tasks_are_carried_into_the_import(tmp_path):
+    """s, n and mrp_class of params.json become the checkpoint's task distribution; what cannot be carried is
+    refused by name."""
+    import json
+
+    from analyses.reports.write import resolve
+    from ictd_interp.cli import main
+    from ictd_interp.io.incontexttd import InContextTDError, read_incontexttd
+
+    write_incontexttd_log(tmp_path / "loop")
+    params = json.loads((tmp_path / "loop" / "params.json").read_text())
+    (tmp_path / "loop" / "params.json").write_text(json.dumps({**params, "s": 6, "n": 12, "mrp_class": "loop"}))
+    assert main(["import-incontexttd", str(tmp_path / "loop"), "--out", str(tmp_path / "o")]) == 0
+    _, config, _ = resolve(tmp_path / "o")
+    assert (config.tasks.n_states, config.tasks.context_len, config.tasks.family) == (6, 12, "loop")
+    for extra, word in (({"sample_weight": True}, "sample_weight"), ({"mrp_class": "cartpole"}, "cartpole")):
+        (tmp_path / "loop" / "params.json").write_text(json.dumps({**params, **extra}))
+        with pytest.raises(InContextTDError, match=word):
+            read_incontexttd(tmp_path / "loop")
+
+
+def test_a_pickled_module_is_told_to_save_its_state_dict(tmp_path):
+    from ictd_interp.io.incontexttd import InContextTDError, read_incontexttd
+
+    torch.save(torch.nn.Linear(3, 3), tmp_path / "whole.pt")
+    with pytest.raises(InContextTDError, match=r"state_dict\(\)") as err:
+        read_incontexttd(tmp_path / "whole.pt", n_layers=2, gamma=0.9, activation="identity")
+    assert "\x1b[" not in str(err.value)
+    write_incontexttd_log(tmp_path / "tanh", activation="tanh")
+    with pytest.raises(InContextTDError, match="implements") as err:
+        read_incontexttd(tmp_path / "tanh")
+    assert "softmax" not in str(err.value).split("supported:")[1]

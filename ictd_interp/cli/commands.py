@@ -162,7 +162,7 @@ def import_incontexttd(args: argparse.Namespace) -> int:
     for i in chosen:
         model.load_state_dict(run.weights[i])
         folder = out / f"step-{run.steps[i]:06d}" if args.all_steps else out
-        save_checkpoint(model, folder, imported_from=run.source, logged_step=run.steps[i])
+        save_checkpoint(model, folder, imported_from=run.source, logged_step=run.steps[i], task=run.task)
     write_request(out, request)  # a checkpoint written into --out itself replaced the folder
     where = f"{len(chosen)} checkpoints in {out}/step-*" if args.all_steps else f"the checkpoint of logged step {run.steps[-1]} in {out}"
     print(f"{args.path}: {run.source['mode']} model, d={run.config.d_features}, L={run.config.n_layers}, "

@@ -26,10 +26,10 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
-from ictd_interp.config.fields import LINEAR_ACTIVATIONS
 from ictd_interp.config.linear import LinearICTDConfig
 
 LOG, PARAMS = "data.npz", "params.json"
+ANSI = re.compile(r"\x1b\[[0-9;]*m")  # terminal colour codes in torch's messages
 ACTIVATION_NAMES = {"identity": "identity", "relu": "relu"}  # theirs -> ours; the others are not column-wise
 
 
@@ -45,6 +45,7 @@ class ImportedRun:
     steps: list[int]
     weights: list[dict[str, torch.Tensor]]
     source: dict[str, Any]  # the files read and the predecessor's own settings
+    task: dict[str, Any]  # the run's task distribution as flat settings (n_states, context_len, family, gamma)
 
 
 def read_incontexttd(path: Path | str, n_layers: Optional[int] = None, gamma: Optional[float] = None,
@@ -66,7 +67,32 @@ def read_incontexttd(path: Path | str, n_layers: Optional[int] = None, gamma: Op
                               tied=settings["tied"], activation=settings["activation"], dtype="float32")
     weights = [_our_names(P, Q, config) for P, Q in stack]
     source = {"file": str(log), "params": params, "mode": "auto" if config.tied else "sequential"}
-    return ImportedRun(config, steps, weights, source)
+    return ImportedRun(config, steps, weights, source, _task_settings(params_file, params, config))
+
+
+MRP_CLASSES = {"boyan": "boyan", "boyanchain": "boyan", "loop": "loop"}  # theirs (lower case) -> our family
+
+
+def _task_settings(path: Path, params: dict[str, Any], config: LinearICTDConfig) -> dict[str, Any]:
+    """The run's own tasks (``s`` states, ``n`` context, its MRP class) for everything analysed on it; a
+    setting this project cannot draw is refused by name rather than replaced by a default."""
+    task: dict[str, Any] = {"gamma": config.gamma, "d_features": config.d_features}
+    if "s" in params:
+        task["n_states"] = int(params["s"])
+    if "n" in params:
+        task["context_len"] = int(params["n"])
+    mrp = params.get("mrp_class")
+    if mrp is not None:
+        family = MRP_CLASSES.get(str(mrp).lower().replace("_", ""))
+        if family is None:
+            raise InContextTDError(f"{path}: mrp_class {mrp!r} has no counterpart here (known: boyan, loop); its "
+                                   "tasks cannot be carried, so the run would be analysed on tasks it never saw")
+        task["family"] = family
+    if params.get("sample_weight"):
+        raise InContextTDError(f"{path}: sample_weight = true (rewards made representable by a random weight "
+                               "vector) cannot be carried: this project's task distributions draw rewards "
+                               "U(-1, 1); the run would be analysed on tasks it never saw")
+    return task
 
 
 def _read_params(path: Path) -> dict[str, Any]:
@@ -104,7 +130,11 @@ def _read_state_dict(path: Path, params: dict[str, Any], n_layers: Optional[int]
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 (torch raises many kinds; all mean the same here)
-        raise InContextTDError(f"{path}: not a torch.save'd state dict ({str(err).splitlines()[0]})") from None
+        first = ANSI.sub("", str(err).splitlines()[0] if str(err) else type(err).__name__)
+        if "Unsupported global" in str(err):  # a whole pickled module, refused by weights_only
+            raise InContextTDError(f"{path}: a pickled Python object, not a state dict; save the model with "
+                                   "torch.save(model.state_dict(), PATH)") from None
+        raise InContextTDError(f"{path}: not a torch.save'd state dict ({first})") from None
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise InContextTDError(f"{path}: expected a state dict (names -> tensors) of InContextTD's Transformer")
     if set(state) == {"attn.P", "attn.Q"}:
@@ -136,12 +166,16 @@ def _settings(path: Path, params: dict[str, Any], stack, n_layers, gamma, activa
     if out["n_layers"] is None:
         raise InContextTDError(f"{path}: an 'auto' (tied) model's depth is not in the file and there is no "
                                f"params.json beside it; give --n-layers")
-    out["gamma"] = 0.9 if out["gamma"] is None else out["gamma"]  # the predecessor's default
-    act = out["activation"] or "identity"
+    for key, flag in (("gamma", "--gamma"), ("activation", "--activation")):
+        if out[key] is None:
+            raise InContextTDError(f"{path}: the run's {key} is not in the file and there is no params.json beside "
+                                   f"it; give {flag} (a wrong {key} would import a model that predicts wrongly)")
+    act = out["activation"]
     if act not in ACTIVATION_NAMES:
-        raise InContextTDError(f"{path}: activation {act!r} is not supported: {LINEAR_ACTIVATIONS} act on each "
-                               f"score alone; InContextTD's softmax normalises across query columns, so values at "
-                               f"several states would need one prompt each")
+        why = ("InContextTD's softmax normalises across query columns, so values at several states would need one "
+               "prompt each" if act == "softmax" else
+               f"this project's linear model implements {sorted(ACTIVATION_NAMES)} only")
+        raise InContextTDError(f"{path}: activation {act!r} is not supported: {why}")
     out["activation"], out["tied"] = ACTIVATION_NAMES[act], tied
     return out
 
