@@ -342,3 +342,23 @@ def test_a_pickled_module_is_told_to_save_its_state_dict(tmp_path):
     with pytest.raises(InContextTDError, match="implements") as err:
         read_incontexttd(tmp_path / "tanh")
     assert "softmax" not in str(err.value).split("supported:")[1]
+
+
+def test_readings_of_a_linear_layer_do_not_depend_on_its_sign_convention():
+    """(P, Q) -> (-P, -Q) leaves an identity-activation layer unchanged: its kernel correlation and TD(0)
+    cosines must not move; a ReLU layer is changed by the flip and read as it is."""
+    from analyses.metrics.heads import head_kernels
+    from analyses.metrics.linear_family import identify
+    from ictd_interp.models.linear_construction import linear_model, td0
+
+    model = linear_model([td0(D)] * 2, gamma=GAMMA)
+    flipped = linear_model([td0(D)] * 2, gamma=GAMMA)
+    with torch.no_grad():
+        for a in flipped.unique_attention():
+            a.P.neg_(), a.Q.neg_()
+    tasks = make_tasks(n_tasks=8, n_states=6, d=D, n=N)
+    with torch.no_grad():
+        assert torch.allclose(model(tasks.prompt.double()), flipped(tasks.prompt.double()), atol=1e-12)
+    same = [r["td_kernel_correlation"] for r in head_kernels(model, tasks)]
+    assert same == pytest.approx([r["td_kernel_correlation"] for r in head_kernels(flipped, tasks)], abs=1e-12)
+    assert identify(model)[0]["cos_P_td0"] == pytest.approx(identify(flipped)[0]["cos_P_td0"], abs=1e-12)

@@ -63,13 +63,16 @@ def correlation(a: Tensor, b: Tensor) -> float:
 @torch.no_grad()
 def head_kernels(model: ICTDModel, tasks: TaskBatch) -> list[dict]:
     """Per layer and head: correlation with the softmax-TD kernel (θ*'s) and with the tabular
-    same-state kernel, and kernel diagonality."""
+    same-state kernel, and kernel diagonality. A model whose layer is unchanged by a sign flip of its
+    pattern (the linear model with the identity activation) is read through ``pattern_sign``, so the
+    correlations do not depend on which of the two equal weightings training reached."""
     device = model.device
     _, cache = model.run_with_cache(tasks.prompt.to(device), names_filter=ends_with("hook_pattern"))
     reference, tabular, n_states = td_kernel(tasks), tabular_kernel(tasks), tasks.mrp.n_states
     rows = []
     for layer in range(model.cfg.n_layers):
-        pattern = query_rows(cache["pattern", layer], tasks.states.shape[1]).double().cpu()
+        sign = model.pattern_sign(layer) if hasattr(model, "pattern_sign") else 1.0
+        pattern = sign * query_rows(cache["pattern", layer], tasks.states.shape[1]).double().cpu()
         for head in range(pattern.shape[1]):
             rows.append({"layer": layer, "head": head,
                          "td_kernel_correlation": correlation(pattern[:, head, :, :-1], reference),

@@ -25,13 +25,14 @@ from ictd_interp.tasks.sampling import TaskBatch
 IN_FAMILY = 0.9  # a layer is in the family when the fit explains at least this share of both P and Q
 
 
-def identify_layer(P: Tensor, Q: Tensor, d: int, gamma: float) -> dict[str, Any]:
+def identify_layer(P: Tensor, Q: Tensor, d: int, gamma: float, symmetric: bool = True) -> dict[str, Any]:
     """The family member closest to one layer's ``(P, Q)`` (least squares on each block, ``C`` from
-    ``Q``'s top-left block), with the share of each matrix it explains and the cosines with TD(0)'s. The
-    layer is unchanged by ``(P, Q) -> (-P, -Q)``; the cosines are taken on the sign that makes ``P``'s
-    last entry non-negative (the family member itself does not depend on it)."""
+    ``Q``'s top-left block), with the share of each matrix it explains and the cosines with TD(0)'s. With the
+    identity activation (``symmetric``) the layer is unchanged by ``(P, Q) -> (-P, -Q)``, and the cosines are
+    taken on the sign that makes ``P``'s last entry non-negative (a reading of what the layer computes); with
+    ReLU a flip changes the layer, so the weights are read as they are."""
     P, Q = P.double(), Q.double()
-    reference, sign = td0(d), (1.0 if P[-1, -1] >= 0 else -1.0)
+    reference, sign = td0(d), (1.0 if P[-1, -1] >= 0 or not symmetric else -1.0)
     B11, B12, B21 = Q[:d, :d], Q[:d, d : 2 * d], Q[d : 2 * d, :d]
     energy = float(B11.pow(2).sum())
     kappa = float(-(B12 * B11).sum() / energy) if energy > 0 else float("nan")
@@ -67,7 +68,8 @@ def _explained(W: Tensor, fit: Tensor) -> float:
 def identify(model: HookedLinearICTD) -> list[dict[str, Any]]:
     """``identify_layer`` for every layer (one row for tied weights, said so by ``layer``)."""
     cfg = model.cfg
-    return [{"layer": l, **identify_layer(a.P.detach(), a.Q.detach(), cfg.d_features, cfg.gamma)}
+    return [{"layer": l, **identify_layer(a.P.detach(), a.Q.detach(), cfg.d_features, cfg.gamma,
+                                          cfg.activation == "identity")}
             for l, a in enumerate(model.unique_attention())]
 
 

@@ -186,6 +186,15 @@ class HookedLinearICTD(TransformerLensSurface, HookedRootModule):
         """The layers run to another depth (the last one repeats beyond ``n_layers``)."""
         return self._run(self.check_prompt(prompt), self.blocks_to(depth), None, "values")
 
+    def pattern_sign(self, layer: int) -> float:
+        """The sign that makes a reading of layer ``layer``'s pattern a function of what it computes: with the
+        identity activation ``(P, Q) -> (-P, -Q)`` flips the pattern and leaves the layer unchanged, so the
+        pattern is read times ``sign(P[-1, -1])``; with ReLU a flip changes the layer (``+1``)."""
+        if self.cfg.activation != "identity":
+            return 1.0
+        attn = self.unique_attention()[0 if self.cfg.tied else layer]
+        return 1.0 if float(attn.P[-1, -1]) >= 0 else -1.0
+
     def residual_position_labels(self, n_prompt: int) -> list[str]:
         """The ``n`` context columns, then one query column per state ``S_0 .. S_n`` (module docstring)."""
         n = n_prompt - 1
