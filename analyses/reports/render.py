@@ -38,16 +38,20 @@ def algorithm_sentences(alg: Algorithm, base: Baselines, gamma: float) -> list[s
     if alg.exact_read_unavailable:
         lines.append(f"- Its layers are not a fixed linear map of the values ({alg.exact_read_unavailable}): "
                      "the TD coefficients below are a least-squares fit in function space.")
-    lines.append(f"- **Iterated beyond its trained depth** the learned layer {ext.verdict} (rule: from the "
-                 f"{ext.verdict_from}; ρ(T) < 1 on every task). MSVE {ext.model[-1]:.3g} at depth {ext.depths[-1]}, "
+    lines.append(f"- **Iterated beyond its trained depth** the learned layer {ext.verdict} (decided from the "
+                 f"{ext.verdict_from}; the rule: it converges when iterated iff the map's radius is below 1 on every "
+                 f"task, diverges iff above 1 on every task). MSVE {ext.model[-1]:.3g} at depth {ext.depths[-1]}, "
                  f"the depth the spectrum needs to show (θ* {ext.theta_star[-1]:.3g}).")
     if not ext.converges:
         lines.append("  The learned update is a finite-depth estimator, not a convergent TD algorithm: running it "
                      "longer makes it worse, whatever its weight cosine with θ* says.")
     star = alg.theta_star_map
     if star:
-        lines.append(f"- θ*'s map on the same tasks {star['verdict']} (ρ(T) {star['spectral_radius_mean']:.3f} on average)"
-                     + (f"; its fixed point is {star['fixed_point_error']:.3f} from v_π (sup norm, mean over tasks)."
+        neutral = star.get("neutral_tasks")
+        lines.append(f"- θ*'s map on the same tasks {star['verdict']} (radius {star['spectral_radius_mean']:.3f} on "
+                     "average" + (f"; on {neutral} tasks a state that is never a source adds the neutral eigenvalue "
+                                  "1, a direction the layer never moves" if neutral else "") + ")"
+                     + (f"; its depth limit is {star['fixed_point_error']:.3f} from v_π (sup norm, mean over tasks)."
                         if star["fixed_point_error"] is not None else "."))
     for row in alg.layers:
         lines.append("- " + layer_sentence(row, gamma))

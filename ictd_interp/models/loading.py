@@ -22,7 +22,8 @@ def load_checkpoint(path: PathLike, device: str = "cpu") -> Checkpoint:
     as ``(model, metadata)``."""
     from ictd_interp.io.pretrained import resolve
 
-    stored = read_checkpoint(resolve(path))
+    as_path = Path(path)
+    stored = read_checkpoint(as_path if as_path.exists() or len(as_path.parts) > 1 else resolve(path))
     return Checkpoint(model_from(stored).to(device), stored.header.get("metadata", {}))
 
 
