@@ -105,3 +105,12 @@ def test_t_interval_covers_the_mean_of_normal_data(n_seeds):
     boot_cover = np.mean([np.percentile(row[boot].mean(1), 2.5) <= 3.0 <= np.percentile(row[boot].mean(1), 97.5)
                           for row in samples[:2000]])
     assert boot_cover < 0.9  # the interval this replaces was too narrow
+
+
+def test_tabular_td_on_states_equals_the_positional_solve():
+    from analyses.metrics.baselines import tabular_td, tabular_td_states
+    from tests.conftest import make_tasks
+
+    tasks = make_tasks(n_tasks=32, n_states=8, n=15, seed=3)
+    assert ((tasks.states[:, :-1] == tasks.states[:, -1:]).any(1)).float().mean() < 1  # unvisited queries present
+    assert (tabular_td_states(tasks, 0.9) - tabular_td(tasks, 0.9)).abs().max() < 1e-12

@@ -11,7 +11,7 @@ import numpy as np
 
 from analyses.claims.budget import Budget
 from analyses.claims.claim import FAILS, HOLDS, Claim, conditional
-from analyses.metrics.baselines import tabular_td
+from analyses.metrics.baselines import tabular_td_states
 from analyses.metrics.depth_limit import limit_spectrum
 from analyses.metrics.diagonality import model_margin
 from analyses.metrics.intervals import proportion_interval, t_interval
@@ -111,7 +111,7 @@ def _limit_rows(kind: str, scale: float, budget: Budget) -> dict:
         values, spectrum = limit_spectrum(star, prefix)
         errors = (values - prefix.v_true.double()).abs().amax(1)
         source = (prefix.states[:, :-1] == prefix.states[:, -1:]).any(1)
-        gap = (values - tabular_td(prefix, GAMMA)).abs().amax(1)[source]
+        gap = (values - tabular_td_states(prefix, GAMMA)).abs().amax(1)[source]
         out["radius"].append(spectrum.radius)
         out["neutral"].append(spectrum.neutral)
         out["floor"].append([float(e) if math.isfinite(e) else None for e in errors.tolist()])
@@ -179,7 +179,7 @@ def theorem2(budget: Budget) -> list[Claim]:
     sources = sum(sum(d["query_source"]) for d in data.values())
     contexts = len(data) * len(lengths) * budget.limit_tasks
     floor_numbers.append(
-        f"θ*'s depth limit equals the tabular TD fixed point of the context (`baselines.tabular_td`) to {max(gaps):.1e} "
+        f"θ*'s depth limit equals the tabular TD fixed point of the context (`baselines.tabular_td`, solved on the states) to {max(gaps):.1e} "
         f"on the {sources} of {contexts} contexts whose query state is a source, at every feature kind and scale: the "
         "floor is tabular estimation error; the kernel and C set only the rate. On the other contexts the query "
         "state's value is free in the tabular equations and θ*'s kernel picks it.")

@@ -100,6 +100,23 @@ def tabular_td(tasks: TaskBatch, gamma: float) -> Float[Tensor, "batch pos"]:
     return torch.linalg.solve(system, rhs.unsqueeze(-1)).squeeze(-1)
 
 
+def tabular_td_states(tasks: TaskBatch, gamma: float) -> Float[Tensor, "batch pos"]:
+    """``tabular_td`` solved on the ``s`` states instead of the ``n + 1`` positions (the same equations: one
+    value per state), so it costs ``s^3`` per task at any context length: ``v(s) - gamma sum_s' N[s, s'] v(s') /
+    c(s) = r(s)`` on the source states, the constant elsewhere."""
+    from ictd_interp.models.state_space import transition_counts
+
+    N = transition_counts(tasks.states, tasks.mrp.n_states)  # [batch, state, next]
+    c = N.sum(-1)
+    source = c > 0
+    eye = torch.eye(N.shape[-1], dtype=torch.float64).expand_as(N)
+    system = torch.where(source[..., None], eye - gamma * N / c.clamp_min(1)[..., None], eye)
+    level = constant(tasks, gamma)[:, :1]
+    rhs = torch.where(source, tasks.mrp.r.double(), level)
+    values = torch.linalg.solve(system, rhs.unsqueeze(-1)).squeeze(-1)
+    return torch.gather(values, 1, tasks.states)
+
+
 def lstd(tasks: TaskBatch, gamma: float) -> Float[Tensor, "batch pos"]:
     x = tasks.x.double()
     src, nxt = x[:, :-1], x[:, 1:]
