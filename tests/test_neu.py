@@ -79,3 +79,11 @@ def test_per_task_updates_refuse_a_short_trajectory_and_a_per_layer_model_at_ano
         per_task_updates(zero_model(make_cfg(tied=True)), tasks, 8, 2)
     with pytest.raises(ValueError, match="own depth"):
         per_task_updates(zero_model(make_cfg(n_layers=2)), sample_from(DIST, 2, seed=0, length=12), 8, 3)
+
+
+def test_a_diverging_model_is_not_finite_and_ranks_above_a_finite_one():
+    u = np.random.default_rng(3).normal(size=(128, 4))
+    huge = u.copy()
+    huge[5] = 1e200  # finite, but its square is not
+    assert neu_interval(huge)["n_nonfinite"] == 1
+    assert difference_interval(u, huge)["verdict"] == "lower" and difference_interval(huge, u)["verdict"] == "higher"

@@ -107,9 +107,19 @@ def jackknife(per_group: list[np.ndarray], stat, level: float = 0.95) -> dict:
     return {"estimate": full, "lo": full - half, "hi": full + half, "half_width": half}
 
 
+OVERFLOW = 1e150  # a per-task update this large squares past float64: the model's values diverge
+
+
+def _diverged(u: np.ndarray) -> np.ndarray:
+    """Tasks whose update is not finite or too large to square in float64."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        return ~np.isfinite(u).all(1) | (np.abs(u).max(1) > OVERFLOW)
+
+
 def neu_interval(u: np.ndarray, groups: int = GROUPS) -> dict:
-    """The U-statistic of per-task updates ``u [task, parameter]`` with its jackknife interval."""
-    n_bad = int((~np.isfinite(u)).any(1).sum())
+    """The U-statistic of per-task updates ``u [task, parameter]`` with its jackknife interval; tasks whose
+    update diverges (``_diverged``) make the cell not finite, counted."""
+    n_bad = int(_diverged(u).sum())
     if n_bad:
         nan = float("nan")
         return {"estimate": nan, "lo": nan, "hi": nan, "half_width": nan, "n_tasks": len(u), "n_nonfinite": n_bad}
@@ -120,14 +130,13 @@ def neu_interval(u: np.ndarray, groups: int = GROUPS) -> dict:
 def difference_interval(u: np.ndarray, u_other: np.ndarray, groups: int = GROUPS) -> dict:
     """``NEU(u) - NEU(u_other)`` on the same tasks, paired by task, with its jackknife interval and verdict
     (``lower`` / ``higher`` when the interval excludes 0, else ``undecided`` with ``tasks_needed``)."""
-    both = np.concatenate([u, u_other], axis=1)
-    if not np.isfinite(both).all():
-        a_bad, b_bad = not np.isfinite(u).all(), not np.isfinite(u_other).all()
+    a_bad, b_bad = bool(_diverged(u).any()), bool(_diverged(u_other).any())
+    if a_bad or b_bad:
         verdict = "lower" if b_bad and not a_bad else "higher" if a_bad and not b_bad else "undecided"
         nan = float("nan")
         return {"estimate": nan, "lo": nan, "hi": nan, "half_width": nan, "verdict": verdict, "tasks_needed": None,
                 "note": "not finite: " + ("the other model's values diverge" if b_bad else "this model's values diverge")}
-    k = u.shape[1]
+    k, both = u.shape[1], np.concatenate([u, u_other], axis=1)
     out = jackknife(np.array_split(both, groups), lambda x: _u_stat(x[:, :k]) - _u_stat(x[:, k:]))
     verdict = "lower" if out["hi"] < 0 else "higher" if out["lo"] > 0 else "undecided"
     need = tasks_needed(len(u), out["half_width"], abs(out["estimate"])) if verdict == "undecided" else None
