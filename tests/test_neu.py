@@ -84,6 +84,6 @@ def test_per_task_updates_refuse_a_short_trajectory_and_a_per_layer_model_at_ano
 def test_a_diverging_model_is_not_finite_and_ranks_above_a_finite_one():
     u = np.random.default_rng(3).normal(size=(128, 4))
     huge = u.copy()
-    huge[5] = 1e200  # finite, but its square is not
+    huge[5] = 1e200  # finite, but its square is not (and beyond OVERFLOW)
     assert neu_interval(huge)["n_nonfinite"] == 1
     assert difference_interval(u, huge)["verdict"] == "lower" and difference_interval(huge, u)["verdict"] == "higher"

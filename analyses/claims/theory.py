@@ -259,5 +259,7 @@ def theorem3(budget: Budget, model: Optional[HookedICTDTransformer]) -> Claim:
         "largest n lies within ± its estimate at the smallest n) and (2) at the largest (n, L) θ*'s NEU is below the "
         "zero predictor's and the trained model's (paired intervals of the differences exclude 0). Every other cell "
         "says whether θ* is a finite-(n, L) minimiser among the three, is not, or is undecided — with the tasks a "
-        "decision would need (the half-width shrinks at least as 1/√N).",
+        "decision would need (the half-width shrinks at least as 1/√N). A cell whose per-task updates exceed 1e50 "
+        "(the model's values diverge) has no interval and ranks above any finite one. With 30 cells at 95%, about 1.5 "
+        "cells are expected to exclude 0 by chance: a single cell decides nothing alone.",
         verdict, numbers, {"grid": grid, "minimiser": [[r["context_len"], r["depth"]] for r in minimiser]}, "theorem3")

@@ -107,7 +107,9 @@ def jackknife(per_group: list[np.ndarray], stat, level: float = 0.95) -> dict:
     return {"estimate": full, "lo": full - half, "hi": full + half, "half_width": half}
 
 
-OVERFLOW = 1e150  # a per-task update this large squares past float64: the model's values diverge
+# A per-task update this large means the model's values diverge (its NEU is beyond 1e100): sums of squares over
+# 16k tasks and the jackknife's squared deviations would pass float64's range, so no interval is attempted.
+OVERFLOW = 1e50
 
 
 def _diverged(u: np.ndarray) -> np.ndarray:
