@@ -1,6 +1,5 @@
 """A probe on a rank-deficient float32 site reads the site's real directions, not its rounding noise."""
 
-import numpy as np
 import torch
 
 from analyses.metrics.site_probes import fit_probes

@@ -12,7 +12,7 @@ import numpy as np
 from analyses.claims.budget import Budget
 from analyses.claims.claim import FAILS, HOLDS, Claim, conditional
 from analyses.metrics.baselines import tabular_td_states
-from analyses.metrics.depth_limit import limit_spectrum
+from analyses.metrics.depth_limit import NEUTRAL_TOL, limit_spectrum
 from analyses.metrics.diagonality import model_margin
 from analyses.metrics.intervals import proportion_interval, t_interval
 from analyses.metrics.neu import fmt_difference, fmt_neu, neu_grid
@@ -170,7 +170,8 @@ def theorem2(budget: Budget) -> list[Claim]:
         diverged = [int(np.isnan(row).sum()) for row in floors]
         floor_numbers.append(
             f"{kind} ×{scale:g}: sup error of θ*'s depth limit " + ", ".join(
-                f"{np.nanmean(floors[i]):.3f} (n = {int(n)}" + (f", {diverged[i]} tasks diverge" if diverged[i] else "")
+                f"{np.nanmean(floors[i]):.3f} (n = {int(n)}" + (f", {diverged[i]} of {floors.shape[1]} tasks without a "
+                                                                  f"limit: radius ≥ 1 − {NEUTRAL_TOL:g}" if diverged[i] else "")
                 + ")" for i, n in enumerate(lengths))
             + (f"; slope of log error vs log n {slope.text('.2f')} over {slope.n} tasks"
                + (" (contains −1/2: ≈ 1/√n)" if slope.lo <= -0.5 <= slope.hi else "") if slope else
