@@ -40,14 +40,17 @@ def _assumption51(data: dict[str, Any]) -> Figure:
 
 
 def _theorem2_floor(data: dict[str, Any]) -> Figure:
-    fig, ax = _axes((7, 3.8))
+    fig, ax = _axes((7.5, 4.0))
     lengths = np.asarray(data["lengths"], dtype=float)
-    for row in data["settings"]:
-        ax.plot(lengths, row["floor_mean"], marker="o", label=f"{row['kind']} ×{row['scale']:g}")
+    styles = [("o", "-"), ("s", "--"), ("^", "-."), ("x", ":")]
+    for row, (marker, ls) in zip(data["settings"], styles * len(data["settings"])):
+        ax.plot(lengths, row["floor_mean"], marker=marker, ls=ls, mfc="none", label=f"{row['kind']} ×{row['scale']:g}")
     first = data["settings"][0]["floor_mean"][0]
     ax.plot(lengths, first * np.sqrt(lengths[0] / lengths), color="grey", ls=":", label="∝ 1/√n")
-    ax.set(title="Theorem 2: θ*'s limit (fixed point) against context length", xlabel="context length n",
-           ylabel="sup error of the fixed point", xscale="log", yscale="log")
+    ax.set(title="Theorem 2: θ*'s depth limit against context length\n(curves of one feature kind nearly coincide: "
+                 "the limit is the tabular TD fixed point at any scale)",
+           xlabel="context length n", ylabel="sup error of θ*'s depth limit", xscale="log", yscale="log")
+    ax.title.set_fontsize(10)
     log_axis(ax.xaxis)
     log_axis(ax.yaxis)
     legend_outside(ax, title="features (mean over tasks)")

@@ -27,7 +27,7 @@ _EXPORTS = {
     "layer_signature": "heads", "probed_layer_signatures": "heads", "probed_signatures": "heads",
     "identify_layer": "algorithm_id", "identify_layer_tabular": "algorithm_id", "condition_number": "algorithm_id",
     "identify_layers": "algorithm_id", "identify_from_values": "algorithm_id",
-    "exact_read_unavailable": "algorithm_id", "read_layer": "algorithm_id", "iteration_map": "algorithm_id",
+    "read_layer": "algorithm_id", "iteration_map": "algorithm_id",
     "state_map": "algorithm_id", "spectral_verdict": "algorithm_id", "spectral_depth": "algorithm_id",
     "depths_up_to": "algorithm_id", "layer_at_depth": "algorithm_id", "depth_extrapolation": "algorithm_id",
     "msve_at_depths": "algorithm_id", "msve_at_depth": "algorithm_id", "extrapolation_verdict": "algorithm_id",

@@ -41,6 +41,7 @@ from analyses.metrics.intervals import t_interval
 from analyses.metrics.site_probes import residual_stack
 from ictd_interp.models import HookedICTDTransformer
 from ictd_interp.models.architectures import ICTDModel, is_stylised
+from ictd_interp.models.state_space import state_space_unavailable
 from ictd_interp.training.evaluation import msve, value_msve
 from ictd_interp.tasks.sampling import TaskBatch
 from ictd_interp.config.fields import check_choice
@@ -164,17 +165,6 @@ def identify_from_values(values: Tensor, tasks: TaskBatch, kernel: str = "softma
             for layer in range(values.shape[0] - 1)]
 
 
-def exact_read_unavailable(cfg) -> Optional[str]:
-    """Why a stylised model's layers cannot be read off its weights as a fixed linear map (None: they can)."""
-    if cfg.form != "tsm":
-        return "dual-head form: its target row is a second state variable written by a learned head"
-    if cfg.attention != "softmax":
-        return "linear attention: the kernel is no softmax"
-    if cfg.mask != "paper":
-        return "full mask: A reads the value rows (the kernel changes with the values) and V writes every row"
-    return None
-
-
 @torch.no_grad()
 def read_layer(model: HookedICTDTransformer, layer: int) -> dict:
     """The TD-family parameters of a stylised layer, read exactly from its weights (module docstring)."""
@@ -199,7 +189,7 @@ def iteration_map(model: HookedICTDTransformer, tasks: TaskBatch, layer: int, re
     from ``v_pi``. A stylised layer the state-space forward covers (TSM, paper mask, softmax) is read from its
     weights (``depth_limit``: the radius of the part that moves, the neutral eigenvalue 1 of a state never a
     source reported apart, no singular solve); any other from its pattern and ``read``'s coefficients."""
-    if is_stylised(model) and exact_read_unavailable(model.cfg) is None:
+    if is_stylised(model) and state_space_unavailable(model.cfg) is None:
         return _weights_map(model, tasks, layer)
     _, cache = model.run_with_cache(tasks.prompt.to(model.device), names_filter=get_act_name("pattern", layer))
     pattern = cache["pattern", layer][:, 0].double().cpu()

@@ -14,7 +14,7 @@ import torch
 
 from analyses.metrics import baselines
 from analyses.metrics.algorithm_id import (
-    depth_extrapolation, depths_up_to, exact_read_unavailable, identify_layers, iteration_map, read_layer,
+    depth_extrapolation, depths_up_to, identify_layers, iteration_map, read_layer,
     spectral_depth,
 )
 from analyses.metrics.convergence import CONTEXT_LENGTHS, errors_by_context, errors_by_depth, fit_geometric
@@ -91,7 +91,7 @@ def algorithm_answers(model: HookedICTDTransformer, star: HookedICTDTransformer,
     """Which algorithm each layer runs (read from the weights where the layer is a fixed linear map,
     fitted otherwise), what iterating the last layer does (from the spectrum of its map), the error
     curve run as deep as that spectrum needs, and theta*'s own map and fixed point on the same tasks."""
-    reason = exact_read_unavailable(model.cfg)
+    reason = state_space_unavailable(model.cfg)
     last = model.cfg.n_layers - 1
     if reason is None:
         layers = [read_layer(model, layer) for layer in range(model.cfg.n_layers)]

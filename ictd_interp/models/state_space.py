@@ -31,13 +31,14 @@ from ictd_interp.config.model import ICTDConfig
 
 
 def state_space_unavailable(cfg: ICTDConfig) -> Optional[str]:
-    """Why the state-space forward does not apply to ``cfg`` (None: it does)."""
+    """Why a stylised layer is not a fixed linear map of the state values, so that neither this forward nor
+    an exact read of its TD coefficients from the weights applies (None: both do)."""
     if cfg.form != "tsm":
         return "dual-head form: its target row is a second state variable written by a learned head"
     if cfg.attention != "softmax":
-        return "linear attention: its kernel is not normalised over the sources"
+        return "linear attention: the kernel is no softmax"
     if cfg.mask != "paper":
-        return "full mask: the scores read the value rows, so they change with the values"
+        return "full mask: A reads the value rows (the kernel changes with the values) and V writes every row"
     return None
 
 
