@@ -223,6 +223,18 @@ def _limit_rule(grid: dict) -> tuple[bool, list[str]]:
     return falls and below_zero and below_model, lines
 
 
+def _not_minimiser(rows: list[dict], beaten: list[dict]) -> str:
+    """``; not a minimiser at L ≤ L*`` for the largest L* up to which θ* is beaten at every n measured."""
+    lengths, depths = sorted({r["context_len"] for r in rows}), sorted({r["depth"] for r in rows})
+    lost = {(r["context_len"], r["depth"]) for r in beaten}
+    shallow = None
+    for L in depths:
+        if not all((n, L) in lost for n in lengths):
+            break
+        shallow = L
+    return f"; not a minimiser at L ≤ {shallow} (at every n measured)" if shallow is not None else ""
+
+
 def theorem3(budget: Budget, model: Optional[HookedICTDTransformer]) -> Claim:
     cfg = ICTDConfig(d_features=4, n_layers=1, tied=model.cfg.tied if model is not None else True, dtype="float64")
     dist = TaskDistribution(d_features=4, gamma=GAMMA)
@@ -243,10 +255,8 @@ def theorem3(budget: Budget, model: Optional[HookedICTDTransformer]) -> Claim:
                         f"{k.replace('theta_star_minus_', 'vs ')} {fmt_difference(r[k])}" for k in
                         ("theta_star_minus_zero", "theta_star_minus_model") if k in r and r[k]["verdict"] == "undecided")
                     + ")" for r in undecided) or "none")]
-    low_depths = sorted({r["depth"] for r in beaten})
-    verdict = ("holds in the limit" + (f"; not a minimiser at L ≤ {max(d for d in low_depths if d <= 3)}"
-                                       if any(d <= 3 for d in low_depths) else "")
-               if holds else "not shown: the limit rule is not met on this grid")
+    verdict = ("holds in the limit" + _not_minimiser(rows, beaten) if holds
+               else "not shown: the limit rule is not met on this grid")
     name = budget.neu_model if model is not None else "none"
     return Claim(
         "theorem3", "Theorem 3: θ* minimises the norm of the expected update (NEU) in the limit of long contexts "
