@@ -189,12 +189,12 @@ def zero_predictor_g(tasks: TaskBatch, context_len: int, n_windows: int = N_WIND
     ahead = [r]  # P^k r
     for _ in range(n):
         ahead.append(einsum(P, ahead[-1], "b s t, b t -> b s"))
+    mus, ahead = torch.stack(mus, 1), torch.stack(ahead[:0:-1], 1)  # [b, k, s]; ahead[:, i] = P^{n-i} r
     total = torch.zeros(len(tasks), tasks.features.shape[-1] + 1, dtype=torch.float64)
-    for t in range(n_windows - 1):
-        for i in range(n):
-            weight = mus[t + i] * ahead[n - i]  # mu_{t+i}(s) (P^{n-i} r)(s)
-            total[:, :-1] += einsum(weight, tasks.features.double(), "b s, b s d -> b d")
-            total[:, -1] += (weight * r).sum(-1)
+    for t in range(n_windows - 1):  # every i < n of window t at once: mu_{t+i}(s) (P^{n-i} r)(s)
+        weight = mus[:, t : t + n] * ahead
+        total[:, :-1] += einsum(weight, tasks.features.double(), "b i s, b s d -> b d")
+        total[:, -1] += einsum(weight, r, "b i s, b s -> b")
     return total / ((n_windows - 1) * n)
 
 
