@@ -47,13 +47,11 @@ def _theorem2_floor(data: dict[str, Any]) -> Figure:
         ax.plot(lengths, row["floor_mean"], marker=marker, ls=ls, mfc="none", label=f"{row['kind']} ×{row['scale']:g}")
     first = data["settings"][0]["floor_mean"][0]
     ax.plot(lengths, first * np.sqrt(lengths[0] / lengths), color="grey", ls=":", label="∝ 1/√n")
-    ax.set(title="Theorem 2: θ*'s depth limit against context length\n(curves of one feature kind nearly coincide: "
-                 "the limit is the tabular TD fixed point at any scale)",
+    ax.set(title="Theorem 2: θ*'s depth limit against context length",
            xlabel="context length n", ylabel="sup error of θ*'s depth limit", xscale="log", yscale="log")
-    ax.title.set_fontsize(10)
     log_axis(ax.xaxis)
     log_axis(ax.yaxis)
-    legend_outside(ax, title="features (mean over tasks)")
+    legend_outside(ax, title="features (mean over tasks);\none kind's scales coincide:\nthe limit is the tabular\nTD fixed point")
     return fig
 
 
