@@ -89,7 +89,7 @@ def test_theta_star_extrapolates_and_converges():
     result = depth_extrapolation(star(), star(), TASKS, factor=8)
     assert result["depths"][-1] == 24 and result["converges"]
     assert all(a > b for a, b in zip(result["model"], result["model"][1:]))  # decreasing
-    assert result["model"] == result["theta_star"]
+    assert result["model"] == result["reference"]
 
 
 def test_verdict_rule_by_hand():

@@ -102,7 +102,8 @@ def test_figures_have_titles_and_labels():
         figures.diagonality_curve([0, 10], [0.3, 0.6], 0.9),
         figures.signature_bars([[1.0, None, None], [0.8, 1.0, -0.6]]),
         figures.cosine_curves([0, 10], [[0.1, 0.2], [0.9, 0.95]], [[0.0, 0.1], [0.8, 0.9]]),
-        figures.error_vs_depth({"theta*": [1.0, 0.5, 0.3]}, {"theta*": 0.6}, 0.95),
+        figures.error_vs_depth({"theta*": [1.0, 0.5, 0.3]}, {"theta*": {"rate": 0.6, "amplitude": 0.7, "floor": 0.3}},
+                               0.95),
         figures.error_vs_context([4, 8], {"theta*": [1.0, 0.5]}),
         figures.predicted_vs_true({"model": np.array([0.1, 0.2])}, np.array([0.1, 0.3])),
         figures.scale_sweep([{"scale": 1.0, "margin_mean": -0.5, "margin_min": -0.6, "error_depth_1": 1.0,
@@ -187,11 +188,28 @@ def test_dynamics_over_checkpoints(tmp_path):
     assert set(probes[0]) >= {"rms_gap_to_theta_star", "sensitivity_cosine", "circuits", "kernel_diagonality_mean"}
 
 
+def test_a_series_keeps_its_colour_across_figures_and_a_quoted_fit_is_drawn():
+    from matplotlib.colors import to_hex
+
+    colour = lambda line: to_hex(line.get_color())  # noqa: E731
+    depth = figures.error_vs_depth({"theta*": [1.0, 0.5, 0.3], "trained model": [0.9, 0.4, 0.2]},
+                                   {"theta*": {"rate": 0.5, "amplitude": 0.8, "floor": 0.2}})
+    star, fit, model = depth.axes[0].get_lines()
+    assert fit.get_ydata().tolist() == pytest.approx([1.0, 0.6, 0.4])  # 0.8 * 0.5**L + 0.2, drawn in θ*'s colour
+    assert colour(fit) == colour(star) and "0.500" in fit.get_label()
+    extrapolation = figures.depth_extrapolation([1, 2], [0.5, 0.4], [0.3, 0.2], 1, "converges")
+    mine, theirs = extrapolation.axes[0].get_lines()[:2]
+    assert (colour(mine), colour(theirs)) == (colour(model), colour(star))  # the same roles, the same colours
+    context = figures.error_vs_context([4, 8], {"trained model": [1.0, 0.5], "theta* (same depth)": [0.9, 0.4]})
+    assert [colour(l) for l in context.axes[0].get_lines()] == [colour(model), colour(star)]
+    assert len({to_hex(c) for c in figures.series_colours(["model, a", "model, b", "theta*", "other"])}) == 4
+
+
 def test_figures_draw_the_numbers_they_are_given():
     from analyses.figures import circuits as circuit_figures
 
     depth = figures.error_vs_depth({"theta*": [1.0, 0.5, 0.3], "trained model": [0.9, 0.4, 0.2]})
-    lines = depth.axes[0].get_lines()
+    lines = depth.axes[0].get_lines()  # no fits given: the two curves only
     assert [list(l.get_ydata()) for l in lines] == [[1.0, 0.5, 0.3], [0.9, 0.4, 0.2]]
     bars = figures.signature_bars([[0.8, 1.0, -0.6]])
     heights = sorted(round(p.get_height(), 6) for p in bars.axes[0].patches)

@@ -118,3 +118,10 @@ def test_against_reports_both_trees_and_the_products_ceiling():
         assert result["train_ceiling"][model] == pytest.approx(old_train / new_products, rel=0.02)
     # the old tree's checkout is gone again
     assert subprocess.run(["git", "worktree", "list"], capture_output=True, text=True, cwd=ROOT).stdout == worktrees
+
+
+def test_the_threads_benchmark_times_one_cell_of_an_architecture():
+    threads = benchmark_module("threads")
+    result = threads.cell("quick", "linear-ictd", 1, 4, 2)  # 4 steps: 3 step-to-step intervals timed
+    assert set(result) == {"steps_per_s", "forward_ms"} and result["steps_per_s"] > 0 and result["forward_ms"] > 0
+    assert set(threads.ARCHITECTURES) == {"stylised tied (quick)", "standard (standard-quick)", "linear (quick, linear-ictd)"}

@@ -130,9 +130,11 @@ def test_a_truncated_training_state_falls_back_to_the_previous_checkpoint(tmp_pa
     shutil.rmtree(tmp_path / "cut" / "final")
     state = tmp_path / "cut" / "checkpoints" / "step_0000004" / "training_state.pt"
     state.write_bytes(state.read_bytes()[:100])
-    with pytest.warns(UserWarning, match="step_0000004: unusable checkpoint"):
+    with pytest.warns(UserWarning, match="step_0000004: unusable checkpoint.*set aside as unusable_step_0000004"):
         resumed = resume(tmp_path / "cut", progress=False)
     assert resumed.step == 4
+    kept = tmp_path / "cut" / "checkpoints" / "unusable_step_0000004" / "training_state.pt"
+    assert len(kept.read_bytes()) == 100  # the cut file is kept as it was, beside the re-written step_0000004
     assert all((a == b).all() for a, b in zip(full.model.parameters(), resumed.model.parameters()))
 
 

@@ -110,9 +110,13 @@ def test_importing_the_package_and_the_model_loads_neither_analyses_nor_hooks():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def test_the_cli_parser_imports_no_torch():
+def test_the_cli_parser_and_the_models_list_import_no_torch():
     code = "import sys, ictd_interp.cli as c; c.build_parser(); assert 'torch' not in sys.modules, 'torch imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
+    code = ("import sys, ictd_interp.cli as c; assert c.main(['models']) == 0; "
+            "assert 'torch' not in sys.modules, 'models imported torch'")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    assert "quick-td-s0" in out and "eval MSVE 0.631" in out
 
 
 def test_analyses_and_hooks_are_type_checked_at_runtime():

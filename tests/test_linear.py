@@ -118,9 +118,10 @@ def write_incontexttd_log(folder, d=D, n=N, layers=3, mode="auto", logged=4, act
     P = rng.normal(size=(logged, stored, 2 * d + 1, 2 * d + 1)).astype(np.float32) * 0.3
     Q = rng.normal(size=(logged, stored, 2 * d + 1, 2 * d + 1)).astype(np.float32) * 0.3
     folder.mkdir(parents=True, exist_ok=True)
-    np.savez(folder / "data.npz", xs=np.arange(1, logged + 1) * 10, alpha=np.ones(logged), P=P, Q=Q,
-             **{"v_tf v_td msve": np.zeros(logged), "implicit_weight_sim": np.zeros(logged),
-                "sensitivity cos sim": np.zeros(logged)})
+    steps = np.arange(1, logged + 1)
+    np.savez(folder / "data.npz", xs=steps * 10, alpha=1 + steps / 100, P=P, Q=Q,
+             **{"v_tf v_td msve": steps / 1000, "implicit_weight_sim": 0.9 + steps / 1000,
+                "sensitivity cos sim": 0.8 + steps / 1000})
     if params:
         (folder / "params.json").write_text(json.dumps({"d": d, "s": 6, "n": n, "l": layers, "gamma": GAMMA,
                                                         "activation": activation, "mode": mode, "lr": 0.001}))
@@ -160,6 +161,7 @@ def test_an_incontexttd_log_imports_to_checkpoints_that_predict_as_its_model(tmp
     model, meta = load_checkpoint(tmp_path / "ck" / "step-000040")
     assert model.cfg.tied == (mode == "auto") and model.cfg.n_layers == 3 and model.cfg.activation == "relu"
     assert meta["logged_step"] == 40 and meta["imported_from"]["mode"] == mode
+    assert meta["their_logged"] == pytest.approx({"alpha": 1.04, "IWS": 0.904, "SS": 0.804, "VD": 0.004})
     model = model.double()
     prompt = trajectories().prompt
     layers = [P[-1][0 if mode == "auto" else l] for l in range(3)], [Q[-1][0 if mode == "auto" else l] for l in range(3)]
@@ -276,6 +278,11 @@ def test_analyze_reports_a_linear_model_in_its_family(tmp_path):
     assert summary.convergence.depth["model"] == pytest.approx(summary.convergence.depth["td0"], rel=1e-5)
     text = (tmp_path / "a" / "summary.md").read_text()
     assert "Layer 0: cos(P, P_TD) = 1.000" in text and "in the family" in text
+    theirs = summary.linear.theirs  # the predecessor's own readings of its own construction
+    assert theirs.IWS.mean == pytest.approx(1.0, abs=1e-5) and theirs.SS.mean == pytest.approx(1.0, abs=1e-5)
+    assert theirs.VD.mean == pytest.approx(0.0, abs=1e-10) and abs(theirs.random_IWS.mean) < 0.3
+    assert theirs.layers[0]["Q_upper_right_trace"] == pytest.approx(4.0) and theirs.alpha_from == "their initial step"
+    assert "puts every layer in the TD family" in text and "| 0 | +1.000 | 0.000 | -4.000 | +4.000 | 0.110 |" in text
     assert {p.stem for p in (tmp_path / "a" / "figures").glob("*.png")} >= {"weights_vs_td0", "error_vs_depth",
                                                                           "depth_extrapolation", "error_vs_context"}
 
@@ -323,8 +330,12 @@ def test_the_runs_own_tasks_are_carried_into_the_import(tmp_path):
     params = json.loads((tmp_path / "loop" / "params.json").read_text())
     (tmp_path / "loop" / "params.json").write_text(json.dumps({**params, "s": 6, "n": 12, "mrp_class": "loop"}))
     assert main(["import-incontexttd", str(tmp_path / "loop"), "--out", str(tmp_path / "o")]) == 0
-    _, config, _ = resolve(tmp_path / "o")
+    config = resolve(tmp_path / "o").config
     assert (config.tasks.n_states, config.tasks.context_len, config.tasks.family) == (6, 12, "loop")
+    assert main(["analyze", str(tmp_path / "o"), "--out", str(tmp_path / "a")]) == 0  # their numbers beside ours
+    text = (tmp_path / "a" / "summary.md").read_text()
+    assert "Their trainer logged at this step, on its one context: alpha 1.040, IWS 0.904, SS 0.804, VD 0.004" in text
+    assert "step α = 1.04, their trainer's fitted step" in text
     for extra, word in (({"sample_weight": True}, "sample_weight"), ({"mrp_class": "cartpole"}, "cartpole")):
         (tmp_path / "loop" / "params.json").write_text(json.dumps({**params, **extra}))
         with pytest.raises(InContextTDError, match=word):
@@ -362,3 +373,21 @@ def test_readings_of_a_linear_layer_do_not_depend_on_its_sign_convention():
     same = [r["td_kernel_correlation"] for r in head_kernels(model, tasks)]
     assert same == pytest.approx([r["td_kernel_correlation"] for r in head_kernels(flipped, tasks)], abs=1e-12)
     assert identify(model)[0]["cos_P_td0"] == pytest.approx(identify(flipped)[0]["cos_P_td0"], abs=1e-12)
+
+
+def test_a_near_untrained_layer_is_neutral_within_the_stated_tolerance_not_converging():
+    from analyses.metrics.linear_family import NEUTRAL_MOVEMENT, convergence, identify
+    from ictd_interp.config import LinearICTDConfig
+
+    model = HookedLinearICTD(LinearICTDConfig(d_features=4, n_layers=3, gamma=0.9, dtype="float64"))
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():  # a layer at its initialisation scale: radius 1 +- 1e-3 on every context
+        model.blocks[0].attn.P.copy_(1e-3 * torch.randn(9, 9, generator=gen, dtype=torch.float64))
+        model.blocks[0].attn.Q.copy_(1e-3 * torch.randn(9, 9, generator=gen, dtype=torch.float64))
+    tasks = make_tasks(n_tasks=32, d=4, n=N, gamma=0.9)
+    result = convergence(model, identify(model), tasks)
+    assert abs(result["median_radius"] - 1) < 1e-2
+    assert result["neutral"] == 32 and result["converging"] == 0 and result["neutral_tolerance"] == NEUTRAL_MOVEMENT
+    td = linear_model([td0(4)] * 3, gamma=0.9)  # TD(0) acts: slow contractions (radius near 1) still converge
+    exact = convergence(td, identify(td), tasks)
+    assert exact["neutral"] == 0 and exact["converging"] == 32

@@ -71,3 +71,88 @@ def test_a_metrics_file_cut_mid_line_keeps_its_complete_lines(tmp_path):
     (tmp_path / run_folder.METRICS).write_text('{"step": 0}\n{"ste\n{"step": 10}\n')
     with pytest.raises(run_folder.RunFolderError, match="line 2"):
         run_folder.read_metrics(tmp_path)
+
+
+def test_cli_errors_are_one_line_naming_the_flag_typed(capsys):
+    from ictd_interp.cli import main
+
+    assert main(["evaluate", "quick-td-s0", "--out", "unused", "--env", "nonsense"]) == 2
+    assert capsys.readouterr().err.startswith("ictd-interp evaluate: error: --env: must be one of")
+    for argv, expected in ((["train", "--ot", "x"], "--ot (did you mean --out"),
+                           (["train", "--threads", "0", "--out", "x"], "--threads: must be a whole number >= 1, got 0")):
+        with pytest.raises(SystemExit) as stop:
+            main(argv)
+        err = capsys.readouterr().err
+        assert stop.value.code == 2 and expected in err
+        assert err.count("\n") == 1 and "usage:" not in err  # one line, no usage block
+
+
+def test_a_letter_o_for_a_zero_suggests_the_model_meant_first():
+    from ictd_interp.io.pretrained import closest_names, names
+
+    assert closest_names("quick-td-sO", names())[0] == "quick-td-s0"
+    assert closest_names("standard-quik-s0", names())[0] == "standard-quick-s0"
+    assert closest_names("zzz", names()) == []
+
+
+def test_cli_warnings_are_one_line_without_a_source_line():
+    import warnings
+
+    from ictd_interp.cli import one_line_warnings
+
+    saved = warnings.formatwarning
+    with one_line_warnings("train"):
+        text = warnings.formatwarning("x: unusable checkpoint", UserWarning, "trainer.py", 111, "warnings.warn(...)")
+    assert text == "ictd-interp train: warning: x: unusable checkpoint\n"
+    assert warnings.formatwarning is saved  # the caller's format is back once the command ends
+
+
+def test_threads_default_to_one_and_a_resume_keeps_the_runs_own_count(tmp_path):
+    import torch
+
+    from ictd_interp.cli.commands import DEFAULT_THREADS, _set_threads
+
+    before = torch.get_num_threads()
+    run = tmp_path / "run"
+    run.mkdir()
+    try:
+        _set_threads(None)
+        assert torch.get_num_threads() == DEFAULT_THREADS == 1
+        from ictd_interp.config import TrainConfig
+
+        run_folder.write_run_config(run, TrainConfig.from_preset("quick"))
+        (run / run_folder.METRICS).write_text('{"step": 0, "torch_threads": 2}\n')
+        _set_threads(None, run)  # the count the run was trained with, for a bit-exact resume
+        assert torch.get_num_threads() == 2
+        _set_threads(1, run)  # an explicit --threads wins
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_a_dtype_the_model_cannot_run_is_refused_and_nothing_changes():
+    import torch
+
+    model = make_star()
+    with pytest.raises(ValueError, match="dtype: HookedICTDTransformer runs in float32 or float64, got torch.bfloat16"):
+        model.to(torch.bfloat16)
+    assert next(model.parameters()).dtype == torch.float64 == getattr(torch, model.cfg.dtype)
+    model.to(torch.float32)
+    assert model.cfg.dtype == "float32"
+
+
+def test_the_linear_models_circuits_are_factored_matrices_of_its_weights():
+    import torch
+
+    from ictd_interp.config import LinearICTDConfig
+    from ictd_interp.models import HookedLinearICTD
+
+    model = HookedLinearICTD(LinearICTDConfig(d_features=3, dtype="float64"))
+    attn = model.blocks[0].attn
+    with torch.no_grad():
+        attn.P.copy_(torch.randn(7, 7, dtype=torch.float64))  # d_model = 2 d + 1
+        attn.Q.copy_(torch.randn(7, 7, dtype=torch.float64))
+    z = torch.randn(2, 7, dtype=torch.float64)
+    # score of query z_0 on key z_1 is z_0^T Q^T z_1; the vector written from source z_1 is P z_1
+    assert torch.allclose(z[0] @ attn.QK.AB[0] @ z[1], z[0] @ attn.Q.T @ z[1], atol=1e-12)
+    assert torch.allclose(z[1] @ attn.OV.AB[0], attn.P @ z[1], atol=1e-12)

@@ -39,7 +39,7 @@ def tiny_summary() -> Summary:
                                     {"layer": 1, "effective_discount": 1.4, "in_family": True}],
                             source="weights",
                             extrapolation=Extrapolation(trained_depth=2, best_depth=1, converges=False, verdict="d",
-                                                        depths=[1, 2], model=[1.0, 2.0], theta_star=[1.0, 0.5])),
+                                                        depths=[1, 2], model=[1.0, 2.0], reference=[1.0, 0.5])),
     )
 
 
@@ -138,3 +138,16 @@ def test_a_summary_of_the_previous_release_reads(tmp_path):
     (tmp_path / "summary.json").write_text(json.dumps(data))
     summary = read_summary(tmp_path / "summary.json")
     assert summary.gamma == 0.8 and flatten(summary)[0]["metrics.eval_msve"] == 0.25
+
+
+@pytest.mark.parametrize("architecture, name", [("stylised", "theta*"), ("linear-ictd", "TD(0) construction")])
+def test_a_schema_2_extrapolation_reads_with_its_construction_named(tmp_path, architecture, name):
+    """Schema 2 stored the extrapolation's construction curve as ``theta_star``, a linear model's TD(0) one too."""
+    data = to_json(tiny_summary())
+    data["architecture"] = architecture
+    ext = data["algorithm"]["extrapolation"]
+    ext["theta_star"] = ext.pop("reference")
+    del ext["reference_name"]
+    (tmp_path / "summary.json").write_text(json.dumps(data))
+    read = read_summary(tmp_path / "summary.json").algorithm.extrapolation
+    assert read.reference == [1.0, 0.5] and read.reference_name == name

@@ -11,7 +11,7 @@ _EXPORTS = {
     "grouped_kernel": "plots", "diagonality_curve": "plots", "signature_bars": "plots", "sign_bars": "plots",
     "cosine_curves": "plots", "error_vs_depth": "plots", "depth_extrapolation": "plots",
     "error_vs_context": "plots", "predicted_vs_true": "plots", "scale_sweep": "plots", "zoom": "plots",
-    "log_axis": "plots", "legend_outside": "plots", "site_labels": "circuits", "probe_error_vs_depth": "circuits",
+    "log_axis": "plots", "legend_outside": "plots", "series_colours": "plots", "site_labels": "circuits", "probe_error_vs_depth": "circuits",
     "probe_map": "circuits", "head_map": "circuits", "probed_signature_bars": "circuits",
     "patching_heatmap": "circuits", "position_labels": "attention", "OfflineHTML": "attention",
     "attention_view": "attention",

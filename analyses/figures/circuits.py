@@ -9,7 +9,7 @@ import seaborn as sns
 
 import pandas as pd
 
-from analyses.figures.plots import PALETTE, STAR, Figure, _figure, legend_outside, log_axis, sign_bars
+from analyses.figures.plots import STAR, Figure, _figure, legend_outside, log_axis, series_colours, sign_bars
 
 QUANTITY_LABELS = {"reward": "$R_{j+1}$", "v_current": r"$v_\pi(S_j)$", "v_next": r"$v_\pi(S_{j+1})$",
                    "td_error": r"$\delta_{j+1}$"}
@@ -22,8 +22,8 @@ def site_labels(n_sites: int) -> list[str]:
 def probe_error_vs_depth(curves: Mapping[str, Sequence[float]]) -> Figure:
     """MSVE against ``v_pi`` of the value read at each site (a probe, or θ*'s stored row)."""
     fig, (ax,) = _figure(width=6.4)
-    for k, (label, errors) in enumerate(curves.items()):
-        ax.plot(np.arange(len(errors)), errors, color=PALETTE[k], marker="o", ms=3, label=label.replace("theta*", STAR))
+    for colour, (label, errors) in zip(series_colours(list(curves)), curves.items()):
+        ax.plot(np.arange(len(errors)), errors, color=colour, marker="o", ms=3, label=label.replace("theta*", STAR))
     n_sites = max(len(e) for e in curves.values())
     ax.set_xticks(np.arange(n_sites), site_labels(n_sites))
     ax.set_yscale("log")

@@ -22,6 +22,28 @@ STAR = r"$\theta^*$"  # one name for the constructed weights in every figure
 SUP_ERROR = r"$\|v_L - v_\pi\|_\infty$"
 
 
+def series_colours(labels: Sequence[str]) -> list:
+    """One colour per series by what it is, the same in every figure: a trained model blue, θ* green, a
+    TD(0) or tabular construction orange; any other series (or a second of one kind) takes the next
+    colour not given out, in order."""
+    def role(label: str) -> Optional[int]:
+        text = label.lower()
+        if "theta" in text or "θ*" in label or STAR in label:
+            return 2
+        if "td(0)" in text or "tabular" in text:
+            return 1
+        return 0 if "model" in text or "trained" in text else None
+
+    wanted = [role(label) for label in labels]
+    taken, out = set(), []
+    spare = iter(range(3, len(PALETTE)))  # colours 0-2 belong to the three roles, even where one is absent
+    for k in wanted:
+        k = next(spare) if k is None or k in taken else k
+        taken.add(k)
+        out.append(PALETTE[k])
+    return out
+
+
 class Figure(MatplotlibFigure):
     """A matplotlib Figure that shows itself as a PNG in any Jupyter kernel (``display(fig)`` or a
     cell's last line), whatever the matplotlib backend: no pyplot state is needed."""
@@ -160,14 +182,19 @@ def cosine_curves(steps: Sequence[int], cos_A: Sequence[Sequence[float]], cos_V:
     return fig
 
 
-def error_vs_depth(curves: Mapping[str, Sequence[float]], rates: Optional[Mapping[str, float]] = None,
+def error_vs_depth(curves: Mapping[str, Sequence[float]], fits: Optional[Mapping[str, Mapping[str, float]]] = None,
                    one_minus_c: Optional[float] = None) -> Figure:
-    """``||v_L - v_pi||_inf`` against depth (log scale), with fitted rates; ``1 - C`` is quoted only
-    when the Assumption 5.1 bound applies (``C > 0``)."""
+    """``||v_L - v_pi||_inf`` against depth (log scale); a curve with a fit (``fit_geometric``'s rate,
+    amplitude and floor) gets the fitted ``a rho^L + floor`` drawn dashed beside it. ``1 - C`` is quoted
+    only when the Assumption 5.1 bound applies (``C > 0``)."""
     fig, (ax,) = _figure(width=6.2)
-    for k, (label, errors) in enumerate(curves.items()):
-        extra = f" (fitted rate {rates[label]:.3f})" if rates and label in rates else ""
-        ax.plot(np.arange(len(errors)), errors, color=PALETTE[k], marker="o", ms=3, label=label.replace("theta*", STAR) + extra)
+    for colour, (label, errors) in zip(series_colours(list(curves)), curves.items()):
+        depths = np.arange(len(errors))
+        ax.plot(depths, errors, color=colour, marker="o", ms=3, label=label.replace("theta*", STAR))
+        fit = (fits or {}).get(label)
+        if fit is not None:
+            ax.plot(depths, fit["amplitude"] * fit["rate"] ** depths + fit["floor"], color=colour, ls="--", lw=1,
+                    label=rf"fit $a\rho^L$ + floor, $\rho$ = {fit['rate']:.3f}")
     ax.set_yscale("log")
     log_axis(ax.yaxis)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -183,8 +210,9 @@ def depth_extrapolation(depths: Sequence[int], model: Sequence[float], theta_sta
                         trained_depth: int, verdict: str, name: str = "trained layers", reference: str = STAR) -> Figure:
     """MSVE when the learned layers are run to other depths, beside a construction (θ*) at the same depths."""
     fig, (ax,) = _figure(width=6.2)
-    ax.plot(depths, model, color=PALETTE[0], marker="o", ms=4, label=name)
-    ax.plot(depths, theta_star, color=PALETTE[2], marker="s", ms=3, ls="--", label=reference)
+    mine, theirs = series_colours(["trained model", reference])
+    ax.plot(depths, model, color=mine, marker="o", ms=4, label=name)
+    ax.plot(depths, theta_star, color=theirs, marker="s", ms=3, ls="--", label=reference)
     ax.axvline(trained_depth, color="grey", lw=0.8, ls=":", label=f"trained depth {trained_depth}")
     ax.set(xscale="log", yscale="log", title=wrapped(f"Run beyond its trained depth: {verdict}", 55), xlabel="depth (layers applied)",
            ylabel=r"MSVE against $v_\pi$")
@@ -197,8 +225,8 @@ def depth_extrapolation(depths: Sequence[int], model: Sequence[float], theta_sta
 def error_vs_context(lengths: Sequence[int], curves: Mapping[str, Sequence[float]], where: str = "") -> Figure:
     """Final-layer error against context length: the statistical floor of Theorem 2."""
     fig, (ax,) = _figure(width=6.2)
-    for k, (label, errors) in enumerate(curves.items()):
-        ax.plot(lengths, errors, color=PALETTE[k], marker="o", ms=3, label=label.replace("theta_star", STAR).replace("theta*", STAR))
+    for colour, (label, errors) in zip(series_colours(list(curves)), curves.items()):
+        ax.plot(lengths, errors, color=colour, marker="o", ms=3, label=label.replace("theta_star", STAR).replace("theta*", STAR))
     ax.set(xscale="log", yscale="log", title="Error versus context length" + (f" ({where})" if where else ""),
            xlabel="context length n (transitions)", ylabel=f"{SUP_ERROR} (value units)")
     log_axis(ax.xaxis)
@@ -210,8 +238,8 @@ def error_vs_context(lengths: Sequence[int], curves: Mapping[str, Sequence[float
 def predicted_vs_true(predicted: Mapping[str, Numbers], true: Numbers) -> Figure:
     """Query predictions against ``v_pi`` of the query state."""
     fig, (ax,) = _figure(width=6.2)
-    for k, (label, pred) in enumerate(predicted.items()):
-        ax.scatter(true, pred, s=8, alpha=0.6, color=PALETTE[k], label=label.replace("theta_star", STAR))
+    for colour, (label, pred) in zip(series_colours(list(predicted)), predicted.items()):
+        ax.scatter(true, pred, s=8, alpha=0.6, color=colour, label=label.replace("theta_star", STAR))
     lo, hi = float(np.min(true)), float(np.max(true))
     ax.plot([lo, hi], [lo, hi], color="black", lw=0.8, ls="--", label="y = x")
     ax.set(title="Predicted versus true value", xlabel=r"$v_\pi$(query state) (value units)",

@@ -285,15 +285,16 @@ def layer_at_depth(model: HookedICTDTransformer, depth: int) -> HookedICTDTransf
 
 
 def depth_extrapolation(model: ICTDModel, star: ICTDModel, tasks: TaskBatch,
-                        depths: Optional[list[int]] = None, factor: int = 8) -> dict:
-    """MSVE of the model's layers and of a construction (theta*; a linear model's TD(0) construction) run
-    to each depth (default: 1 .. ``factor`` x the trained depth), with the verdict the error curve gives
-    (``extrapolation_verdict``)."""
+                        depths: Optional[list[int]] = None, factor: int = 8, reference_name: str = "theta*") -> dict:
+    """MSVE of the model's layers and of a construction (``reference``, named ``reference_name``: theta*, or a
+    linear model's TD(0) construction) run to each depth (default: 1 .. ``factor`` x the trained depth),
+    with the verdict the error curve gives (``extrapolation_verdict``)."""
     trained = model.cfg.n_layers
     depths = depths or depths_up_to(factor * trained, trained)
     errors = msve_at_depths(model, tasks, depths)
     return {"trained_depth": trained, "depths": depths, "model": errors,
-            "theta_star": msve_at_depths(star, tasks, depths), **extrapolation_verdict(depths, errors)}
+            "reference": msve_at_depths(star, tasks, depths), "reference_name": reference_name,
+            **extrapolation_verdict(depths, errors)}
 
 
 @torch.no_grad()

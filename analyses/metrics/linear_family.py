@@ -90,10 +90,12 @@ def td0_model(model: HookedLinearICTD) -> HookedLinearICTD:
     return linear_model([td0(model.cfg.d_features)] * model.cfg.n_layers, gamma=model.cfg.gamma)
 
 
-def iteration_radius(row: dict[str, Any], P: Tensor, Q: Tensor, tasks: TaskBatch, gamma: float) -> Tensor:
+def iteration_radius(row: dict[str, Any], P: Tensor, Q: Tensor, tasks: TaskBatch, gamma: float,
+                     movement: bool = False) -> Tensor | tuple[Tensor, Tensor]:
     """Per task, the spectral radius of the identified layer's map on ``w``: ``G = I - (p/n) C A`` with
     ``A = sum_i (phi_i - rho gamma phi'_i)(phi_i - kappa gamma phi'_i)^T``; the update converges when
-    iterated on that context exactly when it is below 1."""
+    iterated on that context exactly when it is below 1. ``movement``: also ``||G - I||_2``, the most one
+    application moves ``w`` relative to its size (how much the layer acts at all)."""
     d = tasks.x.shape[-1]
     x = tasks.x.double()
     phi, nxt = x[:, :-1], x[:, 1:]
@@ -101,15 +103,25 @@ def iteration_radius(row: dict[str, Any], P: Tensor, Q: Tensor, tasks: TaskBatch
     C = float(P[-1, -1]) * -Q.double()[:d, :d].T
     A = (phi - row["rg_share"] * gamma * nxt).transpose(1, 2) @ (phi - row["kappa"] * gamma * nxt)
     G = torch.eye(d, dtype=torch.float64) - C @ A / n
-    return torch.linalg.eigvals(G).abs().amax(-1)
+    radius = torch.linalg.eigvals(G).abs().amax(-1)
+    return (radius, torch.linalg.matrix_norm(C @ A / n, ord=2)) if movement else radius
+
+
+# A layer whose map moves w by at most 1% of its size per application barely acts (a near-untrained one:
+# ||G - I|| ~ 1e-3, its radius 1 +- 1e-3, on either side by chance): it is reported as neutral, not as
+# converging or diverging. (A slow but real contraction, TD(0) at radius 0.995, moves w far more.)
+NEUTRAL_MOVEMENT = 1e-2
 
 
 def convergence(model: HookedLinearICTD, rows: list[dict[str, Any]], tasks: TaskBatch) -> dict[str, Any]:
-    """Share of tasks on which the (last) identified layer's update converges when iterated, with its
-    Wilson interval, and the median radius."""
+    """Share of tasks on which the (last) identified layer's update converges when iterated (radius below
+    1 on a task where the layer acts), with its Wilson interval; the tasks where it is neutral (its map moves
+    ``w`` by at most ``NEUTRAL_MOVEMENT`` of its size: ``||G - I||_2 <= NEUTRAL_MOVEMENT``); the median radius."""
     attn = model.unique_attention()[-1]
-    radius = iteration_radius(rows[-1], attn.P.detach(), attn.Q.detach(), tasks, model.cfg.gamma)
-    converging = int((radius < 1).sum())
+    radius, moves = iteration_radius(rows[-1], attn.P.detach(), attn.Q.detach(), tasks, model.cfg.gamma,
+                                     movement=True)
+    neutral = moves <= NEUTRAL_MOVEMENT
+    converging = int(((radius < 1) & ~neutral).sum())
     share = proportion_interval(converging, len(radius)).to_dict()
-    return {"layer": rows[-1]["layer"], "tasks": len(radius), "converging": converging, "share": share,
-            "median_radius": float(radius.median())}
+    return {"layer": rows[-1]["layer"], "tasks": len(radius), "converging": converging, "neutral": int(neutral.sum()),
+            "neutral_tolerance": NEUTRAL_MOVEMENT, "share": share, "median_radius": float(radius.median())}

@@ -20,8 +20,8 @@ def _common(summary: Summary) -> dict[str, plots.Figure]:
     out = {"error_vs_context": plots.error_vs_context(conv.context_lengths, conv.context),
            "predicted_vs_true": plots.predicted_vs_true(ex["predicted"], ex["true"])}
     if ext is not None:
-        reference = "TD(0) construction" if summary.architecture == "linear-ictd" else STAR
-        out["depth_extrapolation"] = plots.depth_extrapolation(ext.depths, ext.model, ext.theta_star,
+        reference = STAR if ext.reference_name == "theta*" else ext.reference_name
+        out["depth_extrapolation"] = plots.depth_extrapolation(ext.depths, ext.model, ext.reference,
                                                                ext.trained_depth, ext.verdict, reference=reference)
     return out
 
@@ -35,7 +35,7 @@ def _stylised(summary: Summary) -> dict[str, plots.Figure]:
         "signature": plots.signature_bars(summary.metrics.signature, tied=tied),
         "error_vs_depth": plots.error_vs_depth(
             {"theta*": conv.depth["theta_star"], "trained model": conv.depth["model"]},
-            {"theta*": conv.theta_star_fit["rate"]}, conv.one_minus_C),
+            {"theta*": conv.theta_star_fit}, conv.one_minus_C),
     }
     if summary.curves:
         c = summary.curves

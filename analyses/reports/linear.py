@@ -18,9 +18,11 @@ from analyses.metrics.convergence import CONTEXT_LENGTHS, errors_by_context, sup
 from analyses.metrics.diagonality import kernel_diagonality_mean
 from analyses.metrics.heads import head_kernels, most_like
 from analyses.metrics.linear_family import convergence, identified_model, identify, td0_model
+from analyses.metrics.predecessor_metrics import function_readings, random_layer_iws, weight_readings
 from analyses.metrics.site_probes import residual_stack
 from analyses.reports.schema import Summary, build, eval_tasks_label
 from ictd_interp.config.train import TrainConfig
+from ictd_interp.io.progress import computed
 from ictd_interp.models import HookedICTDTransformer, HookedLinearICTD
 from ictd_interp.tasks.sampling import sample_from
 from ictd_interp.training.evaluation import EvalSet, evaluate
@@ -28,9 +30,10 @@ from ictd_interp.training.evaluation import EvalSet, evaluate
 LINEAR_EXTRAPOLATION = 8  # a tied layer's error curve runs to 8x its depth
 
 
-def compute_linear(model: HookedLinearICTD, config: TrainConfig, source: str,
-                   curves: Optional[dict[str, list]]) -> Summary:
-    """Every number of the report of a linear model, as a typed ``Summary``."""
+def compute_linear(model: HookedLinearICTD, config: TrainConfig, source: str, curves: Optional[dict[str, list]],
+                   their_logged: Optional[dict[str, float]] = None) -> Summary:
+    """Every number of the report of a linear model, as a typed ``Summary`` (``their_logged``: what the
+    predecessor's trainer logged at an imported run's step, printed beside our computation of it)."""
     eval_set = EvalSet.build(replace(config, device="cpu"))
     model = model.to("cpu")
     tasks, star = eval_set.tasks, HookedICTDTransformer.from_theta_star(model.cfg.theta_star_config())
@@ -45,30 +48,46 @@ def compute_linear(model: HookedLinearICTD, config: TrainConfig, source: str,
             "theta_star": residual_stack(star, tasks.prompt)[..., star.layout.current]}
     per_layer = {name: [sup_error(v, tasks).mean().item() for v in site] for name, site in rows.items()}
     residual = (values - member_values).double().pow(2).sum()
-    kernels = head_kernels(model, tasks)
     lengths = list(CONTEXT_LENGTHS)
     long_tasks = sample_from(config.tasks, 64, seed=config.eval_seed + 1, length=max(lengths))
+    sections = computed({
+        "metrics": lambda: evaluate(model, eval_set).to_dict(),
+        "baselines": lambda: baselines.compare(values, tasks, config.tasks.gamma, model.cfg.n_layers,
+                                               extra={"theta_star": star_values, "td0_construction": td_values,
+                                                      "identified_member": member_values}),
+        "diagonality": lambda: {"theta_star": kernel_diagonality_mean(star, tasks)[0, 0].item()},
+        "convergence": lambda: {"depth": per_layer, "context_lengths": lengths, "context": {
+            name: errors_by_context(m, long_tasks, lengths).mean(-1).tolist()
+            for name, m in (("trained model", model), ("TD(0) construction (same depth)", td))}},
+        "circuit": lambda: {"heads": (kernels := head_kernels(model, tasks)), **most_like(kernels)},
+        "algorithm": lambda: {"layers": layers, "source": "weights",
+                              "extrapolation": depth_extrapolation(model, td, tasks, factor=LINEAR_EXTRAPOLATION,
+                                                                   reference_name="TD(0) construction")
+                              if model.cfg.tied else None},
+        "linear": lambda: {"function_r2": 1.0 - float(residual / (values - values.mean()).double().pow(2).sum()),
+                           "iteration": convergence(model, layers, tasks), "weights": _weights(model, td),
+                           "theirs": their_readings(model, tasks, their_logged)},
+    }, desc="analyze")
     return build(Summary, {
         "source": source, "config": config.to_dict(), "model_config": model.cfg.to_dict(),
         "architecture": "linear-ictd", "n_eval_tasks": len(tasks), "eval_tasks": eval_tasks_label(config, len(tasks)),
-        "metrics": evaluate(model, eval_set).to_dict(),
-        "baselines": baselines.compare(values, tasks, config.tasks.gamma, model.cfg.n_layers,
-                                       extra={"theta_star": star_values, "td0_construction": td_values,
-                                              "identified_member": member_values}),
-        "diagonality": {"theta_star": kernel_diagonality_mean(star, tasks)[0, 0].item()},
-        "convergence": {"depth": per_layer, "context_lengths": lengths,
-                        "context": {name: errors_by_context(m, long_tasks, lengths).mean(-1).tolist()
-                                    for name, m in (("trained model", model), ("TD(0) construction (same depth)", td))}},
-        "circuit": {"heads": kernels, **most_like(kernels)},
-        "algorithm": {"layers": layers, "source": "weights",
-                      "extrapolation": depth_extrapolation(model, td, tasks, factor=LINEAR_EXTRAPOLATION)
-                      if model.cfg.tied else None},
-        "linear": {"function_r2": 1.0 - float(residual / (values - values.mean()).double().pow(2).sum()),
-                   "iteration": convergence(model, layers, tasks), "weights": _weights(model, td)},
-        "curves": curves,
+        "curves": curves, **sections,
         "example": {"predicted": {"model": values[:, -1].tolist(), "TD(0) construction": td_values[:, -1].tolist()},
                     "true": tasks.v_true[:, -1].tolist()},
     })
+
+
+def their_readings(model: HookedLinearICTD, tasks, logged: Optional[dict[str, float]]) -> dict[str, Any]:
+    """The predecessor's metrics on the evaluation tasks; VD's step is the one their trainer fitted when the
+    run's log says it, else 1 (their initial step)."""
+    alpha = (logged or {}).get("alpha")
+    alpha_from = "their trainer's fitted step at this logged step" if alpha is not None else "their initial step"
+    d = model.cfg.d_features
+    readings = function_readings(model, tasks, alpha if alpha is not None else 1.0)
+    readings.pop("n_tasks")  # the report's evaluation tasks
+    return {**readings, "alpha_from": alpha_from,
+            "random_IWS": random_layer_iws(model, tasks)["IWS"], "logged": logged or None,
+            "layers": [weight_readings(a.P, a.Q, d) for a in model.unique_attention()]}
 
 
 def _weights(model: HookedLinearICTD, td: HookedLinearICTD) -> dict[str, Any]:
@@ -78,3 +97,39 @@ def _weights(model: HookedLinearICTD, td: HookedLinearICTD) -> dict[str, Any]:
     return {"P": [(s * a.P.detach().double()).tolist() for s, a in zip(signs, model.unique_attention())],
             "Q": [(s * a.Q.detach().double()).tolist() for s, a in zip(signs, model.unique_attention())],
             "P_td0": td.blocks[0].attn.P.detach().tolist(), "Q_td0": td.blocks[0].attn.Q.detach().tolist()}
+
+
+def their_lines(theirs, layers: list[dict[str, Any]], identity: bool) -> list[str]:
+    """The predecessor's own metrics in words, beside this report's family fit, and why the two can disagree."""
+    iv = lambda i: f"{i.mean:.3f} [{i.lo:.3f}, {i.hi:.3f}]"  # noqa: E731
+    in_family = sum(r["in_family"] for r in layers)
+    fits = "; ".join(f"layer {r['layer']}: P {r['P_explained']:.0%}, Q {r['Q_explained']:.0%} explained" for r in layers)
+    lines = ["## The predecessor's own metrics", "",
+             "Computed as InContextTD's code defines them (docs/theory.md §13), against its batch-TD transformer "
+             f"(the TD(0) construction at this depth, step α = {theirs.alpha:.3g}, {theirs.alpha_from}); means "
+             "over the evaluation tasks with 95% t intervals (their trainer logs one context per step).", "",
+             "| layer | P[−1,−1] | mean abs. other P | tr Q[:d,:d] | tr Q[:d,d:2d] | their 'others' of Q |",
+             "|---|---|---|---|---|---|",
+             *[f"| {l} | {r['P_bottom_right']:+.3f} | {r['P_mean_abs_others']:.3f} | {r['Q_upper_left_trace']:+.3f} | "
+               f"{r['Q_upper_right_trace']:+.3f} | {r['Q_mean_abs_others']:.3f} |" for l, r in enumerate(theirs.layers)],
+             "", "(The TD(0) construction reads +1, 0, −d, +d and 2d/((2d+1)² − 2d): their last metric subtracts the two "
+             "traces signed, so it is not 0 at their own construction."
+             + (" With the identity activation (P, Q) and (−P, −Q) are the same layer, so the signs of the first, "
+                "third and fourth columns are arbitrary." if identity else "") + ")", "",
+             f"- IWS (implicit weight similarity) {iv(theirs.IWS)}, SS (sensitivity similarity) {iv(theirs.SS)}, "
+             f"VD (value difference, μ-weighted) {iv(theirs.VD)}; a layer with random P and Q of the same norms "
+             f"scores IWS {iv(theirs.random_IWS)}."]
+    if theirs.logged:
+        logged = ", ".join(f"{k} {v:.3f}" for k, v in theirs.logged.items())
+        lines.append(f"- Their trainer logged at this step, on its one context: {logged}.")
+    if identity:
+        lines.append("- With the identity activation the prediction is linear in the query, so its gradient is the "
+                     "implicit weight: IWS and SS are the same number.")
+    verdict = ("puts every layer" if in_family == len(layers) else
+               f"puts {in_family} of {len(layers)} layers" if in_family else "puts no layer")
+    lines.append(f"- This report's family fit {verdict} in the TD family ({fits}). The readings answer different "
+                 "questions: IWS and SS compare one d-dimensional direction per context (the implicit linear weight, "
+                 "the query gradient), which many weight matrices share; the family fit asks the 2(2d+1)² entries of "
+                 "P and Q to have TD's structure. A high IWS with a layer outside the family says the layer predicts "
+                 "along TD's direction on these contexts, not that its weights are TD's.")
+    return lines

@@ -15,6 +15,7 @@ from analyses.metrics.diagonality import model_margin
 from analyses.metrics.probes import prediction_gap
 from analyses.reports.render import baseline_table
 from analyses.reports.schema import Baselines, build
+from ictd_interp.io.progress import computed
 from ictd_interp.models import HookedICTDTransformer
 from ictd_interp.models.architectures import ICTDModel, is_stylised
 from ictd_interp.tasks.mrp import describe_classes
@@ -35,17 +36,16 @@ def evaluate_ood(model: ICTDModel, tasks: TaskBatch, depth: int, lengths: list[i
     else:  # e.g. absorbing terminals: Assumption 5.1's population kernel needs a unique mu_pi
         first = int((~tasks.mrp.has_unique_stationary).nonzero()[0, 0])
         margin = {"unavailable": f"no unique stationary distribution: {describe_classes(tasks.mrp.P[first])}"}
-    return {
-        "n_states": tasks.mrp.n_states, "n_tasks": len(tasks), "context_len": tasks.states.shape[1] - 1,
-        "margin": margin,
-        "depth": {"theta_star": star_depth,
-                  **({"model": errors_by_depth(model, tasks).mean(-1).tolist()} if is_stylised(model) else {})},
-        "theta_star_fit": fit_geometric(star_depth),
-        "context_lengths": lengths,
-        "context": {name: errors_by_context(m, tasks, lengths).mean(-1).tolist() for name, m in (("model", model), ("theta_star", star))},
-        "gap": prediction_gap(model, tasks, star),
-        "baselines": _baselines(model, star, tasks),
-    }
+    sections = computed({
+        "depth": lambda: {"theta_star": star_depth,
+                          **({"model": errors_by_depth(model, tasks).mean(-1).tolist()} if is_stylised(model) else {})},
+        "context": lambda: {name: errors_by_context(m, tasks, lengths).mean(-1).tolist()
+                            for name, m in (("model", model), ("theta_star", star))},
+        "gap": lambda: prediction_gap(model, tasks, star),
+        "baselines": lambda: _baselines(model, star, tasks),
+    }, desc="evaluate")
+    return {"n_states": tasks.mrp.n_states, "n_tasks": len(tasks), "context_len": tasks.states.shape[1] - 1,
+            "margin": margin, "theta_star_fit": fit_geometric(star_depth), "context_lengths": lengths, **sections}
 
 
 @torch.no_grad()
@@ -71,12 +71,12 @@ def write_ood(result: dict[str, Any], out_dir: Union[str, Path]) -> None:
 
 def ood_figures(result: dict[str, Any]) -> dict[str, Any]:
     """The evaluation's figures, from its saved numbers."""
-    rate = {"theta*": result["theta_star_fit"]["rate"]}
+    fits = {"theta*": result["theta_star_fit"]}
     where = result.get("environment", "")
     curves = {"theta*": result["depth"]["theta_star"]}
     if "model" in result["depth"]:
         curves["trained model"] = result["depth"]["model"]
-    depth_fig = figures.error_vs_depth(curves, rate)
+    depth_fig = figures.error_vs_depth(curves, fits)
     depth_fig.axes[0].set_title(figures.wrapped(f"Error versus depth ({where}, policy: {result.get('policy', 'n/a')})", 50),
                                 fontsize=9)
     return {"error_vs_depth": depth_fig,

@@ -13,6 +13,7 @@ from analyses.metrics.baselines import LABELS
 from analyses.metrics.intervals import Interval
 from analyses.metrics.neu import population_table
 from analyses.metrics.linear_family import IN_FAMILY
+from analyses.reports.linear import their_lines
 from analyses.reports.schema import Algorithm, Baselines, Circuit, Diagonality, Summary
 from ictd_interp.models.construction import SIGNATURE_INPUTS, SIGNATURE_TEXT
 
@@ -41,7 +42,7 @@ def algorithm_sentences(alg: Algorithm, base: Baselines, gamma: float) -> list[s
     lines.append(f"- **Iterated beyond its trained depth** the learned layer {ext.verdict} (decided from the "
                  f"{ext.verdict_from}; the rule: it converges when iterated iff the map's radius is below 1 on every "
                  f"task, diverges iff above 1 on every task). MSVE {ext.model[-1]:.3g} at depth {ext.depths[-1]}, "
-                 f"the depth the spectrum needs to show (θ* {ext.theta_star[-1]:.3g}).")
+                 f"the depth the spectrum needs to show (θ* {ext.reference[-1]:.3g}).")
     if not ext.converges:
         lines.append("  The learned update is a finite-depth estimator, not a convergent TD algorithm: running it "
                      "longer makes it worse, whatever its weight cosine with θ* says.")
@@ -51,11 +52,44 @@ def algorithm_sentences(alg: Algorithm, base: Baselines, gamma: float) -> list[s
         lines.append(f"- θ*'s map on the same tasks {star['verdict']} (radius {star['spectral_radius_mean']:.3f} on "
                      "average" + (f"; on {neutral} tasks a state that is never a source adds the neutral eigenvalue "
                                   "1, a direction the layer never moves" if neutral else "") + ")"
-                     + (f"; its depth limit is {star['fixed_point_error']:.3f} from v_π (sup norm, mean over tasks)."
+                     + (f"; its depth limit is {_limit_text(star)} from v_π (sup norm, mean over the evaluation "
+                        f"tasks whose map contracts ({_share(star)}), 95% t interval)."
                         if star["fixed_point_error"] is not None else "."))
-    for row in alg.layers:
-        lines.append("- " + layer_sentence(row, gamma))
+    for first, last, row in distinct_layers(alg.layers):
+        sentence = layer_sentence(row, gamma)
+        if last > first:
+            sentence = sentence.replace(f"Layer {first}: ", f"Layers {first}–{last} (one tied layer, the same "
+                                        "weights at every depth): ", 1)
+        lines.append("- " + sentence)
     return lines
+
+
+def distinct_layers(rows: list[dict[str, Any]]) -> list[tuple[int, int, dict[str, Any]]]:
+    """Runs of consecutive layers whose readings are the same apart from their index (a tied model's
+    layers, read from the one set of weights), as (first, last, reading): said once, not once per layer."""
+    runs: list[tuple[int, int, dict[str, Any]]] = []
+    for row in rows:
+        same = runs and {k: v for k, v in runs[-1][2].items() if k != "layer"} == {
+            k: v for k, v in row.items() if k != "layer"}
+        runs[-1:] = [(runs[-1][0], row["layer"], runs[-1][2])] if same else [*runs[-1:], (row["layer"], row["layer"], row)]
+    return runs
+
+
+def per_layer(values: list, tied: bool) -> str:
+    """A per-layer list of numbers, said once for a tied model (its layers share one set of weights)."""
+    if tied and values and all(v == values[0] for v in values):
+        return f"{values[0]} (tied: one layer's weights at all {len(values)} depths)"
+    return ", ".join(str(v) for v in values)
+
+
+def _limit_text(result: dict[str, Any]) -> str:
+    interval = result.get("fixed_point_error_interval")
+    return _iv(interval) if interval else _num(result["fixed_point_error"])
+
+
+def _share(result: dict[str, Any]) -> str:
+    radii_below = result.get("fraction_contracting")
+    return "all of them" if radii_below is None or radii_below == 1 else f"{radii_below:.0%} of them"
 
 
 def layer_sentence(row: dict[str, Any], gamma: float) -> str:
@@ -134,13 +168,17 @@ def neu_lines(neu: Optional[dict[str, Any]]) -> list[str]:
 def limit_sentence(limit: dict[str, Any], fit: dict[str, float]) -> str:
     """θ*'s limit computed (fixed point of its map) beside the geometric fit over a few depths."""
     rows = limit["rows"]
-    floors = ", ".join(f"{_iv(r['fixed_point_error_interval']) if r.get('fixed_point_error_interval') else _num(r['fixed_point_error'])}"
-                       f" (n = {r['context_len']}, ρ {r['spectral_radius_mean']:.3f})" for r in rows)
+    floors = ", ".join(f"{_limit_text(r)} (n = {r['context_len']}, ρ {r['spectral_radius_mean']:.3f}"
+                       + (", the evaluation tasks" if r.get("tasks") == "evaluation" else "") + ")" for r in rows)
     asymptotic = rows[0]["spectral_radius_mean"]
     rate = fit["rate"]
     same = abs(rate - asymptotic) < 0.02
-    return (f"θ*'s limit as depth grows, computed as the fixed point of its map on {limit['n_tasks']} tasks (sup error, "
-            f"mean over the contracting tasks with its 95% t interval): {floors}. The geometric fit over the report's depths gives rate {rate:.3f} and "
+    longer = [r["context_len"] for r in rows if r.get("tasks") != "evaluation"]
+    where = (f"at the training length on the evaluation tasks (the number quoted above), at n = "
+             f"{', '.join(map(str, longer))} on {limit['n_tasks']} other tasks with longer trajectories"
+             if longer and len(longer) < len(rows) else f"on {limit['n_tasks']} tasks")
+    return (f"θ*'s limit as depth grows, computed as the fixed point of its map {where} (sup error, mean over the "
+            f"contracting tasks with its 95% t interval): {floors}. The geometric fit over the report's depths gives rate {rate:.3f} and "
             f"floor {fit['floor']:.3f}; " + ("that rate is the asymptotic one (ρ of the map)." if same else
             f"that rate is not the asymptotic one (ρ of θ*'s map ≈ {asymptotic:.3f}): the fit describes only the "
             "depths it saw, and its floor is not the limit."))
@@ -173,6 +211,10 @@ def write_markdown(summary: Summary, out_dir: Path) -> Path:
 def stylised_lines(summary: Summary) -> list[str]:
     m, p, cfg = summary.metrics, summary.probes, summary.model_config
     conv, alg, ext = summary.convergence, summary.algorithm, summary.algorithm.extrapolation
+    tied = cfg["tied"]
+    signature = ([f"- layers 0–{len(m.signature) - 1} (tied): {_fmt(m.signature[0])}"]
+                 if tied and all(s == m.signature[0] for s in m.signature) else
+                 [f"- layer {l}: {_fmt(s)}" for l, s in enumerate(m.signature)])
     return [
         f"# ICTD analysis of `{summary.source}`",
         "",
@@ -189,16 +231,16 @@ def stylised_lines(summary: Summary) -> list[str]:
         "| depth | " + " | ".join(str(d) for d in ext.depths) + " |",
         "|---|" + "---|" * len(ext.depths),
         "| trained layers, MSVE | " + " | ".join(f"{e:.3g}" for e in ext.model) + " |",
-        "| θ*, MSVE | " + " | ".join(f"{e:.3g}" for e in ext.theta_star) + " |",
+        "| θ*, MSVE | " + " | ".join(f"{e:.3g}" for e in ext.reference) + " |",
         "",
         "## How close is it to θ*?",
         "",
         "| metric | value |",
         "|---|---|",
         f"| eval MSVE (model / θ* at the same depth) | {m.eval_msve:.4f} / {m.theta_star_msve:.4f} |",
-        f"| cos(A, A*) per layer | {', '.join(f'{c:.3f}' for c in m.cos_A)} |",
-        f"| cos(V, V*) per layer (identifiable entries) | {', '.join(_num(c) for c in m.cos_V)} |",
-        f"| sign match {SIGNATURE_TEXT} per layer | {', '.join('yes' if s else 'no' for s in m.signature_match)} |",
+        f"| cos(A, A*) per layer | {per_layer([f'{c:.3f}' for c in m.cos_A], tied)} |",
+        f"| cos(V, V*) per layer (identifiable entries) | {per_layer([_num(c) for c in m.cos_V], tied)} |",
+        f"| sign match {SIGNATURE_TEXT} per layer | {per_layer(['yes' if s else 'no' for s in m.signature_match], tied)} |",
         f"| prediction gap to θ* (RMS) | {p.rms_gap_to_theta_star:.4f} |",
         f"| sensitivity cosine dv/dx(S_n) | {p.sensitivity_cosine:.3f} |",
         "",
@@ -207,7 +249,7 @@ def stylised_lines(summary: Summary) -> list[str]:
         "",
         f"Value-row signature ({', '.join(SIGNATURE_INPUTS)}), normalised; n/a = not identifiable at that layer:",
         "",
-        *[f"- layer {l}: {_fmt(s)}" for l, s in enumerate(m.signature)],
+        *signature,
         "",
         "## Kernel and convergence theory",
         "",
@@ -301,7 +343,7 @@ def standard_sentences(summary: Summary) -> list[str]:
     ext = alg.extrapolation
     if ext:
         lines.append(f"- **Iterated beyond its trained depth** the tied block {ext.verdict} (MSVE {ext.model[-1]:.3g} "
-                     f"at depth {ext.depths[-1]}; θ* {ext.theta_star[-1]:.3g}).")
+                     f"at depth {ext.depths[-1]}; θ* {ext.reference[-1]:.3g}).")
     return lines
 
 
@@ -358,14 +400,34 @@ def linear_lines(summary: Summary) -> list[str]:
         f"a layer is in the family when the fit explains at least {IN_FAMILY:.0%} of both P and Q.",
         "",
         *[f"- {linear_layer_sentence(row)}" for row in alg.layers],
-        f"- The identified members, run as a model, explain {lin.function_r2:.1%} of the variance of the model's "
-        "values (R² over every state of every evaluation task).",
+        "- " + function_r2_sentence(lin.function_r2),
         f"- Iterated on each evaluation context, layer {it['layer']}'s identified update converges on "
         f"{it['converging']} of {it['tasks']} tasks ({share['mean']:.0%} [{share['lo']:.0%}, {share['hi']:.0%}], "
-        f"Wilson 95%; median spectral radius {it['median_radius']:.3f}).",
+        f"Wilson 95%; median spectral radius {it['median_radius']:.3f})" + _neutral_words(it) + ".",
     ]
     if ext:
         lines.append(f"- Run beyond its trained depth, the tied layer itself {ext.verdict} (MSVE {_num(ext.model[-1], '.3g')} "
-                     f"at depth {ext.depths[-1]}; the TD(0) construction {_num(ext.theta_star[-1], '.3g')}).")
-    return [*lines, "", "## Error", "", f"- {summary.baselines.sentence}", "", *baseline_table(summary.baselines), "",
+                     f"at depth {ext.depths[-1]}; the TD(0) construction {_num(ext.reference[-1], '.3g')}).")
+    theirs = their_lines(lin.theirs, alg.layers, cfg["activation"] == "identity") if lin.theirs else []
+    return [*lines, "", *theirs, "", "## Error", "", f"- {summary.baselines.sentence}", "",
+            *baseline_table(summary.baselines), "",
             f"Eval MSVE {m.eval_msve:.4f} (this project's softmax θ* at the same depth {m.theta_star_msve:.4f}).", ""]
+
+
+def _neutral_words(it: dict[str, Any]) -> str:
+    """The tasks where the identified layer barely acts (radius within the tolerance of 1), said as such."""
+    neutral, tol = it.get("neutral", 0), it.get("neutral_tolerance")
+    if not neutral:
+        return ""
+    return (f"; on {neutral} tasks it is neutral (one application moves the implicit weight by at most {tol:.0%} "
+            "of its size: it barely acts, so neither converging nor diverging is said)")
+
+
+def function_r2_sentence(r2: float) -> str:
+    """The identified members run as a model, against the model's own values: R² read as a share of
+    variance only when it is one (R² < 0: worse than predicting the mean value, no share at all)."""
+    where = "(R² over every state of every evaluation task)"
+    if r2 < 0:
+        return (f"The identified members, run as a model, explain none of the variance of the model's values: "
+                f"R² = {r2:.3f} {where}, worse than predicting their mean.")
+    return f"The identified members, run as a model, explain {r2:.1%} of the variance of the model's values {where}."

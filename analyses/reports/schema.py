@@ -25,7 +25,8 @@ from analyses.metrics.intervals import Interval, Paired
 from ictd_interp.models.construction import SIGNATURE_INPUTS
 from ictd_interp.training.evaluation import EvalMetrics
 
-SCHEMA_VERSION = 2  # 1: the untyped summary of earlier releases (read as well: same keys)
+SCHEMA_VERSION = 3  # 1: the untyped summary of earlier releases; 2: extrapolation's reference curve named
+# "theta_star" whatever it was (both read: ``upgraded``)
 
 
 def per_layer(names: Optional[tuple[str, ...]] = None, default: Any = None) -> Any:
@@ -95,7 +96,8 @@ class Extrapolation:
     verdict: str
     depths: list[int] = detail()
     model: list[Optional[float]] = detail()
-    theta_star: list[Optional[float]] = detail()
+    reference: list[Optional[float]] = detail()  # the construction run to the same depths
+    reference_name: str = "theta*"  # theta*, or a linear model's "TD(0) construction"
     curve_verdict: Optional[str] = None
     verdict_from: Optional[str] = None
 
@@ -135,6 +137,21 @@ class Convergence:
 
 
 @dataclass
+class TheirReadings:
+    """The predecessor's own metrics of a linear model, as its code computes them
+    (``analyses.metrics.predecessor_metrics``), beside this project's family fit."""
+
+    IWS: Interval
+    SS: Interval
+    VD: Interval
+    alpha: float  # the hard TD model's step in VD
+    alpha_from: str  # where that step came from
+    random_IWS: Interval  # IWS of random layers of the model's norms: the chance level
+    layers: list[dict[str, float]] = detail()  # per unique layer: their compare_P / compare_Q readings
+    logged: Optional[dict[str, float]] = detail()  # what their trainer logged at the imported step
+
+
+@dataclass
 class LinearFamily:
     """The predecessor's family (linear-ictd models): how much of the model's function the identified member
     explains, whether its (last) layer's update converges when iterated on the evaluation contexts, and
@@ -143,6 +160,7 @@ class LinearFamily:
     function_r2: float
     iteration: dict[str, Any]
     weights: dict[str, Any] = detail()
+    theirs: Optional[TheirReadings] = None
 
 
 @dataclass
@@ -202,9 +220,21 @@ def read_summary(path: Union[str, Path]) -> Summary:
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise ValueError(f"{path}: corrupt or truncated JSON ({err})") from None
     try:
-        return build(Summary, data)
+        return build(Summary, upgraded(data))
     except (TypeError, ValueError, KeyError) as err:
         raise ValueError(f"{path}: not a summary of this release's schema ({err})") from None
+
+
+def upgraded(data: dict[str, Any]) -> dict[str, Any]:
+    """A summary of schema 1 or 2 in this schema's names: the extrapolation's construction curve, stored as
+    ``theta_star`` (a linear model's TD(0) construction included), becomes ``reference``."""
+    ext = (data.get("algorithm") or {}).get("extrapolation")
+    if isinstance(ext, dict) and "theta_star" in ext:
+        name = "TD(0) construction" if data.get("architecture") == "linear-ictd" else "theta*"
+        ext = {**{k: v for k, v in ext.items() if k != "theta_star"}, "reference": ext["theta_star"],
+               "reference_name": name}
+        data = {**data, "algorithm": {**data["algorithm"], "extrapolation": ext}}
+    return data
 
 
 def build(cls: Any, data: Any, where: str = "") -> Any:

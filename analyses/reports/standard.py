@@ -10,6 +10,7 @@ best-in-family and (tied models) depth-extrapolation answers as the stylised rep
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import cache
 from typing import Any, Optional
 
 import torch
@@ -27,6 +28,7 @@ from ictd_interp.models import HookedICTDTransformer
 from ictd_interp.models.architectures import ICTDModel
 from ictd_interp.training.evaluation import EvalSet, evaluate
 from ictd_interp.config.train import TrainConfig
+from ictd_interp.io.progress import computed
 from ictd_interp.models.hook_names import ends_with
 
 # A tied standard block has no linear map to read a spectrum from: its error curve runs to 32x its depth
@@ -38,50 +40,58 @@ def compute_standard(model: ICTDModel, config: TrainConfig, source: str, curves:
     eval_set = EvalSet.build(replace(config, device="cpu"))
     model = model.to("cpu")
     tasks, star = eval_set.tasks, HookedICTDTransformer.from_theta_star(model.cfg)
-    fit = sample_from(config.tasks, 256, seed=config.eval_seed + 2)
-    probes = {"output": value_probes(model, fit, "output"), "v_pi": value_probes(model, fit, "v_pi")}
-    quantity, star_quantity = quantity_probes(model, fit), quantity_probes(star, fit)
-    few = tasks[:64]
+    fit, few = sample_from(config.tasks, 256, seed=config.eval_seed + 2), tasks[:64]
+    lengths = [n for n in CONTEXT_LENGTHS if not model.cfg.pos_embed or n < model.cfg.n_ctx]
     with torch.no_grad():
         values, star_values = model(tasks.prompt), star(tasks.prompt)
-    star_rows = residual_stack(star, tasks.prompt)[..., star.layout.current]
-    kernels = head_kernels(model, tasks)
-    lengths = [n for n in CONTEXT_LENGTHS if not model.cfg.pos_embed or n < model.cfg.n_ctx]
-    long_tasks = sample_from(config.tasks, 64, seed=config.eval_seed + 1, length=max(lengths))
-    return build(Summary, {
-        "source": source, "config": config.to_dict(), "model_config": model.cfg.to_dict(), "architecture": "standard",
-        "n_eval_tasks": len(tasks), "eval_tasks": eval_tasks_label(config, len(tasks)),
-        "metrics": evaluate(model, eval_set).to_dict(),
-        "baselines": baselines.compare(values, tasks, config.tasks.gamma, model.cfg.n_layers, extra={"theta_star": star_values}),
-        "diagonality": {"theta_star": kernel_diagonality_mean(star, tasks)[0, 0].item()},
-        "convergence": {
-            # MSVE per site (this report) and, as the stylised report's depth curve, the sup error
-            "depth_msve": {"model": probe_errors_by_depth(model, probes["output"], tasks),
-                           "model_v_pi_probe": probe_errors_by_depth(model, probes["v_pi"], tasks),
+
+    @cache  # fitted once, on first use by a section
+    def probes() -> dict[str, Any]:
+        return {"output": value_probes(model, fit, "output"), "v_pi": value_probes(model, fit, "v_pi"),
+                "quantity": quantity_probes(model, fit), "star_quantity": quantity_probes(star, fit)}
+
+    @cache
+    def kernels() -> list[dict]:
+        return head_kernels(model, tasks)
+
+    def convergence() -> dict[str, Any]:
+        star_rows = residual_stack(star, tasks.prompt)[..., star.layout.current]
+        long_tasks = sample_from(config.tasks, 64, seed=config.eval_seed + 1, length=max(lengths))
+        output = probes()["output"]
+        return {  # MSVE per site (this report) and, as the stylised report's depth curve, the sup error
+            "depth_msve": {"model": probe_errors_by_depth(model, output, tasks),
+                           "model_v_pi_probe": probe_errors_by_depth(model, probes()["v_pi"], tasks),
                            "theta_star": (star_rows - tasks.v_true).pow(2).mean((1, 2)).tolist()},
-            "depth": {"model": [sup_error(v, tasks).mean().item() for v in probed_values(model, probes["output"], tasks)],
+            "depth": {"model": [sup_error(v, tasks).mean().item() for v in probed_values(model, output, tasks)],
                       "theta_star": [sup_error(v, tasks).mean().item() for v in star_rows]},
             "context_lengths": lengths,
             "context": {name: errors_by_context(m, long_tasks, lengths).mean(-1).tolist()
-                        for name, m in (("trained model", model), ("theta* (same depth)", star))},
-        },
-        "circuit": {
-            "quantity_r2": quantity_r2(model, quantity, tasks),
-            "theta_star_quantity_r2": quantity_r2(star, star_quantity, tasks),
-            "heads": kernels,
-            "signatures": probed_signatures(model, few, quantity, probes["output"]),
-            "layer_signatures": probed_layer_signatures(model, few, quantity, probes["output"]),
-            **most_like(kernels),
-        },
-        "algorithm": {
-            "layers": identify_from_values(probed := probed_values(model, probes["output"], few), few),
-            "layers_tabular": identify_from_values(probed, few, kernel="tabular"),
-            "extrapolation": depth_extrapolation(model, star, tasks, factor=STANDARD_EXTRAPOLATION)
-            if model.cfg.tied else None,
-        },
-        "curves": curves,
-        "example": _example(model, star, tasks, kernels),
-    })
+                        for name, m in (("trained model", model), ("theta* (same depth)", star))}}
+
+    def circuit() -> dict[str, Any]:
+        p = probes()
+        return {"quantity_r2": quantity_r2(model, p["quantity"], tasks),
+                "theta_star_quantity_r2": quantity_r2(star, p["star_quantity"], tasks), "heads": kernels(),
+                "signatures": probed_signatures(model, few, p["quantity"], p["output"]),
+                "layer_signatures": probed_layer_signatures(model, few, p["quantity"], p["output"]), **most_like(kernels())}
+
+    def algorithm() -> dict[str, Any]:
+        probed = probed_values(model, probes()["output"], few)
+        return {"layers": identify_from_values(probed, few), "layers_tabular": identify_from_values(probed, few, kernel="tabular"),
+                "extrapolation": depth_extrapolation(model, star, tasks, factor=STANDARD_EXTRAPOLATION)
+                if model.cfg.tied else None}
+
+    sections = computed({
+        "metrics": lambda: evaluate(model, eval_set).to_dict(),
+        "baselines": lambda: baselines.compare(values, tasks, config.tasks.gamma, model.cfg.n_layers,
+                                               extra={"theta_star": star_values}),
+        "diagonality": lambda: {"theta_star": kernel_diagonality_mean(star, tasks)[0, 0].item()},
+        "convergence": convergence, "circuit": circuit, "algorithm": algorithm,
+        "example": lambda: _example(model, star, tasks, kernels()),
+    }, desc="analyze")
+    return build(Summary, {"source": source, "config": config.to_dict(), "model_config": model.cfg.to_dict(),
+                           "architecture": "standard", "n_eval_tasks": len(tasks),
+                           "eval_tasks": eval_tasks_label(config, len(tasks)), "curves": curves, **sections})
 
 
 @torch.no_grad()

@@ -25,6 +25,7 @@ from ictd_interp.models.state_space import state_space_unavailable
 from analyses.metrics.probes import activation_cosines, circuit_cosines, prediction_gap, sensitivity_cosine
 from analyses.reports.schema import Summary, build, eval_tasks_label
 from ictd_interp.config import TrainConfig
+from ictd_interp.io.progress import computed
 from ictd_interp.models import HookedICTDTransformer
 from ictd_interp.models.hook_names import ends_with
 from ictd_interp.tasks.sampling import TaskBatch, sample_from
@@ -50,44 +51,47 @@ def compute(model: HookedICTDTransformer, config: TrainConfig, source: str, curv
     tasks, star = eval_set.tasks, HookedICTDTransformer.from_theta_star(model.cfg)
     depth = max(2 * model.cfg.n_layers, 16)
     long_tasks = sample_from(config.tasks, 64, seed=config.eval_seed + 1, length=max(CONTEXT_LENGTHS))
-    star_depth = errors_by_depth(HookedICTDTransformer.from_theta_star(model.cfg, depth=depth), tasks).mean(-1).tolist()
-    C = model_margin(star, tasks)
+    C, star_map = model_margin(star, tasks), summary_star_map(star, tasks)
     with torch.no_grad():
         model_values, star_values = model(tasks.prompt), star(tasks.prompt)
-    return build(Summary, {
-        "source": source, "architecture": "stylised",
-        "config": config.to_dict(), "model_config": model.cfg.to_dict(), "n_eval_tasks": len(tasks),
-        "eval_tasks": eval_tasks_label(config, len(tasks)),
-        "metrics": evaluate(model, eval_set).to_dict(),
-        "baselines": baselines.compare(model_values, tasks, config.tasks.gamma, model.cfg.n_layers,
-                                       extra={"theta_star": star_values}),
-        "probes": {**prediction_gap(model, tasks, star), "sensitivity_cosine": sensitivity_cosine(model, tasks, star),
-                   "circuits": circuit_cosines(model, star), "activation_cosines": activation_cosines(model, tasks, star)},
-        "diagonality": {"model": kernel_diagonality_mean(model, tasks).tolist(),
-                        "theta_star": kernel_diagonality_mean(star, tasks)[0, 0].item(),
-                        "threshold": (1 + config.tasks.gamma) / 2},
-        "margin": {"model_mean": model_margin(model, tasks).mean().item(), "theta_star_mean": C.mean().item(),
-                   "theta_star_min": C.min().item()},
-        "algorithm": algorithm_answers(model, star, tasks),
-        "circuit": {"heads": (heads := head_kernels(model, tasks)), **most_like(heads)},
-        "convergence": {
-            "depth": {"theta_star": star_depth, "model": errors_by_depth(model, tasks).mean(-1).tolist()},
-            "theta_star_fit": fit_geometric(star_depth), "one_minus_C": 1 - C.mean().item(),
-            "theta_star_limit": theta_star_limit(model.cfg, config),
-            "context_lengths": list(CONTEXT_LENGTHS),
-            "context": {name: errors_by_context(m, long_tasks, CONTEXT_LENGTHS).mean(-1).tolist()
-                        for name, m in (("trained model", model), ("theta* (same depth)", star))},
-        },
-        "neu": neu_grid(model.cfg, config.tasks, model if state_space_unavailable(model.cfg) is None else None,
-                        lengths=tuple(sorted({config.tasks.context_len, NEU_LONG})),
-                        depths=tuple(sorted({model.cfg.n_layers, *NEU_DEEP})), n_tasks=NEU_TASKS,
-                        seed=config.eval_seed) if neu and state_space_unavailable(model.cfg) is None else None,
-        "curves": curves,
-        "example": _example(model, star, tasks),
-    })
+    exact = state_space_unavailable(model.cfg) is None
+
+    def convergence() -> dict[str, Any]:
+        star_depth = errors_by_depth(HookedICTDTransformer.from_theta_star(model.cfg, depth=depth), tasks).mean(-1).tolist()
+        return {"depth": {"theta_star": star_depth, "model": errors_by_depth(model, tasks).mean(-1).tolist()},
+                "theta_star_fit": fit_geometric(star_depth), "one_minus_C": 1 - C.mean().item(),
+                "theta_star_limit": theta_star_limit(model.cfg, config, star_map),
+                "context_lengths": list(CONTEXT_LENGTHS),
+                "context": {name: errors_by_context(m, long_tasks, CONTEXT_LENGTHS).mean(-1).tolist()
+                            for name, m in (("trained model", model), ("theta* (same depth)", star))}}
+
+    sections = computed({
+        "metrics": lambda: evaluate(model, eval_set).to_dict(),
+        "baselines": lambda: baselines.compare(model_values, tasks, config.tasks.gamma, model.cfg.n_layers,
+                                               extra={"theta_star": star_values}),
+        "probes": lambda: {**prediction_gap(model, tasks, star), "sensitivity_cosine": sensitivity_cosine(model, tasks, star),
+                           "circuits": circuit_cosines(model, star),
+                           "activation_cosines": activation_cosines(model, tasks, star)},
+        "diagonality": lambda: {"model": kernel_diagonality_mean(model, tasks).tolist(),
+                                "theta_star": kernel_diagonality_mean(star, tasks)[0, 0].item(),
+                                "threshold": (1 + config.tasks.gamma) / 2},
+        "margin": lambda: {"model_mean": model_margin(model, tasks).mean().item(), "theta_star_mean": C.mean().item(),
+                           "theta_star_min": C.min().item()},
+        "algorithm": lambda: algorithm_answers(model, star, tasks, star_map),
+        "circuit": lambda: {"heads": (heads := head_kernels(model, tasks)), **most_like(heads)},
+        "convergence": convergence,
+        "neu": lambda: neu_grid(model.cfg, config.tasks, model, lengths=tuple(sorted({config.tasks.context_len, NEU_LONG})),
+                                depths=tuple(sorted({model.cfg.n_layers, *NEU_DEEP})), n_tasks=NEU_TASKS,
+                                seed=config.eval_seed) if neu and exact else None,
+        "example": lambda: _example(model, star, tasks),
+    }, desc="analyze")
+    return build(Summary, {"source": source, "architecture": "stylised", "config": config.to_dict(),
+                           "model_config": model.cfg.to_dict(), "n_eval_tasks": len(tasks),
+                           "eval_tasks": eval_tasks_label(config, len(tasks)), "curves": curves, **sections})
 
 
-def algorithm_answers(model: HookedICTDTransformer, star: HookedICTDTransformer, tasks: TaskBatch) -> dict[str, Any]:
+def algorithm_answers(model: HookedICTDTransformer, star: HookedICTDTransformer, tasks: TaskBatch,
+                      star_map: dict[str, Any]) -> dict[str, Any]:
     """Which algorithm each layer runs (read from the weights where the layer is a fixed linear map,
     fitted otherwise), what iterating the last layer does (from the spectrum of its map), the error
     curve run as deep as that spectrum needs, and theta*'s own map and fixed point on the same tasks."""
@@ -104,7 +108,6 @@ def algorithm_answers(model: HookedICTDTransformer, star: HookedICTDTransformer,
         else:
             row["iteration"] = iteration_map(model, tasks, row["layer"], row) if usable else None
     iterated = layers[last]["iteration"]
-    star_map = iteration_map(star, tasks, 0, theta_star_coefficients(model.cfg.gamma))
     deepest = spectral_depth(iterated["spectral_radius"], model.cfg.n_layers) if iterated else 8 * model.cfg.n_layers
     extrapolation = depth_extrapolation(model, star, tasks, depths_up_to(deepest, model.cfg.n_layers))
     if iterated is not None:  # the spectrum decides; the error curve is shown beside it
@@ -117,22 +120,33 @@ def algorithm_answers(model: HookedICTDTransformer, star: HookedICTDTransformer,
             "extrapolation": extrapolation, "theta_star_map": _without_radii(star_map)}
 
 
-def theta_star_limit(cfg, config: TrainConfig) -> dict[str, Any]:
+def summary_star_map(star: HookedICTDTransformer, tasks: TaskBatch) -> dict[str, Any]:
+    """theta*'s map on the evaluation tasks (its spectrum and fixed point), the one the report's first
+    section and the first row of ``theta_star_limit`` both quote."""
+    return iteration_map(star, tasks, 0, theta_star_coefficients(star.cfg.gamma))
+
+
+def theta_star_limit(cfg, config: TrainConfig, at_training_length: dict[str, Any]) -> dict[str, Any]:
     """theta*'s limit as depth grows, computed rather than extrapolated: per context length, the sup
     error of the fixed point of its map (``iteration_map``) and that map's spectral radius (the
-    asymptotic rate of its geometric decay), on ``LIMIT_TASKS`` tasks with trajectories of the
-    longest length (prefixes for the shorter ones)."""
+    asymptotic rate of its geometric decay). At the training length, ``at_training_length`` (its map on
+    the evaluation tasks, as the report's first section quotes it); at the longer ``LIMIT_LENGTHS``, on
+    ``LIMIT_TASKS`` other tasks with trajectories of the longest length (prefixes for the shorter ones)."""
+    n_train = config.tasks.context_len
     tasks = sample_from(config.tasks, LIMIT_TASKS, seed=config.eval_seed + 2, length=max(LIMIT_LENGTHS))
     star = HookedICTDTransformer.from_theta_star(replace(cfg, dtype="float64", n_layers=1, tied=True))
-    rows = []
-    for n in LIMIT_LENGTHS:
+    rows = [_limit_row(n_train, at_training_length, "evaluation")]
+    for n in (n for n in LIMIT_LENGTHS if n > n_train):
         prefix = TaskBatch(tasks.mrp, tasks.features, tasks.states[:, : n + 1])
-        result = iteration_map(star, prefix, 0, theta_star_coefficients(cfg.gamma))
-        rows.append({"context_len": n, "fixed_point_error": result["fixed_point_error"],
-                     "fixed_point_error_interval": result["fixed_point_error_interval"],
-                     "spectral_radius_mean": result["spectral_radius_mean"],
-                     "fraction_contracting": result["fraction_contracting"]})
+        rows.append(_limit_row(n, iteration_map(star, prefix, 0, theta_star_coefficients(cfg.gamma)), "long"))
     return {"n_tasks": LIMIT_TASKS, "rows": rows}
+
+
+def _limit_row(n: int, result: dict[str, Any], tasks: str) -> dict[str, Any]:
+    return {"context_len": n, "tasks": tasks, "fixed_point_error": result["fixed_point_error"],
+            "fixed_point_error_interval": result["fixed_point_error_interval"],
+            "spectral_radius_mean": result["spectral_radius_mean"],
+            "fraction_contracting": result["fraction_contracting"]}
 
 
 def _without_radii(result: dict[str, Any]) -> dict[str, Any]:

@@ -8,7 +8,7 @@ those saved numbers (PNG and SVG, ``reports.drawing``) and writes ``summary.md``
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional, Union
+from typing import NamedTuple, Optional, Union
 
 from analyses.reports.drawing import draw
 from analyses.reports.render import write_markdown
@@ -26,25 +26,35 @@ from ictd_interp.training.run_folder import METRICS, is_run, latest_checkpoint, 
 CURVES = ("step", "eval_msve", "cos_A", "cos_V", "kernel_diagonality_mean", "kernel_diagonality_heads")
 
 
-def resolve(path: Union[str, Path]) -> tuple[ICTDModel, TrainConfig, Optional[Path]]:
-    """Model, the task settings to evaluate it on, and the folder holding its training curves
-    (``metrics.jsonl``: a run folder or a shipped model; None for a bare checkpoint)."""
+class Resolved(NamedTuple):
+    """What ``analyze`` works on: the model, the task settings to evaluate it on, the folder holding its
+    training curves (``metrics.jsonl``: a run folder or a shipped model; None for a bare checkpoint) and
+    the checkpoint's metadata (an imported run's own logged metrics among them)."""
+
+    model: ICTDModel
+    config: TrainConfig
+    curves: Optional[Path]
+    metadata: dict
+
+
+def resolve(path: Union[str, Path]) -> Resolved:
+    """The model at ``path`` (a run folder, a checkpoint or a shipped model's name) and what goes with it."""
     path = resolve_name(path)  # a registry name (``quick-td-s0``) or a path
     if is_run(path):
         ckpt = path / "final" if (path / "final").exists() else latest_checkpoint(path)
         if ckpt is None:
             raise CheckpointError(f"{path}: run directory without any checkpoint yet")
-        return load_checkpoint(ckpt).model, load_run_config(path), path
+        return Resolved(load_checkpoint(ckpt).model, load_run_config(path), path, {})
     if not (path / CONFIG).exists() and not path.is_file():
         raise CheckpointError(f"{path}: neither a run directory (train_config.json + metrics.jsonl) nor a "
                               f"checkpoint ({CONFIG} + model.safetensors)")
     model, meta = load_checkpoint(path)
     if "train_config" in meta:
         curves = path if path.is_dir() and (path / METRICS).exists() else None  # shipped models keep theirs
-        return model, TrainConfig.from_dict(meta["train_config"]), curves
+        return Resolved(model, TrainConfig.from_dict(meta["train_config"]), curves, meta)
     cfg = type(model.cfg).from_dict(model.cfg.to_dict())  # the config's own copy, not the model's object
     tasks = TaskDistribution(d_features=cfg.d_features, gamma=cfg.gamma)
-    return model, TrainConfig(model=cfg, tasks=tasks).with_flat(**meta.get("task", {})), None  # flat settings
+    return Resolved(model, TrainConfig(model=cfg, tasks=tasks).with_flat(**meta.get("task", {})), None, meta)
 
 
 def training_curves(run_dir: Optional[Path]) -> Optional[dict[str, list]]:
@@ -58,13 +68,13 @@ def training_curves(run_dir: Optional[Path]) -> Optional[dict[str, list]]:
 def analyze(path: Union[str, Path], out_dir: Union[str, Path], neu: bool = True) -> Summary:
     """Write ``summary.json``, ``summary.md`` and every figure (PNG and SVG) to ``out_dir`` (``neu``: with
     the NEU section, stylised models only); returns the typed summary."""
-    model, config, run_dir = resolve(path)
+    model, config, run_dir, metadata = resolve(path)
     curves = training_curves(run_dir)
     if is_stylised(model):
         summary = compute(model, config, str(path), curves, neu)
     else:
-        own = compute_linear if model.cfg.architecture == "linear-ictd" else compute_standard
-        summary = own(model, config, str(path), curves)
+        summary = (compute_linear(model, config, str(path), curves, metadata.get("their_logged"))
+                   if model.cfg.architecture == "linear-ictd" else compute_standard(model, config, str(path), curves))
     out_dir = Path(out_dir)
     (out_dir / "figures").mkdir(parents=True, exist_ok=True)
     write_summary(summary, out_dir / "summary.json")

@@ -170,17 +170,23 @@ def error_vs_depth(depth: pd.DataFrame, title: str) -> Figure:
 
 
 def depth_extrapolation(table: pd.DataFrame, title: str) -> Figure:
-    """The learned layers run to other depths (tied: the same layer; per-layer: the last one repeated)."""
+    """The learned layers run to other depths (tied: the same layer; per-layer: the last one repeated), beside
+    each construction the cells compare with (θ*; a linear model's TD(0) construction), never averaged together."""
+    if "reference" not in table:  # a study folder of schema 2: its construction curve was always named theta_star
+        table = table.rename(columns={"theta_star": "reference"}).assign(reference_name="theta*")
     return _versus_depth(table, f"{title}: learned layers run beyond their trained depth", "MSVE against $v_\\pi$",
-                         log_depth=True)
+                         log_depth=True, reference="reference")
 
 
-def _versus_depth(table: pd.DataFrame, title: str, ylabel: str, log_depth: bool) -> Figure:
+def _versus_depth(table: pd.DataFrame, title: str, ylabel: str, log_depth: bool, reference: str = "theta_star") -> Figure:
     fig = Figure(figsize=(7.5, 4), layout="constrained")
     ax = fig.add_subplot()
     band_lines(ax, table, "depth", "model", marker="o", log=True)
-    star = table.groupby("depth")["theta_star"].mean().reset_index()
-    ax.plot(star["depth"], star["theta_star"], color="grey", ls="--", label="$\\theta^*$ (mean over cells)")
+    names = table["reference_name"] if "reference_name" in table else pd.Series("theta*", index=table.index)
+    for (name, rows), ls in zip(table.groupby(names), ("--", ":", "-.")):
+        mean = rows.groupby("depth")[reference].mean().reset_index()
+        label = ("$\\theta^*$" if name == "theta*" else name) + " (mean over cells)"
+        ax.plot(mean["depth"], mean[reference], color="grey", ls=ls, label=label)
     ax.set(title=title, xlabel="depth (layers applied)", ylabel=ylabel, yscale="log",
            xscale="log" if log_depth else "linear")
     if log_depth:

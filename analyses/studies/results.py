@@ -6,7 +6,8 @@
   ``.next value``, ``.current value``; detail fields stay in summary.json).
 * ``curves.csv``: cell x step x layer, from the run's ``metrics.jsonl``.
 * ``depth.csv``: cell x depth, the error after each layer for the model and for theta*.
-* ``extrapolation.csv``: cell x depth, MSVE of the learned layers run to other depths, and theta*'s.
+* ``extrapolation.csv``: cell x depth, MSVE of the learned layers run to other depths, and of the construction they are
+  compared with (``reference``, named by ``reference_name``: theta*, or a linear model's TD(0) construction).
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ def collect(spec: StudySpec, out_dir: Path) -> None:
                    "theta_star": e} for d, e in enumerate(conv["theta_star"])]
         ext = summary.algorithm.extrapolation
         if ext is not None:
-            extrapolation += [{**ids, "depth": d, "model": m, "theta_star": t, "trained_depth": ext.trained_depth}
-                              for d, m, t in zip(ext.depths, ext.model, ext.theta_star)]
+            extrapolation += [{**ids, "depth": d, "model": m, "reference": t, "reference_name": ext.reference_name,
+                               "trained_depth": ext.trained_depth} for d, m, t in zip(ext.depths, ext.model, ext.reference)]
     for name, rows in (("results", results), ("curves", curves), ("depth", depth), ("extrapolation", extrapolation)):
         pd.DataFrame.from_records(rows).to_csv(out_dir / f"{name}.csv", index=False)
 

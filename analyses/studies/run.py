@@ -35,7 +35,7 @@ import pandas as pd
 
 from analyses.studies.results import collect, read_tables
 from analyses.studies.spec import StudySpec, StudySpecError, load_spec
-from ictd_interp.io.progress import progress_bar
+from ictd_interp.io.progress import computed, progress_bar
 
 STOP_FILE, STATUS_FILE = "STOP", "status.json"
 TASK_RETRIES = 3  # Ray retries a cell whose worker process died (killed, out of memory)
@@ -81,8 +81,8 @@ def run_study(spec: Union[str, Path, dict, StudySpec], out_dir: Union[str, Path]
         interrupted = _run_on_ray(todo, out_dir, address, workers, progress, keep_freed_memory)
     from analyses.studies.report import write_report
 
-    collect(spec, out_dir)
-    write_report(out_dir)
+    computed({"collect the cells' results": lambda: collect(spec, out_dir),
+              "figures and study.md": lambda: write_report(out_dir)}, desc="study report", disable=not progress)
     return Study(out_dir, spec, *read_tables(out_dir), interrupted=interrupted)
 
 
@@ -154,10 +154,11 @@ def _run_on_ray(cells, out_dir: Path, address: Optional[str], workers: Optional[
                               "memory); Ray retries the cell from its last checkpoint")
             bar.set_postfix(done=counts["done"], running=running, failed=counts["failed"])
     finally:
+        if started_here:
+            bar.set_postfix_str("stopping the local Ray instance", refresh=True)
+            ray.shutdown()
         bar.close()
         (out_dir / STOP_FILE).unlink(missing_ok=True)
-        if started_here:
-            ray.shutdown()
     return interrupted
 
 

@@ -8,7 +8,10 @@ which imports the heavy layers inside it. ``main`` turns a bad request into one 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import difflib
 import sys
+import warnings
 from collections.abc import Sequence
 from dataclasses import fields
 from importlib import resources
@@ -24,6 +27,23 @@ DESCRIPTION = """Softmax transformers that run TD learning in context: pretrain,
 
 Start with `ictd-interp reproduce --preset quick --out runs/quick` (train, then analyse: summary.md and
 figures in runs/quick/analysis). The theory behind every number: docs/theory.md."""
+
+
+class Parser(argparse.ArgumentParser):
+    """An error is one line naming what is wrong and where help is, never the whole usage block."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+def unknown_flags(parser: argparse.ArgumentParser, extra: Sequence[str]) -> str:
+    """What was not understood, with the closest of the command's own flags for each mistyped one."""
+    flags = [o for action in parser._actions for o in action.option_strings]
+    parts = []
+    for arg in extra:
+        close = difflib.get_close_matches(arg.split("=")[0], flags, n=2) if arg.startswith("-") else []
+        parts.append(arg + (f" (did you mean {' or '.join(close)}?)" if close else ""))
+    return "unrecognized arguments: " + ", ".join(parts)
 
 
 def builtin_studies() -> list[str]:
@@ -56,7 +76,9 @@ def _training(p: argparse.ArgumentParser, name: str) -> None:
     if name == "train":
         p.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its last checkpoint")
     p.add_argument("--threads", type=positive_int, default=None,
-                   help="torch CPU threads (bit-exact resumes need the same count)")
+                   help="torch CPU threads (default: 1, or the count a resumed run was trained with; on an idle "
+                   "2-core machine 2 threads train 1.3-1.5x faster, on a busy one 3-4x slower: "
+                   "benchmarks/threads.py; a bit-exact resume needs the same count)")
     _allocator_flag(p)
     add_train_args(p)
 
@@ -68,9 +90,8 @@ def _allocator_flag(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ictd-interp", description=DESCRIPTION,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser = Parser(prog="ictd-interp", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
     p = sub.add_parser("construct", help="theta*: error versus depth on Boyan chains, with the margin C")
     add_config_args(p, ConstructConfig, "construction")
     for name, text in (("train", "pretrain an ICTD transformer into a run folder"),
@@ -123,12 +144,27 @@ def _as_flag(message: str) -> str:
     return f"--{head.replace('_', '-')}: {rest}" if sep and head in known else message
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = build_parser().parse_args(argv)
+@contextlib.contextmanager
+def one_line_warnings(command: str):
+    """While a command runs, warnings print as ``ictd-interp COMMAND: warning: ...``, without Python's
+    source line (restored after, so a caller's own process keeps its format)."""
+    saved = warnings.formatwarning
+    warnings.formatwarning = lambda message, *_args, **_kw: f"ictd-interp {command}: warning: {message}\n"
     try:
-        return COMMANDS[args.command](args)
+        yield
+    finally:
+        warnings.formatwarning = saved
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        command = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[args.command]
+        command.error(unknown_flags(command, extra))
+    try:
+        with one_line_warnings(args.command):
+            return COMMANDS[args.command](args)
     except (ValueError, ImportError, FileNotFoundError, FileExistsError) as err:
         print(f"ictd-interp {args.command}: error: {_as_flag(str(err))}", file=sys.stderr)
         return 2
-
-

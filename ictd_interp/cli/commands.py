@@ -21,14 +21,17 @@ def construction_table(cfg: ConstructConfig) -> str:
     """The table of ``||v_L - v_pi||_inf`` versus depth for theta*, with the margin ``C``."""
     from analyses.metrics.convergence import errors_by_depth, fit_geometric
     from analyses.metrics.diagonality import model_margin
+    from ictd_interp.io.progress import computed
     from ictd_interp.models import HookedICTDTransformer
     from ictd_interp.tasks import sample_from
 
     dist = cfg.tasks
-    tasks = sample_from(dist, cfg.n_tasks, seed=cfg.seed)
-    model = HookedICTDTransformer.from_theta_star(cfg.model)
-    errors = errors_by_depth(model, tasks).mean(-1)
-    C = model_margin(model, tasks)
+    done: dict = {}
+    computed({"tasks": lambda: sample_from(dist, cfg.n_tasks, seed=cfg.seed),
+                     "theta*": lambda: HookedICTDTransformer.from_theta_star(cfg.model),
+                     "errors by depth": lambda: errors_by_depth(done["theta*"], done["tasks"]).mean(-1),
+                     "margin C": lambda: model_margin(done["theta*"], done["tasks"])}, desc="construct", into=done)
+    errors, C = done["errors by depth"], done["margin C"]
     fit = fit_geometric(errors.tolist())
     depths = [2**k for k in range(cfg.max_depth.bit_length()) if 2**k <= cfg.max_depth]
     lines = [f"theta* ({cfg.form} form) on {cfg.n_tasks} {dist.family} tasks, s={dist.n_states}, n={dist.context_len}, "
@@ -46,7 +49,7 @@ def train(args: argparse.Namespace) -> int:
     from ictd_interp.training import run_folder
     from ictd_interp.training.trainer import resume, train
 
-    _set_threads(args.threads)
+    _set_threads(args.threads, args.resume)
     if args.resume:
         stored = run_folder.load_run_config(args.resume)
         _refuse_changes(stored, config_from_args(stored, args), args.resume,
@@ -68,9 +71,9 @@ def reproduce(args: argparse.Namespace) -> int:
     from ictd_interp.training import run_folder
     from ictd_interp.training.trainer import resume, train
 
-    _set_threads(args.threads)
     out, requested = Path(args.out), config_from_args(chosen_preset(args), args)
     run_dir = out / "run"
+    _set_threads(args.threads, run_dir)
     if run_folder.is_run(out):
         raise ValueError(f"{out}: is a training run folder, not a reproduce folder; analyse it with "
                          f"`ictd-interp analyze {out} --out DIR` or choose another --out")
@@ -162,7 +165,8 @@ def import_incontexttd(args: argparse.Namespace) -> int:
     for i in chosen:
         model.load_state_dict(run.weights[i])
         folder = out / f"step-{run.steps[i]:06d}" if args.all_steps else out
-        save_checkpoint(model, folder, imported_from=run.source, logged_step=run.steps[i], task=run.task)
+        save_checkpoint(model, folder, imported_from=run.source, logged_step=run.steps[i], task=run.task,
+                        their_logged=run.logged[i])
     write_request(out, request)  # a checkpoint written into --out itself replaced the folder
     where = f"{len(chosen)} checkpoints in {out}/step-*" if args.all_steps else f"the checkpoint of logged step {run.steps[-1]} in {out}"
     print(f"{args.path}: {run.source['mode']} model, d={run.config.d_features}, L={run.config.n_layers}, "
@@ -200,11 +204,37 @@ def _load_features(path: str):
         raise ValueError(f"{path}: cannot read a feature matrix (.npy) ({err})") from None
 
 
-def _set_threads(threads: Optional[int]) -> None:
-    if threads:
-        import torch
+# One torch thread unless asked: never far behind two on an idle 2-core machine, and 3-4x ahead of two
+# when other work shares the cores (benchmarks/threads.py; docs/performance.md). A resumed run keeps the
+# count it was trained with (the bits of a run depend on it).
+DEFAULT_THREADS = 1
 
-        torch.set_num_threads(threads)
+
+def _set_threads(threads: Optional[int], run_dir: Optional[str | Path] = None) -> None:
+    """``--threads``, else the count recorded by the run in ``run_dir`` (a resume), else ``DEFAULT_THREADS``;
+    a count above one on a machine already busy gets a one-line warning."""
+    import os
+    import warnings
+
+    import torch
+
+    if threads is None:
+        threads = _recorded_threads(run_dir) or DEFAULT_THREADS
+    torch.set_num_threads(threads)
+    cores, load = os.cpu_count() or 1, os.getloadavg()[0]
+    if threads > 1 and load > cores - 1:
+        warnings.warn(f"--threads {threads}: the machine is busy (load {load:.1f} on {cores} cores); several threads "
+                      "then run several times slower than one (benchmarks/threads.py)", stacklevel=2)
+
+
+def _recorded_threads(run_dir: Optional[str | Path]) -> Optional[int]:
+    """The torch thread count the run in ``run_dir`` logged last (None: no run there yet)."""
+    from ictd_interp.training import run_folder
+
+    if run_dir is None or not run_folder.is_run(run_dir):
+        return None
+    rows = run_folder.read_metrics(run_dir)
+    return rows[-1].get("torch_threads") if rows else None
 
 
 def _refuse_changes(stored: TrainConfig, requested: TrainConfig, folder, way_forward: str) -> None:

@@ -75,10 +75,15 @@ class EvaluateConfig:
         self.tasks(d_features=self.n_states)  # the task settings' own checks (one-hot is checked with the model)
 
     def tasks(self, d_features: int) -> TaskDistribution:
-        """The task distribution for a model with ``d_features`` feature dimensions."""
-        return TaskDistribution(family=self.env, n_states=self.n_states, d_features=d_features,
-                                context_len=self.context_len, gamma=self.gamma, feature_kind=self.feature_kind,
-                                feature_scale=self.feature_scale, terminal=self.terminal)
+        """The task distribution for a model with ``d_features`` feature dimensions (its ``family`` is
+        this config's ``env``, and an error about it says ``env``, the flag the user typed)."""
+        try:
+            return TaskDistribution(family=self.env, n_states=self.n_states, d_features=d_features,
+                                    context_len=self.context_len, gamma=self.gamma, feature_kind=self.feature_kind,
+                                    feature_scale=self.feature_scale, terminal=self.terminal)
+        except ValueError as err:
+            head, sep, rest = str(err).partition(": ")
+            raise ValueError(f"env: {rest}" if sep and head == "family" else str(err)) from None
 
     def settings(self) -> dict:
         """What applies, once: a Gymnasium environment sets its own state count; terminals apply to it only."""

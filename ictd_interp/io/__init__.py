@@ -1,8 +1,11 @@
 """Files and where things come from: checkpoint folders (``checkpoint``: header and state dict, no model
-class), the shipped models' folder and cards (``pretrained``), the machine fingerprint that decides the
-bits of a CPU run (``provenance``) and progress bars (``progress``). Imports ``config`` only."""
+class), the shipped models' folder and cards (``pretrained``, torch-free: ``ictd-interp models`` lists
+them without importing torch), the machine fingerprint that decides the bits of a CPU run
+(``provenance``) and progress bars (``progress``). Imports ``config`` only; names load on first use."""
 
-from ictd_interp.io.checkpoint import CheckpointError, read_checkpoint, save_checkpoint
-from ictd_interp.io.pretrained import list_pretrained, pretrained_path, resolve
+from ictd_interp._lazy import lazy_exports
 
-__all__ = ["CheckpointError", "list_pretrained", "pretrained_path", "read_checkpoint", "resolve", "save_checkpoint"]
+_EXPORTS = {"CheckpointError": "checkpoint", "read_checkpoint": "checkpoint", "save_checkpoint": "checkpoint",
+            "list_pretrained": "pretrained", "pretrained_path": "pretrained", "resolve": "pretrained"}
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -29,6 +29,8 @@ import torch
 from ictd_interp.config.linear import LinearICTDConfig
 
 LOG, PARAMS = "data.npz", "params.json"
+# what their trainer logs beside P and Q at every logged step (its ``_init_log``), under our names
+THEIR_LOGGED = {"alpha": "alpha", "implicit_weight_sim": "IWS", "sensitivity cos sim": "SS", "v_tf v_td msve": "VD"}
 ANSI = re.compile(r"\x1b\[[0-9;]*m")  # terminal colour codes in torch's messages
 ACTIVATION_NAMES = {"identity": "identity", "relu": "relu"}  # theirs -> ours; the others are not column-wise
 
@@ -46,6 +48,7 @@ class ImportedRun:
     weights: list[dict[str, torch.Tensor]]
     source: dict[str, Any]  # the files read and the predecessor's own settings
     task: dict[str, Any]  # the run's task distribution as flat settings (n_states, context_len, family, gamma)
+    logged: list[dict[str, float]]  # per step, what their trainer logged beside P and Q (THEIR_LOGGED; {} if none)
 
 
 def read_incontexttd(path: Path | str, n_layers: Optional[int] = None, gamma: Optional[float] = None,
@@ -60,14 +63,15 @@ def read_incontexttd(path: Path | str, n_layers: Optional[int] = None, gamma: Op
                                f"or a torch.save'd state dict of its Transformer")
     params_file = log.parent / PARAMS
     params = _read_params(params_file) if params_file.is_file() else {}
-    stack, steps = (_read_log(log) if log.suffix == ".npz" else _read_state_dict(log, params, n_layers))
+    stack, steps, logged = (_read_log(log) if log.suffix == ".npz" else (*_read_state_dict(log, params, n_layers), None))
     settings = _settings(log, params, stack, n_layers, gamma, activation)
     d = (stack[0][0].shape[-1] - 1) // 2
     config = LinearICTDConfig(d_features=d, n_layers=settings["n_layers"], gamma=settings["gamma"],
                               tied=settings["tied"], activation=settings["activation"], dtype="float32")
     weights = [_our_names(P, Q, config) for P, Q in stack]
     source = {"file": str(log), "params": params, "mode": "auto" if config.tied else "sequential"}
-    return ImportedRun(config, steps, weights, source, _task_settings(params_file, params, config))
+    return ImportedRun(config, steps, weights, source, _task_settings(params_file, params, config),
+                       logged or [{} for _ in steps])
 
 
 MRP_CLASSES = {"boyan": "boyan", "boyanchain": "boyan", "loop": "loop"}  # theirs (lower case) -> our family
@@ -105,7 +109,7 @@ def _read_params(path: Path) -> dict[str, Any]:
     return params
 
 
-def _read_log(path: Path) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], list[int]]:
+def _read_log(path: Path) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], list[int], list[dict[str, float]]]:
     try:
         with np.load(path, allow_pickle=False) as data:
             arrays = {k: data[k] for k in data.files}
@@ -122,7 +126,9 @@ def _read_log(path: Path) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], list
     if len(steps) != P.shape[0]:
         raise InContextTDError(f"{path}: {len(steps)} steps in xs for {P.shape[0]} logged matrices")
     stack = [(torch.from_numpy(np.array(P[i])), torch.from_numpy(np.array(Q[i]))) for i in range(P.shape[0])]
-    return stack, steps
+    series = {ours: np.asarray(arrays[theirs], dtype=float).ravel() for theirs, ours in THEIR_LOGGED.items()
+              if theirs in arrays and np.asarray(arrays[theirs]).size == len(steps)}
+    return stack, steps, [{name: float(values[i]) for name, values in series.items()} for i in range(len(steps))]
 
 
 def _read_state_dict(path: Path, params: dict[str, Any], n_layers: Optional[int]

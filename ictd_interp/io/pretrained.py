@@ -16,7 +16,6 @@ import json
 from pathlib import Path
 from typing import Any, Union
 
-from ictd_interp.io.checkpoint import CheckpointNotFoundError
 
 PRETRAINED_DIR = Path(__file__).parent.parent / "pretrained"  # ictd_interp/pretrained/<name>/
 CARD = "card.json"
@@ -46,10 +45,22 @@ def pretrained_path(name: str) -> Path:
     folder = PRETRAINED_DIR / name
     if not (folder / CARD).exists():
         known = names()
-        close = difflib.get_close_matches(name, known, n=3)
+        close = closest_names(name, known)
         hint = f" Did you mean {', '.join(close)}?" if close else ""
+        from ictd_interp.io.checkpoint import CheckpointNotFoundError  # torch: only when a name is wrong
+
         raise CheckpointNotFoundError(f"{name}: no such pretrained model or path.{hint} Known models: {', '.join(known)}")
     return folder
+
+
+LOOK_ALIKE = str.maketrans({"O": "0", "o": "0", "l": "1", "I": "1"})  # letters typed for digits
+
+
+def closest_names(name: str, known: list[str]) -> list[str]:
+    """The known names a mistyped one most likely meant: an exact match once look-alike letters are read
+    as digits (``quick-td-sO`` -> ``quick-td-s0``) first, then difflib's closest (up to three)."""
+    alike = [k for k in known if k.translate(LOOK_ALIKE) == name.translate(LOOK_ALIKE)]
+    return [*alike, *(k for k in difflib.get_close_matches(name, known, n=3) if k not in alike)][:3]
 
 
 def resolve(name_or_path: Union[str, Path]) -> Path:

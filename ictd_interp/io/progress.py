@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from typing import Any, Callable, Optional
 
 from tqdm import tqdm
 from tqdm.std import tqdm as std_tqdm
@@ -24,3 +25,17 @@ def progress_bar(total: int, *, initial: int = 0, disable: bool = False, desc: s
     on_terminal = sys.stderr.isatty()
     return tqdm(total=total, initial=initial, disable=disable, desc=desc, dynamic_ncols=on_terminal,
                 mininterval=0.1 if on_terminal else LOG_INTERVAL_S)
+
+
+def computed(sections: dict[str, Callable[[], Any]], *, desc: str, into: Optional[dict[str, Any]] = None,
+             disable: bool = False) -> dict[str, Any]:
+    """Each section's value, computed in the order given under one progress bar that names the section
+    being computed (``analyze``, ``evaluate`` and ``construct``: a minute of work that would show nothing).
+    ``into``: the dict filled as sections finish, so a later section can read an earlier one's value."""
+    out: dict[str, Any] = {} if into is None else into
+    with progress_bar(len(sections), desc=desc, disable=disable) as bar:
+        for name, make in sections.items():
+            bar.set_postfix_str(name, refresh=True)
+            out[name] = make()
+            bar.update()
+    return out

@@ -235,7 +235,9 @@ class HookedICTDTransformer(TransformerLensSurface, HookedRootModule):
     def forward(
         self, prompt: Tensor, stop_at_layer: Optional[int] = None, return_type: str = "values"
     ) -> Union[Float[Tensor, "batch pos"], Float[Tensor, "batch"], Float[Tensor, ""], Float[Tensor, "batch pos d_model"]]:
-        """``prompt [batch, pos, d_model]`` is validated by ``check_prompt`` and copied (never aliased).
+        """``prompt [batch, pos, d_model]`` is validated by ``check_prompt`` and copied (never aliased)
+        into the model's dtype: a float64 prompt given to a float32 model is rounded to float32 (load the
+        model in float64 to compute in float64).
 
         ``return_type``: ``"values"`` (the value row ``[batch, pos]``), ``"query"`` (the query's
         prediction ``[batch]``) or ``"query_sum"`` (its sum over the batch: a scalar, so

@@ -27,7 +27,7 @@ from transformer_lens.hook_points import HookPoint
 
 from ictd_interp.config.linear import LinearICTDConfig
 from ictd_interp.models.architectures import register
-from ictd_interp.models.tl_surface import TransformerLensSurface, check_return_type, select_return
+from ictd_interp.models.tl_surface import Circuits, TransformerLensSurface, check_return_type, select_return
 from ictd_interp.tasks.prompt import PromptLayout, check_prompt
 
 
@@ -55,7 +55,7 @@ def source_mixing(n: int, columns: int, trace_decay: float, dtype: torch.dtype) 
     return M
 
 
-class LinearAttention(nn.Module):
+class LinearAttention(Circuits, nn.Module):
     """One layer: ``P`` (the value map) and ``Q`` (the score map), ``[d_model, d_model]`` each."""
 
     def __init__(self, cfg: LinearICTDConfig):

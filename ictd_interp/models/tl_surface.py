@@ -197,11 +197,15 @@ class TransformerLensSurface(Circuits):
     def _apply(self, fn, *args, **kwargs):
         """Keep ``cfg.device`` and ``cfg.dtype`` in sync with the weights (TransformerLens utilities read
         them); the model owns its ``cfg`` (a copy made at construction), so no caller's object changes."""
+        before = next(self.parameters()).dtype
         out = super()._apply(fn, *args, **kwargs)
         param = next(self.parameters())
+        if (asked := param.dtype) not in (torch.float32, torch.float64):  # its checks and constructions assume these
+            super()._apply(lambda t: t.to(before) if t.is_floating_point() else t)
+            raise ValueError(f"dtype: {type(self).__name__} runs in float32 or float64, got {asked}; the model "
+                             f"is left in {before} (``model.to(torch.float64)`` for more precision)")
         self.cfg.device = str(param.device)
-        if param.dtype in (torch.float32, torch.float64):
-            self.cfg.dtype = str(param.dtype).removeprefix("torch.")
+        self.cfg.dtype = str(param.dtype).removeprefix("torch.")
         return out
 
     @classmethod

@@ -97,7 +97,8 @@ def resume(out_dir: Union[str, Path], *, progress: bool = True, stop: Optional[S
     """Continue a run from its latest usable checkpoint; a finished run is returned as is.
 
     A checkpoint whose files are corrupt or truncated (an interrupted disk, a killed copy) is set
-    aside with a warning and the previous one is used: nothing is lost but the steps since."""
+    aside (renamed ``unusable_step_…``, kept as it was) with a warning and the previous one is used:
+    nothing is lost but the steps since."""
     out_dir = Path(out_dir)
     config = run_folder.load_run_config(out_dir)
     check_device(config.device)
@@ -108,8 +109,9 @@ def resume(out_dir: Union[str, Path], *, progress: bool = True, stop: Optional[S
             state = torch.load(ckpt / STATE_FILE, weights_only=True)
             break
         except (CheckpointError, RuntimeError, OSError, EOFError) as err:
-            warnings.warn(f"{ckpt}: unusable checkpoint ({str(err).splitlines()[0]}); trying the one before",
-                          stacklevel=2)
+            kept = run_folder.set_aside(ckpt)
+            warnings.warn(f"{ckpt}: unusable checkpoint ({str(err).splitlines()[0]}); set aside as {kept.name}, "
+                          "trying the one before", stacklevel=2)
     else:
         raise CheckpointError(f"{out_dir}: no usable checkpoint to resume from; start again in another folder")
     generator = torch.Generator()
