@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 import random
+import re
 
 from jaxtyping import install_import_hook
 
@@ -20,9 +22,14 @@ from ictd_interp.tasks.sampling import sample_tasks
 
 @pytest.fixture(autouse=True)
 def seed_everything():
+    """Every test starts seeded, and the process's torch thread count is put back after it (the CLI sets
+    its own, ``--threads`` or 1, for the rest of its process)."""
+    threads = torch.get_num_threads()
     random.seed(0)
     np.random.seed(0)
     torch.manual_seed(0)
+    yield
+    torch.set_num_threads(threads)
 
 
 def make_cfg(**overrides) -> ICTDConfig:
@@ -35,3 +42,30 @@ def make_tasks(n_tasks=4, n_states=6, d=3, n=12, gamma=0.9, **kwargs):
 
 def make_star(**overrides) -> HookedICTDTransformer:
     return HookedICTDTransformer.from_theta_star(make_cfg(**overrides))
+
+
+# ---- tiers: ``-m unit`` (pure functions and single forwards: the inner loop, under a minute) and
+# ``-m integration`` (training, the CLI, subprocesses, Ray, notebooks, whole reports); ``-m slow`` as declared.
+INTEGRATION = re.compile(r"\b(train|resume|run_study|run_claims|analyze|reexport|retrain_check|write_ood)\(|"
+                         r"\bmain\(\[|subprocess|\bray\.|nbclient|notebook|Popen")
+
+
+def tier_of(source: str) -> str:
+    """``integration`` when a test's code (or a fixture it uses) trains, resumes, analyses, runs the CLI, a
+    subprocess, Ray or a notebook; ``unit`` otherwise."""
+    return "integration" if INTEGRATION.search(source) else "unit"
+
+
+def _sources(item) -> str:
+    parts = [inspect.getsource(item.function)]
+    for name in item.fixturenames:
+        for fixture in item._fixtureinfo.name2fixturedefs.get(name, ()):
+            if fixture.func.__module__.startswith("tests"):
+                parts.append(inspect.getsource(fixture.func))
+    return "\n".join(parts)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if "slow" not in item.keywords:
+            item.add_marker(tier_of(_sources(item)))

@@ -1,11 +1,14 @@
 """Metrics on models, caches and tasks: pure functions returning numbers, tensors or tables, no files and no
-figures. They import the core (``ictd_interp``) and ``hooks``, never ``figures``, ``reports`` or ``studies``.
+figures. They import the core's ``config``, ``tasks``, ``models``, ``reference`` and ``training`` and ``hooks``, never
+``figures``, ``reports`` or ``studies``.
 
 ``convergence`` (error vs depth and context, geometric fits), ``diagonality`` (kernel diagonality, the margin
 C), ``probes`` and ``value_probes`` (θ* gaps, tuned-lens probes), ``heads`` (per-head kernels and signatures),
 ``algorithm_id`` (the learned layer read as softmax TD, its iteration map and spectrum), ``baselines``
 (in-context predictors a model must beat), ``neu`` (population NEU), ``intervals`` (Student-t intervals),
-``dynamics`` (curves over training), ``linear_family`` (a linear model's place in the predecessor's family). Names are imported on first use.
+``dynamics`` (curves over training), ``linear_family`` (a linear model's place in the predecessor's family),
+``predecessor_metrics`` (the predecessor's own readings), ``depth_limit`` (values as depth grows). Names are
+imported on first use.
 """
 
 from ictd_interp._lazy import lazy_exports

@@ -1,8 +1,8 @@
-"""Reports of one model: compute (``analyze`` for the stylised model, ``standard`` for the standard one, ``linear`` for the
-predecessor's linear model,
-``ood`` out of distribution) -> a typed summary (``schema``: one dataclass per section, written and read
+"""Reports of one model: compute (``stylised`` for the stylised model, ``standard`` for the standard one,
+``linear`` for the predecessor's linear model, ``ood`` out of distribution) -> a typed summary (``schema``: one dataclass per section, written and read
 here only) -> render (``render``: markdown from the summary) -> write (``summary.json``, ``summary.md``,
-``figures/``). They import ``metrics`` and ``figures``. Names are imported on first use.
+``figures/``). They import ``metrics`` and ``figures``, and the core's ``config``, ``io``, ``tasks``,
+``models`` and ``training``. Names are imported on first use.
 """
 
 from ictd_interp._lazy import lazy_exports

@@ -1,6 +1,7 @@
 """Studies: grids of training runs × seeds on Ray (``spec`` reads a TOML spec, ``run`` schedules cells as Ray
 tasks and resumes, ``results`` tabulates each cell's typed summary, ``report`` draws the aggregate figures and
-``study.md``). They import ``reports`` (each cell is analysed), ``metrics`` and ``figures``. Names are
+``study.md``). They import ``reports`` (each cell is analysed), ``metrics`` and ``figures``, and the core's ``config``,
+``io`` (progress bars) and ``models``. Names are
 imported on first use; the built-in specs are this folder's ``*.toml``.
 """
 
