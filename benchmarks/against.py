@@ -53,7 +53,8 @@ MODELS = (("standard", "standard-quick", {}), ("tied", "quick", {"tied": True}),
 
 
 def train_ms(preset, flat, **extra):
-    run_cfg = TrainConfig.from_preset(preset, steps=3 * steps, eval_every=steps, checkpoint_every=10**6, **flat, **extra)
+    run_cfg = TrainConfig.from_preset(preset, steps=3 * steps, eval_every=steps, checkpoint_every=10**6,
+                                      **flat, **extra)
     with tempfile.TemporaryDirectory() as tmp:
         wall = [m["wall_time"] for m in train(run_cfg, tmp + "/run", progress=False, keep_freed_memory=True).metrics]
     return (wall[3] - wall[1]) / (2 * steps) * 1e3
@@ -77,7 +78,8 @@ for name, preset, flat in MODELS:
     out["train_" + name] = train_ms(preset, flat)
     cfg = TrainConfig.from_preset(preset, **flat)
     gen = torch.Generator().manual_seed(0)
-    batch = window_batch(cfg.tasks, cfg.tasks_per_batch, cfg.windows_per_task + 1, generator=gen).to("cpu", torch.float32)
+    batch = window_batch(cfg.tasks, cfg.tasks_per_batch, cfg.windows_per_task + 1, generator=gen)
+    batch = batch.to("cpu", torch.float32)
     model = build_model(cfg.model)
     out["model_" + name] = model_ms(model, batch)
     with MatrixProducts() as products:
@@ -96,7 +98,10 @@ print(json.dumps(out))
 
 
 def time_tree(tree: Path, threads: int, steps: int, compiled: bool) -> dict[str, float]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), str(ROOT / "benchmarks")])}  # products.py: this tree's
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(tree), str(ROOT / "benchmarks")]),
+    }  # products.py: this tree's
     done = subprocess.run([sys.executable, "-c", PROBE, str(threads), str(steps), "compile" if compiled else "eager"],
                           cwd=tree, env=env,
                           capture_output=True, text=True, check=True)

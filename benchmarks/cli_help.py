@@ -26,8 +26,18 @@ def main() -> None:
     bare = _median_seconds([sys.executable, "-c", "pass"])
     help_ = _median_seconds([sys.executable, "-m", "ictd_interp.cli", "--help"])
     train_help = _median_seconds([sys.executable, "-m", "ictd_interp.cli", "train", "--help"])
-    print(json.dumps({"python_c_pass_s": round(bare, 3), "help_s": round(help_, 3), "train_help_s": round(train_help, 3),
-                      "help_ratio": round(help_ / bare, 2), "train_help_ratio": round(train_help / bare, 2)}, indent=1))
+    print(
+        json.dumps(
+            {
+                "python_c_pass_s": round(bare, 3),
+                "help_s": round(help_, 3),
+                "train_help_s": round(train_help, 3),
+                "help_ratio": round(help_ / bare, 2),
+                "train_help_ratio": round(train_help / bare, 2),
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -37,7 +37,9 @@ def main() -> None:
         start = time.perf_counter()
         study = run_study(spec, Path(tmp) / "s", progress=False)
         wall = time.perf_counter() - start
-        cell_times = [json.loads(p.read_text())["wall_time"] for p in sorted((Path(tmp) / "s" / "cells").glob("*/status.json"))]
+        cell_times = [
+            json.loads(p.read_text())["wall_time"] for p in sorted((Path(tmp) / "s" / "cells").glob("*/status.json"))
+        ]
     ray.shutdown()
     ideal = sum(cell_times) / args.workers
     print(json.dumps({"cells": len(cell_times), "workers": args.workers, "steps": args.steps,

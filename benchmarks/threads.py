@@ -28,7 +28,8 @@ from ictd_interp.config.train import TrainConfig
 from ictd_interp.training.trainer import train
 from ictd_interp.tasks.sampling import sample_from
 from ictd_interp.models.architectures import build_model
-preset, architecture, threads, steps, forwards = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+preset, architecture = sys.argv[1], sys.argv[2]
+threads, steps, forwards = (int(a) for a in sys.argv[3:6])
 torch.set_num_threads(threads)
 settings = {} if architecture == "-" else {"architecture": architecture}
 cfg = TrainConfig.from_preset(preset, steps=steps, eval_every=10**6, checkpoint_every=10**6, **settings)

@@ -56,8 +56,13 @@ from ictd_interp.training.trainer import _optimizer
 from products import MatrixProducts  # benchmarks/products.py (benchmarks/ is the script's folder)
 
 COMPILE_MODES = ("default", "max-autotune", "max-autotune-no-cudagraphs")
-CONFIGS = {"tied": ("quick", {}), "per_layer": ("paper", {}), "standard": ("standard-quick", {}),
-           "tied_autograd": ("quick", {"backward": "autograd"}), "per_layer_autograd": ("paper", {"backward": "autograd"})}
+CONFIGS = {
+    "tied": ("quick", {}),
+    "per_layer": ("paper", {}),
+    "standard": ("standard-quick", {}),
+    "tied_autograd": ("quick", {"backward": "autograd"}),
+    "per_layer_autograd": ("paper", {"backward": "autograd"}),
+}
 
 
 def flops_per_sample(d: int, n: int, layers: int, heads: int = 1) -> float:
@@ -86,7 +91,9 @@ def standard_flops_per_sample(d: int, n: int, layers: int, d_model: int, heads: 
 def model_flops(config: TrainConfig) -> float:
     m, t = config.model, config.tasks
     if config.architecture == "standard":
-        return standard_flops_per_sample(t.d_features, t.context_len, m.n_layers, m.d_model, m.n_heads, m.d_head, m.d_mlp)
+        return standard_flops_per_sample(
+            t.d_features, t.context_len, m.n_layers, m.d_model, m.n_heads, m.d_head, m.d_mlp
+        )
     return flops_per_sample(t.d_features, t.context_len, m.n_layers, m.n_heads)
 
 
@@ -209,7 +216,9 @@ def main() -> None:
         rounds.setdefault("gemm", []).append(gemm_flops_per_s(dev, 10))
     compiled = {}
     if args.compile:  # after every eager round: a process that has compiled runs eager steps slower (docstring)
-        compiled = {name: Bench(name, dev, compiled=True, mode=args.compile_mode) for name in CONFIGS if "autograd" not in name}
+        compiled = {
+            name: Bench(name, dev, compiled=True, mode=args.compile_mode) for name in CONFIGS if "autograd" not in name
+        }
         for _ in range(args.rounds):
             for name, bench in compiled.items():
                 rounds.setdefault(f"compiled_{name}", []).append(seconds(bench.model_step, args.repeats, dev))
@@ -226,34 +235,52 @@ def main() -> None:
         return round(samples[name] * flops[name] / med[key] / gemm, 4)
 
     result = {
-        "device": dev, "threads": args.threads, "allocator_keeps_freed_memory": kept, "rounds": args.rounds,
-        "prompts_per_step": samples, "analytic_mflop_per_sample": {k: round(v / 1e6, 4) for k, v in flops.items()},
+        "device": dev,
+        "threads": args.threads,
+        "allocator_keeps_freed_memory": kept,
+        "rounds": args.rounds,
+        "prompts_per_step": samples,
+        "analytic_mflop_per_sample": {k: round(v / 1e6, 4) for k, v in flops.items()},
         "gemm_1024_gflop_per_s": round(gemm / 1e9, 1),
         "model_step_ms": {name: round(med[f"model_{name}"] * 1e3, 2) for name in benches},
         "model_step_samples_per_s": {name: round(samples[name] / med[f"model_{name}"]) for name in benches},
         "model_step_fraction_of_gemm_rate": {name: fraction(f"model_{name}", name) for name in benches},
-        "products": {name: {"ms": round(med[f"products_{name}"] * 1e3, 2), "calls": len(b.products.calls),
-                            "gflop": round(b.products.flops / 1e9, 4),
-                            "fraction_of_gemm_rate": round(b.products.flops / med[f"products_{name}"] / gemm, 3),
-                            "share_of_model_step": round(med[f"products_{name}"] / med[f"model_{name}"], 3)}
-                     for name, b in benches.items()},
+        "products": {
+            name: {
+                "ms": round(med[f"products_{name}"] * 1e3, 2),
+                "calls": len(b.products.calls),
+                "gflop": round(b.products.flops / 1e9, 4),
+                "fraction_of_gemm_rate": round(b.products.flops / med[f"products_{name}"] / gemm, 3),
+                "share_of_model_step": round(med[f"products_{name}"] / med[f"model_{name}"], 3),
+            }
+            for name, b in benches.items()
+        },
         "full_step_ms": {name: round(med[f"full_{name}"] * 1e3, 2) for name in benches},
         "data_ms": {name: round(med[f"data_{name}"] * 1e3, 3) for name in benches},
         "full_over_model_step": {name: round(med[f"model_{name}"] / med[f"full_{name}"], 3) for name in benches},
         "full_over_model_step_rounds_min_max": {name: spread(f"model_{name}", f"full_{name}") for name in benches},
-        "autograd_over_fused_model_step": {name: round(med[f"model_{name}_autograd"] / med[f"model_{name}"], 3)
-                                           for name in ("tied", "per_layer")},
-        "hooked_over_bare_forward": round(statistics.median(h / b for h, b in zip(rounds["hooked"], rounds["bare"])), 3),
-        "targets": {"model_step_fraction_of_gemm_rate": {"tied": 0.15, "per_layer": 0.10},
-                    "full_over_model_step": 0.9, "hooked_over_bare_forward": 1.15},
+        "autograd_over_fused_model_step": {
+            name: round(med[f"model_{name}_autograd"] / med[f"model_{name}"], 3) for name in ("tied", "per_layer")
+        },
+        "hooked_over_bare_forward": round(
+            statistics.median(h / b for h, b in zip(rounds["hooked"], rounds["bare"])), 3
+        ),
+        "targets": {
+            "model_step_fraction_of_gemm_rate": {"tied": 0.15, "per_layer": 0.10},
+            "full_over_model_step": 0.9,
+            "hooked_over_bare_forward": 1.15,
+        },
     }
     if compiled:
         result["compiled"] = {
             "mode": args.compile_mode or "default",
             "compile_s": {name: round(b.compile_s, 1) for name, b in compiled.items()},
             "model_step_ms": {name: round(med[f"compiled_{name}"] * 1e3, 2) for name in compiled},
-            "eager_over_compiled": {name: round(med[f"model_{name}"] / med[f"compiled_{name}"], 3) for name in compiled},
-            "model_step_fraction_of_gemm_rate": {name: fraction(f"compiled_{name}", name) for name in compiled}}
+            "eager_over_compiled": {
+                name: round(med[f"model_{name}"] / med[f"compiled_{name}"], 3) for name in compiled
+            },
+            "model_step_fraction_of_gemm_rate": {name: fraction(f"compiled_{name}", name) for name in compiled},
+        }
     if dev == "cuda":
         result["cuda_vs_cpu_max_rel"] = {name: cuda_agreement(name) for name in CONFIGS}
     print(json.dumps(result, indent=1))

@@ -26,7 +26,9 @@ LINE_LIMIT, FILE_LIMIT = 120, 400
 
 
 def python_files() -> list[Path]:
-    return sorted(p for top in ("ictd_interp", "analyses", "hooks", "benchmarks", "tests") for p in (ROOT / top).rglob("*.py"))
+    return sorted(
+        p for top in ("ictd_interp", "analyses", "hooks", "benchmarks", "tests") for p in (ROOT / top).rglob("*.py")
+    )
 
 
 def string_key_reads(path: Path) -> int:

@@ -45,7 +45,9 @@ def zero_activation(act: Tensor, hook: HookPoint) -> Tensor:
     return torch.zeros_like(act)
 
 
-def ablate_heads(layers: Sequence[int], head: Optional[int] = None, mean: bool = False, hook_name: str = "hook_result") -> Hooks:
+def ablate_heads(
+    layers: Sequence[int], head: Optional[int] = None, mean: bool = False, hook_name: str = "hook_result"
+) -> Hooks:
     """Zero- or mean-ablate ``head`` at ``attn.{hook_name}`` of each layer."""
     fn = mean_head(head) if mean else zero_head(head)
     return [(get_act_name(hook_name.removeprefix("hook_"), l, "attn"), fn) for l in layers]

@@ -45,7 +45,9 @@ def pattern_hooks(pattern: Tensor, layers: Sequence[int]) -> Hooks:
 
 
 @torch.no_grad()
-def theta_star_pattern_hooks(model: HookedICTDTransformer, prompt: Tensor, layers: Optional[Sequence[int]] = None) -> Hooks:
+def theta_star_pattern_hooks(
+    model: HookedICTDTransformer, prompt: Tensor, layers: Optional[Sequence[int]] = None
+) -> Hooks:
     """Give each layer theta*'s pattern on the same prompt (theta*'s pattern reads features only,
     so it is the same at every layer)."""
     star = HookedICTDTransformer.from_theta_star(model.cfg).to(prompt.device)

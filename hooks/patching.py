@@ -77,8 +77,16 @@ def activation_patching(
         layer = model.hook_dict[name].layer() if name.startswith("blocks.") else -1
         for p, v in zip(positions, per_position.tolist()):
             gap = clean_metric - corrupt_metric
-            records.append({"hook": name, "layer": layer, "position": p, "role": labels[p] if labels else "", "value": v,
-                            "recovered": (v - corrupt_metric) / gap if gap != 0 else float("nan")})
+            records.append(
+                {
+                    "hook": name,
+                    "layer": layer,
+                    "position": p,
+                    "role": labels[p] if labels else "",
+                    "value": v,
+                    "recovered": (v - corrupt_metric) / gap if gap != 0 else float("nan"),
+                }
+            )
     return pd.DataFrame.from_records(records)
 
 
@@ -93,7 +101,8 @@ def tl_patching(patch_fn: Callable, model: ICTDModel, corrupted: Tensor, clean_c
 
     TransformerLens infers the position axis from the input's *last* dimension (token ids
     ``[batch, pos]``); our prompts are ``[batch, pos, d_model]``, so this builds ``index_df`` from
-    the residual stream's position axis (its columns: ``2n + 1`` for the linear model) and returns the table shaped by its axes, e.g. ``[layer, pos]``;
+    the residual stream's position axis (its columns: ``2n + 1`` for the linear model) and returns the table shaped by
+    its axes, e.g. ``[layer, pos]``;
     TransformerLens stores the metric in torch's default dtype: ``results_dtype=torch.float64`` makes that
     the default for the duration of the call (process-wide, restored after it; nothing changes unasked). With
     ``reduce="none"`` (TransformerLens 4) a ``PatchingResult`` whose ``values`` are ``[*axes, batch]``.
@@ -107,7 +116,14 @@ def tl_patching(patch_fn: Callable, model: ICTDModel, corrupted: Tensor, clean_c
 
     axes = list(patch_fn.keywords["index_axis_names"])
     n_resid = clean_cache["blocks.0.hook_resid_pre"].shape[1]  # residual columns (linear model: 2n + 1)
-    sizes = {"layer": model.cfg.n_layers, "pos": n_resid, "src_pos": n_resid, "dest_pos": n_resid, "head": model.cfg.n_heads, "head_index": model.cfg.n_heads}
+    sizes = {
+        "layer": model.cfg.n_layers,
+        "pos": n_resid,
+        "src_pos": n_resid,
+        "dest_pos": n_resid,
+        "head": model.cfg.n_heads,
+        "head_index": model.cfg.n_heads,
+    }
     unknown = [a for a in axes if a not in sizes]
     if unknown:
         raise ValueError(f"patch_fn: unsupported index axes {unknown}")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import inspect
 import random
 import re
+import textwrap
 
 from jaxtyping import install_import_hook
 
@@ -46,8 +48,8 @@ def make_star(**overrides) -> HookedICTDTransformer:
 
 # ---- tiers: ``-m unit`` (pure functions and single forwards: the inner loop, under a minute) and
 # ``-m integration`` (training, the CLI, subprocesses, Ray, notebooks, whole reports); ``-m slow`` as declared.
-INTEGRATION = re.compile(r"\b(train|resume|run_study|run_claims|analyze|reexport|retrain_check|write_ood)\(|"
-                         r"\bmain\(\[|subprocess|\bray\.|nbclient|notebook|Popen")
+INTEGRATION = re.compile(r"\b(main|_cli|train|resume|run_study|run_claims|analyze|reexport|retrain\w*|write_ood|"
+                         r"cell)\(|subprocess|\bray\.|nbclient|notebook|Popen")
 
 
 def tier_of(source: str) -> str:
@@ -57,11 +59,23 @@ def tier_of(source: str) -> str:
 
 
 def _sources(item) -> str:
-    parts = [inspect.getsource(item.function)]
-    for name in item.fixturenames:
-        for fixture in item._fixtureinfo.name2fixturedefs.get(name, ()):
-            if fixture.func.__module__.startswith("tests"):
-                parts.append(inspect.getsource(fixture.func))
+    """The test's code, the fixtures of ours it uses, and the helpers of its own module it calls (and theirs)."""
+    functions = [item.function] + [fixture.func for name in item.fixturenames
+                                    for fixture in item._fixtureinfo.name2fixturedefs.get(name, ())
+                                    if fixture.func.__module__.startswith("tests")]
+    seen, parts = set(), []
+    while functions:
+        fn = functions.pop()
+        if fn in seen:
+            continue
+        seen.add(fn)
+        source = inspect.getsource(fn)
+        parts.append(source)
+        called = {n.func.id for n in ast.walk(ast.parse(textwrap.dedent(source)))
+                  if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+        module = inspect.getmodule(fn)
+        functions += [getattr(module, name) for name in called if inspect.isfunction(getattr(module, name, None))
+                      and getattr(module, name).__module__ == module.__name__]
     return "\n".join(parts)
 
 

@@ -18,7 +18,9 @@ ONEHOT = sample_tasks(32, 8, 8, 40, 0.9, feature_kind="onehot", feature_scale=3.
 
 
 def star(**overrides) -> HookedICTDTransformer:
-    return HookedICTDTransformer.from_theta_star(ICTDConfig(**{"d_features": 4, "n_layers": 3, "dtype": "float64", **overrides}))
+    return HookedICTDTransformer.from_theta_star(
+        ICTDConfig(**{"d_features": 4, "n_layers": 3, "dtype": "float64", **overrides})
+    )
 
 
 def hand_built(value_row, beta=1.0, alpha=1.0, tied=True, n_layers=3) -> HookedICTDTransformer:
@@ -28,7 +30,9 @@ def hand_built(value_row, beta=1.0, alpha=1.0, tied=True, n_layers=3) -> HookedI
     with torch.no_grad():
         for attn in model.unique_attention():
             attn.A.mul_(beta)
-            attn.V[0, lay.current, [lay.reward, lay.target, lay.current]] = alpha * torch.tensor(value_row, dtype=torch.float64)
+            attn.V[0, lay.current, [lay.reward, lay.target, lay.current]] = alpha * torch.tensor(
+                value_row, dtype=torch.float64
+            )
     return model
 
 
@@ -36,7 +40,9 @@ def test_theta_star_is_identified_exactly():
     rows = identify_layers(star(), TASKS)
     assert rows[0]["b"] is None and rows[0]["step"] == pytest.approx(1, abs=1e-6)  # v_in = 0 at layer 0
     for r in rows[1:]:
-        assert (r["step"], r["effective_discount"], r["current_weight"], r["beta"]) == pytest.approx((1, 0.9, -1, 1), abs=1e-6)
+        assert (r["step"], r["effective_discount"], r["current_weight"], r["beta"]) == pytest.approx(
+            (1, 0.9, -1, 1), abs=1e-6
+        )
         assert r["fve"] > 1 - 1e-9 and r["in_family"]
 
 
@@ -178,8 +184,20 @@ def test_the_quick_neu_model_diverges_by_its_spectrum():
 
 
 def test_depth_sampled_training_runs_the_tied_layer_at_each_depth(tmp_path):
-    cfg = TrainConfig.from_flat(tied=True, train_depths="1:4", steps=6, tasks_per_batch=4, windows_per_task=2, n_eval_tasks=8,
-                      eval_every=3, checkpoint_every=3, n_states=5, context_len=8, d_features=3, dtype="float64")
+    cfg = TrainConfig.from_flat(
+        tied=True,
+        train_depths="1:4",
+        steps=6,
+        tasks_per_batch=4,
+        windows_per_task=2,
+        n_eval_tasks=8,
+        eval_every=3,
+        checkpoint_every=3,
+        n_states=5,
+        context_len=8,
+        d_features=3,
+        dtype="float64",
+    )
     model = HookedICTDTransformer(ICTDConfig(d_features=3, n_layers=3, tied=True, dtype="float64", init_scale=0.5))
     prompt = sample_tasks(4, 5, 3, 8, 0.9, seed=1).prompt
     assert (model.fast_values(prompt, depth=5) - layer_at_depth(model, 5)(prompt)).abs().max() < 1e-12

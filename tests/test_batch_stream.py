@@ -49,8 +49,15 @@ def test_blocks_hand_out_the_batches_and_generator_states_of_one_at_a_time(case)
         assert_same(a, b)
         assert torch.equal(blocked.generator_state(), single.generator_state())
         # block 1 is the plain draw: window_batch, then the depth from the same generator
-        plain = window_batch(cfg.tasks, cfg.tasks_per_batch, cfg.windows_per_task + 1, generator=reference,
-                             mc_horizon=OBJECTIVES[cfg.objective].mc_horizon(cfg), dtype=dtype, with_values=cfg.objective == "supervised")
+        plain = window_batch(
+            cfg.tasks,
+            cfg.tasks_per_batch,
+            cfg.windows_per_task + 1,
+            generator=reference,
+            mc_horizon=OBJECTIVES[cfg.objective].mc_horizon(cfg),
+            dtype=dtype,
+            with_values=cfg.objective == "supervised",
+        )
         depth = None if cfg.depth_range is None else 1 + int(torch.randint(4, (1,), generator=reference))
         assert_same((plain.to("cpu", dtype), depth), b)
         assert torch.equal(reference.get_state(), single.generator_state())

@@ -74,8 +74,13 @@ def test_throughput_benchmark_reports_every_figure_in_one_run():
     ms = result["model_step_ms"]  # the two backwards' ratio is the ratio of their step times
     assert result["autograd_over_fused_model_step"]["tied"] == pytest.approx(ms["tied_autograd"] / ms["tied"], rel=0.02)
     stylised = round(133641 / 1e6, 4)
-    assert result["analytic_mflop_per_sample"] == {"tied": stylised, "per_layer": stylised, "standard": round(6083316 / 1e6, 4),
-                                                   "tied_autograd": stylised, "per_layer_autograd": stylised}
+    assert result["analytic_mflop_per_sample"] == {
+        "tied": stylised,
+        "per_layer": stylised,
+        "standard": round(6083316 / 1e6, 4),
+        "tied_autograd": stylised,
+        "per_layer_autograd": stylised,
+    }
     for name, products in result["products"].items():  # the share is the products' time over the model step's
         assert products["calls"] > 0 and products["gflop"] > 0, name
         assert products["share_of_model_step"] == pytest.approx(products["ms"] / ms[name], rel=0.02), name
@@ -85,8 +90,12 @@ def test_throughput_benchmark_reports_every_figure_in_one_run():
     T = N * P
     read_in, read_out = 2 * T * 7 * 32, 2 * N * 32
     full_layer = 2 * T * 32 * 96 + 2 * (2 * H * N * P * 16 * S) + 2 * T * 32 * 32 + 2 * (2 * T * 32 * 64)
-    query_layer = 2 * N * 32 * 32 + 2 * N * S * 32 * 64 + 2 * (2 * H * N * 16 * S) + 2 * N * 32 * 32 + 2 * (2 * N * 32 * 64)
-    forward = read_in + 2 * full_layer + query_layer + read_out  # q, k and v in one product; the last layer at the query
+    query_layer = (
+        2 * N * 32 * 32 + 2 * N * S * 32 * 64 + 2 * (2 * H * N * 16 * S) + 2 * N * 32 * 32 + 2 * (2 * N * 32 * 64)
+    )
+    forward = (
+        read_in + 2 * full_layer + query_layer + read_out
+    )  # q, k and v in one product; the last layer at the query
     # backward: each product twice (d input, d weight), but the read-in once (the prompt needs no gradient)
     assert result["products"]["standard"]["gflop"] == round((3 * forward - read_in) / 1e9, 4) == 1.1442
     samples_per_s = result["model_step_samples_per_s"]["standard"]  # the fraction is the rate times the count
@@ -124,4 +133,5 @@ def test_the_threads_benchmark_times_one_cell_of_an_architecture():
     threads = benchmark_module("threads")
     result = threads.cell("quick", "linear-ictd", 1, 4, 2)  # 4 steps: 3 step-to-step intervals timed
     assert set(result) == {"steps_per_s", "forward_ms"} and result["steps_per_s"] > 0 and result["forward_ms"] > 0
-    assert set(threads.ARCHITECTURES) == {"stylised tied (quick)", "standard (standard-quick)", "linear (quick, linear-ictd)"}
+    assert set(threads.ARCHITECTURES) == {"stylised tied "
+                                          "(quick)", "standard (standard-quick)", "linear (quick, linear-ictd)"}

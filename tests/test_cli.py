@@ -124,7 +124,9 @@ def test_a_truncated_training_state_falls_back_to_the_previous_checkpoint(tmp_pa
 
     from ictd_interp.training.trainer import resume, train
 
-    cfg = TrainConfig.from_flat(steps=4, tasks_per_batch=4, windows_per_task=2, n_eval_tasks=8, eval_every=2, checkpoint_every=2)
+    cfg = TrainConfig.from_flat(
+        steps=4, tasks_per_batch=4, windows_per_task=2, n_eval_tasks=8, eval_every=2, checkpoint_every=2
+    )
     full = train(cfg, tmp_path / "full", progress=False)
     train(cfg, tmp_path / "cut", progress=False)
     shutil.rmtree(tmp_path / "cut" / "final")

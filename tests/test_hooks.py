@@ -91,7 +91,9 @@ def test_flipping_the_target_sign_breaks_convergence():
     for name, fwd in (("theta*", []), ("flipped", hooks.flip_weight_hooks(model, "target"))):
         with model.hooks(fwd_hooks=fwd):
             _, cache = model.run_with_cache(tasks.prompt)
-        errors[name] = [(cache["resid_post", l][..., -1] - tasks.v_true).abs().amax(-1).mean().item() for l in (0, 15, 23)]
+        errors[name] = [
+            (cache["resid_post", l][..., -1] - tasks.v_true).abs().amax(-1).mean().item() for l in (0, 15, 23)
+        ]
     # theta*: 1.42 -> 0.25 by depth 24. Flipped: R - gamma v' - v has the wrong fixed point
     # (I + gamma P)^-1 r, so the error rises above its depth-1 value and stays there (1.42 -> 1.91).
     assert errors["theta*"][0] > errors["theta*"][1] > errors["theta*"][2]
@@ -131,8 +133,18 @@ def test_patching_the_clean_reward_row_restores_the_clean_output():
                                       rows=[reward_row])
     assert table.shape[0] == 2
     both = model.run_with_hooks(
-        corrupted, fwd_hooks=[("hook_prompt", lambda act, hook: torch.where(
-            torch.isin(torch.arange(11), torch.tensor([2, 5]))[None, :, None] & (torch.arange(6) == reward_row), clean, act))])
+        corrupted,
+        fwd_hooks=[
+            (
+                "hook_prompt",
+                lambda act, hook: torch.where(
+                    torch.isin(torch.arange(11), torch.tensor([2, 5]))[None, :, None] & (torch.arange(6) == reward_row),
+                    clean,
+                    act,
+                ),
+            )
+        ],
+    )
     assert torch.equal(both, model(clean))
     single = table.set_index("position")["recovered"]
     assert 0 < single[2] < 1 and 0 < single[5] < 1 and abs(single[2] + single[5] - 1) < 0.3
@@ -150,7 +162,9 @@ def test_patching_leaves_no_hook_even_when_the_metric_raises():
         raise RuntimeError("metric failed")
 
     with pytest.raises(RuntimeError, match="metric failed"):
-        hooks.activation_patching(model, tasks.prompt, tasks.prompt + 0.0, hook_names=["hook_prompt"], metric=bad_metric)
+        hooks.activation_patching(
+            model, tasks.prompt, tasks.prompt + 0.0, hook_names=["hook_prompt"], metric=bad_metric
+        )
     assert all(not h.fwd_hooks for h in model.hook_dict.values())
     with pytest.raises(ValueError, match="shapes differ"):
         hooks.activation_patching(model, tasks.prompt, tasks.prompt[:2])

@@ -164,7 +164,10 @@ def test_an_incontexttd_log_imports_to_checkpoints_that_predict_as_its_model(tmp
     assert meta["their_logged"] == pytest.approx({"alpha": 1.04, "IWS": 0.904, "SS": 0.804, "VD": 0.004})
     model = model.double()
     prompt = trajectories().prompt
-    layers = [P[-1][0 if mode == "auto" else l] for l in range(3)], [Q[-1][0 if mode == "auto" else l] for l in range(3)]
+    layers = (
+        [P[-1][0 if mode == "auto" else l] for l in range(3)],
+        [Q[-1][0 if mode == "auto" else l] for l in range(3)],
+    )
     expected = predecessor_prediction([p.astype("float64") for p in layers[0]],
                                       [q.astype("float64") for q in layers[1]], prompt, GAMMA, "relu")
     assert torch.allclose(model(prompt)[:, -1], expected, atol=1e-10, rtol=0)
@@ -184,7 +187,10 @@ def test_a_saved_state_dict_imports_with_its_depth_given(tmp_path):
     assert main(["import-incontexttd", str(tmp_path / "tf.pt"), "--n-layers", "4", "--out", str(tmp_path / "a")]) == 2
     assert main(["import-incontexttd", str(tmp_path / "tf.pt"), "--n-layers", "4", "--gamma", "0.9",
                  "--out", str(tmp_path / "a")]) == 2  # the activation is not in the file either: never guessed
-    assert main(["import-incontexttd", str(tmp_path / "tf.pt"), "--n-layers", "4", *given, "--out", str(tmp_path / "a")]) == 0
+    assert (
+        main(["import-incontexttd", str(tmp_path / "tf.pt"), "--n-layers", "4", *given, "--out", str(tmp_path / "a")])
+        == 0
+    )
     model = load_checkpoint(tmp_path / "a").model
     assert model.cfg.tied and model.cfg.n_layers == 4 and torch.equal(model.blocks[3].attn.Q, Q)
     layers = {f"layers.{i}.{w}": torch.randn(2 * D + 1, 2 * D + 1, generator=gen) for i in range(2) for w in "PQ"}
@@ -207,11 +213,15 @@ def test_anything_else_is_a_clear_error_naming_the_file(tmp_path, capsys):
     np.savez(tmp_path / "other.npz", weights=np.zeros(3))
     assert "other.npz: no P or Q entry" in error(str(tmp_path / "other.npz"), "--out", str(tmp_path / "o"))
     np.savez(tmp_path / "bad.npz", P=np.zeros((2, 1, 4, 4)), Q=np.zeros((2, 1, 4, 4)))
-    assert "bad.npz: P and Q must both be [logged, layers, 2d+1, 2d+1]" in error(str(tmp_path / "bad.npz"), "--out", str(tmp_path / "o"))
+    assert "bad.npz: P and Q must both be [logged, layers, 2d+1, 2d+1]" in error(
+        str(tmp_path / "bad.npz"), "--out", str(tmp_path / "o")
+    )
     write_incontexttd_log(tmp_path / "soft", activation="softmax")
     assert "activation 'softmax' is not supported" in error(str(tmp_path / "soft"), "--out", str(tmp_path / "o"))
     write_incontexttd_log(tmp_path / "log")
-    assert "gamma=0.5 contradicts the run's 0.9" in error(str(tmp_path / "log"), "--gamma", "0.5", "--out", str(tmp_path / "o"))
+    assert "gamma=0.5 contradicts the run's 0.9" in error(
+        str(tmp_path / "log"), "--gamma", "0.5", "--out", str(tmp_path / "o")
+    )
     (tmp_path / "junk.pt").write_text("not a checkpoint")
     assert "junk.pt: not a torch.save'd state dict" in error(str(tmp_path / "junk.pt"), "--out", str(tmp_path / "o"))
     torch.save({"encoder.weight": torch.zeros(3)}, tmp_path / "other.pt")
@@ -244,7 +254,9 @@ def test_identification_reads_each_construction_back():
     assert row["step"] == pytest.approx(0.3) and row["effective_discount"] == pytest.approx(0.45)
     assert row["cos_Q_td0"] < 1.0
     noisy = identify_layer(td0(D).P + 0.5, td0(D).Q, D, GAMMA)  # P spread over every entry: out of the family
-    assert not noisy["in_family"] and noisy["P_explained"] == pytest.approx(2.25 / (2.25 + 48 * 0.25))  # 1.5^2 of 1.5^2 + 48 * 0.5^2
+    assert not noisy["in_family"] and noisy["P_explained"] == pytest.approx(
+        2.25 / (2.25 + 48 * 0.25)
+    )  # 1.5^2 of 1.5^2 + 48 * 0.5^2
 
 
 def test_the_iteration_radius_on_a_context_worked_by_hand():
@@ -271,7 +283,9 @@ def test_analyze_reports_a_linear_model_in_its_family(tmp_path):
     summary = read_summary(tmp_path / "a" / "summary.json")
     assert summary.architecture == "linear-ictd"
     row = summary.algorithm.layers[0]
-    assert row["in_family"] and row["cos_Q_td0"] == pytest.approx(1.0) and row["effective_discount"] == pytest.approx(0.9)
+    assert (
+        row["in_family"] and row["cos_Q_td0"] == pytest.approx(1.0) and row["effective_discount"] == pytest.approx(0.9)
+    )
     assert summary.linear.function_r2 == pytest.approx(1.0)
     td_row = summary.baselines.estimators["td0_construction"]
     assert td_row.msve.mean == pytest.approx(summary.baselines.estimators["model"].msve.mean, rel=1e-6)
@@ -296,7 +310,9 @@ def test_a_linear_model_trains_and_resumes_bit_exact(tmp_path):
                                 n_eval_tasks=8, dtype="float64")
     whole = train(cfg, tmp_path / "whole", progress=False)
     polls = iter(range(100))
-    first = train(cfg, tmp_path / "part", progress=False, stop=lambda: next(polls) >= 5)  # True at the poll after step 5
+    first = train(
+        cfg, tmp_path / "part", progress=False, stop=lambda: next(polls) >= 5
+    )  # True at the poll after step 5
     assert first.interrupted and first.step == 5  # stop is polled once per step
     resumed = resume(tmp_path / "part", progress=False)
     assert resumed.step == 12

@@ -177,7 +177,9 @@ def test_config_round_trip_and_validation():
             make_cfg(**bad)
     with pytest.raises(ValueError, match="unknown field"):
         ICTDConfig.from_dict({"d_features": 3, "n_experts": 4})
-    assert ICTDConfig.from_dict({"d_features": 3, "d_model": 6, "n_heads": 1}) == ICTDConfig(d_features=3, backward="autograd")
+    assert ICTDConfig.from_dict({"d_features": 3, "d_model": 6, "n_heads": 1}) == ICTDConfig(
+        d_features=3, backward="autograd"
+    )
     with pytest.raises(ValueError, match="n_heads"):
         ICTDConfig.from_dict({"d_features": 3, "n_heads": 2})
 

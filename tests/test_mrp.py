@@ -114,7 +114,10 @@ def test_trajectories_are_the_inverse_cdf_walk_of_their_draws():
         traj = sample_trajectories(m, 25, batch=batch, generator=torch.Generator().manual_seed(9))
         gen = torch.Generator().manual_seed(9)
         tasks = traj.shape[0]
-        u0, u = torch.rand(tasks, 1, generator=gen, dtype=torch.float64), torch.rand(tasks, 25, generator=gen, dtype=torch.float64)
+        u0, u = (
+            torch.rand(tasks, 1, generator=gen, dtype=torch.float64),
+            torch.rand(tasks, 25, generator=gen, dtype=torch.float64),
+        )
         Pb = m.P.expand(tasks, -1, -1)
         mu0 = m.mu0.expand(tasks, -1)
         first = lambda cdf, x: min(int((cdf <= x).sum()), cdf.shape[0] - 1)  # noqa: E731
@@ -133,7 +136,8 @@ def test_the_walk_on_chosen_draws_worked_out_by_hand():
     P = torch.tensor([[[0.0, 0.5, 0.0, 0.5], [0.3, 0.0, 0.7 - 1e-10, 0.0], [0.0, 0.0, 0.0, 1.0], [0.25] * 4]] * 2,
                      dtype=torch.float64)
     mu0 = torch.tensor([[0.1, 0.0, 0.6, 0.3]] * 2, dtype=torch.float64)
-    # cumulative rows: 0 -> [0, .5, .5, 1], 1 -> [.3, .3, 1 - 1e-10, 1 - 1e-10], 2 -> [0, 0, 0, 1], 3 -> [.25, .5, .75, 1]
+    # cumulative rows: 0 -> [0, .5, .5, 1], 1 -> [.3, .3, 1 - 1e-10, 1 - 1e-10], 2 -> [0, 0, 0, 1], 3 -> [.25, .5, .75,
+    # 1]
     u0 = torch.tensor([[0.1], [0.05]], dtype=torch.float64)  # 0.1 >= mu0's 0.1: past state 0 and the empty 1 -> 2
     u = torch.tensor([[0.2, 0.5, 0.3, 0.9999999999, 0.0],  # 2 -> 3 -> 2 -> 3 -> 3 -> 0
                       [0.5, 0.3, 0.99999999995, 0.25, 0.0]], dtype=torch.float64)  # 0 -> 3 -> 1 -> 3 -> 1 -> 0

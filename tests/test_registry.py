@@ -18,8 +18,18 @@ from ictd_interp.training.evaluation import EvalSet, evaluate
 from ictd_interp.config.train import TrainConfig
 
 NAMES = pretrained.names()
-REQUIRED = ["standard-quick-s0", "linear-quick-s0", "quick-td-s0", "quick-td-s1", "quick-td-s2", "quick-td-s3", "quick-td-s4", "quick-neu-s0",
-            "quick-mc-s0", "quick-full-s0"]
+REQUIRED = [
+    "standard-quick-s0",
+    "linear-quick-s0",
+    "quick-td-s0",
+    "quick-td-s1",
+    "quick-td-s2",
+    "quick-td-s3",
+    "quick-td-s4",
+    "quick-neu-s0",
+    "quick-mc-s0",
+    "quick-full-s0",
+]
 
 
 def test_the_registry_ships_the_promised_models():
@@ -48,8 +58,10 @@ def test_every_shipped_model_loads_and_its_card_matches_evaluate(name):
 def _check_retrain(name, tmp_path, steps=None):
     result = retrain(name, tmp_path / name, steps=steps)
     how = ("bit for bit (this machine's fingerprint equals the card's)" if result["mode"] == "bit-exact" else
-           f"within {result['tolerance']:g} of the largest weight (fingerprint differs: {'; '.join(result['differences'])})")
-    warnings.warn(f"{name}: retrain compared {how}; max |dw| {result['max_abs']:.3g} ({result['max_rel']:.3g} relative)",
+           f"within {result['tolerance']:g} of the largest weight "
+           f"(fingerprint differs: {'; '.join(result['differences'])})")
+    warnings.warn(f"{name}: retrain compared {how}; max |dw| "
+                  f"{result['max_abs']:.3g} ({result['max_rel']:.3g} relative)",
                   stacklevel=2)
     assert result["passes"], result
 
@@ -157,14 +169,18 @@ def test_reexport_replaces_a_models_weights_card_and_curves_with_a_fresh_run(tmp
     folder = tmp_path / "linear-quick-s0"
     shutil.copytree(pretrained.pretrained_path("linear-quick-s0"), folder)
     card = json.loads((folder / "card.json").read_text())
-    short = TrainConfig.from_dict(card["train_config"]).with_flat(steps=8, eval_every=4, checkpoint_every=4, n_eval_tasks=8)
+    short = TrainConfig.from_dict(card["train_config"]).with_flat(
+        steps=8, eval_every=4, checkpoint_every=4, n_eval_tasks=8
+    )
     (folder / "card.json").write_text(json.dumps({**card, "train_config": short.to_dict()}))
     entry = reexport(folder, tmp_path / "run")
     model = load_checkpoint(folder).model
     direct = train(short, tmp_path / "direct", progress=False).model
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), direct.state_dict().values()))
     assert entry["final_metrics"]["step"] == 8 and entry["command"] == card["command"]
-    assert entry["final_metrics"]["eval_msve"] == pytest.approx(evaluate(model, EvalSet.build(short)).eval_msve, rel=1e-6)
+    assert entry["final_metrics"]["eval_msve"] == pytest.approx(
+        evaluate(model, EvalSet.build(short)).eval_msve, rel=1e-6
+    )
     assert json.loads((folder / "card.json").read_text()) == json.loads(json.dumps(entry))
     assert len((folder / "metrics.jsonl").read_text().splitlines()) == 3  # steps 0, 4, 8
 

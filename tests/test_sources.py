@@ -106,4 +106,6 @@ def test_evaluate_cli(tmp_path, capsys):
     assert main(args + ["--env", "loop"]) == 2  # another request into the same folder: refused
     assert main(args + ["--env", "loop", "--force"]) == 0
     assert main(args + ["--env", "gym:FrozenLake-v1", "--feature-kind", "onehot", "--force"]) == 2
-    assert "one-hot features need d_features >= n_states (4 < 16 states of gym:FrozenLake-v1)" in capsys.readouterr().err
+    assert (
+        "one-hot features need d_features >= n_states (4 < 16 states of gym:FrozenLake-v1)" in capsys.readouterr().err
+    )

@@ -83,7 +83,9 @@ def test_meets_the_stylised_model_with_its_shift_ablated():
     assert (values - ablated).abs().max() <= TOL
     for l in range(3):
         assert (cache["pattern", l] - ref["pattern", l]).abs().max() <= TOL
-        assert (cache["resid_post", l][..., star.layout.current] - ref["resid_mid", l][..., star.layout.current]).abs().max() <= TOL
+        assert (
+            cache["resid_post", l][..., star.layout.current] - ref["resid_mid", l][..., star.layout.current]
+        ).abs().max() <= TOL
     assert (values - star(tasks.prompt)).abs().max() > 1e-2  # bootstrapping does change the answer
 
 
@@ -185,9 +187,24 @@ def test_settings_of_the_other_architecture_are_refused():
 
 
 def tiny(**overrides) -> TrainConfig:
-    return TrainConfig.from_flat(**{"architecture": "standard", "d_model": 8, "d_mlp": 8, "n_states": 5, "context_len": 6,
-                          "tasks_per_batch": 4, "windows_per_task": 2, "steps": 4, "n_eval_tasks": 8,
-                          "eval_every": 2, "checkpoint_every": 2, "init_range": 0.1, "dtype": "float64", **overrides})
+    return TrainConfig.from_flat(
+        **{
+            "architecture": "standard",
+            "d_model": 8,
+            "d_mlp": 8,
+            "n_states": 5,
+            "context_len": 6,
+            "tasks_per_batch": 4,
+            "windows_per_task": 2,
+            "steps": 4,
+            "n_eval_tasks": 8,
+            "eval_every": 2,
+            "checkpoint_every": 2,
+            "init_range": 0.1,
+            "dtype": "float64",
+            **overrides,
+        }
+    )
 
 
 def test_training_resumes_bit_exact_and_checkpoints_check_ties(tmp_path):
@@ -222,7 +239,9 @@ def test_tabular_kernel_correlation_is_one_for_a_same_state_head():
     K = tabular_kernel(tasks)
     assert torch.allclose(K.sum(-1), torch.ones(4, 13, dtype=torch.float64), atol=1e-12)
     s = tasks.states
-    assert K[0, 3, 0] == ((s[0, :-1] == s[0, 3]).sum() > 0) * (s[0, 0] == s[0, 3]) / max(int((s[0, :-1] == s[0, 3]).sum()), 1)
+    assert K[0, 3, 0] == ((s[0, :-1] == s[0, 3]).sum() > 0) * (s[0, 0] == s[0, 3]) / max(
+        int((s[0, :-1] == s[0, 3]).sum()), 1
+    )
     assert correlation(K, K) == pytest.approx(1.0, abs=1e-12)
 
 

@@ -60,7 +60,10 @@ def assert_same(a: dict, b: dict) -> None:
 def test_four_cells_equal_their_summaries_and_standalone_runs(local_ray, tmp_path):
     study = run_study(spec(), tmp_path / "s", progress=False)
     cells = load_spec(spec()).cells()
-    assert sorted(study.results["cell"].unique()) == sorted(c.name for c in cells) and (study.results["status"] == "done").all()
+    assert (
+        sorted(study.results["cell"].unique()) == sorted(c.name for c in cells)
+        and (study.results["status"] == "done").all()
+    )
     for cell in cells:
         folder = tmp_path / "s" / "cells" / cell.name
         summary = json.loads((folder / "analysis" / "summary.json").read_text())
@@ -161,7 +164,9 @@ def test_killed_worker_resumes_the_cell_to_the_same_weights(tmp_path):
     assert proc.returncode == 0, output
     status = json.loads((cell / "status.json").read_text())
     assert status["status"] == "done" and status["pid"] != pid  # a new worker finished it
-    assert [a["pid"] for a in status["earlier_attempts"]] == [pid] and "died" in status["earlier_attempts"][0]["outcome"]
+    assert [a["pid"] for a in status["earlier_attempts"]] == [pid] and "died" in status["earlier_attempts"][0][
+        "outcome"
+    ]
     assert f"its worker process {pid} died" in output  # the reason, beside Ray's own retry message
     assert_same(final_weights(cell), standalone(load_spec(data).cells()[0].config, tmp_path / "alone"))
 
@@ -226,10 +231,23 @@ def test_weight_probe_figures_show_only_the_cells_that_have_weights(tmp_path, mo
                    "metrics.signature.next value": 0.9 if cond == "stylised" else None,
                    "metrics.signature.current value": -0.8 if cond == "stylised" else None} for cond, c in ids]
                  ).to_csv(tmp_path / "results.csv", index=False)
-    pd.DataFrame([{"cell": c, "condition": cond, "step": step, "layer": 0, "eval_msve": 1.0 / (step + 1),
-                   "theta_star_msve": 2.6, "kernel_diagonality_mean": 0.2, "cos_A": 0.5 + step / 10 if cond == "stylised" else None,
-                   "cos_V": 0.4 + step / 10 if cond == "stylised" else None}
-                  for cond, c in ids for step in (0, 1)]).to_csv(tmp_path / "curves.csv", index=False)
+    pd.DataFrame(
+        [
+            {
+                "cell": c,
+                "condition": cond,
+                "step": step,
+                "layer": 0,
+                "eval_msve": 1.0 / (step + 1),
+                "theta_star_msve": 2.6,
+                "kernel_diagonality_mean": 0.2,
+                "cos_A": 0.5 + step / 10 if cond == "stylised" else None,
+                "cos_V": 0.4 + step / 10 if cond == "stylised" else None,
+            }
+            for cond, c in ids
+            for step in (0, 1)
+        ]
+    ).to_csv(tmp_path / "curves.csv", index=False)
     for name in ("depth", "extrapolation"):
         (tmp_path / f"{name}.csv").write_text("")
     (tmp_path / "spec.json").write_text(json.dumps({"name": "mixed", "preset": "quick", "fixed": {}, "grid": {},
@@ -243,7 +261,9 @@ def test_weight_probe_figures_show_only_the_cells_that_have_weights(tmp_path, mo
                             drawn.setdefault(name, data) is not None and original(data, title))
     write_report(tmp_path)
     assert set(drawn["signature"]["condition"]) == {"stylised"} == set(drawn["cosine_curves"]["condition"])
-    assert (tmp_path / "figures" / "signature.png").exists() and (tmp_path / "figures" / "msve_over_training.png").exists()
+    assert (tmp_path / "figures" / "signature.png").exists() and (
+        tmp_path / "figures" / "msve_over_training.png"
+    ).exists()
     text = (tmp_path / "study.md").read_text()
     assert "| standard |" in text and "figures/cosines_over_training.png" in text
 

@@ -68,8 +68,15 @@ def test_td_errors():
     assert td_errors(v, r, 0.5).tolist() == [[0.5 + 1.0 - 1.0, -1.0 + 1.5 - 2.0]]
 
 
-@pytest.mark.parametrize("bad", [dict(gamma=1.0), dict(n_iters=-1), dict(rewards=torch.zeros(1, 3, dtype=torch.float64))])
+@pytest.mark.parametrize(
+    "bad", [dict(gamma=1.0), dict(n_iters=-1), dict(rewards=torch.zeros(1, 3, dtype=torch.float64))]
+)
 def test_bad_inputs_raise(bad):
-    args = dict(x=torch.zeros(1, 3, 2, dtype=torch.float64), rewards=torch.zeros(1, 2, dtype=torch.float64), gamma=0.9, n_iters=1)
+    args = dict(
+        x=torch.zeros(1, 3, 2, dtype=torch.float64),
+        rewards=torch.zeros(1, 2, dtype=torch.float64),
+        gamma=0.9,
+        n_iters=1,
+    )
     with pytest.raises(ValueError):
         softmax_td(**{**args, **bad})

@@ -41,7 +41,12 @@ def assert_same_weights(a, b):
 def test_windows_equal_spec_prompts_of_the_trajectory():
     gen = torch.Generator().manual_seed(0)
     state = gen.get_state()
-    batch = window_batch(TaskDistribution(n_states=5, d_features=3, context_len=6, gamma=0.9, feature_kind="uniform", feature_scale=1.0), 3, 4, generator=gen)
+    batch = window_batch(
+        TaskDistribution(n_states=5, d_features=3, context_len=6, gamma=0.9, feature_kind="uniform", feature_scale=1.0),
+        3,
+        4,
+        generator=gen,
+    )
     from ictd_interp.tasks.sampling import sample_tasks
 
     gen.set_state(state)
@@ -56,7 +61,9 @@ def test_windows_equal_spec_prompts_of_the_trajectory():
 
 
 def test_batches_without_values_draw_the_same_windows_and_the_supervised_loss_refuses_them():
-    dist = TaskDistribution(n_states=5, d_features=3, context_len=6, gamma=0.9, feature_kind="uniform", feature_scale=1.0)
+    dist = TaskDistribution(
+        n_states=5, d_features=3, context_len=6, gamma=0.9, feature_kind="uniform", feature_scale=1.0
+    )
     full, lean = (window_batch(dist, 3, 4, generator=torch.Generator().manual_seed(0), mc_horizon=2, with_values=v)
                   for v in (True, False))
     assert lean.query_value is None and full.query_value is not None
@@ -77,15 +84,24 @@ def test_discounted_returns_by_hand():
 def zero_model_batch():
     model = HookedICTDTransformer(make_cfg(init_scale=0.0, n_layers=1))
     gen = torch.Generator().manual_seed(0)
-    return model, window_batch(TaskDistribution(n_states=5, d_features=3, context_len=5, gamma=0.9, feature_kind="uniform", feature_scale=1.0), 4, 3,
-                               generator=gen, mc_horizon=4)
+    return model, window_batch(
+        TaskDistribution(n_states=5, d_features=3, context_len=5, gamma=0.9, feature_kind="uniform", feature_scale=1.0),
+        4,
+        3,
+        generator=gen,
+        mc_horizon=4,
+    )
 
 
 def test_losses_of_a_zero_model_by_hand():
     model, batch = zero_model_batch()  # predicts 0 everywhere
-    assert OBJECTIVES["td"](model, batch).item() == pytest.approx(batch.query_reward[:, :-1].pow(2).mean().item(), abs=1e-14)
+    assert OBJECTIVES["td"](model, batch).item() == pytest.approx(
+        batch.query_reward[:, :-1].pow(2).mean().item(), abs=1e-14
+    )
     assert OBJECTIVES["mc"](model, batch).item() == pytest.approx(batch.query_return.pow(2).mean().item(), abs=1e-14)
-    assert OBJECTIVES["supervised"](model, batch).item() == pytest.approx(batch.query_value.pow(2).mean().item(), abs=1e-14)
+    assert OBJECTIVES["supervised"](model, batch).item() == pytest.approx(
+        batch.query_value.pow(2).mean().item(), abs=1e-14
+    )
     # One layer, A = V = 0: uniform attention over the n sources, so v^ = V[cur] . mean source column,
     # whose gradient is that mean column; delta = r. Only V's current row gets gradient.
     means = batch.prompts[:, :-1].mean(1).view(4, 3, -1)[:, :-1]
@@ -96,7 +112,12 @@ def test_losses_of_a_zero_model_by_hand():
 def test_neu_gradient_matches_finite_differences():
     model = HookedICTDTransformer(make_cfg(init_scale=0.3, n_layers=2, mask="full"))
     gen = torch.Generator().manual_seed(1)
-    batch = window_batch(TaskDistribution(n_states=4, d_features=3, context_len=4, gamma=0.9, feature_kind="uniform", feature_scale=1.0), 3, 3, generator=gen)
+    batch = window_batch(
+        TaskDistribution(n_states=4, d_features=3, context_len=4, gamma=0.9, feature_kind="uniform", feature_scale=1.0),
+        3,
+        3,
+        generator=gen,
+    )
     neu_loss(model, batch).backward()
     param = model.blocks[1].attn.V
     for idx in [(0, 5, 3), (0, 5, 4), (0, 2, 0), (0, 4, 1)]:
@@ -116,8 +137,14 @@ def test_theta_star_expected_update_vanishes_as_contexts_grow():
     model = HookedICTDTransformer.from_theta_star(make_cfg(d_features=4, n_layers=16))
     neu = {}
     for n in (5, 20, 60):
-        batch = window_batch(TaskDistribution(n_states=10, d_features=4, context_len=n, gamma=0.9, feature_kind="uniform", feature_scale=1.0), 256, 4,
-                             generator=torch.Generator().manual_seed(0))
+        batch = window_batch(
+            TaskDistribution(
+                n_states=10, d_features=4, context_len=n, gamma=0.9, feature_kind="uniform", feature_scale=1.0
+            ),
+            256,
+            4,
+            generator=torch.Generator().manual_seed(0),
+        )
         neu[n] = neu_unbiased(model, batch)
     assert neu[20] < neu[5] / 100 and neu[60] < neu[5] / 100
 
@@ -380,8 +407,18 @@ def test_the_fused_optimiser_kernel_updates_as_foreach_up_to_rounding(optimizer)
     from ictd_interp.training.batch_stream import BatchStream
     from ictd_interp.training.trainer import _optimizer
 
-    configs = [TrainConfig.from_preset("quick", optimizer=optimizer, tasks_per_batch=4, windows_per_task=3, dtype="float64",
-                                       weight_decay=1e-2, optimizer_kernel=kernel) for kernel in ("fused", "foreach")]
+    configs = [
+        TrainConfig.from_preset(
+            "quick",
+            optimizer=optimizer,
+            tasks_per_batch=4,
+            windows_per_task=3,
+            dtype="float64",
+            weight_decay=1e-2,
+            optimizer_kernel=kernel,
+        )
+        for kernel in ("fused", "foreach")
+    ]
     assert TrainConfig.from_preset("quick").optimizer_kernel == "fused"
     models = [build_model(c.model) for c in configs]
     optimizers = [_optimizer(c, m) for c, m in zip(configs, models)]

@@ -50,8 +50,15 @@ def test_in_place_edit_does_not_change_cached_upstream_activations():
     def save(act, hook):
         seen[hook.name] = act
 
-    model.run_with_hooks(prompt, fwd_hooks=[("blocks.0.attn.hook_result", save), ("blocks.0.hook_attn_out", _zero_position_5),
-                                            ("blocks.0.hook_resid_post", save), ("blocks.1.hook_resid_pre", _zero_position_5)])
+    model.run_with_hooks(
+        prompt,
+        fwd_hooks=[
+            ("blocks.0.attn.hook_result", save),
+            ("blocks.0.hook_attn_out", _zero_position_5),
+            ("blocks.0.hook_resid_post", save),
+            ("blocks.1.hook_resid_pre", _zero_position_5),
+        ],
+    )
     assert torch.equal(seen["blocks.0.attn.hook_result"], clean["result", 0])
     assert torch.equal(seen["blocks.0.hook_resid_post"], attn_edit_only["resid_post", 0])
     assert not torch.equal(attn_edit_only["resid_post", 0], clean["resid_post", 0])
@@ -144,7 +151,9 @@ def test_transformer_lens_patching_through_the_entry_equals_ours():
     assert torch.get_default_dtype() == torch.float32  # restored after the call
     plain = hooks.tl_patching(patching.get_act_patch_resid_pre, model, corrupted, clean_cache, metric)
     assert plain.dtype == torch.float32 and torch.get_default_dtype() == torch.float32  # nothing changed unasked
-    ours = hooks.activation_patching(model, clean, corrupted, hook_names=["blocks.0.hook_resid_pre", "blocks.1.hook_resid_pre"])
+    ours = hooks.activation_patching(
+        model, clean, corrupted, hook_names=["blocks.0.hook_resid_pre", "blocks.1.hook_resid_pre"]
+    )
     expected = torch.tensor(ours["value"].to_numpy()).view(2, -1)
     assert (table - expected).abs().max() <= 1e-10
     assert (table[:, -1] - table[:, 0]).abs().max() > 1e-6  # the query position is patched too
@@ -152,7 +161,9 @@ def test_transformer_lens_patching_through_the_entry_equals_ours():
     heads = hooks.tl_patching(patching.get_act_patch_attn_head_out_all_pos, model, corrupted, clean_cache, metric,
                               results_dtype=torch.float64)
     for l in range(2):
-        by_hand = model.run_with_hooks(corrupted, fwd_hooks=[(f"blocks.{l}.attn.hook_z", lambda act, hook: clean_cache[hook.name])])
+        by_hand = model.run_with_hooks(
+            corrupted, fwd_hooks=[(f"blocks.{l}.attn.hook_z", lambda act, hook: clean_cache[hook.name])]
+        )
         assert abs(heads[l, 0].item() - metric(by_hand).item()) <= 1e-10
 
 
@@ -235,7 +246,9 @@ def test_patching_works_on_both_architectures_and_the_direct_call_fails_loudly(a
     table = hooks.tl_patching(patching.get_act_patch_resid_pre, model, corrupted, clean_cache, metric,
                               results_dtype=torch.float64)
     assert table.shape == (2, clean.shape[1])
-    ours = hooks.activation_patching(model, clean, corrupted, hook_names=["blocks.0.hook_resid_pre", "blocks.1.hook_resid_pre"])
+    ours = hooks.activation_patching(
+        model, clean, corrupted, hook_names=["blocks.0.hook_resid_pre", "blocks.1.hook_resid_pre"]
+    )
     assert (table - torch.tensor(ours["value"].to_numpy()).view(2, -1)).abs().max() <= 1e-10
     per_task = hooks.tl_patching(patching.get_act_patch_resid_pre, model, corrupted, clean_cache,
                                  lambda values: values[:, -1], reduce="none", results_dtype=torch.float64)

@@ -32,7 +32,8 @@ def _assumption51(data: dict[str, Any]) -> Figure:
         rows = [r for r in data["settings"] if r["kind"] == kind]
         _errorbars(ax, [r["scale"] for r in rows], [r["fraction_positive"] for r in rows], marker=marker,
                    label=f"{kind} features")
-    ax.set(title="Assumption 5.1: how often the margin C is positive", xlabel="feature scale (softmax inverse temperature)",
+    ax.set(title="Assumption 5.1: how often "
+                 "the margin C is positive", xlabel="feature scale (softmax inverse temperature)",
            ylabel=f"fraction of {data['tasks']} tasks with C > 0", ylim=(-0.05, 1.05), xscale="log")
     log_axis(ax.xaxis)
     legend_outside(ax, title="95% Wilson interval")
@@ -51,7 +52,8 @@ def _theorem2_floor(data: dict[str, Any]) -> Figure:
            xlabel="context length n", ylabel="sup error of θ*'s depth limit", xscale="log", yscale="log")
     log_axis(ax.xaxis)
     log_axis(ax.yaxis)
-    legend_outside(ax, title="features (mean over tasks);\none kind's scales coincide:\nthe limit is the tabular\nTD fixed point")
+    legend_outside(ax, title="features (mean over tasks);\none kind's scales "
+                             "coincide:\nthe limit is the tabular\nTD fixed point")
     return fig
 
 
@@ -65,7 +67,10 @@ def _theorem3(data: dict[str, Any]) -> Figure:
         cells = sorted((r for r in rows if r["depth"] == L), key=lambda r: r["context_len"])
         x = np.asarray([r["context_len"] for r in cells], dtype=float) * (1 + 0.05 * (k - len(depths) / 2))
         zero = np.asarray([r["zero_closed_form"]["estimate"] for r in cells])
-        star = {key: np.asarray([r["theta_star"][key] for r in cells], dtype=float) / zero for key in ("estimate", "lo", "hi")}
+        star = {
+            key: np.asarray([r["theta_star"][key] for r in cells], dtype=float) / zero
+            for key in ("estimate", "lo", "hi")
+        }
         inside = np.isfinite(star["estimate"]) & (np.abs(star["estimate"]) < top)
         line = ax.errorbar(x[inside], star["estimate"][inside],
                            yerr=[np.clip(star["estimate"] - star["lo"], 0, None)[inside],
@@ -79,7 +84,8 @@ def _theorem3(data: dict[str, Any]) -> Figure:
     ax.set_ylim(-1e-1, top)
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.set(title="Theorem 3: θ*'s population NEU relative to the zero predictor's",
-           xlabel="context length n", ylabel="NEU(θ*) / NEU(zero predictor)\n(1: as high; 0: θ*'s NEU vanishes; symlog)",
+           xlabel="context length "
+                  "n", ylabel="NEU(θ*) / NEU(zero predictor)\n(1: as high; 0: θ*'s NEU vanishes; symlog)",
            xscale="log")
     log_axis(ax.xaxis)
     legend_outside(ax, title=f"depth (95% jackknife interval,\n{data['grid']['n_tasks']:,} tasks per cell;\n"

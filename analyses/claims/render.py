@@ -20,8 +20,10 @@ TITLES = {
     "theorem2_rate": "Theorem 2: geometric rate ≤ 1 − C", "theorem2_floor": "Theorem 2: floor → 0 as n grows",
     "theorem3": "Theorem 3: θ* minimises NEU", "emergence_weights": "Emergence: weights turn toward θ*",
     "emergence_weight_size": "Emergence: weights as large as θ*'s",
-    "emergence_diagonality": "Emergence: attention grows diagonal", "emergence_signature": "Emergence: (+, +, −) signature",
-    "finding_iteration": "Finding: the learned layer, iterated", "finding_baseline": "Finding: beats the constant predictor",
+    "emergence_diagonality": "Emergence: attention "
+                             "grows diagonal", "emergence_signature": "Emergence: (+, +, −) signature",
+    "finding_iteration": "Finding: the learned "
+                         "layer, iterated", "finding_baseline": "Finding: beats the constant predictor",
     "finding_depth_sampling": "Finding: depth-sampled training", "finding_same_state_head": "Finding: the standard "
     "model's same-state head",
 }

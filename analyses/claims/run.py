@@ -23,9 +23,21 @@ from ictd_interp.io.progress import progress_bar
 from ictd_interp.models import HookedICTDTransformer
 from ictd_interp.training.run_folder import claim_output
 
-ORDER = ("theorem1", "assumption51", "theorem2_rate", "theorem2_floor", "theorem3", "emergence_weights",
-         "emergence_weight_size", "emergence_diagonality", "emergence_signature", "finding_iteration", "finding_baseline",
-         "finding_depth_sampling", "finding_same_state_head")
+ORDER = (
+    "theorem1",
+    "assumption51",
+    "theorem2_rate",
+    "theorem2_floor",
+    "theorem3",
+    "emergence_weights",
+    "emergence_weight_size",
+    "emergence_diagonality",
+    "emergence_signature",
+    "finding_iteration",
+    "finding_baseline",
+    "finding_depth_sampling",
+    "finding_same_state_head",
+)
 
 
 class ClaimsInterrupted(Exception):
@@ -87,16 +99,28 @@ def _steps(budget: Budget, studies: dict[str, Path], out_dir: Path) -> list:
         (["theorem1"], lambda: [theory.theorem1(budget)], False),
         (["assumption51"], lambda: [theory.assumption(budget)], False),
         (["theorem2_rate", "theorem2_floor"], lambda: theory.theorem2(budget), False),
-        (["theorem3"], lambda: [theory.theorem3(budget, HookedICTDTransformer.from_pretrained(budget.neu_model))], False),
+        (
+            ["theorem3"],
+            lambda: [theory.theorem3(budget, HookedICTDTransformer.from_pretrained(budget.neu_model))],
+            False,
+        ),
         (["emergence_weights"], lambda: [trained.weights(objectives().results, len(budget.seeds))], True),
-        (["emergence_weight_size"], lambda: [trained.weight_size(objectives().results, len(budget.seeds),
-                                                                theory.GAMMA)], True),
+        (
+            ["emergence_weight_size"],
+            lambda: [trained.weight_size(objectives().results, len(budget.seeds), theory.GAMMA)],
+            True,
+        ),
         (["emergence_diagonality"], lambda: [trained.diagonality(objectives().curves, len(budget.seeds))], True),
         (["emergence_signature"], lambda: [trained.signature(objectives().results)], True),
         (["finding_iteration"], lambda: [trained.iterated(objectives().results, td)], True),
         (["finding_baseline"], lambda: [trained.constant_baseline(objectives().results, td)], True),
-        (["finding_depth_sampling"], lambda: [trained.depth_sampling(
-            sampling().results, "train_depths=", f"train_depths={budget.depth_sampling}")], True),
+        (
+            ["finding_depth_sampling"],
+            lambda: [
+                trained.depth_sampling(sampling().results, "train_depths=", f"train_depths={budget.depth_sampling}")
+            ],
+            True,
+        ),
         (["finding_same_state_head"], lambda: [_same_state(budget, studies, out_dir)], True),
     ]
 

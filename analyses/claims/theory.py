@@ -88,7 +88,8 @@ def assumption(budget: Budget) -> Claim:
         return " or ".join(parts)
 
     numbers = [f"{kind}, scale {s:g}: C > 0 on {t['fraction_positive']['mean']:.0%} of {budget.margin_tasks} tasks "
-               f"[{t['fraction_positive']['lo']:.0%}, {t['fraction_positive']['hi']:.0%}], mean C {t['C_mean']['mean']:+.3f}"
+               f"[{t['fraction_positive']['lo']:.0%}, "
+               f"{t['fraction_positive']['hi']:.0%}], mean C {t['C_mean']['mean']:+.3f}"
                for (kind, s), t in table.items()]
     return Claim(
         "assumption51", "Assumption 5.1: the population kernel is diagonal enough, C = min_s M(s, s) − (1 + γ)/2 > 0.",
@@ -134,7 +135,8 @@ def _rate_claim(data: dict, budget: Budget, n_max: int) -> Claim:
         tested, within = tested + int(positive.sum()), within + ok
         neutral = int(np.sum(d["neutral"][-1]))
         numbers.append(f"{kind} ×{scale:g}: ρ {t_interval(rho).text('.3f')} at n = {n_max} "
-                       f"({int((rho < 1).sum())}/{len(rho)} tasks contract; {neutral} also have the neutral eigenvalue 1); "
+                       f"({int((rho < 1).sum())}/{len(rho)} tasks contract; "
+                       f"{neutral} also have the neutral eigenvalue 1); "
                        f"C > 0 on {int(positive.sum())}/{len(C)}"
                        + (f", ρ ≤ 1 − C on {ok}/{int(positive.sum())} of those" if positive.any() else
                           ": the bound does not apply"))
@@ -171,7 +173,8 @@ def theorem2(budget: Budget) -> list[Claim]:
         floor_numbers.append(
             f"{kind} ×{scale:g}: sup error of θ*'s depth limit " + ", ".join(
                 f"{np.nanmean(floors[i]):.3f} (n = {int(n)}" + (f", {diverged[i]} of {floors.shape[1]} tasks without a "
-                                                                  f"limit: radius ≥ 1 − {NEUTRAL_TOL:g}" if diverged[i] else "")
+                                                                  "limit: radius ≥ 1 "
+                                                                  f"− {NEUTRAL_TOL:g}" if diverged[i] else "")
                 + ")" for i, n in enumerate(lengths))
             + (f"; slope of log error vs log n {slope.text('.2f')} over {slope.n} tasks"
                + (" (contains −1/2: ≈ 1/√n)" if slope.lo <= -0.5 <= slope.hi else "") if slope else
@@ -180,22 +183,37 @@ def theorem2(budget: Budget) -> list[Claim]:
     sources = sum(sum(d["query_source"]) for d in data.values())
     contexts = len(data) * len(lengths) * budget.limit_tasks
     floor_numbers.append(
-        f"θ*'s depth limit equals the tabular TD fixed point of the context (`baselines.tabular_td`, solved on the states) to {max(gaps):.1e} "
+        "θ*'s depth limit equals the tabular TD fixed point of the context "
+        f"(`baselines.tabular_td`, solved on the states) to {max(gaps):.1e} "
         f"on the {sources} of {contexts} contexts whose query state is a source, at every feature kind and scale: the "
         "floor is tabular estimation error; the kernel and C set only the rate. On the other contexts the query "
         "state's value is free in the tabular equations and θ*'s kernel picks it.")
     describe = lambda good: " or ".join(f"{k} features at scale {s:g}" for k, s in good)  # noqa: E731
     floor = Claim(
-        "theorem2_floor", "Theorem 2 (floor): the error's floor (its limit as depth grows) goes to 0 as the context "
-        "length n grows.",
+        "theorem2_floor",
+        "Theorem 2 (floor): the error's floor (its limit as depth grows) goes to 0 as the context length n grows.",
         f"θ*'s depth limit (`analyses.metrics.depth_limit`: exact, no singular solve where a state is never a source) "
-        f"against v_π (sup over the context's positions) at n ∈ {list(budget.limit_lengths)}, prefixes of one trajectory "
+        "against v_π (sup over the context's positions) at n ∈ "
+        f"{list(budget.limit_lengths)}, prefixes of one trajectory "
         f"per task, {budget.limit_tasks} tasks per setting; per task the slope of log error against log n.",
         "holds in a setting when the 95% t interval of the per-task slope lies below 0 (the floor falls with n).",
-        conditional(floor_ok, describe), floor_numbers,
-        {"lengths": list(budget.limit_lengths), "tabular_gap": max(gaps), "settings": [
-            {"kind": k, "scale": s, "floor_mean": np.nanmean(v[0], 1).tolist(), "slope": v[1].to_dict() if v[1] else None}
-            for (k, s), v in slopes.items()]}, "theorem2_floor")
+        conditional(floor_ok, describe),
+        floor_numbers,
+        {
+            "lengths": list(budget.limit_lengths),
+            "tabular_gap": max(gaps),
+            "settings": [
+                {
+                    "kind": k,
+                    "scale": s,
+                    "floor_mean": np.nanmean(v[0], 1).tolist(),
+                    "slope": v[1].to_dict() if v[1] else None,
+                }
+                for (k, s), v in slopes.items()
+            ],
+        },
+        "theorem2_floor",
+    )
     return [_rate_claim(data, budget, int(lengths[-1])), floor]
 
 
@@ -204,7 +222,11 @@ def _limit_rule(grid: dict) -> tuple[bool, list[str]]:
     (its interval at the largest n lies within ± its estimate at the smallest n), and at the largest (n, L)
     θ* is below the zero predictor and the trained model (paired intervals)."""
     rows = grid["rows"]
-    L, n_max, n_min = max(r["depth"] for r in rows), max(r["context_len"] for r in rows), min(r["context_len"] for r in rows)
+    L, n_max, n_min = (
+        max(r["depth"] for r in rows),
+        max(r["context_len"] for r in rows),
+        min(r["context_len"] for r in rows),
+    )
     cell = {(r["context_len"], r["depth"]): r for r in rows}
     far, near = cell[(n_max, L)], cell[(n_min, L)]
     star_far, star_near = far["theta_star"], near["theta_star"]
@@ -214,8 +236,10 @@ def _limit_rule(grid: dict) -> tuple[bool, list[str]]:
     below_model = "theta_star_minus_model" not in far or far["theta_star_minus_model"]["verdict"] == "lower"
     relative = star_far["estimate"] / far["zero"]["estimate"]
     lines = [f"n = {n_max}, L = {L} (the cell nearest the theorem's regime): θ* {fmt_neu(star_far)}, zero predictor "
-             f"{fmt_neu(far['zero'])} (θ*/zero {relative:+.1e}); θ* − zero {fmt_difference(far['theta_star_minus_zero'])}"
-             + (f"; θ* − trained model {fmt_difference(far['theta_star_minus_model'])}" if "theta_star_minus_model" in far
+             f"{fmt_neu(far['zero'])} (θ*/zero {relative:+.1e}); θ* "
+             f"− zero {fmt_difference(far['theta_star_minus_zero'])}"
+             + ("; θ* − trained model "
+                f"{fmt_difference(far['theta_star_minus_model'])}" if "theta_star_minus_model" in far
                 else ""),
              f"at L = {L}, θ*'s NEU from n = {n_min} to n = {n_max}: " + ", ".join(
                  f"{fmt_neu(cell[(n, L)]['theta_star'])} (n = {n})" for n in sorted({r['context_len'] for r in rows}))
@@ -248,22 +272,37 @@ def theorem3(budget: Budget, model: Optional[HookedICTDTransformer]) -> Claim:
                                               r.get("theta_star_minus_model", {}).get("verdict"))]
     cells = lambda rs: ", ".join(f"(n = {r['context_len']}, L = {r['depth']})" for r in rs) or "none"  # noqa: E731
     undecided = [r for r in rows if r not in minimiser and r not in beaten]
-    numbers += [f"θ* below both the zero predictor and the trained model (a finite-(n, L) minimiser among the three) at "
-                f"{cells(minimiser)}", f"θ* above one of them (not a minimiser) at {cells(beaten)}",
-                "undecided at " + (", ".join(
-                    f"(n = {r['context_len']}, L = {r['depth']}: " + "; ".join(
-                        f"{k.replace('theta_star_minus_', 'vs ')} {fmt_difference(r[k])}" for k in
-                        ("theta_star_minus_zero", "theta_star_minus_model") if k in r and r[k]["verdict"] == "undecided")
-                    + ")" for r in undecided) or "none")]
+    numbers += [
+        f"θ* below both the zero predictor and the trained model (a finite-(n, L) minimiser among the three) at "
+        f"{cells(minimiser)}",
+        f"θ* above one of them (not a minimiser) at {cells(beaten)}",
+        "undecided at "
+        + (
+            ", ".join(
+                f"(n = {r['context_len']}, L = {r['depth']}: "
+                + "; ".join(
+                    f"{k.replace('theta_star_minus_', 'vs ')} {fmt_difference(r[k])}"
+                    for k in ("theta_star_minus_zero", "theta_star_minus_model")
+                    if k in r and r[k]["verdict"] == "undecided"
+                )
+                + ")"
+                for r in undecided
+            )
+            or "none"
+        ),
+    ]
     verdict = ("holds in the limit" + _not_minimiser(rows, beaten) if holds
                else "not shown: the limit rule is not met on this grid")
     name = budget.neu_model if model is not None else "none"
     return Claim(
         "theorem3", "Theorem 3: θ* minimises the norm of the expected update (NEU) in the limit of long contexts "
         "(n → ∞) and then deep models (L → ∞); nothing is claimed at a finite (n, L).",
-        f"Population NEU ‖E u‖² (the unbiased U-statistic over all pairs of tasks, `analyses.metrics.neu.population_neu`, "
-        f"exact per-task gradients from the state-space forward) of θ*, the zero predictor (also in closed form) and the "
-        f"trained `{name}` (its tied layer run L times) on n ∈ {list(budget.neu_lengths)} × L ∈ {list(budget.neu_depths)}, "
+        "Population NEU ‖E u‖² (the unbiased U-statistic over all "
+        "pairs of tasks, `analyses.metrics.neu.population_neu`, "
+        "exact per-task gradients from the state-space forward) "
+        "of θ*, the zero predictor (also in closed form) and the "
+        f"trained `{name}` (its tied layer run L times) on n ∈ "
+        f"{list(budget.neu_lengths)} × L ∈ {list(budget.neu_depths)}, "
         f"{budget.neu_tasks:,} Boyan tasks (d = 4, γ = {GAMMA}) × 5 windows per cell, the same tasks for the three "
         "models (paired); 95% intervals by the delete-one-group jackknife over 32 groups.",
         "holds in the limit when (1) at the largest depth θ*'s NEU falls toward 0 as n grows (its interval at the "

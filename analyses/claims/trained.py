@@ -70,14 +70,16 @@ def weight_size(results: pd.DataFrame, seeds: int, gamma: float) -> Claim:
         near = disc is not None and gamma - DISCOUNT_TOL <= disc.lo and disc.hi <= gamma + DISCOUNT_TOL
         holds[c] = dist_a[c].hi <= SIZE_CLOSE and dist_v[c].hi <= SIZE_CLOSE and near
         numbers.append(f"{_objective(c)}: max over layers ‖A − A*‖/‖A*‖ {dist_a[c].text('.2f')}, ‖V − V*‖/‖V*‖ "
-                       f"{dist_v[c].text('.2f')}; effective discount {disc.text('.2f') if disc else 'not identifiable'} "
+                       f"{dist_v[c].text('.2f')}; effective discount "
+                       f"{disc.text('.2f') if disc else 'not identifiable'} "
                        f"(θ*: {gamma:g})")
     return Claim(
         "emergence_weight_size", "Emergence (size): the trained weights are θ*'s in size too (small relative distance, "
         "and the effective discount b/(−c) of the value row equal to γ).",
         f"The same study ({seeds} seeds per objective): the largest relative distance over layers and the last layer's "
         "effective discount (read from its weights).",
-        f"holds for an objective when both relative distances' 95% t intervals over seeds lie below {SIZE_CLOSE} and the "
+        "holds for an objective when both relative distances' 95% "
+        f"t intervals over seeds lie below {SIZE_CLOSE} and the "
         f"effective discount's lies within γ ± {DISCOUNT_TOL}.",
         conditional(holds, _objectives), numbers,
         {"seeds": seeds, "size_close": SIZE_CLOSE, "objectives": [
@@ -86,7 +88,9 @@ def weight_size(results: pd.DataFrame, seeds: int, gamma: float) -> Claim:
 
 
 def diagonality(curves: pd.DataFrame, seeds: int) -> Claim:
-    per_cell = curves.groupby(["condition", "cell", "step"], sort=False)["kernel_diagonality_mean"].first().reset_index()
+    per_cell = (
+        curves.groupby(["condition", "cell", "step"], sort=False)["kernel_diagonality_mean"].first().reset_index()
+    )
     change, holds, numbers, curves_by_objective = {}, {}, [], {}
     for c, part in per_cell.groupby("condition", sort=False):
         curves_by_objective[_objective(c)] = part.groupby("step")["kernel_diagonality_mean"].mean()
@@ -94,7 +98,8 @@ def diagonality(curves: pd.DataFrame, seeds: int) -> Claim:
         change[c] = paired(ends["last"].to_numpy(), ends["first"].to_numpy())
         holds[c] = change[c].verdict == "higher"
         numbers.append(f"{_objective(c)}: diagonality {t_interval(ends['first'].to_numpy()).text('.3f')} at step 0 → "
-                       f"{t_interval(ends['last'].to_numpy()).text('.3f')} at the end; change {change[c].difference.text('.3f')}")
+                       f"{t_interval(ends['last'].to_numpy()).text('.3f')} at "
+                       f"the end; change {change[c].difference.text('.3f')}")
     return Claim(
         "emergence_diagonality", "Emergence: attention becomes increasingly diagonal (mass on the query's own state) "
         "during training.",
@@ -158,16 +163,27 @@ def constant_baseline(results: pd.DataFrame, condition: str) -> Claim:
     point_worse = int((cells["metrics.eval_msve"].astype(float) > cells["baselines.estimators.constant.msve.mean"]
                        .astype(float)).sum())
     return Claim(
-        "finding_baseline", "This project: the TD-trained model beats the constant in-context predictor "
+        "finding_baseline",
+        "This project: the TD-trained model beats the constant in-context predictor "
         "mean(R)/(1 − γ) (no attention, no training).",
         "Per seed, the paired per-task MSVE difference model − constant on the evaluation tasks "
         "(`analyses.metrics.baselines`).",
         "holds when every seed's paired 95% t interval (over tasks) lies below 0; fails when none does.",
-        _by_seeds(lower, n), [f"model MSVE {model.text('.3f')}, constant {const.text('.3f')} (over {n} seeds); {lower} seeds "
-                  f"significantly better, {higher} significantly worse, {n - lower - higher} undecided; the point "
-                  f"estimate is worse than the constant's in {point_worse} of {n} seeds"],
-        {"model": model.to_dict(), "constant": const.to_dict(), "better": lower, "worse": higher, "seeds": n,
-         "point_worse": point_worse})
+        _by_seeds(lower, n),
+        [
+            f"model MSVE {model.text('.3f')}, constant {const.text('.3f')} (over {n} seeds); {lower} seeds "
+            f"significantly better, {higher} significantly worse, {n - lower - higher} undecided; the point "
+            f"estimate is worse than the constant's in {point_worse} of {n} seeds"
+        ],
+        {
+            "model": model.to_dict(),
+            "constant": const.to_dict(),
+            "better": lower,
+            "worse": higher,
+            "seeds": n,
+            "point_worse": point_worse,
+        },
+    )
 
 
 def depth_sampling(results: pd.DataFrame, fixed: str, sampled: str) -> Claim:
@@ -190,7 +206,13 @@ def same_state_head(summaries: list[Summary], source: str) -> Claim:
     tab = np.asarray([s.circuit.max_tabular_kernel_correlation for s in summaries])
     if len(summaries) >= 2:
         diff = paired(tab, td)
-        verdict = HOLDS if diff.verdict == "higher" else FAILS if diff.verdict == "lower" else f"{FAILS} (undecided: the interval contains 0)"
+        verdict = (
+            HOLDS
+            if diff.verdict == "higher"
+            else FAILS
+            if diff.verdict == "lower"
+            else f"{FAILS} (undecided: the interval contains 0)"
+        )
         text = f"tabular − softmax-TD correlation {diff.difference.text('.2f')}"
     else:
         verdict = (f"{HOLDS} in the one seed measured" if tab[0] > td[0] else f"{FAILS} in the one seed measured")

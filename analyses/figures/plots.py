@@ -67,8 +67,17 @@ def text_outside(fig: MatplotlibFigure, tolerance_px: float = 1.0) -> list[str]:
     parts = [(ax.get_title() or ax.get_ylabel() or "axes", ax.get_tightbbox(renderer)) for ax in fig.axes]
     parts += [(t.get_text(), t.get_window_extent(renderer)) for t in fig.texts if t.get_visible() and t.get_text()]
     parts += [("legend", leg.get_window_extent(renderer)) for leg in fig.legends]
-    return [name for name, box in parts if box is not None and (
-        box.x0 < -tolerance_px or box.y0 < -tolerance_px or box.x1 > width + tolerance_px or box.y1 > height + tolerance_px)]
+    return [
+        name
+        for name, box in parts
+        if box is not None
+        and (
+            box.x0 < -tolerance_px
+            or box.y0 < -tolerance_px
+            or box.x1 > width + tolerance_px
+            or box.y1 > height + tolerance_px
+        )
+    ]
 
 
 def wrapped(text: str, width: int = 60) -> str:
@@ -147,7 +156,8 @@ def signature_bars(signature: Sequence[Sequence[Optional[float]]], tied: bool = 
     data = np.asarray([[np.nan if v is None else v for v in s] for s in signature], dtype=float)
     layers = _layers_once(data.T, tied)  # rows: input, columns: layer
     fig, ax = sign_bars([name for name, _ in layers], [list(values) for _, values in layers])
-    ax.set(title=f"Value-row signature ($\\theta^*$: {SIGNATURE_TEXT[1:-1]})", xlabel="layer (missing bar: not identifiable)",
+    ax.set(title="Value-row signature ($\\theta^*$: "
+                 f"{SIGNATURE_TEXT[1:-1]})", xlabel="layer (missing bar: not identifiable)",
            ylabel="weight / largest |weight|", ylim=(-1.15, 1.15))
     legend_outside(ax, title="input row")
     return fig
@@ -206,15 +216,23 @@ def error_vs_depth(curves: Mapping[str, Sequence[float]], fits: Optional[Mapping
     return fig
 
 
-def depth_extrapolation(depths: Sequence[int], model: Sequence[float], theta_star: Sequence[float],
-                        trained_depth: int, verdict: str, name: str = "trained layers", reference: str = STAR) -> Figure:
+def depth_extrapolation(
+    depths: Sequence[int],
+    model: Sequence[float],
+    theta_star: Sequence[float],
+    trained_depth: int,
+    verdict: str,
+    name: str = "trained layers",
+    reference: str = STAR,
+) -> Figure:
     """MSVE when the learned layers are run to other depths, beside a construction (θ*) at the same depths."""
     fig, (ax,) = _figure(width=6.2)
     mine, theirs = series_colours(["trained model", reference])
     ax.plot(depths, model, color=mine, marker="o", ms=4, label=name)
     ax.plot(depths, theta_star, color=theirs, marker="s", ms=3, ls="--", label=reference)
     ax.axvline(trained_depth, color="grey", lw=0.8, ls=":", label=f"trained depth {trained_depth}")
-    ax.set(xscale="log", yscale="log", title=wrapped(f"Run beyond its trained depth: {verdict}", 55), xlabel="depth (layers applied)",
+    ax.set(xscale="log", yscale="log", title=wrapped("Run beyond its trained "
+                                                     f"depth: {verdict}", 55), xlabel="depth (layers applied)",
            ylabel=r"MSVE against $v_\pi$")
     log_axis(ax.xaxis)
     log_axis(ax.yaxis)
@@ -226,7 +244,14 @@ def error_vs_context(lengths: Sequence[int], curves: Mapping[str, Sequence[float
     """Final-layer error against context length: the statistical floor of Theorem 2."""
     fig, (ax,) = _figure(width=6.2)
     for colour, (label, errors) in zip(series_colours(list(curves)), curves.items()):
-        ax.plot(lengths, errors, color=colour, marker="o", ms=3, label=label.replace("theta_star", STAR).replace("theta*", STAR))
+        ax.plot(
+            lengths,
+            errors,
+            color=colour,
+            marker="o",
+            ms=3,
+            label=label.replace("theta_star", STAR).replace("theta*", STAR),
+        )
     ax.set(xscale="log", yscale="log", title="Error versus context length" + (f" ({where})" if where else ""),
            xlabel="context length n (transitions)", ylabel=f"{SUP_ERROR} (value units)")
     log_axis(ax.xaxis)
@@ -259,7 +284,9 @@ def scale_sweep(rows: Sequence[Mapping[str, float]], depth: int) -> Figure:
                 ylabel="margin C")
     axes[0].legend()
     for k, key in enumerate(("error_depth_1", f"error_depth_{depth}")):
-        axes[1].plot(scales, [r[key] for r in rows], color=PALETTE[k], marker="o", label=f"depth {key.rsplit('_', 1)[-1]}")
+        axes[1].plot(
+            scales, [r[key] for r in rows], color=PALETTE[k], marker="o", label=f"depth {key.rsplit('_', 1)[-1]}"
+        )
     axes[1].set(yscale="log", title=f"{STAR} error", xlabel="feature scale (inverse temperature)",
                 ylabel=f"{SUP_ERROR} (value units)")
     log_axis(axes[1].yaxis)

@@ -7,7 +7,8 @@ current) and ``w`` its feature entries (``read_layer``). The kernel's inverse te
 the projection of ``A_ff`` on the identity (any sign) and its isotropy ``cos(A_ff, I)`` says how well
 one temperature describes it. Identical (tied) layers give identical answers by construction.
 
-**From function space (any model; the only way for a standard transformer).** Per layer, the observed update of the value row ``dv = v_out - v_in`` on
+**From function space (any model; the only way for a standard transformer).** Per layer, the observed update of the
+value row ``dv = v_out - v_in`` on
 evaluation prompts is fitted by the TD family with free coefficients
 
     ``dv_j = sum_k K_beta(S_{k-1}, S_j) (a R_k + b v_in(S_k) + c v_in(S_{k-1}))``,

@@ -56,7 +56,9 @@ def errors_by_context(model: ICTDModel, tasks: TaskBatch, lengths: Sequence[int]
     return torch.stack(rows)
 
 
-def fit_geometric(errors: Union[Sequence[float], np.ndarray], depths: Optional[Sequence[int]] = None) -> dict[str, float]:
+def fit_geometric(
+    errors: Union[Sequence[float], np.ndarray], depths: Optional[Sequence[int]] = None
+) -> dict[str, float]:
     """Fit ``e_L = a rho^L + floor`` (least squares over a fine grid of ``rho``; ``a`` and ``floor``
     in closed form for each), the shape Theorem 2 predicts."""
     e = np.asarray(errors, dtype=float)

@@ -25,7 +25,9 @@ __all__ = [
 ]
 
 
-def self_attention_mass(pattern: Float[Tensor, "batch query_pos key_pos"], states: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch"]:
+def self_attention_mass(
+    pattern: Float[Tensor, "batch query_pos key_pos"], states: Int[Tensor, "batch pos"]
+) -> Float[Tensor, "batch"]:
     """Raw mass on same-state sources, averaged over positions (a state visited often counts often)."""
     same = rearrange(same_state(states), "batch key query -> batch query key").to(pattern.dtype)
     return (pattern[..., :-1] * same).sum(-1).mean(-1)
@@ -38,7 +40,9 @@ def kernel_diagonality_mean(model: HookedICTDTransformer, tasks: TaskBatch) -> F
     return diagonality_by_layer(cache, tasks.states, tasks.mrp.n_states, model.cfg.n_layers, model.cfg.n_heads)
 
 
-def model_margin(model: HookedICTDTransformer, tasks: TaskBatch, layer: int = 0, head: int = 0) -> Float[Tensor, "batch"]:
+def model_margin(
+    model: HookedICTDTransformer, tasks: TaskBatch, layer: int = 0, head: int = 0
+) -> Float[Tensor, "batch"]:
     """``C`` per task for a model's feature block ``A_ff`` (theta*: the identity)."""
     d = model.cfg.d_features
     A_ff = model.blocks[layer].attn.A.detach()[head, :d, :d].double().cpu()

@@ -68,7 +68,8 @@ def zero_model(cfg) -> HookedICTDTransformer:
 def per_task_updates(model: HookedICTDTransformer, tasks: TaskBatch, context_len: int, depth: int,
                      n_windows: int = N_WINDOWS) -> torch.Tensor:
     """``u_i`` of the module docstring for every task ``[task, parameter]`` (float64): the gradient of
-    each unique layer's free entries in parameter order: per layer ``A``'s feature block, then ``V``'s current row. The trajectories must
+    each unique layer's free entries in parameter order: per layer ``A``'s feature block, then ``V``'s current row.
+    The trajectories must
     hold ``context_len + n_windows - 1`` transitions."""
     if not model.cfg.tied and depth != model.cfg.n_layers:
         raise ValueError(f"depth: a per-layer model runs at its own depth {model.cfg.n_layers}, got {depth}")
@@ -137,7 +138,8 @@ def difference_interval(u: np.ndarray, u_other: np.ndarray, groups: int = GROUPS
         verdict = "lower" if b_bad and not a_bad else "higher" if a_bad and not b_bad else "undecided"
         nan = float("nan")
         return {"estimate": nan, "lo": nan, "hi": nan, "half_width": nan, "verdict": verdict, "tasks_needed": None,
-                "note": "not finite: " + ("the other model's values diverge" if b_bad else "this model's values diverge")}
+                "note": "not finite: " + ("the other model's "
+                                          "values diverge" if b_bad else "this model's values diverge")}
     k, both = u.shape[1], np.concatenate([u, u_other], axis=1)
     out = jackknife(np.array_split(both, groups), lambda x: _u_stat(x[:, :k]) - _u_stat(x[:, k:]))
     verdict = "lower" if out["hi"] < 0 else "higher" if out["lo"] > 0 else "undecided"
@@ -231,21 +233,34 @@ def neu_grid(cfg, dist: TaskDistribution, model: HookedICTDTransformer | None = 
         zero_one = updates_of({"zero": zero_model(replace(star_cfg, n_layers=1))}, dist, n, 1, n_tasks, seed + n,
                               n_windows)["zero"]
         for L in depths:
-            models = {"theta_star": HookedICTDTransformer.from_theta_star(star_cfg if tied else replace(star_cfg, n_layers=L))}
+            models = {
+                "theta_star": HookedICTDTransformer.from_theta_star(star_cfg if tied else replace(star_cfg, n_layers=L))
+            }
             if model is not None and (model.cfg.tied or L == model.cfg.n_layers):
                 models["model"] = model
             u = updates_of(models, dist, n, L, n_tasks, seed + n, n_windows)
             u["zero"] = _zero_updates(zero_one, L, tied)
-            row = {"context_len": n, "depth": L, **{name: neu_interval(x, groups) for name, x in u.items()},
-                   "zero_closed_form": zero_predictor_neu(dist, n, L, 4 * n_tasks, seed + n + 1, tied, n_windows, groups),
-                   "theta_star_minus_zero": difference_interval(u["theta_star"], u["zero"], groups)}
+            row = {
+                "context_len": n,
+                "depth": L,
+                **{name: neu_interval(x, groups) for name, x in u.items()},
+                "zero_closed_form": zero_predictor_neu(dist, n, L, 4 * n_tasks, seed + n + 1, tied, n_windows, groups),
+                "theta_star_minus_zero": difference_interval(u["theta_star"], u["zero"], groups),
+            }
             if "model" in u:
                 row["theta_star_minus_model"] = difference_interval(u["theta_star"], u["model"], groups)
             rows.append(row)
             bar.update(1)
     bar.close()
-    return {"n_tasks": n_tasks, "windows_per_task": n_windows, "groups": groups, "tied": tied,
-            "model_depth": model.cfg.n_layers if model is not None else None, "rows": rows, "sentence": neu_sentence(rows)}
+    return {
+        "n_tasks": n_tasks,
+        "windows_per_task": n_windows,
+        "groups": groups,
+        "tied": tied,
+        "model_depth": model.cfg.n_layers if model is not None else None,
+        "rows": rows,
+        "sentence": neu_sentence(rows),
+    }
 
 
 def _cells(rows: list[dict], key: str, verdict: str) -> str:
@@ -256,8 +271,10 @@ def _cells(rows: list[dict], key: str, verdict: str) -> str:
 def neu_sentence(rows: list[dict]) -> str:
     """Where θ*'s population NEU is below or above the zero predictor's (paired jackknife interval)."""
     return (f"θ*'s population NEU is below the zero predictor's (paired 95% jackknife interval over the same tasks) at "
-            f"{_cells(rows, 'theta_star_minus_zero', 'lower')}; above it at {_cells(rows, 'theta_star_minus_zero', 'higher')}; "
-            f"undecided at {_cells(rows, 'theta_star_minus_zero', 'undecided')}. Theorem 3 makes θ* a minimiser only as "
+            f"{_cells(rows, 'theta_star_minus_zero', 'lower')}; above "
+            f"it at {_cells(rows, 'theta_star_minus_zero', 'higher')}; "
+            f"undecided at {_cells(rows, 'theta_star_minus_zero', 'undecided')}. "
+            "Theorem 3 makes θ* a minimiser only as "
             "n → ∞ and then L → ∞, not at a finite (n, L).")
 
 
@@ -277,7 +294,10 @@ def fmt_difference(cell: dict) -> str:
 
 def population_table(result: dict) -> list[str]:
     """Markdown rows: population NEU of θ*, the zero predictor (and its closed form), the model, per (n, L)."""
-    lines = ["| n | L | θ* | zero predictor (closed form) | model | θ* − zero | θ* − model |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| n | L | θ* | zero predictor (closed form) | model | θ* − zero | θ* − model |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in result["rows"]:
         lines.append(f"| {r['context_len']} | {r['depth']} | {fmt_neu(r['theta_star'])} | {fmt_neu(r['zero'])} "
                      f"({fmt_neu(r['zero_closed_form'])}) | {fmt_neu(r['model']) if 'model' in r else '–'} | "

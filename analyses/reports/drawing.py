@@ -63,7 +63,8 @@ def _standard(summary: Summary) -> dict[str, plots.Figure]:
             circuit.signatures, f"Direct effect of each head on the probed value ({STAR}: {SIGNATURE_TEXT[1:-1]})"),
         "layer_signature": circuits.probed_signature_bars(
             circuit.layer_signatures, f"Each layer's update of the probed value ({STAR}: {SIGNATURE_TEXT[1:-1]})"),
-        "attention": plots.attention_comparison({f"model, layer {layer} head {head} (most TD-like)": ex["pattern_model"],
+        "attention": plots.attention_comparison({f"model, layer {layer} head "
+                                                 f"{head} (most TD-like)": ex["pattern_model"],
                                                  f"{STAR}, layer 0": ex["pattern_theta_star"]}),
     }
     if summary.curves:
@@ -78,7 +79,17 @@ def _standard(summary: Summary) -> dict[str, plots.Figure]:
 
 def _linear(summary: Summary) -> dict[str, plots.Figure]:
     w, conv = summary.linear.weights, summary.convergence
-    return {"weights_vs_td0": plots.linear_weights(w["P"][0], w["Q"][0], w["P_td0"], w["Q_td0"], summary.model_config["d_features"]),
-            "error_vs_depth": plots.error_vs_depth({"TD(0) construction (linear, C = I)": conv.depth["td0"],
-                                                    "theta* (softmax, same depth)": conv.depth["theta_star"],
-                                                    "trained model": conv.depth["model"]}, {}, None)}
+    return {
+        "weights_vs_td0": plots.linear_weights(
+            w["P"][0], w["Q"][0], w["P_td0"], w["Q_td0"], summary.model_config["d_features"]
+        ),
+        "error_vs_depth": plots.error_vs_depth(
+            {
+                "TD(0) construction (linear, C = I)": conv.depth["td0"],
+                "theta* (softmax, same depth)": conv.depth["theta_star"],
+                "trained model": conv.depth["model"],
+            },
+            {},
+            None,
+        ),
+    }

@@ -103,7 +103,8 @@ def their_lines(theirs, layers: list[dict[str, Any]], identity: bool) -> list[st
     """The predecessor's own metrics in words, beside this report's family fit, and why the two can disagree."""
     iv = lambda i: f"{i.mean:.3f} [{i.lo:.3f}, {i.hi:.3f}]"  # noqa: E731
     in_family = sum(r["in_family"] for r in layers)
-    fits = "; ".join(f"layer {r['layer']}: P {r['P_explained']:.0%}, Q {r['Q_explained']:.0%} explained" for r in layers)
+    fits = "; ".join(f"layer {r['layer']}: P {r['P_explained']:.0%}, "
+                     f"Q {r['Q_explained']:.0%} explained" for r in layers)
     lines = ["## The predecessor's own metrics", "",
              "Computed as InContextTD's code defines them (docs/theory.md §13), against its batch-TD transformer "
              f"(the TD(0) construction at this depth, step α = {theirs.alpha:.3g}, {theirs.alpha_from}); means "
@@ -111,8 +112,10 @@ def their_lines(theirs, layers: list[dict[str, Any]], identity: bool) -> list[st
              "| layer | P[−1,−1] | mean abs. other P | tr Q[:d,:d] | tr Q[:d,d:2d] | their 'others' of Q |",
              "|---|---|---|---|---|---|",
              *[f"| {l} | {r['P_bottom_right']:+.3f} | {r['P_mean_abs_others']:.3f} | {r['Q_upper_left_trace']:+.3f} | "
-               f"{r['Q_upper_right_trace']:+.3f} | {r['Q_mean_abs_others']:.3f} |" for l, r in enumerate(theirs.layers)],
-             "", "(The TD(0) construction reads +1, 0, −d, +d and 2d/((2d+1)² − 2d): their last metric subtracts the two "
+               f"{r['Q_upper_right_trace']:+.3f} "
+               f"| {r['Q_mean_abs_others']:.3f} |" for l, r in enumerate(theirs.layers)],
+             "", "(The TD(0) construction reads +1, 0, −d, +d and "
+                 "2d/((2d+1)² − 2d): their last metric subtracts the two "
              "traces signed, so it is not 0 at their own construction."
              + (" With the identity activation (P, Q) and (−P, −Q) are the same layer, so the signs of the first, "
                 "third and fourth columns are arbitrary." if identity else "") + ")", "",

@@ -61,7 +61,8 @@ def write_ood(result: dict[str, Any], out_dir: Union[str, Path]) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "evaluation.json").write_text(json.dumps(result, indent=1))
     title = f"# Out-of-distribution evaluation of `{result.get('source', '')}` on {result.get('environment', '')}"
-    lines = [title, "", f"{result['n_tasks']} tasks, {result['n_states']} states, context length {result['context_len']}.",
+    lines = [title, "", f"{result['n_tasks']} tasks, {result['n_states']} "
+                        f"states, context length {result['context_len']}.",
              "", result["baselines"]["sentence"], "", *baseline_table(build(Baselines, result["baselines"])), ""]
     (out_dir / "evaluation.md").write_text("\n".join(lines))
     for name, fig in ood_figures(result).items():
@@ -77,7 +78,8 @@ def ood_figures(result: dict[str, Any]) -> dict[str, Any]:
     if "model" in result["depth"]:
         curves["trained model"] = result["depth"]["model"]
     depth_fig = figures.error_vs_depth(curves, fits)
-    depth_fig.axes[0].set_title(figures.wrapped(f"Error versus depth ({where}, policy: {result.get('policy', 'n/a')})", 50),
+    depth_fig.axes[0].set_title(figures.wrapped(f"Error versus depth ({where}, policy: "
+                                                f"{result.get('policy', 'n/a')})", 50),
                                 fontsize=9)
     return {"error_vs_depth": depth_fig,
             "error_vs_context": figures.error_vs_context(result["context_lengths"], result["context"], where)}

@@ -71,7 +71,9 @@ def distinct_layers(rows: list[dict[str, Any]]) -> list[tuple[int, int, dict[str
     for row in rows:
         same = runs and {k: v for k, v in runs[-1][2].items() if k != "layer"} == {
             k: v for k, v in row.items() if k != "layer"}
-        runs[-1:] = [(runs[-1][0], row["layer"], runs[-1][2])] if same else [*runs[-1:], (row["layer"], row["layer"], row)]
+        runs[-1:] = (
+            [(runs[-1][0], row["layer"], runs[-1][2])] if same else [*runs[-1:], (row["layer"], row["layer"], row)]
+        )
     return runs
 
 
@@ -97,7 +99,8 @@ def layer_sentence(row: dict[str, Any], gamma: float) -> str:
     if row["source"] == "fit":
         if not row["identifiable"]:
             return (head + f"not identifiable (condition number {row['condition_number']:.0f} of the regression, "
-                    f"above {MAX_CONDITION_TEXT}): the TD coefficients of its update cannot be told apart on these tasks.")
+                    f"above {MAX_CONDITION_TEXT}): the TD coefficients "
+                    "of its update cannot be told apart on these tasks.")
         if not row["in_family"]:
             return (head + f"the TD family explains only {row['fve']:.0%} of its update (RMS residual "
                     f"{row['rms_residual']:.3g}): the layer does something this family does not describe.")
@@ -147,7 +150,8 @@ def baseline_table(base: Baselines) -> list[str]:
                      f"{_iv(diff.difference)} | {words[diff.verdict]} |")
     best = base.best_softmax_td
     lines += ["", f"The best softmax TD of depth {base.depth} uses step α = {best['alpha']:.2f} and kernel "
-              f"sharpness β = {best['beta']:.2f}, chosen on these tasks (an oracle choice: a lower bound for the family)."]
+              f"sharpness β = {best['beta']:.2f}, chosen on these tasks "
+              "(an oracle choice: a lower bound for the family)."]
     return lines
 
 
@@ -160,8 +164,10 @@ def neu_lines(neu: Optional[dict[str, Any]]) -> list[str]:
         return []
     return ["## NEU at the training setting and beyond (Theorem 3)", "",
             f"Population NEU ‖E u‖² (the unbiased U-statistic over all pairs of {neu['n_tasks']:,} tasks × "
-            f"{neu['windows_per_task']} windows, the same tasks for every model; it can come out below 0 where the true "
-            f"value is near 0), with its 95% jackknife interval over {neu['groups']} groups of tasks; the zero predictor "
+            f"{neu['windows_per_task']} windows, the same tasks for "
+            "every model; it can come out below 0 where the true "
+            "value is near 0), with its 95% jackknife interval over "
+            f"{neu['groups']} groups of tasks; the zero predictor "
             "also in closed form; differences paired by task.", "", *population_table(neu), "", neu["sentence"], ""]
 
 
@@ -178,7 +184,8 @@ def limit_sentence(limit: dict[str, Any], fit: dict[str, float]) -> str:
              f"{', '.join(map(str, longer))} on {limit['n_tasks']} other tasks with longer trajectories"
              if longer and len(longer) < len(rows) else f"on {limit['n_tasks']} tasks")
     return (f"θ*'s limit as depth grows, computed as the fixed point of its map {where} (sup error, mean over the "
-            f"contracting tasks with its 95% t interval): {floors}. The geometric fit over the report's depths gives rate {rate:.3f} and "
+            f"contracting tasks with its 95% t interval): {floors}. The "
+            f"geometric fit over the report's depths gives rate {rate:.3f} and "
             f"floor {fit['floor']:.3f}; " + ("that rate is the asymptotic one (ρ of the map)." if same else
             f"that rate is not the asymptotic one (ρ of θ*'s map ≈ {asymptotic:.3f}): the fit describes only the "
             "depths it saw, and its floor is not the limit."))
@@ -240,7 +247,8 @@ def stylised_lines(summary: Summary) -> list[str]:
         f"| eval MSVE (model / θ* at the same depth) | {m.eval_msve:.4f} / {m.theta_star_msve:.4f} |",
         f"| cos(A, A*) per layer | {per_layer([f'{c:.3f}' for c in m.cos_A], tied)} |",
         f"| cos(V, V*) per layer (identifiable entries) | {per_layer([_num(c) for c in m.cos_V], tied)} |",
-        f"| sign match {SIGNATURE_TEXT} per layer | {per_layer(['yes' if s else 'no' for s in m.signature_match], tied)} |",
+        f"| sign match {SIGNATURE_TEXT} per layer | "
+        f"{per_layer(['yes' if s else 'no' for s in m.signature_match], tied)} |",
         f"| prediction gap to θ* (RMS) | {p.rms_gap_to_theta_star:.4f} |",
         f"| sensitivity cosine dv/dx(S_n) | {p.sensitivity_cosine:.3f} |",
         "",
@@ -308,7 +316,8 @@ def verdict(circuit: Circuit, algorithm: Algorithm) -> str:
         fve = max((r["fve"] for r in fits), default=float("nan"))
         return (f"Partly: {kernel}, but " + (f"no head or layer moves the value with TD's {SIGNATURE_TEXT} signs"
                                              if not signed else "no layer's probed update is in the TD family")
-                + f"; the TD family (softmax or tabular kernel) explains at most {fve:.0%} of any layer's probed update.")
+                + "; the TD family (softmax or tabular kernel) explains "
+                  f"at most {fve:.0%} of any layer's probed update.")
     return ("No TD circuit found: no head's pattern correlates with the softmax-TD kernel at "
             f"≥ {TD_LIKE_CORRELATION}; the model predicts values some other way.")
 
@@ -406,7 +415,8 @@ def linear_lines(summary: Summary) -> list[str]:
         f"Wilson 95%; median spectral radius {it['median_radius']:.3f})" + _neutral_words(it) + ".",
     ]
     if ext:
-        lines.append(f"- Run beyond its trained depth, the tied layer itself {ext.verdict} (MSVE {_num(ext.model[-1], '.3g')} "
+        lines.append("- Run beyond its trained depth, the tied layer itself "
+                     f"{ext.verdict} (MSVE {_num(ext.model[-1], '.3g')} "
                      f"at depth {ext.depths[-1]}; the TD(0) construction {_num(ext.reference[-1], '.3g')}).")
     theirs = their_lines(lin.theirs, alg.layers, cfg["activation"] == "identity") if lin.theirs else []
     return [*lines, "", *theirs, "", "## Error", "", f"- {summary.baselines.sentence}", "",

@@ -70,16 +70,24 @@ def compute_standard(model: ICTDModel, config: TrainConfig, source: str, curves:
 
     def circuit() -> dict[str, Any]:
         p = probes()
-        return {"quantity_r2": quantity_r2(model, p["quantity"], tasks),
-                "theta_star_quantity_r2": quantity_r2(star, p["star_quantity"], tasks), "heads": kernels(),
-                "signatures": probed_signatures(model, few, p["quantity"], p["output"]),
-                "layer_signatures": probed_layer_signatures(model, few, p["quantity"], p["output"]), **most_like(kernels())}
+        return {
+            "quantity_r2": quantity_r2(model, p["quantity"], tasks),
+            "theta_star_quantity_r2": quantity_r2(star, p["star_quantity"], tasks),
+            "heads": kernels(),
+            "signatures": probed_signatures(model, few, p["quantity"], p["output"]),
+            "layer_signatures": probed_layer_signatures(model, few, p["quantity"], p["output"]),
+            **most_like(kernels()),
+        }
 
     def algorithm() -> dict[str, Any]:
         probed = probed_values(model, probes()["output"], few)
-        return {"layers": identify_from_values(probed, few), "layers_tabular": identify_from_values(probed, few, kernel="tabular"),
-                "extrapolation": depth_extrapolation(model, star, tasks, factor=STANDARD_EXTRAPOLATION)
-                if model.cfg.tied else None}
+        return {
+            "layers": identify_from_values(probed, few),
+            "layers_tabular": identify_from_values(probed, few, kernel="tabular"),
+            "extrapolation": depth_extrapolation(model, star, tasks, factor=STANDARD_EXTRAPOLATION)
+            if model.cfg.tied
+            else None,
+        }
 
     sections = computed({
         "metrics": lambda: evaluate(model, eval_set).to_dict(),
@@ -99,8 +107,10 @@ def _example(model: ICTDModel, star: HookedICTDTransformer, tasks, kernels: list
     best = max(kernels, key=lambda r: r["td_kernel_correlation"])
     _, mine = model.run_with_cache(tasks.prompt[:1], names_filter=ends_with("hook_pattern"))
     _, ref = star.run_with_cache(tasks.prompt[:1], names_filter=ends_with("hook_pattern"))
-    return {"best_head": [best["layer"], best["head"]],
-            "pattern_model": mine["pattern", best["layer"]][0, best["head"]].tolist(),
-            "pattern_theta_star": ref["pattern", 0][0, 0].tolist(),
-            "predicted": {"model": model(tasks.prompt)[:, -1].tolist(), "theta_star": star(tasks.prompt)[:, -1].tolist()},
-            "true": tasks.v_true[:, -1].tolist()}
+    return {
+        "best_head": [best["layer"], best["head"]],
+        "pattern_model": mine["pattern", best["layer"]][0, best["head"]].tolist(),
+        "pattern_theta_star": ref["pattern", 0][0, 0].tolist(),
+        "predicted": {"model": model(tasks.prompt)[:, -1].tolist(), "theta_star": star(tasks.prompt)[:, -1].tolist()},
+        "true": tasks.v_true[:, -1].tolist(),
+    }

@@ -57,7 +57,9 @@ def compute(model: HookedICTDTransformer, config: TrainConfig, source: str, curv
     exact = state_space_unavailable(model.cfg) is None
 
     def convergence() -> dict[str, Any]:
-        star_depth = errors_by_depth(HookedICTDTransformer.from_theta_star(model.cfg, depth=depth), tasks).mean(-1).tolist()
+        star_depth = (
+            errors_by_depth(HookedICTDTransformer.from_theta_star(model.cfg, depth=depth), tasks).mean(-1).tolist()
+        )
         return {"depth": {"theta_star": star_depth, "model": errors_by_depth(model, tasks).mean(-1).tolist()},
                 "theta_star_fit": fit_geometric(star_depth), "one_minus_C": 1 - C.mean().item(),
                 "theta_star_limit": theta_star_limit(model.cfg, config, star_map),
@@ -65,26 +67,48 @@ def compute(model: HookedICTDTransformer, config: TrainConfig, source: str, curv
                 "context": {name: errors_by_context(m, long_tasks, CONTEXT_LENGTHS).mean(-1).tolist()
                             for name, m in (("trained model", model), ("theta* (same depth)", star))}}
 
-    sections = computed({
-        "metrics": lambda: evaluate(model, eval_set).to_dict(),
-        "baselines": lambda: baselines.compare(model_values, tasks, config.tasks.gamma, model.cfg.n_layers,
-                                               extra={"theta_star": star_values}),
-        "probes": lambda: {**prediction_gap(model, tasks, star), "sensitivity_cosine": sensitivity_cosine(model, tasks, star),
-                           "circuits": circuit_cosines(model, star),
-                           "activation_cosines": activation_cosines(model, tasks, star)},
-        "diagonality": lambda: {"model": kernel_diagonality_mean(model, tasks).tolist(),
-                                "theta_star": kernel_diagonality_mean(star, tasks)[0, 0].item(),
-                                "threshold": (1 + config.tasks.gamma) / 2},
-        "margin": lambda: {"model_mean": model_margin(model, tasks).mean().item(), "theta_star_mean": C.mean().item(),
-                           "theta_star_min": C.min().item()},
-        "algorithm": lambda: algorithm_answers(model, star, tasks, star_map),
-        "circuit": lambda: {"heads": (heads := head_kernels(model, tasks)), **most_like(heads)},
-        "convergence": convergence,
-        "neu": lambda: neu_grid(model.cfg, config.tasks, model, lengths=tuple(sorted({config.tasks.context_len, NEU_LONG})),
-                                depths=tuple(sorted({model.cfg.n_layers, *NEU_DEEP})), n_tasks=NEU_TASKS,
-                                seed=config.eval_seed) if neu and exact else None,
-        "example": lambda: _example(model, star, tasks),
-    }, desc="analyze")
+    sections = computed(
+        {
+            "metrics": lambda: evaluate(model, eval_set).to_dict(),
+            "baselines": lambda: baselines.compare(
+                model_values, tasks, config.tasks.gamma, model.cfg.n_layers, extra={"theta_star": star_values}
+            ),
+            "probes": lambda: {
+                **prediction_gap(model, tasks, star),
+                "sensitivity_cosine": sensitivity_cosine(model, tasks, star),
+                "circuits": circuit_cosines(model, star),
+                "activation_cosines": activation_cosines(model, tasks, star),
+            },
+            "diagonality": lambda: {
+                "model": kernel_diagonality_mean(model, tasks).tolist(),
+                "theta_star": kernel_diagonality_mean(star, tasks)[0, 0].item(),
+                "threshold": (1 + config.tasks.gamma) / 2,
+            },
+            "margin": lambda: {
+                "model_mean": model_margin(model, tasks).mean().item(),
+                "theta_star_mean": C.mean().item(),
+                "theta_star_min": C.min().item(),
+            },
+            "algorithm": lambda: algorithm_answers(model, star, tasks, star_map),
+            "circuit": lambda: {"heads": (heads := head_kernels(model, tasks)), **most_like(heads)},
+            "convergence": convergence,
+            "neu": lambda: (
+                neu_grid(
+                    model.cfg,
+                    config.tasks,
+                    model,
+                    lengths=tuple(sorted({config.tasks.context_len, NEU_LONG})),
+                    depths=tuple(sorted({model.cfg.n_layers, *NEU_DEEP})),
+                    n_tasks=NEU_TASKS,
+                    seed=config.eval_seed,
+                )
+                if neu and exact
+                else None
+            ),
+            "example": lambda: _example(model, star, tasks),
+        },
+        desc="analyze",
+    )
     return build(Summary, {"source": source, "architecture": "stylised", "config": config.to_dict(),
                            "model_config": model.cfg.to_dict(), "n_eval_tasks": len(tasks),
                            "eval_tasks": eval_tasks_label(config, len(tasks)), "curves": curves, **sections})

@@ -178,7 +178,9 @@ def depth_extrapolation(table: pd.DataFrame, title: str) -> Figure:
                          log_depth=True, reference="reference")
 
 
-def _versus_depth(table: pd.DataFrame, title: str, ylabel: str, log_depth: bool, reference: str = "theta_star") -> Figure:
+def _versus_depth(
+    table: pd.DataFrame, title: str, ylabel: str, log_depth: bool, reference: str = "theta_star"
+) -> Figure:
     fig = Figure(figsize=(7.5, 4), layout="constrained")
     ax = fig.add_subplot()
     band_lines(ax, table, "depth", "model", marker="o", log=True)
@@ -215,8 +217,10 @@ def markdown(spec: dict, results: pd.DataFrame, figures: list[str]) -> str:
              "of the best softmax TD of the same depth and that of the constant in-context predictor.", "",
              "The most TD-like head's correlation with the softmax-TD kernel (θ*: 1) and the most same-state "
              "head's with the tabular kernel are measured from attention patterns, so they compare architectures; "
-             "a discount is shown only for a last layer the TD family describes (a fit explaining ≥ 95% of its update, or "
-             "weights whose kernel is one temperature of ⟨x, x'⟩); weight cosines and the value-row signature exist only for the "
+             "a discount is shown only for a last layer the TD family "
+             "describes (a fit explaining ≥ 95% of its update, or "
+             "weights whose kernel is one temperature of ⟨x, x'⟩); weight "
+             "cosines and the value-row signature exist only for the "
              "stylised model (–: not applicable).", "",
              "| condition | seeds done | failed | " + " | ".join(c.label for c in STUDY_COLUMNS) + " |",
              "|---|---|---|" + "---|" * len(STUDY_COLUMNS)]

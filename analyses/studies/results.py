@@ -44,8 +44,17 @@ def collect(spec: StudySpec, out_dir: Path) -> None:
                    "theta_star": e} for d, e in enumerate(conv["theta_star"])]
         ext = summary.algorithm.extrapolation
         if ext is not None:
-            extrapolation += [{**ids, "depth": d, "model": m, "reference": t, "reference_name": ext.reference_name,
-                               "trained_depth": ext.trained_depth} for d, m, t in zip(ext.depths, ext.model, ext.reference)]
+            extrapolation += [
+                {
+                    **ids,
+                    "depth": d,
+                    "model": m,
+                    "reference": t,
+                    "reference_name": ext.reference_name,
+                    "trained_depth": ext.trained_depth,
+                }
+                for d, m, t in zip(ext.depths, ext.model, ext.reference)
+            ]
     for name, rows in (("results", results), ("curves", curves), ("depth", depth), ("extrapolation", extrapolation)):
         pd.DataFrame.from_records(rows).to_csv(out_dir / f"{name}.csv", index=False)
 

@@ -170,7 +170,8 @@ def _result_of(ray, ref, cell, out_dir: Path) -> str:
         cell_dir = out_dir / "cells" / cell.name
         reason = next((line.strip() for line in str(err).splitlines() if line.strip()), "")
         _write_status(cell_dir, "failed", error=f"{type(err).__name__}: the worker process died on all "
-                      f"{TASK_RETRIES + 1} attempts (killed, or out of memory)" + (f"; Ray: {reason}" if reason else ""),
+                      f"{TASK_RETRIES + 1} attempts "
+                      "(killed, or out of memory)" + (f"; Ray: {reason}" if reason else ""),
                       earlier_attempts=_attempts(cell_dir))
         return "failed"
 
@@ -193,7 +194,11 @@ def _attempts(cell: Path) -> list[dict[str, Any]]:
     """Earlier attempts at a cell whose worker died, kept in its status.json."""
     status = _status(cell)
     attempts = list(status.get("earlier_attempts", []))
-    if status.get("status") == "running" and not _is_running(status) and status.get("pid") not in [a.get("pid") for a in attempts]:
+    if (
+        status.get("status") == "running"
+        and not _is_running(status)
+        and status.get("pid") not in [a.get("pid") for a in attempts]
+    ):
         attempts.append({"pid": status.get("pid"), "outcome": "the worker process died (killed or out of memory)"})
     return attempts
 

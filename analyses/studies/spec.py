@@ -70,7 +70,8 @@ class StudySpec:
                 if key == "seed":
                     raise StudySpecError(f"{where}: {table}.seed: list seeds in `seeds = [...]` instead")
                 if key not in known:
-                    raise StudySpecError(f"{where}: {table}.{key}: unknown TrainConfig setting; known settings are {sorted(known)}")
+                    raise StudySpecError(f"{where}: {table}.{key}: unknown TrainConfig "
+                                         f"setting; known settings are {sorted(known)}")
         for key, values in self.grid.items():
             if not isinstance(values, list) or not values:
                 raise StudySpecError(f"{where}: grid.{key}: must be a non-empty list of values, got {values!r}")

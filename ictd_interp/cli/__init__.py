@@ -76,8 +76,8 @@ def _training(p: argparse.ArgumentParser, name: str) -> None:
     if name == "train":
         p.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its last checkpoint")
     p.add_argument("--threads", type=positive_int, default=None,
-                   help="torch CPU threads (default: 1, or the count a resumed run was trained with; on an idle "
-                   "2-core machine 2 threads train 1.3-1.5x faster, on a busy one 3-4x slower: "
+                   help="torch CPU threads (default: 1, or the count a resumed run was trained with; two are "
+                   "somewhat faster on an idle machine and several times slower on a busy one: docs/performance.md, "
                    "benchmarks/threads.py; a bit-exact resume needs the same count)")
     _allocator_flag(p)
     add_train_args(p)
@@ -106,16 +106,20 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("study", help="a grid of conditions x seeds on Ray, with aggregate figures and study.md")
     p.add_argument("spec", help="a study spec (.toml) or a built-in study: " + ", ".join(builtin_studies()))
     p.add_argument("--out", required=True, help="study folder (re-running the same command resumes it)")
-    p.add_argument("--workers", type=positive_int, default=None, help="cells at once on a local Ray instance (default: all cores)")
+    p.add_argument("--workers", type=positive_int, default=None, help="cells at once on a local Ray "
+                                                                      "instance (default: all cores)")
     p.add_argument("--address", default=None, help="join this Ray cluster (HOST:PORT) instead; --out must be "
                                                    "storage every node sees")
     _allocator_flag(p)
-    p = sub.add_parser("import-incontexttd", help="checkpoints of a model trained with the predecessor's InContextTD code")
+    p = sub.add_parser("import-incontexttd", help="checkpoints of a model trained with "
+                                                  "the predecessor's InContextTD code")
     p.add_argument("path", help="its log folder (data.npz, params.json), its data.npz, or a torch.save'd state dict")
     p.add_argument("--out", required=True, help="checkpoint folder (with --all-steps: one sub-folder per logged step)")
     p.add_argument("--all-steps", action="store_true", help="one checkpoint per logged step, not only the last")
-    p.add_argument("--n-layers", type=positive_int, default=None, help="depth of a tied ('auto') model without params.json")
-    p.add_argument("--gamma", type=float, default=None, help="discount of its prompts (default: params.json's, else 0.9)")
+    p.add_argument("--n-layers", type=positive_int, default=None, help="depth of a tied ('auto') "
+                                                                       "model without params.json")
+    p.add_argument("--gamma", type=float, default=None, help="discount of its prompts (default: "
+                                                             "params.json's, else 0.9)")
     p.add_argument("--activation", default=None, help="identity or relu (default: params.json's, else identity)")
     p.add_argument("--force", action="store_true", help="replace a folder that holds another request's results")
     p = sub.add_parser("study-report", help="redraw a study's figures and study.md from its CSVs")
@@ -126,7 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="quick: <= 15 min on 2 cores; full: more seeds, longer contexts, the standard model trained")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--workers", type=positive_int, default=None, help="cells at once on a local Ray instance")
-    where.add_argument("--address", default=None, help="join this Ray cluster (HOST:PORT); --out must be shared storage")
+    where.add_argument("--address", default=None, help="join this Ray cluster (HOST:PORT); "
+                                                       "--out must be shared storage")
     p.add_argument("--force", action="store_true", help="replace a folder that holds another request's results")
     return parser
 

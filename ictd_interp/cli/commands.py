@@ -61,7 +61,8 @@ def train(args: argparse.Namespace) -> int:
         run = train(config_from_args(chosen_preset(args), args), args.out, keep_freed_memory=args.keep_freed_memory)
     import torch
 
-    state = (f"interrupted; continue with `ictd-interp train --resume {run.out_dir} --threads {torch.get_num_threads()}`"
+    state = ("interrupted; continue with `ictd-interp train --resume "
+             f"{run.out_dir} --threads {torch.get_num_threads()}`"
              f" (the same threads: a bit-exact resume needs them)" if run.interrupted else "finished")
     print(f"{run.out_dir}: {state} at step {run.step}")
     return 130 if run.interrupted else 0
@@ -79,7 +80,8 @@ def reproduce(args: argparse.Namespace) -> int:
                          f"`ictd-interp analyze {out} --out DIR` or choose another --out")
     if run_folder.config_path(run_dir).exists():
         _refuse_changes(run_folder.load_run_config(run_dir), requested, out,
-                        "repeat the command with the stored options to resume or re-analyse it, or choose another --out")
+                        "repeat the command with the stored options to "
+                        "resume or re-analyse it, or choose another --out")
         run = resume(run_dir, keep_freed_memory=args.keep_freed_memory)  # an interrupted reproduce picks up
     else:
         if out.exists() and any(p.name not in ("run", "analysis") for p in out.iterdir()):
@@ -168,7 +170,11 @@ def import_incontexttd(args: argparse.Namespace) -> int:
         save_checkpoint(model, folder, imported_from=run.source, logged_step=run.steps[i], task=run.task,
                         their_logged=run.logged[i])
     write_request(out, request)  # a checkpoint written into --out itself replaced the folder
-    where = f"{len(chosen)} checkpoints in {out}/step-*" if args.all_steps else f"the checkpoint of logged step {run.steps[-1]} in {out}"
+    where = (
+        f"{len(chosen)} checkpoints in {out}/step-*"
+        if args.all_steps
+        else f"the checkpoint of logged step {run.steps[-1]} in {out}"
+    )
     print(f"{args.path}: {run.source['mode']} model, d={run.config.d_features}, L={run.config.n_layers}, "
           f"gamma={run.config.gamma}, {run.config.activation}: {where}")
     return 0

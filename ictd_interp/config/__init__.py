@@ -14,5 +14,17 @@ from ictd_interp.config.standard import StandardConfig
 from ictd_interp.config.tasks import TaskDistribution
 from ictd_interp.config.train import MODEL_CONFIGS, PRESETS, ModelConfig, TrainConfig
 
-__all__ = ["ARCHITECTURES", "FEATURE_KINDS", "FORMS", "MODEL_CONFIGS", "OBJECTIVE_NAMES", "PRESETS", "ICTDConfig", "LinearICTDConfig",
-           "ModelConfig", "StandardConfig", "TaskDistribution", "TrainConfig"]
+__all__ = [
+    "ARCHITECTURES",
+    "FEATURE_KINDS",
+    "FORMS",
+    "MODEL_CONFIGS",
+    "OBJECTIVE_NAMES",
+    "PRESETS",
+    "ICTDConfig",
+    "LinearICTDConfig",
+    "ModelConfig",
+    "StandardConfig",
+    "TaskDistribution",
+    "TrainConfig",
+]

@@ -1,4 +1,5 @@
-"""Configuration of the earlier linear in-context TD transformer (Wang et al., ICLR 2025; docs/theory.md §13): torch-free."""
+"""Configuration of the earlier linear in-context TD transformer (Wang et al., ICLR 2025; docs/theory.md §13):
+torch-free."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ class LinearICTDConfig(ModelConfigIO):
         activation: on the scores ``Z^T Q Z``: identity (linear attention, the predecessor's theory) or relu.
         trace_decay: ``lambda`` of the source mixing ``M`` (0: ``M = diag(1, ..., 1, 0)``; > 0: ``M``'s lower
             triangle ``lambda^(i-j)``, the TD(lambda) construction's eligibility traces).
-        init_gain: gain of the Xavier-normal initial ``P`` and ``Q`` (divided by ``n_layers`` per layer when untied, as the predecessor's code).
+        init_gain: gain of the Xavier-normal initial ``P`` and ``Q`` (divided by ``n_layers`` per layer when untied,
+            as the predecessor's code).
         dtype: float32 or float64.
         seed: seed of the initial weights.
     """

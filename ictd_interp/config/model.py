@@ -6,7 +6,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from ictd_interp.config.fields import (
-    ATTENTIONS, BACKWARDS, FORMS, MASKS, check_bool, check_choice, check_gamma, check_positive_int, ModelConfigIO, dtype_name, from_dict_strict,
+    ATTENTIONS,
+    BACKWARDS,
+    FORMS,
+    MASKS,
+    check_bool,
+    check_choice,
+    check_gamma,
+    check_positive_int,
+    ModelConfigIO,
+    dtype_name,
+    from_dict_strict,
 )
 
 @dataclass
@@ -19,14 +29,16 @@ class ICTDConfig(ModelConfigIO):
         gamma: discount used by the temporal shift (TSM form) and by theta*.
         form: ``"tsm"`` (one head + parameter-free temporal shift) or ``"dual"`` (two heads,
             the second one's output shifted to the predecessor column).
-        attention: ``"softmax"`` (this paper) or ``"linear"`` (the predecessor's model).
+        attention: ``"softmax"`` (this paper) or ``"linear"`` (the stylised model with its softmax replaced by
+            ``(1/n)`` times the raw scores: the linear-attention ablation; the predecessor's own model is
+            ``LinearICTDConfig``).
         tied: share one layer's ``A`` and ``V`` across depth.
         mask: ``"paper"`` frees ``A``'s feature block and ``V``'s value rows only; ``"full"`` frees all.
         init_scale: standard deviation of the random initial weights on free entries.
         dtype: ``"float32"`` or ``"float64"`` (a torch dtype is taken and stored by name).
         seed: seed of the random initial weights.
         backward: how training differentiates the paper-mask fast path: ``"fused"`` (a hand-written
-            backward, ``models/fused_backward.py``; 1.4-1.7x faster model steps) or ``"autograd"`` (op by op:
+            backward, ``models/fused_backward.py``; the faster: docs/performance.md) or ``"autograd"`` (op by op:
             the numerics of every model shipped before the option existed). Equal up to float rounding;
             a config saved without this field ran ``"autograd"`` and loads as such.
     """

@@ -55,7 +55,7 @@ class StandardConfig(ModelConfigIO):
     use_attn_result = True
     default_prepend_bos = False
     d_vocab = None
-    original_architecture = "HookedStandardICTD"
+    original_architecture = "HookedStandardTransformer"
 
     def __post_init__(self) -> None:
         check_positive_int(self, "d_features", "d_model", "n_heads", "n_layers", "n_ctx")

@@ -13,7 +13,15 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Union
 
 from ictd_interp.config.fields import (
-    ARCHITECTURES, DEVICES, OBJECTIVE_NAMES, OPTIMIZER_KERNELS, OPTIMIZERS, check_bool, check_choice, check_positive_int, from_dict_strict,
+    ARCHITECTURES,
+    DEVICES,
+    OBJECTIVE_NAMES,
+    OPTIMIZER_KERNELS,
+    OPTIMIZERS,
+    check_bool,
+    check_choice,
+    check_positive_int,
+    from_dict_strict,
 )
 from ictd_interp.config.linear import LinearICTDConfig
 from ictd_interp.config.model import ICTDConfig
@@ -30,16 +38,21 @@ class TrainConfig:
     """Multi-task pretraining on a family of MRPs (randomized Boyan chains by default; docs/theory.md §6).
 
     Args:
-        model: the model's config: ICTDConfig (stylised: the residual stream is the prompt, theta* is a point of it), StandardConfig (a pre-LN transformer with MLPs) or LinearICTDConfig (the predecessor's linear model).
+        model: the model's config: ICTDConfig (stylised: the residual stream is the prompt, theta* is a point of it),
+            StandardConfig (a pre-LN transformer with MLPs) or LinearICTDConfig (the predecessor's linear model).
         tasks: the task distribution trained and evaluated on.
-        objective: loss: td (semi-gradient TD), neu (norm of the expected update), mc (Monte-Carlo return) or supervised (true v_pi).
+        objective: loss: td (semi-gradient TD), neu (norm of the expected update), mc (Monte-Carlo return) or
+            supervised (true v_pi).
         tasks_per_batch: B, fresh tasks per step.
         windows_per_task: W, TD windows per task (W + 1 prompts share one forward pass).
         steps: optimiser steps.
         lr: learning rate.
         weight_decay: weight decay of the optimiser.
         optimizer: adam, adamw or sgd.
-        optimizer_kernel: how the update runs: fused (one kernel per parameter; needs torch >= 2.4 on a CPU) or foreach (one multi-tensor kernel per update term, bit for bit torch's per-tensor loop: the numerics of runs and models saved before this field, which load as foreach). The two differ by float rounding (a few ulp per step); fused steps the stylised models' tiny parameters 2-3x faster.
+        optimizer_kernel: how the update runs: fused (one kernel per parameter; needs torch >= 2.4 on a CPU) or
+            foreach (one multi-tensor kernel per update term, bit for bit torch's per-tensor loop: the numerics of runs
+            and models saved before this field, which load as foreach). The two differ by float rounding (a few ulp per
+            step); fused is the faster on the stylised models' tiny parameters (docs/performance.md).
         mc_horizon: truncation of the Monte-Carlo return (mc objective).
         train_depths: tied models: LO:HI draws each step's depth from LO..HI (empty: always n_layers).
         seed: seeds the training data (the flag --seed also seeds the model's initial weights).
@@ -48,7 +61,10 @@ class TrainConfig:
         eval_every: steps between evaluations (metrics.jsonl).
         checkpoint_every: steps between checkpoints (resume points).
         device: cpu or cuda.
-        compile: torch.compile the model's hook-free training path (inductor: compiled once per depth, 20-60 s on a CPU and a C++ compiler needed; float rounding differs from eager's). Faster or slower depending on the CPU: 1.4-1.5x faster standard-model steps on an Intel Xeon; on an AMD EPYC from slower to 1.27x faster for the standard model, slower for the per-layer stylised one; measure with benchmarks/train_throughput.py --compile (docs/theory.md §4).
+        compile: torch.compile the model's hook-free training path (inductor: compiled once per depth, 20-60 s on
+            a CPU and a C++ compiler needed; float rounding differs from eager's). Faster or slower depending on the
+            CPU and the model (measured: docs/performance.md); measure with benchmarks/train_throughput.py
+            --compile (docs/theory.md §4).
     """
 
     model: ModelConfig = field(default_factory=lambda: ICTDConfig(d_features=4))
@@ -90,7 +106,8 @@ class TrainConfig:
                            "checkpoint_every")
         check_positive_int(self, "steps", least=0)
         if not self.lr > 0 or not self.weight_decay >= 0:
-            raise ValueError(f"lr must be > 0 and weight_decay >= 0, got lr={self.lr}, weight_decay={self.weight_decay}")
+            raise ValueError("lr must be > 0 and weight_decay >= 0, got "
+                             f"lr={self.lr}, weight_decay={self.weight_decay}")
         if self.objective == "mc" and self.mc_horizon < 1:
             raise ValueError(f"mc_horizon: the mc objective needs a horizon >= 1, got {self.mc_horizon}")
         if self.train_depths:

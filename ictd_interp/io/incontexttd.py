@@ -63,7 +63,7 @@ def read_incontexttd(path: Path | str, n_layers: Optional[int] = None, gamma: Op
                                f"or a torch.save'd state dict of its Transformer")
     params_file = log.parent / PARAMS
     params = _read_params(params_file) if params_file.is_file() else {}
-    stack, steps, logged = (_read_log(log) if log.suffix == ".npz" else (*_read_state_dict(log, params, n_layers), None))
+    stack, steps, logged = _read_log(log) if log.suffix == ".npz" else (*_read_state_dict(log, params, n_layers), None)
     settings = _settings(log, params, stack, n_layers, gamma, activation)
     d = (stack[0][0].shape[-1] - 1) // 2
     config = LinearICTDConfig(d_features=d, n_layers=settings["n_layers"], gamma=settings["gamma"],
@@ -121,7 +121,8 @@ def _read_log(path: Path) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], list
                                f"at every logged step (it has {sorted(arrays)})")
     P, Q = arrays["P"], arrays["Q"]
     if P.ndim != 4 or P.shape != Q.shape or P.shape[-1] != P.shape[-2] or P.shape[-1] % 2 != 1:
-        raise InContextTDError(f"{path}: P and Q must both be [logged, layers, 2d+1, 2d+1], got P {P.shape}, Q {Q.shape}")
+        raise InContextTDError(f"{path}: P and Q must both be [logged, layers, "
+                               f"2d+1, 2d+1], got P {P.shape}, Q {Q.shape}")
     steps = [int(s) for s in arrays["xs"]] if "xs" in arrays else list(range(1, P.shape[0] + 1))
     if len(steps) != P.shape[0]:
         raise InContextTDError(f"{path}: {len(steps)} steps in xs for {P.shape[0]} logged matrices")

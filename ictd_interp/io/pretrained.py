@@ -1,7 +1,8 @@
 """Pretrained models shipped with the package, by name (``from_pretrained("quick-td-s0")``).
 
 Each lives in ``ictd_interp/pretrained/<name>/``: the checkpoint (``model.safetensors`` and its
-header ``config.json``), its training curves (``metrics.jsonl``) and ``card.json``, its provenance: the command that trained it, its full
+header ``config.json``), its training curves (``metrics.jsonl``) and ``card.json``, its provenance: the command that
+trained it, its full
 ``TrainConfig``, the training metrics at the end, and its ``fingerprint``: what decides the bits of a CPU
 run (``provenance.fingerprint``: torch, MKL and oneDNN versions, thread count, CPU model and the
 instruction-set flags the kernels dispatch on). Re-running the command on a machine with the same
@@ -49,7 +50,8 @@ def pretrained_path(name: str) -> Path:
         hint = f" Did you mean {', '.join(close)}?" if close else ""
         from ictd_interp.io.checkpoint import CheckpointNotFoundError  # torch: only when a name is wrong
 
-        raise CheckpointNotFoundError(f"{name}: no such pretrained model or path.{hint} Known models: {', '.join(known)}")
+        raise CheckpointNotFoundError(f"{name}: no such pretrained model or "
+                                      f"path.{hint} Known models: {', '.join(known)}")
     return folder
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any, Optional
 
 from tqdm import tqdm
 from tqdm.std import tqdm as std_tqdm

@@ -64,7 +64,9 @@ def fingerprint(threads: Optional[int] = None) -> dict[str, Any]:
 
 def differences(recorded: dict[str, Any], current: dict[str, Any]) -> list[str]:
     """The bit-deciding settings that differ, as ``"name: recorded -> current"`` (empty: same kernels)."""
-    return [f"{k}: {recorded.get(k)!r} -> {current.get(k)!r}" for k in BIT_DECIDING if recorded.get(k) != current.get(k)]
+    return [
+        f"{k}: {recorded.get(k)!r} -> {current.get(k)!r}" for k in BIT_DECIDING if recorded.get(k) != current.get(k)
+    ]
 
 
 def weight_drift(reference: dict[str, torch.Tensor], other: dict[str, torch.Tensor]) -> dict[str, Any]:

@@ -15,5 +15,14 @@ from ictd_interp.models.loading import Checkpoint, load_checkpoint
 from ictd_interp.models.linear import HookedLinearICTD
 from ictd_interp.models.standard import HookedStandardTransformer
 
-__all__ = ["Checkpoint", "HookedICTDTransformer", "HookedLinearICTD", "HookedStandardTransformer", "ICTDModel", "build_model",
-           "is_stylised", "load_checkpoint", "theta_star"]
+__all__ = [
+    "Checkpoint",
+    "HookedICTDTransformer",
+    "HookedLinearICTD",
+    "HookedStandardTransformer",
+    "ICTDModel",
+    "build_model",
+    "is_stylised",
+    "load_checkpoint",
+    "theta_star",
+]

@@ -10,8 +10,8 @@ Exact shortcuts of the paper mask (see ``docs/theory.md``, "Why the fast path is
 * **One value row per head.** Each head writes one row (head 0 the current value, the dual form's
   head 1 the target value), so ``pattern @ v`` only needs that row's value ``w . z_i``: a batched
   matrix-vector product. Under autograd it is ``bmm`` with one column (the numerics the shipped models
-  were trained with); the fused backward's forward uses ``torch.linalg.vecdot`` (measured 2.4x faster
-  than ``bmm`` on an AMD EPYC, whose backward it no longer needs).
+  were trained with); the fused backward's forward uses ``torch.linalg.vecdot`` (faster than ``bmm``,
+  whose backward it no longer needs: docs/performance.md, "Choices measured").
 * **Query only at the end.** Training reads the query's prediction alone, so the last layer needs only
   the query row of its pattern (``query_only=True``).
 
@@ -103,9 +103,13 @@ def paper_mask_values(
     return current[:, -1] if query_only else current
 
 
-def _bmm_product(p: Float[Tensor, "batch rows source"], v: Float[Tensor, "batch source"]) -> Float[Tensor, "batch rows"]:
+def _bmm_product(
+    p: Float[Tensor, "batch rows source"], v: Float[Tensor, "batch source"]
+) -> Float[Tensor, "batch rows"]:
     return (p @ v.unsqueeze(-1)).squeeze(-1)
 
 
-def _dot_product(p: Float[Tensor, "batch rows source"], v: Float[Tensor, "batch source"]) -> Float[Tensor, "batch rows"]:
+def _dot_product(
+    p: Float[Tensor, "batch rows source"], v: Float[Tensor, "batch source"]
+) -> Float[Tensor, "batch rows"]:
     return torch.linalg.vecdot(p, v.unsqueeze(1))

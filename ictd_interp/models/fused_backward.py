@@ -13,8 +13,8 @@ so the row sum the softmax's backward computes is ``c``, known from the forward'
 a ``[batch, pos]`` product: the gradient of each pattern's scores is one outer-product sum and one
 product with ``p``, with nothing full-size per use. (Linear attention, ``p = score / n``:
 ``dL/dscore = G / n``.) With ``score[j, i] = x_i^T A x_j``, ``dL/dA = sum_{j,i} dL/dscore[j, i] x_i x_j^T``,
-computed as ``K^T X`` with ``K = dL/dscore @ X_sources`` (taken transposed: ``bmm`` is 3x faster with
-the short side outside on this shape).
+computed as ``K^T X`` with ``K = dL/dscore @ X_sources`` (taken transposed: ``bmm`` is faster with the
+short side outside on this shape; docs/performance.md, "Choices measured").
 
 The values are ``v_h = fixed_h + w_t * target + w_c * current`` (sources only), so ``dL/dv_h = p^T g_h``
 flows into ``fixed_h`` (whose weights are the feature and reward entries of ``w``), the target and

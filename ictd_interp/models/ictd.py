@@ -29,11 +29,15 @@ from ictd_interp.models.hook_names import attn_param
 from ictd_interp.models.tl_surface import Circuits, TransformerLensSurface, check_return_type, select_return
 
 
-def softmax_pattern(scores: Float[Tensor, "batch head query_pos key_pos"]) -> Float[Tensor, "batch head query_pos key_pos"]:
+def softmax_pattern(
+    scores: Float[Tensor, "batch head query_pos key_pos"],
+) -> Float[Tensor, "batch head query_pos key_pos"]:
     return torch.softmax(scores, dim=-1)
 
 
-def linear_pattern(scores: Float[Tensor, "batch head query_pos key_pos"]) -> Float[Tensor, "batch head query_pos key_pos"]:
+def linear_pattern(
+    scores: Float[Tensor, "batch head query_pos key_pos"],
+) -> Float[Tensor, "batch head query_pos key_pos"]:
     """The predecessor's ``(1/n) M0 (Z^T A Z)``: the masked (query) source gets weight 0."""
     n = scores.shape[-1] - 1
     return scores.masked_fill(scores == float("-inf"), 0.0) / n
@@ -66,8 +70,8 @@ class ICTDAttention(Circuits, nn.Module):
         downstream of that hook (never the residual stream, the caller's prompt or another activation)."""
         pattern = self._pattern(resid)
         v = self.hook_v(self._project(resid, self.V))
-        # z = pattern @ v per head: [batch, head, query, key] @ [batch, head, key, d] (measured 7x faster on
-        # CPU than the transposed product (v^T pattern^T)^T with torch 2.13)
+        # z = pattern @ v per head: [batch, head, query, key] @ [batch, head, key, d] (faster on CPU than the
+        # transposed product (v^T pattern^T)^T: docs/performance.md, "Choices measured")
         z = self.hook_z((pattern @ v.transpose(1, 2)).transpose(1, 2))
         result = self.hook_result(self._shift_heads(z))
         return result.sum(dim=2)
@@ -80,7 +84,9 @@ class ICTDAttention(Circuits, nn.Module):
         return self.hook_pattern(self.pattern_fn(self.hook_attn_scores(scores)))
 
     @staticmethod
-    def _project(resid: Float[Tensor, "batch pos d_model"], W: Float[Tensor, "head d m"]) -> Float[Tensor, "batch pos head d"]:
+    def _project(
+        resid: Float[Tensor, "batch pos d_model"], W: Float[Tensor, "head d m"]
+    ) -> Float[Tensor, "batch pos head d"]:
         """``W z`` for every position and head, as one flat GEMM."""
         flat = resid.reshape(-1, resid.shape[-1]) @ W.flatten(0, 1).T  # [m, (head d)]
         return flat.view(*resid.shape[:2], W.shape[0], W.shape[1])
@@ -139,7 +145,9 @@ class TemporalShift(nn.Module):
         self.register_buffer("target_row", target, persistent=False)
         self.hook_shifted = HookPoint()  # [batch, pos, d_model]: gamma * v(next) on the target row
 
-    def forward(self, resid: Float[Tensor, "batch pos d_model"], neuron: "ShiftNeuron") -> Float[Tensor, "batch pos d_model"]:
+    def forward(
+        self, resid: Float[Tensor, "batch pos d_model"], neuron: "ShiftNeuron"
+    ) -> Float[Tensor, "batch pos d_model"]:
         nxt = shift_to_predecessor(resid[..., self.current])
         shifted = self.hook_shifted(self.gamma * nxt.unsqueeze(-1) * self.target_row)
         write = shifted - resid * self.target_row  # nonzero on the target row only
@@ -234,7 +242,9 @@ class HookedICTDTransformer(TransformerLensSurface, HookedRootModule):
 
     def forward(
         self, prompt: Tensor, stop_at_layer: Optional[int] = None, return_type: str = "values"
-    ) -> Union[Float[Tensor, "batch pos"], Float[Tensor, "batch"], Float[Tensor, ""], Float[Tensor, "batch pos d_model"]]:
+    ) -> Union[
+        Float[Tensor, "batch pos"], Float[Tensor, "batch"], Float[Tensor, ""], Float[Tensor, "batch pos d_model"]
+    ]:
         """``prompt [batch, pos, d_model]`` is validated by ``check_prompt`` and copied (never aliased)
         into the model's dtype: a float64 prompt given to a float32 model is rounded to float32 (load the
         model in float64 to compute in float64).

@@ -146,7 +146,8 @@ def average_reward_prompt(prompt: Float[Tensor, "batch pos d_prompt"]) -> Float[
 
 
 def average_reward_layer(Z: Float[Tensor, "batch row column"], w: AverageRewardTD) -> Float[Tensor, "batch row column"]:
-    """``Z + (1/n) W [P1 Z R M Z^T Q Z; P2 Z M Z^T Q Z]`` with ``R = triu(1) diag(1/k) - I`` and ``M = diag(1.., 0)``."""
+    """``Z + (1/n) W [P1 Z R M Z^T Q Z; P2 Z M Z^T Q Z]`` with ``R = triu(1) diag(1/k) - I`` and
+    ``M = diag(1.., 0)``."""
     n = Z.shape[-1] - 1
     M = torch.eye(n + 1, dtype=Z.dtype)
     M[-1, -1] = 0.0

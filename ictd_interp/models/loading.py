@@ -38,7 +38,8 @@ def model_from(stored: StoredCheckpoint, expected: Optional[type] = None) -> ICT
     try:
         cfg = config_from_dict(architecture, stored.header["config"])
     except (TypeError, ValueError, KeyError) as err:
-        raise CheckpointError(f"{stored.folder / CONFIG}: config mismatch: the stored config is invalid ({err})") from None
+        raise CheckpointError(f"{stored.folder / CONFIG}: config mismatch: "
+                              f"the stored config is invalid ({err})") from None
     model = cls(cfg)
     _check_weights(model, stored.weights, stored.folder)
     model.load_state_dict(stored.weights)

@@ -41,7 +41,8 @@ def _zeros(cfg: StandardConfig, *shape: int) -> nn.Parameter:
 
 
 class LayerNorm(nn.Module):
-    """TransformerLens's LayerNorm: centre, divide by ``hook_scale``, then ``w`` and ``b``."""
+    """TransformerLens's LayerNorm: centre, divide by ``hook_scale`` (``hook_normalized`` reads the result, before
+    the gain ``w`` and bias ``b``, as TransformerLens's own since its PR #770), then ``w`` and ``b``."""
 
     def __init__(self, cfg: StandardConfig, eps: float = 1e-5):
         super().__init__()
@@ -54,7 +55,7 @@ class LayerNorm(nn.Module):
     def forward(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
         x = x - x.mean(-1, keepdim=True)
         scale = self.hook_scale((x.pow(2).mean(-1, keepdim=True) + self.eps).sqrt())
-        return self.hook_normalized(x / scale * self.w + self.b)
+        return self.hook_normalized(x / scale) * self.w + self.b
 
     def fast(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
         """The same map in one fused kernel (no hook points)."""
@@ -99,11 +100,13 @@ class StandardAttention(Circuits, nn.Module):
         result = self.hook_result(einsum(z, self.W_O, "b q h e, h e d -> b q h d"))
         return result.sum(dim=2) + self.b_O
 
-    def fast(self, x: Float[Tensor, "batch pos d_model"], query_only: bool = False) -> Float[Tensor, "batch query d_model"]:
+    def fast(
+        self, x: Float[Tensor, "batch pos d_model"], query_only: bool = False
+    ) -> Float[Tensor, "batch query d_model"]:
         """The same map without hook points: keys and values at the sources alone (the query's weight is
         exactly 0 either way), projections and output as ``addmm``; ``query_only`` computes the query's
-        output alone (``query = 1``) and its query vector alone. (A hand-written backward for this core was
-        measured 10 % slower than autograd's here; ``scaled_dot_product_attention`` 2.5x slower on CPU.)
+        output alone (``query = 1``) and its query vector alone. (A hand-written backward for this core and
+        ``scaled_dot_product_attention`` were both slower on CPU: docs/performance.md, "Choices measured".)
         With ``fold_scale`` (``sqrt(d_head)`` a power of two: d_head 1, 4, 16, 64 ...) the queries are
         computed by ``W_Q / sqrt(d_head)`` and ``b_Q / sqrt(d_head)``: scaling by a power of two is exact in
         floating point (normal numbers), so scores, values and gradients are bit for bit those of dividing
@@ -131,7 +134,9 @@ class StandardAttention(Circuits, nn.Module):
         qkv = (x.reshape(-1, x.shape[-1]) @ W + b).view(*x.shape[:2], 3, self.cfg.n_heads, self.cfg.d_head)
         return qkv.unbind(dim=2)
 
-    def _qkv_weights(self, query_scale: float = 1.0) -> tuple[Float[Tensor, "d_model qkv_head_e"], Float[Tensor, "qkv_head_e"]]:
+    def _qkv_weights(
+        self, query_scale: float = 1.0
+    ) -> tuple[Float[Tensor, "d_model qkv_head_e"], Float[Tensor, "qkv_head_e"]]:
         W_Q, b_Q = (self.W_Q, self.b_Q) if query_scale == 1.0 else (self.W_Q * query_scale, self.b_Q * query_scale)
         W = rearrange(torch.stack([W_Q, self.W_K, self.W_V]), "t h d e -> d (t h e)")
         return W, torch.stack([b_Q, self.b_K, self.b_V]).flatten()
@@ -179,7 +184,9 @@ class StandardBlock(nn.Module):
             resid = resid + self.hook_mlp_out(self.mlp(self.ln2(resid)))
         return self.hook_resid_post(resid)
 
-    def fast(self, resid: Float[Tensor, "batch pos d_model"], query_only: bool = False) -> Float[Tensor, "batch query d_model"]:
+    def fast(
+        self, resid: Float[Tensor, "batch pos d_model"], query_only: bool = False
+    ) -> Float[Tensor, "batch query d_model"]:
         """The block without hook points; ``query_only``: the residual stream at the query alone."""
         resid = (resid[:, -1:] if query_only else resid) + self.attn.fast(self.ln1.fast(resid), query_only)
         return resid + self.mlp.fast(self.ln2.fast(resid)) if hasattr(self, "mlp") else resid

@@ -72,7 +72,11 @@ class Circuits:
         return FactoredMatrix(self.W_V, self.W_O)
 
 
-RETURN_TYPES = ("values", "query", "query_sum")  # what ``forward`` returns: every position's value, the query's, their sum
+RETURN_TYPES = (
+    "values",
+    "query",
+    "query_sum",
+)  # what ``forward`` returns: every position's value, the query's, their sum
 
 
 def check_return_type(return_type: str) -> None:

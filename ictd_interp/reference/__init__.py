@@ -1,6 +1,7 @@
 """What models are compared with: the TD algorithms themselves (``td``: softmax-weighted, linear and
 tabular TD, their kernels and TD errors), the predecessor's preconditioned batch TD family as plain loops
-(``preconditioned``: TD(0), TD(lambda), residual gradient, average-reward TD) and weight-space metrics against θ* (``metrics``: cosines, the
+(``preconditioned``: TD(0), TD(lambda), residual gradient, average-reward TD) and weight-space metrics against θ*
+(``metrics``: cosines, the
 value signature, kernel diagonality, Assumption 5.1's margin). Imports ``config``, ``tasks``, ``models``."""
 
 from ictd_interp.reference.metrics import value_signature, weight_cosines

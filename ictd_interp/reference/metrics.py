@@ -120,7 +120,9 @@ def diagonality_by_layer(cache, states: Int[Tensor, "batch pos"], n_states: int,
 
 
 def population_kernel(
-    features: Float[Tensor, "batch state d_feat"], A_ff: Float[Tensor, "d_feat d_feat"], mu_pi: Float[Tensor, "batch state"]
+    features: Float[Tensor, "batch state d_feat"],
+    A_ff: Float[Tensor, "d_feat d_feat"],
+    mu_pi: Float[Tensor, "batch state"],
 ) -> Float[Tensor, "batch state state"]:
     """``M_pi(s, s') = mu(s') exp(g(s, s')) / sum_u mu(u) exp(g(s, u))`` with ``g(s, s') = x(s')^T A x(s)``."""
     g = einsum(features, A_ff.to(features.dtype), features, "batch t i, i j, batch s j -> batch s t")

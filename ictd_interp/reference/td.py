@@ -93,7 +93,8 @@ def _check_inputs(x: Tensor, rewards: Tensor, gamma: float, n_iters: int) -> Non
     if x.ndim != 3 or x.shape[1] < 2:
         raise ValueError(f"x: expected [batch, n+1, d] with n >= 1, got shape {tuple(x.shape)}")
     if tuple(rewards.shape) != (x.shape[0], x.shape[1] - 1):
-        raise ValueError(f"rewards: expected shape {(x.shape[0], x.shape[1] - 1)} for x {tuple(x.shape)}, got {tuple(rewards.shape)}")
+        raise ValueError(f"rewards: expected shape {(x.shape[0], x.shape[1] - 1)} "
+                         f"for x {tuple(x.shape)}, got {tuple(rewards.shape)}")
     check_gamma(gamma)
     if n_iters < 0:
         raise ValueError(f"n_iters: must be >= 0, got {n_iters}")

@@ -15,7 +15,14 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from ictd_interp.tasks.features import make_features, uniform_features
-from ictd_interp.tasks.mrp import MRP, BoyanUniforms, boyan_chains, boyan_from_uniforms, boyan_uniforms, resolve_generator
+from ictd_interp.tasks.mrp import (
+    MRP,
+    BoyanUniforms,
+    boyan_chains,
+    boyan_from_uniforms,
+    boyan_uniforms,
+    resolve_generator,
+)
 from ictd_interp.tasks.sources import from_gymnasium, loop_mrps, random_mrps
 from ictd_interp.tasks.prompt import build_prompt, context_inputs
 from ictd_interp.config.tasks import TaskDistribution

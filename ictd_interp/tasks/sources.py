@@ -53,7 +53,9 @@ def loop_mrps(batch: int, n_states: int, gamma: float = 0.9, *, n_edges: int = 2
     ring = _ring(batch, n_states) * (0.01 + 0.98 * torch.rand(batch, n_states, 1, generator=gen, dtype=torch.float64))
     targets = torch.randint(0, n_states, (batch, n_states, n_edges), generator=gen)
     extra = torch.zeros(batch, n_states, n_states, dtype=torch.float64)
-    extra.scatter_add_(2, targets, 0.01 + 0.98 * torch.rand(batch, n_states, n_edges, generator=gen, dtype=torch.float64))
+    extra.scatter_add_(
+        2, targets, 0.01 + 0.98 * torch.rand(batch, n_states, n_edges, generator=gen, dtype=torch.float64)
+    )
     return _finish(ring + extra, gamma, gen)
 
 

@@ -25,7 +25,7 @@ from ictd_interp.tasks.sampling import TaskDraws, draw_tasks, tasks_from_draws
 from ictd_interp.training.batches import WindowBatch, window_batch, windows_from_tasks
 from ictd_interp.training.objectives import OBJECTIVES
 
-BLOCK = 8  # batches drawn together: 8 and 16 cost the same per batch (quick preset, 2-core AMD EPYC)
+BLOCK = 8  # batches drawn together: as cheap per batch as 16 (docs/performance.md, "Choices measured")
 BLOCK_BYTES = 32 * 2**20  # at most this much of prompts built ahead
 
 
@@ -91,7 +91,9 @@ class BatchStream:
         self._ready.extend((windows.select_tasks(slice(i * b, (i + 1) * b)), depth) for i, depth in enumerate(depths))
 
     def _draw(self, generator: torch.Generator) -> tuple[TaskDraws, Optional[int]]:
-        return draw_tasks(self.config.tasks, self.config.tasks_per_batch, generator, self.length), self._depth(generator)
+        return draw_tasks(self.config.tasks, self.config.tasks_per_batch, generator, self.length), self._depth(
+            generator
+        )
 
     def _depth(self, generator: torch.Generator) -> Optional[int]:
         if self.config.depth_range is None:

@@ -82,5 +82,12 @@ def evaluate(model: ICTDModel, eval_set: EvalSet) -> EvalMetrics:
         return common
     cos, dist = weight_cosines(model, cfg), weight_distances(model, cfg)
     signature = value_signature(model, cfg)
-    return replace(common, cos_A=cos["A"], cos_V=cos["V"], dist_A=dist["A"], dist_V=dist["V"], signature=[s["normalised"] for s in signature],
-                   signature_match=[s["matches"] for s in signature])
+    return replace(
+        common,
+        cos_A=cos["A"],
+        cos_V=cos["V"],
+        dist_A=dist["A"],
+        dist_V=dist["V"],
+        signature=[s["normalised"] for s in signature],
+        signature_match=[s["matches"] for s in signature],
+    )

@@ -139,9 +139,8 @@ def _prepared(model: ICTDModel, config: TrainConfig) -> ICTDModel:
 def _optimizer(config: TrainConfig, model: ICTDModel) -> torch.optim.Optimizer:
     """The update as ``config.optimizer_kernel`` says: ``fused`` (one kernel per parameter) or ``foreach``
     (one multi-tensor kernel per update term, not a Python loop over the parameters: measured bit-identical
-    to the loop on CPU for Adam, AdamW and SGD, a test holds it; torch's CPU default is the loop). The
-    stylised models' Adam step on their two to six 7 x 7 parameters: fused 0.04 ms, foreach 0.12 ms on a
-    2-core AMD EPYC; the standard model's 0.48 vs 1.06 ms."""
+    to the loop on CPU for Adam, AdamW and SGD, a test holds it; torch's CPU default is the loop). Fused is
+    the faster of the two on every model here (docs/performance.md, "Choices measured")."""
     params, kernel = list(model.parameters()), {config.optimizer_kernel: True}
     cls = {"sgd": torch.optim.SGD, "adamw": torch.optim.AdamW, "adam": torch.optim.Adam}[config.optimizer]
     try:
