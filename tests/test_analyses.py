@@ -125,7 +125,7 @@ def _check_report(out):
         assert (out / "figures" / f"{name}.png").stat().st_size > 0 and (out / "figures" / f"{name}.svg").exists()
     assert "figures/signature.png" in (out / "summary.md").read_text()
     from analyses.figures.plots import text_outside
-    from analyses.reports.drawing import draw
+    from analyses.reports.write import figures as draw
     from analyses.reports.schema import read_summary, to_json
 
     typed = read_summary(out / "summary.json")  # the schema reads back exactly what it wrote

@@ -141,7 +141,7 @@ def test_a_truncated_training_state_falls_back_to_the_previous_checkpoint(tmp_pa
 
 
 def test_report_sentences_interpret_the_margin():
-    from analyses.reports.render import margin_sentence
+    from analyses.reports.stylised import margin_sentence
 
     negative = margin_sentence({"theta_star_mean": -0.88}, 1.88, 0.87, 0.9)
     assert "does not apply" in negative and "1 − C = 1.880" in negative

@@ -11,7 +11,7 @@ from safetensors.torch import load_file, save_file
 
 from analyses.metrics.algorithm_id import identify_from_values, identify_layers
 from analyses.metrics.heads import head_kernels, head_signatures
-from analyses.reports.render import verdict
+from analyses.reports.standard import verdict
 from analyses.metrics.site_probes import (probed_values, quantity_probes, quantity_r2, residual_stack,
                                    value_probes)
 from hooks.ablation import ablate_target_path

@@ -17,23 +17,28 @@ from analyses.metrics.algorithm_id import depth_extrapolation
 from analyses.metrics.convergence import CONTEXT_LENGTHS, errors_by_context, sup_error
 from analyses.metrics.diagonality import kernel_diagonality_mean
 from analyses.metrics.heads import head_kernels, most_like
-from analyses.metrics.linear_family import convergence, identified_model, identify, td0_model
+from analyses.metrics.linear_family import IN_FAMILY, convergence, identified_model, identify, td0_model
 from analyses.metrics.predecessor_metrics import function_readings, random_layer_iws, weight_readings
 from analyses.metrics.site_probes import residual_stack
 from analyses.reports.schema import Summary, build, eval_tasks_label
+from analyses.reports.render import baseline_table, number
+from analyses.figures import plots
 from ictd_interp.config.train import TrainConfig
 from ictd_interp.io.progress import computed
 from ictd_interp.models import HookedICTDTransformer, HookedLinearICTD
 from ictd_interp.tasks.sampling import sample_from
 from ictd_interp.training.evaluation import EvalSet, evaluate
 
+ARCHITECTURE = "linear-ictd"  # the model architecture this report is for (``reports.write.REPORTS``)
 LINEAR_EXTRAPOLATION = 8  # a tied layer's error curve runs to 8x its depth
 
 
-def compute_linear(model: HookedLinearICTD, config: TrainConfig, source: str, curves: Optional[dict[str, list]],
-                   their_logged: Optional[dict[str, float]] = None) -> Summary:
-    """Every number of the report of a linear model, as a typed ``Summary`` (``their_logged``: what the
-    predecessor's trainer logged at an imported run's step, printed beside our computation of it)."""
+def compute(model: HookedLinearICTD, config: TrainConfig, source: str, curves: Optional[dict[str, list]],
+            metadata: Optional[dict[str, Any]] = None, neu: bool = True) -> Summary:
+    """Every number of the report of a linear model, as a typed ``Summary``; an imported run's ``metadata``
+    holds what the predecessor's trainer logged at its step (``their_logged``), printed beside our computation
+    of it (``neu``: the stylised report's option)."""
+    their_logged = (metadata or {}).get("their_logged")
     eval_set = EvalSet.build(replace(config, device="cpu"))
     model = model.to("cpu")
     tasks, star = eval_set.tasks, HookedICTDTransformer.from_theta_star(model.cfg.theta_star_config())
@@ -136,3 +141,90 @@ def their_lines(theirs, layers: list[dict[str, Any]], identity: bool) -> list[st
                  "P and Q to have TD's structure. A high IWS with a layer outside the family says the layer predicts "
                  "along TD's direction on these contexts, not that its weights are TD's.")
     return lines
+
+
+# ---- words (summary.md) ----------------------------------------------------------------------------------
+
+
+def linear_layer_sentence(row: dict[str, Any]) -> str:
+    """One layer's place in the predecessor's family, in words (docs/theory.md §13)."""
+    kind = ("TD(0)-like" if abs(row["rg_share"]) < 0.25 else "residual-gradient-like" if abs(row["rg_share"] - 1) < 0.25
+            else f"between TD and residual gradient (ρ = {row['rg_share']:.2f})")
+    family = "in the family" if row["in_family"] else f"not in the family (the rule asks ≥ {IN_FAMILY:.0%} of both)"
+    return (f"Layer {row['layer']}: cos(P, P_TD) = {row['cos_P_td0']:.3f}, cos(Q, Q_TD) = {row['cos_Q_td0']:.3f}; the "
+            f"fit explains {row['P_explained']:.0%} of P and {row['Q_explained']:.0%} of Q, {family}: a {kind} update "
+            f"with step {row['step']:.3g}, effective discount {row['effective_discount']:.3f} and a preconditioner "
+            f"{row['preconditioner_off_identity']:.0%} off a multiple of the identity.")
+
+
+def lines(summary: Summary) -> list[str]:
+    cfg, m, alg, lin = summary.model_config, summary.metrics, summary.algorithm, summary.linear
+    it, ext = lin.iteration, alg.extrapolation
+    share = it["share"]
+    lines = [
+        f"# ICTD analysis of `{summary.source}` (the predecessor's linear model)",
+        "",
+        f"Model: Z ← Z + (1/n) P Z M act(ZᵀQZ), {cfg['n_layers']} layers, d={cfg['d_features']}, "
+        f"{'tied' if cfg['tied'] else 'per-layer'} weights, {cfg['activation']} activation, λ = {cfg['trace_decay']} "
+        f"(docs/theory.md §13). Every number below is on {summary.eval_tasks}.",
+        "",
+        "## Which algorithm do its weights run?",
+        "",
+        "Each layer is fitted by the family member P = p e eᵀ, Q's top-left block "
+        "[[−Cᵀ, κCᵀ], [ρCᵀ, −ρκCᵀ]] (least squares; TD(0): ρ = 0, κ = 1; residual gradient: ρ = κ = 1); "
+        f"a layer is in the family when the fit explains at least {IN_FAMILY:.0%} of both P and Q.",
+        "",
+        *[f"- {linear_layer_sentence(row)}" for row in alg.layers],
+        "- " + function_r2_sentence(lin.function_r2),
+        f"- Iterated on each evaluation context, layer {it['layer']}'s identified update converges on "
+        f"{it['converging']} of {it['tasks']} tasks ({share['mean']:.0%} [{share['lo']:.0%}, {share['hi']:.0%}], "
+        f"Wilson 95%; median spectral radius {it['median_radius']:.3f})" + _neutral_words(it) + ".",
+    ]
+    if ext:
+        lines.append("- Run beyond its trained depth, the tied layer itself "
+                     f"{ext.verdict} (MSVE {number(ext.model[-1], '.3g')} "
+                     f"at depth {ext.depths[-1]}; the TD(0) construction {number(ext.reference[-1], '.3g')}).")
+    theirs = their_lines(lin.theirs, alg.layers, cfg["activation"] == "identity") if lin.theirs else []
+    return [*lines, "", *theirs, "", "## Error", "", f"- {summary.baselines.sentence}", "",
+            *baseline_table(summary.baselines), "",
+            f"Eval MSVE {m.eval_msve:.4f} (this project's softmax θ* at the same depth {m.theta_star_msve:.4f}).", ""]
+
+
+def _neutral_words(it: dict[str, Any]) -> str:
+    """The tasks where the identified layer barely acts (radius within the tolerance of 1), said as such."""
+    neutral, tol = it.get("neutral", 0), it.get("neutral_tolerance")
+    if not neutral:
+        return ""
+    return (f"; on {neutral} tasks it is neutral (one application moves the implicit weight by at most {tol:.0%} "
+            "of its size: it barely acts, so neither converging nor diverging is said)")
+
+
+def function_r2_sentence(r2: float) -> str:
+    """The identified members run as a model, against the model's own values: R² read as a share of
+    variance only when it is one (R² < 0: worse than predicting the mean value, no share at all)."""
+    where = "(R² over every state of every evaluation task)"
+    if r2 < 0:
+        return (f"The identified members, run as a model, explain none of the variance of the model's values: "
+                f"R² = {r2:.3f} {where}, worse than predicting their mean.")
+    return f"The identified members, run as a model, explain {r2:.1%} of the variance of the model's values {where}."
+
+
+# ---- figures -------------------------------------------------------------------------------------------------
+
+
+def figures(summary: Summary) -> dict[str, plots.Figure]:
+    w, conv = summary.linear.weights, summary.convergence
+    return {
+        "weights_vs_td0": plots.linear_weights(
+            w["P"][0], w["Q"][0], w["P_td0"], w["Q_td0"], summary.model_config["d_features"]
+        ),
+        "error_vs_depth": plots.error_vs_depth(
+            {
+                "TD(0) construction (linear, C = I)": conv.depth["td0"],
+                "theta* (softmax, same depth)": conv.depth["theta_star"],
+                "trained model": conv.depth["model"],
+            },
+            {},
+            None,
+        ),
+    }

@@ -21,6 +21,11 @@ from analyses.metrics.convergence import CONTEXT_LENGTHS, errors_by_context, sup
 from analyses.metrics.diagonality import kernel_diagonality_mean
 from analyses.metrics.heads import head_kernels, most_like, probed_layer_signatures, probed_signatures
 from analyses.reports.schema import Summary, build, eval_tasks_label
+from analyses.reports.render import baseline_table, layer_sentence
+from analyses.reports.schema import Algorithm, Circuit
+from analyses.figures import circuits, plots
+from analyses.figures.plots import STAR
+from ictd_interp.models.construction import SIGNATURE_TEXT
 from analyses.metrics.site_probes import (probe_errors_by_depth, probed_values, quantity_probes, quantity_r2,
                                    residual_stack, value_probes)
 from ictd_interp.tasks.sampling import sample_from
@@ -31,12 +36,15 @@ from ictd_interp.config.train import TrainConfig
 from ictd_interp.io.progress import computed
 from ictd_interp.models.hook_names import ends_with
 
+ARCHITECTURE = "standard"  # the model architecture this report is for (``reports.write.REPORTS``)
 # A tied standard block has no linear map to read a spectrum from: its error curve runs to 32x its depth
 STANDARD_EXTRAPOLATION = 32
 
 
-def compute_standard(model: ICTDModel, config: TrainConfig, source: str, curves: Optional[dict[str, list]]) -> Summary:
-    """Every number of the report of a standard model, as a typed ``Summary``."""
+def compute(model: ICTDModel, config: TrainConfig, source: str, curves: Optional[dict[str, list]],
+            metadata: Optional[dict[str, Any]] = None, neu: bool = True) -> Summary:
+    """Every number of the report of a standard model, as a typed ``Summary`` (``metadata`` and ``neu`` are
+    the other reports' options: population NEU needs the stylised model's exact per-task updates)."""
     eval_set = EvalSet.build(replace(config, device="cpu"))
     model = model.to("cpu")
     tasks, star = eval_set.tasks, HookedICTDTransformer.from_theta_star(model.cfg)
@@ -114,3 +122,145 @@ def _example(model: ICTDModel, star: HookedICTDTransformer, tasks, kernels: list
         "predicted": {"model": model(tasks.prompt)[:, -1].tolist(), "theta_star": star(tasks.prompt)[:, -1].tolist()},
         "true": tasks.v_true[:, -1].tolist(),
     }
+
+
+# ---- words (summary.md) ----------------------------------------------------------------------------------
+
+
+TD_LIKE_CORRELATION = 0.5  # a head whose pattern correlates at least this much with the TD kernel
+
+
+PRESENT_R2 = 0.5  # a quantity is "linearly present" at a site when its held-out R² reaches this
+
+
+def td_heads(circuit: Circuit) -> list[dict[str, Any]]:
+    """Heads whose pattern correlates with the TD kernel at least ``TD_LIKE_CORRELATION``, with their
+    signature and whether it is TD's (+, +, −)."""
+    signatures = {(r["layer"], r["head"]): r for r in circuit.signatures}
+    return [{**h, "signature": signatures[(h["layer"], h["head"])]["normalised"],
+             "matches_td": signatures[(h["layer"], h["head"])]["matches_td"]}
+            for h in circuit.heads if h["td_kernel_correlation"] >= TD_LIKE_CORRELATION]
+
+
+def verdict(circuit: Circuit, algorithm: Algorithm) -> str:
+    """One sentence: does this model implement in-context TD, where, how close to θ*'s algorithm? A
+    TD-like head counts as signed when its own output or its layer's whole update (through the MLP)
+    moves the probed value with TD's (+, +, −) signs."""
+    heads = td_heads(circuit)
+    layer_td = {r["layer"] for r in circuit.layer_signatures or [] if r["matches_td"]}
+    signed = [h for h in heads if h["matches_td"] or h["layer"] in layer_td]
+    in_family = [r for r in algorithm.layers if r["in_family"]]
+    where = ", ".join(f"layer {h['layer']} head {h['head']}" for h in signed)
+    if signed and in_family:
+        return (f"Yes, in part: {where} attend{'s' if len(signed) == 1 else ''} like the softmax-TD kernel and "
+                f"move{'s' if len(signed) == 1 else ''} the value with TD's {SIGNATURE_TEXT} signs, and "
+                f"{len(in_family)} of {len(algorithm.layers)} layers' probed updates are "
+                "explained by the TD family.")
+    if heads:
+        best = max(heads, key=lambda h: max(h["td_kernel_correlation"], h.get("tabular_kernel_correlation", 0.0)))
+        kernel = (f"layer {best['layer']} head {best['head']} attends like the softmax-TD kernel (correlation "
+                  f"{best['td_kernel_correlation']:.2f})")
+        if best.get("tabular_kernel_correlation", 0.0) > best["td_kernel_correlation"]:
+            kernel = (f"layer {best['layer']} head {best['head']} attends to the sources in the target's own state "
+                      f"(correlation {best['tabular_kernel_correlation']:.2f} with the tabular kernel, "
+                      f"{best['td_kernel_correlation']:.2f} with θ*'s softmax kernel): tabular TD's kernel")
+        fits = algorithm.layers + (algorithm.layers_tabular or [])
+        fve = max((r["fve"] for r in fits), default=float("nan"))
+        return (f"Partly: {kernel}, but " + (f"no head or layer moves the value with TD's {SIGNATURE_TEXT} signs"
+                                             if not signed else "no layer's probed update is in the TD family")
+                + "; the TD family (softmax or tabular kernel) explains "
+                  f"at most {fve:.0%} of any layer's probed update.")
+    return ("No TD circuit found: no head's pattern correlates with the softmax-TD kernel at "
+            f"≥ {TD_LIKE_CORRELATION}; the model predicts values some other way.")
+
+
+def standard_sentences(summary: Summary) -> list[str]:
+    """The answers of ``summary.md`` for a standard model, in words."""
+    conv, circuit, alg, gamma = summary.convergence, summary.circuit, summary.algorithm, summary.gamma
+    depth = summary.model_config["n_layers"]
+    lines = [f"- **Verdict.** {verdict(circuit, alg)}",
+             f"- **Error (at its {depth} layers).** " + summary.baselines.sentence,
+             "- **Where the value lives.** The probed value's MSVE per site (embedding, then after each block): "
+             + ", ".join(f"{e:.3f}" for e in conv.depth_msve["model"]) + " (θ*'s stored row: "
+             + ", ".join(f"{e:.3f}" for e in conv.depth_msve["theta_star"]) + ")."]
+    for name, r2 in circuit.quantity_r2.items():
+        present = [i for i, v in enumerate(r2) if v >= PRESENT_R2]
+        lines.append(f"- `{name}`: held-out R² per site " + ", ".join(f"{v:.2f}" for v in r2) +
+                     (f"; linearly present from site {present[0]} on." if present else "; never linearly present."))
+    for h in td_heads(circuit):
+        lines.append(f"- Layer {h['layer']} head {h['head']}: correlation {h['td_kernel_correlation']:.2f} with θ*'s "
+                     f"softmax-TD kernel and {h['tabular_kernel_correlation']:.2f} with the tabular same-state kernel, "
+                     f"diagonality {h['diagonality']:.2f}, signature (reward, next, current) = "
+                     + ", ".join(f"{v:+.2f}" for v in h["signature"])
+                     + (" — TD's signs." if h["matches_td"] else " — not TD's signs."))
+    for r in circuit.layer_signatures:
+        lines.append(f"- Layer {r['layer']}'s whole update of the probed value (attention, MLP, residual): "
+                     "(reward, next, current) = " + ", ".join(f"{v:+.2f}" for v in r["normalised"])
+                     + (" — TD's signs." if r["matches_td"] else " — not TD's signs."))
+    lines += ["- " + layer_sentence(row, gamma).replace("Layer", "Probed layer", 1) for row in alg.layers]
+    lines.append("- With the tabular (same-state) kernel in place of the softmax family, the TD family explains "
+                 + ", ".join(f"{r['fve']:.0%}" for r in alg.layers_tabular) + " of the probed updates of layers "
+                 + ", ".join(str(r["layer"]) for r in alg.layers_tabular) + ".")
+    ext = alg.extrapolation
+    if ext:
+        lines.append(f"- **Iterated beyond its trained depth** the tied block {ext.verdict} (MSVE {ext.model[-1]:.3g} "
+                     f"at depth {ext.depths[-1]}; θ* {ext.reference[-1]:.3g}).")
+    return lines
+
+
+def lines(summary: Summary) -> list[str]:
+    cfg, m = summary.model_config, summary.metrics
+    return [
+        f"# ICTD analysis of `{summary.source}` (standard architecture)",
+        "",
+        f"Model: pre-LN transformer, {cfg['n_layers']} layers, d_model={cfg['d_model']}, {cfg['n_heads']} heads, "
+        f"MLP width {cfg['d_mlp']}, LayerNorm {'on' if cfg['layer_norm'] else 'off'}, "
+        f"{'tied' if cfg['tied'] else 'per-layer'} weights. Every number below is on {summary.eval_tasks}, "
+        "except where a line says otherwise: probes are fitted on 256 other tasks, and the head and layer "
+        "signatures and the TD-family fits of the probed updates use the first 64 evaluation tasks.",
+        "",
+        "## Does it implement in-context TD, where, and how close to θ*?",
+        "",
+        *standard_sentences(summary),
+        "",
+        *baseline_table(summary.baselines),
+        "",
+        f"Eval MSVE {m.eval_msve:.4f} (θ* at the same depth {m.theta_star_msve:.4f}); mean kernel diagonality "
+        f"{m.kernel_diagonality_mean:.3f}. Probes read linear structure only: a quantity a model keeps "
+        "non-linearly shows as absent.",
+        "",
+    ]
+
+
+# ---- figures -------------------------------------------------------------------------------------------------
+
+
+def figures(summary: Summary) -> dict[str, plots.Figure]:
+    ex, conv, circuit = summary.example, summary.convergence, summary.circuit
+    layer, head = ex["best_head"]
+    out = {
+        "error_vs_depth": circuits.probe_error_vs_depth({
+            "model, probe of its own output": conv.depth_msve["model"],
+            "model, probe of $v_\\pi$": conv.depth_msve["model_v_pi_probe"],
+            "theta*, stored value row": conv.depth_msve["theta_star"]}),
+        "td_quantities": circuits.probe_map(circuit.quantity_r2, "Where do TD's quantities live? (model)"),
+        "td_quantities_theta_star": circuits.probe_map(circuit.theta_star_quantity_r2, f"The same probes on {STAR}"),
+        "head_td_kernel": circuits.head_map(circuit.heads, "td_kernel_correlation",
+                                            "Which heads attend like the softmax-TD kernel?",
+                                            f"correlation with {STAR}'s pattern"),
+        "head_signature": circuits.probed_signature_bars(
+            circuit.signatures, f"Direct effect of each head on the probed value ({STAR}: {SIGNATURE_TEXT[1:-1]})"),
+        "layer_signature": circuits.probed_signature_bars(
+            circuit.layer_signatures, f"Each layer's update of the probed value ({STAR}: {SIGNATURE_TEXT[1:-1]})"),
+        "attention": plots.attention_comparison({f"model, layer {layer} head "
+                                                 f"{head} (most TD-like)": ex["pattern_model"],
+                                                 f"{STAR}, layer 0": ex["pattern_theta_star"]}),
+    }
+    if summary.curves:
+        c = summary.curves
+        final_heads = [[h["diagonality"] for h in circuit.heads if h["layer"] == l]
+                       for l in range(summary.model_config["n_layers"])]
+        out["diagonality_over_training"] = plots.diagonality_curve(c["step"], c["kernel_diagonality_mean"],
+                                                                   summary.gamma, c.get("kernel_diagonality_heads"),
+                                                                   summary.diagonality.theta_star, final_heads)
+    return out

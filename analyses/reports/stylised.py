@@ -24,6 +24,11 @@ from analyses.metrics.neu import neu_grid
 from ictd_interp.models.state_space import state_space_unavailable
 from analyses.metrics.probes import activation_cosines, circuit_cosines, prediction_gap, sensitivity_cosine
 from analyses.reports.schema import Summary, build, eval_tasks_label
+from analyses.reports.render import baseline_table, interval_text, layer_sentence, neu_lines, number, signs_text
+from analyses.reports.schema import Algorithm, Baselines, Diagonality
+from analyses.figures import plots
+from analyses.figures.plots import STAR
+from ictd_interp.models.construction import SIGNATURE_INPUTS, SIGNATURE_TEXT
 from ictd_interp.config import TrainConfig
 from ictd_interp.io.progress import computed
 from ictd_interp.models import HookedICTDTransformer
@@ -31,6 +36,7 @@ from ictd_interp.models.hook_names import ends_with
 from ictd_interp.tasks.sampling import TaskBatch, sample_from
 from ictd_interp.training.evaluation import EvalSet, evaluate
 
+ARCHITECTURE = "stylised"  # the model architecture this report is for (``reports.write.REPORTS``)
 FIT_TASKS = 64  # the function-space fit (and its bootstrap) runs on the first 64 evaluation tasks
 # NEU at the training setting and toward Theorem 3's limit (a longer context, deeper models); the claims
 # report runs the powered grid (``analyses.claims.theory.theorem3``)
@@ -44,8 +50,9 @@ def theta_star_coefficients(gamma: float) -> dict[str, float]:
 
 
 def compute(model: HookedICTDTransformer, config: TrainConfig, source: str, curves: Optional[dict[str, list]],
-            neu: bool = True) -> Summary:
-    """Every number of the report of a stylised model (``neu=False`` leaves out the NEU section, the slowest)."""
+            metadata: Optional[dict[str, Any]] = None, neu: bool = True) -> Summary:
+    """Every number of the report of a stylised model (``neu=False`` leaves out the NEU section, the slowest;
+    ``metadata``, the checkpoint's, is not read: the stylised report needs nothing from it)."""
     eval_set = EvalSet.build(replace(config, device="cpu"))
     model = model.to("cpu")
     tasks, star = eval_set.tasks, HookedICTDTransformer.from_theta_star(model.cfg)
@@ -188,3 +195,185 @@ def _example(model: HookedICTDTransformer, star: HookedICTDTransformer, tasks) -
             "grouped_kernel": M[0].nan_to_num(0.0).tolist(),
             "predicted": {"model": model(prompt)[:, -1].tolist(), "theta_star": star(prompt)[:, -1].tolist()},
             "true": tasks.v_true[:, -1].tolist()}
+
+
+# ---- words (summary.md) ----------------------------------------------------------------------------------
+
+
+def algorithm_sentences(alg: Algorithm, base: Baselines, gamma: float) -> list[str]:
+    """What the model computes, said in words: against the baselines, iterated, per layer."""
+    ext = alg.extrapolation
+    lines = [f"- **At its trained depth ({ext.trained_depth} layers).** " + base.sentence]
+    if alg.exact_read_unavailable:
+        lines.append(f"- Its layers are not a fixed linear map of the values ({alg.exact_read_unavailable}): "
+                     "the TD coefficients below are a least-squares fit in function space.")
+    lines.append(f"- **Iterated beyond its trained depth** the learned layer {ext.verdict} (decided from the "
+                 f"{ext.verdict_from}; the rule: it converges when iterated iff the map's radius is below 1 on every "
+                 f"task, diverges iff above 1 on every task). MSVE {ext.model[-1]:.3g} at depth {ext.depths[-1]}, "
+                 f"the depth the spectrum needs to show (θ* {ext.reference[-1]:.3g}).")
+    if not ext.converges:
+        lines.append("  The learned update is a finite-depth estimator, not a convergent TD algorithm: running it "
+                     "longer makes it worse, whatever its weight cosine with θ* says.")
+    star = alg.theta_star_map
+    if star:
+        neutral = star.get("neutral_tasks")
+        lines.append(f"- θ*'s map on the same tasks {star['verdict']} (radius {star['spectral_radius_mean']:.3f} on "
+                     "average" + (f"; on {neutral} tasks a state that is never a source adds the neutral eigenvalue "
+                                  "1, a direction the layer never moves" if neutral else "") + ")"
+                     + (f"; its depth limit is {_limit_text(star)} from v_π (sup norm, mean over the evaluation "
+                        f"tasks whose map contracts ({_share(star)}), 95% t interval)."
+                        if star["fixed_point_error"] is not None else "."))
+    for first, last, row in distinct_layers(alg.layers):
+        sentence = layer_sentence(row, gamma)
+        if last > first:
+            sentence = sentence.replace(f"Layer {first}: ", f"Layers {first}–{last} (one tied layer, the same "
+                                        "weights at every depth): ", 1)
+        lines.append("- " + sentence)
+    return lines
+
+
+def distinct_layers(rows: list[dict[str, Any]]) -> list[tuple[int, int, dict[str, Any]]]:
+    """Runs of consecutive layers whose readings are the same apart from their index (a tied model's
+    layers, read from the one set of weights), as (first, last, reading): said once, not once per layer."""
+    runs: list[tuple[int, int, dict[str, Any]]] = []
+    for row in rows:
+        same = runs and {k: v for k, v in runs[-1][2].items() if k != "layer"} == {
+            k: v for k, v in row.items() if k != "layer"}
+        runs[-1:] = (
+            [(runs[-1][0], row["layer"], runs[-1][2])] if same else [*runs[-1:], (row["layer"], row["layer"], row)]
+        )
+    return runs
+
+
+def per_layer(values: list, tied: bool) -> str:
+    """A per-layer list of numbers, said once for a tied model (its layers share one set of weights)."""
+    if tied and values and all(v == values[0] for v in values):
+        return f"{values[0]} (tied: one layer's weights at all {len(values)} depths)"
+    return ", ".join(str(v) for v in values)
+
+
+def _limit_text(result: dict[str, Any]) -> str:
+    interval = result.get("fixed_point_error_interval")
+    return interval_text(interval) if interval else number(result["fixed_point_error"])
+
+
+def _share(result: dict[str, Any]) -> str:
+    radii_below = result.get("fraction_contracting")
+    return "all of them" if radii_below is None or radii_below == 1 else f"{radii_below:.0%} of them"
+
+
+def limit_sentence(limit: dict[str, Any], fit: dict[str, float]) -> str:
+    """θ*'s limit computed (fixed point of its map) beside the geometric fit over a few depths."""
+    rows = limit["rows"]
+    floors = ", ".join(f"{_limit_text(r)} (n = {r['context_len']}, ρ {r['spectral_radius_mean']:.3f}"
+                       + (", the evaluation tasks" if r.get("tasks") == "evaluation" else "") + ")" for r in rows)
+    asymptotic = rows[0]["spectral_radius_mean"]
+    rate = fit["rate"]
+    same = abs(rate - asymptotic) < 0.02
+    longer = [r["context_len"] for r in rows if r.get("tasks") != "evaluation"]
+    where = (f"at the training length on the evaluation tasks (the number quoted above), at n = "
+             f"{', '.join(map(str, longer))} on {limit['n_tasks']} other tasks with longer trajectories"
+             if longer and len(longer) < len(rows) else f"on {limit['n_tasks']} tasks")
+    return (f"θ*'s limit as depth grows, computed as the fixed point of its map {where} (sup error, mean over the "
+            f"contracting tasks with its 95% t interval): {floors}. The "
+            f"geometric fit over the report's depths gives rate {rate:.3f} and "
+            f"floor {fit['floor']:.3f}; " + ("that rate is the asymptotic one (ρ of the map)." if same else
+            f"that rate is not the asymptotic one (ρ of θ*'s map ≈ {asymptotic:.3f}): the fit describes only the "
+            "depths it saw, and its floor is not the limit."))
+
+
+def margin_sentence(margin: Any, one_minus_c: float, rate: float, gamma: float) -> str:
+    C = margin.theta_star_mean if hasattr(margin, "theta_star_mean") else margin["theta_star_mean"]
+    if C <= 0:
+        return (f"The Assumption 5.1 margin C = {C:+.3f} is not positive: the population kernel's diagonal is below "
+                f"(1+γ)/2 = {(1 + gamma) / 2:.3f}, so Theorem 2's contraction bound (rate 1 − C = {one_minus_c:.3f} "
+                f"> 1) does not apply here. θ*'s error still falls with depth (fitted rate {rate:.3f}) because the "
+                "kernel-weighted update averages over states; sharper features (one-hot, scale ≥ 3) make C > 0.")
+    return (f"The Assumption 5.1 margin C = {C:+.3f} is positive: Theorem 2 bounds θ*'s error by a geometric rate "
+            f"1 − C = {one_minus_c:.3f}; the fitted rate is {rate:.3f}.")
+
+
+def diagonality_sentence(diag: Diagonality, model_mean: float) -> str:
+    return (f"Kernel diagonality (attention mass a query puts on its own state): model {model_mean:.3f}, θ* "
+            f"{diag.theta_star:.3f} on the same tasks, against the level (1+γ)/2 = {diag.threshold:.3f} that "
+            "Assumption 5.1 asks of the population kernel. θ* itself sits where the features put it, so a model "
+            "near θ*'s value has learned θ*'s kernel; only sharper features raise both toward the level.")
+
+
+def lines(summary: Summary) -> list[str]:
+    m, p, cfg = summary.metrics, summary.probes, summary.model_config
+    conv, alg, ext = summary.convergence, summary.algorithm, summary.algorithm.extrapolation
+    tied = cfg["tied"]
+    signature = ([f"- layers 0–{len(m.signature) - 1} (tied): {signs_text(m.signature[0])}"]
+                 if tied and all(s == m.signature[0] for s in m.signature) else
+                 [f"- layer {l}: {signs_text(s)}" for l, s in enumerate(m.signature)])
+    return [
+        f"# ICTD analysis of `{summary.source}`",
+        "",
+        f"Model: {cfg['form']} form, {cfg['attention']} attention, {cfg['n_layers']} layers, d={cfg['d_features']}, "
+        f"{'tied' if cfg['tied'] else 'per-layer'} weights, {cfg['mask']} mask. Every number below is on "
+        f"{summary.eval_tasks}.",
+        "",
+        "## What does this model compute?",
+        "",
+        *algorithm_sentences(alg, summary.baselines, summary.gamma),
+        "",
+        *baseline_table(summary.baselines),
+        "",
+        "| depth | " + " | ".join(str(d) for d in ext.depths) + " |",
+        "|---|" + "---|" * len(ext.depths),
+        "| trained layers, MSVE | " + " | ".join(f"{e:.3g}" for e in ext.model) + " |",
+        "| θ*, MSVE | " + " | ".join(f"{e:.3g}" for e in ext.reference) + " |",
+        "",
+        "## How close is it to θ*?",
+        "",
+        "| metric | value |",
+        "|---|---|",
+        f"| eval MSVE (model / θ* at the same depth) | {m.eval_msve:.4f} / {m.theta_star_msve:.4f} |",
+        f"| cos(A, A*) per layer | {per_layer([f'{c:.3f}' for c in m.cos_A], tied)} |",
+        f"| cos(V, V*) per layer (identifiable entries) | {per_layer([number(c) for c in m.cos_V], tied)} |",
+        f"| sign match {SIGNATURE_TEXT} per layer | "
+        f"{per_layer(['yes' if s else 'no' for s in m.signature_match], tied)} |",
+        f"| prediction gap to θ* (RMS) | {p.rms_gap_to_theta_star:.4f} |",
+        f"| sensitivity cosine dv/dx(S_n) | {p.sensitivity_cosine:.3f} |",
+        "",
+        "Weight cosines near 1 say the weights point where θ*'s do; they do not say the update converges "
+        "(see above: the effective discount and the iteration decide that).",
+        "",
+        f"Value-row signature ({', '.join(SIGNATURE_INPUTS)}), normalised; n/a = not identifiable at that layer:",
+        "",
+        *signature,
+        "",
+        "## Kernel and convergence theory",
+        "",
+        diagonality_sentence(summary.diagonality, m.kernel_diagonality_mean),
+        "",
+        margin_sentence(summary.margin, conv.one_minus_C, conv.theta_star_fit["rate"], summary.gamma),
+        "",
+        limit_sentence(conv.theta_star_limit, conv.theta_star_fit),
+        "",
+        *neu_lines(summary.neu),
+    ]
+
+
+# ---- figures -------------------------------------------------------------------------------------------------
+
+
+def figures(summary: Summary) -> dict[str, plots.Figure]:
+    ex, conv, tied = summary.example, summary.convergence, summary.model_config["tied"]
+    out = {
+        "attention": plots.attention_comparison({"trained, layer 0": ex["pattern_model"],
+                                                 f"{STAR}, layer 0": ex["pattern_theta_star"]}),
+        "grouped_kernel": plots.grouped_kernel(ex["grouped_kernel"], "grouped kernel $\\hat M_n$ (model, layer 0)"),
+        "signature": plots.signature_bars(summary.metrics.signature, tied=tied),
+        "error_vs_depth": plots.error_vs_depth(
+            {"theta*": conv.depth["theta_star"], "trained model": conv.depth["model"]},
+            {"theta*": conv.theta_star_fit}, conv.one_minus_C),
+    }
+    if summary.curves:
+        c = summary.curves
+        out["diagonality_over_training"] = plots.diagonality_curve(c["step"], c["kernel_diagonality_mean"],
+                                                                   summary.gamma, c.get("kernel_diagonality_heads"),
+                                                                   summary.diagonality.theta_star)
+        out["cosine_over_training"] = plots.cosine_curves(c["step"], c["cos_A"], c["cos_V"], tied=tied)
+    return out

@@ -1,28 +1,44 @@
-"""``ictd-interp analyze``: compute -> typed summary -> render -> write, for a checkpoint or a run.
+"""``ictd-interp analyze``: compute -> typed summary -> words and figures -> files, for a checkpoint or a run.
 
-Validates the path first, computes each result once into a ``Summary`` (``reports.stylised`` or
-``reports.standard``), saves it (``summary.json``, through ``reports.schema``), then draws every figure from
-those saved numbers (PNG and SVG, ``reports.drawing``) and writes ``summary.md`` (``reports.render``).
+``REPORTS`` is the one table of reports, by model architecture: each is a vertical slice, one module holding
+its ``compute`` (every number once, into a typed ``Summary``), its ``lines`` (summary.md's words) and its own
+``figures`` (``reports.stylised``, ``reports.standard``, ``reports.linear``); what every report shares is in
+``reports.render`` (words) and ``reports.drawing`` (figures). A new architecture's report is one module and
+one entry here. ``analyze`` validates the path, computes, saves ``summary.json`` (``reports.schema``), then
+draws every figure from those saved numbers (PNG and SVG) and writes ``summary.md``.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import NamedTuple, Optional, Union
 
-from analyses.reports.drawing import draw
-from analyses.reports.render import write_markdown
+from analyses.figures.plots import Figure
+from analyses.reports import linear, standard, stylised
+from analyses.reports.drawing import common_figures
+from analyses.reports.render import write_with_figures
 from analyses.reports.schema import Summary, write_summary
-from analyses.reports.linear import compute_linear
-from analyses.reports.standard import compute_standard
-from analyses.reports.stylised import compute
 from ictd_interp.config import TaskDistribution, TrainConfig
 from ictd_interp.io.checkpoint import CONFIG, CheckpointError
 from ictd_interp.io.pretrained import resolve as resolve_name
-from ictd_interp.models.architectures import ICTDModel, is_stylised
+from ictd_interp.models.architectures import ICTDModel
 from ictd_interp.models.loading import load_checkpoint
 from ictd_interp.training.run_folder import METRICS, is_run, latest_checkpoint, load_run_config, read_metrics
 
+@dataclass(frozen=True)
+class Report:
+    """One architecture's report: ``compute(model, config, source, curves, metadata, neu)`` its typed summary,
+    ``lines(summary)`` the words of its summary.md, ``figures(summary)`` the figures only it draws."""
+
+    compute: Callable[..., Summary]
+    lines: Callable[[Summary], list[str]]
+    figures: Callable[[Summary], dict[str, Figure]]
+
+
+REPORTS = {module.ARCHITECTURE: Report(module.compute, module.lines, module.figures)
+           for module in (stylised, standard, linear)}
 CURVES = ("step", "eval_msve", "cos_A", "cos_V", "kernel_diagonality_mean", "kernel_diagonality_heads")
 
 
@@ -69,22 +85,23 @@ def analyze(path: Union[str, Path], out_dir: Union[str, Path], neu: bool = True)
     """Write ``summary.json``, ``summary.md`` and every figure (PNG and SVG) to ``out_dir`` (``neu``: with
     the NEU section, stylised models only); returns the typed summary."""
     model, config, run_dir, metadata = resolve(path)
-    curves = training_curves(run_dir)
-    if is_stylised(model):
-        summary = compute(model, config, str(path), curves, neu)
-    else:
-        summary = (compute_linear(model, config, str(path), curves, metadata.get("their_logged"))
-                   if model.cfg.architecture == "linear-ictd" else compute_standard(model, config, str(path), curves))
+    report = REPORTS[model.cfg.architecture]
+    summary = report.compute(model, config, str(path), training_curves(run_dir), metadata, neu)
     out_dir = Path(out_dir)
     (out_dir / "figures").mkdir(parents=True, exist_ok=True)
     write_summary(summary, out_dir / "summary.json")
     label = source_label(summary.source)
-    for name, fig in draw(summary).items():
+    for name, fig in figures(summary).items():
         fig.suptitle(label, fontsize=8, color="dimgray", x=0.01, ha="left")  # which run this figure shows
         for ext in ("png", "svg"):
             fig.savefig(out_dir / "figures" / f"{name}.{ext}", dpi=120)
-    write_markdown(summary, out_dir)
+    write_with_figures(report.lines(summary), out_dir)
     return summary
+
+
+def figures(summary: Summary) -> dict[str, Figure]:
+    """Every figure of a summary's report, by file name: the shared ones and its architecture's own."""
+    return {**common_figures(summary), **REPORTS[summary.architecture].figures(summary)}
 
 
 def source_label(source: str) -> str:
