@@ -255,12 +255,12 @@ def test_weight_probe_figures_show_only_the_cells_that_have_weights(tmp_path, mo
     from analyses.studies import report as study_report
 
     drawn = {}
-    for name in ("signature", "cosine_curves"):
+    for name in ("signature", "cells_cosine_curves"):
         original = getattr(study_report, name)
         monkeypatch.setattr(study_report, name, lambda data, title, name=name, original=original:
                             drawn.setdefault(name, data) is not None and original(data, title))
     write_report(tmp_path)
-    assert set(drawn["signature"]["condition"]) == {"stylised"} == set(drawn["cosine_curves"]["condition"])
+    assert set(drawn["signature"]["condition"]) == {"stylised"} == set(drawn["cells_cosine_curves"]["condition"])
     assert (tmp_path / "figures" / "signature.png").exists() and (
         tmp_path / "figures" / "msve_over_training.png"
     ).exists()

@@ -11,7 +11,7 @@ from ictd_interp._lazy import lazy_exports
 _EXPORTS = {
     "resolve": "write", "training_curves": "write", "analyze": "write", "source_label": "write",
     "REPORTS": "write", "Report": "write", "figures": "write",
-    "theta_star_coefficients": "stylised", "algorithm_answers": "stylised", "theta_star_limit": "stylised",
+    "algorithm_answers": "stylised", "theta_star_limit": "stylised",
     "algorithm_sentences": "stylised", "limit_sentence": "stylised", "margin_sentence": "stylised",
     "diagonality_sentence": "stylised",
     "td_heads": "standard", "verdict": "standard", "standard_sentences": "standard",

@@ -32,6 +32,7 @@ from ictd_interp.models.construction import SIGNATURE_INPUTS, SIGNATURE_TEXT
 from ictd_interp.config import TrainConfig
 from ictd_interp.io.progress import computed
 from ictd_interp.models import HookedICTDTransformer
+from ictd_interp.models.construction import theta_star_coefficients
 from ictd_interp.models.hook_names import ends_with
 from ictd_interp.tasks.sampling import TaskBatch, sample_from
 from ictd_interp.training.evaluation import EvalSet, evaluate
@@ -42,11 +43,6 @@ FIT_TASKS = 64  # the function-space fit (and its bootstrap) runs on the first 6
 # report runs the powered grid (``analyses.claims.theory.theorem3``)
 NEU_LONG, NEU_DEEP, NEU_TASKS = 100, (12, 96), 2048
 LIMIT_LENGTHS, LIMIT_TASKS = (30, 100, 300, 1000), 32  # theta*'s limit (fixed point) versus context length
-
-
-def theta_star_coefficients(gamma: float) -> dict[str, float]:
-    """theta*'s (a, b, c) in the TD family."""
-    return {"step": 1.0, "b": gamma, "c": -1.0}
 
 
 def compute(model: HookedICTDTransformer, config: TrainConfig, source: str, curves: Optional[dict[str, list]],

@@ -11,8 +11,9 @@ _EXPORTS = {
     "StudySpecError": "spec", "Cell": "spec", "StudySpec": "spec", "builtin_studies": "spec", "load_spec": "spec",
     "cell_name": "spec", "condition_label": "spec", "Study": "run", "run_study": "run", "load_study": "run",
     "run_cell": "run", "collect": "results", "read_tables": "results", "band_lines": "report",
-    "write_report": "report", "cosine_curves": "report", "curve": "report", "msve_curves": "report",
-    "signature": "report", "error_vs_depth": "report", "depth_extrapolation": "report", "markdown": "report",
+    "write_report": "report", "cells_cosine_curves": "report", "curve": "report", "msve_curves": "report",
+    "signature": "report", "cells_error_vs_depth": "report", "cells_depth_extrapolation": "report",
+    "markdown": "report",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -72,7 +72,7 @@ def write_report(out_dir: Union[str, Path]) -> Path:
     # weight probes against θ* exist for stylised cells only: their figures show only the cells that have them
     weighted = curves[curves["cos_A"].notna()] if "cos_A" in curves else curves.iloc[:0]
     if not weighted.empty:
-        figs["cosines_over_training"] = cosine_curves(weighted, title)
+        figs["cosines_over_training"] = cells_cosine_curves(weighted, title)
     if not curves.empty:
         figs["diagonality_over_training"] = curve(
             curves, "kernel_diagonality_mean", "kernel diagonality (fraction)", title,
@@ -85,9 +85,9 @@ def write_report(out_dir: Union[str, Path]) -> Path:
     if not signed.empty:
         figs["signature"] = signature(signed, title)
     if not depth.empty:
-        figs["error_vs_depth"] = error_vs_depth(depth, title)
+        figs["error_vs_depth"] = cells_error_vs_depth(depth, title)
     if not extrapolation.empty:
-        figs["depth_extrapolation"] = depth_extrapolation(extrapolation, title)
+        figs["depth_extrapolation"] = cells_depth_extrapolation(extrapolation, title)
     (out_dir / "figures").mkdir(exist_ok=True)
     for name, fig in figs.items():
         for ext in ("png", "svg"):
@@ -101,7 +101,7 @@ def _cell_mean_over_layers(curves: pd.DataFrame, column: str) -> pd.DataFrame:
     return curves.groupby(["condition", "cell", "step"], sort=False)[column].mean().reset_index()
 
 
-def cosine_curves(curves: pd.DataFrame, title: str) -> Figure:
+def cells_cosine_curves(curves: pd.DataFrame, title: str) -> Figure:
     fig = Figure(figsize=(11, 4), layout="constrained")
     axes = fig.subplots(1, 2, sharey=True)
     for ax, column, name in zip(axes, ("cos_A", "cos_V"), (r"$\cos(A, A^*)$", r"$\cos(V, V^*)$")):
@@ -163,13 +163,13 @@ def signature(done: pd.DataFrame, title: str) -> Figure:
     return fig
 
 
-def error_vs_depth(depth: pd.DataFrame, title: str) -> Figure:
+def cells_error_vs_depth(depth: pd.DataFrame, title: str) -> Figure:
     """The error after each trained layer, beside theta*'s."""
     return _versus_depth(depth.dropna(subset=["model"]), f"{title}: error after each layer",
                          "$\\|v_L - v_\\pi\\|_\\infty$ (mean over tasks)", log_depth=False)
 
 
-def depth_extrapolation(table: pd.DataFrame, title: str) -> Figure:
+def cells_depth_extrapolation(table: pd.DataFrame, title: str) -> Figure:
     """The learned layers run to other depths (tied: the same layer; per-layer: the last one repeated), beside
     each construction the cells compare with (θ*; a linear model's TD(0) construction), never averaged together."""
     if "reference" not in table:  # a study folder of schema 2: its construction curve was always named theta_star

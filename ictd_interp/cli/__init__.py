@@ -69,8 +69,9 @@ def _path_and_out(p: argparse.ArgumentParser, out_help: str) -> None:
 
 def _training(p: argparse.ArgumentParser, name: str) -> None:
     p.add_argument("--preset", default=None, choices=sorted(PRESETS),
-                   help=preset_help() + " (default: the architecture's own quick preset: quick, or standard-quick "
-                   "with --architecture standard)")
+                   help=preset_help() + " (default: the architecture's own quick preset: "
+                   + ", ".join(f"{cls.quick_preset} for {a}" for a, cls in MODEL_CONFIGS.items() if cls.quick_preset)
+                   + "; quick otherwise)")
     out_help = "run folder" if name == "train" else "folder for run/ (training) and analysis/ (report)"
     p.add_argument("--out", required=name == "reproduce", help=out_help)
     if name == "train":

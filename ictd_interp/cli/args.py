@@ -70,8 +70,7 @@ def add_train_args(parser: argparse.ArgumentParser) -> None:
     groups = {"model": parser.add_argument_group(f"model ({', '.join(ARCHITECTURES)} architectures)"),
               "tasks": parser.add_argument_group("tasks"), "train": parser.add_argument_group("training")}
     groups["model"].add_argument("--architecture", choices=ARCHITECTURES, default=None,
-                                 help="stylised (the paper's model), standard (a pre-LN transformer with MLPs) or "
-                                      "linear-ictd (the predecessor's linear model, docs/theory.md §13)")
+                                 help="; ".join(f"{a}: {cls.description}" for a, cls in MODEL_CONFIGS.items()))
     for name, home in flat_fields().items():
         if home == "architecture":
             continue

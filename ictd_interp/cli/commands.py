@@ -9,7 +9,7 @@ from typing import Optional
 
 from ictd_interp.cli.args import config_from_args
 from ictd_interp.cli.configs import ConstructConfig, EvaluateConfig
-from ictd_interp.config.train import PRESETS, TrainConfig
+from ictd_interp.config.train import MODEL_CONFIGS, PRESETS, TrainConfig
 
 
 def construct(args: argparse.Namespace) -> int:
@@ -270,7 +270,8 @@ def _analyze(path: str, out: str, force: bool = False) -> None:
     print(f"{out}/summary.md: {weights}MSVE {m.eval_msve:.4f} (theta* {m.theta_star_msve:.4f})")
 
 
-ARCHITECTURE_PRESETS = {"standard": "standard-quick"}  # an architecture's own quick preset (else "quick")
+# an architecture's own quick preset, from the registry (one without uses "quick")
+ARCHITECTURE_PRESETS = {a: cls.quick_preset for a, cls in MODEL_CONFIGS.items() if cls.quick_preset}
 
 
 def chosen_preset(args):

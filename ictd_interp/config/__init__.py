@@ -7,12 +7,12 @@ nested with the optimisation settings, and its ``PRESETS``). Each has ``to_dict`
 choice and shared check is written once in ``fields``.
 """
 
-from ictd_interp.config.fields import ARCHITECTURES, FEATURE_KINDS, FORMS, OBJECTIVE_NAMES
+from ictd_interp.config.fields import FEATURE_KINDS, FORMS, OBJECTIVE_NAMES
 from ictd_interp.config.linear import LinearICTDConfig
 from ictd_interp.config.model import ICTDConfig
 from ictd_interp.config.standard import StandardConfig
 from ictd_interp.config.tasks import TaskDistribution
-from ictd_interp.config.train import MODEL_CONFIGS, PRESETS, ModelConfig, TrainConfig
+from ictd_interp.config.train import ARCHITECTURES, MODEL_CONFIGS, PRESETS, ModelConfig, TrainConfig
 
 __all__ = [
     "ARCHITECTURES",

@@ -14,8 +14,6 @@ FEATURE_KINDS = ("uniform", "onehot")
 FAMILIES = ("boyan", "loop", "random", "random-sparse")  # and gym:ENV_ID
 TERMINALS = ("restart", "absorbing")
 OBJECTIVE_NAMES = ("td", "neu", "mc", "supervised")  # ictd_interp.training.objectives.OBJECTIVES, by name
-# the paper's model; a pre-LN transformer (docs/theory.md §10); the predecessor's linear model (§13)
-ARCHITECTURES = ("stylised", "standard", "linear-ictd")
 OPTIMIZERS = ("adam", "adamw", "sgd")
 OPTIMIZER_KERNELS = ("fused", "foreach")  # how the optimiser update runs (TrainConfig.optimizer_kernel)
 DEVICES = ("cpu", "cuda")

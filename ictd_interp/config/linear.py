@@ -41,7 +41,9 @@ class LinearICTDConfig(ModelConfigIO):
     dtype: Any = "float32"  # a name, or a torch dtype (stored by its name)
     seed: int = 0
 
-    architecture = "linear-ictd"  # not a field: which model class a config builds
+    architecture = "linear-ictd"  # not a field: which model class a config builds (the registry's key)
+    description = "the predecessor's linear model (docs/theory.md §13)"
+    quick_preset = None  # none of its own: the stylised quick preset with --architecture linear-ictd
     # TransformerLens-compatible fields its utilities read (HookedTransformerConfig names).
     n_heads = 1
     n_key_value_heads = None

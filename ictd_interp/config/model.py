@@ -68,7 +68,9 @@ class ICTDConfig(ModelConfigIO):
             raise ValueError(f"init_scale: must be >= 0, got {self.init_scale!r}")
         self.device = "cpu"  # not a field (not saved): the model keeps it in sync with its weights
 
-    architecture = "stylised"  # not a field: which model class a config builds
+    architecture = "stylised"  # not a field: which model class a config builds (the registry's key)
+    description = "the paper's model: the residual stream is the prompt, theta* a point of it"
+    quick_preset = "quick"  # this architecture's own minutes-on-2-cores preset
     # TransformerLens-compatible fields its utilities read (HookedTransformerConfig names).
     n_key_value_heads = None  # no grouped-query attention
     positional_embedding_type = "none"  # position enters only through the shift, no embedding

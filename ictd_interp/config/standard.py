@@ -49,7 +49,9 @@ class StandardConfig(ModelConfigIO):
     dtype: Any = "float32"  # a name, or a torch dtype (stored by its name)
     seed: int = 0
 
-    architecture = "standard"  # not a field: which model class a config builds
+    architecture = "standard"  # not a field: which model class a config builds (the registry's key)
+    description = "a pre-LN transformer with MLPs, nothing pinned (docs/theory.md §10)"
+    quick_preset = "standard-quick"  # this architecture's own minutes-on-2-cores preset
     # TransformerLens-compatible fields its utilities read (HookedTransformerConfig names).
     n_key_value_heads = None
     use_attn_result = True

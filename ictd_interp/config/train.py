@@ -13,7 +13,6 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Union
 
 from ictd_interp.config.fields import (
-    ARCHITECTURES,
     DEVICES,
     OBJECTIVE_NAMES,
     OPTIMIZER_KERNELS,
@@ -29,7 +28,10 @@ from ictd_interp.config.standard import StandardConfig
 from ictd_interp.config.tasks import TaskDistribution
 
 ModelConfig = Union[ICTDConfig, StandardConfig, LinearICTDConfig]
-MODEL_CONFIGS: dict[str, type] = {"stylised": ICTDConfig, "standard": StandardConfig, "linear-ictd": LinearICTDConfig}
+# The architecture registry, the one list: each model config is the record of its architecture (its
+# ``architecture`` name, ``description`` and ``quick_preset``); every other list of architectures derives from it.
+MODEL_CONFIGS: dict[str, type] = {cls.architecture: cls for cls in (ICTDConfig, StandardConfig, LinearICTDConfig)}
+ARCHITECTURES = tuple(MODEL_CONFIGS)
 SHARED = ("d_features", "gamma")  # held by the model and the tasks: a flat setting sets both, they must agree
 
 

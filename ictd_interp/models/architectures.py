@@ -10,8 +10,8 @@ from typing import Any, Optional, Protocol, runtime_checkable
 
 from torch import Tensor
 
-from ictd_interp.config.fields import ARCHITECTURES, check_choice
-from ictd_interp.config.train import MODEL_CONFIGS, ModelConfig
+from ictd_interp.config.fields import check_choice
+from ictd_interp.config.train import ARCHITECTURES, MODEL_CONFIGS, ModelConfig
 from ictd_interp.tasks.prompt import PromptLayout
 
 

@@ -77,3 +77,9 @@ def theta_star(cfg: ICTDConfig, alpha: float = 1.0) -> dict[str, Float[Tensor, "
     """State dict of theta*: the same layer at every depth (tied or not)."""
     layer = layer_star(cfg, alpha)
     return {attn_param(l, name): w.clone() for l in range(cfg.n_layers) for name, w in layer.items()}
+
+
+def theta_star_coefficients(gamma: float) -> dict[str, float]:
+    """theta*'s coefficients in the TD family ``v <- v + a K (R + b v' + c v)`` (docs/theory.md §7): step
+    ``a = 1``, next-value weight ``b = gamma``, current-value weight ``c = -1``."""
+    return {"step": 1.0, "b": gamma, "c": -1.0}

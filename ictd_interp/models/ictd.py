@@ -9,7 +9,6 @@ TransformerLens's HookedTransformer.
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 from typing import Optional, Union
 
@@ -201,14 +200,14 @@ class HookedICTDTransformer(TransformerLensSurface, HookedRootModule):
     requires it; nothing here behaves differently in training mode).
     """
 
+    CONFIG = ICTDConfig
     ARCHITECTURE = "stylised"
 
     ln_final = nn.Identity()  # no LayerNorm: TransformerLens's "apply_ln" steps are the identity
 
     def __init__(self, cfg: Union[ICTDConfig, dict]):
         super().__init__()
-        # the model owns its config (a copy): moving the model keeps it in sync, never the caller's
-        self.cfg = replace(cfg) if isinstance(cfg, ICTDConfig) else ICTDConfig.from_dict(cfg)
+        self.cfg = self.own_config(cfg)
         self.layout = PromptLayout(self.cfg.d_features)
         self.hook_prompt = HookPoint()  # [batch, pos, d_model]: a copy of the caller's prompt
         self.hook_embed = HookPoint()  # [batch, pos, d_model]: the residual stream's input (= the prompt)
@@ -218,8 +217,7 @@ class HookedICTDTransformer(TransformerLensSurface, HookedRootModule):
                 block.attn.A, block.attn.V = self.blocks[0].attn.A, self.blocks[0].attn.V
         self.init_weights()
         self._mask_gradients()
-        self.setup()
-        self.eval()
+        self.finish_init()
 
     def init_weights(self) -> None:
         """Seeded Gaussian init (std ``init_scale``) on the trainable entries, exact zeros elsewhere."""
@@ -270,9 +268,7 @@ class HookedICTDTransformer(TransformerLensSurface, HookedRootModule):
 
         The prompt is not validated (training builds it); frozen entries are assumed zero, which the
         gradient masks keep and checkpoint loading checks."""
-        depth = self.cfg.n_layers if depth is None else depth
-        if depth != self.cfg.n_layers and not self.cfg.tied:
-            raise ValueError(f"depth: only a tied model runs at another depth than n_layers={self.cfg.n_layers}")
+        depth = self.checked_depth(depth)
         if self.cfg.mask != "paper" or self.has_any_hook():
             if depth != self.cfg.n_layers:
                 raise ValueError("depth: another depth needs the fast path (paper mask, no hook registered)")

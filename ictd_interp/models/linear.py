@@ -16,7 +16,6 @@ is a ``HookPoint`` named as HookedTransformer's: query ``q = Q z``, key ``k = z`
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Optional, Union
 
 import torch
@@ -124,13 +123,14 @@ class HookedLinearICTD(TransformerLensSurface, HookedRootModule):
     ``[:, -1]``, the predecessor's ``-Z[-1, -1]``); ``stop_at_layer=l`` returns the residual stream
     ``[batch, 2n+1, 2d+1]`` (context columns, then one query column per state) after ``l`` layers."""
 
+    CONFIG = LinearICTDConfig
     ARCHITECTURE = "linear-ictd"
 
     ln_final = nn.Identity()
 
     def __init__(self, cfg: Union[LinearICTDConfig, dict]):
         super().__init__()
-        self.cfg = replace(cfg) if isinstance(cfg, LinearICTDConfig) else LinearICTDConfig.from_dict(cfg)
+        self.cfg = self.own_config(cfg)
         self.layout = PromptLayout(self.cfg.d_features)  # the prompt it reads
         self.hook_embed = HookPoint()  # [batch, pos, d_model]: the predecessor's prompt Z (transposed)
         self.blocks = nn.ModuleList(LinearBlock(self.cfg) for _ in range(self.cfg.n_layers))
@@ -138,8 +138,7 @@ class HookedLinearICTD(TransformerLensSurface, HookedRootModule):
             for block in self.blocks[1:]:
                 block.attn.P, block.attn.Q = self.blocks[0].attn.P, self.blocks[0].attn.Q
         self.init_weights()
-        self.setup()
-        self.eval()
+        self.finish_init()
 
     def init_weights(self) -> None:
         """Seeded Xavier-normal ``P`` and ``Q`` with gain ``init_gain`` (``init_gain / n_layers`` per layer when
@@ -176,9 +175,7 @@ class HookedLinearICTD(TransformerLensSurface, HookedRootModule):
         """The objectives' entry: the hooked layers (they are already small products), with the query
         column alone when ``query_only`` (the predecessor's own prompt). ``depth`` runs a tied layer
         that many times. The prompt is not validated (training builds it)."""
-        depth = self.cfg.n_layers if depth is None else depth
-        if depth != self.cfg.n_layers and not self.cfg.tied:
-            raise ValueError(f"depth: only a tied model runs at another depth than n_layers={self.cfg.n_layers}")
+        depth = self.checked_depth(depth)
         values = self._run(prompt.to(self.blocks[0].attn.P.dtype), self.blocks_to(depth), None, "values", query_only)
         return values[:, -1] if query_only else values
 

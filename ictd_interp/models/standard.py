@@ -13,7 +13,6 @@ attention lets every position read every context source. Hook names are exactly 
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 import math
 from typing import Optional, Union
@@ -229,12 +228,12 @@ class HookedStandardTransformer(TransformerLensSurface, HookedRootModule):
     prediction is ``[:, -1]``. Same call surface as ``HookedICTDTransformer`` (``stop_at_layer``,
     ``return_type``, ``fast_values``, ``run_with_cache``); built in eval mode."""
 
+    CONFIG = StandardConfig
     ARCHITECTURE = "standard"
 
     def __init__(self, cfg: Union[StandardConfig, dict]):
         super().__init__()
-        # the model owns its config (a copy): moving the model keeps it in sync, never the caller's
-        self.cfg = replace(cfg) if isinstance(cfg, StandardConfig) else StandardConfig.from_dict(cfg)
+        self.cfg = self.own_config(cfg)
         self.layout = PromptLayout(self.cfg.d_features)
         self.embed = ReadIn(self.cfg)
         self.hook_embed = HookPoint()  # [batch, pos, d_model]
@@ -248,8 +247,7 @@ class HookedStandardTransformer(TransformerLensSurface, HookedRootModule):
         if self.cfg.tied:
             for block in self.blocks[1:]:
                 _share_parameters(self.blocks[0], block)
-        self.setup()
-        self.eval()
+        self.finish_init()
 
     def init_weights(self) -> None:
         """Seeded Gaussian init (std ``init_range``) of every matrix; biases 0, LayerNorm weights 1."""
@@ -284,9 +282,7 @@ class HookedStandardTransformer(TransformerLensSurface, HookedRootModule):
         when no hook of any kind is registered, else the hooked forward (so every hook fires).
         ``depth`` runs a tied model's block that many times. The prompt is not validated (training
         builds it)."""
-        depth = self.cfg.n_layers if depth is None else depth
-        if depth != self.cfg.n_layers and not self.cfg.tied:
-            raise ValueError(f"depth: only a tied model runs at another depth than n_layers={self.cfg.n_layers}")
+        depth = self.checked_depth(depth)
         prompt = prompt.to(self.unembed.W_U.dtype)
         if self.has_any_hook():
             values = self._values_at_depth(prompt, depth)

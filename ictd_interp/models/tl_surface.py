@@ -12,7 +12,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
-from typing import Optional
+from dataclasses import replace
+from typing import Any, Optional
 
 import torch
 from jaxtyping import Float
@@ -106,6 +107,26 @@ class TransformerLensSurface(Circuits):
         """As TransformerLens: the output and an ``ActivationCache`` (``cache["pattern", 0]`` works)."""
         out, cache = super().run_with_cache(*args, **kwargs)
         return out, ActivationCache(cache, self, has_batch_dim=not kwargs.get("remove_batch_dim", False))
+
+    CONFIG: type  # the config class each model class takes (its architecture's record)
+
+    def own_config(self, cfg: Any) -> Any:
+        """The model's own copy of its config (a config object, or the dict ``to_dict`` wrote): moving the model
+        keeps it in sync, never the caller's."""
+        return replace(cfg) if isinstance(cfg, self.CONFIG) else self.CONFIG.from_dict(cfg)
+
+    def finish_init(self) -> None:
+        """The tail every model's ``__init__`` ends with: TransformerLens's hook registry, then eval mode
+        (TransformerLens's patching requires it; nothing here behaves differently in training mode)."""
+        self.setup()
+        self.eval()
+
+    def checked_depth(self, depth: Optional[int]) -> int:
+        """``depth`` (default ``n_layers``); another depth only for a tied model, whose one layer repeats."""
+        depth = self.cfg.n_layers if depth is None else depth
+        if depth != self.cfg.n_layers and not self.cfg.tied:
+            raise ValueError(f"depth: only a tied model runs at another depth than n_layers={self.cfg.n_layers}")
+        return depth
 
     def blocks_to(self, depth: int) -> list:
         """The blocks run to ``depth``: the last one repeats beyond ``n_layers`` (a tied model's only block)."""
