@@ -228,3 +228,15 @@ def test_figures_draw_the_numbers_they_are_given():
     assert sorted(round(p.get_height(), 6) for p in sig.axes[0].patches) == sorted(
         [1, 1, -1, 0.1, 0.5, -0.05, 1.0, 0.25, -0.5])
     assert [t.get_text() for t in sig.axes[0].get_xticklabels()] == ["$\\theta^*$", "L2H0", "L2H1"]
+
+
+def test_a_tied_models_heads_are_drawn_once_not_once_per_layer():
+    steps, same = [0, 10], [[[0.2, 0.3]] * 3, [[0.4, 0.5]] * 3]  # [step][layer][head]: 3 identical layers, 2 heads
+    labels = [l.get_label() for l in figures.diagonality_curve(steps, [0.25, 0.45], 0.9, same).axes[0].get_lines()]
+    assert [l for l in labels if "H" in l] == ["all layers (tied) H0", "all layers (tied) H1"]
+    one_head = [[[0.2]] * 3, [[0.4]] * 3]  # one tied head: the mean is that head, nothing more is drawn
+    lines = figures.diagonality_curve(steps, [0.2, 0.4], 0.9, one_head).axes[0].get_lines()
+    assert not [l for l in lines if "H0" in l.get_label()]
+    per_layer = [[[0.2], [0.3]], [[0.4], [0.6]]]
+    labels = [l.get_label() for l in figures.diagonality_curve(steps, [0.25, 0.5], 0.9, per_layer).axes[0].get_lines()]
+    assert "L0H0" in labels and "L1H0" in labels

@@ -122,15 +122,19 @@ def diagonality_curve(steps: Sequence[int], values: Sequence[float], gamma: floa
                       final_heads: Optional[Sequence] = None) -> Figure:
     """Kernel diagonality over training with the ``(1 + gamma)/2`` level of Assumption 5.1 and, when
     given, theta*'s own diagonality on the same tasks (what the features allow). ``heads``
-    (``[step][layer][head]``) draws every head that differs from the mean (a same-state head hides in a
-    mean over heads); ``final_heads`` (``[layer][head]``, the trained model's) marks them at the last step
+    (``[step][layer][head]``) draws every head when there is more than one (a same-state head hides in a
+    mean over heads), a tied model's once, as its layers are one; ``final_heads`` (``[layer][head]``, the trained model's) marks them at the last step
     when the run did not log them."""
     fig, (ax,) = _figure(width=6.2)
     ax.plot(steps, values, color=PALETTE[0], marker="o", ms=3, label="mean over layers and heads")
     per_head = np.asarray(heads, dtype=float) if heads is not None else None
+    tied = per_head is not None and per_head.ndim == 3 and np.allclose(per_head, per_head[:, :1], equal_nan=True)
+    if tied:  # every layer the same (a tied model): its heads once
+        per_head = per_head[:, :1]
     if per_head is not None and per_head.ndim == 3 and per_head.shape[1] * per_head.shape[2] > 1:
         for k, (l, h) in enumerate(np.ndindex(*per_head.shape[1:])):
-            ax.plot(steps, per_head[:, l, h], color=PALETTE[(k + 4) % len(PALETTE)], lw=1, label=f"L{l}H{h}")
+            ax.plot(steps, per_head[:, l, h], color=PALETTE[(k + 4) % len(PALETTE)], lw=1,
+                    label=f"all layers (tied) H{h}" if tied else f"L{l}H{h}")
     elif final_heads is not None and sum(len(row) for row in final_heads) > 1:
         for k, (l, h) in enumerate((l, h) for l, row in enumerate(final_heads) for h in range(len(row))):
             ax.plot([steps[-1]], [final_heads[l][h]], ls="none", marker="D", color=PALETTE[(k + 4) % len(PALETTE)],
