@@ -123,8 +123,8 @@ def diagonality_curve(steps: Sequence[int], values: Sequence[float], gamma: floa
     """Kernel diagonality over training with the ``(1 + gamma)/2`` level of Assumption 5.1 and, when
     given, theta*'s own diagonality on the same tasks (what the features allow). ``heads``
     (``[step][layer][head]``) draws every head when there is more than one (a same-state head hides in a
-    mean over heads), a tied model's once, as its layers are one; ``final_heads`` (``[layer][head]``, the trained model's) marks them at the last step
-    when the run did not log them."""
+    mean over heads), a tied model's once, as its layers are one; ``final_heads`` (``[layer][head]``, the
+    trained model's) marks them at the last step when the run did not log them."""
     fig, (ax,) = _figure(width=6.2)
     ax.plot(steps, values, color=PALETTE[0], marker="o", ms=3, label="mean over layers and heads")
     per_head = np.asarray(heads, dtype=float) if heads is not None else None
