@@ -158,14 +158,14 @@ def linear_layer_sentence(row: dict[str, Any]) -> str:
 
 
 def lines(summary: Summary) -> list[str]:
-    cfg, m, alg, lin = summary.model_config, summary.metrics, summary.algorithm, summary.linear
+    cfg, m, alg, lin = summary.model, summary.metrics, summary.algorithm, summary.linear
     it, ext = lin.iteration, alg.extrapolation
     share = it["share"]
     lines = [
         f"# ICTD analysis of `{summary.source}` (the predecessor's linear model)",
         "",
-        f"Model: Z ← Z + (1/n) P Z M act(ZᵀQZ), {cfg['n_layers']} layers, d={cfg['d_features']}, "
-        f"{'tied' if cfg['tied'] else 'per-layer'} weights, {cfg['activation']} activation, λ = {cfg['trace_decay']} "
+        f"Model: Z ← Z + (1/n) P Z M act(ZᵀQZ), {cfg.n_layers} layers, d={cfg.d_features}, "
+        f"{'tied' if cfg.tied else 'per-layer'} weights, {cfg.activation} activation, λ = {cfg.trace_decay} "
         f"(docs/theory.md §13). Every number below is on {summary.eval_tasks}.",
         "",
         "## Which algorithm do its weights run?",
@@ -184,7 +184,7 @@ def lines(summary: Summary) -> list[str]:
         lines.append("- Run beyond its trained depth, the tied layer itself "
                      f"{ext.verdict} (MSVE {number(ext.model[-1], '.3g')} "
                      f"at depth {ext.depths[-1]}; the TD(0) construction {number(ext.reference[-1], '.3g')}).")
-    theirs = their_lines(lin.theirs, alg.layers, cfg["activation"] == "identity") if lin.theirs else []
+    theirs = their_lines(lin.theirs, alg.layers, cfg.activation == "identity") if lin.theirs else []
     return [*lines, "", *theirs, "", "## Error", "", f"- {summary.baselines.sentence}", "",
             *baseline_table(summary.baselines), "",
             f"Eval MSVE {m.eval_msve:.4f} (this project's softmax θ* at the same depth {m.theta_star_msve:.4f}).", ""]
@@ -216,7 +216,7 @@ def figures(summary: Summary) -> dict[str, plots.Figure]:
     w, conv = summary.linear.weights, summary.convergence
     return {
         "weights_vs_td0": plots.linear_weights(
-            w["P"][0], w["Q"][0], w["P_td0"], w["Q_td0"], summary.model_config["d_features"]
+            w["P"][0], w["Q"][0], w["P_td0"], w["Q_td0"], summary.model.d_features
         ),
         "error_vs_depth": plots.error_vs_depth(
             {

@@ -23,6 +23,7 @@ from typing import Any, Optional, Union
 
 from analyses.metrics.intervals import Interval, Paired
 from ictd_interp.models.construction import SIGNATURE_INPUTS
+from ictd_interp.config.train import MODEL_CONFIGS
 from ictd_interp.training.evaluation import EvalMetrics
 
 SCHEMA_VERSION = 3  # 1: the untyped summary of earlier releases; 2: extrapolation's reference curve named
@@ -164,6 +165,32 @@ class LinearFamily:
 
 
 @dataclass
+class Curves:
+    """The run's logged evaluation metrics over training (``metrics.jsonl``), one entry per logged step; the
+    weight readings only where the architecture has them (stylised)."""
+
+    step: list[int]
+    eval_msve: list[Optional[float]]
+    cos_A: Optional[list] = None
+    cos_V: Optional[list] = None
+    kernel_diagonality_mean: Optional[list] = None
+    kernel_diagonality_heads: Optional[list] = None
+
+
+@dataclass(kw_only=True)  # fields in summary.json's order
+class Example:
+    """What the figures draw beyond the tables: one prompt's attention patterns (the standard model's most
+    TD-like head, ``best_head``) and grouped kernel, and every query's prediction (by predictor) against ``v_pi``."""
+
+    best_head: Optional[list[int]] = None
+    pattern_model: Optional[list] = None
+    pattern_theta_star: Optional[list] = None
+    grouped_kernel: Optional[list] = None
+    predicted: dict[str, list]
+    true: list
+
+
+@dataclass
 class Summary:
     """Everything ``ictd-interp analyze`` measured on one model (docs/theory.md §7, README "Analyses")."""
 
@@ -183,9 +210,15 @@ class Summary:
     margin: Optional[Margin] = None
     neu: Optional[dict[str, Any]] = detail()
     linear: Optional[LinearFamily] = None
-    curves: Optional[dict[str, list]] = detail()
-    example: Optional[dict[str, Any]] = detail()
+    curves: Optional[Curves] = detail()
+    example: Optional[Example] = detail()
     schema_version: int = SCHEMA_VERSION
+
+    @property
+    def model(self) -> Any:
+        """The model's config, typed (``ICTDConfig``, ``StandardConfig`` or ``LinearICTDConfig``): renderers read
+        its fields as attributes."""
+        return MODEL_CONFIGS[self.architecture].from_dict(self.model_config)
 
     @property
     def gamma(self) -> float:
@@ -271,7 +304,7 @@ def build(cls: Any, data: Any, where: str = "") -> Any:
 
 def flatten(summary: Summary) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """``(cell-level scalars, one dict per layer)``: every non-detail field by its dotted path."""
-    n_layers = summary.model_config["n_layers"]
+    n_layers = summary.model_config["n_layers"]  # also in summaries of earlier releases, whatever their config
     scalars: dict[str, Any] = {}
     layers: list[dict[str, Any]] = [{} for _ in range(n_layers)]
 

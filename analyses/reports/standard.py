@@ -177,7 +177,7 @@ def verdict(circuit: Circuit, algorithm: Algorithm) -> str:
 def standard_sentences(summary: Summary) -> list[str]:
     """The answers of ``summary.md`` for a standard model, in words."""
     conv, circuit, alg, gamma = summary.convergence, summary.circuit, summary.algorithm, summary.gamma
-    depth = summary.model_config["n_layers"]
+    depth = summary.model.n_layers
     lines = [f"- **Verdict.** {verdict(circuit, alg)}",
              f"- **Error (at its {depth} layers).** " + summary.baselines.sentence,
              "- **Where the value lives.** The probed value's MSVE per site (embedding, then after each block): "
@@ -209,13 +209,13 @@ def standard_sentences(summary: Summary) -> list[str]:
 
 
 def lines(summary: Summary) -> list[str]:
-    cfg, m = summary.model_config, summary.metrics
+    cfg, m = summary.model, summary.metrics
     return [
         f"# ICTD analysis of `{summary.source}` (standard architecture)",
         "",
-        f"Model: pre-LN transformer, {cfg['n_layers']} layers, d_model={cfg['d_model']}, {cfg['n_heads']} heads, "
-        f"MLP width {cfg['d_mlp']}, LayerNorm {'on' if cfg['layer_norm'] else 'off'}, "
-        f"{'tied' if cfg['tied'] else 'per-layer'} weights. Every number below is on {summary.eval_tasks}, "
+        f"Model: pre-LN transformer, {cfg.n_layers} layers, d_model={cfg.d_model}, {cfg.n_heads} heads, "
+        f"MLP width {cfg.d_mlp}, LayerNorm {'on' if cfg.layer_norm else 'off'}, "
+        f"{'tied' if cfg.tied else 'per-layer'} weights. Every number below is on {summary.eval_tasks}, "
         "except where a line says otherwise: probes are fitted on 256 other tasks, and the head and layer "
         "signatures and the TD-family fits of the probed updates use the first 64 evaluation tasks.",
         "",
@@ -237,7 +237,7 @@ def lines(summary: Summary) -> list[str]:
 
 def figures(summary: Summary) -> dict[str, plots.Figure]:
     ex, conv, circuit = summary.example, summary.convergence, summary.circuit
-    layer, head = ex["best_head"]
+    layer, head = ex.best_head
     out = {
         "error_vs_depth": circuits.probe_error_vs_depth({
             "model, probe of its own output": conv.depth_msve["model"],
@@ -253,14 +253,14 @@ def figures(summary: Summary) -> dict[str, plots.Figure]:
         "layer_signature": circuits.probed_signature_bars(
             circuit.layer_signatures, f"Each layer's update of the probed value ({STAR}: {SIGNATURE_TEXT[1:-1]})"),
         "attention": plots.attention_comparison({f"model, layer {layer} head "
-                                                 f"{head} (most TD-like)": ex["pattern_model"],
-                                                 f"{STAR}, layer 0": ex["pattern_theta_star"]}),
+                                                 f"{head} (most TD-like)": ex.pattern_model,
+                                                 f"{STAR}, layer 0": ex.pattern_theta_star}),
     }
     if summary.curves:
         c = summary.curves
         final_heads = [[h["diagonality"] for h in circuit.heads if h["layer"] == l]
-                       for l in range(summary.model_config["n_layers"])]
-        out["diagonality_over_training"] = plots.diagonality_curve(c["step"], c["kernel_diagonality_mean"],
-                                                                   summary.gamma, c.get("kernel_diagonality_heads"),
+                       for l in range(summary.model.n_layers)]
+        out["diagonality_over_training"] = plots.diagonality_curve(c.step, c.kernel_diagonality_mean,
+                                                                   summary.gamma, c.kernel_diagonality_heads,
                                                                    summary.diagonality.theta_star, final_heads)
     return out

@@ -297,17 +297,17 @@ def diagonality_sentence(diag: Diagonality, model_mean: float) -> str:
 
 
 def lines(summary: Summary) -> list[str]:
-    m, p, cfg = summary.metrics, summary.probes, summary.model_config
+    m, p, cfg = summary.metrics, summary.probes, summary.model
     conv, alg, ext = summary.convergence, summary.algorithm, summary.algorithm.extrapolation
-    tied = cfg["tied"]
+    tied = cfg.tied
     signature = ([f"- layers 0–{len(m.signature) - 1} (tied): {signs_text(m.signature[0])}"]
                  if tied and all(s == m.signature[0] for s in m.signature) else
                  [f"- layer {l}: {signs_text(s)}" for l, s in enumerate(m.signature)])
     return [
         f"# ICTD analysis of `{summary.source}`",
         "",
-        f"Model: {cfg['form']} form, {cfg['attention']} attention, {cfg['n_layers']} layers, d={cfg['d_features']}, "
-        f"{'tied' if cfg['tied'] else 'per-layer'} weights, {cfg['mask']} mask. Every number below is on "
+        f"Model: {cfg.form} form, {cfg.attention} attention, {cfg.n_layers} layers, d={cfg.d_features}, "
+        f"{'tied' if cfg.tied else 'per-layer'} weights, {cfg.mask} mask. Every number below is on "
         f"{summary.eval_tasks}.",
         "",
         "## What does this model compute?",
@@ -356,11 +356,11 @@ def lines(summary: Summary) -> list[str]:
 
 
 def figures(summary: Summary) -> dict[str, plots.Figure]:
-    ex, conv, tied = summary.example, summary.convergence, summary.model_config["tied"]
+    ex, conv, tied = summary.example, summary.convergence, summary.model.tied
     out = {
-        "attention": plots.attention_comparison({"trained, layer 0": ex["pattern_model"],
-                                                 f"{STAR}, layer 0": ex["pattern_theta_star"]}),
-        "grouped_kernel": plots.grouped_kernel(ex["grouped_kernel"], "grouped kernel $\\hat M_n$ (model, layer 0)"),
+        "attention": plots.attention_comparison({"trained, layer 0": ex.pattern_model,
+                                                 f"{STAR}, layer 0": ex.pattern_theta_star}),
+        "grouped_kernel": plots.grouped_kernel(ex.grouped_kernel, "grouped kernel $\\hat M_n$ (model, layer 0)"),
         "signature": plots.signature_bars(summary.metrics.signature, tied=tied),
         "error_vs_depth": plots.error_vs_depth(
             {"theta*": conv.depth["theta_star"], "trained model": conv.depth["model"]},
@@ -368,8 +368,8 @@ def figures(summary: Summary) -> dict[str, plots.Figure]:
     }
     if summary.curves:
         c = summary.curves
-        out["diagonality_over_training"] = plots.diagonality_curve(c["step"], c["kernel_diagonality_mean"],
-                                                                   summary.gamma, c.get("kernel_diagonality_heads"),
+        out["diagonality_over_training"] = plots.diagonality_curve(c.step, c.kernel_diagonality_mean,
+                                                                   summary.gamma, c.kernel_diagonality_heads,
                                                                    summary.diagonality.theta_star)
-        out["cosine_over_training"] = plots.cosine_curves(c["step"], c["cos_A"], c["cos_V"], tied=tied)
+        out["cosine_over_training"] = plots.cosine_curves(c.step, c.cos_A, c.cos_V, tied=tied)
     return out
