@@ -1,7 +1,7 @@
 """The model classes by architecture name: a leaf registry each class adds itself to (``register``).
 
 It imports no model class, so loading (``ictd_interp.models.loading``) and training find the class a
-checkpoint or config names without an import circle; importing ``ictd_interp.models`` registers both.
+checkpoint or config names without an import circle; importing ``ictd_interp.models`` registers every class.
 """
 
 from __future__ import annotations
