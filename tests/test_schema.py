@@ -11,8 +11,8 @@ import pytest
 
 from analyses.metrics.intervals import Interval, Paired
 from analyses.reports.schema import (
-    STUDY_COLUMNS, Algorithm, Baselines, Circuit, Convergence, Diagonality, Estimate, Extrapolation, Summary, build,
-    flatten, read_summary, to_json, write_summary,
+    STUDY_COLUMNS, Algorithm, Baselines, Circuit, Convergence, Diagonality, Estimate, Extrapolation, HeadKernel,
+    Summary, build, flatten, read_summary, to_json, write_summary,
 )
 from analyses.studies.report import markdown
 from ictd_interp.training.evaluation import EvalMetrics
@@ -34,7 +34,8 @@ def tiny_summary() -> Summary:
         diagonality=Diagonality(theta_star=0.28, model=[[0.1], [0.2]], threshold=0.95),
         convergence=Convergence(context_lengths=[4, 8], context={"m": [1.0, 0.5]}, depth={"m": [2.0, 1.0]},
                                 theta_star_fit={"rate": 0.87, "floor": math.nan}, one_minus_C=1.9),
-        circuit=Circuit(max_td_kernel_correlation=0.4, max_tabular_kernel_correlation=0.1, heads=[{"layer": 0}]),
+        circuit=Circuit(max_td_kernel_correlation=0.4, max_tabular_kernel_correlation=0.1,
+                        heads=[HeadKernel(0, 1, 0.4)]),
         algorithm=Algorithm(layers=[{"layer": 0, "effective_discount": 0.9, "iteration": {"verdict": "x"}},
                                     {"layer": 1, "effective_discount": 1.4, "in_family": True}],
                             source="weights",

@@ -156,22 +156,23 @@ def test_signature_is_td_on_theta_star_in_both_families():
 
 
 def test_verdict_sentences():
-    from analyses.reports.schema import Algorithm, Circuit
+    from analyses.reports.schema import Algorithm, Circuit, HeadKernel, Signature
 
     alg = Algorithm(layers=[{"in_family": True, "fve": 0.97}, {"in_family": False, "fve": 0.3}])
     circuit = Circuit(max_td_kernel_correlation=0.8, max_tabular_kernel_correlation=0.0,
-                      heads=[{"layer": 0, "head": 1, "td_kernel_correlation": 0.8, "diagonality": 0.5}],
-                      signatures=[{"layer": 0, "head": 1, "normalised": [1, 0.5, -0.7], "matches_td": True}],
-                      layer_signatures=[{"layer": 0, "matches_td": False}])
+                      heads=[HeadKernel(layer=0, head=1, td_kernel_correlation=0.8, diagonality=0.5)],
+                      signatures=[Signature(layer=0, head=1, raw=[1, 0.5, -0.7], normalised=[1, 0.5, -0.7],
+                                            matches_td=True)],
+                      layer_signatures=[Signature(layer=0, raw=[1, 1, 1], normalised=[1, 1, 1], matches_td=False)])
     assert verdict(circuit, alg).startswith("Yes, in part: layer 0 head 1")
-    circuit.signatures[0]["matches_td"] = False
+    circuit.signatures[0].matches_td = False
     assert "no head or layer moves the value" in verdict(circuit, alg) and "at most 97%" in verdict(circuit, alg)
-    circuit.heads[0]["tabular_kernel_correlation"] = 0.95
+    circuit.heads[0].tabular_kernel_correlation = 0.95
     assert "correlation 0.95 with the tabular kernel, 0.80 with θ*'s softmax kernel" in verdict(circuit, alg)
-    circuit.layer_signatures[0]["matches_td"] = True  # the head's layer moves it, through its MLP
+    circuit.layer_signatures[0].matches_td = True  # the head's layer moves it, through its MLP
     assert verdict(circuit, alg).startswith("Yes, in part")
-    circuit.layer_signatures[0]["matches_td"] = False
-    circuit.heads[0]["td_kernel_correlation"] = 0.2
+    circuit.layer_signatures[0].matches_td = False
+    circuit.heads[0].td_kernel_correlation = 0.2
     assert verdict(circuit, alg).startswith("No TD circuit found")
 
 

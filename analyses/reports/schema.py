@@ -116,12 +116,36 @@ class Algorithm:
 
 
 @dataclass
+class HeadKernel:
+    """One head's attention against the kernels (``metrics.heads.head_kernels``): its correlation with θ*'s
+    softmax-TD kernel and with the tabular same-state kernel, and its diagonality."""
+
+    layer: int
+    head: int
+    td_kernel_correlation: float
+    tabular_kernel_correlation: Optional[float] = None
+    diagonality: Optional[float] = None
+
+
+@dataclass(kw_only=True)  # fields in summary.json's order
+class Signature:
+    """A head's direct effect (``head`` set) or a layer's whole update (``head`` None) on the probed value, as
+    (reward, next value, current value) weights: ``raw``, ``normalised`` by the largest, and whether TD's signs."""
+
+    layer: int
+    head: Optional[int] = None
+    raw: list[Optional[float]]
+    normalised: list[Optional[float]]
+    matches_td: bool
+
+
+@dataclass
 class Circuit:
     max_td_kernel_correlation: float
     max_tabular_kernel_correlation: float
-    heads: list[dict[str, Any]] = detail()
-    signatures: Optional[list[dict[str, Any]]] = detail()
-    layer_signatures: Optional[list[dict[str, Any]]] = detail()
+    heads: list[HeadKernel] = detail()
+    signatures: Optional[list[Signature]] = detail()
+    layer_signatures: Optional[list[Signature]] = detail()
     quantity_r2: Optional[dict[str, Any]] = detail()
     theta_star_quantity_r2: Optional[dict[str, Any]] = detail()
 

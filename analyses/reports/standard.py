@@ -22,7 +22,7 @@ from analyses.metrics.diagonality import kernel_diagonality_mean
 from analyses.metrics.heads import head_kernels, most_like, probed_layer_signatures, probed_signatures
 from analyses.reports.schema import Summary, build, eval_tasks_label
 from analyses.reports.render import baseline_table, layer_sentence
-from analyses.reports.schema import Algorithm, Circuit
+from analyses.reports.schema import Algorithm, Circuit, HeadKernel, Signature, to_json
 from analyses.figures import circuits, plots
 from analyses.figures.plots import STAR
 from ictd_interp.models.construction import SIGNATURE_TEXT
@@ -133,13 +133,11 @@ TD_LIKE_CORRELATION = 0.5  # a head whose pattern correlates at least this much 
 PRESENT_R2 = 0.5  # a quantity is "linearly present" at a site when its held-out R² reaches this
 
 
-def td_heads(circuit: Circuit) -> list[dict[str, Any]]:
-    """Heads whose pattern correlates with the TD kernel at least ``TD_LIKE_CORRELATION``, with their
-    signature and whether it is TD's (+, +, −)."""
-    signatures = {(r["layer"], r["head"]): r for r in circuit.signatures}
-    return [{**h, "signature": signatures[(h["layer"], h["head"])]["normalised"],
-             "matches_td": signatures[(h["layer"], h["head"])]["matches_td"]}
-            for h in circuit.heads if h["td_kernel_correlation"] >= TD_LIKE_CORRELATION]
+def td_heads(circuit: Circuit) -> list[tuple[HeadKernel, Signature]]:
+    """Heads whose pattern correlates with the TD kernel at least ``TD_LIKE_CORRELATION``, each with its
+    signature (and whether it is TD's (+, +, −))."""
+    signatures = {(r.layer, r.head): r for r in circuit.signatures}
+    return [(h, signatures[(h.layer, h.head)]) for h in circuit.heads if h.td_kernel_correlation >= TD_LIKE_CORRELATION]
 
 
 def verdict(circuit: Circuit, algorithm: Algorithm) -> str:
@@ -147,23 +145,24 @@ def verdict(circuit: Circuit, algorithm: Algorithm) -> str:
     TD-like head counts as signed when its own output or its layer's whole update (through the MLP)
     moves the probed value with TD's (+, +, −) signs."""
     heads = td_heads(circuit)
-    layer_td = {r["layer"] for r in circuit.layer_signatures or [] if r["matches_td"]}
-    signed = [h for h in heads if h["matches_td"] or h["layer"] in layer_td]
+    layer_td = {r.layer for r in circuit.layer_signatures or [] if r.matches_td}
+    signed = [h for h, sig in heads if sig.matches_td or h.layer in layer_td]
     in_family = [r for r in algorithm.layers if r["in_family"]]
-    where = ", ".join(f"layer {h['layer']} head {h['head']}" for h in signed)
+    where = ", ".join(f"layer {h.layer} head {h.head}" for h in signed)
     if signed and in_family:
         return (f"Yes, in part: {where} attend{'s' if len(signed) == 1 else ''} like the softmax-TD kernel and "
                 f"move{'s' if len(signed) == 1 else ''} the value with TD's {SIGNATURE_TEXT} signs, and "
                 f"{len(in_family)} of {len(algorithm.layers)} layers' probed updates are "
                 "explained by the TD family.")
     if heads:
-        best = max(heads, key=lambda h: max(h["td_kernel_correlation"], h.get("tabular_kernel_correlation", 0.0)))
-        kernel = (f"layer {best['layer']} head {best['head']} attends like the softmax-TD kernel (correlation "
-                  f"{best['td_kernel_correlation']:.2f})")
-        if best.get("tabular_kernel_correlation", 0.0) > best["td_kernel_correlation"]:
-            kernel = (f"layer {best['layer']} head {best['head']} attends to the sources in the target's own state "
-                      f"(correlation {best['tabular_kernel_correlation']:.2f} with the tabular kernel, "
-                      f"{best['td_kernel_correlation']:.2f} with θ*'s softmax kernel): tabular TD's kernel")
+        tabular = lambda h: h.tabular_kernel_correlation or 0.0  # noqa: E731
+        best = max((h for h, _ in heads), key=lambda h: max(h.td_kernel_correlation, tabular(h)))
+        kernel = (f"layer {best.layer} head {best.head} attends like the softmax-TD kernel (correlation "
+                  f"{best.td_kernel_correlation:.2f})")
+        if tabular(best) > best.td_kernel_correlation:
+            kernel = (f"layer {best.layer} head {best.head} attends to the sources in the target's own state "
+                      f"(correlation {tabular(best):.2f} with the tabular kernel, "
+                      f"{best.td_kernel_correlation:.2f} with θ*'s softmax kernel): tabular TD's kernel")
         fits = algorithm.layers + (algorithm.layers_tabular or [])
         fve = max((r["fve"] for r in fits), default=float("nan"))
         return (f"Partly: {kernel}, but " + (f"no head or layer moves the value with TD's {SIGNATURE_TEXT} signs"
@@ -187,16 +186,16 @@ def standard_sentences(summary: Summary) -> list[str]:
         present = [i for i, v in enumerate(r2) if v >= PRESENT_R2]
         lines.append(f"- `{name}`: held-out R² per site " + ", ".join(f"{v:.2f}" for v in r2) +
                      (f"; linearly present from site {present[0]} on." if present else "; never linearly present."))
-    for h in td_heads(circuit):
-        lines.append(f"- Layer {h['layer']} head {h['head']}: correlation {h['td_kernel_correlation']:.2f} with θ*'s "
-                     f"softmax-TD kernel and {h['tabular_kernel_correlation']:.2f} with the tabular same-state kernel, "
-                     f"diagonality {h['diagonality']:.2f}, signature (reward, next, current) = "
-                     + ", ".join(f"{v:+.2f}" for v in h["signature"])
-                     + (" — TD's signs." if h["matches_td"] else " — not TD's signs."))
+    for h, sig in td_heads(circuit):
+        lines.append(f"- Layer {h.layer} head {h.head}: correlation {h.td_kernel_correlation:.2f} with θ*'s "
+                     f"softmax-TD kernel and {h.tabular_kernel_correlation:.2f} with the tabular same-state kernel, "
+                     f"diagonality {h.diagonality:.2f}, signature (reward, next, current) = "
+                     + ", ".join(f"{v:+.2f}" for v in sig.normalised)
+                     + (" — TD's signs." if sig.matches_td else " — not TD's signs."))
     for r in circuit.layer_signatures:
-        lines.append(f"- Layer {r['layer']}'s whole update of the probed value (attention, MLP, residual): "
-                     "(reward, next, current) = " + ", ".join(f"{v:+.2f}" for v in r["normalised"])
-                     + (" — TD's signs." if r["matches_td"] else " — not TD's signs."))
+        lines.append(f"- Layer {r.layer}'s whole update of the probed value (attention, MLP, residual): "
+                     "(reward, next, current) = " + ", ".join(f"{v:+.2f}" for v in r.normalised)
+                     + (" — TD's signs." if r.matches_td else " — not TD's signs."))
     lines += ["- " + layer_sentence(row, gamma).replace("Layer", "Probed layer", 1) for row in alg.layers]
     lines.append("- With the tabular (same-state) kernel in place of the softmax family, the TD family explains "
                  + ", ".join(f"{r['fve']:.0%}" for r in alg.layers_tabular) + " of the probed updates of layers "
@@ -245,20 +244,22 @@ def figures(summary: Summary) -> dict[str, plots.Figure]:
             "theta*, stored value row": conv.depth_msve["theta_star"]}),
         "td_quantities": circuits.probe_map(circuit.quantity_r2, "Where do TD's quantities live? (model)"),
         "td_quantities_theta_star": circuits.probe_map(circuit.theta_star_quantity_r2, f"The same probes on {STAR}"),
-        "head_td_kernel": circuits.head_map(circuit.heads, "td_kernel_correlation",
+        "head_td_kernel": circuits.head_map(to_json(circuit.heads), "td_kernel_correlation",
                                             "Which heads attend like the softmax-TD kernel?",
                                             f"correlation with {STAR}'s pattern"),
         "head_signature": circuits.probed_signature_bars(
-            circuit.signatures, f"Direct effect of each head on the probed value ({STAR}: {SIGNATURE_TEXT[1:-1]})"),
+            to_json(circuit.signatures),
+            f"Direct effect of each head on the probed value ({STAR}: {SIGNATURE_TEXT[1:-1]})"),
         "layer_signature": circuits.probed_signature_bars(
-            circuit.layer_signatures, f"Each layer's update of the probed value ({STAR}: {SIGNATURE_TEXT[1:-1]})"),
+            to_json(circuit.layer_signatures),
+            f"Each layer's update of the probed value ({STAR}: {SIGNATURE_TEXT[1:-1]})"),
         "attention": plots.attention_comparison({f"model, layer {layer} head "
                                                  f"{head} (most TD-like)": ex.pattern_model,
                                                  f"{STAR}, layer 0": ex.pattern_theta_star}),
     }
     if summary.curves:
         c = summary.curves
-        final_heads = [[h["diagonality"] for h in circuit.heads if h["layer"] == l]
+        final_heads = [[h.diagonality for h in circuit.heads if h.layer == l]
                        for l in range(summary.model.n_layers)]
         out["diagonality_over_training"] = plots.diagonality_curve(c.step, c.kernel_diagonality_mean,
                                                                    summary.gamma, c.kernel_diagonality_heads,
