@@ -75,7 +75,8 @@ def compute(model: HookedLinearICTD, config: TrainConfig, source: str, curves: O
     }, desc="analyze")
     return build(Summary, {
         "source": source, "config": config.to_dict(), "model_config": model.cfg.to_dict(),
-        "architecture": "linear-ictd", "n_eval_tasks": len(tasks), "eval_tasks": eval_tasks_label(config, len(tasks)),
+        "architecture": model.cfg.architecture, "n_eval_tasks": len(tasks),
+        "eval_tasks": eval_tasks_label(config, len(tasks)),
         "curves": curves, **sections,
         "example": {"predicted": {"model": values[:, -1].tolist(), "TD(0) construction": td_values[:, -1].tolist()},
                     "true": tasks.v_true[:, -1].tolist()},

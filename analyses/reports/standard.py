@@ -106,7 +106,7 @@ def compute(model: ICTDModel, config: TrainConfig, source: str, curves: Optional
         "example": lambda: _example(model, star, tasks, kernels()),
     }, desc="analyze")
     return build(Summary, {"source": source, "config": config.to_dict(), "model_config": model.cfg.to_dict(),
-                           "architecture": "standard", "n_eval_tasks": len(tasks),
+                           "architecture": model.cfg.architecture, "n_eval_tasks": len(tasks),
                            "eval_tasks": eval_tasks_label(config, len(tasks)), "curves": curves, **sections})
 
 

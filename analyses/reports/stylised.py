@@ -112,7 +112,7 @@ def compute(model: HookedICTDTransformer, config: TrainConfig, source: str, curv
         },
         desc="analyze",
     )
-    return build(Summary, {"source": source, "architecture": "stylised", "config": config.to_dict(),
+    return build(Summary, {"source": source, "architecture": model.cfg.architecture, "config": config.to_dict(),
                            "model_config": model.cfg.to_dict(), "n_eval_tasks": len(tasks),
                            "eval_tasks": eval_tasks_label(config, len(tasks)), "curves": curves, **sections})
 
