@@ -32,7 +32,6 @@ from torch import Tensor
 from analyses.metrics.intervals import t_interval
 from analyses.metrics.linear_family import td0_model
 from ictd_interp.models import HookedLinearICTD
-from ictd_interp.models.linear import linear_prompt
 from ictd_interp.tasks.sampling import TaskBatch
 
 
@@ -50,17 +49,10 @@ def weight_readings(P: Float[Tensor, "row col"], Q: Float[Tensor, "row col"], d:
 def state_values(model: HookedLinearICTD, tasks: TaskBatch, query_grad: bool = False
                  ) -> tuple[Float[Tensor, "batch state"], Float[Tensor, "batch state d_feat"] | None]:
     """``v(s)`` for every state of each task's MRP, with ``phi(s)`` as the query on the task's context (their
-    ``fit_value_func``; query columns never act as sources, so one forward answers every state), and with
-    ``query_grad`` each value's gradient with respect to its query's features."""
-    d, n = model.cfg.d_features, tasks.states.shape[1] - 1
-    dtype = model.blocks[0].attn.P.dtype
-    context = linear_prompt(tasks.prompt.to(dtype), model.cfg.gamma, query_only=True)[:, :n]
-    phi = tasks.features.to(dtype).clone().requires_grad_(query_grad)
-    queries = torch.cat([phi, phi.new_zeros(*phi.shape[:2], d + 1)], dim=-1)
-    resid = torch.cat([context, queries], dim=1)
-    for block in model.blocks_to(model.cfg.n_layers):
-        resid = block(resid, n)
-    values = -resid[:, n:, -1]
+    ``fit_value_func``: ``HookedLinearICTD.query_values``), and with ``query_grad`` each value's gradient with
+    respect to its query's features."""
+    phi = tasks.features.to(model.blocks[0].attn.P.dtype).clone().requires_grad_(query_grad)
+    values = model.query_values(tasks.prompt, phi)
     if not query_grad:
         return values.detach(), None
     (grad,) = torch.autograd.grad(values.sum(), phi)  # column s's value depends on its own query only

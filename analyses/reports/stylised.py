@@ -232,16 +232,16 @@ def distinct_layers(rows: list[dict[str, Any]]) -> list[tuple[int, int, dict[str
     """Runs of consecutive layers whose readings are the same apart from their index (a tied model's
     layers, read from the one set of weights), as (first, last, reading): said once, not once per layer."""
     runs: list[tuple[int, int, dict[str, Any]]] = []
+    without_index = lambda row: {k: v for k, v in row.items() if k != "layer"}  # noqa: E731
     for row in rows:
-        same = runs and {k: v for k, v in runs[-1][2].items() if k != "layer"} == {
-            k: v for k, v in row.items() if k != "layer"}
-        runs[-1:] = (
-            [(runs[-1][0], row["layer"], runs[-1][2])] if same else [*runs[-1:], (row["layer"], row["layer"], row)]
-        )
+        if runs and without_index(runs[-1][2]) == without_index(row):
+            runs[-1] = (runs[-1][0], row["layer"], runs[-1][2])
+        else:
+            runs.append((row["layer"], row["layer"], row))
     return runs
 
 
-def per_layer(values: list, tied: bool) -> str:
+def per_layer_text(values: list, tied: bool) -> str:
     """A per-layer list of numbers, said once for a tied model (its layers share one set of weights)."""
     if tied and values and all(v == values[0] for v in values):
         return f"{values[0]} (tied: one layer's weights at all {len(values)} depths)"
@@ -326,10 +326,10 @@ def lines(summary: Summary) -> list[str]:
         "| metric | value |",
         "|---|---|",
         f"| eval MSVE (model / θ* at the same depth) | {m.eval_msve:.4f} / {m.theta_star_msve:.4f} |",
-        f"| cos(A, A*) per layer | {per_layer([f'{c:.3f}' for c in m.cos_A], tied)} |",
-        f"| cos(V, V*) per layer (identifiable entries) | {per_layer([number(c) for c in m.cos_V], tied)} |",
+        f"| cos(A, A*) per layer | {per_layer_text([f'{c:.3f}' for c in m.cos_A], tied)} |",
+        f"| cos(V, V*) per layer (identifiable entries) | {per_layer_text([number(c) for c in m.cos_V], tied)} |",
         f"| sign match {SIGNATURE_TEXT} per layer | "
-        f"{per_layer(['yes' if s else 'no' for s in m.signature_match], tied)} |",
+        f"{per_layer_text(['yes' if s else 'no' for s in m.signature_match], tied)} |",
         f"| prediction gap to θ* (RMS) | {p.rms_gap_to_theta_star:.4f} |",
         f"| sensitivity cosine dv/dx(S_n) | {p.sensitivity_cosine:.3f} |",
         "",

@@ -30,15 +30,17 @@ from ictd_interp.models.tl_surface import Circuits, TransformerLensSurface, chec
 from ictd_interp.tasks.prompt import PromptLayout, check_prompt
 
 
-def linear_prompt(prompt: Float[Tensor, "batch pos d_prompt"], gamma: float, query_only: bool = False
+def linear_prompt(prompt: Float[Tensor, "batch pos d_prompt"], gamma: float, query_only: bool = False,
+                  queries: Optional[Float[Tensor, "batch query d_feat"]] = None
                   ) -> Float[Tensor, "batch column d_model"]:
     """The predecessor's prompt (transposed) from this project's: ``n`` context columns
     ``[x_k; gamma x_{k+1}; r_k]``, then the query columns ``[x_j; 0; 0]`` of every state (``query_only``:
-    of the prompt's query alone)."""
+    of the prompt's query alone; ``queries``: of these features instead, e.g. every state of the MRP)."""
     lay = PromptLayout(prompt.shape[-1] - 3)
     x, r = prompt[..., lay.features], prompt[..., lay.reward : lay.reward + 1]
     context = torch.cat([x[:, :-1], gamma * x[:, 1:], r[:, :-1]], dim=-1)
-    queries = x[:, -1:] if query_only else x
+    if queries is None:
+        queries = x[:, -1:] if query_only else x
     return torch.cat([context, torch.cat([queries, torch.zeros_like(queries[..., :1]).expand(
         *queries.shape[:2], x.shape[-1] + 1)], dim=-1)], dim=1)
 
@@ -160,10 +162,18 @@ class HookedLinearICTD(TransformerLensSurface, HookedRootModule):
         check_return_type(return_type)
         return self._run(self.check_prompt(prompt), self.blocks, stop_at_layer, return_type)
 
+    def query_values(self, prompt: Float[Tensor, "batch pos d_prompt"], queries: Float[Tensor, "batch query d_feat"]
+                     ) -> Float[Tensor, "batch query"]:
+        """The value of each query (features ``[batch, query, d]``) on the prompt's context, every hook firing (the
+        predecessor's ``fit_value_func``: query columns never act as sources, so one forward answers them all);
+        differentiable in ``queries``."""
+        return self._run(self.check_prompt(prompt), self.blocks, None, "values",
+                         queries=queries.to(self.blocks[0].attn.P.dtype))
+
     def _run(self, prompt: Tensor, blocks, stop_at_layer: Optional[int], return_type: str,
-             query_only: bool = False) -> Tensor:
+             query_only: bool = False, queries: Optional[Tensor] = None) -> Tensor:
         n = prompt.shape[1] - 1
-        resid = self.hook_embed(linear_prompt(prompt, self.cfg.gamma, query_only))
+        resid = self.hook_embed(linear_prompt(prompt, self.cfg.gamma, query_only, queries))
         for block in list(blocks)[:stop_at_layer]:
             resid = block(resid, n)
         if stop_at_layer is not None:
