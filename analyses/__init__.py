@@ -3,7 +3,9 @@ the core ``ictd_interp`` and ``hooks``):
 
 - ``metrics``: pure functions of models, caches and tasks (numbers, tensors, tables).
 - ``figures``: figures drawn from saved numbers.
-- ``reports``: one model's report: compute -> typed summary (``reports.schema``) -> markdown -> files.
+- ``summary``: the typed summary of one model's analysis (sections, ``summary.json``, study-table columns).
+- ``reports``: one model's report per architecture: compute -> typed summary -> words and figures.
+- ``analyze``: the one table of reports, and ``analyze`` (a checkpoint or run -> summary.json, .md, figures).
 - ``studies``: grids of training runs on Ray, tabulated from the cells' summaries, with aggregate figures.
 - ``claims``: every claim of the paper re-derived with intervals and verdicts (``ictd-interp claims``).
 """

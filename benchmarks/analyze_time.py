@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from analyses.reports.write import analyze
+from analyses.analyze import analyze
 from ictd_interp import HookedICTDTransformer, ICTDConfig
 from ictd_interp.io.checkpoint import save_checkpoint
 

@@ -4,9 +4,9 @@ the files and lines over the project's limits. Run from the repository root, bef
 
     python benchmarks/wing_shape.py
 
-Prints JSON. ``string_key_reads`` counts subscripts with a string constant (``row["fve"]``) in the files
-named, by file; ``architecture_branches`` the lines matching the issue's grep in ``ictd_interp`` and
-``analyses`` (Python files).
+Prints JSON. ``string_key_reads`` counts reads by a string constant (``row["fve"]``; a store such as
+``out["attention"] = ...`` builds a table and is not counted) in the files named, by file;
+``architecture_branches`` the lines matching the issue's grep in ``ictd_interp`` and ``analyses`` (Python files).
 """
 
 from __future__ import annotations
@@ -33,8 +33,9 @@ def python_files() -> list[Path]:
 
 def string_key_reads(path: Path) -> int:
     tree = ast.parse(path.read_text())
-    return sum(isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant)
-               and isinstance(node.slice.value, str) for node in ast.walk(tree))
+    return sum(isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load)
+               and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str)
+               for node in ast.walk(tree))
 
 
 def claims_import_reports() -> list[str]:

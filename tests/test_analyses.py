@@ -1,4 +1,5 @@
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -6,10 +7,11 @@ import torch
 
 from analyses.figures import plots as figures
 from analyses.metrics.diagonality import state_kernels
-from analyses.metrics.convergence import errors_by_context, errors_by_depth, fit_geometric
+from analyses.metrics.convergence import GeometricFit, errors_by_context, errors_by_depth, fit_geometric
 from analyses.metrics.diagonality import kernel_diagonality, model_margin, onehot_margin, self_attention_mass
+from analyses.metrics.heads import Signature
 from analyses.metrics.probes import circuit_cosines, prediction_gap, sensitivity_cosine, weight_cosines
-from analyses.reports.write import analyze
+from analyses.analyze import analyze
 from ictd_interp.reference.metrics import value_signature
 from ictd_interp import HookedICTDTransformer
 from ictd_interp.io.checkpoint import CheckpointError, save_checkpoint
@@ -84,7 +86,7 @@ def test_large_onehot_scale_is_diagonal_and_margin_matches_closed_form():
 def test_convergence_helpers():
     L = np.arange(20)
     fit = fit_geometric(3 * 0.7**L + 0.1)
-    assert fit["rate"] == pytest.approx(0.7, abs=1e-3) and fit["floor"] == pytest.approx(0.1, abs=1e-3)
+    assert fit.rate == pytest.approx(0.7, abs=1e-3) and fit.floor == pytest.approx(0.1, abs=1e-3)
     tasks = make_tasks(n=30)
     errors = errors_by_depth(make_star(n_layers=4), tasks)
     assert errors.shape == (5, 4)
@@ -102,7 +104,7 @@ def test_figures_have_titles_and_labels():
         figures.diagonality_curve([0, 10], [0.3, 0.6], 0.9),
         figures.signature_bars([[1.0, None, None], [0.8, 1.0, -0.6]]),
         figures.cosine_curves([0, 10], [[0.1, 0.2], [0.9, 0.95]], [[0.0, 0.1], [0.8, 0.9]]),
-        figures.error_vs_depth({"theta*": [1.0, 0.5, 0.3]}, {"theta*": {"rate": 0.6, "amplitude": 0.7, "floor": 0.3}},
+        figures.error_vs_depth({"theta*": [1.0, 0.5, 0.3]}, {"theta*": GeometricFit(0.6, 0.7, 0.3, 0.0)},
                                0.95),
         figures.error_vs_context([4, 8], {"theta*": [1.0, 0.5]}),
         figures.predicted_vs_true({"model": np.array([0.1, 0.2])}, np.array([0.1, 0.3])),
@@ -125,8 +127,8 @@ def _check_report(out):
         assert (out / "figures" / f"{name}.png").stat().st_size > 0 and (out / "figures" / f"{name}.svg").exists()
     assert "figures/signature.png" in (out / "summary.md").read_text()
     from analyses.figures.plots import text_outside
-    from analyses.reports.write import figures as draw
-    from analyses.reports.schema import read_summary, to_json
+    from analyses.analyze import figures as draw
+    from analyses.summary.store import read_summary, to_json
 
     typed = read_summary(out / "summary.json")  # the schema reads back exactly what it wrote
     assert to_json(typed) == summary and typed.metrics.eval_msve == summary["metrics"]["eval_msve"]
@@ -193,7 +195,7 @@ def test_a_series_keeps_its_colour_across_figures_and_a_quoted_fit_is_drawn():
 
     colour = lambda line: to_hex(line.get_color())  # noqa: E731
     depth = figures.error_vs_depth({"theta*": [1.0, 0.5, 0.3], "trained model": [0.9, 0.4, 0.2]},
-                                   {"theta*": {"rate": 0.5, "amplitude": 0.8, "floor": 0.2}})
+                                   {"theta*": GeometricFit(0.5, 0.8, 0.2, 0.0)})
     star, fit, model = depth.axes[0].get_lines()
     assert fit.get_ydata().tolist() == pytest.approx([1.0, 0.6, 0.4])  # 0.8 * 0.5**L + 0.2, drawn in θ*'s colour
     assert colour(fit) == colour(star) and "0.500" in fit.get_label()
@@ -217,13 +219,13 @@ def test_figures_draw_the_numbers_they_are_given():
     r2 = {"reward": [1.0, 0.9], "v_current": [0.2, 0.7]}
     heat = circuit_figures.probe_map(r2, "t").axes[0].collections[0].get_array().reshape(2, 2)
     assert heat.tolist() == [[1.0, 0.2], [0.9, 0.7]]  # rows: sites, columns: quantities
-    rows = [{"layer": 0, "head": 1, "td": 0.5}, {"layer": 1, "head": 0, "td": -0.25}]
+    rows = [SimpleNamespace(layer=0, head=1, td=0.5), SimpleNamespace(layer=1, head=0, td=-0.25)]
     grid = np.ma.filled(circuit_figures.head_map(rows, "td", "t", "c").axes[0].collections[0].get_array(), np.nan)
     grid = np.asarray(grid, dtype=float).reshape(2, 2)  # [layer, head]
     assert np.isnan(grid[0, 0]) and grid[0, 1] == 0.5 and grid[1, 0] == -0.25 and np.isnan(grid[1, 1])
     # two heads on one scale (the largest move, 4.0): a weak head's bars stay small beside a strong one's
-    rows = [{"layer": 2, "head": 0, "raw": [0.4, 2.0, -0.2], "normalised": [1.0, 5.0, -0.5]},
-            {"layer": 2, "head": 1, "raw": [4.0, 1.0, -2.0], "normalised": [1.0, 0.25, -0.5]}]
+    rows = [Signature(layer=2, head=0, raw=[0.4, 2.0, -0.2], normalised=[1.0, 5.0, -0.5], matches_td=False),
+            Signature(layer=2, head=1, raw=[4.0, 1.0, -2.0], normalised=[1.0, 0.25, -0.5], matches_td=False)]
     sig = circuit_figures.probed_signature_bars(rows, "t")
     assert sorted(round(p.get_height(), 6) for p in sig.axes[0].patches) == sorted(
         [1, 1, -1, 0.1, 0.5, -0.05, 1.0, 0.25, -0.5])

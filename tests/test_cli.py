@@ -142,10 +142,11 @@ def test_a_truncated_training_state_falls_back_to_the_previous_checkpoint(tmp_pa
 
 def test_report_sentences_interpret_the_margin():
     from analyses.reports.stylised import margin_sentence
+    from analyses.summary.sections import Margin
 
-    negative = margin_sentence({"theta_star_mean": -0.88}, 1.88, 0.87, 0.9)
+    negative = margin_sentence(Margin(model_mean=-0.9, theta_star_mean=-0.88, theta_star_min=-0.95), 1.88, 0.87, 0.9)
     assert "does not apply" in negative and "1 − C = 1.880" in negative
-    positive = margin_sentence({"theta_star_mean": 0.02}, 0.98, 0.93, 0.9)
+    positive = margin_sentence(Margin(model_mean=0.0, theta_star_mean=0.02, theta_star_min=0.01), 0.98, 0.93, 0.9)
     assert "bounds θ*'s error by a geometric rate" in positive and "0.930" in positive
 
 

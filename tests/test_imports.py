@@ -14,7 +14,8 @@ PACKAGES = ("ictd_interp", "hooks", "analyses")
 # everything (inside its command functions); ``ictd_interp/__init__`` and ``_lazy`` export lazily.
 LAYERS = ["ictd_interp._lazy", "ictd_interp.config", "ictd_interp.io", "ictd_interp.tasks", "ictd_interp.models",
           "ictd_interp.reference", "ictd_interp.training", "hooks", "analyses.metrics", "analyses.figures",
-          "analyses.reports", "analyses.studies", "analyses.claims", "ictd_interp.cli"]
+          "analyses.summary", "analyses.reports", "analyses.analyze", "analyses.studies", "analyses.claims",
+          "ictd_interp.cli"]
 
 
 def module_name(path: Path, root: Path = ROOT) -> str:

@@ -110,23 +110,23 @@ def test_identification_reads_each_construction_back():
 
     C = torch.tensor([[2.0, 0.5, 0.0], [0.0, 2.0, 0.0], [0.0, 0.0, 2.0]], dtype=torch.float64)
     row = identify_layer(td0(D, C).P, td0(D, C).Q, D, GAMMA)
-    assert row["cos_P_td0"] == pytest.approx(1.0) and row["kappa"] == pytest.approx(1.0) and row["rg_share"] == 0.0
-    assert row["step"] == pytest.approx(2.0) and row["effective_discount"] == pytest.approx(GAMMA)
-    assert row["P_explained"] == pytest.approx(1.0) and row["Q_explained"] == pytest.approx(1.0) and row["in_family"]
+    assert row.cos_P_td0 == pytest.approx(1.0) and row.kappa == pytest.approx(1.0) and row.rg_share == 0.0
+    assert row.step == pytest.approx(2.0) and row.effective_discount == pytest.approx(GAMMA)
+    assert row.P_explained == pytest.approx(1.0) and row.Q_explained == pytest.approx(1.0) and row.in_family
     # C - 2I = 0.5 e_0 e_1^T: ||C - step I|| / ||C|| = 0.5 / sqrt(12.25)
-    assert row["preconditioner_off_identity"] == pytest.approx(0.5 / 12.25 ** 0.5)
+    assert row.preconditioner_off_identity == pytest.approx(0.5 / 12.25 ** 0.5)
     rg = residual_gradient(D)
-    assert identify_layer(rg.P, rg.Q, D, GAMMA)["rg_share"] == pytest.approx(1.0)
+    assert identify_layer(rg.P, rg.Q, D, GAMMA).rg_share == pytest.approx(1.0)
     flipped = identify_layer(-td0(D, C).P, -td0(D, C).Q, D, GAMMA)  # the same layer: (P, Q) -> (-P, -Q)
-    assert flipped["cos_Q_td0"] == pytest.approx(identify_layer(td0(D, C).P, td0(D, C).Q, D, GAMMA)["cos_Q_td0"])
-    assert flipped["step"] == pytest.approx(2.0) and flipped["in_family"]
+    assert flipped.cos_Q_td0 == pytest.approx(identify_layer(td0(D, C).P, td0(D, C).Q, D, GAMMA).cos_Q_td0)
+    assert flipped.step == pytest.approx(2.0) and flipped.in_family
     # a member with half the discount and step 0.3: read back exactly
     member = member_weights(0.3, torch.eye(D, dtype=torch.float64), 0.5, 0.0, D)
     row = identify_layer(member.P, member.Q, D, GAMMA)
-    assert row["step"] == pytest.approx(0.3) and row["effective_discount"] == pytest.approx(0.45)
-    assert row["cos_Q_td0"] < 1.0
+    assert row.step == pytest.approx(0.3) and row.effective_discount == pytest.approx(0.45)
+    assert row.cos_Q_td0 < 1.0
     noisy = identify_layer(td0(D).P + 0.5, td0(D).Q, D, GAMMA)  # P spread over every entry: out of the family
-    assert not noisy["in_family"] and noisy["P_explained"] == pytest.approx(
+    assert not noisy.in_family and noisy.P_explained == pytest.approx(
         2.25 / (2.25 + 48 * 0.25)
     )  # 1.5^2 of 1.5^2 + 48 * 0.5^2
 
@@ -145,7 +145,7 @@ def test_the_iteration_radius_on_a_context_worked_by_hand():
 
 
 def test_analyze_reports_a_linear_model_in_its_family(tmp_path):
-    from analyses.reports.schema import read_summary
+    from analyses.summary.store import read_summary
     from ictd_interp.cli import main
     from ictd_interp.io.checkpoint import save_checkpoint
 
@@ -156,18 +156,18 @@ def test_analyze_reports_a_linear_model_in_its_family(tmp_path):
     assert summary.architecture == "linear-ictd"
     row = summary.algorithm.layers[0]
     assert (
-        row["in_family"] and row["cos_Q_td0"] == pytest.approx(1.0) and row["effective_discount"] == pytest.approx(0.9)
+        row.in_family and row.cos_Q_td0 == pytest.approx(1.0) and row.effective_discount == pytest.approx(0.9)
     )
     assert summary.linear.function_r2 == pytest.approx(1.0)
     td_row = summary.baselines.estimators["td0_construction"]
     assert td_row.msve.mean == pytest.approx(summary.baselines.estimators["model"].msve.mean, rel=1e-6)
-    assert summary.convergence.depth["model"] == pytest.approx(summary.convergence.depth["td0"], rel=1e-5)
+    assert summary.convergence.depth.model == pytest.approx(summary.convergence.depth.td0, rel=1e-5)
     text = (tmp_path / "a" / "summary.md").read_text()
     assert "Layer 0: cos(P, P_TD) = 1.000" in text and "in the family" in text
     theirs = summary.linear.theirs  # the predecessor's own readings of its own construction
     assert theirs.IWS.mean == pytest.approx(1.0, abs=1e-5) and theirs.SS.mean == pytest.approx(1.0, abs=1e-5)
     assert theirs.VD.mean == pytest.approx(0.0, abs=1e-10) and abs(theirs.random_IWS.mean) < 0.3
-    assert theirs.layers[0]["Q_upper_right_trace"] == pytest.approx(4.0) and theirs.alpha_from == "their initial step"
+    assert theirs.layers[0].Q_upper_right_trace == pytest.approx(4.0) and theirs.alpha_from == "their initial step"
     assert "puts every layer in the TD family" in text and "| 0 | +1.000 | 0.000 | -4.000 | +4.000 | 0.110 |" in text
     assert {p.stem for p in (tmp_path / "a" / "figures").glob("*.png")} >= {"weights_vs_td0", "error_vs_depth",
                                                                           "depth_extrapolation", "error_vs_context"}
@@ -220,9 +220,9 @@ def test_readings_of_a_linear_layer_do_not_depend_on_its_sign_convention():
     tasks = make_tasks(n_tasks=8, n_states=6, d=D, n=N)
     with torch.no_grad():
         assert torch.allclose(model(tasks.prompt.double()), flipped(tasks.prompt.double()), atol=1e-12)
-    same = [r["td_kernel_correlation"] for r in head_kernels(model, tasks)]
-    assert same == pytest.approx([r["td_kernel_correlation"] for r in head_kernels(flipped, tasks)], abs=1e-12)
-    assert identify(model)[0]["cos_P_td0"] == pytest.approx(identify(flipped)[0]["cos_P_td0"], abs=1e-12)
+    same = [r.td_kernel_correlation for r in head_kernels(model, tasks)]
+    assert same == pytest.approx([r.td_kernel_correlation for r in head_kernels(flipped, tasks)], abs=1e-12)
+    assert identify(model)[0].cos_P_td0 == pytest.approx(identify(flipped)[0].cos_P_td0, abs=1e-12)
 
 
 def test_a_near_untrained_layer_is_neutral_within_the_stated_tolerance_not_converging():
@@ -236,8 +236,8 @@ def test_a_near_untrained_layer_is_neutral_within_the_stated_tolerance_not_conve
         model.blocks[0].attn.Q.copy_(1e-3 * torch.randn(9, 9, generator=gen, dtype=torch.float64))
     tasks = make_tasks(n_tasks=32, d=4, n=N, gamma=0.9)
     result = convergence(model, identify(model), tasks)
-    assert abs(result["median_radius"] - 1) < 1e-2
-    assert result["neutral"] == 32 and result["converging"] == 0 and result["neutral_tolerance"] == NEUTRAL_MOVEMENT
+    assert abs(result.median_radius - 1) < 1e-2
+    assert result.neutral == 32 and result.converging == 0 and result.neutral_tolerance == NEUTRAL_MOVEMENT
     td = linear_model([td0(4)] * 3, gamma=0.9)  # TD(0) acts: slow contractions (radius near 1) still converge
     exact = convergence(td, identify(td), tasks)
-    assert exact["neutral"] == 0 and exact["converging"] == 32
+    assert exact.neutral == 0 and exact.converging == 32

@@ -70,8 +70,8 @@ def test_their_weight_readings_of_their_td0_construction_worked_by_hand():
     td = td0_model(_random_model(activation="identity"))
     r = weight_readings(td.blocks[0].attn.P, td.blocks[0].attn.Q, D)
     size = (2 * D + 1) ** 2
-    assert r == pytest.approx({"P_bottom_right": 1.0, "P_mean_abs_others": 0.0, "Q_upper_left_trace": -D,
-                               "Q_upper_right_trace": D, "Q_mean_abs_others": 2 * D / (size - 2 * D)}, abs=1e-15)
+    assert vars(r) == pytest.approx({"P_bottom_right": 1.0, "P_mean_abs_others": 0.0, "Q_upper_left_trace": -D,
+                                     "Q_upper_right_trace": D, "Q_mean_abs_others": 2 * D / (size - 2 * D)}, abs=1e-15)
 
 
 @pytest.mark.parametrize("activation", ["relu", "identity"])
@@ -100,5 +100,5 @@ def test_the_td0_construction_scores_one_its_step_moves_vd_and_random_layers_sco
     assert min(scaled["VD"]) > 0 and min(scaled["IWS"]) < 1 - 1e-6  # two layers: a polynomial in the step
     one = td0_model(HookedLinearICTD(LinearICTDConfig(d_features=D, n_layers=1, gamma=0.9, dtype="float64")))
     assert function_readings(one, tasks, alpha=0.5, per_task=True)["IWS"] == pytest.approx([1.0] * 16, abs=1e-12)
-    chance = random_layer_iws(td, tasks, draws=4)["IWS"]
-    assert abs(chance["mean"]) < 0.3 and chance["lo"] < chance["mean"] < chance["hi"]
+    chance = random_layer_iws(td, tasks, draws=4)
+    assert abs(chance.mean) < 0.3 and chance.lo < chance.mean < chance.hi and chance.n == 4 * 16

@@ -3,19 +3,29 @@ and a study table generated from declared columns."""
 
 import json
 import math
-import typing
-from dataclasses import fields, is_dataclass
 
 import pandas as pd
 import pytest
 
+from analyses.metrics.algorithm_id import IterationMap, LayerReading
+from analyses.metrics.baselines import BestSoftmaxTD
+from analyses.metrics.convergence import GeometricFit
+from analyses.metrics.extrapolation import Extrapolation
+from analyses.metrics.heads import HeadKernel
 from analyses.metrics.intervals import Interval, Paired
-from analyses.reports.schema import (
-    STUDY_COLUMNS, Algorithm, Baselines, Circuit, Convergence, Diagonality, Estimate, Extrapolation, HeadKernel,
-    Summary, build, flatten, read_summary, to_json, write_summary,
-)
+from analyses.studies.spec import StudySpec
+from analyses.summary.sections import (Algorithm, Baselines, Circuit, Convergence, DepthCurves, Diagonality, Estimate,
+                                       Summary)
+from analyses.summary.store import build, read_summary, to_json, write_summary
+from analyses.summary.tables import STUDY_COLUMNS, Column, flatten, summary_column
 from analyses.studies.report import markdown
 from ictd_interp.training.evaluation import EvalMetrics
+
+
+def reading(layer: int, discount: float, in_family: bool = False, **optional) -> LayerReading:
+    """A layer read from weights with ``b = discount``, ``c = -1`` (its effective discount ``b / -c``)."""
+    return LayerReading(layer=layer, source="weights", step=1.0, b=discount, c=-1.0, effective_discount=discount,
+                        current_weight=-1.0, beta=None, fve=None, in_family=in_family, identifiable=True, **optional)
 
 
 def tiny_summary() -> Summary:
@@ -30,14 +40,16 @@ def tiny_summary() -> Summary:
         baselines=Baselines(n_tasks=10, depth=2, estimators={
             "model": Estimate(iv, iv, iv), "constant": Estimate(iv, iv, iv, Paired(Interval(-0.2, -0.3, -0.1, 10),
                                                                                     "lower"))},
-            best_softmax_td={"alpha": 1.0, "beta": 2.0}, sentence="s"),
+            best_softmax_td=BestSoftmaxTD(1.0, 2.0), sentence="s"),
         diagonality=Diagonality(theta_star=0.28, model=[[0.1], [0.2]], threshold=0.95),
-        convergence=Convergence(context_lengths=[4, 8], context={"m": [1.0, 0.5]}, depth={"m": [2.0, 1.0]},
-                                theta_star_fit={"rate": 0.87, "floor": math.nan}, one_minus_C=1.9),
+        convergence=Convergence(context_lengths=[4, 8], context={"m": [1.0, 0.5]}, depth=DepthCurves([2.0, 1.0]),
+                                theta_star_fit=GeometricFit(0.87, 1.0, math.nan, 0.0), one_minus_C=1.9),
         circuit=Circuit(max_td_kernel_correlation=0.4, max_tabular_kernel_correlation=0.1,
                         heads=[HeadKernel(0, 1, 0.4)]),
-        algorithm=Algorithm(layers=[{"layer": 0, "effective_discount": 0.9, "iteration": {"verdict": "x"}},
-                                    {"layer": 1, "effective_discount": 1.4, "in_family": True}],
+        algorithm=Algorithm(layers=[reading(0, 0.9, iteration=IterationMap(
+                                        spectral_radius_mean=0.5, spectral_radius_min=0.4, spectral_radius_max=0.6,
+                                        fraction_contracting=1.0, converges=True, verdict="x", fixed_point_error=None,
+                                        fixed_point_error_interval=None)), reading(1, 1.4, in_family=True)],
                             source="weights",
                             extrapolation=Extrapolation(trained_depth=2, best_depth=1, converges=False, verdict="d",
                                                         depths=[1, 2], model=[1.0, 2.0], reference=[1.0, 0.5])),
@@ -48,13 +60,16 @@ def test_written_and_read_back_typed_with_nan_as_null(tmp_path):
     summary = tiny_summary()
     write_summary(summary, tmp_path / "summary.json")
     data = json.loads((tmp_path / "summary.json").read_text())
-    assert data["convergence"]["theta_star_fit"] == {"rate": 0.87, "floor": None}  # strict JSON
+    assert data["convergence"]["theta_star_fit"] == {"rate": 0.87, "amplitude": 1.0, "floor": None, "sse": 0.0}
+    assert data["algorithm"]["layers"][0]["fve"] is None  # a required field is written even when it is None
+    assert "fixed_point_errors" not in data["algorithm"]["layers"][0]["iteration"]  # an optional one is not
     assert "probes" not in data and "margin" not in data  # sections that do not apply are left out
     back = read_summary(tmp_path / "summary.json")
     assert isinstance(back.baselines.estimators["constant"].model_minus_baseline, Paired)
     assert back.baselines.estimators["constant"].model_minus_baseline.difference.hi == -0.1
     assert back.algorithm.extrapolation.converges is False and back.gamma == 0.9
-    assert math.isnan(back.convergence.theta_star_fit["floor"])  # null read back as NaN where a float is declared
+    assert math.isnan(back.convergence.theta_star_fit.floor)  # null read back as NaN where a float is declared
+    assert back.algorithm.layers[0] == tiny_summary().algorithm.layers[0]  # typed to the leaves
     assert to_json(back) == data
 
 
@@ -80,35 +95,24 @@ def test_flatten_follows_the_declared_types_not_list_lengths():
     assert scalars["algorithm.extrapolation.converges"] is False
     assert "algorithm.extrapolation.depths" not in scalars  # a two-entry list, but declared detail: not tabulated
     assert not any(k.startswith(("circuit.heads", "convergence.context", "source")) for k in scalars)
+    layer = {f"algorithm.layers.{k}": v for k, v in (("layer", 0), ("source", "weights"), ("step", 1.0), ("b", 0.9),
+                                                        ("c", -1.0), ("effective_discount", 0.9),
+                                                        ("current_weight", -1.0), ("beta", None), ("fve", None),
+                                                        ("in_family", False), ("identifiable", True))}
     assert layers[0] == {"metrics.cos_A": 0.9, "metrics.cos_V": 0.7, "metrics.signature.reward": 1.0,
                          "metrics.signature.next value": 0.5, "metrics.signature.current value": -1.0,
-                         "metrics.signature_match": True, "diagonality.model": 0.1,
-                         "algorithm.layers.layer": 0, "algorithm.layers.effective_discount": 0.9}
+                         "metrics.signature_match": True, "diagonality.model": 0.1, **layer}  # the iteration: a table
     assert layers[1]["metrics.cos_V"] is None and layers[1]["algorithm.layers.in_family"] is True
 
 
-def _resolves(cls, parts) -> bool:
-    """Whether a dotted column key names a field of the schema (dict keys and per-layer rows: any name)."""
-    if not parts:
-        return True
-    origin, args = typing.get_origin(cls), typing.get_args(cls)
-    if origin is typing.Union or str(origin) == "<class 'types.UnionType'>":
-        return any(_resolves(a, parts) for a in args if a is not type(None))
-    if origin is list:
-        return _resolves(args[0], parts)
-    if origin is dict:
-        return _resolves(args[1], parts[1:])
-    if cls is typing.Any:
-        return True
-    if is_dataclass(cls):
-        hints = typing.get_type_hints(cls)
-        return parts[0] in {f.name for f in fields(cls)} and _resolves(hints[parts[0]], parts[1:])
-    return False
-
-
 def test_every_study_column_names_a_field_of_the_schema():
-    assert all(_resolves(Summary, c.key.split(".")) for c in STUDY_COLUMNS)
-    assert not _resolves(Summary, ["metrics", "eval_mse"])  # the check can fail
+    assert all(summary_column(c.key) == c.key for c in STUDY_COLUMNS)
+    assert summary_column("algorithm.layers.rg_share")  # a linear model's layer reading: the union's other type
+    assert summary_column("baselines.estimators.anything.msve.mean")  # a table's key: any name
+    with pytest.raises(ValueError, match="no field 'eval_mse'"):  # the check can fail
+        summary_column("metrics.eval_mse")
+    with pytest.raises(ValueError, match="no field 'discount'"):
+        Column("effective discount", "algorithm.layers.discount")  # a column is checked when it is declared
 
 
 def test_the_study_table_is_generated_from_its_columns():
@@ -116,7 +120,7 @@ def test_the_study_table_is_generated_from_its_columns():
             "metrics.eval_msve": 0.5, "algorithm.layers.effective_discount": 0.9,
             "algorithm.layers.in_family": False}
     failed = {"cell": "b-s0", "condition": "b", "seed": 0, "status": "failed", "error": "boom", "layer": None}
-    spec = {"name": "t", "preset": "quick", "fixed": {}, "grid": {}, "seeds": [0]}
+    spec = StudySpec(name="t", preset="quick", seeds=[0])
     text = markdown(spec, pd.DataFrame([done, failed]), [])
     header = next(line for line in text.splitlines() if line.startswith("| condition"))
     rows = [line for line in text.splitlines() if line.startswith(("| a ", "| b "))]

@@ -109,9 +109,9 @@ def test_probed_identification_equals_the_row_identification():
     probed = identify_from_values(probed_values(star, value_probes(star, tasks, "stored"), tasks), tasks)
     rows = identify_layers(star, tasks)
     for a, b in zip(probed, rows):
-        assert a["step"] == pytest.approx(b["step"], abs=1e-6)
-        assert a["effective_discount"] == pytest.approx(b["effective_discount"] or 0, abs=1e-6) or b["b"] is None
-    assert rows[1]["effective_discount"] == pytest.approx(0.9, abs=1e-6)
+        assert a.step == pytest.approx(b.step, abs=1e-6)
+        assert a.effective_discount == pytest.approx(b.effective_discount or 0, abs=1e-6) or b.b is None
+    assert rows[1].effective_discount == pytest.approx(0.9, abs=1e-6)
 
 
 def test_reward_is_linearly_present_at_every_site_of_theta_star():
@@ -124,21 +124,21 @@ def test_reward_is_linearly_present_at_every_site_of_theta_star():
 def test_head_kernels_theta_star_and_uniform_attention():
     star, tasks = make_star(n_layers=2), make_tasks()
     rows = head_kernels(star, tasks)
-    assert all(r["td_kernel_correlation"] == pytest.approx(1.0, abs=1e-12) for r in rows)
+    assert all(r.td_kernel_correlation == pytest.approx(1.0, abs=1e-12) for r in rows)
     _, cache = star.run_with_cache(tasks.prompt)
     diag = kernel_diagonality(cache["pattern", 0][:, 0], tasks.states, tasks.mrp.n_states).mean().item()
-    assert rows[0]["diagonality"] == pytest.approx(diag, abs=1e-12)
+    assert rows[0].diagonality == pytest.approx(diag, abs=1e-12)
     uniform = standard(n_heads=1)  # W_Q = 0: every target spreads its attention evenly over the sources
     with torch.no_grad():
         uniform.blocks[0].attn.W_Q.zero_()
     row = head_kernels(uniform, tasks)[0]
-    assert row["td_kernel_correlation"] == 0.0
+    assert row.td_kernel_correlation == 0.0
     # by hand: under even attention a state's own mass is the share of the 12 sources in that state,
     # averaged over the states the prompt visits
     per_task = []
     for states in tasks.states.tolist():
         per_task.append(sum(states[:-1].count(s) / 12 for s in set(states)) / len(set(states)))
-    assert row["diagonality"] == pytest.approx(sum(per_task) / len(per_task), abs=1e-12)
+    assert row.diagonality == pytest.approx(sum(per_task) / len(per_task), abs=1e-12)
 
 
 def test_signature_is_td_on_theta_star_in_both_families():
@@ -151,14 +151,19 @@ def test_signature_is_td_on_theta_star_in_both_families():
     for model in (star, embedded):
         for layer in (0, 2):
             (sig,) = head_signatures(model, tasks, layer, rows, rows["v_current"])
-            assert sig["normalised"] == pytest.approx([1.0, 1.0, -1.0], abs=1e-12) and sig["matches_td"]
-            assert sig["raw"][0] == pytest.approx(13.0, abs=1e-9)  # 13 positions x pattern rows summing to 1
+            assert sig.normalised == pytest.approx([1.0, 1.0, -1.0], abs=1e-12) and sig.matches_td
+            assert sig.raw[0] == pytest.approx(13.0, abs=1e-9)  # 13 positions x pattern rows summing to 1
 
 
 def test_verdict_sentences():
-    from analyses.reports.schema import Algorithm, Circuit, HeadKernel, Signature
+    from analyses.metrics.algorithm_id import LayerReading
+    from analyses.metrics.heads import HeadKernel, Signature
+    from analyses.summary.sections import Algorithm, Circuit
 
-    alg = Algorithm(layers=[{"in_family": True, "fve": 0.97}, {"in_family": False, "fve": 0.3}])
+    fit = dict(source="fit", step=1.0, b=0.9, c=-1.0, effective_discount=0.9, current_weight=-1.0, beta=1.0,
+               identifiable=True)
+    alg = Algorithm(layers=[LayerReading(layer=0, in_family=True, fve=0.97, **fit),
+                            LayerReading(layer=1, in_family=False, fve=0.3, **fit)])
     circuit = Circuit(max_td_kernel_correlation=0.8, max_tabular_kernel_correlation=0.0,
                       heads=[HeadKernel(layer=0, head=1, td_kernel_correlation=0.8, diagonality=0.5)],
                       signatures=[Signature(layer=0, head=1, raw=[1, 0.5, -0.7], normalised=[1, 0.5, -0.7],
@@ -255,7 +260,7 @@ def test_layer_signature_is_td_on_theta_star_and_sees_through_an_mlp():
     rows["v_current"][star.layout.current] = 1.0
     for layer in (0, 2):
         sig = layer_signature(star, tasks, layer, rows, rows["v_current"], rows["v_current"])
-        assert sig["raw"] == pytest.approx([13.0, 13.0, -13.0], abs=1e-9) and sig["matches_td"]
+        assert sig.raw == pytest.approx([13.0, 13.0, -13.0], abs=1e-9) and sig.matches_td
     # a standard model whose update flows only through its MLP: the head's direct effect on the read-out
     # is zero, the layer's update is not
     model = standard(d_model=6, n_heads=1, n_layers=1, d_mlp=4, layer_norm=False)
@@ -264,9 +269,9 @@ def test_layer_signature_is_td_on_theta_star_and_sees_through_an_mlp():
         model.blocks[0].attn.W_O[..., star.layout.current] = 0.0
         model.blocks[0].mlp.W_out[0, star.layout.current] = 1.0
     (head,) = head_signatures(model, tasks, 0, rows, rows["v_current"])
-    assert head["raw"] == [0.0, 0.0, 0.0]
+    assert head.raw == [0.0, 0.0, 0.0]
     whole = layer_signature(model, tasks, 0, rows, rows["v_current"], rows["v_current"])
-    assert any(abs(g) > 1e-6 for g in whole["raw"])
+    assert any(abs(g) > 1e-6 for g in whole.raw)
 
 
 @pytest.mark.parametrize("architecture", ["stylised", "standard"])
@@ -284,7 +289,7 @@ def test_flat_settings_reach_the_nested_config_that_holds_them(architecture):
 
 
 def test_a_tied_standard_block_runs_to_any_depth():
-    from analyses.metrics.algorithm_id import depth_extrapolation, msve_at_depth
+    from analyses.metrics.extrapolation import depth_extrapolation, msve_at_depth
     from ictd_interp.training.evaluation import msve
 
     model, tasks = standard(tied=True, n_layers=2), make_tasks()
@@ -293,7 +298,7 @@ def test_a_tied_standard_block_runs_to_any_depth():
     deeper.load_state_dict(_tile(model.state_dict(), 5))
     assert msve_at_depth(model, tasks, 5) == pytest.approx(msve(deeper, tasks), abs=1e-12)
     result = depth_extrapolation(model, make_star(n_layers=2), tasks, factor=2)
-    assert result["depths"] == [1, 2, 3, 4] and len(result["model"]) == 4
+    assert result.depths == [1, 2, 3, 4] and len(result.model) == 4
     single = standard(tied=True, n_layers=2, dtype="float32")  # float32 weights, float64 task prompts
     assert msve_at_depth(single, tasks, 2) == pytest.approx(msve(single, tasks), abs=1e-12)
 

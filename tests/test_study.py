@@ -14,7 +14,8 @@ import torch
 from safetensors.torch import load_file
 
 from analyses.studies.run import load_study, run_study
-from analyses.reports.schema import flatten, read_summary
+from analyses.summary.store import read_summary
+from analyses.summary.tables import flatten
 from analyses.studies.spec import StudySpecError, load_spec
 from ictd_interp.training.trainer import train
 

@@ -16,8 +16,8 @@ from analyses.claims.budget import BUDGETS, Budget
 from analyses.claims.claim import Claim
 from analyses.claims.drawing import draw
 from analyses.claims.render import write_claims
-from analyses.reports.schema import read_summary
-from analyses.reports.write import analyze
+from analyses.summary.store import read_summary
+from analyses.analyze import analyze
 from analyses.studies.run import load_study, run_study
 from ictd_interp.io.progress import progress_bar
 from ictd_interp.models import HookedICTDTransformer

@@ -5,6 +5,7 @@ Theorem 2's rate and floor, Theorem 3's population NEU. Each function returns it
 from __future__ import annotations
 
 import math
+from dataclasses import asdict
 from typing import Optional
 
 import numpy as np
@@ -15,7 +16,7 @@ from analyses.metrics.baselines import tabular_td_states
 from analyses.metrics.depth_limit import NEUTRAL_TOL, limit_spectrum
 from analyses.metrics.diagonality import model_margin
 from analyses.metrics.intervals import proportion_interval, t_interval
-from analyses.metrics.neu import fmt_difference, fmt_neu, neu_grid
+from analyses.metrics.neu import NeuGrid, fmt_difference, fmt_neu, neu_grid
 from ictd_interp.config import ICTDConfig, TaskDistribution
 from ictd_interp.models import HookedICTDTransformer
 from ictd_interp.reference.td import softmax_td
@@ -217,11 +218,11 @@ def theorem2(budget: Budget) -> list[Claim]:
     return [_rate_claim(data, budget, int(lengths[-1])), floor]
 
 
-def _limit_rule(grid: dict) -> tuple[bool, list[str]]:
+def _limit_rule(grid: NeuGrid) -> tuple[bool, list[str]]:
     """Theorem 3 as stated, a limit in n then L: at the largest depth θ*'s NEU falls toward 0 as n grows
     (its interval at the largest n lies within ± its estimate at the smallest n), and at the largest (n, L)
     θ* is below the zero predictor and the trained model (paired intervals)."""
-    rows = grid["rows"]
+    rows = grid.rows
     L, n_max, n_min = (
         max(r["depth"] for r in rows),
         max(r["context_len"] for r in rows),
@@ -265,7 +266,7 @@ def theorem3(budget: Budget, model: Optional[HookedICTDTransformer]) -> Claim:
     grid = neu_grid(cfg, dist, model, lengths=budget.neu_lengths, depths=budget.neu_depths, n_tasks=budget.neu_tasks,
                     seed=3, progress=True)
     holds, numbers = _limit_rule(grid)
-    rows = grid["rows"]
+    rows = grid.rows
     minimiser = [r for r in rows if r["theta_star_minus_zero"]["verdict"] == "lower"
                  and r.get("theta_star_minus_model", {"verdict": "lower"})["verdict"] == "lower"]
     beaten = [r for r in rows if "higher" in (r["theta_star_minus_zero"]["verdict"],
@@ -312,4 +313,5 @@ def theorem3(budget: Budget, model: Optional[HookedICTDTransformer]) -> Claim:
         "decision would need (the half-width shrinks at least as 1/√N). A cell whose per-task updates exceed 1e50 "
         "(the model's values diverge) has no interval and ranks above any finite one. With 30 cells at 95%, about 1.5 "
         "cells are expected to exclude 0 by chance: a single cell decides nothing alone.",
-        verdict, numbers, {"grid": grid, "minimiser": [[r["context_len"], r["depth"]] for r in minimiser]}, "theorem3")
+        verdict, numbers, {"grid": asdict(grid), "minimiser": [[r["context_len"], r["depth"]] for r in minimiser]},
+        "theorem3")

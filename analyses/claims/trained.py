@@ -10,13 +10,27 @@ import pandas as pd
 
 from analyses.claims.claim import FAILS, HOLDS, Claim, conditional
 from analyses.metrics.intervals import Interval, paired, proportion_interval, t_interval
-from analyses.reports.schema import Summary
+from analyses.summary.sections import Summary
+from analyses.studies.results import CELL, CONDITION, STATUS, STEP, curve_column
+from analyses.summary.tables import summary_column
+
+BEATS_CONSTANT = summary_column("baselines.estimators.constant.model_minus_baseline.verdict")
+BEST_DEPTH = summary_column("algorithm.extrapolation.best_depth")
+CONSTANT_MSVE = summary_column("baselines.estimators.constant.msve.mean")
+CONVERGES = summary_column("algorithm.extrapolation.converges")
+COS_A = summary_column("metrics.cos_A")
+COS_V = summary_column("metrics.cos_V")
+DISCOUNT = summary_column("algorithm.layers.effective_discount")
+EVAL_MSVE = summary_column("metrics.eval_msve")
+SIGNATURE_MATCH = summary_column("metrics.signature_match")
+TRAINED_DEPTH = summary_column("algorithm.extrapolation.trained_depth")
+DIAGONALITY = curve_column("kernel_diagonality_mean")
 
 CLOSE = 0.9  # "close to θ*": both weight cosines' 95% intervals over seeds lie above this
 
 
 def _per_cell(results: pd.DataFrame, column: str, how: str) -> pd.DataFrame:
-    done = results[results["status"] == "done"]
+    done = results[results[STATUS] == "done"]
     if column not in done or not done[column].notna().any():
         return pd.DataFrame(columns=["condition", "cell", column])
     return done.groupby(["condition", "cell"], sort=False)[column].agg(how).reset_index()
@@ -41,7 +55,7 @@ DISCOUNT_TOL = 0.1  # ... and the effective discount's interval lies within γ �
 
 def weights(results: pd.DataFrame, seeds: int) -> Claim:
     """Direction: the weight cosines (scale-free)."""
-    cos_a, cos_v = _by_condition(results, "metrics.cos_A", "min"), _by_condition(results, "metrics.cos_V", "min")
+    cos_a, cos_v = _by_condition(results, COS_A, "min"), _by_condition(results, COS_V, "min")
     holds = {c: cos_a[c].lo >= CLOSE and cos_v[c].lo >= CLOSE for c in cos_a if c in cos_v}
     numbers = [f"{_objective(c)}: min over layers cos(A, A*) {cos_a[c].text('.3f')}, cos(V, V*) {cos_v[c].text('.3f')}"
                for c in holds]
@@ -61,7 +75,7 @@ def weights(results: pd.DataFrame, seeds: int) -> Claim:
 def weight_size(results: pd.DataFrame, seeds: int, gamma: float) -> Claim:
     """Size: relative distances to θ* and the effective discount the value row implies."""
     dist_a, dist_v = _by_condition(results, "metrics.dist_A", "max"), _by_condition(results, "metrics.dist_V", "max")
-    discount = _by_condition(results, "algorithm.layers.effective_discount", "last")
+    discount = _by_condition(results, DISCOUNT, "last")
     holds, numbers = {}, []
     for c in dist_a:
         if c not in dist_v:
@@ -89,16 +103,16 @@ def weight_size(results: pd.DataFrame, seeds: int, gamma: float) -> Claim:
 
 def diagonality(curves: pd.DataFrame, seeds: int) -> Claim:
     per_cell = (
-        curves.groupby(["condition", "cell", "step"], sort=False)["kernel_diagonality_mean"].first().reset_index()
+        curves.groupby([CONDITION, CELL, STEP], sort=False)[DIAGONALITY].first().reset_index()
     )
     change, holds, numbers, curves_by_objective = {}, {}, [], {}
     for c, part in per_cell.groupby("condition", sort=False):
-        curves_by_objective[_objective(c)] = part.groupby("step")["kernel_diagonality_mean"].mean()
-        ends = part.sort_values("step").groupby("cell")["kernel_diagonality_mean"].agg(["first", "last"])
-        change[c] = paired(ends["last"].to_numpy(), ends["first"].to_numpy())
+        curves_by_objective[_objective(c)] = part.groupby(STEP)[DIAGONALITY].mean()
+        first, last = part.sort_values(STEP).groupby(CELL)[DIAGONALITY].agg(["first", "last"]).to_numpy(float).T
+        change[c] = paired(last, first)
         holds[c] = change[c].verdict == "higher"
-        numbers.append(f"{_objective(c)}: diagonality {t_interval(ends['first'].to_numpy()).text('.3f')} at step 0 → "
-                       f"{t_interval(ends['last'].to_numpy()).text('.3f')} at "
+        numbers.append(f"{_objective(c)}: diagonality {t_interval(first).text('.3f')} at step 0 → "
+                       f"{t_interval(last).text('.3f')} at "
                        f"the end; change {change[c].difference.text('.3f')}")
     return Claim(
         "emergence_diagonality", "Emergence: attention becomes increasingly diagonal (mass on the query's own state) "
@@ -113,11 +127,11 @@ def diagonality(curves: pd.DataFrame, seeds: int) -> Claim:
 
 
 def signature(results: pd.DataFrame) -> Claim:
-    done = results[results["status"] == "done"]
-    done = done[done["metrics.signature_match"].notna()] if "metrics.signature_match" in done else done.iloc[:0]
+    done = results[results[STATUS] == "done"]
+    done = done[done[SIGNATURE_MATCH].notna()] if SIGNATURE_MATCH in done else done.iloc[:0]
     holds, numbers, data = {}, [], {}
     for c, part in done.groupby("condition", sort=False):
-        k, n = int(part["metrics.signature_match"].astype(bool).sum()), len(part)
+        k, n = int(part[SIGNATURE_MATCH].astype(bool).sum()), len(part)
         fraction = proportion_interval(k, n)
         holds[c], data[c] = k == n, fraction.to_dict()
         numbers.append(f"{_objective(c)}: {k}/{n} (seed, layer) pairs have TD's signs, {fraction.mean:.0%} "
@@ -131,7 +145,7 @@ def signature(results: pd.DataFrame) -> Claim:
 
 
 def _done_cells(results: pd.DataFrame, condition: str) -> pd.DataFrame:
-    return results[(results["status"] == "done") & (results["condition"] == condition)].drop_duplicates("cell")
+    return results[(results[STATUS] == "done") & (results[CONDITION] == condition)].drop_duplicates("cell")
 
 
 def _by_seeds(k: int, n: int) -> str:
@@ -141,8 +155,8 @@ def _by_seeds(k: int, n: int) -> str:
 
 def iterated(results: pd.DataFrame, condition: str) -> Claim:
     cells = _done_cells(results, condition)
-    best = cells["algorithm.extrapolation.best_depth"].astype(float).to_numpy()
-    k, n = int(cells["algorithm.extrapolation.converges"].astype(bool).sum()), len(cells)
+    best = cells[BEST_DEPTH].astype(float).to_numpy()
+    k, n = int(cells[CONVERGES].astype(bool).sum()), len(cells)
     return Claim(
         "finding_iteration", "This project: the TD-trained layer is a convergent TD iteration (running it deeper than "
         "it was trained approaches v_π).",
@@ -150,17 +164,17 @@ def iterated(results: pd.DataFrame, condition: str) -> Claim:
         "and the depth where its MSVE is lowest (`analyses.metrics.algorithm_id`).",
         "holds when every seed's last layer converges when iterated; fails when none does.",
         _by_seeds(k, n), [f"{k}/{n} seeds converge when iterated; best depth {t_interval(best).text('.1f')} "
-                  f"(trained depth {int(cells['algorithm.extrapolation.trained_depth'].iloc[0])})"],
+                  f"(trained depth {int(cells[TRAINED_DEPTH].iloc[0])})"],
         {"converging_seeds": k, "seeds": n, "best_depth": t_interval(best).to_dict()})
 
 
 def constant_baseline(results: pd.DataFrame, condition: str) -> Claim:
     cells = _done_cells(results, condition)
-    verdicts = cells["baselines.estimators.constant.model_minus_baseline.verdict"]
-    model = t_interval(cells["metrics.eval_msve"].astype(float).to_numpy())
-    const = t_interval(cells["baselines.estimators.constant.msve.mean"].astype(float).to_numpy())
+    verdicts = cells[BEATS_CONSTANT]
+    model = t_interval(cells[EVAL_MSVE].astype(float).to_numpy())
+    const = t_interval(cells[CONSTANT_MSVE].astype(float).to_numpy())
     lower, higher, n = int((verdicts == "lower").sum()), int((verdicts == "higher").sum()), len(cells)
-    point_worse = int((cells["metrics.eval_msve"].astype(float) > cells["baselines.estimators.constant.msve.mean"]
+    point_worse = int((cells[EVAL_MSVE].astype(float) > cells[CONSTANT_MSVE]
                        .astype(float)).sum())
     return Claim(
         "finding_baseline",
@@ -189,7 +203,7 @@ def constant_baseline(results: pd.DataFrame, condition: str) -> Claim:
 def depth_sampling(results: pd.DataFrame, fixed: str, sampled: str) -> Claim:
     def count(condition: str) -> tuple[int, int]:
         cells = _done_cells(results, condition)
-        return int(cells["algorithm.extrapolation.converges"].astype(bool).sum()), len(cells)
+        return int(cells[CONVERGES].astype(bool).sum()), len(cells)
 
     (k_fixed, n_fixed), (k, n) = count(fixed), count(sampled)
     return Claim(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import seaborn as sns
@@ -46,26 +47,27 @@ def probe_map(r2: Mapping[str, Sequence[float]], title: str) -> Figure:
     return fig
 
 
-def head_map(rows: Sequence[Mapping], key: str, title: str, label: str) -> Figure:
-    """A per-head number as a layer x head heatmap."""
-    n_layers, n_heads = 1 + max(r["layer"] for r in rows), 1 + max(r["head"] for r in rows)
+def head_map(rows: Sequence[Any], key: str, title: str, label: str) -> Figure:
+    """A per-head number (the attribute ``key`` of rows with ``layer`` and ``head``, e.g. ``HeadKernel``) as a
+    layer x head heatmap."""
+    n_layers, n_heads = 1 + max(r.layer for r in rows), 1 + max(r.head for r in rows)
     data = np.full((n_layers, n_heads), np.nan)
     for r in rows:
-        data[r["layer"], r["head"]] = r[key]
+        data[r.layer, r.head] = getattr(r, key)
     fig, (ax,) = _figure(width=1.1 * n_heads + 3.2, height=0.6 * n_layers + 1.8)
     sns.heatmap(data, ax=ax, cmap="vlag", vmin=-1.0, vmax=1.0, annot=True, fmt=".2f", cbar_kws={"label": label})
     ax.set(title=title, xlabel="head", ylabel="layer")
     return fig
 
 
-def probed_signature_bars(rows: Sequence[Mapping], title: str) -> Figure:
-    """Per head (rows with ``head``) or per layer, the moves of the probed value under reward,
+def probed_signature_bars(rows: Sequence[Any], title: str) -> Figure:
+    """Per head (``Signature`` rows with ``head`` set) or per layer, the moves of the probed value under reward,
     next-value and current-value perturbations, all divided by one scale (the largest move of any row),
     so heads' strengths compare; θ*'s (+, +, −) beside them for the signs."""
-    groups = [f"L{r['layer']}H{r['head']}" if "head" in r else f"layer {r['layer']}" for r in rows]
-    scale = max((abs(g) for r in rows for g in r["raw"]), default=1.0) or 1.0
-    fig, ax = sign_bars(groups, [[float(np.clip(g / scale, -3, 3)) for g in r["raw"]] for r in rows])
-    ax.set(title=title, xlabel="layer L, head H" if "head" in rows[0] else "layer",
+    groups = [f"L{r.layer}H{r.head}" if r.head is not None else f"layer {r.layer}" for r in rows]
+    scale = max((abs(g) for r in rows for g in r.raw), default=1.0) or 1.0
+    fig, ax = sign_bars(groups, [[float(np.clip(g / scale, -3, 3)) for g in r.raw] for r in rows])
+    ax.set(title=title, xlabel="layer L, head H" if rows[0].head is not None else "layer",
            ylabel="probed-value move / largest |move|")
     legend_outside(ax, title="perturbed input")
     return fig

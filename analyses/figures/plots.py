@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Mapping, Sequence
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 import numpy as np
 import seaborn as sns
@@ -196,9 +196,9 @@ def cosine_curves(steps: Sequence[int], cos_A: Sequence[Sequence[float]], cos_V:
     return fig
 
 
-def error_vs_depth(curves: Mapping[str, Sequence[float]], fits: Optional[Mapping[str, Mapping[str, float]]] = None,
+def error_vs_depth(curves: Mapping[str, Sequence[float]], fits: Optional[Mapping[str, Any]] = None,
                    one_minus_c: Optional[float] = None) -> Figure:
-    """``||v_L - v_pi||_inf`` against depth (log scale); a curve with a fit (``fit_geometric``'s rate,
+    """``||v_L - v_pi||_inf`` against depth (log scale); a curve with a fit (a ``GeometricFit``: rate,
     amplitude and floor) gets the fitted ``a rho^L + floor`` drawn dashed beside it. ``1 - C`` is quoted
     only when the Assumption 5.1 bound applies (``C > 0``)."""
     fig, (ax,) = _figure(width=6.2)
@@ -207,8 +207,8 @@ def error_vs_depth(curves: Mapping[str, Sequence[float]], fits: Optional[Mapping
         ax.plot(depths, errors, color=colour, marker="o", ms=3, label=label.replace("theta*", STAR))
         fit = (fits or {}).get(label)
         if fit is not None:
-            ax.plot(depths, fit["amplitude"] * fit["rate"] ** depths + fit["floor"], color=colour, ls="--", lw=1,
-                    label=rf"fit $a\rho^L$ + floor, $\rho$ = {fit['rate']:.3f}")
+            ax.plot(depths, fit.amplitude * fit.rate ** depths + fit.floor, color=colour, ls="--", lw=1,
+                    label=rf"fit $a\rho^L$ + floor, $\rho$ = {fit.rate:.3f}")
     ax.set_yscale("log")
     log_axis(ax.yaxis)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))

@@ -7,7 +7,8 @@ C), ``probes`` and ``value_probes`` (θ* gaps, tuned-lens probes), ``heads`` (pe
 ``algorithm_id`` (the learned layer read as softmax TD, its iteration map and spectrum), ``baselines``
 (in-context predictors a model must beat), ``neu`` (population NEU), ``intervals`` (Student-t intervals),
 ``dynamics`` (curves over training), ``linear_family`` (a linear model's place in the predecessor's family),
-``predecessor_metrics`` (the predecessor's own readings), ``depth_limit`` (values as depth grows). Names are
+``predecessor_metrics`` (the predecessor's own readings), ``depth_limit`` (values as depth grows),
+``extrapolation`` (layers run beyond their trained depth), ``theta_star`` (θ*'s map and its limit). Names are
 imported on first use.
 """
 
@@ -69,13 +70,13 @@ _EXPORTS = {
     "iteration_map": "algorithm_id",
     "state_map": "algorithm_id",
     "spectral_verdict": "algorithm_id",
-    "spectral_depth": "algorithm_id",
-    "depths_up_to": "algorithm_id",
-    "layer_at_depth": "algorithm_id",
-    "depth_extrapolation": "algorithm_id",
-    "msve_at_depths": "algorithm_id",
-    "msve_at_depth": "algorithm_id",
-    "extrapolation_verdict": "algorithm_id",
+    "spectral_depth": "extrapolation",
+    "depths_up_to": "extrapolation",
+    "layer_at_depth": "extrapolation",
+    "depth_extrapolation": "extrapolation",
+    "msve_at_depths": "extrapolation",
+    "msve_at_depth": "extrapolation",
+    "extrapolation_verdict": "extrapolation",
     "constant": "baselines",
     "tabular_mc": "baselines",
     "first_visit_mc": "baselines",

@@ -28,6 +28,7 @@ a M^_n r``. theta*'s ``T = I - M^_n + gamma P^_n``.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
 import numpy as np
@@ -35,15 +36,16 @@ import torch
 from einops import einsum
 from torch import Tensor
 
-from ictd_interp.models.hook_names import attn_param, get_act_name
+from ictd_interp.models.construction import TDCoefficients
+from ictd_interp.models.hook_names import get_act_name
 
 from analyses.metrics.diagonality import state_kernels
-from analyses.metrics.intervals import t_interval
+from analyses.metrics.intervals import Interval, t_interval
 from analyses.metrics.site_probes import residual_stack
 from ictd_interp.models import HookedICTDTransformer
-from ictd_interp.models.architectures import ICTDModel, is_stylised
+from ictd_interp.models.architectures import is_stylised
 from ictd_interp.models.state_space import state_space_unavailable
-from ictd_interp.training.evaluation import msve, value_msve
+from ictd_interp.training.evaluation import DETAIL
 from ictd_interp.tasks.sampling import TaskBatch
 from ictd_interp.config.fields import check_choice
 from ictd_interp.reference.metrics import cosine, identifiable_inputs
@@ -58,6 +60,68 @@ BETA_RANGE = (0.02, 50.0)  # |beta|, searched on both signs
 MAX_CONDITION = 50.0
 N_BOOT = 200
 ISOTROPIC = 0.95  # cos(A_ff, I) from which one inverse temperature describes the kernel
+
+
+@dataclass(kw_only=True)  # fields in summary.json's order
+class Spectrum:
+    """``spectral_verdict``: the spectral radius of a layer's map over tasks, and the verdict its rule gives."""
+
+    spectral_radius_mean: float
+    spectral_radius_min: float
+    spectral_radius_max: float
+    fraction_contracting: float
+    converges: bool
+    verdict: str
+
+
+@dataclass(kw_only=True)
+class IterationMap(Spectrum):
+    """``iteration_map``: the spectrum of a layer's map on state values, and the sup distance of its fixed point
+    from ``v_pi`` (mean over the tasks whose map contracts, with its t interval; None where none does)."""
+
+    fixed_point_error: Optional[float]
+    fixed_point_error_interval: Optional[Interval]
+    spectral_radius: Optional[list[float]] = field(default=None, metadata=DETAIL)  # per task
+    fixed_point_errors: Optional[list[Optional[float]]] = field(default=None, metadata=DETAIL)  # per task
+    neutral_tasks: Optional[int] = None  # read from weights: tasks with a state that is never a source
+
+
+@dataclass(kw_only=True)
+class CoefficientIntervals:
+    """95% percentile-bootstrap intervals ``[lo, hi]`` over tasks (None: no resample identified it)."""
+
+    step: Optional[list[float]]
+    effective_discount: Optional[list[float]]
+    current_weight: Optional[list[float]]
+
+
+@dataclass(kw_only=True)
+class LayerReading:
+    """One layer as a member of the TD family ``dv = a K (R + b/a v' + c/a v)``: read from its weights
+    (``source="weights"``: ``read_layer``) or fitted in function space (``"fit"``: ``identify_layer``). ``b``,
+    ``c`` and the ratios are None where the layer's input values are zero (not identifiable)."""
+
+    layer: int
+    source: str
+    step: float
+    b: Optional[float]
+    c: Optional[float]
+    effective_discount: Optional[float]
+    current_weight: Optional[float]
+    beta: Optional[float]  # None: the same-state (tabular) kernel
+    fve: Optional[float]  # fraction of the update's variance explained (fits only)
+    in_family: bool
+    identifiable: bool
+    kernel_isotropy: Optional[float] = None  # weights: cos(A_ff, I)
+    feature_drive: Optional[list[float]] = None  # weights: the current row's feature entries
+    rms_residual: Optional[float] = None  # fits
+    condition_number: Optional[float] = None  # fits: of the column-normalised design
+    interval: Optional[CoefficientIntervals] = None  # fits
+    iteration: Optional[IterationMap] = None  # its map iterated (attached by the report)
+
+    @property
+    def coefficients(self) -> TDCoefficients:
+        return TDCoefficients(self.step, self.b, self.c)
 
 
 def _design(kernel: Tensor, rewards: Tensor, v_in: Tensor, with_values: bool) -> Tensor:
@@ -83,7 +147,7 @@ def _golden(f, lo: float, hi: float, iters: int = 40) -> float:
     return (a + b) / 2
 
 
-def identify_layer(scores: Tensor, rewards: Tensor, v_in: Tensor, dv: Tensor) -> dict:
+def identify_layer(scores: Tensor, rewards: Tensor, v_in: Tensor, dv: Tensor, layer: int = 0) -> LayerReading:
     """The TD-family parameters of one layer's update (``b``, ``c`` None when ``v_in`` is zero), with
     ``beta`` of either sign: a log grid of ``|beta|`` on both signs, then golden section on the winner's."""
     with_values = bool(v_in.abs().max() > 1e-12)  # an untied first layer sees v_in = 0: b, c unidentifiable
@@ -93,29 +157,32 @@ def identify_layer(scores: Tensor, rewards: Tensor, v_in: Tensor, dv: Tensor) ->
     sign, start = min(((sg, g) for sg in (1.0, -1.0) for g in grid), key=lambda p: loss(*p))
     step = grid[1] - grid[0]
     log_beta = _golden(lambda g: loss(sign, g), start - step, start + step)
-    return {"beta": sign * math.exp(log_beta), **_fit(kernel(sign, log_beta), rewards, v_in, dv, with_values)}
+    return _fit(kernel(sign, log_beta), rewards, v_in, dv, with_values, layer, beta=sign * math.exp(log_beta))
 
-def identify_layer_tabular(states: Tensor, rewards: Tensor, v_in: Tensor, dv: Tensor) -> dict:
+def identify_layer_tabular(states: Tensor, rewards: Tensor, v_in: Tensor, dv: Tensor, layer: int = 0
+                           ) -> LayerReading:
     """As ``identify_layer`` with the tabular (same-state) kernel in place of the softmax family:
     tabular TD with free ``(a, b, c)``. A model whose heads attend to same-state sources is judged
     against this family too."""
     with_values = bool(v_in.abs().max() > 1e-12)
-    return {"beta": None, **_fit(same_state_kernel(states), rewards, v_in, dv, with_values)}
+    return _fit(same_state_kernel(states), rewards, v_in, dv, with_values, layer, beta=None)
 
 
-def _fit(kernel: Tensor, rewards: Tensor, v_in: Tensor, dv: Tensor, with_values: bool) -> dict:
+def _fit(kernel: Tensor, rewards: Tensor, v_in: Tensor, dv: Tensor, with_values: bool, layer: int,
+         beta: Optional[float]) -> LayerReading:
     residual, coef = _solve(kernel, rewards, v_in, dv, with_values)
     total = float(((dv - dv.mean()) ** 2).sum())
     fve = 1 - residual / total if total > 0 else float("nan")
     design = _design(kernel, rewards, v_in, with_values).numpy()
     cond = condition_number(design)
-    return {"source": "fit", **_coefficients(coef, with_values), "fve": fve,
-            "rms_residual": math.sqrt(residual / dv.numel()), "in_family": bool(fve >= IN_FAMILY_FVE),
-            "condition_number": cond, "identifiable": bool(cond <= MAX_CONDITION),
-            "interval": _bootstrap(design.reshape(*dv.shape, -1), dv.numpy(), with_values)}
+    return LayerReading(layer=layer, source="fit", **_coefficients(coef, with_values), beta=beta, fve=fve,
+                        rms_residual=math.sqrt(residual / dv.numel()), in_family=bool(fve >= IN_FAMILY_FVE),
+                        condition_number=cond, identifiable=bool(cond <= MAX_CONDITION),
+                        interval=_bootstrap(design.reshape(*dv.shape, -1), dv.numpy(), with_values))
 
 
-def _coefficients(coef, with_values: bool) -> dict:
+def _coefficients(coef, with_values: bool) -> dict[str, Optional[float]]:
+    """``LayerReading``'s coefficient fields from ``(a, b, c)``."""
     a = float(coef[0])
     b, c = (float(coef[1]), float(coef[2])) if with_values else (None, None)
     return {"step": a, "b": b, "c": c, "effective_discount": b / -c if with_values and c != 0 else None,
@@ -128,7 +195,7 @@ def condition_number(design: np.ndarray) -> float:
     return float(np.linalg.cond(design / np.where(norms > 0, norms, 1.0)))
 
 
-def _bootstrap(design: np.ndarray, dv: np.ndarray, with_values: bool) -> dict:
+def _bootstrap(design: np.ndarray, dv: np.ndarray, with_values: bool) -> CoefficientIntervals:
     """95% percentile-bootstrap intervals of step, effective discount and current weight, resampling
     tasks (``N_BOOT`` resamples, seed 0) at the fitted kernel. ``design [task, pos, column]``. A resample
     is a count per task, so every resample's least squares is one solve of count-weighted per-task normal
@@ -145,29 +212,28 @@ def _bootstrap(design: np.ndarray, dv: np.ndarray, with_values: bool) -> dict:
     for key in ("step", "effective_discount", "current_weight"):
         values = np.array([d[key] for d in draws if d[key] is not None], dtype=float)
         out[key] = [float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))] if len(values) else None
-    return out
+    return CoefficientIntervals(**out)
 
 
 @torch.no_grad()
-def identify_layers(model: HookedICTDTransformer, tasks: TaskBatch) -> list[dict]:
+def identify_layers(model: HookedICTDTransformer, tasks: TaskBatch) -> list[LayerReading]:
     """Per layer, ``identify_layer`` on the model's value row before and after the layer."""
     return identify_from_values(residual_stack(model, tasks.prompt)[..., model.layout.current], tasks)
 
 
-def identify_from_values(values: Tensor, tasks: TaskBatch, kernel: str = "softmax") -> list[dict]:
+def identify_from_values(values: Tensor, tasks: TaskBatch, kernel: str = "softmax") -> list[LayerReading]:
     """``identify_layer`` (``kernel="softmax"``) or ``identify_layer_tabular`` (``"tabular"``) for each
     consecutive pair of per-site values ``[site, batch, pos]`` (the value row of a stylised model, or a
     standard model's probed values: ``analyses.metrics.site_probes``)."""
     check_choice("kernel", kernel, ("softmax", "tabular"))
     scores, rewards = feature_scores(tasks.x.double()), tasks.rewards.double()
-    fit = (lambda v, dv: identify_layer(scores, rewards, v, dv)) if kernel == "softmax" else \
-        (lambda v, dv: identify_layer_tabular(tasks.states, rewards, v, dv))
-    return [{"layer": layer, **fit(values[layer], values[layer + 1] - values[layer])}
-            for layer in range(values.shape[0] - 1)]
+    fit = (lambda v, dv, l: identify_layer(scores, rewards, v, dv, l)) if kernel == "softmax" else \
+        (lambda v, dv, l: identify_layer_tabular(tasks.states, rewards, v, dv, l))
+    return [fit(values[layer], values[layer + 1] - values[layer], layer) for layer in range(values.shape[0] - 1)]
 
 
 @torch.no_grad()
-def read_layer(model: HookedICTDTransformer, layer: int) -> dict:
+def read_layer(model: HookedICTDTransformer, layer: int) -> LayerReading:
     """The TD-family parameters of a stylised layer, read exactly from its weights (module docstring)."""
     cfg, lay = model.cfg, model.layout
     attn = model.blocks[layer].attn
@@ -177,42 +243,40 @@ def read_layer(model: HookedICTDTransformer, layer: int) -> dict:
     coef = [float(row[lay.reward]), cfg.gamma * float(row[lay.target]), float(row[lay.current])]
     eye = torch.eye(cfg.d_features, dtype=torch.float64)
     isotropy = cosine(A, eye)
-    return {"layer": layer, "source": "weights", **_coefficients(coef, identifiable),
-            "beta": float(torch.trace(A)) / cfg.d_features, "kernel_isotropy": isotropy,
-            "feature_drive": row[lay.features].tolist(), "in_family": bool(abs(isotropy) >= ISOTROPIC),
-            "fve": None, "identifiable": True}
+    return LayerReading(layer=layer, source="weights", **_coefficients(coef, identifiable),
+                        beta=float(torch.trace(A)) / cfg.d_features, kernel_isotropy=isotropy,
+                        feature_drive=row[lay.features].tolist(), in_family=bool(abs(isotropy) >= ISOTROPIC),
+                        fve=None, identifiable=True)
 
 
 @torch.no_grad()
-def iteration_map(model: HookedICTDTransformer, tasks: TaskBatch, layer: int, read: dict) -> dict:
+def iteration_map(model: HookedICTDTransformer, tasks: TaskBatch, layer: int, coefficients: TDCoefficients,
+                  drive: Optional[list[float]] = None) -> IterationMap:
     """Per task, the layer's map on the values of the context's states ``v <- T v + M^ (a r + X w)``,
     ``T = I + c M^_n + b P^_n``: its spectral radius and, where it converges, the sup distance of its limit
     from ``v_pi``. A stylised layer the state-space forward covers (TSM, paper mask, softmax) is read from its
     weights (``depth_limit``: the radius of the part that moves, the neutral eigenvalue 1 of a state never a
-    source reported apart, no singular solve); any other from its pattern and ``read``'s coefficients."""
+    source reported apart, no singular solve); any other from its pattern and the given ``coefficients`` (and
+    feature ``drive``, read from a stylised layer's weights)."""
     if is_stylised(model) and state_space_unavailable(model.cfg) is None:
         return _weights_map(model, tasks, layer)
     _, cache = model.run_with_cache(tasks.prompt.to(model.device), names_filter=get_act_name("pattern", layer))
     pattern = cache["pattern", layer][:, 0].double().cpu()
-    return state_map(pattern, tasks, read["step"], read["b"], read["c"], read.get("feature_drive"))
+    return state_map(pattern, tasks, *coefficients, drive)
 
 
-def _weights_map(model: HookedICTDTransformer, tasks: TaskBatch, layer: int) -> dict:
+def _weights_map(model: HookedICTDTransformer, tasks: TaskBatch, layer: int) -> IterationMap:
     from analyses.metrics.depth_limit import limit_from
 
     start = torch.zeros(len(tasks), tasks.mrp.n_states, dtype=torch.float64)
     values, spectrum = limit_from(model, tasks, start, layer)
     errors = (torch.gather(values, 1, tasks.states) - tasks.v_true.double()).abs().amax(1)
     per_task = [float(e) if reason is None else None for e, reason in zip(errors.tolist(), spectrum.reason)]
-    distances = [e for e in per_task if e is not None]
-    return {"spectral_radius": spectrum.radius, "fixed_point_errors": per_task, **spectral_verdict(spectrum.radius),
-            "neutral_tasks": int(sum(spectrum.neutral)),
-            "fixed_point_error": float(np.mean(distances)) if distances else None,
-            "fixed_point_error_interval": t_interval(distances).to_dict() if len(distances) > 1 else None}
+    return replace(_map(spectrum.radius, per_task), neutral_tasks=int(sum(spectrum.neutral)))
 
 
 def state_map(pattern: Tensor, tasks: TaskBatch, a: float, b: float, c: float,
-              drive: Optional[list[float]] = None) -> dict:
+              drive: Optional[list[float]] = None) -> IterationMap:
     """``iteration_map`` from a pattern ``[batch, query_pos, key_pos]``. The map acts on the states the
     context holds (any position ``S_0..S_n``): a state seen only as the query is still updated, and its
     value feeds the last transition's target."""
@@ -232,12 +296,17 @@ def state_map(pattern: Tensor, tasks: TaskBatch, a: float, b: float, c: float,
             fixed = torch.linalg.solve(-(c * m + b * p), m @ drive_t)
             distances.append(float((fixed - tasks.mrp.v_pi[t][seen].double()).abs().max()))
         per_task.append(distances[-1] if radius < 1 else None)
-    return {"spectral_radius": radii, "fixed_point_errors": per_task, **spectral_verdict(radii),
-            "fixed_point_error": float(np.mean(distances)) if distances else None,
-            "fixed_point_error_interval": t_interval(distances).to_dict() if len(distances) > 1 else None}
+    return _map(radii, per_task)
 
 
-def spectral_verdict(radii: list[float]) -> dict:
+def _map(radii: list[float], per_task: list[Optional[float]]) -> IterationMap:
+    distances = [e for e in per_task if e is not None]
+    return IterationMap(**vars(spectral_verdict(radii)), spectral_radius=radii, fixed_point_errors=per_task,
+                        fixed_point_error=float(np.mean(distances)) if distances else None,
+                        fixed_point_error_interval=t_interval(distances) if len(distances) > 1 else None)
+
+
+def spectral_verdict(radii: list[float]) -> Spectrum:
     """Rule: the layer ``converges when iterated`` iff ``rho(T) < 1`` on every task, ``diverges when
     iterated`` iff ``rho(T) > 1`` on every task; otherwise it converges on the stated fraction of tasks."""
     r = np.asarray(radii, dtype=float)
@@ -248,91 +317,6 @@ def spectral_verdict(radii: list[float]) -> dict:
         verdict = "diverges when iterated"
     else:
         verdict = f"converges when iterated on {fraction:.0%} of tasks only"
-    return {"spectral_radius_mean": float(r.mean()), "spectral_radius_min": float(r.min()),
-            "spectral_radius_max": float(r.max()), "fraction_contracting": fraction,
-            "converges": fraction == 1.0, "verdict": verdict}
-
-
-def spectral_depth(radii: list[float], trained: int, cap: int = 256) -> int:
-    """How deep the extrapolation must run for the spectrum's verdict to show in the error: until the
-    median task's slowest mode has shrunk (or grown) by a factor 1000, at least 8x the trained depth."""
-    rho = float(np.median(radii))
-    if rho <= 0:
-        return 8 * trained
-    if abs(math.log(rho)) < 1e-6:
-        return cap
-    return int(min(cap, max(8 * trained, math.ceil(math.log(1e3) / abs(math.log(rho))))))
-
-
-def depths_up_to(deepest: int, trained: int) -> list[int]:
-    """1, 2, 3, 4, 6, 8, 12, 16, ... up to ``deepest``, with the trained depth and ``deepest`` itself."""
-    ladder = {1, 2, 3}
-    k = 4
-    while k <= deepest:
-        ladder |= {k, k + k // 2}
-        k *= 2
-    return sorted({d for d in ladder if d <= deepest} | {trained, deepest})
-
-
-def layer_at_depth(model: HookedICTDTransformer, depth: int) -> HookedICTDTransformer:
-    """The trained layers run to another depth: a tied model repeats its layer; a per-layer model
-    keeps its layers and repeats its last one beyond its trained depth (or stops early)."""
-    cfg = type(model.cfg).from_dict({**model.cfg.to_dict(), "n_layers": depth})
-    deeper = HookedICTDTransformer(cfg).to(model.device)
-    trained, last = model.state_dict(), model.cfg.n_layers - 1
-    deeper.load_state_dict({attn_param(l, name): trained[attn_param(min(l, last), name)]
-                            for l in range(depth) for name in ("A", "V")})
-    return deeper
-
-
-def depth_extrapolation(model: ICTDModel, star: ICTDModel, tasks: TaskBatch,
-                        depths: Optional[list[int]] = None, factor: int = 8, reference_name: str = "theta*") -> dict:
-    """MSVE of the model's layers and of a construction (``reference``, named ``reference_name``: theta*, or a
-    linear model's TD(0) construction) run to each depth (default: 1 .. ``factor`` x the trained depth),
-    with the verdict the error curve gives (``extrapolation_verdict``)."""
-    trained = model.cfg.n_layers
-    depths = depths or depths_up_to(factor * trained, trained)
-    errors = msve_at_depths(model, tasks, depths)
-    return {"trained_depth": trained, "depths": depths, "model": errors,
-            "reference": msve_at_depths(star, tasks, depths), "reference_name": reference_name,
-            **extrapolation_verdict(depths, errors)}
-
-
-@torch.no_grad()
-def msve_at_depths(model: ICTDModel, tasks: TaskBatch, depths: list[int]) -> list[float]:
-    """MSVE after each of ``depths`` layers; a stylised model in one forward pass of the deepest
-    (``layer_at_depth``), caching only the value rows it needs."""
-    if not is_stylised(model):
-        return [msve_at_depth(model, tasks, d) for d in depths]
-    deeper = layer_at_depth(model, max(depths))
-    wanted = {get_act_name("resid_post", d - 1) for d in depths}
-    _, cache = deeper.run_with_cache(tasks.prompt.to(deeper.device), names_filter=lambda name: name in wanted)
-    current = deeper.layout.current
-    return [value_msve(cache["resid_post", d - 1][..., current], tasks) for d in depths]
-
-
-@torch.no_grad()
-def msve_at_depth(model: ICTDModel, tasks: TaskBatch, depth: int) -> float:
-    """MSVE of the model's layers run to ``depth`` (``layer_at_depth``; a standard model repeats its
-    last block: ``values_at_depth``)."""
-    if is_stylised(model):
-        return msve(layer_at_depth(model, depth), tasks)
-    values = model.values_at_depth(tasks.prompt.to(model.device), depth)
-    return float((values.double().cpu() - tasks.v_true).pow(2).mean())
-
-
-def extrapolation_verdict(depths: list[int], errors: list[float]) -> dict:
-    """``converges`` when the deepest error is within 1.5x of the best; ``settles on a worse fixed
-    point`` when it is not but the last two depths agree within 5% (the iteration converges, to a
-    worse estimate); else ``diverges after depth k`` (k the best depth). Non-finite errors diverge."""
-    finite = [e if math.isfinite(e) else float("inf") for e in errors]
-    best = int(np.argmin(finite))
-    near_best = finite[-1] <= 1.5 * finite[best]
-    settled = math.isfinite(finite[-1]) and len(finite) > 1 and abs(finite[-1] / finite[-2] - 1) < 0.05
-    if near_best:
-        verdict = "converges"
-    elif settled:
-        verdict = f"settles on a worse fixed point after depth {depths[best]}"
-    else:
-        verdict = f"diverges after depth {depths[best]}"
-    return {"best_depth": depths[best], "converges": near_best or settled, "verdict": verdict}
+    return Spectrum(spectral_radius_mean=float(r.mean()), spectral_radius_min=float(r.min()),
+                    spectral_radius_max=float(r.max()), fraction_contracting=fraction, converges=fraction == 1.0,
+                    verdict=verdict)

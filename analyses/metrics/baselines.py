@@ -26,6 +26,7 @@ paired interval of each difference (``analyses.metrics.intervals.paired``).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Optional
 
 import numpy as np
@@ -39,6 +40,7 @@ from ictd_interp.tasks.sampling import TaskBatch
 from ictd_interp.reference.td import same_state_kernel, softmax_td
 
 NAMES = ("constant", "tabular_mc", "first_visit_mc", "tabular_td", "lstd", "best_softmax_td")
+MODEL_ROW = "model"  # the trained model's row of ``compare``'s table, beside the estimators' rows
 LABELS = {"constant": "constant mean(R)/(1−γ)", "tabular_mc": "every-visit tabular Monte-Carlo",
           "first_visit_mc": "first-visit tabular Monte-Carlo",
           "tabular_td": "tabular TD fixed point", "lstd": "linear LSTD on the features",
@@ -150,14 +152,22 @@ def best_softmax_td(tasks: TaskBatch, gamma: float, depth: int) -> dict[str, Any
     return {"alpha": math.exp(best[1]), "beta": math.exp(best[2]), "msve": best[0]}
 
 
-def estimates(tasks: TaskBatch, gamma: float, depth: int) -> tuple[dict[str, Tensor], dict[str, float]]:
+@dataclass(frozen=True)
+class BestSoftmaxTD:
+    """The step ``alpha`` and kernel sharpness ``beta`` of the best softmax TD, chosen on the tasks."""
+
+    alpha: float
+    beta: float
+
+
+def estimates(tasks: TaskBatch, gamma: float, depth: int) -> tuple[dict[str, Tensor], BestSoftmaxTD]:
     """Every baseline's values on ``tasks``, and the (alpha, beta) chosen for ``best_softmax_td``."""
     best = best_softmax_td(tasks, gamma, depth)
     values = {"constant": constant(tasks, gamma), "tabular_mc": tabular_mc(tasks, gamma),
               "first_visit_mc": first_visit_mc(tasks, gamma),
               "tabular_td": tabular_td(tasks, gamma), "lstd": lstd(tasks, gamma),
               "best_softmax_td": softmax_td_values(tasks, gamma, depth, best["alpha"], best["beta"])}
-    return values, {"alpha": best["alpha"], "beta": best["beta"]}
+    return values, BestSoftmaxTD(best["alpha"], best["beta"])
 
 
 def error_parts(values: Tensor, tasks: TaskBatch) -> dict[str, np.ndarray]:
@@ -175,7 +185,7 @@ def compare(model_values: Tensor, tasks: TaskBatch, gamma: float, depth: int,
     (JSON-ready)."""
     base, chosen = estimates(tasks, gamma, depth)
     model = error_parts(model_values, tasks)
-    rows = {"model": _row(model)}
+    rows = {MODEL_ROW: _row(model)}
     for name, values in {**base, **(extra or {})}.items():
         parts = error_parts(values, tasks)
         rows[name] = {**_row(parts), "model_minus_baseline": paired(model["msve"], parts["msve"]).to_dict()}
@@ -191,7 +201,7 @@ def sentence(rows: dict[str, Any], n_tasks: int) -> str:
     """Which baselines the model beats, loses to, and which differences the sample cannot decide."""
     groups: dict[str, list[str]] = {"lower": [], "higher": [], "undecided": []}
     for name, row in rows.items():
-        if name != "model":
+        if name != MODEL_ROW:
             groups[row["model_minus_baseline"]["verdict"]].append(LABELS.get(name, name))
     parts = []
     if groups["lower"]:

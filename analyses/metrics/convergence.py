@@ -3,6 +3,7 @@ versus context length ``n``, with a fitted geometric rate to set beside ``1 - C`
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from collections.abc import Sequence
 from typing import Optional, Union
 
@@ -56,20 +57,28 @@ def errors_by_context(model: ICTDModel, tasks: TaskBatch, lengths: Sequence[int]
     return torch.stack(rows)
 
 
-def fit_geometric(
-    errors: Union[Sequence[float], np.ndarray], depths: Optional[Sequence[int]] = None
-) -> dict[str, float]:
+@dataclass(frozen=True)
+class GeometricFit:
+    """``e_L = amplitude rate^L + floor`` fitted to an error curve (``fit_geometric``); ``sse`` its squared error."""
+
+    rate: float
+    amplitude: float
+    floor: float
+    sse: float
+
+
+def fit_geometric(errors: Union[Sequence[float], np.ndarray], depths: Optional[Sequence[int]] = None) -> GeometricFit:
     """Fit ``e_L = a rho^L + floor`` (least squares over a fine grid of ``rho``; ``a`` and ``floor``
     in closed form for each), the shape Theorem 2 predicts."""
     e = np.asarray(errors, dtype=float)
     L = np.arange(len(e), dtype=float) if depths is None else np.asarray(depths, dtype=float)
-    best = {"rate": float("nan"), "amplitude": float("nan"), "floor": float("nan"), "sse": float("inf")}
+    best = GeometricFit(float("nan"), float("nan"), float("nan"), float("inf"))
     for rho in np.linspace(0.001, 0.999, 999):
         design = np.stack([rho**L, np.ones_like(L)], axis=1)
         coef, *_ = np.linalg.lstsq(design, e, rcond=None)
         sse = float(((design @ coef - e) ** 2).sum())
-        if sse < best["sse"]:
-            best = {"rate": float(rho), "amplitude": float(coef[0]), "floor": float(coef[1]), "sse": sse}
+        if sse < best.sse:
+            best = GeometricFit(float(rho), float(coef[0]), float(coef[1]), sse)
     return best
 
 

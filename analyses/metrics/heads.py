@@ -19,6 +19,7 @@ for any architecture.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional
 
 import torch
@@ -35,6 +36,30 @@ from ictd_interp.models.hook_names import ends_with
 
 from ictd_interp.models.construction import SIGNATURE_SIGNS
 
+
+@dataclass
+class HeadKernel:
+    """One head's attention against the kernels (``head_kernels``): its correlation with θ*'s softmax-TD kernel
+    and with the tabular same-state kernel, and its diagonality."""
+
+    layer: int
+    head: int
+    td_kernel_correlation: float
+    tabular_kernel_correlation: Optional[float] = None
+    diagonality: Optional[float] = None
+
+
+@dataclass(kw_only=True)  # fields in summary.json's order
+class Signature:
+    """A head's direct effect (``head`` set) or a layer's whole update (``head`` None) on the probed value, as
+    (reward, next value, current value) weights: ``raw``, ``normalised`` by the reward's, and whether TD's signs."""
+
+    layer: int
+    head: Optional[int] = None
+    raw: list[Optional[float]]
+    normalised: list[Optional[float]]
+    matches_td: bool
+
 SIGNATURE = ("reward", "v_next", "v_current")  # value_probes' quantity names, in SIGNATURE_INPUTS' order
 
 
@@ -48,10 +73,10 @@ def tabular_kernel(tasks: TaskBatch) -> Float[Tensor, "batch query_pos key_pos"]
     return same_state_kernel(tasks.states).transpose(1, 2)
 
 
-def most_like(rows: list[dict]) -> dict[str, float]:
+def most_like(rows: list[HeadKernel]) -> dict[str, float]:
     """The highest correlation any head reaches with each reference kernel (study tables)."""
-    return {"max_td_kernel_correlation": max(r["td_kernel_correlation"] for r in rows),
-            "max_tabular_kernel_correlation": max(r["tabular_kernel_correlation"] for r in rows)}
+    return {"max_td_kernel_correlation": max(r.td_kernel_correlation for r in rows),
+            "max_tabular_kernel_correlation": max(r.tabular_kernel_correlation for r in rows)}
 
 
 def correlation(a: Tensor, b: Tensor) -> float:
@@ -61,7 +86,7 @@ def correlation(a: Tensor, b: Tensor) -> float:
 
 
 @torch.no_grad()
-def head_kernels(model: ICTDModel, tasks: TaskBatch) -> list[dict]:
+def head_kernels(model: ICTDModel, tasks: TaskBatch) -> list[HeadKernel]:
     """Per layer and head: correlation with the softmax-TD kernel (θ*'s) and with the tabular
     same-state kernel, and kernel diagonality. A model whose layer is unchanged by a sign flip of its
     pattern (the linear model with the identity activation) is read through ``pattern_sign``, so the
@@ -74,10 +99,9 @@ def head_kernels(model: ICTDModel, tasks: TaskBatch) -> list[dict]:
         sign = model.pattern_sign(layer) if hasattr(model, "pattern_sign") else 1.0
         pattern = sign * query_rows(cache["pattern", layer], tasks.states.shape[1]).double().cpu()
         for head in range(pattern.shape[1]):
-            rows.append({"layer": layer, "head": head,
-                         "td_kernel_correlation": correlation(pattern[:, head, :, :-1], reference),
-                         "tabular_kernel_correlation": correlation(pattern[:, head, :, :-1], tabular),
-                         "diagonality": kernel_diagonality(pattern[:, head], tasks.states, n_states).mean().item()})
+            rows.append(HeadKernel(layer, head, correlation(pattern[:, head, :, :-1], reference),
+                                   correlation(pattern[:, head, :, :-1], tabular),
+                                   kernel_diagonality(pattern[:, head], tasks.states, n_states).mean().item()))
     return rows
 
 
@@ -105,16 +129,17 @@ def _perturbed_run(model: ICTDModel, tasks: TaskBatch, layer: int, directions: d
     return eps, captured["in"], captured["out"]
 
 
-def _signature_row(raw: list[float], **ids: int) -> dict:
+def _signature_row(raw: list[float], layer: int, head: Optional[int] = None) -> Signature:
     """Raw directional derivatives, normalised by the reward's magnitude, and whether their signs are TD's."""
     scale = abs(raw[0]) if raw[0] != 0 else 1.0
     normalised = [g / scale for g in raw]
-    return {**ids, "raw": raw, "normalised": normalised,
-            "matches_td": all((g > 0) == (s > 0) and g != 0 for g, s in zip(normalised, SIGNATURE_SIGNS))}
+    return Signature(layer=layer, head=head, raw=raw, normalised=normalised,
+                     matches_td=all((g > 0) == (s > 0) and g != 0 for g, s in zip(normalised, SIGNATURE_SIGNS)))
 
 
 def head_signatures(model: ICTDModel, tasks: TaskBatch, layer: int,
-                    directions: dict[str, Float[Tensor, "d_model"]], readout: Float[Tensor, "d_model"]) -> list[dict]:
+                    directions: dict[str, Float[Tensor, "d_model"]], readout: Float[Tensor, "d_model"]
+                    ) -> list[Signature]:
     """Per head of ``layer``: the directional derivatives of ``readout . result_h`` (summed over
     positions, averaged over tasks) along each of ``directions`` (keys ``SIGNATURE``) added to the
     layer's input at every context column; ``normalised`` divides by the reward's magnitude."""
@@ -127,7 +152,7 @@ def head_signatures(model: ICTDModel, tasks: TaskBatch, layer: int,
 
 
 def layer_signature(model: ICTDModel, tasks: TaskBatch, layer: int, directions: dict[str, Tensor],
-                    readout_in: Tensor, readout_out: Tensor) -> dict:
+                    readout_in: Tensor, readout_out: Tensor) -> Signature:
     """The whole layer's update of the probed value (attention, MLP and residual path together):
     directional derivatives of ``readout_out . resid_post - readout_in . resid_pre`` (summed over
     positions, averaged over tasks) along ``directions`` at every context column of the layer's input.
@@ -140,7 +165,7 @@ def layer_signature(model: ICTDModel, tasks: TaskBatch, layer: int, directions: 
 
 
 def probed_layer_signatures(model: ICTDModel, tasks: TaskBatch, quantity: dict[str, LinearProbes],
-                            value: LinearProbes) -> list[dict]:
+                            value: LinearProbes) -> list[Signature]:
     """``layer_signature`` of every layer, with the probes' directions and read-outs."""
     return [layer_signature(model, tasks, layer, {n: quantity[n].unit_directions()[layer] for n in SIGNATURE},
                             value.weights[layer], value.weights[layer + 1])
@@ -148,7 +173,7 @@ def probed_layer_signatures(model: ICTDModel, tasks: TaskBatch, quantity: dict[s
 
 
 def probed_signatures(model: ICTDModel, tasks: TaskBatch, quantity: dict[str, LinearProbes],
-                      value: LinearProbes, layers: Optional[list[int]] = None) -> list[dict]:
+                      value: LinearProbes, layers: Optional[list[int]] = None) -> list[Signature]:
     """``head_signatures`` with directions from the TD-quantity probes at each layer's input (site
     ``l``) and the read-out from the value probe at its output (site ``l + 1``)."""
     rows = []

@@ -11,13 +11,13 @@ w^T phi'_i - w^T phi_i``. TD(0) is ``rho = 0, kappa = 1``; residual gradient ``r
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from ictd_interp.reference.metrics import cosine
-from analyses.metrics.intervals import proportion_interval
+from analyses.metrics.intervals import Interval, proportion_interval
 from ictd_interp.models.linear import HookedLinearICTD
 from ictd_interp.models.linear_construction import LinearConstruction, linear_model, td0
 from ictd_interp.tasks.sampling import TaskBatch
@@ -25,7 +25,41 @@ from ictd_interp.tasks.sampling import TaskBatch
 IN_FAMILY = 0.9  # a layer is in the family when the fit explains at least this share of both P and Q
 
 
-def identify_layer(P: Tensor, Q: Tensor, d: int, gamma: float, symmetric: bool = True) -> dict[str, Any]:
+@dataclass(kw_only=True)  # fields in summary.json's order
+class FamilyReading:
+    """One (unique) layer's closest family member (``identify_layer``): cosines with TD(0)'s ``(P, Q)``, the
+    member's step ``p tr(C)/d``, ``kappa`` (discount share), ``rg_share`` (``rho``: 0 TD(0), 1 residual gradient),
+    how far its preconditioner is from a multiple of the identity, and the share of ``P`` and ``Q`` it explains."""
+
+    layer: int = 0
+    cos_P_td0: float
+    cos_Q_td0: float
+    step: float
+    kappa: float
+    effective_discount: float
+    rg_share: float
+    preconditioner_off_identity: float
+    P_explained: float
+    Q_explained: float
+    in_family: bool
+
+
+@dataclass(kw_only=True)
+class FamilyIteration:
+    """``convergence``: on how many evaluation contexts the (last) identified layer's update converges when
+    iterated (``share``: Wilson 95%), on how many it is neutral, and the median spectral radius."""
+
+    layer: int
+    tasks: int
+    converging: int
+    neutral: int
+    neutral_tolerance: float
+    share: Interval
+    median_radius: float
+
+
+def identify_layer(P: Tensor, Q: Tensor, d: int, gamma: float, symmetric: bool = True, layer: int = 0
+                   ) -> FamilyReading:
     """The family member closest to one layer's ``(P, Q)`` (least squares on each block, ``C`` from
     ``Q``'s top-left block), with the share of each matrix it explains and the cosines with TD(0)'s. With the
     identity activation (``symmetric``) the layer is unchanged by ``(P, Q) -> (-P, -Q)``, and the cosines are
@@ -41,14 +75,13 @@ def identify_layer(P: Tensor, Q: Tensor, d: int, gamma: float, symmetric: bool =
     member = member_weights(p, -B11.T, kappa, rho, d)
     C_eff = p * -B11.T
     step = float(torch.trace(C_eff) / d)
-    return {
-        "cos_P_td0": cosine(sign * P, reference.P), "cos_Q_td0": cosine(sign * Q, reference.Q),
-        "step": step, "kappa": kappa, "effective_discount": gamma * kappa, "rg_share": rho,
-        "preconditioner_off_identity": float((C_eff - step * torch.eye(d, dtype=C_eff.dtype)).norm() / C_eff.norm())
-        if C_eff.norm() > 0 else float("nan"),
-        "P_explained": _explained(P, member.P), "Q_explained": _explained(Q, member.Q),
-        "in_family": _explained(P, member.P) >= IN_FAMILY and _explained(Q, member.Q) >= IN_FAMILY,
-    }
+    off = float((C_eff - step * torch.eye(d, dtype=C_eff.dtype)).norm() / C_eff.norm()) if C_eff.norm() > 0 else \
+        float("nan")
+    P_explained, Q_explained = _explained(P, member.P), _explained(Q, member.Q)
+    return FamilyReading(layer=layer, cos_P_td0=cosine(sign * P, reference.P), cos_Q_td0=cosine(sign * Q, reference.Q),
+                         step=step, kappa=kappa, effective_discount=gamma * kappa, rg_share=rho,
+                         preconditioner_off_identity=off, P_explained=P_explained, Q_explained=Q_explained,
+                         in_family=P_explained >= IN_FAMILY and Q_explained >= IN_FAMILY)
 
 
 def member_weights(p: float, C: Tensor, kappa: float, rho: float, d: int) -> LinearConstruction:
@@ -65,11 +98,10 @@ def _explained(W: Tensor, fit: Tensor) -> float:
     return 1.0 - float((W - fit).pow(2).sum()) / total if total > 0 else float("nan")
 
 
-def identify(model: HookedLinearICTD) -> list[dict[str, Any]]:
+def identify(model: HookedLinearICTD) -> list[FamilyReading]:
     """``identify_layer`` for every layer (one row for tied weights, said so by ``layer``)."""
     cfg = model.cfg
-    return [{"layer": l, **identify_layer(a.P.detach(), a.Q.detach(), cfg.d_features, cfg.gamma,
-                                          cfg.activation == "identity")}
+    return [identify_layer(a.P.detach(), a.Q.detach(), cfg.d_features, cfg.gamma, cfg.activation == "identity", l)
             for l, a in enumerate(model.unique_attention())]
 
 
@@ -80,7 +112,7 @@ def identified_model(model: HookedLinearICTD) -> HookedLinearICTD:
     for a in model.unique_attention():
         P, Q = a.P.detach().double(), a.Q.detach().double()
         row = identify_layer(P, Q, d, cfg.gamma)
-        member = member_weights(float(P[-1, -1]), -Q[:d, :d].T, row["kappa"], row["rg_share"], d)
+        member = member_weights(float(P[-1, -1]), -Q[:d, :d].T, row.kappa, row.rg_share, d)
         layers.append(LinearConstruction(member.name, member.P, member.Q, cfg.trace_decay))
     return linear_model(layers * cfg.n_layers if cfg.tied else layers, gamma=cfg.gamma)
 
@@ -90,7 +122,7 @@ def td0_model(model: HookedLinearICTD) -> HookedLinearICTD:
     return linear_model([td0(model.cfg.d_features)] * model.cfg.n_layers, gamma=model.cfg.gamma)
 
 
-def iteration_radius(row: dict[str, Any], P: Tensor, Q: Tensor, tasks: TaskBatch, gamma: float,
+def iteration_radius(row: FamilyReading, P: Tensor, Q: Tensor, tasks: TaskBatch, gamma: float,
                      movement: bool = False) -> Tensor | tuple[Tensor, Tensor]:
     """Per task, the spectral radius of the identified layer's map on ``w``: ``G = I - (p/n) C A`` with
     ``A = sum_i (phi_i - rho gamma phi'_i)(phi_i - kappa gamma phi'_i)^T``; the update converges when
@@ -101,7 +133,7 @@ def iteration_radius(row: dict[str, Any], P: Tensor, Q: Tensor, tasks: TaskBatch
     phi, nxt = x[:, :-1], x[:, 1:]
     n = phi.shape[1]
     C = float(P[-1, -1]) * -Q.double()[:d, :d].T
-    A = (phi - row["rg_share"] * gamma * nxt).transpose(1, 2) @ (phi - row["kappa"] * gamma * nxt)
+    A = (phi - row.rg_share * gamma * nxt).transpose(1, 2) @ (phi - row.kappa * gamma * nxt)
     G = torch.eye(d, dtype=torch.float64) - C @ A / n
     radius = torch.linalg.eigvals(G).abs().amax(-1)
     return (radius, torch.linalg.matrix_norm(C @ A / n, ord=2)) if movement else radius
@@ -113,7 +145,7 @@ def iteration_radius(row: dict[str, Any], P: Tensor, Q: Tensor, tasks: TaskBatch
 NEUTRAL_MOVEMENT = 1e-2
 
 
-def convergence(model: HookedLinearICTD, rows: list[dict[str, Any]], tasks: TaskBatch) -> dict[str, Any]:
+def convergence(model: HookedLinearICTD, rows: list[FamilyReading], tasks: TaskBatch) -> FamilyIteration:
     """Share of tasks on which the (last) identified layer's update converges when iterated (radius below
     1 on a task where the layer acts), with its Wilson interval; the tasks where it is neutral (its map moves
     ``w`` by at most ``NEUTRAL_MOVEMENT`` of its size: ``||G - I||_2 <= NEUTRAL_MOVEMENT``); the median radius."""
@@ -122,6 +154,6 @@ def convergence(model: HookedLinearICTD, rows: list[dict[str, Any]], tasks: Task
                                      movement=True)
     neutral = moves <= NEUTRAL_MOVEMENT
     converging = int(((radius < 1) & ~neutral).sum())
-    share = proportion_interval(converging, len(radius)).to_dict()
-    return {"layer": rows[-1]["layer"], "tasks": len(radius), "converging": converging, "neutral": int(neutral.sum()),
-            "neutral_tolerance": NEUTRAL_MOVEMENT, "share": share, "median_radius": float(radius.median())}
+    return FamilyIteration(layer=rows[-1].layer, tasks=len(radius), converging=converging,
+                           neutral=int(neutral.sum()), neutral_tolerance=NEUTRAL_MOVEMENT,
+                           share=proportion_interval(converging, len(radius)), median_radius=float(radius.median()))

@@ -39,7 +39,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Any, Optional
 
 import numpy as np
 import torch
@@ -54,6 +55,20 @@ from ictd_interp.tasks.sampling import TaskBatch, sample_from
 N_WINDOWS = 5  # windows per task (W - 1 = 4 TD errors), as in the NEU training batches
 GROUPS = 32  # jackknife groups of the interval
 CHUNK = 2048  # tasks drawn and differentiated at once (fixed: the draws depend on it, never on memory)
+
+
+@dataclass(kw_only=True)  # fields in summary.json's order
+class NeuGrid:
+    """``neu_grid``: population NEU per ``(n, L)`` cell (``rows``: each cell's intervals, ``neu_interval`` and
+    ``difference_interval``), on ``n_tasks`` tasks of ``windows_per_task`` windows, ``groups`` jackknife groups."""
+
+    n_tasks: int
+    windows_per_task: int
+    groups: int
+    tied: bool
+    model_depth: Optional[int]
+    rows: list[dict[str, Any]]
+    sentence: str
 
 
 @torch.no_grad()
@@ -218,7 +233,7 @@ def _zero_updates(u_one_layer: np.ndarray, depth: int, tied: bool) -> np.ndarray
 
 def neu_grid(cfg, dist: TaskDistribution, model: HookedICTDTransformer | None = None,
              lengths: tuple[int, ...] = (10, 30, 100), depths: tuple[int, ...] = (1, 3, 12), n_tasks: int = 4096,
-             seed: int = 0, n_windows: int = N_WINDOWS, groups: int = GROUPS, progress: bool = False) -> dict:
+             seed: int = 0, n_windows: int = N_WINDOWS, groups: int = GROUPS, progress: bool = False) -> NeuGrid:
     """Population NEU of θ*, the zero predictor and ``model`` on every ``(n, L)``, all on the same seeded
     tasks per ``n`` (paired). A tied ``model`` runs its layer ``L`` times in every cell; a per-layer one only
     at its own depth. The zero predictor is also given by its closed form (``zero_predictor_neu``, 4x the
@@ -252,15 +267,9 @@ def neu_grid(cfg, dist: TaskDistribution, model: HookedICTDTransformer | None = 
             rows.append(row)
             bar.update(1)
     bar.close()
-    return {
-        "n_tasks": n_tasks,
-        "windows_per_task": n_windows,
-        "groups": groups,
-        "tied": tied,
-        "model_depth": model.cfg.n_layers if model is not None else None,
-        "rows": rows,
-        "sentence": neu_sentence(rows),
-    }
+    return NeuGrid(n_tasks=n_tasks, windows_per_task=n_windows, groups=groups, tied=tied,
+                   model_depth=model.cfg.n_layers if model is not None else None, rows=rows,
+                   sentence=neu_sentence(rows))
 
 
 def _cells(rows: list[dict], key: str, verdict: str) -> str:
@@ -292,13 +301,13 @@ def fmt_difference(cell: dict) -> str:
     return f"{cell['estimate']:+.1e} [{cell['lo']:+.1e}, {cell['hi']:+.1e}]: {cell['verdict']}{need}"
 
 
-def population_table(result: dict) -> list[str]:
+def population_table(result: NeuGrid) -> list[str]:
     """Markdown rows: population NEU of θ*, the zero predictor (and its closed form), the model, per (n, L)."""
     lines = [
         "| n | L | θ* | zero predictor (closed form) | model | θ* − zero | θ* − model |",
         "|---|---|---|---|---|---|---|",
     ]
-    for r in result["rows"]:
+    for r in result.rows:
         lines.append(f"| {r['context_len']} | {r['depth']} | {fmt_neu(r['theta_star'])} | {fmt_neu(r['zero'])} "
                      f"({fmt_neu(r['zero_closed_form'])}) | {fmt_neu(r['model']) if 'model' in r else '–'} | "
                      f"{fmt_difference(r['theta_star_minus_zero'])} | "

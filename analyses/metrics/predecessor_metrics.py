@@ -23,27 +23,36 @@ context per step; here each is the mean over the evaluation tasks with a 95% t i
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
 
 import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from analyses.metrics.intervals import t_interval
+from analyses.metrics.intervals import Interval, t_interval
 from analyses.metrics.linear_family import td0_model
 from ictd_interp.models import HookedLinearICTD
 from ictd_interp.tasks.sampling import TaskBatch
 
 
-def weight_readings(P: Float[Tensor, "row col"], Q: Float[Tensor, "row col"], d: int) -> dict[str, float]:
+@dataclass(frozen=True)
+class WeightReadings:
+    """Their ``compare_P`` and ``compare_Q`` of one layer (module docstring)."""
+
+    P_bottom_right: float
+    P_mean_abs_others: float
+    Q_upper_left_trace: float
+    Q_upper_right_trace: float
+    Q_mean_abs_others: float
+
+
+def weight_readings(P: Float[Tensor, "row col"], Q: Float[Tensor, "row col"], d: int) -> WeightReadings:
     """Their ``compare_P`` and ``compare_Q`` of one layer, on the weights as stored."""
     P, Q = P.detach().double(), Q.detach().double()
     size = (2 * d + 1) ** 2
     upper_left, upper_right = float(torch.trace(Q[:d, :d])), float(torch.trace(Q[:d, d : 2 * d]))
-    return {"P_bottom_right": float(P[-1, -1]),
-            "P_mean_abs_others": float((P.abs().sum() - P[-1, -1].abs()) / (size - 1)),
-            "Q_upper_left_trace": upper_left, "Q_upper_right_trace": upper_right,
-            "Q_mean_abs_others": float((Q.abs().sum() - upper_right - upper_left) / (size - 2 * d))}
+    return WeightReadings(float(P[-1, -1]), float((P.abs().sum() - P[-1, -1].abs()) / (size - 1)), upper_left,
+                          upper_right, float((Q.abs().sum() - upper_right - upper_left) / (size - 2 * d)))
 
 
 def state_values(model: HookedLinearICTD, tasks: TaskBatch, query_grad: bool = False
@@ -59,8 +68,19 @@ def state_values(model: HookedLinearICTD, tasks: TaskBatch, query_grad: bool = F
     return values.detach(), grad
 
 
+@dataclass(frozen=True)
+class FunctionReadings:
+    """IWS, SS and VD over tasks (means with 95% t intervals) against the TD(0) construction with step ``alpha``."""
+
+    alpha: float
+    n_tasks: int
+    IWS: Interval
+    SS: Interval
+    VD: Interval
+
+
 def function_readings(model: HookedLinearICTD, tasks: TaskBatch, alpha: float = 1.0,
-                      per_task: bool = False) -> dict[str, Any]:
+                      per_task: bool = False) -> FunctionReadings | dict[str, list[float]]:
     """IWS, SS and VD per task (module docstring), against the TD(0) construction with step ``alpha``;
     means with 95% t intervals over the tasks (``per_task``: the lists of per-task values instead)."""
     td = td0_model(model).to(model.blocks[0].attn.P.dtype)
@@ -78,15 +98,14 @@ def function_readings(model: HookedLinearICTD, tasks: TaskBatch, alpha: float = 
                 "VD": (mu * (v_tf - v_td) ** 2).sum(-1)}
     if per_task:
         return {name: values.tolist() for name, values in scores.items()}
-    return {"alpha": alpha, "n_tasks": len(tasks),
-            **{name: t_interval(values.tolist()).to_dict() for name, values in scores.items()}}
+    return FunctionReadings(alpha, len(tasks), **{name: t_interval(values.tolist()) for name, values in scores.items()})
 
 
 def _cos(a: Tensor, b: Tensor) -> Tensor:
     return (a * b).sum(-1) / (a.norm(dim=-1) * b.norm(dim=-1))
 
 
-def random_layer_iws(model: HookedLinearICTD, tasks: TaskBatch, draws: int = 8, seed: int = 0) -> dict[str, Any]:
+def random_layer_iws(model: HookedLinearICTD, tasks: TaskBatch, draws: int = 8, seed: int = 0) -> Interval:
     """The chance level of IWS: the same depth, ties and activation with Gaussian ``P`` and ``Q`` scaled to
     each layer's own Frobenius norms, ``draws`` times; the mean over draws and tasks with its t interval."""
     generator = torch.Generator().manual_seed(seed)
@@ -99,4 +118,4 @@ def random_layer_iws(model: HookedLinearICTD, tasks: TaskBatch, draws: int = 8, 
                     W = torch.randn(getattr(theirs, name).shape, generator=generator, dtype=torch.float64)
                     getattr(mine, name).copy_(W * getattr(theirs, name).detach().double().norm() / W.norm())
         scores += function_readings(twin, tasks, per_task=True)["IWS"]
-    return {"draws": draws, "IWS": t_interval(scores).to_dict()}
+    return t_interval(scores)

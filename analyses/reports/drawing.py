@@ -4,7 +4,7 @@ never a live model); each architecture's own are its report module's ``figures``
 from __future__ import annotations
 
 from analyses.figures import plots
-from analyses.reports.schema import Summary
+from analyses.summary.sections import Summary
 
 
 def common_figures(summary: Summary) -> dict[str, plots.Figure]:

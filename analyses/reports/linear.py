@@ -13,23 +13,27 @@ from typing import Any, Optional
 import torch
 
 from analyses.metrics import baselines
-from analyses.metrics.algorithm_id import depth_extrapolation
+from analyses.metrics.extrapolation import depth_extrapolation
 from analyses.metrics.convergence import CONTEXT_LENGTHS, errors_by_context, sup_error
 from analyses.metrics.diagonality import kernel_diagonality_mean
 from analyses.metrics.heads import head_kernels, most_like
-from analyses.metrics.linear_family import IN_FAMILY, convergence, identified_model, identify, td0_model
+from analyses.metrics.linear_family import (IN_FAMILY, FamilyIteration, FamilyReading, convergence, identified_model,
+                                            identify, td0_model)
 from analyses.metrics.predecessor_metrics import function_readings, random_layer_iws, weight_readings
 from analyses.metrics.site_probes import residual_stack
-from analyses.reports.schema import Summary, build, eval_tasks_label
+from analyses.reports.render import eval_tasks_label
+from analyses.summary.sections import DepthCurves, LinearWeights, Summary, TheirReadings
+from analyses.summary.store import build
 from analyses.reports.render import baseline_table, number
 from analyses.figures import plots
 from ictd_interp.config.train import TrainConfig
+from ictd_interp.io.incontexttd import LOGGED_STEP
 from ictd_interp.io.progress import computed
 from ictd_interp.models import HookedICTDTransformer, HookedLinearICTD
 from ictd_interp.tasks.sampling import sample_from
 from ictd_interp.training.evaluation import EvalSet, evaluate
 
-ARCHITECTURE = "linear-ictd"  # the model architecture this report is for (``reports.write.REPORTS``)
+ARCHITECTURE = "linear-ictd"  # the model architecture this report is for (``analyses.analyze.REPORTS``)
 LINEAR_EXTRAPOLATION = 8  # a tied layer's error curve runs to 8x its depth
 
 
@@ -51,7 +55,7 @@ def compute(model: HookedLinearICTD, config: TrainConfig, source: str, curves: O
     rows = {"model": -residual_stack(model, tasks.prompt)[..., -positions:, -1],
             "td0": -residual_stack(td, tasks.prompt)[..., -positions:, -1],
             "theta_star": residual_stack(star, tasks.prompt)[..., star.layout.current]}
-    per_layer = {name: [sup_error(v, tasks).mean().item() for v in site] for name, site in rows.items()}
+    per_layer = DepthCurves(**{name: [sup_error(v, tasks).mean().item() for v in site] for name, site in rows.items()})
     residual = (values - member_values).double().pow(2).sum()
     lengths = list(CONTEXT_LENGTHS)
     long_tasks = sample_from(config.tasks, 64, seed=config.eval_seed + 1, length=max(lengths))
@@ -83,43 +87,40 @@ def compute(model: HookedLinearICTD, config: TrainConfig, source: str, curves: O
     })
 
 
-def their_readings(model: HookedLinearICTD, tasks, logged: Optional[dict[str, float]]) -> dict[str, Any]:
+def their_readings(model: HookedLinearICTD, tasks, logged: Optional[dict[str, float]]) -> TheirReadings:
     """The predecessor's metrics on the evaluation tasks; VD's step is the one their trainer fitted when the
     run's log says it, else 1 (their initial step)."""
-    alpha = (logged or {}).get("alpha")
+    alpha = (logged or {}).get(LOGGED_STEP)
     alpha_from = "their trainer's fitted step at this logged step" if alpha is not None else "their initial step"
     d = model.cfg.d_features
     readings = function_readings(model, tasks, alpha if alpha is not None else 1.0)
-    readings.pop("n_tasks")  # the report's evaluation tasks
-    return {**readings, "alpha_from": alpha_from,
-            "random_IWS": random_layer_iws(model, tasks)["IWS"], "logged": logged or None,
-            "layers": [weight_readings(a.P, a.Q, d) for a in model.unique_attention()]}
+    return TheirReadings(IWS=readings.IWS, SS=readings.SS, VD=readings.VD, alpha=readings.alpha,
+                         alpha_from=alpha_from, random_IWS=random_layer_iws(model, tasks), logged=logged or None,
+                         layers=[weight_readings(a.P, a.Q, d) for a in model.unique_attention()])
 
 
-def _weights(model: HookedLinearICTD, td: HookedLinearICTD) -> dict[str, Any]:
+def _weights(model: HookedLinearICTD, td: HookedLinearICTD) -> LinearWeights:
     """``P`` and ``Q`` of each (unique) layer, on the sign that makes ``P[-1, -1] >= 0`` (the layer is unchanged
     by ``(P, Q) -> (-P, -Q)``), and the TD(0) construction's, for the figure."""
     signs = [1.0 if a.P[-1, -1] >= 0 else -1.0 for a in model.unique_attention()]
-    return {"P": [(s * a.P.detach().double()).tolist() for s, a in zip(signs, model.unique_attention())],
-            "Q": [(s * a.Q.detach().double()).tolist() for s, a in zip(signs, model.unique_attention())],
-            "P_td0": td.blocks[0].attn.P.detach().tolist(), "Q_td0": td.blocks[0].attn.Q.detach().tolist()}
+    return LinearWeights([(s * a.P.detach().double()).tolist() for s, a in zip(signs, model.unique_attention())],
+                         [(s * a.Q.detach().double()).tolist() for s, a in zip(signs, model.unique_attention())],
+                         td.blocks[0].attn.P.detach().tolist(), td.blocks[0].attn.Q.detach().tolist())
 
 
-def their_lines(theirs, layers: list[dict[str, Any]], identity: bool) -> list[str]:
+def their_lines(theirs: TheirReadings, layers: list[FamilyReading], identity: bool) -> list[str]:
     """The predecessor's own metrics in words, beside this report's family fit, and why the two can disagree."""
     iv = lambda i: f"{i.mean:.3f} [{i.lo:.3f}, {i.hi:.3f}]"  # noqa: E731
-    in_family = sum(r["in_family"] for r in layers)
-    fits = "; ".join(f"layer {r['layer']}: P {r['P_explained']:.0%}, "
-                     f"Q {r['Q_explained']:.0%} explained" for r in layers)
+    in_family = sum(r.in_family for r in layers)
+    fits = "; ".join(f"layer {r.layer}: P {r.P_explained:.0%}, Q {r.Q_explained:.0%} explained" for r in layers)
     lines = ["## The predecessor's own metrics", "",
              "Computed as InContextTD's code defines them (docs/theory.md §13), against its batch-TD transformer "
              f"(the TD(0) construction at this depth, step α = {theirs.alpha:.3g}, {theirs.alpha_from}); means "
              "over the evaluation tasks with 95% t intervals (their trainer logs one context per step).", "",
              "| layer | P[−1,−1] | mean abs. other P | tr Q[:d,:d] | tr Q[:d,d:2d] | their 'others' of Q |",
              "|---|---|---|---|---|---|",
-             *[f"| {l} | {r['P_bottom_right']:+.3f} | {r['P_mean_abs_others']:.3f} | {r['Q_upper_left_trace']:+.3f} | "
-               f"{r['Q_upper_right_trace']:+.3f} "
-               f"| {r['Q_mean_abs_others']:.3f} |" for l, r in enumerate(theirs.layers)],
+             *[f"| {l} | {r.P_bottom_right:+.3f} | {r.P_mean_abs_others:.3f} | {r.Q_upper_left_trace:+.3f} | "
+               f"{r.Q_upper_right_trace:+.3f} | {r.Q_mean_abs_others:.3f} |" for l, r in enumerate(theirs.layers)],
              "", "(The TD(0) construction reads +1, 0, −d, +d and "
                  "2d/((2d+1)² − 2d): their last metric subtracts the two "
              "traces signed, so it is not 0 at their own construction."
@@ -147,21 +148,21 @@ def their_lines(theirs, layers: list[dict[str, Any]], identity: bool) -> list[st
 # ---- words (summary.md) ----------------------------------------------------------------------------------
 
 
-def linear_layer_sentence(row: dict[str, Any]) -> str:
+def linear_layer_sentence(row: FamilyReading) -> str:
     """One layer's place in the predecessor's family, in words (docs/theory.md §13)."""
-    kind = ("TD(0)-like" if abs(row["rg_share"]) < 0.25 else "residual-gradient-like" if abs(row["rg_share"] - 1) < 0.25
-            else f"between TD and residual gradient (ρ = {row['rg_share']:.2f})")
-    family = "in the family" if row["in_family"] else f"not in the family (the rule asks ≥ {IN_FAMILY:.0%} of both)"
-    return (f"Layer {row['layer']}: cos(P, P_TD) = {row['cos_P_td0']:.3f}, cos(Q, Q_TD) = {row['cos_Q_td0']:.3f}; the "
-            f"fit explains {row['P_explained']:.0%} of P and {row['Q_explained']:.0%} of Q, {family}: a {kind} update "
-            f"with step {row['step']:.3g}, effective discount {row['effective_discount']:.3f} and a preconditioner "
-            f"{row['preconditioner_off_identity']:.0%} off a multiple of the identity.")
+    kind = ("TD(0)-like" if abs(row.rg_share) < 0.25 else "residual-gradient-like" if abs(row.rg_share - 1) < 0.25
+            else f"between TD and residual gradient (ρ = {row.rg_share:.2f})")
+    family = "in the family" if row.in_family else f"not in the family (the rule asks ≥ {IN_FAMILY:.0%} of both)"
+    return (f"Layer {row.layer}: cos(P, P_TD) = {row.cos_P_td0:.3f}, cos(Q, Q_TD) = {row.cos_Q_td0:.3f}; the "
+            f"fit explains {row.P_explained:.0%} of P and {row.Q_explained:.0%} of Q, {family}: a {kind} update "
+            f"with step {row.step:.3g}, effective discount {row.effective_discount:.3f} and a preconditioner "
+            f"{row.preconditioner_off_identity:.0%} off a multiple of the identity.")
 
 
 def lines(summary: Summary) -> list[str]:
     cfg, m, alg, lin = summary.model, summary.metrics, summary.algorithm, summary.linear
     it, ext = lin.iteration, alg.extrapolation
-    share = it["share"]
+    share = it.share
     lines = [
         f"# ICTD analysis of `{summary.source}` (the predecessor's linear model)",
         "",
@@ -177,9 +178,9 @@ def lines(summary: Summary) -> list[str]:
         "",
         *[f"- {linear_layer_sentence(row)}" for row in alg.layers],
         "- " + function_r2_sentence(lin.function_r2),
-        f"- Iterated on each evaluation context, layer {it['layer']}'s identified update converges on "
-        f"{it['converging']} of {it['tasks']} tasks ({share['mean']:.0%} [{share['lo']:.0%}, {share['hi']:.0%}], "
-        f"Wilson 95%; median spectral radius {it['median_radius']:.3f})" + _neutral_words(it) + ".",
+        f"- Iterated on each evaluation context, layer {it.layer}'s identified update converges on "
+        f"{it.converging} of {it.tasks} tasks ({share.mean:.0%} [{share.lo:.0%}, {share.hi:.0%}], "
+        f"Wilson 95%; median spectral radius {it.median_radius:.3f})" + _neutral_words(it) + ".",
     ]
     if ext:
         lines.append("- Run beyond its trained depth, the tied layer itself "
@@ -191,9 +192,9 @@ def lines(summary: Summary) -> list[str]:
             f"Eval MSVE {m.eval_msve:.4f} (this project's softmax θ* at the same depth {m.theta_star_msve:.4f}).", ""]
 
 
-def _neutral_words(it: dict[str, Any]) -> str:
+def _neutral_words(it: FamilyIteration) -> str:
     """The tasks where the identified layer barely acts (radius within the tolerance of 1), said as such."""
-    neutral, tol = it.get("neutral", 0), it.get("neutral_tolerance")
+    neutral, tol = it.neutral, it.neutral_tolerance
     if not neutral:
         return ""
     return (f"; on {neutral} tasks it is neutral (one application moves the implicit weight by at most {tol:.0%} "
@@ -216,14 +217,12 @@ def function_r2_sentence(r2: float) -> str:
 def figures(summary: Summary) -> dict[str, plots.Figure]:
     w, conv = summary.linear.weights, summary.convergence
     return {
-        "weights_vs_td0": plots.linear_weights(
-            w["P"][0], w["Q"][0], w["P_td0"], w["Q_td0"], summary.model.d_features
-        ),
+        "weights_vs_td0": plots.linear_weights(w.P[0], w.Q[0], w.P_td0, w.Q_td0, summary.model.d_features),
         "error_vs_depth": plots.error_vs_depth(
             {
-                "TD(0) construction (linear, C = I)": conv.depth["td0"],
-                "theta* (softmax, same depth)": conv.depth["theta_star"],
-                "trained model": conv.depth["model"],
+                "TD(0) construction (linear, C = I)": conv.depth.td0,
+                "theta* (softmax, same depth)": conv.depth.theta_star,
+                "trained model": conv.depth.model,
             },
             {},
             None,

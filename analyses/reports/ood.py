@@ -10,11 +10,12 @@ import torch
 
 from analyses.metrics import baselines
 from analyses.figures import plots as figures
-from analyses.metrics.convergence import errors_by_context, errors_by_depth, fit_geometric
+from analyses.metrics.convergence import GeometricFit, errors_by_context, errors_by_depth, fit_geometric
 from analyses.metrics.diagonality import model_margin
 from analyses.metrics.probes import prediction_gap
 from analyses.reports.render import baseline_table
-from analyses.reports.schema import Baselines, build
+from analyses.summary.sections import Baselines
+from analyses.summary.store import build, to_json
 from ictd_interp.io.progress import computed
 from ictd_interp.models import HookedICTDTransformer
 from ictd_interp.models.architectures import ICTDModel, is_stylised
@@ -59,7 +60,7 @@ def _baselines(model: ICTDModel, star: HookedICTDTransformer, tasks: TaskBatch) 
 def write_ood(result: dict[str, Any], out_dir: Union[str, Path]) -> None:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "evaluation.json").write_text(json.dumps(result, indent=1))
+    (out_dir / "evaluation.json").write_text(json.dumps(to_json(result), indent=1))
     title = f"# Out-of-distribution evaluation of `{result.get('source', '')}` on {result.get('environment', '')}"
     lines = [title, "", f"{result['n_tasks']} tasks, {result['n_states']} "
                         f"states, context length {result['context_len']}.",
@@ -72,7 +73,7 @@ def write_ood(result: dict[str, Any], out_dir: Union[str, Path]) -> None:
 
 def ood_figures(result: dict[str, Any]) -> dict[str, Any]:
     """The evaluation's figures, from its saved numbers."""
-    fits = {"theta*": result["theta_star_fit"]}
+    fits = {"theta*": build(GeometricFit, result["theta_star_fit"])}  # typed, or as evaluation.json holds it
     where = result.get("environment", "")
     curves = {"theta*": result["depth"]["theta_star"]}
     if "model" in result["depth"]:

@@ -8,11 +8,11 @@ import math
 from pathlib import Path
 from typing import Any, Optional
 
-from analyses.metrics.algorithm_id import MAX_CONDITION
-from analyses.metrics.baselines import LABELS
+from analyses.metrics.algorithm_id import MAX_CONDITION, LayerReading
+from analyses.metrics.baselines import LABELS, MODEL_ROW
 from analyses.metrics.intervals import Interval
-from analyses.metrics.neu import population_table
-from analyses.reports.schema import Baselines
+from analyses.metrics.neu import NeuGrid, population_table
+from analyses.summary.sections import Baselines
 
 MAX_CONDITION_TEXT = f"{MAX_CONDITION:.0f}"
 
@@ -27,63 +27,64 @@ def number(value: Optional[float], spec: str = ".3f") -> str:
     return format(value, spec) if math.isfinite(value) else "not finite"
 
 
-def layer_sentence(row: dict[str, Any], gamma: float) -> str:
-    head = f"Layer {row['layer']}: "
-    if row["source"] == "fit":
-        if not row["identifiable"]:
-            return (head + f"not identifiable (condition number {row['condition_number']:.0f} of the regression, "
+def layer_sentence(row: LayerReading, gamma: float) -> str:
+    head = f"Layer {row.layer}: "
+    if row.source == "fit":
+        if not row.identifiable:
+            return (head + f"not identifiable (condition number {row.condition_number:.0f} of the regression, "
                     f"above {MAX_CONDITION_TEXT}): the TD coefficients "
                     "of its update cannot be told apart on these tasks.")
-        if not row["in_family"]:
-            return (head + f"the TD family explains only {row['fve']:.0%} of its update (RMS residual "
-                    f"{row['rms_residual']:.3g}): the layer does something this family does not describe.")
-    beta = "β = n/a (same-state kernel)" if row["beta"] is None else f"β = {row['beta']:+.3f}"
-    text = head + (f"read from its weights: step a = {row['step']:.3f}, kernel {beta} "
-                   f"(isotropy cos(A_ff, I) = {row['kernel_isotropy']:+.2f})" if row["source"] == "weights"
-                   else f"fitted: step a = {row['step']:.3f}{_ci(row, 'step')}, {beta}")
-    if row["b"] is None:
+        if not row.in_family:
+            return (head + f"the TD family explains only {row.fve:.0%} of its update (RMS residual "
+                    f"{row.rms_residual:.3g}): the layer does something this family does not describe.")
+    ci = row.interval
+    beta = "β = n/a (same-state kernel)" if row.beta is None else f"β = {row.beta:+.3f}"
+    text = head + (f"read from its weights: step a = {row.step:.3f}, kernel {beta} "
+                   f"(isotropy cos(A_ff, I) = {row.kernel_isotropy:+.2f})" if row.source == "weights"
+                   else f"fitted: step a = {row.step:.3f}{_ci(ci and ci.step)}, {beta}")
+    if row.b is None:
         return text + " (its input values are zero, so its discount cannot be identified)."
-    discount = row["effective_discount"]
-    text += (f", effective discount b/(−c) = {number(discount)}{_ci(row, 'effective_discount')} (task γ = {gamma}), "
-             f"current-value weight c/a = {number(row['current_weight'])}{_ci(row, 'current_weight')} (θ*: −1)")
-    if row["source"] == "fit":
-        text += f"; {row['fve']:.0%} of the update explained (condition number {row['condition_number']:.0f})"
-    it = row.get("iteration")
+    discount = row.effective_discount
+    text += (f", effective discount b/(−c) = {number(discount)}{_ci(ci and ci.effective_discount)} (task γ = "
+             f"{gamma}), current-value weight c/a = {number(row.current_weight)}{_ci(ci and ci.current_weight)} "
+             "(θ*: −1)")
+    if row.source == "fit":
+        text += f"; {row.fve:.0%} of the update explained (condition number {row.condition_number:.0f})"
+    it = row.iteration
     if it is not None:
-        text += (f". Its map on state values {it['verdict']}: spectral radius ρ(T) {it['spectral_radius_mean']:.3f} on "
-                 f"average (min {it['spectral_radius_min']:.3f}, max {it['spectral_radius_max']:.3f}), "
-                 f"{it['fraction_contracting']:.0%} of tasks below 1")
-        if it["fixed_point_error"] is not None:
-            text += f"; fixed point {it['fixed_point_error']:.3f} from v_π (sup norm)"
+        text += (f". Its map on state values {it.verdict}: spectral radius ρ(T) {it.spectral_radius_mean:.3f} on "
+                 f"average (min {it.spectral_radius_min:.3f}, max {it.spectral_radius_max:.3f}), "
+                 f"{it.fraction_contracting:.0%} of tasks below 1")
+        if it.fixed_point_error is not None:
+            text += f"; fixed point {it.fixed_point_error:.3f} from v_π (sup norm)"
     if discount is not None and not 0 <= discount < 1:
         text += ". An effective discount outside [0, 1) is no discount: the update is not a TD contraction"
     return text + "."
 
 
-def _ci(row: dict[str, Any], key: str) -> str:
-    bounds = (row.get("interval") or {}).get(key)
+def _ci(bounds: Optional[list[float]]) -> str:
     return f" [{bounds[0]:.3f}, {bounds[1]:.3f}]" if bounds else ""
 
 
 def baseline_table(base: Baselines) -> list[str]:
     """The model beside every no-training estimator on the same tasks, with paired intervals."""
-    rows = base.estimators
+    rows, model = base.estimators, base.estimators[MODEL_ROW]
     lines = [f"Baselines on the same {base.n_tasks} tasks (no training; docs/theory.md §7). MSVE = level "
              "(squared mean error: a wrong value level) + shape (the rest); 95% Student-t intervals over tasks; the "
              "last column is the paired interval of the per-task MSVE difference model − estimator.", "",
              "| estimator | MSVE | level | shape | model − estimator | the model is |", "|---|---|---|---|---|---|",
-             f"| trained model | {interval_text(rows['model'].msve)} | {interval_text(rows['model'].level)} | "
-             f"{interval_text(rows['model'].shape)} | – | – |"]
+             f"| trained model | {interval_text(model.msve)} | {interval_text(model.level)} | "
+             f"{interval_text(model.shape)} | – | – |"]
     words = {"lower": "better", "higher": "worse", "undecided": "not distinguishable"}
     for name, row in rows.items():
-        if name == "model":
+        if name == MODEL_ROW:
             continue
         diff = row.model_minus_baseline
         cells = [interval_text(x) for x in (row.msve, row.level, row.shape, diff.difference)]
         lines.append(f"| {LABELS.get(name, name)} | {' | '.join(cells)} | {words[diff.verdict]} |")
     best = base.best_softmax_td
-    lines += ["", f"The best softmax TD of depth {base.depth} uses step α = {best['alpha']:.2f} and kernel "
-              f"sharpness β = {best['beta']:.2f}, chosen on these tasks "
+    lines += ["", f"The best softmax TD of depth {base.depth} uses step α = {best.alpha:.2f} and kernel "
+              f"sharpness β = {best.beta:.2f}, chosen on these tasks "
               "(an oracle choice: a lower bound for the family)."]
     return lines
 
@@ -92,16 +93,16 @@ def interval_text(interval: Any) -> str:
     return (interval if isinstance(interval, Interval) else Interval(**interval)).text(".3f")
 
 
-def neu_lines(neu: Optional[dict[str, Any]]) -> list[str]:
+def neu_lines(neu: Optional[NeuGrid]) -> list[str]:
     if not neu:
         return []
     return ["## NEU at the training setting and beyond (Theorem 3)", "",
-            f"Population NEU ‖E u‖² (the unbiased U-statistic over all pairs of {neu['n_tasks']:,} tasks × "
-            f"{neu['windows_per_task']} windows, the same tasks for "
+            f"Population NEU ‖E u‖² (the unbiased U-statistic over all pairs of {neu.n_tasks:,} tasks × "
+            f"{neu.windows_per_task} windows, the same tasks for "
             "every model; it can come out below 0 where the true "
             "value is near 0), with its 95% jackknife interval over "
-            f"{neu['groups']} groups of tasks; the zero predictor "
-            "also in closed form; differences paired by task.", "", *population_table(neu), "", neu["sentence"], ""]
+            f"{neu.groups} groups of tasks; the zero predictor "
+            "also in closed form; differences paired by task.", "", *population_table(neu), "", neu.sentence, ""]
 
 
 def write_with_figures(lines: list[str], out_dir: Path) -> Path:
@@ -114,3 +115,8 @@ def write_with_figures(lines: list[str], out_dir: Path) -> Path:
     return path
 
 
+def eval_tasks_label(config: Any, n_tasks: int) -> str:
+    """Which tasks every number of a report is computed on (one set for the whole report)."""
+    t = config.tasks
+    return (f"{n_tasks} held-out {t.family} tasks (evaluation seed {config.eval_seed}; s = {t.n_states}, "
+            f"d = {t.d_features}, n = {t.context_len}, γ = {t.gamma}, {t.feature_kind} features × {t.feature_scale})")

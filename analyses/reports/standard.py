@@ -11,23 +11,27 @@ from __future__ import annotations
 
 from dataclasses import replace
 from functools import cache
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 import torch
 
 from analyses.metrics import baselines
-from analyses.metrics.algorithm_id import depth_extrapolation, identify_from_values
+from analyses.metrics.algorithm_id import identify_from_values
+from analyses.metrics.extrapolation import depth_extrapolation
 from analyses.metrics.convergence import CONTEXT_LENGTHS, errors_by_context, sup_error
 from analyses.metrics.diagonality import kernel_diagonality_mean
-from analyses.metrics.heads import head_kernels, most_like, probed_layer_signatures, probed_signatures
-from analyses.reports.schema import Summary, build, eval_tasks_label
+from analyses.metrics.heads import HeadKernel, Signature, head_kernels, most_like, probed_layer_signatures, \
+    probed_signatures
+from analyses.reports.render import eval_tasks_label
+from analyses.summary.sections import Summary
+from analyses.summary.store import build
 from analyses.reports.render import baseline_table, layer_sentence
-from analyses.reports.schema import Algorithm, Circuit, HeadKernel, Signature, to_json
+from analyses.summary.sections import Algorithm, Circuit, DepthCurves
 from analyses.figures import circuits, plots
 from analyses.figures.plots import STAR
 from ictd_interp.models.construction import SIGNATURE_TEXT
-from analyses.metrics.site_probes import (probe_errors_by_depth, probed_values, quantity_probes, quantity_r2,
-                                   residual_stack, value_probes)
+from analyses.metrics.site_probes import (LinearProbes, probe_errors_by_depth, probed_values, quantity_probes,
+                                          quantity_r2, residual_stack, value_probes)
 from ictd_interp.tasks.sampling import sample_from
 from ictd_interp.models import HookedICTDTransformer
 from ictd_interp.models.architectures import ICTDModel
@@ -36,9 +40,20 @@ from ictd_interp.config.train import TrainConfig
 from ictd_interp.io.progress import computed
 from ictd_interp.models.hook_names import ends_with
 
-ARCHITECTURE = "standard"  # the model architecture this report is for (``reports.write.REPORTS``)
+ARCHITECTURE = "standard"  # the model architecture this report is for (``analyses.analyze.REPORTS``)
 # A tied standard block has no linear map to read a spectrum from: its error curve runs to 32x its depth
 STANDARD_EXTRAPOLATION = 32
+PROBE_FIT_TASKS, SIGNATURE_TASKS = 256, 64  # probes fitted on other tasks; signatures and fits on the first 64
+
+
+class Probes(NamedTuple):
+    """The probes a standard report fits once: of the model's own output and of ``v_pi`` at every site, and of
+    each TD quantity (on the model and on θ*)."""
+
+    output: LinearProbes
+    v_pi: LinearProbes
+    quantity: dict[str, LinearProbes]
+    star_quantity: dict[str, LinearProbes]
 
 
 def compute(model: ICTDModel, config: TrainConfig, source: str, curves: Optional[dict[str, list]],
@@ -48,30 +63,30 @@ def compute(model: ICTDModel, config: TrainConfig, source: str, curves: Optional
     eval_set = EvalSet.build(replace(config, device="cpu"))
     model = model.to("cpu")
     tasks, star = eval_set.tasks, HookedICTDTransformer.from_theta_star(model.cfg)
-    fit, few = sample_from(config.tasks, 256, seed=config.eval_seed + 2), tasks[:64]
+    fit, few = sample_from(config.tasks, PROBE_FIT_TASKS, seed=config.eval_seed + 2), tasks[:SIGNATURE_TASKS]
     lengths = [n for n in CONTEXT_LENGTHS if not model.cfg.pos_embed or n < model.cfg.n_ctx]
     with torch.no_grad():
         values, star_values = model(tasks.prompt), star(tasks.prompt)
 
     @cache  # fitted once, on first use by a section
-    def probes() -> dict[str, Any]:
-        return {"output": value_probes(model, fit, "output"), "v_pi": value_probes(model, fit, "v_pi"),
-                "quantity": quantity_probes(model, fit), "star_quantity": quantity_probes(star, fit)}
+    def probes() -> Probes:
+        return Probes(value_probes(model, fit, "output"), value_probes(model, fit, "v_pi"),
+                      quantity_probes(model, fit), quantity_probes(star, fit))
 
     @cache
-    def kernels() -> list[dict]:
+    def kernels() -> list[HeadKernel]:
         return head_kernels(model, tasks)
 
     def convergence() -> dict[str, Any]:
         star_rows = residual_stack(star, tasks.prompt)[..., star.layout.current]
         long_tasks = sample_from(config.tasks, 64, seed=config.eval_seed + 1, length=max(lengths))
-        output = probes()["output"]
+        output = probes().output
         return {  # MSVE per site (this report) and, as the stylised report's depth curve, the sup error
-            "depth_msve": {"model": probe_errors_by_depth(model, output, tasks),
-                           "model_v_pi_probe": probe_errors_by_depth(model, probes()["v_pi"], tasks),
-                           "theta_star": (star_rows - tasks.v_true).pow(2).mean((1, 2)).tolist()},
-            "depth": {"model": [sup_error(v, tasks).mean().item() for v in probed_values(model, output, tasks)],
-                      "theta_star": [sup_error(v, tasks).mean().item() for v in star_rows]},
+            "depth_msve": DepthCurves(model=probe_errors_by_depth(model, output, tasks),
+                                      theta_star=(star_rows - tasks.v_true).pow(2).mean((1, 2)).tolist(),
+                                      model_v_pi_probe=probe_errors_by_depth(model, probes().v_pi, tasks)),
+            "depth": DepthCurves(model=[sup_error(v, tasks).mean().item() for v in probed_values(model, output, tasks)],
+                                 theta_star=[sup_error(v, tasks).mean().item() for v in star_rows]),
             "context_lengths": lengths,
             "context": {name: errors_by_context(m, long_tasks, lengths).mean(-1).tolist()
                         for name, m in (("trained model", model), ("theta* (same depth)", star))}}
@@ -79,16 +94,16 @@ def compute(model: ICTDModel, config: TrainConfig, source: str, curves: Optional
     def circuit() -> dict[str, Any]:
         p = probes()
         return {
-            "quantity_r2": quantity_r2(model, p["quantity"], tasks),
-            "theta_star_quantity_r2": quantity_r2(star, p["star_quantity"], tasks),
+            "quantity_r2": quantity_r2(model, p.quantity, tasks),
+            "theta_star_quantity_r2": quantity_r2(star, p.star_quantity, tasks),
             "heads": kernels(),
-            "signatures": probed_signatures(model, few, p["quantity"], p["output"]),
-            "layer_signatures": probed_layer_signatures(model, few, p["quantity"], p["output"]),
+            "signatures": probed_signatures(model, few, p.quantity, p.output),
+            "layer_signatures": probed_layer_signatures(model, few, p.quantity, p.output),
             **most_like(kernels()),
         }
 
     def algorithm() -> dict[str, Any]:
-        probed = probed_values(model, probes()["output"], few)
+        probed = probed_values(model, probes().output, few)
         return {
             "layers": identify_from_values(probed, few),
             "layers_tabular": identify_from_values(probed, few, kernel="tabular"),
@@ -111,13 +126,13 @@ def compute(model: ICTDModel, config: TrainConfig, source: str, curves: Optional
 
 
 @torch.no_grad()
-def _example(model: ICTDModel, star: HookedICTDTransformer, tasks, kernels: list[dict]) -> dict[str, Any]:
-    best = max(kernels, key=lambda r: r["td_kernel_correlation"])
+def _example(model: ICTDModel, star: HookedICTDTransformer, tasks, kernels: list[HeadKernel]) -> dict[str, Any]:
+    best = max(kernels, key=lambda r: r.td_kernel_correlation)
     _, mine = model.run_with_cache(tasks.prompt[:1], names_filter=ends_with("hook_pattern"))
     _, ref = star.run_with_cache(tasks.prompt[:1], names_filter=ends_with("hook_pattern"))
     return {
-        "best_head": [best["layer"], best["head"]],
-        "pattern_model": mine["pattern", best["layer"]][0, best["head"]].tolist(),
+        "best_head": [best.layer, best.head],
+        "pattern_model": mine["pattern", best.layer][0, best.head].tolist(),
         "pattern_theta_star": ref["pattern", 0][0, 0].tolist(),
         "predicted": {"model": model(tasks.prompt)[:, -1].tolist(), "theta_star": star(tasks.prompt)[:, -1].tolist()},
         "true": tasks.v_true[:, -1].tolist(),
@@ -147,7 +162,7 @@ def verdict(circuit: Circuit, algorithm: Algorithm) -> str:
     heads = td_heads(circuit)
     layer_td = {r.layer for r in circuit.layer_signatures or [] if r.matches_td}
     signed = [h for h, sig in heads if sig.matches_td or h.layer in layer_td]
-    in_family = [r for r in algorithm.layers if r["in_family"]]
+    in_family = [r for r in algorithm.layers if r.in_family]
     where = ", ".join(f"layer {h.layer} head {h.head}" for h in signed)
     if signed and in_family:
         return (f"Yes, in part: {where} attend{'s' if len(signed) == 1 else ''} like the softmax-TD kernel and "
@@ -164,7 +179,7 @@ def verdict(circuit: Circuit, algorithm: Algorithm) -> str:
                       f"(correlation {tabular(best):.2f} with the tabular kernel, "
                       f"{best.td_kernel_correlation:.2f} with θ*'s softmax kernel): tabular TD's kernel")
         fits = algorithm.layers + (algorithm.layers_tabular or [])
-        fve = max((r["fve"] for r in fits), default=float("nan"))
+        fve = max((r.fve for r in fits), default=float("nan"))
         return (f"Partly: {kernel}, but " + (f"no head or layer moves the value with TD's {SIGNATURE_TEXT} signs"
                                              if not signed else "no layer's probed update is in the TD family")
                 + "; the TD family (softmax or tabular kernel) explains "
@@ -180,8 +195,8 @@ def standard_sentences(summary: Summary) -> list[str]:
     lines = [f"- **Verdict.** {verdict(circuit, alg)}",
              f"- **Error (at its {depth} layers).** " + summary.baselines.sentence,
              "- **Where the value lives.** The probed value's MSVE per site (embedding, then after each block): "
-             + ", ".join(f"{e:.3f}" for e in conv.depth_msve["model"]) + " (θ*'s stored row: "
-             + ", ".join(f"{e:.3f}" for e in conv.depth_msve["theta_star"]) + ")."]
+             + ", ".join(f"{e:.3f}" for e in conv.depth_msve.model) + " (θ*'s stored row: "
+             + ", ".join(f"{e:.3f}" for e in conv.depth_msve.theta_star) + ")."]
     for name, r2 in circuit.quantity_r2.items():
         present = [i for i, v in enumerate(r2) if v >= PRESENT_R2]
         lines.append(f"- `{name}`: held-out R² per site " + ", ".join(f"{v:.2f}" for v in r2) +
@@ -198,8 +213,8 @@ def standard_sentences(summary: Summary) -> list[str]:
                      + (" — TD's signs." if r.matches_td else " — not TD's signs."))
     lines += ["- " + layer_sentence(row, gamma).replace("Layer", "Probed layer", 1) for row in alg.layers]
     lines.append("- With the tabular (same-state) kernel in place of the softmax family, the TD family explains "
-                 + ", ".join(f"{r['fve']:.0%}" for r in alg.layers_tabular) + " of the probed updates of layers "
-                 + ", ".join(str(r["layer"]) for r in alg.layers_tabular) + ".")
+                 + ", ".join(f"{r.fve:.0%}" for r in alg.layers_tabular) + " of the probed updates of layers "
+                 + ", ".join(str(r.layer) for r in alg.layers_tabular) + ".")
     ext = alg.extrapolation
     if ext:
         lines.append(f"- **Iterated beyond its trained depth** the tied block {ext.verdict} (MSVE {ext.model[-1]:.3g} "
@@ -215,8 +230,9 @@ def lines(summary: Summary) -> list[str]:
         f"Model: pre-LN transformer, {cfg.n_layers} layers, d_model={cfg.d_model}, {cfg.n_heads} heads, "
         f"MLP width {cfg.d_mlp}, LayerNorm {'on' if cfg.layer_norm else 'off'}, "
         f"{'tied' if cfg.tied else 'per-layer'} weights. Every number below is on {summary.eval_tasks}, "
-        "except where a line says otherwise: probes are fitted on 256 other tasks, and the head and layer "
-        "signatures and the TD-family fits of the probed updates use the first 64 evaluation tasks.",
+        f"except where a line says otherwise: probes are fitted on {PROBE_FIT_TASKS} other tasks, and the head and "
+        f"layer signatures and the TD-family fits of the probed updates use the first {SIGNATURE_TASKS} evaluation "
+        "tasks.",
         "",
         "## Does it implement in-context TD, where, and how close to θ*?",
         "",
@@ -239,19 +255,19 @@ def figures(summary: Summary) -> dict[str, plots.Figure]:
     layer, head = ex.best_head
     out = {
         "error_vs_depth": circuits.probe_error_vs_depth({
-            "model, probe of its own output": conv.depth_msve["model"],
-            "model, probe of $v_\\pi$": conv.depth_msve["model_v_pi_probe"],
-            "theta*, stored value row": conv.depth_msve["theta_star"]}),
+            "model, probe of its own output": conv.depth_msve.model,
+            "model, probe of $v_\\pi$": conv.depth_msve.model_v_pi_probe,
+            "theta*, stored value row": conv.depth_msve.theta_star}),
         "td_quantities": circuits.probe_map(circuit.quantity_r2, "Where do TD's quantities live? (model)"),
         "td_quantities_theta_star": circuits.probe_map(circuit.theta_star_quantity_r2, f"The same probes on {STAR}"),
-        "head_td_kernel": circuits.head_map(to_json(circuit.heads), "td_kernel_correlation",
+        "head_td_kernel": circuits.head_map(circuit.heads, "td_kernel_correlation",
                                             "Which heads attend like the softmax-TD kernel?",
                                             f"correlation with {STAR}'s pattern"),
         "head_signature": circuits.probed_signature_bars(
-            to_json(circuit.signatures),
+            circuit.signatures,
             f"Direct effect of each head on the probed value ({STAR}: {SIGNATURE_TEXT[1:-1]})"),
         "layer_signature": circuits.probed_signature_bars(
-            to_json(circuit.layer_signatures),
+            circuit.layer_signatures,
             f"Each layer's update of the probed value ({STAR}: {SIGNATURE_TEXT[1:-1]})"),
         "attention": plots.attention_comparison({f"model, layer {layer} head "
                                                  f"{head} (most TD-like)": ex.pattern_model,

@@ -1,4 +1,4 @@
-"""The report of a stylised model: every number, computed once, as a typed ``Summary`` (``reports.schema``).
+"""The report of a stylised model: every number, computed once, as a typed ``Summary`` (``analyses.summary``).
 
 Weight probes against θ* (cosines, signature), the algorithm each layer runs (read from the weights),
 its iteration map and spectrum, baselines on the same tasks, kernel diagonality and Assumption 5.1's
@@ -13,36 +13,36 @@ from typing import Any, Optional
 import torch
 
 from analyses.metrics import baselines
-from analyses.metrics.algorithm_id import (
-    depth_extrapolation, depths_up_to, identify_layers, iteration_map, read_layer,
-    spectral_depth,
-)
+from analyses.metrics.algorithm_id import IterationMap, LayerReading, identify_layers, iteration_map, read_layer
+from analyses.metrics.extrapolation import depth_extrapolation, depths_up_to, spectral_depth
 from analyses.metrics.convergence import CONTEXT_LENGTHS, errors_by_context, errors_by_depth, fit_geometric
 from analyses.metrics.diagonality import kernel_diagonality_mean, model_margin, state_kernels
 from analyses.metrics.heads import head_kernels, most_like
 from analyses.metrics.neu import neu_grid
 from ictd_interp.models.state_space import state_space_unavailable
 from analyses.metrics.probes import activation_cosines, circuit_cosines, prediction_gap, sensitivity_cosine
-from analyses.reports.schema import Summary, build, eval_tasks_label
+from analyses.reports.render import eval_tasks_label
+from analyses.summary.sections import Summary
+from analyses.summary.store import build
 from analyses.reports.render import baseline_table, interval_text, layer_sentence, neu_lines, number, signs_text
-from analyses.reports.schema import Algorithm, Baselines, Diagonality
+from analyses.metrics.theta_star import DepthLimit, star_map, theta_star_limit
+from analyses.summary.sections import Algorithm, Baselines, DepthCurves, Diagonality, Margin
 from analyses.figures import plots
 from analyses.figures.plots import STAR
 from ictd_interp.models.construction import SIGNATURE_INPUTS, SIGNATURE_TEXT
 from ictd_interp.config import TrainConfig
 from ictd_interp.io.progress import computed
 from ictd_interp.models import HookedICTDTransformer
-from ictd_interp.models.construction import theta_star_coefficients
 from ictd_interp.models.hook_names import ends_with
 from ictd_interp.tasks.sampling import TaskBatch, sample_from
+from analyses.metrics.convergence import GeometricFit
 from ictd_interp.training.evaluation import EvalSet, evaluate
 
-ARCHITECTURE = "stylised"  # the model architecture this report is for (``reports.write.REPORTS``)
+ARCHITECTURE = "stylised"  # the model architecture this report is for (``analyses.analyze.REPORTS``)
 FIT_TASKS = 64  # the function-space fit (and its bootstrap) runs on the first 64 evaluation tasks
 # NEU at the training setting and toward Theorem 3's limit (a longer context, deeper models); the claims
 # report runs the powered grid (``analyses.claims.theory.theorem3``)
 NEU_LONG, NEU_DEEP, NEU_TASKS = 100, (12, 96), 2048
-LIMIT_LENGTHS, LIMIT_TASKS = (30, 100, 300, 1000), 32  # theta*'s limit (fixed point) versus context length
 
 
 def compute(model: HookedICTDTransformer, config: TrainConfig, source: str, curves: Optional[dict[str, list]],
@@ -54,7 +54,7 @@ def compute(model: HookedICTDTransformer, config: TrainConfig, source: str, curv
     tasks, star = eval_set.tasks, HookedICTDTransformer.from_theta_star(model.cfg)
     depth = max(2 * model.cfg.n_layers, 16)
     long_tasks = sample_from(config.tasks, 64, seed=config.eval_seed + 1, length=max(CONTEXT_LENGTHS))
-    C, star_map = model_margin(star, tasks), summary_star_map(star, tasks)
+    C, star_fixed = model_margin(star, tasks), star_map(star, tasks)
     with torch.no_grad():
         model_values, star_values = model(tasks.prompt), star(tasks.prompt)
     exact = state_space_unavailable(model.cfg) is None
@@ -63,9 +63,9 @@ def compute(model: HookedICTDTransformer, config: TrainConfig, source: str, curv
         star_depth = (
             errors_by_depth(HookedICTDTransformer.from_theta_star(model.cfg, depth=depth), tasks).mean(-1).tolist()
         )
-        return {"depth": {"theta_star": star_depth, "model": errors_by_depth(model, tasks).mean(-1).tolist()},
+        return {"depth": DepthCurves(model=errors_by_depth(model, tasks).mean(-1).tolist(), theta_star=star_depth),
                 "theta_star_fit": fit_geometric(star_depth), "one_minus_C": 1 - C.mean().item(),
-                "theta_star_limit": theta_star_limit(model.cfg, config, star_map),
+                "theta_star_limit": theta_star_limit(model.cfg, config.tasks, config.eval_seed + 2, star_fixed),
                 "context_lengths": list(CONTEXT_LENGTHS),
                 "context": {name: errors_by_context(m, long_tasks, CONTEXT_LENGTHS).mean(-1).tolist()
                             for name, m in (("trained model", model), ("theta* (same depth)", star))}}
@@ -92,7 +92,7 @@ def compute(model: HookedICTDTransformer, config: TrainConfig, source: str, curv
                 "theta_star_mean": C.mean().item(),
                 "theta_star_min": C.min().item(),
             },
-            "algorithm": lambda: algorithm_answers(model, star, tasks, star_map),
+            "algorithm": lambda: algorithm_answers(model, star, tasks, star_fixed),
             "circuit": lambda: {"heads": (heads := head_kernels(model, tasks)), **most_like(heads)},
             "convergence": convergence,
             "neu": lambda: (
@@ -118,7 +118,7 @@ def compute(model: HookedICTDTransformer, config: TrainConfig, source: str, curv
 
 
 def algorithm_answers(model: HookedICTDTransformer, star: HookedICTDTransformer, tasks: TaskBatch,
-                      star_map: dict[str, Any]) -> dict[str, Any]:
+                      star_fixed: IterationMap) -> Algorithm:
     """Which algorithm each layer runs (read from the weights where the layer is a fixed linear map,
     fitted otherwise), what iterating the last layer does (from the spectrum of its map), the error
     curve run as deep as that spectrum needs, and theta*'s own map and fixed point on the same tasks."""
@@ -129,55 +129,23 @@ def algorithm_answers(model: HookedICTDTransformer, star: HookedICTDTransformer,
     else:
         layers = identify_layers(model, tasks[:FIT_TASKS])
     for row in layers:
-        usable = row["b"] is not None and row["identifiable"]
-        if model.cfg.tied and reason is None and row["layer"] > 0:  # one layer, read once: its map is layer 0's
-            row["iteration"] = layers[0]["iteration"]
-        else:
-            row["iteration"] = iteration_map(model, tasks, row["layer"], row) if usable else None
-    iterated = layers[last]["iteration"]
-    deepest = spectral_depth(iterated["spectral_radius"], model.cfg.n_layers) if iterated else 8 * model.cfg.n_layers
+        usable = row.b is not None and row.identifiable
+        if model.cfg.tied and reason is None and row.layer > 0:  # one layer, read once: its map is layer 0's
+            row.iteration = layers[0].iteration
+        elif usable:
+            row.iteration = iteration_map(model, tasks, row.layer, row.coefficients, row.feature_drive)
+    iterated = layers[last].iteration
+    deepest = spectral_depth(iterated.spectral_radius, model.cfg.n_layers) if iterated else 8 * model.cfg.n_layers
     extrapolation = depth_extrapolation(model, star, tasks, depths_up_to(deepest, model.cfg.n_layers))
     if iterated is not None:  # the spectrum decides; the error curve is shown beside it
-        extrapolation = {**extrapolation, "curve_verdict": extrapolation["verdict"],
-                         "verdict": iterated["verdict"], "converges": iterated["converges"],
-                         "verdict_from": "spectrum of the last layer's map on state values"}
+        extrapolation = replace(extrapolation, curve_verdict=extrapolation.verdict, verdict=iterated.verdict,
+                                converges=iterated.converges,
+                                verdict_from="spectrum of the last layer's map on state values")
     else:
-        extrapolation["verdict_from"] = "error curve (no linear map could be read or fitted)"
-    return {"source": "weights" if reason is None else "fit", "exact_read_unavailable": reason, "layers": layers,
-            "extrapolation": extrapolation, "theta_star_map": _without_radii(star_map)}
-
-
-def summary_star_map(star: HookedICTDTransformer, tasks: TaskBatch) -> dict[str, Any]:
-    """theta*'s map on the evaluation tasks (its spectrum and fixed point), the one the report's first
-    section and the first row of ``theta_star_limit`` both quote."""
-    return iteration_map(star, tasks, 0, theta_star_coefficients(star.cfg.gamma))
-
-
-def theta_star_limit(cfg, config: TrainConfig, at_training_length: dict[str, Any]) -> dict[str, Any]:
-    """theta*'s limit as depth grows, computed rather than extrapolated: per context length, the sup
-    error of the fixed point of its map (``iteration_map``) and that map's spectral radius (the
-    asymptotic rate of its geometric decay). At the training length, ``at_training_length`` (its map on
-    the evaluation tasks, as the report's first section quotes it); at the longer ``LIMIT_LENGTHS``, on
-    ``LIMIT_TASKS`` other tasks with trajectories of the longest length (prefixes for the shorter ones)."""
-    n_train = config.tasks.context_len
-    tasks = sample_from(config.tasks, LIMIT_TASKS, seed=config.eval_seed + 2, length=max(LIMIT_LENGTHS))
-    star = HookedICTDTransformer.from_theta_star(replace(cfg, dtype="float64", n_layers=1, tied=True))
-    rows = [_limit_row(n_train, at_training_length, "evaluation")]
-    for n in (n for n in LIMIT_LENGTHS if n > n_train):
-        prefix = TaskBatch(tasks.mrp, tasks.features, tasks.states[:, : n + 1])
-        rows.append(_limit_row(n, iteration_map(star, prefix, 0, theta_star_coefficients(cfg.gamma)), "long"))
-    return {"n_tasks": LIMIT_TASKS, "rows": rows}
-
-
-def _limit_row(n: int, result: dict[str, Any], tasks: str) -> dict[str, Any]:
-    return {"context_len": n, "tasks": tasks, "fixed_point_error": result["fixed_point_error"],
-            "fixed_point_error_interval": result["fixed_point_error_interval"],
-            "spectral_radius_mean": result["spectral_radius_mean"],
-            "fraction_contracting": result["fraction_contracting"]}
-
-
-def _without_radii(result: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in result.items() if k not in ("spectral_radius", "fixed_point_errors")}
+        extrapolation = replace(extrapolation, verdict_from="error curve (no linear map could be read or fitted)")
+    return Algorithm(source="weights" if reason is None else "fit", exact_read_unavailable=reason, layers=layers,
+                     extrapolation=extrapolation,
+                     theta_star_map=replace(star_fixed, spectral_radius=None, fixed_point_errors=None))
 
 
 @torch.no_grad()
@@ -212,13 +180,13 @@ def algorithm_sentences(alg: Algorithm, base: Baselines, gamma: float) -> list[s
                      "longer makes it worse, whatever its weight cosine with θ* says.")
     star = alg.theta_star_map
     if star:
-        neutral = star.get("neutral_tasks")
-        lines.append(f"- θ*'s map on the same tasks {star['verdict']} (radius {star['spectral_radius_mean']:.3f} on "
+        neutral = star.neutral_tasks
+        lines.append(f"- θ*'s map on the same tasks {star.verdict} (radius {star.spectral_radius_mean:.3f} on "
                      "average" + (f"; on {neutral} tasks a state that is never a source adds the neutral eigenvalue "
                                   "1, a direction the layer never moves" if neutral else "") + ")"
                      + (f"; its depth limit is {_limit_text(star)} from v_π (sup norm, mean over the evaluation "
                         f"tasks whose map contracts ({_share(star)}), 95% t interval)."
-                        if star["fixed_point_error"] is not None else "."))
+                        if star.fixed_point_error is not None else "."))
     for first, last, row in distinct_layers(alg.layers):
         sentence = layer_sentence(row, gamma)
         if last > first:
@@ -228,16 +196,15 @@ def algorithm_sentences(alg: Algorithm, base: Baselines, gamma: float) -> list[s
     return lines
 
 
-def distinct_layers(rows: list[dict[str, Any]]) -> list[tuple[int, int, dict[str, Any]]]:
+def distinct_layers(rows: list[LayerReading]) -> list[tuple[int, int, LayerReading]]:
     """Runs of consecutive layers whose readings are the same apart from their index (a tied model's
     layers, read from the one set of weights), as (first, last, reading): said once, not once per layer."""
-    runs: list[tuple[int, int, dict[str, Any]]] = []
-    without_index = lambda row: {k: v for k, v in row.items() if k != "layer"}  # noqa: E731
+    runs: list[tuple[int, int, LayerReading]] = []
     for row in rows:
-        if runs and without_index(runs[-1][2]) == without_index(row):
-            runs[-1] = (runs[-1][0], row["layer"], runs[-1][2])
+        if runs and replace(runs[-1][2], layer=row.layer) == row:
+            runs[-1] = (runs[-1][0], row.layer, runs[-1][2])
         else:
-            runs.append((row["layer"], row["layer"], row))
+            runs.append((row.layer, row.layer, row))
     return runs
 
 
@@ -248,38 +215,39 @@ def per_layer_text(values: list, tied: bool) -> str:
     return ", ".join(str(v) for v in values)
 
 
-def _limit_text(result: dict[str, Any]) -> str:
-    interval = result.get("fixed_point_error_interval")
-    return interval_text(interval) if interval else number(result["fixed_point_error"])
+def _limit_text(result: Any) -> str:
+    """A fixed point's error (an ``IterationMap`` or a ``LimitRow``) with its interval where it has one."""
+    interval = result.fixed_point_error_interval
+    return interval_text(interval) if interval else number(result.fixed_point_error)
 
 
-def _share(result: dict[str, Any]) -> str:
-    radii_below = result.get("fraction_contracting")
+def _share(result: IterationMap) -> str:
+    radii_below = result.fraction_contracting
     return "all of them" if radii_below is None or radii_below == 1 else f"{radii_below:.0%} of them"
 
 
-def limit_sentence(limit: dict[str, Any], fit: dict[str, float]) -> str:
+def limit_sentence(limit: DepthLimit, fit: GeometricFit) -> str:
     """θ*'s limit computed (fixed point of its map) beside the geometric fit over a few depths."""
-    rows = limit["rows"]
-    floors = ", ".join(f"{_limit_text(r)} (n = {r['context_len']}, ρ {r['spectral_radius_mean']:.3f}"
-                       + (", the evaluation tasks" if r.get("tasks") == "evaluation" else "") + ")" for r in rows)
-    asymptotic = rows[0]["spectral_radius_mean"]
-    rate = fit["rate"]
+    rows = limit.rows
+    floors = ", ".join(f"{_limit_text(r)} (n = {r.context_len}, ρ {r.spectral_radius_mean:.3f}"
+                       + (", the evaluation tasks" if r.tasks == "evaluation" else "") + ")" for r in rows)
+    asymptotic = rows[0].spectral_radius_mean
+    rate = fit.rate
     same = abs(rate - asymptotic) < 0.02
-    longer = [r["context_len"] for r in rows if r.get("tasks") != "evaluation"]
+    longer = [r.context_len for r in rows if r.tasks != "evaluation"]
     where = (f"at the training length on the evaluation tasks (the number quoted above), at n = "
-             f"{', '.join(map(str, longer))} on {limit['n_tasks']} other tasks with longer trajectories"
-             if longer and len(longer) < len(rows) else f"on {limit['n_tasks']} tasks")
+             f"{', '.join(map(str, longer))} on {limit.n_tasks} other tasks with longer trajectories"
+             if longer and len(longer) < len(rows) else f"on {limit.n_tasks} tasks")
     return (f"θ*'s limit as depth grows, computed as the fixed point of its map {where} (sup error, mean over the "
             f"contracting tasks with its 95% t interval): {floors}. The "
             f"geometric fit over the report's depths gives rate {rate:.3f} and "
-            f"floor {fit['floor']:.3f}; " + ("that rate is the asymptotic one (ρ of the map)." if same else
+            f"floor {fit.floor:.3f}; " + ("that rate is the asymptotic one (ρ of the map)." if same else
             f"that rate is not the asymptotic one (ρ of θ*'s map ≈ {asymptotic:.3f}): the fit describes only the "
             "depths it saw, and its floor is not the limit."))
 
 
-def margin_sentence(margin: Any, one_minus_c: float, rate: float, gamma: float) -> str:
-    C = margin.theta_star_mean if hasattr(margin, "theta_star_mean") else margin["theta_star_mean"]
+def margin_sentence(margin: Margin, one_minus_c: float, rate: float, gamma: float) -> str:
+    C = margin.theta_star_mean
     if C <= 0:
         return (f"The Assumption 5.1 margin C = {C:+.3f} is not positive: the population kernel's diagonal is below "
                 f"(1+γ)/2 = {(1 + gamma) / 2:.3f}, so Theorem 2's contraction bound (rate 1 − C = {one_minus_c:.3f} "
@@ -344,7 +312,7 @@ def lines(summary: Summary) -> list[str]:
         "",
         diagonality_sentence(summary.diagonality, m.kernel_diagonality_mean),
         "",
-        margin_sentence(summary.margin, conv.one_minus_C, conv.theta_star_fit["rate"], summary.gamma),
+        margin_sentence(summary.margin, conv.one_minus_C, conv.theta_star_fit.rate, summary.gamma),
         "",
         limit_sentence(conv.theta_star_limit, conv.theta_star_fit),
         "",
@@ -363,7 +331,7 @@ def figures(summary: Summary) -> dict[str, plots.Figure]:
         "grouped_kernel": plots.grouped_kernel(ex.grouped_kernel, "grouped kernel $\\hat M_n$ (model, layer 0)"),
         "signature": plots.signature_bars(summary.metrics.signature, tied=tied),
         "error_vs_depth": plots.error_vs_depth(
-            {"theta*": conv.depth["theta_star"], "trained model": conv.depth["model"]},
+            {"theta*": conv.depth.theta_star, "trained model": conv.depth.model},
             {"theta*": conv.theta_star_fit}, conv.one_minus_C),
     }
     if summary.curves:

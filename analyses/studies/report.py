@@ -19,15 +19,23 @@ from matplotlib.ticker import MaxNLocator
 
 from analyses.figures.plots import Figure, legend_outside, log_axis, zoom
 from analyses.metrics.intervals import METHOD, describe_nonfinite, t_interval
-from analyses.reports.schema import SIGNATURE_COLUMNS, STUDY_COLUMNS, Column
-from analyses.studies.results import read_tables
+from analyses.summary.tables import SIGNATURE_COLUMNS, STUDY_COLUMNS, Column
+from analyses.summary.tables import summary_column
+from analyses.studies.results import CELL, CONDITION, DEPTH, REFERENCE_NAME, STATUS, curve_column, read_tables
+from analyses.studies.spec import StudySpec, load_spec
 from ictd_interp.models.construction import SIGNATURE_INPUTS, SIGNATURE_TEXT
+
+DISCOUNT = summary_column("algorithm.layers.effective_discount")
+IN_FAMILY = summary_column("algorithm.layers.in_family")
+STAR_DIAGONALITY = summary_column("diagonality.theta_star")
 
 SEED_LINES = 5  # below this many seeds, every seed's own line is drawn beside the mean
 FEW_POINTS = 6  # a curve with this many points or fewer gets markers (two evaluations are not a trend)
 CAPTION = ("Lines: mean over seeds; bands: Student-t 95% interval of that mean (n = number of seeds per condition, "
            "in the table); on log axes (MSVE) the geometric mean and the interval of log10 values; thin lines: "
            "each seed, when a condition has fewer than 5.")
+COS_A, STAR_MSVE = curve_column("cos_A"), curve_column("theta_star_msve")
+INPUT = "input"  # the signature table's long form: which input a weight is on
 PALETTE = "colorblind"
 
 
@@ -38,7 +46,7 @@ def band_lines(ax, data: pd.DataFrame, x: str, y: str, marker: Optional[str] = N
     point's mean non-finite (drawn as a gap), it is never averaged away. ``log``: for errors spanning
     decades (log axes), the mean and interval of ``log10`` values, drawn back (a geometric mean; a
     t band over a few seeds would otherwise reach below 0)."""
-    colors = dict(zip(data["condition"].unique(), sns.color_palette(PALETTE)))
+    colors = dict(zip(data[CONDITION].unique(), sns.color_palette(PALETTE)))
     for condition, part in data.groupby("condition", sort=False):
         rows = [(xv, t_interval(_log10(group[y]) if log else group[y].to_numpy(dtype=float)))
                 for xv, group in part.groupby(x)]
@@ -49,7 +57,7 @@ def band_lines(ax, data: pd.DataFrame, x: str, y: str, marker: Optional[str] = N
         shown = marker or ("o" if len(xs) <= FEW_POINTS else None)  # a sparse curve shows where it was measured
         ax.plot(xs, mean, color=colors[condition], marker=shown, ms=4, label=condition)
         ax.fill_between(xs, lo, hi, color=colors[condition], alpha=0.2, lw=0)
-        if "cell" in part and part["cell"].nunique() < SEED_LINES:
+        if "cell" in part and part[CELL].nunique() < SEED_LINES:
             for _, seed in part.groupby("cell"):
                 seed = seed.sort_values(x)
                 ax.plot(seed[x], seed[y], color=colors[condition], lw=0.7, alpha=0.5)
@@ -66,20 +74,20 @@ def write_report(out_dir: Union[str, Path]) -> Path:
     """Redraw ``figures/`` and ``study.md`` of a study folder from its CSVs."""
     out_dir = Path(out_dir)
     results, curves, depth, extrapolation = read_tables(out_dir)
-    spec = json.loads((out_dir / "spec.json").read_text())
-    title = spec.get("name", out_dir.name)
+    spec = load_spec(json.loads((out_dir / "spec.json").read_text()))
+    title = spec.name
     figs = {}
     # weight probes against θ* exist for stylised cells only: their figures show only the cells that have them
-    weighted = curves[curves["cos_A"].notna()] if "cos_A" in curves else curves.iloc[:0]
+    weighted = curves[curves[COS_A].notna()] if COS_A in curves else curves.iloc[:0]
     if not weighted.empty:
         figs["cosines_over_training"] = cells_cosine_curves(weighted, title)
     if not curves.empty:
         figs["diagonality_over_training"] = curve(
             curves, "kernel_diagonality_mean", "kernel diagonality (fraction)", title,
-            {"$\\theta^*$ on these tasks (mean over cells)": results["diagonality.theta_star"].mean()}
-            if "diagonality.theta_star" in results else None)
+            {"$\\theta^*$ on these tasks (mean over cells)": results[STAR_DIAGONALITY].mean()}
+            if STAR_DIAGONALITY in results else None)
         figs["msve_over_training"] = msve_curves(curves, title)
-    done = results[results["status"] == "done"]
+    done = results[results[STATUS] == "done"]
     first = SIGNATURE_COLUMNS[0]
     signed = done[done[first].notna()] if first in done else done.iloc[:0]
     if not signed.empty:
@@ -132,7 +140,7 @@ def msve_curves(curves: pd.DataFrame, title: str) -> Figure:
     ax = fig.add_subplot()
     data = _cell_mean_over_layers(curves, "eval_msve")
     colors = band_lines(ax, data, "step", "eval_msve", log=True)
-    for condition, star in curves.groupby("condition", sort=False)["theta_star_msve"].mean().items():
+    for condition, star in curves.groupby(CONDITION, sort=False)[STAR_MSVE].mean().items():
         ax.axhline(star, color=colors[condition], ls="--", lw=1)
     ax.plot([], [], color="grey", ls="--", label="$\\theta^*$ at the same depth")
     ax.set(title=f"{title}: evaluation MSVE (dashed: $\\theta^*$)", xlabel="training step",
@@ -144,14 +152,14 @@ def msve_curves(curves: pd.DataFrame, title: str) -> Figure:
 
 def signature(done: pd.DataFrame, title: str) -> Figure:
     """Final normalised (reward, next value, current value) weights per layer: bars = mean, dots = seeds."""
-    long = done.melt(id_vars=["condition", "cell", "layer"], value_vars=list(SIGNATURE_COLUMNS), var_name="input",
+    long = done.melt(id_vars=["condition", "cell", "layer"], value_vars=list(SIGNATURE_COLUMNS), var_name=INPUT,
                      value_name="weight")
-    long["input"] = long["input"].str.rsplit(".", n=1).str[-1]
-    conditions = list(done["condition"].unique())
+    long[INPUT] = long[INPUT].str.rsplit(".", n=1).str[-1]
+    conditions = list(done[CONDITION].unique())
     fig = Figure(figsize=(max(7.0, 3.6 * len(conditions)), 4), layout="constrained")
     axes = np.atleast_1d(fig.subplots(1, len(conditions), sharey=True))
     for ax, condition in zip(axes, conditions):
-        part = long[long["condition"] == condition]
+        part = long[long[CONDITION] == condition]
         sns.barplot(data=part, x="layer", y="weight", hue="input", hue_order=SIGNATURE_INPUTS, ax=ax, palette=PALETTE,
                     errorbar=None, alpha=0.6)
         sns.stripplot(data=part, x="layer", y="weight", hue="input", hue_order=SIGNATURE_INPUTS, dodge=True, ax=ax,
@@ -184,11 +192,11 @@ def _versus_depth(
     fig = Figure(figsize=(7.5, 4), layout="constrained")
     ax = fig.add_subplot()
     band_lines(ax, table, "depth", "model", marker="o", log=True)
-    names = table["reference_name"] if "reference_name" in table else pd.Series("theta*", index=table.index)
+    names = table[REFERENCE_NAME] if "reference_name" in table else pd.Series("theta*", index=table.index)
     for (name, rows), ls in zip(table.groupby(names), ("--", ":", "-.")):
         mean = rows.groupby("depth")[reference].mean().reset_index()
         label = ("$\\theta^*$" if name == "theta*" else name) + " (mean over cells)"
-        ax.plot(mean["depth"], mean[reference], color="grey", ls=ls, label=label)
+        ax.plot(mean[DEPTH], mean[reference], color="grey", ls=ls, label=label)
     ax.set(title=title, xlabel="depth (layers applied)", ylabel=ylabel, yscale="log",
            xscale="log" if log_depth else "linear")
     if log_depth:
@@ -200,11 +208,11 @@ def _versus_depth(
     return fig
 
 
-def markdown(spec: dict, results: pd.DataFrame, figures: list[str]) -> str:
+def markdown(spec: StudySpec, results: pd.DataFrame, figures: list[str]) -> str:
     cells = results.drop_duplicates("cell")
-    lines = [f"# Study `{spec['name']}`", "", spec.get("description", ""), "",
-             f"Preset `{spec['preset']}`, fixed {spec['fixed'] or 'nothing'}, grid {spec['grid'] or 'none'}, "
-             f"seeds {spec['seeds']}: {len(cells)} cells, {int((cells['status'] == 'done').sum())} done.", "",
+    lines = [f"# Study `{spec.name}`", "", spec.description, "",
+             f"Preset `{spec.preset}`, fixed {spec.fixed or 'nothing'}, grid {spec.grid or 'none'}, "
+             f"seeds {spec.seeds}: {len(cells)} cells, {int((cells[STATUS] == 'done').sum())} done.", "",
              "## Final metrics per condition", "",
              f"Each cell: mean over the seeds that finished with its {METHOD} over seeds (n in the second column; "
              "with one seed, no interval); a seed whose value is not finite is named below the table. Cosines are the "
@@ -231,7 +239,7 @@ def markdown(spec: dict, results: pd.DataFrame, figures: list[str]) -> str:
         notes += [f"- `{condition}`: {n}" for n in note]
     if notes:
         lines += ["", *notes]
-    failed = cells[cells["status"] != "done"]
+    failed = cells[cells[STATUS] != "done"]
     if not failed.empty:
         lines += ["", "## Cells that did not finish", ""]
         lines += [f"- `{r.cell}`: {r.status}" + (f" — {r.error}" if isinstance(r.error, str) else "")
@@ -244,13 +252,13 @@ def markdown(spec: dict, results: pd.DataFrame, figures: list[str]) -> str:
 def _table_row(condition: str, part: pd.DataFrame) -> tuple[str, list[str]]:
     """One condition's row: every column of ``STUDY_COLUMNS`` summarised over the seeds that finished."""
     cells = part.drop_duplicates("cell")
-    done = part[part["status"] == "done"]
-    n_done, n_failed = int((cells["status"] == "done").sum()), int((cells["status"] == "failed").sum())
+    done = part[part[STATUS] == "done"]
+    n_done, n_failed = int((cells[STATUS] == "done").sum()), int((cells[STATUS] == "failed").sum())
     if done.empty:
         return f"| {condition} | 0 | {n_failed} |" + " – |" * len(STUDY_COLUMNS), []
-    if "algorithm.layers.in_family" in done:  # a discount is only read off a layer the TD family explains
-        discount = done["algorithm.layers.effective_discount"].where(done["algorithm.layers.in_family"].astype(bool))
-        done = done.assign(**{"algorithm.layers.effective_discount": discount})
+    if IN_FAMILY in done:  # a discount is only read off a layer the TD family explains
+        discount = done[DISCOUNT].where(done[IN_FAMILY].astype(bool))
+        done = done.assign(**{DISCOUNT: discount})
     notes: list[str] = []
     # a condition's cells may lack a column (a standard model has no weight cosines, an untied one no
     # extrapolation): shown as "–", never as a made-up value

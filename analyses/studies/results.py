@@ -1,7 +1,7 @@
 """A study's tidy tables, built from its cells' own files (so a table never says more than a cell).
 
 * ``results.csv``: one row per cell and layer: the cell, its condition and grid values, seed,
-  status and error, then every tabulated field of the cell's typed summary (``reports.schema.flatten``:
+  status and error, then every tabulated field of the cell's typed summary (``summary.tables.flatten``:
   fields declared per layer become per-layer values, the signature's entries ``.reward``,
   ``.next value``, ``.current value``; detail fields stay in summary.json).
 * ``curves.csv``: cell x step x layer, from the run's ``metrics.jsonl``.
@@ -14,13 +14,32 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from dataclasses import fields
 from typing import Any
 
 import pandas as pd
 
-from analyses.reports.schema import flatten, read_summary
+from analyses.summary.store import read_summary
+
+from analyses.summary.tables import flatten
 from analyses.studies.spec import StudySpec
 from ictd_interp.training import run_folder
+from ictd_interp.training.evaluation import EvalMetrics
+
+
+# the tables' own columns, beside the summary's flattened fields (``schema.summary_column``)
+CELL, CONDITION, STATUS, ERROR, LAYER, STEP = "cell", "condition", "status", "error", "layer", "step"
+DEPTH, MODEL, REFERENCE, REFERENCE_NAME = "depth", "model", "reference", "reference_name"
+DONE = "done"  # a cell's status once its analysis is saved
+CURVE_IDS = ("step", "loss", "wall_time")  # curves.csv: these, then the logged metrics (``EvalMetrics``)
+
+
+def curve_column(name: str) -> str:
+    """A column of ``curves.csv``, checked against what a run logs (``EvalMetrics``'s fields)."""
+    if name not in CURVE_IDS and name not in {f.name for f in fields(EvalMetrics)}:
+        logged = ", ".join(f.name for f in fields(EvalMetrics))
+        raise ValueError(f"{name}: curves.csv has no such column (a run logs {logged})")
+    return name
 
 
 def collect(spec: StudySpec, out_dir: Path) -> None:
@@ -40,8 +59,8 @@ def collect(spec: StudySpec, out_dir: Path) -> None:
         results += [{**ids, "layer": layer, **cell_scalars, **row} for layer, row in enumerate(per_layer)]
         curves += _curves(folder / "run", ids)
         conv = summary.convergence.depth
-        depth += [{**ids, "depth": d, "model": conv["model"][d] if d < len(conv["model"]) else None,
-                   "theta_star": e} for d, e in enumerate(conv["theta_star"])]
+        depth += [{**ids, "depth": d, "model": conv.model[d] if d < len(conv.model) else None,
+                   "theta_star": e} for d, e in enumerate(conv.theta_star)]
         ext = summary.algorithm.extrapolation
         if ext is not None:
             extrapolation += [

@@ -227,7 +227,7 @@ def run_cell(cell_dir: str, config: dict[str, Any], stop_file: str, keep_freed_m
     """Train (or resume) and analyse one cell; runs inside a Ray worker on one torch thread."""
     import torch
 
-    from analyses.reports.write import analyze
+    from analyses.analyze import analyze
     from ictd_interp.training import run_folder
     from ictd_interp.training.trainer import resume, train
     from ictd_interp.config.train import TrainConfig

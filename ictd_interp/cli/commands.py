@@ -41,7 +41,7 @@ def construction_table(cfg: ConstructConfig) -> str:
              f"{int((C > 0).sum())}/{len(C)} tasks have C > 0)",
              f"{'depth L':>8}  {'||v_L - v_pi||_inf':>20}"]
     lines += [f"{L:>8}  {errors[L]:>20.6f}" for L in depths]
-    lines.append(f"fitted geometric rate {fit['rate']:.4f}, floor {fit['floor']:.6f}; 1 - C = {1 - C.mean():.4f}")
+    lines.append(f"fitted geometric rate {fit.rate:.4f}, floor {fit.floor:.6f}; 1 - C = {1 - C.mean():.4f}")
     return "\n".join(lines)
 
 
@@ -114,7 +114,7 @@ def analyze(args: argparse.Namespace) -> int:
 
 def evaluate(args: argparse.Namespace) -> int:
     """evaluation.json, evaluation.md and figures for a model on ``--env`` (out of distribution)."""
-    from analyses.reports.write import resolve
+    from analyses.analyze import resolve
     from analyses.metrics.convergence import context_lengths
     from analyses.reports.ood import evaluate_ood, write_ood
     from ictd_interp.tasks import sample_from
@@ -258,7 +258,7 @@ def _source(path: str) -> str:
 
 
 def _analyze(path: str, out: str, force: bool = False) -> None:
-    from analyses.reports.write import analyze
+    from analyses.analyze import analyze
     from ictd_interp.training.run_folder import claim_output
 
     claim_output(out, {"command": "analyze", "source": _source(path)}, force)

@@ -30,7 +30,8 @@ from ictd_interp.config.linear import LinearICTDConfig
 
 LOG, PARAMS = "data.npz", "params.json"
 # what their trainer logs beside P and Q at every logged step (its ``_init_log``), under our names
-THEIR_LOGGED = {"alpha": "alpha", "implicit_weight_sim": "IWS", "sensitivity cos sim": "SS", "v_tf v_td msve": "VD"}
+LOGGED_STEP = "alpha"  # their fitted TD step, under our name
+THEIR_LOGGED = {"alpha": LOGGED_STEP, "implicit_weight_sim": "IWS", "sensitivity cos sim": "SS", "v_tf v_td msve": "VD"}
 ANSI = re.compile(r"\x1b\[[0-9;]*m")  # terminal colour codes in torch's messages
 ACTIVATION_NAMES = {"identity": "identity", "relu": "relu"}  # theirs -> ours; the others are not column-wise
 

@@ -18,6 +18,8 @@ Derivation (one layer, TSM form, ``z_i = (x_i, R_{i+1}, gamma v_{i+1}, v_i)``):
 
 from __future__ import annotations
 
+from typing import NamedTuple, Optional
+
 import torch
 from jaxtyping import Float
 from torch import Tensor
@@ -79,7 +81,15 @@ def theta_star(cfg: ICTDConfig, alpha: float = 1.0) -> dict[str, Float[Tensor, "
     return {attn_param(l, name): w.clone() for l in range(cfg.n_layers) for name, w in layer.items()}
 
 
-def theta_star_coefficients(gamma: float) -> dict[str, float]:
-    """theta*'s coefficients in the TD family ``v <- v + a K (R + b v' + c v)`` (docs/theory.md §7): step
-    ``a = 1``, next-value weight ``b = gamma``, current-value weight ``c = -1``."""
-    return {"step": 1.0, "b": gamma, "c": -1.0}
+class TDCoefficients(NamedTuple):
+    """A layer's coefficients in the TD family ``v <- v + K (a R + b v' + c v)`` (docs/theory.md §7); ``b`` and
+    ``c`` None where they cannot be identified."""
+
+    step: float
+    b: Optional[float]
+    c: Optional[float]
+
+
+def theta_star_coefficients(gamma: float) -> TDCoefficients:
+    """theta*'s coefficients: step ``a = 1``, next-value weight ``b = gamma``, current-value weight ``c = -1``."""
+    return TDCoefficients(1.0, gamma, -1.0)

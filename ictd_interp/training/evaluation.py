@@ -43,6 +43,7 @@ def value_msve(values: Tensor, tasks: TaskBatch) -> float:
 
 
 PER_LAYER = {"per_layer": True}  # a list indexed by layer (how reports tabulate it)
+DETAIL = {"detail": True}  # kept in summary.json for figures and readers, not tabulated
 
 
 @dataclass(frozen=True)

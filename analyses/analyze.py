@@ -4,7 +4,7 @@
 its ``compute`` (every number once, into a typed ``Summary``), its ``lines`` (summary.md's words) and its own
 ``figures`` (``reports.stylised``, ``reports.standard``, ``reports.linear``); what every report shares is in
 ``reports.render`` (words) and ``reports.drawing`` (figures). A new architecture's report is one module and
-one entry here. ``analyze`` validates the path, computes, saves ``summary.json`` (``reports.schema``), then
+one entry here. ``analyze`` validates the path, computes, saves ``summary.json`` (``analyses.summary``), then
 draws every figure from those saved numbers (PNG and SVG) and writes ``summary.md``.
 """
 
@@ -19,7 +19,8 @@ from analyses.figures.plots import Figure
 from analyses.reports import linear, standard, stylised
 from analyses.reports.drawing import common_figures
 from analyses.reports.render import write_with_figures
-from analyses.reports.schema import Summary, write_summary
+from analyses.summary.sections import Summary
+from analyses.summary.store import write_summary
 from ictd_interp.config import TaskDistribution, TrainConfig
 from ictd_interp.io.checkpoint import CONFIG, CheckpointError
 from ictd_interp.io.pretrained import resolve as resolve_name
