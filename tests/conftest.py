@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 import torch
 
-from ictd_interp import HookedICTDTransformer, ICTDConfig
+from ictd_interp import HookedICTDTransformer, HookedStandardTransformer, ICTDConfig
+from ictd_interp.config.standard import StandardConfig
 from ictd_interp.tasks.sampling import sample_tasks
 
 
@@ -44,6 +45,11 @@ def make_tasks(n_tasks=4, n_states=6, d=3, n=12, gamma=0.9, **kwargs):
 
 def make_star(**overrides) -> HookedICTDTransformer:
     return HookedICTDTransformer.from_theta_star(make_cfg(**overrides))
+
+
+def make_standard(**overrides) -> HookedStandardTransformer:
+    return HookedStandardTransformer(StandardConfig(**{"d_features": 3, "d_model": 8, "n_layers": 2, "d_mlp": 8,
+                                                       "dtype": "float64", **overrides}))
 
 
 # ---- tiers: ``-m unit`` (pure functions and single forwards: the inner loop, under a minute) and
