@@ -8,4 +8,6 @@ the core ``ictd_interp`` and ``hooks``):
 - ``analyze``: the one table of reports, and ``analyze`` (a checkpoint or run -> summary.json, .md, figures).
 - ``studies``: grids of training runs on Ray, tabulated from the cells' summaries, with aggregate figures.
 - ``claims``: every claim of the paper re-derived with intervals and verdicts (``ictd-interp claims``).
+- ``benchmark``: interpretability methods scored against circuits planted exactly (``ictd-interp
+  methods-benchmark``).
 """

@@ -117,10 +117,10 @@ def _prepare_folder(spec: StudySpec, out_dir: Path) -> None:
 def _run_on_ray(cells, out_dir: Path, address: Optional[str], workers: Optional[int], progress: bool,
                 keep_freed_memory: bool) -> bool:
     """Submit every cell as a Ray task and follow them; True if interrupted by Ctrl-C."""
-    ray = _import_ray()
+    ray = import_ray()
     started_here = not ray.is_initialized()
     if started_here:
-        _init_ray(ray, address, workers)
+        init_ray(ray, address, workers)
     task = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(run_cell)
     refs = {task.remote(str(out_dir / "cells" / c.name), c.config.to_dict(), str(out_dir / STOP_FILE),
                         keep_freed_memory): c
@@ -203,7 +203,7 @@ def _attempts(cell: Path) -> list[dict[str, Any]]:
     return attempts
 
 
-def _import_ray():
+def import_ray():
     try:
         import ray
     except ImportError:
@@ -211,7 +211,7 @@ def _import_ray():
     return ray
 
 
-def _init_ray(ray, address: Optional[str], workers: Optional[int]) -> None:
+def init_ray(ray, address: Optional[str], workers: Optional[int]) -> None:
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # local and loopback clusters only need none
     if address is None:
         ray.init(address="local", num_cpus=workers or os.cpu_count(), include_dashboard=False, log_to_driver=False,

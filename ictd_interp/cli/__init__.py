@@ -134,13 +134,26 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("--address", default=None, help="join this Ray cluster (HOST:PORT); "
                                                        "--out must be shared storage")
     p.add_argument("--force", action="store_true", help="replace a folder that holds another request's results")
+    p = sub.add_parser("methods-benchmark", help="score interpretability methods against circuits planted exactly "
+                                                 "(report.md, figures/)")
+    p.add_argument("--out", required=True, help="report folder (re-running the same command resumes it)")
+    p.add_argument("--budget", default="quick", choices=["quick", "full"],
+                   help="quick: 5 seeds per case, 32 tasks (about a minute on 2 cores); full: 20 seeds, 64 tasks")
+    p.add_argument("--methods", default=None, help="comma-separated method names (default: every registered one)")
+    p.add_argument("--plugin", action="append", default=[], metavar="FILE",
+                   help="a Python file that registers methods (register_method); repeatable")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--workers", type=positive_int, default=None, help="cells at once on a local Ray instance")
+    where.add_argument("--address", default=None, help="join this Ray cluster (HOST:PORT); "
+                                                       "--out must be shared storage")
+    p.add_argument("--force", action="store_true", help="replace a folder that holds another request's results")
     return parser
 
 
 COMMANDS = {"construct": commands.construct, "train": commands.train, "reproduce": commands.reproduce,
             "models": commands.models, "analyze": commands.analyze, "evaluate": commands.evaluate,
             "study": commands.study, "study-report": commands.study_report, "claims": commands.claims,
-            "import-incontexttd": commands.import_incontexttd}
+            "import-incontexttd": commands.import_incontexttd, "methods-benchmark": commands.methods_benchmark}
 
 
 def _as_flag(message: str) -> str:

@@ -201,6 +201,18 @@ def claims(args: argparse.Namespace) -> int:
     return 0
 
 
+def methods_benchmark(args: argparse.Namespace) -> int:
+    from analyses.benchmark.run import run_benchmark
+    from analyses.benchmark.report import write_report
+
+    methods = None if args.methods is None else [m.strip() for m in args.methods.split(",") if m.strip()]
+    cells, budget = run_benchmark(args.out, args.budget, methods=methods, plugins=args.plugin, workers=args.workers,
+                                  address=args.address, force=args.force)
+    path = write_report(cells, budget.to_dict(), Path(args.out))
+    print(f"{path}: {len(cells)} cells, methods {', '.join(cells[0]['scores'])}")
+    return 0
+
+
 def _load_features(path: str):
     import numpy as np
 

@@ -1,0 +1,251 @@
+"""Benchmark cases: standard-architecture models with a planted circuit whose ground truth is known exactly.
+
+Each case starts from θ*'s circuit in a standard block (``standard_theta_star``: per layer one TD head that
+attends with the softmax-TD kernel and adds ``α K (R − v)`` to the value; the bootstrap path cut), then
+hides it:
+
+* **distractors** — *silent* heads (random queries, keys and values, ``W_O = 0``: they compute and write
+  nothing); *junk* heads and MLP units that read the whole residual stream and write only into extra
+  ``junk`` dimensions that nothing on the circuit reads (their activations vary, their effect on the output
+  is exactly 0); *cancelling pairs* of heads with equal queries, keys and values and opposite ``W_O`` writing
+  into the circuit's own dimensions (together they add 0 to rounding error, one alone does not);
+* **a random orthogonal change of residual basis** ``Q`` (``W_E → W_E Q``, readers ``W → Qᵀ W``, writers
+  ``W_O → W_O Q``, ``W_U → Qᵀ W_U``): without LayerNorm the function is unchanged (to 1e-12 in float64), and
+  the variables' directions are the rows of ``Q`` — known only through the rotation.
+
+The ground truth each case exports: the circuit's edges (``embed`` → every TD head, every TD head → every
+later TD head and → ``output``), every node's role, and each variable's direction in the residual stream with
+the hook names where the variable lies exactly on it (``reward`` everywhere; ``value``, the current-value row,
+after each block).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from analyses.benchmark.graph import OUTPUT, Edge, head_name, mlp_name
+from ictd_interp.config import ICTDConfig, TaskDistribution
+from ictd_interp.config.standard import StandardConfig
+from ictd_interp.models.hook_names import get_act_name
+from ictd_interp.models.ictd import HookedICTDTransformer
+from ictd_interp.models.standard import HookedStandardTransformer
+from analyses.metrics.site_probes import residual_stack
+from ictd_interp.models.standard_construction import standard_theta_star, theta_star_weights
+from ictd_interp.tasks import TaskBatch, sample_from
+
+ROLES = ("td", "silent", "junk", "cancelling", "mlp-junk")
+
+
+@dataclass
+class CaseSpec:
+    """One planted case (validated on construction). Heads per layer: 1 TD head, ``silent_heads``,
+    ``junk_heads``, ``2 * cancelling_pairs``; ``d_mlp`` junk MLP units; ``junk_dims`` extra residual
+    dimensions; ``rotate``: hide the basis. Tasks: Boyan chains of ``n_states`` states, ``d_features``
+    features, contexts of ``context_len``; ``n_tasks`` clean prompts, as many corrupted ones (independent tasks)."""
+
+    name: str
+    n_layers: int = 3
+    d_features: int = 3
+    silent_heads: int = 0
+    junk_heads: int = 0
+    cancelling_pairs: int = 0
+    d_mlp: int = 0
+    junk_dims: int = 0
+    rotate: bool = True
+    n_states: int = 6
+    context_len: int = 16
+    n_tasks: int = 32
+    weight_scale: float = 0.5
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        for key in ("n_layers", "d_features", "n_states", "context_len", "n_tasks"):
+            if not isinstance(getattr(self, key), int) or getattr(self, key) < 1:
+                raise ValueError(f"case {self.name!r}: {key} must be a positive integer, got {getattr(self, key)!r}")
+        for key in ("silent_heads", "junk_heads", "cancelling_pairs", "d_mlp", "junk_dims"):
+            if not isinstance(getattr(self, key), int) or getattr(self, key) < 0:
+                raise ValueError(f"case {self.name!r}: {key} must be an integer >= 0, got {getattr(self, key)!r}")
+        if (self.junk_heads or self.d_mlp) and not self.junk_dims:
+            raise ValueError(f"case {self.name!r}: junk heads and MLP units write into junk dimensions; "
+                             "set junk_dims >= 1")
+
+    @property
+    def n_heads(self) -> int:
+        return 1 + self.silent_heads + self.junk_heads + 2 * self.cancelling_pairs
+
+    @property
+    def tasks(self) -> TaskDistribution:
+        return TaskDistribution(n_states=self.n_states, d_features=self.d_features, context_len=self.context_len)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+CASES: dict[str, CaseSpec] = {spec.name: spec for spec in (
+    CaseSpec("rotated", description="θ*'s circuit alone, behind a random rotation"),
+    CaseSpec("distractors", silent_heads=1, junk_heads=2, d_mlp=8, junk_dims=4,
+             description="+ a silent head, two junk heads and 8 junk MLP units per layer, 4 junk dimensions"),
+    CaseSpec("cancelling", junk_heads=1, cancelling_pairs=1, junk_dims=2,
+             description="+ a pair of heads per layer whose writes cancel exactly, and a junk head"),
+)}
+
+
+@dataclass(frozen=True)
+class GroundTruth:
+    """What the case planted: the circuit's ``edges`` (a subset of ``build_graph(model).edges``), each node's
+    ``role``, each variable's unit ``directions`` in the residual stream and the ``sites`` (hook names) where the
+    variable equals ``resid · direction`` exactly."""
+
+    edges: frozenset[Edge]
+    roles: dict[str, str]
+    directions: dict[str, Float[Tensor, "d_model"]]
+    sites: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @property
+    def nodes(self) -> frozenset[str]:
+        """The circuit's nodes (``embed`` and the TD heads)."""
+        return frozenset(u for u, _ in self.edges)
+
+
+@dataclass
+class Case:
+    """A built case: the model, its ground truth, clean and corrupted tasks (and two more batches for probes)."""
+
+    spec: CaseSpec
+    seed: int
+    model: HookedStandardTransformer
+    truth: GroundTruth
+    clean: TaskBatch
+    corrupted: TaskBatch
+    fit: TaskBatch
+    held_out: TaskBatch
+    rotation: Float[Tensor, "d_model d_model"]
+    reference: HookedStandardTransformer  # θ*'s circuit alone, unrotated (``standard_theta_star``)
+
+
+def random_rotation(n: int, generator: torch.Generator) -> Float[Tensor, "n n"]:
+    """A Haar-random orthogonal matrix (QR of a Gaussian, signs fixed by R's diagonal)."""
+    q, r = torch.linalg.qr(torch.randn(n, n, generator=generator, dtype=torch.float64))
+    return q * torch.sign(torch.diagonal(r))
+
+
+def _roles(spec: CaseSpec) -> list[str]:
+    """Each head's role in a layer, in head order."""
+    return ["td"] + ["silent"] * spec.silent_heads + ["junk"] * spec.junk_heads + ["cancelling"] * (
+        2 * spec.cancelling_pairs)
+
+
+def _plant(spec: CaseSpec, weights: dict[str, Tensor], generator: torch.Generator) -> None:
+    """Fill the distractors' weights in the unrotated basis (first ``d + 3`` dimensions: the circuit's,
+    the rest junk)."""
+    m, s = spec.d_features + 3, spec.weight_scale
+    junk = slice(m, m + spec.junk_dims)
+    randn = lambda *shape: s * torch.randn(*shape, generator=generator, dtype=torch.float64)  # noqa: E731
+    for layer in range(spec.n_layers):
+        attn = f"blocks.{layer}.attn"
+        for h, role in enumerate(_roles(spec)):
+            if role == "td" or (role == "cancelling" and (h - 1 - spec.silent_heads - spec.junk_heads) % 2):
+                continue
+            for name in ("W_Q", "W_K", "W_V"):
+                weights[f"{attn}.{name}"][h] = randn(*weights[f"{attn}.{name}"][h].shape)
+            if role == "junk":
+                weights[f"{attn}.W_O"][h, :, junk] = randn(weights[f"{attn}.W_O"].shape[1], spec.junk_dims)
+            elif role == "cancelling":
+                weights[f"{attn}.W_O"][h, :, :m] = randn(weights[f"{attn}.W_O"].shape[1], m)
+                for name in ("W_Q", "W_K", "W_V"):
+                    weights[f"{attn}.{name}"][h + 1] = weights[f"{attn}.{name}"][h]
+                weights[f"{attn}.W_O"][h + 1] = -weights[f"{attn}.W_O"][h]
+        if spec.d_mlp:
+            mlp = f"blocks.{layer}.mlp"
+            weights[f"{mlp}.W_in"] = randn(*weights[f"{mlp}.W_in"].shape)
+            weights[f"{mlp}.b_in"] = randn(spec.d_mlp)
+            weights[f"{mlp}.W_out"][:, junk] = randn(spec.d_mlp, spec.junk_dims)
+
+
+def _rotate(weights: dict[str, Tensor], Q: Tensor) -> None:
+    """The change of residual basis ``x → x Q``: writers right-multiplied by ``Q``, readers left by ``Qᵀ``."""
+    for name, w in weights.items():
+        leaf = name.rsplit(".", 1)[-1]
+        if leaf in ("W_E", "b_E", "W_pos", "W_O", "b_O", "W_out", "b_out"):
+            weights[name] = w @ Q
+        elif leaf in ("W_Q", "W_K", "W_V", "W_in", "W_U"):
+            weights[name] = Q.T @ w
+
+
+def _truth(spec: CaseSpec, model: HookedStandardTransformer, Q: Tensor) -> GroundTruth:
+    layout = model.layout
+    td = [head_name(layer, 0) for layer in range(spec.n_layers)]
+    edges = {("embed", v) for v in td} | {(u, OUTPUT) for u in td}
+    edges |= {(td[a], td[b]) for a in range(spec.n_layers) for b in range(a + 1, spec.n_layers)}
+    roles = {"embed": "embed"}
+    for layer in range(spec.n_layers):
+        roles |= {head_name(layer, h): role for h, role in enumerate(_roles(spec))}
+        if spec.d_mlp:
+            roles[mlp_name(layer)] = "mlp-junk"
+    sites = tuple(residual_sites(model))
+    return GroundTruth(frozenset(edges), roles,
+                       {"reward": Q[layout.reward].clone(), "value": Q[layout.current].clone()},
+                       {"reward": sites, "value": sites[1:]})
+
+
+def build_case(spec: CaseSpec, seed: int) -> Case:
+    """The case's model and tasks for one benchmark seed (everything drawn from ``seed``)."""
+    gen = torch.Generator().manual_seed(seed)
+    m = spec.d_features + 3
+    cfg = StandardConfig(d_features=spec.d_features, d_model=m + spec.junk_dims, d_head=m, n_heads=spec.n_heads,
+                         n_layers=spec.n_layers, d_mlp=spec.d_mlp, layer_norm=False, dtype="float64", seed=seed)
+    star = HookedICTDTransformer.from_theta_star(ICTDConfig(d_features=spec.d_features, n_layers=spec.n_layers,
+                                                            dtype="float64"))
+    weights = theta_star_weights(star, cfg)
+    _plant(spec, weights, gen)
+    Q = random_rotation(cfg.d_model, gen) if spec.rotate else torch.eye(cfg.d_model, dtype=torch.float64)
+    _rotate(weights, Q)
+    model = HookedStandardTransformer(cfg)
+    model.load_state_dict(weights)
+    draw = lambda k: sample_from(spec.tasks, spec.n_tasks, seed=seed * 4 + k)  # noqa: E731
+    return Case(spec, seed, model, _truth(spec, model, Q), draw(0), draw(1), draw(2), draw(3), Q,
+                standard_theta_star(star))
+
+
+def residual_sites(model: HookedStandardTransformer) -> list[str]:
+    """The hook names of ``analyses.metrics.site_probes.residual_stack``'s sites, in order."""
+    return [get_act_name("resid_pre", 0)] + [get_act_name("resid_post", l) for l in range(model.cfg.n_layers)]
+
+
+@torch.no_grad()
+def variable_values(case: Case, tasks: TaskBatch) -> dict[str, Float[Tensor, "site batch pos"]]:
+    """The true variables at every residual site, computed without the planted model: the reward from the
+    prompt, the value from the unrotated θ* circuit (``case.reference``)'s current-value row."""
+    resid = residual_stack(case.reference, tasks.prompt)
+    current, reward = case.reference.layout.current, case.reference.layout.reward
+    return {"reward": tasks.prompt[..., reward].double().expand(resid.shape[0], -1, -1), "value": resid[..., current]}
+
+
+VARIABLE_ROWS = {"reward": "reward", "value": "current"}  # each variable's row of the unrotated prompt layout
+
+
+def source_prompts(tasks: TaskBatch) -> Float[Tensor, "batch pos d_prompt"]:
+    """The source of each interchange pair: the next task's prompt (task ``b`` takes ``b + 1``'s variable)."""
+    return tasks.prompt.roll(-1, dims=0)
+
+
+@torch.no_grad()
+def counterfactual_labels(case: Case, tasks: TaskBatch, variable: str, site: str) -> Float[Tensor, "batch"]:
+    """The query prediction when ``variable`` at ``site`` takes its value from the source prompt, everything
+    else the base prompt's: computed on the unrotated θ* circuit (``case.reference``), where the variable is
+    one row of the residual stream."""
+    row = getattr(case.reference.layout, VARIABLE_ROWS[variable])
+    _, cache = case.reference.run_with_cache(source_prompts(tasks), names_filter=site)
+    source = cache[site][..., row]
+
+    def swap(resid: Tensor, hook) -> Tensor:
+        resid = resid.clone()
+        resid[..., row] = source
+        return resid
+
+    return case.reference.run_with_hooks(tasks.prompt, fwd_hooks=[(site, swap)])[:, -1]

@@ -1,0 +1,114 @@
+"""A method's output scored against a case's ground truth: the numbers of one (method, case, seed) cell.
+
+Edge methods: ``auroc`` and ``auprc`` of the ranking against the true edges, and where the method returns a
+circuit its ``precision``, ``recall``, size and ``faithfulness`` (``scores.faithfulness``). Direction methods:
+per ``(variable, site)`` the principal ``angle`` (degrees) to the true direction, and ``r2``, the share of the
+true variable's variance on held-out tasks that the one-dimensional read-out ``resid · direction`` explains
+(affine fit), and ``iia``, the interchange-intervention accuracy of the direction (``interchange_r2``);
+``angle``, ``r2`` and ``iia`` are then averaged over the variable's sites and ``max_angle`` is the worst.
+Besides the numbers, what the figures are drawn from: an edge method's ROC curve (``roc``), a direction
+method's ``|cos|`` with every axis of the unrotated basis (``cosines``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from analyses.benchmark.cases import Case, counterfactual_labels, residual_sites, source_prompts, variable_values
+from analyses.benchmark.methods import DIRECTIONS, DirectionOutput, EdgeOutput, Method, patched_prediction, runs
+from analyses.benchmark.graph import build_graph
+from analyses.benchmark.scores import angle_degrees, auroc, average_precision, faithfulness, roc_curve
+from analyses.metrics.site_probes import residual_stack
+
+def score_edges(case: Case, output: EdgeOutput) -> dict[str, Any]:
+    edges = build_graph(case.model).edges
+    missing = [e for e in edges if e not in output.scores]
+    if missing:
+        raise ValueError(f"edge method: no score for {len(missing)} of {len(edges)} edges (first: {missing[0]})")
+    scores = {e: float(output.scores[e]) for e in edges}
+    fpr, tpr = roc_curve(scores, case.truth.edges)
+    row = {"auroc": auroc(scores, case.truth.edges), "auprc": average_precision(scores, case.truth.edges),
+           "roc": {"fpr": fpr, "tpr": tpr}}
+    if output.circuit is not None:
+        found, true = set(output.circuit), case.truth.edges
+        r = runs(case)
+        kept = patched_prediction(case, r, set(edges) - found)
+        row |= {"precision": len(found & true) / max(len(found), 1), "recall": len(found & true) / len(true),
+                "circuit_edges": float(len(found)), "faithfulness": faithfulness(kept, r.pred, r.pred_corrupted)}
+    return row
+
+
+def _r2(readout: torch.Tensor, target: torch.Tensor) -> float:
+    """The variance of ``target`` explained by an affine function of ``readout`` (1-D least squares)."""
+    x, y = readout.reshape(-1) - readout.mean(), target.reshape(-1) - target.mean()
+    if float(y.pow(2).sum()) == 0.0:
+        raise ValueError("r2: the variable is constant on these tasks")
+    if float(x.pow(2).sum()) == 0.0:
+        return 0.0
+    return float((x @ y) ** 2 / (x.pow(2).sum() * y.pow(2).sum()))
+
+
+@torch.no_grad()
+def interchange_r2(case: Case, variable: str, site: str, direction: torch.Tensor) -> float:
+    """Interchange-intervention accuracy of a direction on held-out pairs: the planted model's prediction when
+    the residual's component along ``direction`` at ``site`` is taken from the source prompt, against the
+    causal model's counterfactual (``counterfactual_labels``), as ``1 − MSE / Var(label)``."""
+    tasks, u = case.held_out, direction.double() / direction.double().norm()
+    labels = counterfactual_labels(case, tasks, variable, site)
+    _, cache = case.model.run_with_cache(source_prompts(tasks), names_filter=site)
+    source = cache[site] @ u
+
+    def swap(resid: torch.Tensor, hook) -> torch.Tensor:
+        return resid + (source - resid @ u)[..., None] * u
+
+    pred = case.model.run_with_hooks(tasks.prompt, fwd_hooks=[(site, swap)])[:, -1]
+    return 1.0 - float((pred - labels).pow(2).mean() / labels.var(unbiased=False))
+
+
+def score_directions(case: Case, output: DirectionOutput) -> dict[str, Any]:
+    """Every variable the method returns a direction for is scored at every site where it lies exactly."""
+    resid = residual_stack(case.model, case.held_out.prompt)
+    values, sites = variable_values(case, case.held_out), residual_sites(case.model)
+    claimed = sorted({name for name, _ in output.directions})
+    unknown = [n for n in claimed if n not in case.truth.directions]
+    if not claimed or unknown:
+        raise ValueError(f"direction method: returns {claimed}; the variables are {sorted(case.truth.directions)}")
+    row: dict[str, Any] = {}
+    for name in claimed:
+        angles, r2s, iia = [], [], []
+        for site in case.truth.sites[name]:
+            found = output.directions.get((name, site))
+            if found is None:
+                raise ValueError(f"direction method: no direction for {name!r} at {site}")
+            s = sites.index(site)
+            angles.append(angle_degrees(found, case.truth.directions[name]))
+            r2s.append(_r2(resid[s] @ found.double(), values[name][s]))
+            iia.append(interchange_r2(case, name, site, found))
+        row |= {f"angle_{name}": sum(angles) / len(angles), f"max_angle_{name}": max(angles),
+                f"r2_{name}": sum(r2s) / len(r2s), f"iia_{name}": sum(iia) / len(iia)}
+    found = torch.stack([d.double() / d.norm() for d in output.directions.values()])
+    row["cosines"] = {"labels": [f"{name} @ {site}" for name, site in output.directions],
+                      "axes": basis_labels(case),
+                      "matrix": (found @ case.rotation.T).abs().tolist()}  # |cos| with every unrotated basis axis
+    return row
+
+
+def basis_labels(case: Case) -> list[str]:
+    """Names of the unrotated residual axes: the features, the reward, target and value rows, the junk."""
+    d, junk = case.spec.d_features, case.spec.junk_dims
+    return [f"φ{i + 1}" for i in range(d)] + ["reward", "target", "value"] + [f"junk {i + 1}" for i in range(junk)]
+
+
+def score_method(method: Method, case: Case) -> dict[str, Any]:
+    """Run ``method`` on ``case`` and score what it returns."""
+    output = method.run(case)
+    if method.kind == DIRECTIONS:
+        if not isinstance(output, DirectionOutput):
+            raise TypeError(f"method {method.name!r}: a direction method returns DirectionOutput, got "
+                            f"{type(output).__name__}")
+        return score_directions(case, output)
+    if not isinstance(output, EdgeOutput):
+        raise TypeError(f"method {method.name!r}: an edge method returns EdgeOutput, got {type(output).__name__}")
+    return score_edges(case, output)

@@ -1,0 +1,235 @@
+"""Interpretability methods as small registered objects, and the built-in ones.
+
+A ``Method`` has a ``name``, a ``kind`` and a ``run(case) -> output``: an edge method returns ``EdgeOutput``
+(a score per edge of ``build_graph(case.model)``, higher meaning "more likely in the circuit", and optionally
+the circuit it found); a direction method returns ``DirectionOutput`` (a direction in the residual stream per
+``(variable, site)`` it reads). ``register_method`` adds one to ``METHODS``; an outside method is one file
+that calls it (README, "Score your own method"). The benchmark scores outputs, never the method's own claims.
+
+Built in (the graph adapter of ``analyses.benchmark.graph`` in the place of ``auto-circuit``'s patchable model):
+
+* ``activation-patching`` — exact edge patching, the reference: each edge alone carries the corrupted
+  sender's output; score ``mean_tasks |Δ prediction|``.
+* ``edge-attribution-patching`` (EAP, Syed et al. 2023) — the first-order estimate of the same:
+  ``|(out_u(corrupted) − out_u(clean)) · ∂ prediction / ∂ input_v|``, two forwards and one backward.
+* ``eap-ig`` (Hanna et al. 2024) — EAP with the gradient averaged along the straight path from the clean to
+  the corrupted read-in (``IG_STEPS`` midpoints).
+* ``acdc`` (Conmy et al. 2023) — iterative pruning: destinations from the output backwards, each incoming edge
+  patched for good when the normalised error ``mean|pred − pred_clean| / mean|pred_corrupted − pred_clean|``
+  grows by less than ``ACDC_TAU``; the circuit is what remains, the ranking each edge's growth at its test.
+* ``random`` — a seeded random ranking, the chance baseline (AUROC 0.5).
+* ``linear-probe`` — least squares of the variable on the residual stream at each site, fitted on the case's
+  ``fit`` tasks (``analyses.metrics.site_probes.fit_probes``); its weight vector is the direction found.
+* ``das`` — distributed alignment search through pyvene (``das``): the value variable only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Optional, Union
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from analyses.benchmark.cases import Case, counterfactual_labels, residual_sites, source_prompts, variable_values
+from analyses.benchmark.graph import Edge, build_graph, run_graph
+from analyses.metrics.site_probes import fit_probes, residual_stack
+
+EDGES, DIRECTIONS = "edges", "directions"
+IG_STEPS = 8
+ACDC_TAU = 0.005
+
+
+@dataclass
+class EdgeOutput:
+    scores: dict[Edge, float]
+    circuit: Optional[frozenset[Edge]] = None
+
+
+@dataclass
+class DirectionOutput:
+    directions: dict[tuple[str, str], Float[Tensor, "d_model"]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Method:
+    """``run(case)`` returns an ``EdgeOutput`` (``kind="edges"``) or a ``DirectionOutput`` (``"directions"``)."""
+
+    name: str
+    kind: str
+    run: Callable[[Case], Union[EdgeOutput, DirectionOutput]]
+    summary: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in (EDGES, DIRECTIONS):
+            raise ValueError(f"method {self.name!r}: kind must be {EDGES!r} or {DIRECTIONS!r}, got {self.kind!r}")
+        if not self.name or not self.name.replace("-", "").replace("_", "").isalnum():
+            raise ValueError(f"method name: letters, digits, '-' and '_' only, got {self.name!r}")
+
+
+METHODS: dict[str, Method] = {}
+
+
+def register_method(method: Method) -> Method:
+    """Add ``method`` to ``METHODS`` (a second method under a taken name is refused)."""
+    if method.name in METHODS and METHODS[method.name] is not method:
+        raise ValueError(f"method {method.name!r}: already registered")
+    METHODS[method.name] = method
+    return method
+
+
+@dataclass
+class Runs:
+    """A case's clean and corrupted forwards through the graph (node outputs and query predictions)."""
+
+    clean: dict[str, Tensor]
+    corrupted: dict[str, Tensor]
+    pred: Float[Tensor, "batch"]
+    pred_corrupted: Float[Tensor, "batch"]
+
+
+@torch.no_grad()
+def runs(case: Case) -> Runs:
+    clean, pred = run_graph(case.model, case.clean.prompt)
+    corrupted, pred_corrupted = run_graph(case.model, case.corrupted.prompt)
+    return Runs(clean, corrupted, pred, pred_corrupted)
+
+
+@torch.no_grad()
+def patched_prediction(case: Case, r: Runs, edges: frozenset[Edge] | set[Edge]) -> Float[Tensor, "batch"]:
+    """The query prediction with every edge in ``edges`` carrying its sender's corrupted output."""
+    return run_graph(case.model, case.clean.prompt, patched={e: r.corrupted[e[0]] for e in edges})[1]
+
+
+def activation_patching(case: Case) -> EdgeOutput:
+    r = runs(case)
+    return EdgeOutput({e: float((patched_prediction(case, r, {e}) - r.pred).abs().mean())
+                       for e in build_graph(case.model).edges})
+
+
+def _input_gradients(case: Case, embed: Optional[Tensor] = None) -> dict[str, Tensor]:
+    """``∂ prediction_b / ∂ input_v`` for every destination ``v`` (one backward: task ``b``'s prediction depends
+    on task ``b``'s inputs alone)."""
+    graph = build_graph(case.model)
+    shape = case.clean.prompt.shape[:2] + (case.model.cfg.d_model,)
+    probes = {v: torch.zeros(shape, dtype=torch.float64, requires_grad=True) for v in graph.destinations}
+    _, pred = run_graph(case.model, case.clean.prompt, embed=embed, probes=probes)
+    grads = torch.autograd.grad(pred.sum(), list(probes.values()), allow_unused=True)
+    return {v: torch.zeros(shape, dtype=torch.float64) if g is None else g for v, g in zip(probes, grads)}
+
+
+def _attribution(case: Case, r: Runs, grads: dict[str, Tensor]) -> EdgeOutput:
+    return EdgeOutput({(u, v): float(((r.corrupted[u] - r.clean[u]) * grads[v]).sum((1, 2)).abs().mean())
+                       for u, v in build_graph(case.model).edges})
+
+
+def edge_attribution_patching(case: Case) -> EdgeOutput:
+    return _attribution(case, runs(case), _input_gradients(case))
+
+
+def eap_ig(case: Case) -> EdgeOutput:
+    r = runs(case)
+    start, end = r.clean["embed"], r.corrupted["embed"]
+    total: dict[str, Tensor] = {}
+    for k in range(IG_STEPS):
+        alpha = (k + 0.5) / IG_STEPS
+        for v, g in _input_gradients(case, embed=start + alpha * (end - start)).items():
+            total[v] = total.get(v, 0) + g / IG_STEPS
+    return _attribution(case, r, total)
+
+
+def acdc(case: Case, tau: float = ACDC_TAU) -> EdgeOutput:
+    r = runs(case)
+    scale = float((r.pred_corrupted - r.pred).abs().mean())
+    error = lambda removed: float((patched_prediction(case, r, removed) - r.pred).abs().mean()) / scale  # noqa: E731
+    graph, removed, scores = build_graph(case.model), set(), {}
+    current = 0.0
+    for v in reversed(graph.destinations):
+        for e in reversed([e for e in graph.edges if e[1] == v]):
+            trial = error(removed | {e})
+            scores[e] = trial - current
+            if trial - current < tau:
+                removed.add(e)
+                current = trial
+    return EdgeOutput(scores, frozenset(graph.edges) - removed)
+
+
+def random_ranking(case: Case) -> EdgeOutput:
+    gen = torch.Generator().manual_seed(case.seed)
+    edges = build_graph(case.model).edges
+    return EdgeOutput(dict(zip(edges, torch.rand(len(edges), generator=gen, dtype=torch.float64).tolist())))
+
+
+def linear_probe(case: Case) -> DirectionOutput:
+    resid = residual_stack(case.model, case.fit.prompt)
+    out = DirectionOutput()
+    for name, target in variable_values(case, case.fit).items():
+        probes = fit_probes(resid, target, name)
+        for s, site in enumerate(residual_sites(case.model)):
+            if site in case.truth.sites[name]:
+                out.directions[(name, site)] = probes.weights[s]
+    return out
+
+
+DAS_STEPS, DAS_LR, DAS_RESTARTS = 400, 0.05, 3
+
+
+def pyvene_component(site: str) -> str:
+    """A hook name as pyvene's component string: ``blocks.1.hook_resid_post`` → ``blocks[1].hook_resid_post.output``."""
+    head, _, rest = site.partition(".")
+    layer, _, hook = rest.partition(".")
+    return f"{head}[{layer}].{hook}.output" if hook else f"{site}.output"
+
+
+def _das_at(case: Case, site: str, seed: int) -> tuple[float, Tensor]:
+    """One DAS run from a seeded random rotation: (final training loss, the learned axis)."""
+    import pyvene
+
+    base, source = case.fit.prompt, source_prompts(case.fit)
+    labels = counterfactual_labels(case, case.fit, "value", site)
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        inter = pyvene.LowRankRotatedSpaceIntervention(embed_dim=case.model.cfg.d_model,
+                                                       low_rank_dimension=1).to(torch.float64)
+    model = pyvene.IntervenableModel({"component": pyvene_component(site),
+                                      "intervention": lambda b, s=None: inter(b, s)}, model=case.model)
+    model.disable_model_gradients()
+    opt = torch.optim.Adam(inter.parameters(), lr=DAS_LR)
+    for _ in range(DAS_STEPS):
+        _, intervened = model(base={"prompt": base}, sources=[{"prompt": source}])
+        loss = (intervened[:, -1] - labels).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return float(loss), inter.rotate_layer.weight[:, 0].detach().clone()
+
+
+def das(case: Case) -> DirectionOutput:
+    """Distributed alignment search (Geiger et al. 2024) through pyvene: a one-dimensional
+    ``LowRankRotatedSpaceIntervention`` at each site, trained so that interchanging the rotated coordinate
+    between base and source prompts (each fit task with the next) gives the counterfactual predictions of the
+    causal model (the value variable swapped, ``cases.counterfactual_labels``). ``DAS_RESTARTS`` random
+    initialisations, the one with the lowest training loss kept (single runs stall in local minima on about a
+    third of the seeds here); its learned axis is the direction found."""
+    out, trainable = DirectionOutput(), [p.requires_grad for p in case.model.parameters()]
+    try:
+        for site in case.truth.sites["value"]:
+            runs_ = [_das_at(case, site, 1000 * case.seed + k) for k in range(DAS_RESTARTS)]
+            out.directions[("value", site)] = min(runs_, key=lambda r: r[0])[1]
+    finally:
+        for p, flag in zip(case.model.parameters(), trainable):
+            p.requires_grad_(flag)
+    return out
+
+
+for _method in (
+    Method("activation-patching", EDGES, activation_patching, "exact edge patching (the reference)"),
+    Method("edge-attribution-patching", EDGES, edge_attribution_patching, "EAP: gradient × activation difference"),
+    Method("eap-ig", EDGES, eap_ig, f"EAP with integrated gradients over the read-in ({IG_STEPS} steps)"),
+    Method("acdc", EDGES, acdc, f"ACDC-style iterative pruning (τ = {ACDC_TAU} of the corrupted error)"),
+    Method("random", EDGES, random_ranking, "a seeded random ranking (chance)"),
+    Method("linear-probe", DIRECTIONS, linear_probe, "least-squares probe per site"),
+    Method("das", DIRECTIONS, das, f"DAS through pyvene (1-D, {DAS_STEPS} Adam steps, best of {DAS_RESTARTS})"),
+):
+    register_method(_method)

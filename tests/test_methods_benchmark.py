@@ -1,0 +1,185 @@
+"""The methods benchmark: the graph adapter against the hooked forward, the planted cases against θ*'s circuit,
+the scores on cases worked by hand, the exact methods at the values they must have, and the command."""
+
+import json
+
+import pytest
+import torch
+
+from analyses.benchmark import methods as M
+from analyses.benchmark.cases import CASES, CaseSpec, build_case, counterfactual_labels, variable_values
+from analyses.benchmark.evaluate import interchange_r2, score_directions, score_edges, score_method
+from analyses.benchmark.graph import OUTPUT, build_graph, run_graph
+from analyses.benchmark.run import BenchmarkBudget, run_benchmark
+from analyses.benchmark.scores import angle_degrees, auroc, average_precision, faithfulness, roc_curve
+from analyses.metrics.intervals import t_interval
+from analyses.metrics.site_probes import residual_stack
+from ictd_interp.cli import main
+from ictd_interp.models.standard_construction import standard_theta_star
+from tests.conftest import make_standard, make_star
+
+
+@pytest.fixture(scope="module")
+def distractors():
+    return build_case(CASES["distractors"], 0)
+
+
+@pytest.mark.parametrize("overrides", [{}, {"layer_norm": False, "n_heads": 4, "d_head": 3}, {"d_mlp": 0}])
+def test_the_graph_forward_is_the_hooked_forward(overrides):
+    model = make_standard(**overrides)
+    prompt = torch.randn(3, 9, model.cfg.d_prompt, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    prompt[..., -2:] = 0.0  # value rows are 0 at input
+    out, pred = run_graph(model, prompt)
+    assert (pred - model(prompt)[:, -1]).abs().max() <= 1e-12
+    _, cache = model.run_with_cache(prompt)
+    for h in range(model.cfg.n_heads):
+        assert (out[f"a1.h{h}"] - cache["result", 1][:, :, h]).abs().max() <= 1e-12
+    graph = build_graph(model)
+    writers = 1 + model.cfg.n_layers * (model.cfg.n_heads + (0 if model.cfg.attn_only else 1))
+    assert len(graph.nodes) == writers and sum(v == OUTPUT for _, v in graph.edges) == writers
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_a_planted_case_computes_theta_stars_circuit_and_its_truth_holds(name):
+    case = build_case(CASES[name], 1)
+    plain = standard_theta_star(make_star(n_layers=3))
+    assert (case.model(case.clean.prompt) - plain(case.clean.prompt)).abs().max() <= 1e-10
+    resid = residual_stack(case.model, case.held_out.prompt)
+    values = variable_values(case, case.held_out)
+    sites = ["blocks.0.hook_resid_pre"] + [f"blocks.{l}.hook_resid_post" for l in range(3)]
+    for variable, direction in case.truth.directions.items():
+        assert direction.norm().item() == pytest.approx(1.0, abs=1e-12)
+        for site in case.truth.sites[variable]:
+            s = sites.index(site)
+            assert (resid[s] @ direction - values[variable][s]).abs().max() <= 1e-10
+    assert case.truth.edges <= set(build_graph(case.model).edges)
+    assert case.truth.nodes == {"embed", "a0.h0", "a1.h0", "a2.h0"}
+
+
+def test_exact_patching_sees_exactly_the_planted_edges_where_nothing_cancels(distractors):
+    scores = M.activation_patching(distractors).scores
+    false = [v for e, v in scores.items() if e not in distractors.truth.edges]
+    assert max(false) <= 1e-12 and min(scores[e] for e in distractors.truth.edges) > 1e-3
+    assert len(false) == 118 - 9
+    row = score_edges(distractors, M.acdc(distractors))
+    assert row["auroc"] == 1.0 and row["precision"] == 1.0 and row["recall"] == 1.0
+    assert row["faithfulness"] == pytest.approx(1.0, abs=1e-10)
+
+
+def test_cancelling_heads_fool_single_edge_patching():
+    case = build_case(CASES["cancelling"], 0)
+    scores = M.activation_patching(case).scores
+    pair = [("embed", "a0.h2"), ("a0.h2", OUTPUT), ("a0.h3", OUTPUT)]
+    assert all(scores[e] > 1e-3 for e in pair)  # one head of the pair alone changes the answer
+    r = M.runs(case)
+    both = M.patched_prediction(case, r, {("a0.h2", OUTPUT), ("a0.h3", OUTPUT)})
+    assert (both - r.pred).abs().max() <= 1e-10  # the two together add nothing
+
+
+def test_auroc_and_average_precision_on_cases_worked_by_hand():
+    assert auroc({"a": 0.9, "b": 0.1}, {"a"}) == 1.0
+    assert auroc({"a": 0.1, "b": 0.9}, {"a"}) == 0.0
+    assert auroc({"a": 0.5, "b": 0.5}, {"a"}) == 0.5
+    # two true (0.9, 0.7) against two false (0.8, 0.1): pairs won 1 + 1 + 0 + 1 = 3 of 4
+    assert auroc({"t1": 0.9, "f1": 0.8, "t2": 0.7, "f2": 0.1}, {"t1", "t2"}) == 0.75
+    # ranks T F T F: precision 1/1 at the first true, 2/3 at the second
+    assert average_precision({"t1": 0.9, "f1": 0.8, "t2": 0.7, "f2": 0.1}, {"t1", "t2"}) == pytest.approx(5 / 6)
+    assert average_precision({"t": 0.5, "f": 0.5}, {"t"}) == 0.5  # a tie counts against the method
+    assert roc_curve({"t1": 0.9, "f1": 0.8, "t2": 0.7}, {"t1", "t2"}) == ([0.0, 0.0, 1.0, 1.0], [0.0, 0.5, 0.5, 1.0])
+    with pytest.raises(ValueError, match="needs true and false"):
+        auroc({"a": 1.0}, {"a"})
+
+
+def test_angles_and_faithfulness_by_hand():
+    assert angle_degrees(torch.tensor([1.0, 0.0]), torch.tensor([1.0, 1.0])) == pytest.approx(45.0)
+    assert angle_degrees(torch.tensor([-2.0, 0.0]), torch.tensor([1.0, 0.0])) == pytest.approx(0.0)
+    assert angle_degrees(torch.tensor([0.0, 1.0]), torch.tensor([1.0, 0.0])) == pytest.approx(90.0)
+    full, corrupted = torch.tensor([1.0, 2.0]), torch.tensor([3.0, 0.0])
+    assert faithfulness(torch.tensor([1.5, 1.5]), full, corrupted) == pytest.approx(0.75)
+    assert faithfulness(full, full, corrupted) == 1.0 and faithfulness(corrupted, full, corrupted) == 0.0
+
+
+def test_a_random_ranking_scores_one_half_within_its_interval(distractors):
+    values = [auroc(M.random_ranking(build_case(CASES["distractors"], s)).scores, distractors.truth.edges)
+              for s in range(12)]
+    iv = t_interval(values)
+    assert iv.lo <= 0.5 <= iv.hi and iv.hi - iv.lo < 0.3
+
+
+def test_a_probe_recovers_the_rotation_and_a_shuffled_rotation_fails(distractors):
+    row = score_method(M.METHODS["linear-probe"], distractors)
+    assert row["max_angle_reward"] <= 1e-5 and row["max_angle_value"] <= 1e-5
+    assert row["r2_value"] == pytest.approx(1.0, abs=1e-10) and row["iia_value"] == pytest.approx(1.0, abs=1e-10)
+    other = build_case(CASES["distractors"], 7)  # the same circuit behind another rotation
+    assert angle_degrees(other.truth.directions["value"], distractors.truth.directions["value"]) > 10.0
+    shuffled = M.DirectionOutput({k: v[torch.randperm(len(v), generator=torch.Generator().manual_seed(0))]
+                                  for k, v in M.linear_probe(distractors).directions.items()})
+    assert score_directions(distractors, shuffled)["angle_value"] > 10.0
+
+
+def test_interchange_along_the_true_direction_is_the_counterfactual(distractors):
+    site = "blocks.1.hook_resid_post"
+    assert interchange_r2(distractors, "value", site, distractors.truth.directions["value"]) == pytest.approx(
+        1.0, abs=1e-10)
+    assert interchange_r2(distractors, "value", site, distractors.truth.directions["reward"]) < 0.9
+    labels = counterfactual_labels(distractors, distractors.held_out, "value", site)
+    assert (labels - distractors.model(distractors.held_out.prompt)[:, -1]).abs().max() > 1e-3
+
+
+def test_methods_and_cases_are_validated():
+    with pytest.raises(ValueError, match="kind must be"):
+        M.Method("x", "nodes", lambda case: None)
+    with pytest.raises(ValueError, match="already registered"):
+        M.register_method(M.Method("acdc", "edges", lambda case: None))
+    with pytest.raises(ValueError, match="junk_dims"):
+        CaseSpec("bad", junk_heads=1)
+    with pytest.raises(ValueError, match="no score for"):
+        score_edges(build_case(CASES["rotated"], 0), M.EdgeOutput({}))
+
+
+def test_das_through_pyvene_finds_the_value_direction(monkeypatch):
+    pytest.importorskip("pyvene")
+    monkeypatch.setattr(M, "DAS_STEPS", 150)
+    monkeypatch.setattr(M, "DAS_RESTARTS", 1)
+    case = build_case(CASES["rotated"], 0)
+    loss, axis = M._das_at(case, "blocks.1.hook_resid_post", 0)
+    assert loss < 1e-6 and angle_degrees(axis, case.truth.directions["value"]) < 0.5
+    assert not case.model.has_any_hook()  # pyvene's hooks are gone after each call
+
+
+PLUGIN = '''
+from analyses.benchmark.graph import build_graph
+from analyses.benchmark.methods import EdgeOutput, Method, register_method
+
+
+def degree(case):
+    """Score an edge by how many edges leave its destination (a structural guess, no forward pass)."""
+    edges = build_graph(case.model).edges
+    return EdgeOutput({(u, v): float(sum(e[0] == v for e in edges)) for u, v in edges})
+
+
+register_method(Method("out-degree", "edges", degree, "edges into busy readers first"))
+'''
+
+
+def test_a_tiny_benchmark_with_a_plugin_resumes_and_refuses_a_changed_request(tmp_path, monkeypatch):
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    plugin = tmp_path / "my_method.py"
+    plugin.write_text(PLUGIN)
+    budget = BenchmarkBudget("tiny", seeds=2, n_tasks=8, cases=("rotated", "distractors"))
+    methods = ["activation-patching", "out-degree", "linear-probe"]
+    cells, _ = run_benchmark(tmp_path / "b", budget, methods=methods, plugins=[plugin], workers=2, progress=False)
+    assert len(cells) == 4 and {c["case"] for c in cells} == {"rotated", "distractors"}
+    assert all(c["scores"]["activation-patching"]["auroc"] == 1.0 for c in cells)
+    written = {p: p.stat().st_mtime_ns for p in (tmp_path / "b" / "cells").iterdir()}
+    again, _ = run_benchmark(tmp_path / "b", budget, methods=methods, plugins=[plugin], progress=False)
+    assert again == cells and {p: p.stat().st_mtime_ns for p in written} == written  # nothing recomputed
+    with pytest.raises(FileExistsError, match="methods"):
+        run_benchmark(tmp_path / "b", budget, methods=methods[:1], progress=False)
+    assert json.loads((tmp_path / "b" / "cells" / "rotated-s0.json").read_text())["true_edges"] == 9
+
+
+def test_the_command_names_an_unknown_method(tmp_path, capsys):
+    assert main(["methods-benchmark", "--out", str(tmp_path / "m"), "--methods", "probe,acdc"]) == 2
+    assert "methods: unknown ['probe']" in capsys.readouterr().err
+    assert not (tmp_path / "m").exists()
