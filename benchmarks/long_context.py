@@ -1,8 +1,12 @@
-"""Memory and time of one forward pass at long contexts (n up to 4096), theta*, CPU.
+"""Peak memory and time of one hooked forward at long contexts: the full forward against query chunks.
 
-Usage: python benchmarks/long_context.py [--threads 2] [--lengths 512 1024 2048 4096]
-Peak memory is the process's maximum resident set size after each run (it only grows, so the
-lengths run in increasing order and each row bounds that length's footprint).
+Usage: python benchmarks/long_context.py [--threads 2] [--lengths 1000 10000 100000] [--full-up-to 10000]
+Each row runs in a fresh process (peak RSS only grows): θ* (stylised, TSM, d = 4, 3 layers) and a standard model
+(d_model 16, 2 heads, 3 layers, MLPs, LayerNorm), one task, float32, under ``torch.no_grad``. ``full``: a no-op
+hook on every ``hook_pattern`` makes the model hold the whole pattern (what a cached run does); ``chunked``: no
+hook, so contexts longer than ``ictd_interp.models.chunked.QUERY_CHUNK`` run over query chunks. ``added_mb``
+is the peak RSS minus the RSS before the forward (model, prompt and libraries). The full forward is skipped
+beyond ``--full-up-to`` (at n = 10⁵ it would hold 40 GB of float32 scores per head and layer).
 """
 
 from __future__ import annotations
@@ -10,32 +14,57 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import subprocess
+import sys
 import time
 
 import torch
 
-from ictd_interp import HookedICTDTransformer, ICTDConfig
-from ictd_interp.tasks.sampling import sample_tasks
+
+def _model(architecture: str):
+    from ictd_interp import HookedICTDTransformer, HookedStandardTransformer, ICTDConfig
+    from ictd_interp.config.standard import StandardConfig
+
+    if architecture == "stylised":
+        return HookedICTDTransformer.from_theta_star(ICTDConfig(d_features=4, n_layers=3)).float()
+    return HookedStandardTransformer(StandardConfig(d_features=4, d_model=16, n_heads=2, n_layers=3, d_mlp=32))
+
+
+def one(architecture: str, n: int, path: str, threads: int) -> dict:
+    from ictd_interp.tasks.sampling import sample_tasks
+
+    torch.set_num_threads(threads)
+    model = _model(architecture)
+    prompt = sample_tasks(1, 10, 4, n, 0.9, seed=0).prompt.float()
+    hooks = [(f"blocks.{l}.attn.hook_pattern", lambda act, hook: act) for l in range(3)] if path == "full" else []
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    with torch.no_grad(), model.hooks(fwd_hooks=hooks):
+        start = time.perf_counter()
+        model(prompt)
+        seconds = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"architecture": architecture, "n": n, "path": path, "forward_seconds": round(seconds, 3),
+            "peak_rss_mb": round(peak), "added_mb": round(peak - before)}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--lengths", type=int, nargs="+", default=[512, 1024, 2048, 4096])
-    parser.add_argument("--layers", type=int, default=3)
+    parser.add_argument("--lengths", type=int, nargs="+", default=[1000, 10000, 100000])
+    parser.add_argument("--full-up-to", type=int, default=10000)
+    parser.add_argument("--one", nargs=3, metavar=("ARCH", "N", "PATH"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    model = HookedICTDTransformer.from_theta_star(ICTDConfig(d_features=4, n_layers=args.layers))
+    if args.one:
+        print(json.dumps(one(args.one[0], int(args.one[1]), args.one[2], args.threads)))
+        return
     rows = []
-    for n in sorted(args.lengths):
-        prompt = sample_tasks(1, 10, 4, n, 0.9, seed=0).prompt.float()
-        with torch.no_grad():
-            start = time.perf_counter()
-            model(prompt)
-            seconds = time.perf_counter() - start
-        peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        rows.append({"n": n, "layers": args.layers, "forward_seconds": seconds, "peak_rss_mb": peak_mb})
-    print(json.dumps(rows, indent=1))
+    for architecture in ("stylised", "standard"):
+        for n in sorted(args.lengths):
+            for path in ("full", "chunked") if n <= args.full_up_to else ("chunked",):
+                out = subprocess.run([sys.executable, __file__, "--threads", str(args.threads), "--one", architecture,
+                                      str(n), path], capture_output=True, text=True, check=True).stdout
+                rows.append(json.loads(out.strip().splitlines()[-1]))
+                print(json.dumps(rows[-1]), flush=True)
 
 
 if __name__ == "__main__":

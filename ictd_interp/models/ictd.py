@@ -19,6 +19,7 @@ from transformer_lens.HookedRootModule import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
 from ictd_interp.config.model import ICTDConfig
+from ictd_interp.models.chunked import chunked_attention, use_chunks
 from ictd_interp.models.fast_path import paper_mask_values, reduced_weights
 from ictd_interp.models.fused_backward import fused_values
 from ictd_interp.models.masks import attention_mask, value_mask
@@ -67,17 +68,28 @@ class ICTDAttention(Circuits, nn.Module):
     def forward(self, resid: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
         """Every hook output is a fresh tensor: an in-place edit in a hook changes only what flows
         downstream of that hook (never the residual stream, the caller's prompt or another activation)."""
-        pattern = self._pattern(resid)
-        v = self.hook_v(self._project(resid, self.V))
-        # z = pattern @ v per head: [batch, head, query, key] @ [batch, head, key, d] (faster on CPU than the
-        # transposed product (v^T pattern^T)^T: docs/performance.md, "Choices measured")
-        z = self.hook_z((pattern @ v.transpose(1, 2)).transpose(1, 2))
+        if use_chunks(resid.shape[1], self.hook_attn_scores, self.hook_pattern):  # no pattern held: O(n) memory
+            q, k = self._qk(resid)
+            v = self.hook_v(self._project(resid, self.V))
+            z = chunked_attention(q.permute(0, 2, 1, 3), k.permute(0, 2, 3, 1), v.transpose(1, 2), self.pattern_fn)
+            z = self.hook_z(z.transpose(1, 2))
+        else:
+            pattern = self._pattern(resid)
+            v = self.hook_v(self._project(resid, self.V))
+            # z = pattern @ v per head: [batch, head, query, key] @ [batch, head, key, d] (faster on CPU than the
+            # transposed product (v^T pattern^T)^T: docs/performance.md, "Choices measured")
+            z = self.hook_z((pattern @ v.transpose(1, 2)).transpose(1, 2))
         result = self.hook_result(self._shift_heads(z))
         return result.sum(dim=2)
 
-    def _pattern(self, resid: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch head query_pos key_pos"]:
+    def _qk(self, resid: Float[Tensor, "batch pos d_model"]) -> tuple[Tensor, Tensor]:
+        """``q, k [batch, pos, head, d_model]`` through their hooks."""
         q = self.hook_q(self._project(resid, self.A))
         k = self.hook_k(resid.unsqueeze(2).repeat(1, 1, self.cfg.n_heads, 1))  # a copy, not a view of resid
+        return q, k
+
+    def _pattern(self, resid: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch head query_pos key_pos"]:
+        q, k = self._qk(resid)
         scores = q.permute(0, 2, 1, 3) @ k.permute(0, 2, 3, 1)
         scores[..., -1] = float("-inf")  # M: the query (last) position is never a source
         return self.hook_pattern(self.pattern_fn(self.hook_attn_scores(scores)))

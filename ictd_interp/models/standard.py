@@ -25,6 +25,7 @@ from torch import Tensor, nn
 from transformer_lens.HookedRootModule import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
+from ictd_interp.models.chunked import chunked_attention, use_chunks
 from ictd_interp.tasks.prompt import PromptLayout, check_prompt
 from ictd_interp.config.standard import StandardConfig
 from ictd_interp.models.architectures import register
@@ -92,10 +93,16 @@ class StandardAttention(Circuits, nn.Module):
     def forward(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
         q, k, v = self._project(x)
         q, k, v = self.hook_q(q), self.hook_k(k), self.hook_v(v)
-        scores = einsum(q, k, "b q h e, b k h e -> b h q k") / math.sqrt(self.cfg.d_head)
-        scores[..., -1] = float("-inf")  # the query (last) position is never a source
-        pattern = self.hook_pattern(torch.softmax(self.hook_attn_scores(scores), dim=-1))
-        z = self.hook_z(einsum(pattern, v, "b h q k, b k h e -> b q h e"))
+        if use_chunks(x.shape[1], self.hook_attn_scores, self.hook_pattern):  # no pattern held: O(n) memory
+            z = chunked_attention(rearrange(q, "b q h e -> b h q e"), rearrange(k, "b k h e -> b h e k"),
+                                  rearrange(v, "b k h e -> b h k e"), lambda s: torch.softmax(s, dim=-1),
+                                  math.sqrt(self.cfg.d_head))
+            z = self.hook_z(rearrange(z, "b h q e -> b q h e"))
+        else:
+            scores = einsum(q, k, "b q h e, b k h e -> b h q k") / math.sqrt(self.cfg.d_head)
+            scores[..., -1] = float("-inf")  # the query (last) position is never a source
+            pattern = self.hook_pattern(torch.softmax(self.hook_attn_scores(scores), dim=-1))
+            z = self.hook_z(einsum(pattern, v, "b h q k, b k h e -> b q h e"))
         result = self.hook_result(einsum(z, self.W_O, "b q h e, h e d -> b q h d"))
         return result.sum(dim=2) + self.b_O
 
