@@ -1,0 +1,99 @@
+"""Acting on in-context action values: a model's greedy policy, evaluated exactly on the MDP, against baselines.
+
+A stylised model reads ``q(S_n, A_n)`` at its query column. ``in_context_q`` asks it for every pair: the
+context stays, the query column's features become ``x(s, a)`` for each ``(s, a)`` (one forward per pair, batched),
+so ``q̂[task, s, a]``. Its greedy policy is evaluated exactly (``MDP.policy_return``) and compared, as regret
+``J(π*) − J(π)`` per task, with
+
+* the behaviour policy that generated the context, and the uniform random policy;
+* **certainty-equivalence control** on the same context: the empirical MDP (transition counts and mean
+  rewards of the context's transitions; an unvisited pair keeps reward 0 and stays put), solved by value
+  iteration, acted on greedily;
+* **tabular Q-learning** replaying the context's transitions in order, ``Q_SWEEPS`` sweeps at step size
+  ``Q_STEP``: ``Q(s, a) += Q_STEP (R + γ max_a' Q(s', a') − Q(s, a))``.
+
+θ* computes softmax SARSA (docs/theory.md §14), which estimates ``q`` of the *behaviour* policy: its greedy
+policy is one step of policy improvement on it, not ``π*``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from analyses.metrics.intervals import Interval, t_interval
+from ictd_interp.tasks.mdp import MDP, greedy_policy, split_pairs, uniform_policy
+from ictd_interp.tasks.sampling import TaskBatch
+
+Q_SWEEPS, Q_STEP = 50, 0.1
+
+
+@torch.no_grad()
+def in_context_q(model, tasks: TaskBatch, n_actions: int) -> Float[Tensor, "batch state action"]:
+    """The model's query prediction with the query column set to each state-action pair's features."""
+    batch, n_pairs = tasks.features.shape[:2]
+    prompt = tasks.prompt.to(model.cfg.torch_dtype if hasattr(model.cfg, "torch_dtype") else torch.float64)
+    prompts = prompt.unsqueeze(1).repeat(1, n_pairs, 1, 1)  # [batch, pair, pos, d_model]
+    prompts[:, :, -1, : tasks.features.shape[-1]] = tasks.features.to(prompts.dtype)
+    values = model(prompts.flatten(0, 1))[:, -1].view(batch, n_pairs)
+    return values.double().view(batch, -1, n_actions)
+
+
+def _transitions(tasks: TaskBatch, n_actions: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    states, actions = split_pairs(tasks.states, n_actions)
+    return states[:, :-1], actions[:, :-1], tasks.rewards, states[:, 1:]
+
+
+def certainty_equivalence_q(mdp: MDP, tasks: TaskBatch) -> Float[Tensor, "batch state action"]:
+    """``q*`` of the empirical MDP of each context (module docstring)."""
+    s, a = mdp.n_states, mdp.n_actions
+    S, A, R, S2 = _transitions(tasks, a)
+    batch = S.shape[0]
+    counts = torch.zeros(batch, s, a, s, dtype=torch.float64)
+    reward_sum = torch.zeros(batch, s, a, dtype=torch.float64)
+    b = torch.arange(batch)[:, None].expand_as(S)
+    counts.index_put_((b, S, A, S2), torch.ones_like(R), accumulate=True)
+    reward_sum.index_put_((b, S, A), R.double(), accumulate=True)
+    visits = counts.sum(-1)
+    stay = torch.eye(s, dtype=torch.float64)[None, :, None, :].expand(batch, s, a, s)
+    P = torch.where(visits[..., None] > 0, counts / visits.clamp_min(1)[..., None], stay)
+    r = reward_sum / visits.clamp_min(1)
+    return MDP(P, r, mdp.mu0.expand(batch, s), mdp.gamma).q_star()
+
+
+def q_learning(mdp: MDP, tasks: TaskBatch, sweeps: int = Q_SWEEPS, step: float = Q_STEP
+               ) -> Float[Tensor, "batch state action"]:
+    """Tabular Q-learning replaying each context's transitions in order, ``sweeps`` times."""
+    S, A, R, S2 = _transitions(tasks, mdp.n_actions)
+    batch, n = S.shape
+    q = torch.zeros(batch, mdp.n_states, mdp.n_actions, dtype=torch.float64)
+    rows = torch.arange(batch)
+    for _ in range(sweeps):
+        for k in range(n):
+            target = R[:, k].double() + mdp.gamma * q[rows, S2[:, k]].amax(-1)
+            q[rows, S[:, k], A[:, k]] += step * (target - q[rows, S[:, k], A[:, k]])
+    return q
+
+
+@dataclass(frozen=True)
+class Acting:
+    """Regret ``J(π*) − J(π)`` per policy, each a mean over ``n_tasks`` tasks with its interval, and the optimal
+    return it is measured from."""
+
+    n_tasks: int
+    optimal_return: Interval
+    regret: dict[str, Interval]
+
+
+def acting_regret(mdp: MDP, tasks: TaskBatch, behaviour: Tensor, q_estimates: dict[str, Tensor]) -> Acting:
+    """Regret of the greedy policy of each ``q_estimates[name]`` (``[batch, s, a]``), beside the behaviour and the
+    uniform random policy, on each task's own MDP."""
+    optimal = mdp.policy_return(greedy_policy(mdp.q_star()))
+    policies = {"behaviour": mdp.check_policy(behaviour),
+                "random": mdp.check_policy(uniform_policy(mdp.n_states, mdp.n_actions))}
+    policies |= {name: greedy_policy(q) for name, q in q_estimates.items()}
+    regret = {name: t_interval((optimal - mdp.policy_return(pi)).numpy()) for name, pi in policies.items()}
+    return Acting(int(optimal.numel()), t_interval(optimal.numpy()), regret)

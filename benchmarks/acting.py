@@ -1,0 +1,38 @@
+"""Regret of θ*'s in-context greedy policy against certainty-equivalence control, Q-learning, the behaviour and
+the random policy, on random MDPs and two-action chains (the rows quoted in docs/theory.md §14).
+
+Usage: python benchmarks/acting.py
+"""
+
+from __future__ import annotations
+
+import torch
+
+from analyses.metrics.control import acting_regret, certainty_equivalence_q, in_context_q, q_learning
+from ictd_interp import HookedICTDTransformer, ICTDConfig
+from ictd_interp.tasks.features import make_features
+from ictd_interp.tasks.mdp import control_tasks, pair_features, random_mdps, two_action_chains, uniform_policy
+
+
+def main() -> None:
+    for name, mdp in (("random MDPs", random_mdps(64, 5, 2, 0.9, seed=0)),
+                      ("two-action chains", two_action_chains(64, 6, 0.9, seed=0))):
+        s, a = mdp.n_states, mdp.n_actions
+        onehot = 3.0 * torch.eye(s * a, dtype=torch.float64)
+        uniform = pair_features(make_features(s, 4, "uniform", 1.0, generator=torch.Generator().manual_seed(1)), a)
+        for kind, phi in (("one-hot x3", onehot), ("e_a ⊗ uniform", uniform)):
+            tasks = control_tasks(mdp, uniform_policy(s, a), phi, 60, seed=1)
+            star = HookedICTDTransformer.from_theta_star(ICTDConfig(d_features=phi.shape[-1], n_layers=10,
+                                                                    dtype="float64"))
+            estimates = {"theta* (SARSA, 10 layers)": in_context_q(star, tasks, a),
+                         "certainty equivalence": certainty_equivalence_q(mdp, tasks),
+                         "Q-learning": q_learning(mdp, tasks),
+                         "greedy on the true q_behaviour": mdp.q_values(uniform_policy(s, a))}
+            act = acting_regret(mdp, tasks, uniform_policy(s, a), estimates)
+            print(f"{name}, {kind} features, {act.n_tasks} tasks, 60 transitions; J* {act.optimal_return.text()}")
+            for policy, regret in act.regret.items():
+                print(f"  regret {policy:32s} {regret.text('.3f')}")
+
+
+if __name__ == "__main__":
+    main()
