@@ -11,7 +11,8 @@ import torch
 from analyses.metrics.control import acting_regret, certainty_equivalence_q, in_context_q, q_learning
 from ictd_interp import HookedICTDTransformer, ICTDConfig
 from ictd_interp.tasks.features import make_features
-from ictd_interp.tasks.mdp import control_tasks, pair_features, random_mdps, two_action_chains, uniform_policy
+from ictd_interp.tasks.mdp import pair_features, random_mdps, two_action_chains, uniform_policy
+from ictd_interp.tasks.sampling import control_tasks
 
 
 def main() -> None:

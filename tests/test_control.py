@@ -5,7 +5,8 @@ import torch
 
 from analyses.metrics.control import acting_regret, certainty_equivalence_q, in_context_q, q_learning
 from ictd_interp import HookedICTDTransformer, ICTDConfig
-from ictd_interp.tasks.mdp import MDP, control_tasks, greedy_policy, random_mdps, split_pairs, uniform_policy
+from ictd_interp.tasks.mdp import MDP, greedy_policy, random_mdps, split_pairs, uniform_policy
+from ictd_interp.tasks.sampling import control_tasks
 
 
 def deterministic_mdp(batch: int = 2) -> MDP:

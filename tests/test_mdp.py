@@ -9,8 +9,9 @@ import torch
 
 from ictd_interp import HookedICTDTransformer, ICTDConfig
 from ictd_interp.tasks.features import make_features
-from ictd_interp.tasks.mdp import (MDP, control_tasks, greedy_policy, pair_features, random_mdps, split_pairs,
+from ictd_interp.tasks.mdp import (MDP, greedy_policy, pair_features, random_mdps, split_pairs,
                                    two_action_chains, uniform_policy)
+from ictd_interp.tasks.sampling import control_tasks
 
 
 def policy_evaluation_loop(P, r, pi, gamma, sweeps=5000):
@@ -113,3 +114,16 @@ def test_bad_mdps_and_policies_are_refused_by_name():
         mdp.q_values(uniform_policy(3, 3))
     with pytest.raises(ValueError, match="features: expected"):
         control_tasks(mdp, uniform_policy(3, 2), torch.eye(5), 10, seed=0)
+
+
+def test_the_control_families_sample_state_action_chains_whose_value_is_q():
+    from ictd_interp.config import TaskDistribution
+    from ictd_interp.tasks.sampling import sample_from
+
+    dist = TaskDistribution(family="mdp-chain", n_states=4, d_features=3, context_len=20)
+    tasks = sample_from(dist, 5, seed=0)
+    assert tasks.mrp.n_states == 8 and tasks.features.shape == (5, 8, 3)
+    again = two_action_chains(5, 4, 0.9, generator=torch.Generator().manual_seed(0)).q_values(uniform_policy(4, 2))
+    assert (tasks.mrp.v_pi.view(5, 4, 2) - again).abs().max() <= 1e-12  # the same draws: q of the uniform policy
+    with pytest.raises(ValueError, match="8 states"):
+        TaskDistribution(family="mdp-random", n_states=4, d_features=6, feature_kind="onehot")

@@ -20,7 +20,8 @@ from ictd_interp.config.fields import (
 @dataclass(frozen=True)
 class TaskDistribution:
     """Args:
-        family: boyan, loop, random, random-sparse or gym:ENV_ID.
+        family: boyan, loop, random, random-sparse, gym:ENV_ID, or a control family (mdp-random, mdp-chain: the
+            state-action chain of two-action MDPs of ``n_states`` states under the uniform behaviour policy).
         n_states: states per MRP (a Gymnasium environment sets its own).
         d_features: feature dimension d.
         context_len: n, transitions in each prompt.
@@ -52,7 +53,7 @@ class TaskDistribution:
         if not self.feature_scale > 0:
             raise ValueError(f"feature_scale: must be > 0, got {self.feature_scale!r}")
         if not self.family.startswith("gym:"):
-            self.check_onehot(self.n_states)
+            self.check_onehot(self.n_states * (2 if self.family.startswith("mdp-") else 1))
 
     def check_onehot(self, n_states: int) -> None:
         """The one place that checks one-hot features fit: ``d_features >= n_states``."""

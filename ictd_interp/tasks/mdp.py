@@ -22,8 +22,6 @@ from torch import Tensor
 from ictd_interp.config.fields import check_gamma
 from ictd_interp.tasks._types import ArrayLike, as_tensor
 from ictd_interp.tasks.mrp import MRP, STOCHASTIC_TOL, resolve_generator
-from ictd_interp.tasks.sampling import TaskBatch
-from ictd_interp.tasks.trajectory import sample_trajectories
 
 Q_STAR_TOL = 1e-12
 
@@ -157,24 +155,6 @@ def pair_features(state_features: Float[Tensor, "... state d"], n_actions: int) 
     *batch, s, d = state_features.shape
     eye = torch.eye(n_actions, dtype=state_features.dtype)
     return torch.einsum("...sd,ab->...sabd", state_features, eye).reshape(*batch, s * n_actions, n_actions * d)
-
-
-def control_tasks(mdp: MDP, behaviour: ArrayLike, features: Float[Tensor, "... pair d"], context_len: int, *,
-                  seed: Optional[int] = None, generator: Optional[torch.Generator] = None) -> TaskBatch:
-    """One context per task of a batched ``mdp``: the trajectory ``(S_0, A_0), R_1, (S_1, A_1), ...`` of
-    ``context_len`` transitions under ``behaviour``, as a ``TaskBatch`` on the pair MRP (``states`` holds pair
-    indices ``s * n_actions + a``; ``v_true`` is ``q_behaviour`` at each pair) with ``features`` per pair."""
-    if mdp.P.ndim != 4:
-        raise ValueError(f"mdp: control_tasks needs a batch of MDPs (P [batch, s, a, s]), got {tuple(mdp.P.shape)}")
-    gen = resolve_generator(seed, generator)
-    pairs = mdp.pair_mrp(behaviour)
-    n_tasks, n_pairs = mdp.P.shape[0], mdp.n_states * mdp.n_actions
-    X = as_tensor(features, "features")
-    if tuple(X.shape[-2:-1]) != (n_pairs,) or X.ndim not in (2, 3):
-        raise ValueError(f"features: expected [pairs, d] or [batch, pairs, d] with {n_pairs} pairs "
-                         f"({mdp.n_states} states x {mdp.n_actions} actions), got shape {tuple(X.shape)}")
-    return TaskBatch(pairs, X.expand(n_tasks, n_pairs, X.shape[-1]), sample_trajectories(pairs, context_len,
-                                                                                          generator=gen))
 
 
 def split_pairs(pairs: Int[Tensor, "..."], n_actions: int) -> tuple[Int[Tensor, "..."], Int[Tensor, "..."]]:

@@ -23,6 +23,8 @@ from ictd_interp.tasks.mrp import (
     boyan_uniforms,
     resolve_generator,
 )
+from ictd_interp.tasks._types import ArrayLike, as_tensor
+from ictd_interp.tasks.mdp import MDP, random_mdps, two_action_chains, uniform_policy
 from ictd_interp.tasks.sources import from_gymnasium, loop_mrps, random_mrps
 from ictd_interp.tasks.prompt import build_prompt, context_inputs
 from ictd_interp.config.tasks import TaskDistribution
@@ -96,7 +98,13 @@ def family_mrps(dist: TaskDistribution, n_tasks: int, generator: torch.Generator
               "loop": lambda: loop_mrps(n_tasks, dist.n_states, dist.gamma, generator=generator),
               "random": lambda: random_mrps(n_tasks, dist.n_states, dist.gamma, generator=generator),
               "random-sparse": lambda: random_mrps(n_tasks, dist.n_states, dist.gamma, density=0.2,
-                                                   generator=generator)}
+                                                   generator=generator),
+              # control: the state-action chain of two-action MDPs under the uniform behaviour policy
+              # (its value is q of that policy; TD on it is SARSA: docs/theory.md §14)
+              "mdp-random": lambda: random_mdps(n_tasks, dist.n_states, 2, dist.gamma, generator=generator)
+              .pair_mrp(uniform_policy(dist.n_states, 2)),
+              "mdp-chain": lambda: two_action_chains(n_tasks, dist.n_states, dist.gamma, generator=generator)
+              .pair_mrp(uniform_policy(dist.n_states, 2))}
     return makers[dist.family]()
 
 
@@ -173,3 +181,22 @@ def _batched(mrp: MRP, n_tasks: int) -> MRP:
     if len(mrp.batch_shape):
         return mrp
     return MRP(mrp.P.expand(n_tasks, -1, -1), mrp.r.expand(n_tasks, -1), mrp.mu0.expand(n_tasks, -1), mrp.gamma)
+
+
+def control_tasks(mdp: MDP, behaviour: ArrayLike, features: Float[Tensor, "... pair d"], context_len: int, *,
+                  seed: Optional[int] = None, generator: Optional[torch.Generator] = None) -> TaskBatch:
+    """One context per task of a batched ``mdp``: the trajectory ``(S_0, A_0), R_1, (S_1, A_1), ...`` of
+    ``context_len`` transitions under ``behaviour``, as a ``TaskBatch`` on the pair MRP (``states`` holds pair
+    indices ``s * n_actions + a``; ``v_true`` is ``q_behaviour`` at each pair) with ``features`` per pair."""
+    if mdp.P.ndim != 4:
+        raise ValueError(f"mdp: control_tasks needs a batch of MDPs (P [batch, s, a, s]), got {tuple(mdp.P.shape)}")
+    gen = resolve_generator(seed, generator)
+    pairs = mdp.pair_mrp(behaviour)
+    n_tasks, n_pairs = mdp.P.shape[0], mdp.n_states * mdp.n_actions
+    X = as_tensor(features, "features")
+    if tuple(X.shape[-2:-1]) != (n_pairs,) or X.ndim not in (2, 3):
+        raise ValueError(f"features: expected [pairs, d] or [batch, pairs, d] with {n_pairs} pairs "
+                         f"({mdp.n_states} states x {mdp.n_actions} actions), got shape {tuple(X.shape)}")
+    return TaskBatch(pairs, X.expand(n_tasks, n_pairs, X.shape[-1]), sample_trajectories(pairs, context_len,
+                                                                                          generator=gen))
+
