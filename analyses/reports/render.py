@@ -118,5 +118,10 @@ def write_with_figures(lines: list[str], out_dir: Path) -> Path:
 def eval_tasks_label(config: Any, n_tasks: int) -> str:
     """Which tasks every number of a report is computed on (one set for the whole report)."""
     t = config.tasks
-    return (f"{n_tasks} held-out {t.family} tasks (evaluation seed {config.eval_seed}; s = {t.n_states}, "
-            f"d = {t.d_features}, n = {t.context_len}, γ = {t.gamma}, {t.feature_kind} features × {t.feature_scale})")
+    label = (f"{n_tasks} held-out {t.family} tasks (evaluation seed {config.eval_seed}; s = {t.n_states}, "
+             f"d = {t.d_features}, n = {t.context_len}, γ = {t.gamma}, {t.feature_kind} features × {t.feature_scale})")
+    if t.family.startswith("mdp-"):
+        label += (f" — control tasks: the state-action chain of two-action MDPs of {t.n_states} states under the "
+                  "uniform behaviour policy, so a \"state\" below is a state-action pair, v_π is q of that policy and "
+                  "TD is SARSA (docs/theory.md §14)")
+    return label
