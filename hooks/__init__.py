@@ -1,11 +1,14 @@
-"""Interventions on the ICTD circuit: ablations, attention swaps, value edits, activation patching.
+"""Interventions on the ICTD circuit: ablations, attention swaps, value edits, activation patching, and the
+backups that turn θ*'s SARSA into expected SARSA or softmax Q-learning (``control``).
 
 Every builder returns TransformerLens-style ``(hook_name, fn)`` pairs, used through
 ``model.run_with_hooks`` or the ``model.hooks(...)`` context manager, so no hook outlives its call.
-Imports the core (``ictd_interp``: models, reference, hook names), never ``analyses``.
+Imports the core (``ictd_interp``: models, reference, hook names, and ``ictd_interp.tasks`` for the action
+columns), never ``analyses``.
 """
 
 from hooks.ablation import ablate_heads, ablate_target_path, mean_head, zero_activation, zero_head
+from hooks.control import backup_hooks, expected_sarsa_hooks, soft_q_hooks
 from hooks.attention import (
     pattern_hooks, replace_pattern, tabular_pattern, temperature, temperature_hooks, theta_star_pattern_hooks,
     uniform_pattern,
@@ -14,8 +17,9 @@ from hooks.patching import activation_patching, query_prediction, tl_patching
 from hooks.value import flip_weight_hooks, read_td_errors, scale_update, scale_update_hooks
 
 __all__ = [
-    "ablate_heads", "ablate_target_path", "activation_patching", "flip_weight_hooks", "mean_head",
+    "ablate_heads", "ablate_target_path", "activation_patching", "backup_hooks", "expected_sarsa_hooks",
+    "flip_weight_hooks", "mean_head",
     "pattern_hooks", "query_prediction", "read_td_errors", "replace_pattern",
-    "scale_update", "scale_update_hooks", "tabular_pattern", "temperature", "temperature_hooks",
+    "scale_update", "scale_update_hooks", "soft_q_hooks", "tabular_pattern", "temperature", "temperature_hooks",
     "theta_star_pattern_hooks", "tl_patching", "uniform_pattern", "zero_activation", "zero_head",
 ]

@@ -1,0 +1,104 @@
+"""Expected SARSA and softmax Q-learning as θ* with a backup over action columns (``hooks.control``), layer by
+layer against loops written here from the equations (float64, 1e-10), and the softmax backup's bounds."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from hooks.control import expected_sarsa_hooks, soft_q_hooks
+from ictd_interp import HookedICTDTransformer, ICTDConfig
+from ictd_interp.tasks.action_columns import action_column_prompt
+from ictd_interp.tasks.mdp import random_mdps, uniform_policy
+from ictd_interp.tasks.sampling import control_tasks
+
+A, LAYERS, GAMMA = 3, 3, 0.9
+
+
+def case(seed=0):
+    mdp = random_mdps(2, 4, A, GAMMA, seed=seed)
+    phi = torch.randn(4 * A, 5, generator=torch.Generator().manual_seed(seed + 1), dtype=torch.float64) * 0.7
+    tasks = control_tasks(mdp, uniform_policy(4, A), phi, 10, seed=seed + 2)
+    star = HookedICTDTransformer.from_theta_star(ICTDConfig(d_features=5, n_layers=LAYERS, gamma=GAMMA,
+                                                            dtype="float64"))
+    return tasks, star, action_column_prompt(tasks, A)
+
+
+def backup_loop(x, rewards, next_cols, weights_fn, layers):
+    """q on every column: sources 0..n-1, then the action columns, then the query. Per layer,
+    δ_k = R_{k+1} + γ Σ_a w_a q(col(S_{k+1}, a)) − q(k) with the backup taken from the values entering the layer,
+    and q(j) += Σ_k softmax_k <x_k, x_j> δ_k over the sources k only."""
+    n = len(rewards)
+    scores = x[:n] @ x.T
+    K = np.exp(scores - scores.max(0))
+    K = K / K.sum(0)
+    q, out = np.zeros(len(x)), []
+    for _ in range(layers):
+        v_next = q[next_cols]  # [n, a]
+        target = GAMMA * (weights_fn(v_next) * v_next).sum(-1)
+        delta = rewards + target - q[:n]
+        q = q + K.T @ delta
+        out.append(q.copy())
+    return out
+
+
+def _layers(star, cols, hooks):
+    with star.hooks(fwd_hooks=hooks):
+        _, cache = star.run_with_cache(cols.prompt, names_filter=lambda n: n.endswith("hook_resid_post"))
+    return [cache["resid_post", l][..., star.layout.current] for l in range(LAYERS)]
+
+
+def test_expected_sarsa_is_theta_star_with_the_policys_backup():
+    tasks, star, cols = case()
+    pi = torch.tensor([[0.2, 0.5, 0.3], [1.0, 0.0, 0.0], [0.1, 0.1, 0.8], [1 / 3, 1 / 3, 1 / 3]], dtype=torch.float64)
+    got = _layers(star, cols, expected_sarsa_hooks(star, cols, pi))
+    for b in range(2):
+        w = pi[cols.next_states[b]].numpy()
+        x, r = cols.prompt[b, :, :5].numpy(), tasks.rewards[b].numpy()
+        expected = backup_loop(x, r, cols.next_columns[b].numpy(), lambda v, w=w: w, LAYERS)
+        for l in range(LAYERS):
+            assert np.abs(got[l][b].numpy() - expected[l]).max() < 1e-10
+    plain = star(tasks.prompt)[:, -1]  # SARSA's sampled backup gives other values
+    assert (got[-1][:, -1] - plain).abs().max() > 1e-3
+
+
+def test_softmax_q_is_theta_star_with_an_attention_over_the_next_actions():
+    tasks, star, cols = case(3)
+    beta = 4.0
+    got = _layers(star, cols, soft_q_hooks(star, cols, beta))
+    def soft(v):
+        e = np.exp(beta * (v - v.max(-1, keepdims=True)))
+        return e / e.sum(-1, keepdims=True)
+
+    for b in range(2):
+        x, r = cols.prompt[b, :, :5].numpy(), tasks.rewards[b].numpy()
+        expected = backup_loop(x, r, cols.next_columns[b].numpy(), soft, LAYERS)
+        for l in range(LAYERS):
+            assert np.abs(got[l][b].numpy() - expected[l]).max() < 1e-10
+
+
+def test_the_softmax_backup_is_within_log_a_over_beta_of_the_max_and_reaches_q_learning():
+    v = torch.randn(1000, A, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    for beta in (0.5, 2.0, 50.0):
+        soft = (torch.softmax(beta * v, -1) * v).sum(-1)
+        hard = v.amax(-1)
+        assert bool((soft <= hard + 1e-15).all()) and bool((soft >= hard - math.log(A) / beta).all())
+    tasks, star, cols = case(5)
+    hard_max = lambda v: (v == v.max(-1, keepdims=True)).astype(float)  # noqa: E731  Q-learning's max backup
+    got = _layers(star, cols, soft_q_hooks(star, cols, 1e7))
+    x, r = cols.prompt[0, :, :5].numpy(), tasks.rewards[0].numpy()
+    expected = backup_loop(x, r, cols.next_columns[0].numpy(), hard_max, LAYERS)
+    assert np.abs(got[-1][0].numpy() - expected[-1]).max() < 1e-5
+    with pytest.raises(ValueError, match="beta"):
+        soft_q_hooks(star, cols, 0.0)
+
+
+def test_action_columns_hold_the_next_states_pairs():
+    tasks, _, cols = case()
+    n = cols.n_sources
+    assert cols.prompt.shape[1] == n + n * A + 1 and (cols.prompt[:, -1] == tasks.prompt[:, -1]).all()
+    k, a = 4, 2
+    pair = int(cols.next_states[0, k]) * A + a
+    assert torch.equal(cols.prompt[0, cols.next_columns[0, k, a], :5], tasks.features[0, pair])
+    assert (cols.prompt[0, n:n * (1 + A), 5:] == 0).all()  # no reward, no values
