@@ -1,7 +1,7 @@
 """Figures drawn from saved numbers (never live models): each function returns a ``Figure`` that shows
 itself in Jupyter. ``plots`` (the report's figures), ``circuits`` (the standard model's circuit search and
-patching), ``attention`` (circuitsvis views). They import the core's constants only, never ``metrics``,
-``reports`` or ``studies``. Names are imported on first use.
+patching), ``attention`` (circuitsvis views), ``control`` (acting and backups). They import the core's
+constants only, never ``metrics``, ``reports`` or ``studies``. Names are imported on first use.
 """
 
 from ictd_interp._lazy import lazy_exports
@@ -31,6 +31,8 @@ _EXPORTS = {
     "head_map": "circuits",
     "probed_signature_bars": "circuits",
     "patching_heatmap": "circuits",
+    "regret_bars": "control",
+    "backup_gap": "control",
     "position_labels": "attention",
     "OfflineHTML": "attention",
     "attention_view": "attention",
