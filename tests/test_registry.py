@@ -29,6 +29,7 @@ REQUIRED = [
     "quick-neu-s0",
     "quick-mc-s0",
     "quick-full-s0",
+    "control-quick-s0",
 ]
 
 

@@ -271,4 +271,9 @@ PRESETS: dict[str, TrainConfig] = {
                                   tasks_per_batch=16, eval_every=250, checkpoint_every=1000),
     "standard": TrainConfig(model=StandardConfig(d_features=4, n_ctx=31), steps=20000, lr=1e-3, eval_every=1000,
                             checkpoint_every=5000),
+    # In-context control (docs/theory.md §14): the quick model on the state-action chains of random two-action
+    # MDPs of 4 states under the uniform behaviour policy, where the TD objective is SARSA's.
+    "control-quick": TrainConfig(model=ICTDConfig(d_features=4, tied=True),
+                                 tasks=TaskDistribution(family="mdp-random", n_states=4, d_features=4),
+                                 steps=3000, lr=3e-3, eval_every=250, checkpoint_every=1000, n_eval_tasks=256),
 }
