@@ -16,7 +16,7 @@ from torch import Tensor
 from transformer_lens.hook_points import HookPoint
 
 from ictd_interp.models.architectures import ICTDModel
-from ictd_interp.models.tl_surface import token_patching_allowed
+from ictd_interp.models.patching_guard import token_patching_allowed
 
 
 def query_prediction(values: Tensor) -> Tensor:

@@ -90,6 +90,15 @@ def _allocator_flag(p: argparse.ArgumentParser) -> None:
                         "faster, numbers unchanged; ictd_interp.training.allocator)")
 
 
+def _ray_and_force(p: argparse.ArgumentParser) -> None:
+    """``--workers N | --address HOST:PORT`` and ``--force``, as the report commands on Ray take them."""
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--workers", type=positive_int, default=None, help="cells at once on a local Ray instance")
+    where.add_argument("--address", default=None, help="join this Ray cluster (HOST:PORT); "
+                                                       "--out must be shared storage")
+    p.add_argument("--force", action="store_true", help="replace a folder that holds another request's results")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="ictd-interp", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
@@ -129,24 +138,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="report folder (re-running the same command resumes it)")
     p.add_argument("--budget", default="quick", choices=sorted(BUDGETS),
                    help="quick: <= 15 min on 2 cores; full: more seeds, longer contexts, the standard model trained")
-    where = p.add_mutually_exclusive_group()
-    where.add_argument("--workers", type=positive_int, default=None, help="cells at once on a local Ray instance")
-    where.add_argument("--address", default=None, help="join this Ray cluster (HOST:PORT); "
-                                                       "--out must be shared storage")
-    p.add_argument("--force", action="store_true", help="replace a folder that holds another request's results")
+    _ray_and_force(p)
     p = sub.add_parser("methods-benchmark", help="score interpretability methods against circuits planted exactly "
                                                  "(report.md, figures/)")
     p.add_argument("--out", required=True, help="report folder (re-running the same command resumes it)")
     p.add_argument("--budget", default="quick", choices=["quick", "full"],
-                   help="quick: 5 seeds per case, 32 tasks (about a minute on 2 cores); full: 20 seeds, 64 tasks")
+                   help="quick: 5 seeds per case, 32 tasks (about 6 min on 2 cores); full: 20 seeds, 64 tasks")
     p.add_argument("--methods", default=None, help="comma-separated method names (default: every registered one)")
     p.add_argument("--plugin", action="append", default=[], metavar="FILE",
                    help="a Python file that registers methods (register_method); repeatable")
-    where = p.add_mutually_exclusive_group()
-    where.add_argument("--workers", type=positive_int, default=None, help="cells at once on a local Ray instance")
-    where.add_argument("--address", default=None, help="join this Ray cluster (HOST:PORT); "
-                                                       "--out must be shared storage")
-    p.add_argument("--force", action="store_true", help="replace a folder that holds another request's results")
+    _ray_and_force(p)
     return parser
 
 

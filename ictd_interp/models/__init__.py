@@ -1,7 +1,10 @@
 """The hooked models: the stylised ICTD transformer (``ictd``), the standard pre-LN transformer
 (``standard``), the predecessor's linear transformer (``linear``), the hand-built weights θ* (``construction``)
 and the predecessor's constructions (``linear_construction``), the masks training keeps, the
-TransformerLens surface they share (``tl_surface``, one ``from_pretrained``), weight processing, the
+TransformerLens surface they share (``tl_surface``, one ``from_pretrained``), the base every class builds on
+(``model_base``: config copy, ``__init__`` tail, depth guard, return types), the guard on TransformerLens's
+patching functions (``patching_guard``), θ*'s circuit in a standard block (``standard_construction``), attention
+over query chunks (``chunked``), the state-space forward (``state_space``), weight processing, the
 architecture registry (``architectures``, a leaf each class registers in) and checkpoint loading
 (``loading``). Imports ``config``, ``io`` and ``tasks``.
 

@@ -26,7 +26,8 @@ from ictd_interp.models.masks import attention_mask, value_mask
 from ictd_interp.tasks.prompt import PromptLayout, check_prompt, shift_to_predecessor
 from ictd_interp.models.architectures import register
 from ictd_interp.models.hook_names import attn_param
-from ictd_interp.models.tl_surface import Circuits, TransformerLensSurface, check_return_type, select_return
+from ictd_interp.models.model_base import check_return_type, select_return
+from ictd_interp.models.tl_surface import Circuits, TransformerLensSurface
 
 
 def softmax_pattern(

@@ -29,7 +29,8 @@ from ictd_interp.models.chunked import chunked_attention, use_chunks
 from ictd_interp.tasks.prompt import PromptLayout, check_prompt
 from ictd_interp.config.standard import StandardConfig
 from ictd_interp.models.architectures import register
-from ictd_interp.models.tl_surface import Circuits, TransformerLensSurface, check_return_type, select_return
+from ictd_interp.models.model_base import check_return_type, select_return
+from ictd_interp.models.tl_surface import Circuits, TransformerLensSurface
 
 
 def _weight(cfg: StandardConfig, *shape: int) -> nn.Parameter:

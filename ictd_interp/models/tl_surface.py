@@ -9,11 +9,7 @@ continuous prompts ``[batch, pos, d_model]`` and the single read-out is the curr
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-import functools
-from dataclasses import replace
-from typing import Any, Optional
+from typing import Optional
 
 import torch
 from jaxtyping import Float
@@ -21,42 +17,18 @@ from torch import Tensor
 from transformer_lens.ActivationCache import ActivationCache
 from transformer_lens.FactoredMatrix import FactoredMatrix
 
-from ictd_interp.config.fields import check_choice, dtype_name
+from ictd_interp.config.fields import dtype_name
 from ictd_interp.io.checkpoint import read_checkpoint
 from ictd_interp.io.pretrained import resolve
 from ictd_interp.models.loading import model_from
+from ictd_interp.models.model_base import ModelBase
+from ictd_interp.models.patching_guard import PATCHING_MESSAGE, from_tl_patching, patching_allowed
 from ictd_interp.models.weight_processing import process_weights_
 
 try:  # TransformerLens 4
     from transformer_lens.utilities import composition_scores
 except ImportError:  # TransformerLens 3.x
     from transformer_lens.utils import composition_scores
-
-
-# TransformerLens's ``patching.get_act_patch_*`` read the position count from the input's last axis
-# (token ids ``[batch, pos]``); ICTD prompts are ``[batch, pos, d_model]``, so called directly they
-# would sweep ``d_model`` positions and return a silently wrong table. ``hooks.tl_patching`` builds the
-# right index and runs them inside ``token_patching_allowed``; anywhere else they are refused.
-_TOKEN_PATCHING = contextvars.ContextVar("ictd_token_patching", default=False)
-PATCHING_MESSAGE = (
-    "transformer_lens.patching reads the number of positions from the input's last axis (token ids "
-    "[batch, pos]); ICTD prompts are [batch, pos, d_model], so it would sweep d_model = {d} 'positions' "
-    "instead of {n}. Call it through hooks.tl_patching(patch_fn, model, corrupted, clean_cache, metric), "
-    "which passes the right index and returns the table shaped by its axes.")
-
-
-@contextlib.contextmanager
-def token_patching_allowed():
-    token = _TOKEN_PATCHING.set(True)
-    try:
-        yield
-    finally:
-        _TOKEN_PATCHING.reset(token)
-
-
-def _from_tl_patching(fn) -> bool:
-    inner = fn.func if isinstance(fn, functools.partial) else fn
-    return getattr(inner, "__module__", "") == "transformer_lens.patching"
 
 
 class Circuits:
@@ -73,25 +45,7 @@ class Circuits:
         return FactoredMatrix(self.W_V, self.W_O)
 
 
-RETURN_TYPES = (
-    "values",
-    "query",
-    "query_sum",
-)  # what ``forward`` returns: every position's value, the query's, their sum
-
-
-def check_return_type(return_type: str) -> None:
-    check_choice("return_type", return_type, RETURN_TYPES)
-
-
-def select_return(values: Float[Tensor, "batch pos"], return_type: str) -> Tensor:
-    """``forward``'s output for ``return_type`` from the value row."""
-    if return_type == "values":
-        return values
-    return values[:, -1] if return_type == "query" else values[:, -1].sum()
-
-
-class TransformerLensSurface(Circuits):
+class TransformerLensSurface(Circuits, ModelBase):
     """Mixin for both ICTD model classes: needs ``cfg``, ``blocks`` (each with ``attn``, and ``mlp``
     where present), ``ln_final``, ``check_prompt`` and ``readout_direction()``."""
 
@@ -107,46 +61,6 @@ class TransformerLensSurface(Circuits):
         """As TransformerLens: the output and an ``ActivationCache`` (``cache["pattern", 0]`` works)."""
         out, cache = super().run_with_cache(*args, **kwargs)
         return out, ActivationCache(cache, self, has_batch_dim=not kwargs.get("remove_batch_dim", False))
-
-    CONFIG: type  # the config class each model class takes (its architecture's record)
-
-    def own_config(self, cfg: Any) -> Any:
-        """The model's own copy of its config (a config object, or the dict ``to_dict`` wrote): moving the model
-        keeps it in sync, never the caller's."""
-        return replace(cfg) if isinstance(cfg, self.CONFIG) else self.CONFIG.from_dict(cfg)
-
-    def finish_init(self) -> None:
-        """The tail every model's ``__init__`` ends with: TransformerLens's hook registry, then eval mode
-        (TransformerLens's patching requires it; nothing here behaves differently in training mode)."""
-        self.setup()
-        self.eval()
-
-    def checked_depth(self, depth: Optional[int]) -> int:
-        """``depth`` (default ``n_layers``); another depth only for a tied model, whose one layer repeats."""
-        depth = self.cfg.n_layers if depth is None else depth
-        if depth != self.cfg.n_layers and not self.cfg.tied:
-            raise ValueError(f"depth: only a tied model runs at another depth than n_layers={self.cfg.n_layers}")
-        return depth
-
-    def blocks_to(self, depth: int) -> list:
-        """The blocks run to ``depth``: the last one repeats beyond ``n_layers`` (a tied model's only block)."""
-        return [self.blocks[min(i, self.cfg.n_layers - 1)] for i in range(depth)]
-
-    def compile_fast_path(self, **options) -> None:
-        """``torch.compile`` the hook-free training path (``hook_free_values``) of this model, once and
-        explicitly (``TrainConfig.compile``): hooks still divert ``fast_values`` to the hooked forward,
-        which is never compiled. Each depth compiles once; the rounding differs from eager's."""
-        self.hook_free_values = torch.compile(self.hook_free_values, dynamic=False, **options)
-
-    def has_any_hook(self) -> bool:
-        """Any forward, pre-forward or backward hook on any submodule, or a global module hook
-        (TransformerLens, nnsight, pyvene and plain torch hooks all land in one of these)."""
-        from torch.nn.modules import module as torch_module
-
-        if torch_module._global_forward_hooks or torch_module._global_forward_pre_hooks:
-            return True
-        return any(m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks
-                   for m in self.modules())
 
     @property
     def W_Q(self) -> Float[Tensor, "layer head d_model d_head"]:
@@ -191,7 +105,7 @@ class TransformerLensSurface(Circuits):
     def run_with_hooks(self, *model_args, fwd_hooks=(), bwd_hooks=(), **kwargs):
         """``HookedRootModule.run_with_hooks``, refusing TransformerLens's token patching called directly
         (``PATCHING_MESSAGE``)."""
-        if not _TOKEN_PATCHING.get() and any(_from_tl_patching(fn) for _, fn in fwd_hooks):
+        if not patching_allowed() and any(from_tl_patching(fn) for _, fn in fwd_hooks):
             prompt = model_args[0] if model_args else kwargs.get("input")
             raise ValueError(PATCHING_MESSAGE.format(d=prompt.shape[-1], n=prompt.shape[1]))
         return super().run_with_hooks(*model_args, fwd_hooks=list(fwd_hooks), bwd_hooks=list(bwd_hooks), **kwargs)

@@ -19,3 +19,9 @@ def as_tensor(value: ArrayLike, name: str, dtype: torch.dtype = torch.float64) -
         return torch.as_tensor(np.asarray(value) if isinstance(value, (list, tuple)) else value, dtype=dtype)
     except (TypeError, ValueError, RuntimeError) as err:
         raise ValueError(f"{name}: cannot convert {type(value).__name__} to a tensor ({err})") from None
+
+
+def tensor_fields(obj: object, *names: str) -> None:
+    """Convert a frozen dataclass's array fields in place (``as_tensor``, float64), each error naming its field."""
+    for name in names:
+        object.__setattr__(obj, name, as_tensor(getattr(obj, name), name))

@@ -20,7 +20,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from ictd_interp.config.fields import check_gamma
-from ictd_interp.tasks._types import ArrayLike, as_tensor
+from ictd_interp.tasks._types import ArrayLike, as_tensor, tensor_fields
 from ictd_interp.tasks.mrp import MRP, STOCHASTIC_TOL, resolve_generator
 
 Q_STAR_TOL = 1e-12
@@ -43,8 +43,7 @@ class MDP:
     gamma: float
 
     def __post_init__(self) -> None:
-        for name in ("P", "r", "mu0"):
-            object.__setattr__(self, name, as_tensor(getattr(self, name), name))
+        tensor_fields(self, "P", "r", "mu0")
         object.__setattr__(self, "gamma", check_gamma(self.gamma))
         P, r, mu0 = self.P, self.r, self.mu0
         if P.ndim < 3 or P.shape[-1] != P.shape[-3]:

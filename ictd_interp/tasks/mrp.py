@@ -14,7 +14,7 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from ictd_interp.config.fields import check_gamma
-from ictd_interp.tasks._types import ArrayLike, as_tensor
+from ictd_interp.tasks._types import ArrayLike, as_tensor, tensor_fields
 
 STOCHASTIC_TOL = 1e-8
 
@@ -36,8 +36,7 @@ class MRP:
     gamma: float
 
     def __post_init__(self) -> None:
-        for name in ("P", "r", "mu0"):
-            object.__setattr__(self, name, as_tensor(getattr(self, name), name))
+        tensor_fields(self, "P", "r", "mu0")
         _validate(self)
 
     @classmethod

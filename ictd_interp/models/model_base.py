@@ -1,0 +1,75 @@
+"""What every model class shares beside the TransformerLens surface: its own config copy, the ``__init__`` tail,
+the depth guard, the blocks run to a depth, the hook check that decides the fast path, and ``forward``'s return
+types (the SAELens ``SAE`` template: the base owns the shared steps, each class what differs)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Optional
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from ictd_interp.config.fields import check_choice
+
+RETURN_TYPES = (
+    "values",
+    "query",
+    "query_sum",
+)  # what ``forward`` returns: every position's value, the query's, their sum
+
+
+def check_return_type(return_type: str) -> None:
+    check_choice("return_type", return_type, RETURN_TYPES)
+
+
+def select_return(values: Float[Tensor, "batch pos"], return_type: str) -> Tensor:
+    """``forward``'s output for ``return_type`` from the value row."""
+    if return_type == "values":
+        return values
+    return values[:, -1] if return_type == "query" else values[:, -1].sum()
+
+
+class ModelBase:
+    """Mixin for every model class: needs ``cfg``, ``blocks`` and ``hook_free_values``."""
+
+    CONFIG: type  # the config class each model class takes (its architecture's record)
+
+    def own_config(self, cfg: Any) -> Any:
+        """The model's own copy of its config (a config object, or the dict ``to_dict`` wrote): moving the model
+        keeps it in sync, never the caller's."""
+        return replace(cfg) if isinstance(cfg, self.CONFIG) else self.CONFIG.from_dict(cfg)
+
+    def finish_init(self) -> None:
+        """The tail every model's ``__init__`` ends with: TransformerLens's hook registry, then eval mode
+        (TransformerLens's patching requires it; nothing here behaves differently in training mode)."""
+        self.setup()
+        self.eval()
+
+    def checked_depth(self, depth: Optional[int]) -> int:
+        """``depth`` (default ``n_layers``); another depth only for a tied model, whose one layer repeats."""
+        depth = self.cfg.n_layers if depth is None else depth
+        if depth != self.cfg.n_layers and not self.cfg.tied:
+            raise ValueError(f"depth: only a tied model runs at another depth than n_layers={self.cfg.n_layers}")
+        return depth
+
+    def blocks_to(self, depth: int) -> list:
+        """The blocks run to ``depth``: the last one repeats beyond ``n_layers`` (a tied model's only block)."""
+        return [self.blocks[min(i, self.cfg.n_layers - 1)] for i in range(depth)]
+
+    def compile_fast_path(self, **options) -> None:
+        """``torch.compile`` the hook-free training path (``hook_free_values``) of this model, once and
+        explicitly (``TrainConfig.compile``): hooks still divert ``fast_values`` to the hooked forward,
+        which is never compiled. Each depth compiles once; the rounding differs from eager's."""
+        self.hook_free_values = torch.compile(self.hook_free_values, dynamic=False, **options)
+
+    def has_any_hook(self) -> bool:
+        """Any forward, pre-forward or backward hook on any submodule, or a global module hook
+        (TransformerLens, nnsight, pyvene and plain torch hooks all land in one of these)."""
+        from torch.nn.modules import module as torch_module
+
+        if torch_module._global_forward_hooks or torch_module._global_forward_pre_hooks:
+            return True
+        return any(m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks
+                   for m in self.modules())
