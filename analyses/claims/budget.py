@@ -38,7 +38,7 @@ class Budget:
     theorem1_depth: int = 10
     margin_scales: tuple[float, ...] = (0.5, 1.0, 2.0, 3.0, 5.0)
     margin_tasks: int = 64
-    limit_lengths: tuple[int, ...] = (30, 100, 300, 1000)
+    limit_lengths: tuple[int, ...] = (30, 100, 300, 1000, 10000, 100000)
     limit_tasks: int = 32
     neu_lengths: tuple[int, ...] = (10, 30, 100, 300)
     neu_depths: tuple[int, ...] = (1, 3, 12, 24, 96)
@@ -88,7 +88,8 @@ class Budget:
 BUDGETS = {
     "quick": Budget("quick"),
     "full": Budget("full", theorem1_lengths=(5, 30, 100, 300), theorem1_scales=(0.5, 1.0, 2.0, 3.0, 5.0),
-                   theorem1_depth=16, margin_tasks=256, limit_lengths=(30, 100, 300, 1000, 3000), limit_tasks=64,
+                   theorem1_depth=16, margin_tasks=256, limit_lengths=(30, 100, 300, 1000, 3000, 10000, 100000),
+                   limit_tasks=64,
                    neu_lengths=(10, 30, 100, 300, 1000), neu_depths=(1, 3, 12, 24, 96, 384), neu_tasks=16384,
                    seeds=(0, 1, 2, 3, 4), standard_seeds=(0, 1, 2)),
 }
