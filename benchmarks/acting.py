@@ -1,5 +1,5 @@
 """Regret of θ*'s in-context greedy policy against certainty-equivalence control, Q-learning, the behaviour and
-the random policy, on random MDPs and two-action chains (the rows quoted in docs/theory.md §14).
+the random policy, on random MDPs, two-action chains and FrozenLake (the rows quoted in docs/theory.md §14).
 
 Usage: python benchmarks/acting.py
 """
@@ -13,16 +13,22 @@ from ictd_interp import HookedICTDTransformer, ICTDConfig
 from ictd_interp.tasks.features import make_features
 from ictd_interp.tasks.mdp import pair_features, random_mdps, two_action_chains, uniform_policy
 from ictd_interp.tasks.sampling import control_tasks
+from ictd_interp.tasks.sources import mdp_from_gymnasium
+
+
+CONTEXT = {"random MDPs": 60, "two-action chains": 60, "FrozenLake-v1 (restart at the end of an episode; OOD)": 400}
 
 
 def main() -> None:
+    frozen = mdp_from_gymnasium("FrozenLake-v1", gamma=0.9, terminal="restart").batched(64)
     for name, mdp in (("random MDPs", random_mdps(64, 5, 2, 0.9, seed=0)),
-                      ("two-action chains", two_action_chains(64, 6, 0.9, seed=0))):
+                      ("two-action chains", two_action_chains(64, 6, 0.9, seed=0)),
+                      ("FrozenLake-v1 (restart at the end of an episode; OOD)", frozen)):
         s, a = mdp.n_states, mdp.n_actions
         onehot = 3.0 * torch.eye(s * a, dtype=torch.float64)
         uniform = pair_features(make_features(s, 4, "uniform", 1.0, generator=torch.Generator().manual_seed(1)), a)
         for kind, phi in (("one-hot x3", onehot), ("e_a ⊗ uniform", uniform)):
-            tasks = control_tasks(mdp, uniform_policy(s, a), phi, 60, seed=1)
+            tasks = control_tasks(mdp, uniform_policy(s, a), phi, CONTEXT[name], seed=1)
             star = HookedICTDTransformer.from_theta_star(ICTDConfig(d_features=phi.shape[-1], n_layers=10,
                                                                     dtype="float64"))
             estimates = {"theta* (SARSA, 10 layers)": in_context_q(star, tasks, a),
@@ -30,7 +36,8 @@ def main() -> None:
                          "Q-learning": q_learning(mdp, tasks),
                          "greedy on the true q_behaviour": mdp.q_values(uniform_policy(s, a))}
             act = acting_regret(mdp, tasks, uniform_policy(s, a), estimates)
-            print(f"{name}, {kind} features, {act.n_tasks} tasks, 60 transitions; J* {act.optimal_return.text()}")
+            print(f"{name}, {kind} features, {act.n_tasks} tasks, {CONTEXT[name]} transitions; "
+                  f"J* {act.optimal_return.text()}")
             for policy, regret in act.regret.items():
                 print(f"  regret {policy:32s} {regret.text('.3f')}")
 

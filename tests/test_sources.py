@@ -109,3 +109,24 @@ def test_evaluate_cli(tmp_path, capsys):
     assert (
         "one-hot features need d_features >= n_states (4 < 16 states of gym:FrozenLake-v1)" in capsys.readouterr().err
     )
+
+
+def test_frozenlake_mdp_q_star_matches_value_iteration_on_the_table():
+    """q* of the environment's MDP against value iteration written on env.P itself (absorbing terminals)."""
+    from ictd_interp.tasks.sources import mdp_from_gymnasium
+
+    env = gym.make("FrozenLake-v1").unwrapped
+    s, a, gamma = env.observation_space.n, env.action_space.n, 0.95
+    v = np.zeros(s)
+    for _ in range(5000):
+        q = np.array([[sum(p * (rew + (0.0 if done else gamma * v[nxt])) for p, nxt, rew, done in env.P[i][j])
+                       for j in range(a)] for i in range(s)])
+        if np.abs(q.max(1) - v).max() < 1e-13:
+            break
+        v = q.max(1)
+    mdp = mdp_from_gymnasium("FrozenLake-v1", gamma=gamma, terminal="absorbing")
+    reachable = [0, 1, 2, 3, 4, 6, 8, 9, 10, 13, 14]  # non-terminal states
+    assert np.abs(mdp.q_star().numpy()[reachable] - q[reachable]).max() < 1e-9
+    uniform = np.full((s, a), 1 / a)
+    marginal = from_gymnasium("FrozenLake-v1", gamma=gamma).v_pi.numpy()
+    assert np.abs(mdp.state_mrp(uniform).v_pi.numpy() - marginal).max() < 1e-12

@@ -86,6 +86,19 @@ class MDP:
         return MRP(P, self.r.reshape(*self.r.shape[:-2], s * a),
                    (self.mu0[..., :, None] * pi).reshape(*self.mu0.shape[:-1], s * a), self.gamma)
 
+    def state_mrp(self, policy: ArrayLike) -> MRP:
+        """The MRP on states that ``policy`` makes of this MDP: ``P_π[s, s'] = Σ_a π(a|s) P(s'|s, a)``,
+        ``r_π(s) = Σ_a π(a|s) r(s, a)`` (its value is ``v_π``)."""
+        pi = self.check_policy(policy)
+        return MRP(torch.einsum("...sa,...sat->...st", pi, self.P), (pi * self.r).sum(-1), self.mu0, self.gamma)
+
+    def batched(self, n_tasks: int) -> "MDP":
+        """``n_tasks`` copies of a single MDP (one context each, e.g. a Gymnasium environment's)."""
+        if self.P.ndim != 3:
+            raise ValueError(f"mdp: batched() takes a single MDP (P [s, a, s]), got shape {tuple(self.P.shape)}")
+        return MDP(self.P.expand(n_tasks, -1, -1, -1), self.r.expand(n_tasks, -1, -1),
+                   self.mu0.expand(n_tasks, -1), self.gamma)
+
     def q_values(self, policy: ArrayLike) -> Float[Tensor, "... state action"]:
         """``q_π``: the pair MRP's value, by a linear solve."""
         return self.pair_mrp(policy).v_pi.reshape(*self.r.shape)

@@ -13,6 +13,7 @@ from typing import Optional, Union
 import numpy as np
 import torch
 
+from ictd_interp.tasks.mdp import MDP
 from ictd_interp.tasks.mrp import MRP, resolve_generator
 
 
@@ -59,40 +60,43 @@ def loop_mrps(batch: int, n_states: int, gamma: float = 0.9, *, n_edges: int = 2
     return _finish(ring + extra, gamma, gen)
 
 
-def from_gymnasium(env_id_or_env, policy: Union[str, np.ndarray] = "uniform", gamma: float = 0.9,
-                   terminal: str = "absorbing") -> MRP:
-    """The MRP a fixed policy induces on a Gymnasium toy-text environment (``env.unwrapped.P``).
+def mdp_from_gymnasium(env_id_or_env, gamma: float = 0.9, terminal: str = "absorbing") -> MDP:
+    """The MDP of a Gymnasium toy-text environment (``env.unwrapped.P``): ``r(s, a) = Σ p · reward`` is the
+    expected reward of taking ``a`` in ``s``. Transitions flagged ``terminated`` are handled by ``terminal``:
 
-    ``r(s) = sum_a pi(a|s) sum p * reward`` is the expected reward on leaving ``s``. Transitions
-    flagged ``terminated`` are handled by ``terminal``:
-
-    * ``"absorbing"``: the episode ends; their destination becomes an absorbing state with reward 0,
-      so ``v_pi`` is the usual episodic value (terminal value 0).
-    * ``"restart"``: the episode restarts; their probability mass goes to the initial distribution,
-      which makes the chain ergodic (needed for ``mu_pi`` and the Assumption 5.1 margin).
-
-    ``policy`` is ``"uniform"`` or an array ``pi [n_states, n_actions]`` of row-stochastic probabilities.
+    * ``"absorbing"``: the episode ends; their destination becomes an absorbing state with reward 0 (every
+      action), so values are the usual episodic ones (terminal value 0).
+    * ``"restart"``: the episode restarts; their probability mass goes to the initial distribution, which makes
+      the chain ergodic under any policy that reaches a terminal (needed for ``mu_pi`` and the Assumption 5.1
+      margin).
     """
     env = _make(env_id_or_env)
     table, s, a = env.P, int(env.observation_space.n), int(env.action_space.n)
-    pi = _policy(policy, s, a)
     mu0 = np.asarray(getattr(env, "initial_state_distrib", np.full(s, 1.0 / s)), dtype=float)
     if terminal not in ("absorbing", "restart"):
         raise ValueError(f"terminal: must be 'absorbing' or 'restart', got {terminal!r}")
-    P, r, ends = np.zeros((s, s)), np.zeros(s), set()
+    P, r, ends = np.zeros((s, a, s)), np.zeros((s, a)), set()
     for state in range(s):
         for action in range(a):
             for prob, nxt, reward, done in table[state][action]:
-                w = pi[state, action] * prob
-                r[state] += w * reward
+                r[state, action] += prob * reward
                 if done and terminal == "restart":
-                    P[state] += w * mu0
+                    P[state, action] += prob * mu0
                 else:
-                    P[state, int(nxt)] += w
+                    P[state, action, int(nxt)] += prob
                     ends.update([int(nxt)] if done else [])
     for end in ends:
         P[end], r[end] = np.eye(s)[end], 0.0
-    return MRP(P, r, mu0, gamma)
+    return MDP(P, r, mu0, gamma)
+
+
+def from_gymnasium(env_id_or_env, policy: Union[str, np.ndarray] = "uniform", gamma: float = 0.9,
+                   terminal: str = "absorbing") -> MRP:
+    """The MRP a fixed policy induces on a Gymnasium toy-text environment: ``mdp_from_gymnasium``'s MDP under
+    ``policy`` (``"uniform"`` or a row-stochastic array ``pi [n_states, n_actions]``), ``r(s)`` the expected reward
+    on leaving ``s``."""
+    mdp = mdp_from_gymnasium(env_id_or_env, gamma, terminal)
+    return mdp.state_mrp(_policy(policy, mdp.n_states, mdp.n_actions))
 
 
 def _make(env_id_or_env):
