@@ -35,11 +35,14 @@ def main() -> None:
                          "certainty equivalence": certainty_equivalence_q(mdp, tasks),
                          "Q-learning": q_learning(mdp, tasks),
                          "greedy on the true q_behaviour": mdp.q_values(uniform_policy(s, a))}
-            act = acting_regret(mdp, tasks, uniform_policy(s, a), estimates)
+            act = acting_regret(mdp, tasks, uniform_policy(s, a), estimates, baseline="certainty equivalence")
             print(f"{name}, {kind} features, {act.n_tasks} tasks, {CONTEXT[name]} transitions; "
                   f"J* {act.optimal_return.text()}")
             for policy, regret in act.regret.items():
-                print(f"  regret {policy:32s} {regret.text('.3f')}")
+                vs = act.versus.get(policy)
+                against = (f"; minus certainty equivalence's, task by task: {vs.difference.text('.3f')} ({vs.verdict})"
+                           if vs else "")
+                print(f"  regret {policy:32s} {regret.text('.3f')}{against}")
 
 
 if __name__ == "__main__":

@@ -28,6 +28,12 @@ def test_certainty_equivalence_is_exact_when_the_context_covers_a_deterministic_
                                                            "q*": mdp.q_star()})
     assert act.regret["CE"].mean == pytest.approx(0.0, abs=1e-10) and act.regret["q*"].mean == 0.0
     assert act.regret["random"].mean > 0.1 and act.n_tasks == 2
+    # paired against the behaviour (uniform) policy, task by task: CE's regret is 0, so the difference is minus the
+    # uniform policy's regret on each task (the same on both copies of the MDP: a zero-width interval)
+    assert act.versus["CE"].difference.mean == pytest.approx(-act.regret["behaviour"].mean, abs=1e-10)
+    assert act.versus["CE"].verdict == "lower"
+    with pytest.raises(ValueError, match="baseline"):
+        acting_regret(mdp, tasks, uniform_policy(3, 2), {"CE": mdp.q_star()}, baseline="oracle")
 
 
 def test_q_learning_on_one_self_loop_is_the_geometric_series():

@@ -24,7 +24,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from analyses.metrics.intervals import Interval, t_interval
+from analyses.metrics.intervals import Interval, Paired, paired, t_interval
 from ictd_interp.tasks.mdp import MDP, greedy_policy, split_pairs, uniform_policy
 from ictd_interp.tasks.sampling import TaskBatch
 
@@ -80,20 +80,29 @@ def q_learning(mdp: MDP, tasks: TaskBatch, sweeps: int = Q_SWEEPS, step: float =
 
 @dataclass(frozen=True)
 class Acting:
-    """Regret ``J(π*) − J(π)`` per policy, each a mean over ``n_tasks`` tasks with its interval, and the optimal
-    return it is measured from."""
+    """Regret ``J(π*) − J(π)`` per policy, each a mean over ``n_tasks`` tasks with its interval, the optimal
+    return it is measured from, and each policy's regret against ``baseline``'s on the same tasks (``versus``:
+    the paired difference and its verdict, ``lower`` meaning less regret than the baseline)."""
 
     n_tasks: int
     optimal_return: Interval
     regret: dict[str, Interval]
+    baseline: str
+    versus: dict[str, Paired]
 
 
-def acting_regret(mdp: MDP, tasks: TaskBatch, behaviour: Tensor, q_estimates: dict[str, Tensor]) -> Acting:
+def acting_regret(mdp: MDP, tasks: TaskBatch, behaviour: Tensor, q_estimates: dict[str, Tensor],
+                  baseline: str = "behaviour") -> Acting:
     """Regret of the greedy policy of each ``q_estimates[name]`` (``[batch, s, a]``), beside the behaviour and the
-    uniform random policy, on each task's own MDP."""
+    uniform random policy, on each task's own MDP; every policy is also compared, task by task, with
+    ``baseline`` (one of those names)."""
     optimal = mdp.policy_return(greedy_policy(mdp.q_star()))
     policies = {"behaviour": mdp.check_policy(behaviour),
                 "random": mdp.check_policy(uniform_policy(mdp.n_states, mdp.n_actions))}
     policies |= {name: greedy_policy(q) for name, q in q_estimates.items()}
-    regret = {name: t_interval((optimal - mdp.policy_return(pi)).numpy()) for name, pi in policies.items()}
-    return Acting(int(optimal.numel()), t_interval(optimal.numpy()), regret)
+    if baseline not in policies:
+        raise ValueError(f"baseline: must be one of {sorted(policies)}, got {baseline!r}")
+    per_task = {name: (optimal - mdp.policy_return(pi)).numpy() for name, pi in policies.items()}
+    return Acting(int(optimal.numel()), t_interval(optimal.numpy()),
+                  {name: t_interval(r) for name, r in per_task.items()}, baseline,
+                  {name: paired(r, per_task[baseline]) for name, r in per_task.items() if name != baseline})
