@@ -22,18 +22,14 @@ after attention are read (``hook_resid_mid``), the shift is replaced (``tsm.hook
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 from torch import Tensor
 
 from hooks.types import Hooks
 from ictd_interp.models.hook_names import get_act_name
 from ictd_interp.models.ictd import HookedICTDTransformer
+from ictd_interp.reference.control import Weights, policy_weights, softmax_weights
 from ictd_interp.tasks.action_columns import ActionColumns
-
-Weights = Callable[[Tensor], Tensor]  # next-action values [batch, source, action] -> backup weights, same shape
-
 
 def backup_hooks(model: HookedICTDTransformer, columns: ActionColumns, weights: Weights) -> Hooks:
     """The three hooks per layer that give each source the backup ``γ Σ_a' w_a' v(col(S_{k+1}, a'))``."""
@@ -73,12 +69,11 @@ def backup_hooks(model: HookedICTDTransformer, columns: ActionColumns, weights: 
 def expected_sarsa_hooks(model: HookedICTDTransformer, columns: ActionColumns, policy: Tensor) -> Hooks:
     """Expected SARSA under ``policy [s, a]`` (or ``[batch, s, a]``): weights ``π(· | S_{k+1})``."""
     pi = policy if policy.ndim == 3 else policy.expand(columns.next_states.shape[0], -1, -1)
-    rows = torch.gather(pi, 1, columns.next_states[..., None].expand(-1, -1, pi.shape[-1]))
-    return backup_hooks(model, columns, lambda v_next: rows.to(v_next.dtype))
+    return backup_hooks(model, columns, policy_weights(pi, columns.next_states))
 
 
 def soft_q_hooks(model: HookedICTDTransformer, columns: ActionColumns, beta: float) -> Hooks:
     """Softmax Q-learning: weights ``softmax(β v(col(S_{k+1}, ·)))``, Q-learning's max as ``β → ∞``."""
     if not beta > 0:
         raise ValueError(f"beta: the inverse temperature must be > 0, got {beta!r}")
-    return backup_hooks(model, columns, lambda v_next: torch.softmax(beta * v_next, dim=-1))
+    return backup_hooks(model, columns, softmax_weights(beta))

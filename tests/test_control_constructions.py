@@ -102,3 +102,22 @@ def test_action_columns_hold_the_next_states_pairs():
     pair = int(cols.next_states[0, k]) * A + a
     assert torch.equal(cols.prompt[0, cols.next_columns[0, k, a], :5], tasks.features[0, pair])
     assert (cols.prompt[0, n:n * (1 + A), 5:] == 0).all()  # no reward, no values
+
+
+def test_the_reference_backup_iteration_is_the_loop_and_the_hooks():
+    from ictd_interp.reference.control import backup_td, policy_weights, softmax_weights
+
+    tasks, star, cols = case(7)
+    pi = torch.softmax(torch.randn(2, 4, A, generator=torch.Generator().manual_seed(8), dtype=torch.float64), -1)
+    x = cols.prompt[..., :5]
+    for weights, hooks, loop_w in (
+        (policy_weights(pi, cols.next_states), expected_sarsa_hooks(star, cols, pi), None),
+        (softmax_weights(2.0), soft_q_hooks(star, cols, 2.0), 2.0),
+    ):
+        ref = backup_td(x, tasks.rewards, cols.next_columns, weights, GAMMA, LAYERS)
+        got = _layers(star, cols, hooks)
+        assert max(float((got[l] - ref[:, l + 1]).abs().max()) for l in range(LAYERS)) < 1e-10
+        w = (lambda v: pi[0][cols.next_states[0]].numpy()) if loop_w is None else (
+            lambda v, b=loop_w: np.exp(b * v) / np.exp(b * v).sum(-1, keepdims=True))
+        loop = backup_loop(x[0].numpy(), tasks.rewards[0].numpy(), cols.next_columns[0].numpy(), w, LAYERS)
+        assert np.abs(ref[0, -1].numpy() - loop[-1]).max() < 1e-10

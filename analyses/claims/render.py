@@ -25,7 +25,7 @@ TITLES = {
     "finding_iteration": "Finding: the learned "
                          "layer, iterated", "finding_baseline": "Finding: beats the constant predictor",
     "finding_depth_sampling": "Finding: depth-sampled training", "finding_same_state_head": "Finding: the standard "
-    "model's same-state head",
+    "model's same-state head", "control_constructions": "Beyond the paper: θ* runs SARSA, expected SARSA, soft Q",
 }
 
 

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Optional, Union
 
-from analyses.claims import theory, trained
+from analyses.claims import control, theory, trained
 from analyses.claims.budget import BUDGETS, Budget
 from analyses.claims.claim import Claim
 from analyses.claims.drawing import draw
@@ -37,6 +37,7 @@ ORDER = (
     "finding_baseline",
     "finding_depth_sampling",
     "finding_same_state_head",
+    "control_constructions",
 )
 
 
@@ -97,6 +98,7 @@ def _steps(budget: Budget, studies: dict[str, Path], out_dir: Path) -> list:
     td = "objective=td"
     return [
         (["theorem1"], lambda: [theory.theorem1(budget)], False),
+        (["control_constructions"], lambda: [control.constructions(budget)], False),
         (["assumption51"], lambda: [theory.assumption(budget)], False),
         (["theorem2_rate", "theorem2_floor"], lambda: theory.theorem2(budget), False),
         (
