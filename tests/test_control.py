@@ -54,3 +54,19 @@ def test_in_context_q_at_the_context_query_is_the_models_own_prediction():
     s, a = split_pairs(tasks.states[:, -1], 2)
     assert (q[torch.arange(4), s, a] - star(tasks.prompt)[:, -1]).abs().max() <= 1e-12
     assert q.shape == (4, 3, 2) and greedy_policy(q).sum(-1).eq(1).all()
+
+
+def test_in_context_q_reads_every_pair_as_a_target_of_the_unchanged_context():
+    """Against the reference iteration with one extra target column per pair: SARSA's backup (each source's next
+    column, the last source's being the query) with weight 1, so the context is the one given."""
+    from ictd_interp.reference.control import backup_td
+
+    mdp = random_mdps(3, 3, 2, 0.9, seed=4)
+    phi = torch.randn(6, 4, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    tasks = control_tasks(mdp, uniform_policy(3, 2), phi, 9, seed=6)
+    star = HookedICTDTransformer.from_theta_star(ICTDConfig(d_features=4, n_layers=4, dtype="float64"))
+    x = torch.cat([tasks.x, tasks.features], dim=1)  # context (sources and the query), then the 6 pairs
+    nxt = torch.arange(1, 10).view(1, 9, 1).expand(3, -1, -1)  # source k bootstraps on column k + 1
+    ref = backup_td(x, tasks.rewards, nxt, lambda q: torch.ones_like(q), 0.9, 4)[:, -1]
+    assert (in_context_q(star, tasks, 2).reshape(3, 6) - ref[:, 10:]).abs().max() <= 1e-12
+    assert (ref[:, :10] - star(tasks.prompt)).abs().max() <= 1e-12  # the context's own values are unchanged

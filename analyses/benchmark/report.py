@@ -22,7 +22,8 @@ RECOVERS, CHANCE = 0.95, 0.5
 LINE_STYLES = ("-", "--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)))  # overlapping curves stay visible
 EXACT_ANGLE, CLOSE_ANGLE = 1e-3, 5.0
 RULES = (f"An edge method **recovers** the circuit of a case when its AUROC's interval lies above {RECOVERS}; it "
-         f"is **not above chance** when the interval contains {CHANCE}; otherwise **partial**. A direction method is "
+         f"is **not above chance** when the interval contains {CHANCE}, **below chance** when it lies below; "
+         f"otherwise **partial**. A direction method is "
          f"**exact** when its worst angle on every seed is below {EXACT_ANGLE}°, **close** when the mean angle is "
          f"below {CLOSE_ANGLE}°, else it **misses**.")
 
@@ -49,6 +50,8 @@ def edge_verdict(auroc: Interval) -> str:
         return "recovers"
     if auroc.n >= 2 and auroc.lo <= CHANCE <= auroc.hi:
         return "not above chance"
+    if auroc.n >= 2 and auroc.hi < CHANCE or auroc.n < 2 and auroc.mean < CHANCE:
+        return "below chance"
     return "partial"
 
 
@@ -142,8 +145,8 @@ def reading(cells: Sequence[dict]) -> str:
                      + (f"; the random baseline is {verdicts['random']}" if "random" in verdicts else "") + ".")
     parts.append("Single-edge patching and its gradient estimates score each edge alone: a pair of heads whose "
                  "writes cancel has large single-edge effects and none together, so wherever a case has such "
-                 "pairs these methods rank them above the true circuit; only a method that tests edges "
-                 "jointly can tell.")
+                 "pairs these methods rank some of the pairs' edges above true edges; only a method that tests "
+                 "edges jointly can tell.")
     return " ".join(parts)
 
 

@@ -1,9 +1,10 @@
 """Acting on in-context action values: a model's greedy policy, evaluated exactly on the MDP, against baselines.
 
-A stylised model reads ``q(S_n, A_n)`` at its query column. ``in_context_q`` asks it for every pair: the
-context stays, the query column's features become ``x(s, a)`` for each ``(s, a)`` (one forward per pair, batched),
-so ``q̂[task, s, a]``. Its greedy policy is evaluated exactly (``MDP.policy_return``) and compared, as regret
-``J(π*) − J(π)`` per task, with
+A stylised model reads ``q(S_n, A_n)`` at its query column. ``in_context_q`` asks it for every pair at once:
+one extra never-source column per ``(s, a)`` after the query, so the context (its last TD target, which
+bootstraps on the query, included) is exactly the one given, and ``q̂[task, s, a]`` is the value the model's
+layers assign to that pair as a target. Its greedy policy is evaluated exactly (``MDP.policy_return``) and
+compared, as regret ``J(π*) − J(π)`` per task, with
 
 * the behaviour policy that generated the context, and the uniform random policy;
 * **certainty-equivalence control** on the same context: the empirical MDP (transition counts and mean
@@ -25,6 +26,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from analyses.metrics.intervals import Interval, Paired, paired, t_interval
+from ictd_interp.models.hook_names import get_act_name
 from ictd_interp.tasks.mdp import MDP, greedy_policy, split_pairs, uniform_policy
 from ictd_interp.tasks.sampling import TaskBatch
 
@@ -33,13 +35,26 @@ Q_SWEEPS, Q_STEP = 50, 0.1
 
 @torch.no_grad()
 def in_context_q(model, tasks: TaskBatch, n_actions: int) -> Float[Tensor, "batch state action"]:
-    """The model's query prediction with the query column set to each state-action pair's features."""
-    batch, n_pairs = tasks.features.shape[:2]
-    prompt = tasks.prompt.to(model.cfg.torch_dtype if hasattr(model.cfg, "torch_dtype") else torch.float64)
-    prompts = prompt.unsqueeze(1).repeat(1, n_pairs, 1, 1)  # [batch, pair, pos, d_model]
-    prompts[:, :, -1, : tasks.features.shape[-1]] = tasks.features.to(prompts.dtype)
-    values = model(prompts.flatten(0, 1))[:, -1].view(batch, n_pairs)
-    return values.double().view(batch, -1, n_actions)
+    """The model's value at one extra column per state-action pair (its features ``x(s, a)``, zero reward and
+    values), appended after the query and, like the query, never a source (a hook on every layer's attention
+    scores): the context, its last TD target included, is the one the model was given, and each pair is read as
+    a target of it. Softmax attention only (the linear pattern's ``1/n`` would count the extra columns)."""
+    if getattr(model.cfg, "attention", "softmax") != "softmax":
+        raise ValueError(f"in_context_q: needs softmax attention, got {model.cfg.attention!r}")
+    batch, n_pairs, d = tasks.features.shape
+    prompt = tasks.prompt.to(next(model.parameters()).dtype)
+    extra = prompt.new_zeros(batch, n_pairs, prompt.shape[-1])
+    extra[..., :d] = tasks.features.to(prompt.dtype)
+    first = prompt.shape[1] - 1  # the query's column: it and every pair column are never sources
+
+    def not_sources(scores: Tensor, hook) -> Tensor:
+        scores = scores.clone()
+        scores[..., first:] = float("-inf")
+        return scores
+
+    hooks = [(get_act_name("attn_scores", l, "attn"), not_sources) for l in range(model.cfg.n_layers)]
+    values = model.run_with_hooks(torch.cat([prompt, extra], dim=1), fwd_hooks=hooks)
+    return values[:, first + 1:].double().view(batch, -1, n_actions)
 
 
 def _transitions(tasks: TaskBatch, n_actions: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:

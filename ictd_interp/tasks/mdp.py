@@ -105,12 +105,15 @@ class MDP:
 
     def q_star(self, tol: float = Q_STAR_TOL, max_iter: int = 100_000) -> Float[Tensor, "... state action"]:
         """``q*`` by value iteration ``q ← r + γ P max_a' q``, stopped when a sweep moves it by less than
-        ``tol (1 − γ) / γ`` (then ``‖q − q*‖∞ < tol``)."""
+        ``tol (1 − γ) / γ`` — then ``‖q − q*‖∞ < tol`` in exact arithmetic — or by less than 8 ulp of ``‖q‖∞``,
+        where float64 stops moving first (γ near 1 makes ``tol (1 − γ) / γ`` smaller than an ulp: the result is then
+        ``q*`` to about ``ulp(q) / (1 − γ)``, e.g. 3.5e-12 at γ = 0.999 and ``|q| ≈ 24``)."""
         q = torch.zeros_like(self.r)
         stop = tol * (1 - self.gamma) / max(self.gamma, 1e-300)
         for _ in range(max_iter):
             new = self.r + self.gamma * torch.einsum("...sat,...t->...sa", self.P, q.amax(-1))
-            if float((new - q).abs().max()) < stop:
+            moved, scale = float((new - q).abs().max()), float(new.abs().max())
+            if moved < max(stop, 8 * torch.finfo(new.dtype).eps * scale):
                 return new
             q = new
         raise RuntimeError(f"q_star: value iteration did not reach {tol} in {max_iter} sweeps")
