@@ -8,7 +8,7 @@ columns), never ``analyses``.
 """
 
 from hooks.ablation import ablate_heads, ablate_target_path, mean_head, zero_activation, zero_head
-from hooks.control import backup_hooks, expected_sarsa_hooks, soft_q_hooks
+from hooks.control import backup_hooks, expected_sarsa_hooks, never_sources, soft_q_hooks
 from hooks.attention import (
     pattern_hooks, replace_pattern, tabular_pattern, temperature, temperature_hooks, theta_star_pattern_hooks,
     uniform_pattern,
@@ -18,7 +18,7 @@ from hooks.value import flip_weight_hooks, read_td_errors, scale_update, scale_u
 
 __all__ = [
     "ablate_heads", "ablate_target_path", "activation_patching", "backup_hooks", "expected_sarsa_hooks",
-    "flip_weight_hooks", "mean_head",
+    "flip_weight_hooks", "mean_head", "never_sources",
     "pattern_hooks", "query_prediction", "read_td_errors", "replace_pattern",
     "scale_update", "scale_update_hooks", "soft_q_hooks", "tabular_pattern", "temperature", "temperature_hooks",
     "theta_star_pattern_hooks", "tl_patching", "uniform_pattern", "zero_activation", "zero_head",

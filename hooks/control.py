@@ -31,17 +31,24 @@ from ictd_interp.models.ictd import HookedICTDTransformer
 from ictd_interp.reference.control import Weights, policy_weights, softmax_weights
 from ictd_interp.tasks.action_columns import ActionColumns
 
+def never_sources(model, columns: slice) -> Hooks:
+    """Every layer's attention treats ``columns`` as targets only (their scores as sources are ``-inf``), as the
+    query is: extra columns that read the context without changing it."""
+
+    def mask(scores: Tensor, hook) -> Tensor:
+        scores = scores.clone()
+        scores[..., columns] = float("-inf")
+        return scores
+
+    return [(get_act_name("attn_scores", l, "attn"), mask) for l in range(model.cfg.n_layers)]
+
+
 def backup_hooks(model: HookedICTDTransformer, columns: ActionColumns, weights: Weights) -> Hooks:
     """The three hooks per layer that give each source the backup ``γ Σ_a' w_a' v(col(S_{k+1}, a'))``."""
     if model.cfg.form != "tsm":
         raise ValueError(f"form: the backup replaces the TSM shift; got a {model.cfg.form!r}-form model")
     layout, gamma, n = model.layout, model.cfg.gamma, columns.n_sources
     seen: dict[int, Tensor] = {}
-
-    def not_sources(scores: Tensor, hook) -> Tensor:
-        scores = scores.clone()
-        scores[..., columns.action_slice] = float("-inf")
-        return scores
 
     def read_values(layer: int):
         def fn(resid: Tensor, hook) -> Tensor:
@@ -59,10 +66,9 @@ def backup_hooks(model: HookedICTDTransformer, columns: ActionColumns, weights: 
             return out
         return fn
 
-    hooks: Hooks = []
+    hooks = never_sources(model, columns.action_slice)
     for l in range(model.cfg.n_layers):
-        hooks += [(get_act_name("attn_scores", l, "attn"), not_sources), (get_act_name("resid_mid", l), read_values(l)),
-                  (get_act_name("shifted", l, "tsm"), backup(l))]
+        hooks += [(get_act_name("resid_mid", l), read_values(l)), (get_act_name("shifted", l, "tsm"), backup(l))]
     return hooks
 
 

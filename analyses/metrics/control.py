@@ -26,7 +26,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from analyses.metrics.intervals import Interval, Paired, paired, t_interval
-from ictd_interp.models.hook_names import get_act_name
+from hooks.control import never_sources
 from ictd_interp.tasks.mdp import MDP, greedy_policy, split_pairs, uniform_policy
 from ictd_interp.tasks.sampling import TaskBatch
 
@@ -47,13 +47,7 @@ def in_context_q(model, tasks: TaskBatch, n_actions: int) -> Float[Tensor, "batc
     extra[..., :d] = tasks.features.to(prompt.dtype)
     first = prompt.shape[1] - 1  # the query's column: it and every pair column are never sources
 
-    def not_sources(scores: Tensor, hook) -> Tensor:
-        scores = scores.clone()
-        scores[..., first:] = float("-inf")
-        return scores
-
-    hooks = [(get_act_name("attn_scores", l, "attn"), not_sources) for l in range(model.cfg.n_layers)]
-    values = model.run_with_hooks(torch.cat([prompt, extra], dim=1), fwd_hooks=hooks)
+    values = model.run_with_hooks(torch.cat([prompt, extra], dim=1), fwd_hooks=never_sources(model, slice(first, None)))
     return values[:, first + 1:].double().view(batch, -1, n_actions)
 
 

@@ -22,8 +22,8 @@ from transformer_lens.hook_points import HookPoint
 QUERY_CHUNK = 1024
 
 
-def hooked(*points: HookPoint) -> bool:
-    """Whether any forward, pre-forward or backward hook is attached to one of ``points``."""
+def hooked(*points: torch.nn.Module) -> bool:
+    """Whether any forward, pre-forward or backward hook is attached to one of ``points`` (modules)."""
     return any(p._forward_hooks or p._forward_pre_hooks or p._backward_hooks or p._backward_pre_hooks for p in points)
 
 

@@ -12,6 +12,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from ictd_interp.config.fields import check_choice
+from ictd_interp.models.chunked import hooked
 
 RETURN_TYPES = (
     "values",
@@ -71,5 +72,4 @@ class ModelBase:
 
         if torch_module._global_forward_hooks or torch_module._global_forward_pre_hooks:
             return True
-        return any(m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks
-                   for m in self.modules())
+        return hooked(*self.modules())
