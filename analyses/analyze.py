@@ -82,9 +82,10 @@ def training_curves(run_dir: Optional[Path]) -> Optional[dict[str, list]]:
     return {key: [r[key] for r in rows] for key in CURVES if key in rows[0]}
 
 
-def analyze(path: Union[str, Path], out_dir: Union[str, Path], neu: bool = True) -> Summary:
+def analyze(path: Union[str, Path], out_dir: Union[str, Path], neu: bool = True, draw: bool = True) -> Summary:
     """Write ``summary.json``, ``summary.md`` and every figure (PNG and SVG) to ``out_dir`` (``neu``: with
-    the NEU section, stylised models only); returns the typed summary."""
+    the NEU section, stylised models only; ``draw=False``: the numbers and words without figures, as a
+    study cell keeps them, its study drawing across cells); returns the typed summary."""
     model, config, run_dir, metadata = resolve(path)
     report = REPORTS[model.cfg.architecture]
     summary = report.compute(model, config, str(path), training_curves(run_dir), metadata, neu)
@@ -92,11 +93,11 @@ def analyze(path: Union[str, Path], out_dir: Union[str, Path], neu: bool = True)
     (out_dir / "figures").mkdir(parents=True, exist_ok=True)
     write_summary(summary, out_dir / "summary.json")
     label = source_label(summary.source)
-    for name, fig in figures(summary).items():
+    for name, fig in figures(summary).items() if draw else ():
         fig.suptitle(label, fontsize=8, color="dimgray", x=0.01, ha="left")  # which run this figure shows
         for ext in ("png", "svg"):
             fig.savefig(out_dir / "figures" / f"{name}.{ext}", dpi=120)
-    write_with_figures(report.lines(summary), out_dir)
+    write_with_figures(report.lines(summary), out_dir, drawn=draw)
     return summary
 
 

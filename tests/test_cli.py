@@ -72,40 +72,36 @@ def test_train_and_resume_from_the_cli(tmp_path, capsys):
     assert main(["train", "--steps", "2"]) == 2  # no --out
 
 
-def test_reproduce_writes_run_and_analysis(tmp_path):
-    args = ["reproduce", "--out", str(tmp_path), "--steps", "2", "--tasks-per-batch", "4", "--windows-per-task", "2",
-            "--n-eval-tasks", "8", "--eval-every", "1"]
-    assert main(args) == 0
-    assert (tmp_path / "run" / "final" / "model.safetensors").exists()
-    summary = json.loads((tmp_path / "analysis" / "summary.json").read_text())
-    logged = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
-    # the analysis reads the trained model: its error on the same evaluation tasks is the last logged one
-    assert summary["metrics"]["eval_msve"] == pytest.approx(logged[-1]["eval_msve"], rel=1e-6)
-    assert logged[-1]["step"] == 2 and summary["config"]["steps"] == 2
-    assert f"{summary['metrics']['eval_msve']:.4f}" in (tmp_path / "analysis" / "summary.md").read_text()
-    (tmp_path / "analysis" / "request.json").unlink()  # an analysis written before request.json existed
-    assert main(args) == 0 and (tmp_path / "analysis" / "request.json").exists()  # re-running refreshes it
-
-
 TINY = ["--steps", "2", "--tasks-per-batch", "4", "--windows-per-task", "2", "--n-eval-tasks", "8", "--eval-every", "1"]
 
 
-def test_a_stored_run_never_serves_a_different_request(tmp_path, capsys):
-    out = str(tmp_path / "quick")
-    assert main(["reproduce", "--out", out, *TINY]) == 0
+def test_reproduce_writes_run_and_analysis_and_never_serves_a_different_request(tmp_path, capsys):
+    """One folder through its life (two analyses: each costs seconds): written, refused for other options,
+    re-analysed for the same request, and never mistaken for a training folder."""
+    out = tmp_path / "quick"
+    assert main(["reproduce", "--out", str(out), *TINY]) == 0
+    assert (out / "run" / "final" / "model.safetensors").exists()
+    summary = json.loads((out / "analysis" / "summary.json").read_text())
+    logged = [json.loads(line) for line in (out / "run" / "metrics.jsonl").read_text().splitlines()]
+    # the analysis reads the trained model: its error on the same evaluation tasks is the last logged one
+    assert summary["metrics"]["eval_msve"] == pytest.approx(logged[-1]["eval_msve"], rel=1e-6)
+    assert logged[-1]["step"] == 2 and summary["config"]["steps"] == 2
+    assert f"{summary['metrics']['eval_msve']:.4f}" in (out / "analysis" / "summary.md").read_text()
     capsys.readouterr()
-    assert main(["reproduce", "--out", out, *TINY, "--seed", "1"]) == 2
+    assert main(["reproduce", "--out", str(out), *TINY, "--seed", "1"]) == 2
     err = capsys.readouterr().err
     assert "seed: 0 -> 1" in err and "another --out" in err
-    assert main(["reproduce", "--out", out, *TINY[:-2], "--eval-every", "2", "--steps", "3"]) == 2
+    assert main(["reproduce", "--out", str(out), *TINY[:-2], "--eval-every", "2", "--steps", "3"]) == 2
     err = capsys.readouterr().err
     assert "steps: 2 -> 3" in err and "eval_every: 1 -> 2" in err
-    assert main(["reproduce", "--out", out, *TINY]) == 0  # the same request re-analyses the stored run
-    assert main(["train", "--out", out, *TINY]) == 2  # a reproduce folder is not a training folder
+    (out / "analysis" / "request.json").unlink()  # an analysis written before request.json existed
+    assert main(["reproduce", "--out", str(out), *TINY]) == 0  # the same request re-analyses the stored run
+    assert (out / "analysis" / "request.json").exists()  # and refreshes the request
+    assert main(["train", "--out", str(out), *TINY]) == 2  # a reproduce folder is not a training folder
     assert "not empty and not a training run" in capsys.readouterr().err
-    assert main(["train", "--resume", str(tmp_path / "quick" / "run"), "--steps", "350"]) == 2
+    assert main(["train", "--resume", str(out / "run"), "--steps", "350"]) == 2
     assert "steps: 2 -> 350" in capsys.readouterr().err
-    assert main(["reproduce", "--out", str(tmp_path / "quick" / "run"), *TINY]) == 2
+    assert main(["reproduce", "--out", str(out / "run"), *TINY]) == 2
     assert "is a training run folder" in capsys.readouterr().err
 
 

@@ -78,6 +78,8 @@ def test_four_cells_equal_their_summaries_and_standalone_runs(local_ray, tmp_pat
         assert [row["metrics.cos_V"] for row in per_layer] == pytest.approx(summary["metrics"]["cos_V"], abs=1e-15)
         assert scalars["margin.theta_star_mean"] == pytest.approx(rows["margin.theta_star_mean"].iloc[0], abs=1e-15)
         assert_same(final_weights(folder), standalone(cell.config, tmp_path / "alone" / cell.name))
+        assert not list((folder / "analysis" / "figures").iterdir())  # the study draws across cells, not each
+        assert "ictd-interp analyze RUN --out DIR" in (folder / "analysis" / "summary.md").read_text()
     curves = study.curves
     assert set(curves["step"]) == {0, 4, 8, 12} and len(curves) == 4 * 4 * 3
     assert (tmp_path / "s" / "figures" / "cosines_over_training.png").stat().st_size > 10_000

@@ -202,7 +202,7 @@ def _das_at(case: Case, site: str, seed: int) -> tuple[float, Tensor]:
         opt.zero_grad()
         loss.backward()
         opt.step()
-    return float(loss), inter.rotate_layer.weight[:, 0].detach().clone()
+    return float(loss.detach()), inter.rotate_layer.weight[:, 0].detach().clone()
 
 
 def das(case: Case) -> DirectionOutput:

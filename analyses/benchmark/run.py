@@ -20,7 +20,7 @@ from analyses.benchmark.cases import CASES, build_case
 from analyses.benchmark.evaluate import score_method
 from analyses.benchmark.graph import build_graph
 from analyses.benchmark.methods import METHODS
-from analyses.studies.run import import_ray, init_ray
+from analyses.studies.run import RaySession
 from ictd_interp.io.progress import progress_bar
 from ictd_interp.training.run_folder import claim_output
 
@@ -108,10 +108,8 @@ def _cell_path(out: Path, case: str, seed: int) -> Path:
 
 
 def _run_on_ray(out: Path, todo, budget: BenchmarkBudget, methods, plugins, workers, address, progress) -> None:
-    ray = import_ray()
-    started_here = not ray.is_initialized()
-    if started_here:
-        init_ray(ray, address, workers)
+    session = RaySession(address, workers)
+    ray = session.ray()
     task = ray.remote(num_cpus=1)(run_cell)
     refs = {task.remote(c, s, budget.n_tasks, methods, plugins): (c, s) for c, s in todo}
     bar = progress_bar(total=len(refs), disable=not progress, desc="benchmark cells")
@@ -130,5 +128,4 @@ def _run_on_ray(out: Path, todo, budget: BenchmarkBudget, methods, plugins, work
                 bar.update(1)
     finally:
         bar.close()
-        if started_here:
-            ray.shutdown()
+        session.close()

@@ -18,7 +18,7 @@ from analyses.claims.drawing import draw
 from analyses.claims.render import write_claims
 from analyses.summary.store import read_summary
 from analyses.analyze import analyze
-from analyses.studies.run import load_study, run_study
+from analyses.studies.run import RaySession, load_study, run_study
 from ictd_interp.io.progress import progress_bar
 from ictd_interp.models import HookedICTDTransformer
 from ictd_interp.training.run_folder import claim_output
@@ -54,13 +54,16 @@ def run_claims(out_dir: Union[str, Path], budget: Union[str, Budget] = "quick", 
     specs = budget.studies()
     studies = {name: out_dir / "studies" / name for name in specs}
     complete = True  # a row computed from a study with failed cells is shown, never saved: a re-run retries them
-    for name, spec in specs.items():  # Ray: resumable, finished cells reused
-        study = run_study(spec, studies[name], address=address, workers=workers, progress=progress,
-                          keep_freed_memory=True)
-        if study.interrupted:  # no row is computed from a study that has not finished
-            raise ClaimsInterrupted(f"{out_dir}: interrupted while running the {name} study; run the same command "
-                                    "again to continue")
-        complete = complete and study.failed.empty
+    session = RaySession(address, workers)  # one Ray instance for every study, started only if a cell is left
+    try:
+        for name, spec in specs.items():  # Ray: resumable, finished cells reused
+            study = run_study(spec, studies[name], progress=progress, keep_freed_memory=True, session=session)
+            if study.interrupted:  # no row is computed from a study that has not finished
+                raise ClaimsInterrupted(f"{out_dir}: interrupted while running the {name} study; run the same "
+                                        "command again to continue")
+            complete = complete and study.failed.empty
+    finally:
+        session.close()
     steps = _steps(budget, studies, out_dir)
     bar = progress_bar(total=len(steps), disable=not progress, desc="claims")
     claims: dict[str, Claim] = {}
@@ -135,7 +138,8 @@ def _same_state(budget: Budget, studies: dict[str, Path], out_dir: Path) -> Clai
     else:
         folder = out_dir / "analysis" / "standard-quick-s0"
         path = folder / "summary.json"
-        summaries = [read_summary(path) if path.exists() else analyze("standard-quick-s0", folder, neu=False)]
+        summaries = [read_summary(path) if path.exists()
+                     else analyze("standard-quick-s0", folder, neu=False, draw=False)]  # numbers only
         source = "the shipped standard-quick-s0 (one seed; --budget full trains three)"
     return trained.same_state_head(summaries, source)
 

@@ -105,9 +105,13 @@ def neu_lines(neu: Optional[NeuGrid]) -> list[str]:
             "also in closed form; differences paired by task.", "", *population_table(neu), "", neu.sentence, ""]
 
 
-def write_with_figures(lines: list[str], out_dir: Path) -> Path:
-    """``summary.md``: the given lines, then every figure in ``out_dir/figures``."""
+def write_with_figures(lines: list[str], out_dir: Path, drawn: bool = True) -> Path:
+    """``summary.md``: the given lines, then every figure in ``out_dir/figures`` (``drawn=False``: a line
+    saying how to draw them)."""
     lines = [*lines, "## Figures", ""]
+    if not drawn:
+        lines += ["Not drawn here (a study cell: its study draws across cells); `ictd-interp analyze RUN --out DIR` "
+                  "draws this run's figures.", ""]
     for name in sorted(p.stem for p in (out_dir / "figures").glob("*.png")):
         lines += [f"### {name.replace('_', ' ')}", "", f"![{name}](figures/{name}.png)", ""]
     path = out_dir / "summary.md"

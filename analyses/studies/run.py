@@ -60,8 +60,29 @@ class Study:
         return cells[cells["status"] != "done"][["cell", "status", "error"]]
 
 
+class RaySession:
+    """A Ray instance started on first use (``ray()``) and shut down by ``close()`` only if started here: one
+    study makes its own; several studies in a row (the claims report) share one and pay its start once."""
+
+    def __init__(self, address: Optional[str] = None, workers: Optional[int] = None):
+        self.address, self.workers, self.started = address, workers, False
+
+    def ray(self):
+        ray = import_ray()
+        if not ray.is_initialized():
+            init_ray(ray, self.address, self.workers)
+            self.started = True
+        return ray
+
+    def close(self) -> None:
+        if self.started:
+            import_ray().shutdown()
+            self.started = False
+
+
 def run_study(spec: Union[str, Path, dict, StudySpec], out_dir: Union[str, Path], address: Optional[str] = None,
-              workers: Optional[int] = None, progress: bool = True, keep_freed_memory: bool = False) -> Study:
+              workers: Optional[int] = None, progress: bool = True, keep_freed_memory: bool = False,
+              session: Optional[RaySession] = None) -> Study:
     """Run every unfinished cell of ``spec`` into ``out_dir`` on Ray, then write the tables and report.
 
     ``address=None`` starts a local Ray instance with ``workers`` CPUs (default: all cores);
@@ -78,7 +99,13 @@ def run_study(spec: Union[str, Path, dict, StudySpec], out_dir: Union[str, Path]
     todo = [c for c in spec.cells() if _status(out_dir / "cells" / c.name).get("status") != "done"]
     interrupted = False
     if todo:
-        interrupted = _run_on_ray(todo, out_dir, address, workers, progress, keep_freed_memory)
+        own = session is None
+        session = RaySession(address, workers) if own else session
+        try:
+            interrupted = _run_on_ray(todo, out_dir, session, progress, keep_freed_memory)
+        finally:
+            if own:
+                session.close()
     from analyses.studies.report import write_report
 
     computed({"collect the cells' results": lambda: collect(spec, out_dir),
@@ -114,13 +141,9 @@ def _prepare_folder(spec: StudySpec, out_dir: Path) -> None:
     (out_dir / STOP_FILE).unlink(missing_ok=True)
 
 
-def _run_on_ray(cells, out_dir: Path, address: Optional[str], workers: Optional[int], progress: bool,
-                keep_freed_memory: bool) -> bool:
+def _run_on_ray(cells, out_dir: Path, session: RaySession, progress: bool, keep_freed_memory: bool) -> bool:
     """Submit every cell as a Ray task and follow them; True if interrupted by Ctrl-C."""
-    ray = import_ray()
-    started_here = not ray.is_initialized()
-    if started_here:
-        init_ray(ray, address, workers)
+    ray = session.ray()
     task = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(run_cell)
     refs = {task.remote(str(out_dir / "cells" / c.name), c.config.to_dict(), str(out_dir / STOP_FILE),
                         keep_freed_memory): c
@@ -154,9 +177,6 @@ def _run_on_ray(cells, out_dir: Path, address: Optional[str], workers: Optional[
                               "memory); Ray retries the cell from its last checkpoint")
             bar.set_postfix(done=counts["done"], running=running, failed=counts["failed"])
     finally:
-        if started_here:
-            bar.set_postfix_str("stopping the local Ray instance", refresh=True)
-            ray.shutdown()
         bar.close()
         (out_dir / STOP_FILE).unlink(missing_ok=True)
     return interrupted
@@ -252,7 +272,8 @@ def run_cell(cell_dir: str, config: dict[str, Any], stop_file: str, keep_freed_m
             run = train(cfg, run_dir, progress=False, stop=stop, keep_freed_memory=keep_freed_memory)
         if run.interrupted:
             return _write_status(cell, "interrupted", wall_time=time.perf_counter() - started)
-        analyze(run_dir, cell / "analysis", neu=False)  # NEU per (n, L): analyses.metrics.neu.neu_grid, not per cell
+        # NEU per (n, L): analyses.metrics.neu.neu_grid, not per cell; figures: the study's, across cells
+        analyze(run_dir, cell / "analysis", neu=False, draw=False)
     except Exception as err:
         trace = traceback.format_exc(limit=-3)
         return _write_status(cell, "failed", error=f"{type(err).__name__}: {err}", trace=trace,
