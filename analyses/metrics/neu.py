@@ -170,7 +170,7 @@ def tasks_needed(n_tasks: int, half_width: float, target: float) -> int | None:
     return int(math.ceil(n_tasks * max(1.0, (half_width / target) ** 2)))
 
 
-def draw_tasks(dist: TaskDistribution, context_len: int, n_tasks: int, seed: int, n_windows: int = N_WINDOWS):
+def cell_tasks(dist: TaskDistribution, context_len: int, n_tasks: int, seed: int, n_windows: int = N_WINDOWS):
     """The seeded tasks of a NEU cell, in chunks of ``CHUNK`` (trajectories of ``n + W - 1`` transitions)."""
     gen = torch.Generator().manual_seed(seed)
     at = replace(dist, context_len=context_len)
@@ -182,7 +182,7 @@ def updates_of(models: Mapping[str, HookedICTDTransformer], dist: TaskDistributi
                n_tasks: int, seed: int, n_windows: int = N_WINDOWS) -> dict[str, np.ndarray]:
     """Per-task updates of several models on the same seeded tasks (a paired comparison)."""
     parts: dict[str, list] = {name: [] for name in models}
-    for tasks in draw_tasks(dist, context_len, n_tasks, seed, n_windows):
+    for tasks in cell_tasks(dist, context_len, n_tasks, seed, n_windows):
         for name, model in models.items():
             parts[name].append(per_task_updates(model, tasks, context_len, depth, n_windows).numpy())
     return {name: np.concatenate(p) for name, p in parts.items()}
@@ -219,7 +219,7 @@ def zero_predictor_neu(dist: TaskDistribution, context_len: int, depth: int, n_t
                        tied: bool = True, n_windows: int = N_WINDOWS, groups: int = GROUPS) -> dict:
     """The zero predictor's ``||E u||^2`` from its closed form (module docstring), over ``n_tasks`` MRPs."""
     g = np.concatenate([zero_predictor_g(t, context_len, n_windows).numpy()
-                        for t in draw_tasks(dist, context_len, n_tasks, seed, 1)])
+                        for t in cell_tasks(dist, context_len, n_tasks, seed, 1)])
     out = neu_interval(g, groups)
     factor = depth**2 if tied else depth
     return {**out, **{k: out[k] * factor for k in ("estimate", "lo", "hi", "half_width")}}

@@ -69,6 +69,9 @@ class TaskBatch:
         return TaskBatch(self.mrp[index], self.features[index], self.states[index])
 
 
+GIVEN_MRP = "random"  # the family named when ``sample_from`` gets its MRPs (unused then; "random" checks no size)
+
+
 def sample_tasks(
     n_tasks: int,
     n_states: int,
@@ -82,12 +85,11 @@ def sample_tasks(
     generator: Optional[torch.Generator] = None,
     mrp: Optional[MRP] = None,
 ) -> TaskBatch:
-    """Fresh Boyan chains (or the given ``mrp``, batched or shared) with fresh features and a
-    trajectory of length ``n`` each."""
-    gen = resolve_generator(seed, generator)
-    mrp = boyan_chains(n_tasks, n_states, gamma, gen) if mrp is None else _batched(mrp, n_tasks)
-    features = make_features(mrp.n_states, d, feature_kind, feature_scale, generator=gen, batch=n_tasks)
-    return TaskBatch(mrp, features, sample_trajectories(mrp, n, generator=gen))
+    """``sample_from`` with the distribution spelled out: fresh Boyan chains of ``n_states`` states (or the
+    given ``mrp``, batched or shared), fresh features of dimension ``d``, a trajectory of ``n`` transitions."""
+    family, n_states = ("boyan", n_states) if mrp is None else (GIVEN_MRP, mrp.n_states)
+    dist = TaskDistribution(family, n_states, d, n, gamma, feature_kind, feature_scale)
+    return sample_from(dist, n_tasks, seed=seed, generator=generator, mrp=mrp)
 
 
 def family_mrps(dist: TaskDistribution, n_tasks: int, generator: torch.Generator) -> MRP:
@@ -116,26 +118,33 @@ def gym_mrp(env_id: str, gamma: float, terminal: str) -> MRP:
 
 def sample_from(dist: TaskDistribution, n_tasks: int, *, seed: Optional[int] = None,
                 generator: Optional[torch.Generator] = None, length: Optional[int] = None,
-                features: Optional[Tensor] = None) -> TaskBatch:
+                features: Optional[Tensor] = None, mrp: Optional[MRP] = None) -> TaskBatch:
     """``n_tasks`` tasks drawn from ``dist``, one trajectory of ``length`` transitions each (default
-    ``context_len``): the family's MRPs, then ``sample_tasks`` on them (for Boyan chains this draws exactly
-    what ``sample_tasks`` alone draws from the same generator); ``features`` (``[n_states, d]``) replaces
-    the random features."""
+    ``context_len``): the one place a batch of tasks is drawn (``sample_tasks`` and ``control_tasks`` call it).
+
+    Draws, in this order from one generator: the family's MRPs (unless ``mrp`` is given: one shared or one per
+    task; ``dist.family`` is then unused), the features (unless ``features`` is given: ``[states, d]`` shared
+    or ``[batch, states, d]``), the trajectories. Boyan chains with random features go through
+    ``draw_tasks``/``tasks_from_draws``, which draw exactly the same numbers (tests/test_task_distribution.py)."""
     gen = resolve_generator(seed, generator)
     n = dist.context_len if length is None else length
-    if features is None and dist.family == "boyan":
+    if features is None and mrp is None and dist.family == "boyan":
         return tasks_from_draws(dist, draw_tasks(dist, n_tasks, gen, n))
-    mrp = family_mrps(dist, n_tasks, gen)
+    mrp = family_mrps(dist, n_tasks, gen) if mrp is None else _batched(mrp, n_tasks)
     dist.check_onehot(mrp.n_states)
-    if features is None:
-        return sample_tasks(n_tasks, mrp.n_states, dist.d_features, n, dist.gamma, feature_kind=dist.feature_kind,
-                            feature_scale=dist.feature_scale, generator=gen, mrp=mrp)
-    X = torch.as_tensor(features, dtype=torch.float64)
-    if tuple(X.shape) != (mrp.n_states, dist.d_features):
-        raise ValueError(f"features: expected shape {(mrp.n_states, dist.d_features)} (states x d_features), "
-                         f"got {tuple(X.shape)}")
-    batched = _batched(mrp, n_tasks)
-    return TaskBatch(batched, X.expand(n_tasks, -1, -1), sample_trajectories(batched, n, generator=gen))
+    s, d = mrp.n_states, dist.d_features
+    X = (make_features(s, d, dist.feature_kind, dist.feature_scale, generator=gen, batch=n_tasks)
+         if features is None else _given_features(features, s, d, n_tasks))
+    return TaskBatch(mrp, X, sample_trajectories(mrp, n, generator=gen))
+
+
+def _given_features(features: ArrayLike, n_states: int, d: int, n_tasks: int) -> Float[Tensor, "batch state d_feat"]:
+    """A user's features, ``[states, d]`` (shared) or ``[batch, states, d]``, checked against the MRPs."""
+    X = as_tensor(features, "features")
+    if X.ndim not in (2, 3) or tuple(X.shape[-2:]) != (n_states, d) or (X.ndim == 3 and X.shape[0] != n_tasks):
+        raise ValueError(f"features: expected shape {(n_states, d)} (states x d_features) or "
+                         f"{(n_tasks, n_states, d)} (one matrix per task), got {tuple(X.shape)}")
+    return X.expand(n_tasks, n_states, d)
 
 
 @dataclass
@@ -187,16 +196,15 @@ def control_tasks(mdp: MDP, behaviour: ArrayLike, features: Float[Tensor, "... p
                   seed: Optional[int] = None, generator: Optional[torch.Generator] = None) -> TaskBatch:
     """One context per task of a batched ``mdp``: the trajectory ``(S_0, A_0), R_1, (S_1, A_1), ...`` of
     ``context_len`` transitions under ``behaviour``, as a ``TaskBatch`` on the pair MRP (``states`` holds pair
-    indices ``s * n_actions + a``; ``v_true`` is ``q_behaviour`` at each pair) with ``features`` per pair."""
+    indices ``s * n_actions + a``; ``v_true`` is ``q_behaviour`` at each pair) with ``features`` per pair
+    (``[pairs, d]`` or ``[batch, pairs, d]``); drawn by ``sample_from``."""
     if mdp.P.ndim != 4:
         raise ValueError(f"mdp: control_tasks needs a batch of MDPs (P [batch, s, a, s]), got {tuple(mdp.P.shape)}")
-    gen = resolve_generator(seed, generator)
-    pairs = mdp.pair_mrp(behaviour)
-    n_tasks, n_pairs = mdp.P.shape[0], mdp.n_states * mdp.n_actions
     X = as_tensor(features, "features")
-    if tuple(X.shape[-2:-1]) != (n_pairs,) or X.ndim not in (2, 3):
+    n_pairs = mdp.n_states * mdp.n_actions
+    if X.ndim not in (2, 3) or X.shape[-2] != n_pairs:
         raise ValueError(f"features: expected [pairs, d] or [batch, pairs, d] with {n_pairs} pairs "
                          f"({mdp.n_states} states x {mdp.n_actions} actions), got shape {tuple(X.shape)}")
-    return TaskBatch(pairs, X.expand(n_tasks, n_pairs, X.shape[-1]), sample_trajectories(pairs, context_len,
-                                                                                          generator=gen))
-
+    dist = TaskDistribution(GIVEN_MRP, n_pairs, X.shape[-1], context_len, mdp.gamma)
+    return sample_from(dist, mdp.P.shape[0], seed=seed, generator=generator, features=X,
+                       mrp=mdp.pair_mrp(behaviour))
