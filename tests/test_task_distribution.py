@@ -61,3 +61,25 @@ def test_training_on_other_families(family, tmp_path):
 
     eval_tasks = EvalSet.build(cfg).tasks
     assert eval_tasks.mrp.n_states == (16 if family.startswith("gym:") else 5)
+
+
+def test_given_mrps_and_features_draw_only_the_trajectories():
+    """``sample_from`` with ``mrp=`` and ``features=`` draws nothing but the trajectories, from the given
+    generator's first number on; per-task features stay per task, a shared matrix is shared."""
+    from ictd_interp.tasks.trajectory import sample_trajectories
+    mrp = loop_mrps(3, 5, 0.8, generator=torch.Generator().manual_seed(1))
+    X = torch.rand(3, 5, 2, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    dist = TaskDistribution(family="random", n_states=5, d_features=2, context_len=7, gamma=0.8)
+    tasks = sample_from(dist, 3, seed=4, mrp=mrp, features=X)
+    assert torch.equal(tasks.states, sample_trajectories(mrp, 7, generator=torch.Generator().manual_seed(4)))
+    assert torch.equal(tasks.features, X) and tasks.mrp is mrp
+    shared = sample_from(dist, 3, seed=4, mrp=mrp, features=X[0])
+    assert torch.equal(shared.features[2], X[0]) and torch.equal(shared.states, tasks.states)
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (4, 5, 2), (5,)])
+def test_given_features_of_the_wrong_shape_are_named(shape):
+    mrp = loop_mrps(3, 5, 0.8, generator=torch.Generator().manual_seed(1))
+    dist = TaskDistribution(family="random", n_states=5, d_features=2, context_len=7, gamma=0.8)
+    with pytest.raises(ValueError, match=r"features: expected shape \(5, 2\)"):
+        sample_from(dist, 3, seed=0, mrp=mrp, features=torch.zeros(shape))

@@ -1,7 +1,7 @@
 """The task distribution: which MRPs, how many states, which features, how long a context, which γ.
 
 One validated object (torch-free, so configs and ``--help`` stay light) used by training, evaluation,
-every analysis and ``ictd-interp evaluate``; ``sample`` draws a ``TaskBatch`` from it
+every analysis and ``ictd-interp evaluate``; ``ictd_interp.tasks.sampling.sample_from`` draws a ``TaskBatch`` from it
 (docs/theory.md §1, §6). Families: ``boyan`` (the paper's randomized Boyan chains), ``loop``,
 ``random``, ``random-sparse`` (a fresh MRP per task) and ``gym:ENV_ID`` (the MRP a uniform policy
 induces on a Gymnasium toy-text environment, e.g. ``gym:FrozenLake-v1``; one MRP, fresh features).

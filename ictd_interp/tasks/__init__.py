@@ -3,7 +3,8 @@
 
 ``mrp`` (Markov reward processes, Boyan chains, their communicating classes), ``sources`` (loop,
 random and Gymnasium MRPs), ``trajectory`` (sampling), ``features``, ``prompt`` (the prompt layout and
-its shift), ``sampling`` (``TaskBatch``, ``sample_tasks``, ``sample_from``).
+its shift), ``sampling`` (``TaskBatch``; ``sample_from``, where every batch is drawn, and its keyword forms
+``sample_tasks`` for Boyan chains or given MRPs and ``control_tasks`` for an MDP under a behaviour policy).
 """
 
 from ictd_interp.tasks.features import make_features
