@@ -130,7 +130,7 @@ def sample_from(dist: TaskDistribution, n_tasks: int, *, seed: Optional[int] = N
     n = dist.context_len if length is None else length
     if features is None and mrp is None and dist.family == "boyan":
         return tasks_from_draws(dist, draw_tasks(dist, n_tasks, gen, n))
-    mrp = family_mrps(dist, n_tasks, gen) if mrp is None else _batched(mrp, n_tasks)
+    mrp = _batched(family_mrps(dist, n_tasks, gen) if mrp is None else mrp, n_tasks)
     dist.check_onehot(mrp.n_states)
     s, d = mrp.n_states, dist.d_features
     X = (make_features(s, d, dist.feature_kind, dist.feature_scale, generator=gen, batch=n_tasks)
