@@ -88,7 +88,8 @@ def sample_tasks(
     """``sample_from`` with the distribution spelled out: fresh Boyan chains of ``n_states`` states (or the
     given ``mrp``, batched or shared), fresh features of dimension ``d``, a trajectory of ``n`` transitions."""
     family, n_states = ("boyan", n_states) if mrp is None else (GIVEN_MRP, mrp.n_states)
-    dist = TaskDistribution(family, n_states, d, n, gamma, feature_kind, feature_scale)
+    dist = TaskDistribution(family=family, n_states=n_states, d_features=d, context_len=n, gamma=gamma,
+                            feature_kind=feature_kind, feature_scale=feature_scale)
     return sample_from(dist, n_tasks, seed=seed, generator=generator, mrp=mrp)
 
 
@@ -205,6 +206,7 @@ def control_tasks(mdp: MDP, behaviour: ArrayLike, features: Float[Tensor, "... p
     if X.ndim not in (2, 3) or X.shape[-2] != n_pairs:
         raise ValueError(f"features: expected [pairs, d] or [batch, pairs, d] with {n_pairs} pairs "
                          f"({mdp.n_states} states x {mdp.n_actions} actions), got shape {tuple(X.shape)}")
-    dist = TaskDistribution(GIVEN_MRP, n_pairs, X.shape[-1], context_len, mdp.gamma)
+    dist = TaskDistribution(family=GIVEN_MRP, n_states=n_pairs, d_features=X.shape[-1], context_len=context_len,
+                            gamma=mdp.gamma)
     return sample_from(dist, mdp.P.shape[0], seed=seed, generator=generator, features=X,
                        mrp=mdp.pair_mrp(behaviour))
