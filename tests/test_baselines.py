@@ -78,10 +78,10 @@ def test_compare_says_which_baselines_the_model_beats():
 
     tasks = make_tasks(n_tasks=40)
     result = baselines.compare(tasks.v_true + 0.01, tasks, 0.9, 2)  # a near-oracle "model"
-    rows = result["estimators"]
-    assert rows["constant"]["model_minus_baseline"]["verdict"] == "lower"
-    assert "beats" in result["sentence"] and result["n_tasks"] == 40
-    assert rows["model"]["msve"]["mean"] == pytest.approx(1e-4)
+    rows = result.estimators
+    assert rows["constant"].model_minus_baseline.verdict == "lower" and rows["model"].model_minus_baseline is None
+    assert "beats" in result.sentence and result.n_tasks == 40
+    assert rows["model"].msve.mean == pytest.approx(1e-4)
 
 
 def test_t_interval_by_hand_and_non_finite_values_are_counted():

@@ -34,18 +34,18 @@ def test_the_u_statistic_is_the_mean_over_pairs_of_tasks():
     u = np.random.default_rng(0).normal(size=(64, 5)) + 0.3
     pairs = [u[i] @ u[j] for i in range(64) for j in range(64) if i != j]
     out = neu_interval(u, groups=8)
-    assert out["estimate"] == pytest.approx(np.mean(pairs), rel=1e-12)
-    assert out["lo"] < 5 * 0.09 < out["hi"]  # ||E u||^2 = 5 * 0.3^2
+    assert out.estimate == pytest.approx(np.mean(pairs), rel=1e-12)
+    assert out.lo < 5 * 0.09 < out.hi  # ||E u||^2 = 5 * 0.3^2
 
 
 def test_a_model_against_itself_is_undecided_and_noise_is_not_a_difference():
     u = np.random.default_rng(1).normal(size=(256, 4))
     same = difference_interval(u, u.copy())
-    assert same["estimate"] == 0 and same["verdict"] == "undecided"
+    assert same.estimate == 0 and same.verdict == "undecided"
     other = difference_interval(u, np.random.default_rng(2).normal(size=(256, 4)))
-    assert other["lo"] < 0 < other["hi"] and other["verdict"] == "undecided"  # both have E u = 0
+    assert other.lo < 0 < other.hi and other.verdict == "undecided"  # both have E u = 0
     shifted = difference_interval(u + 1.0, u)
-    assert shifted["verdict"] == "higher" and shifted["lo"] > 0  # 4.0 more NEU
+    assert shifted.verdict == "higher" and shifted.lo > 0  # 4.0 more NEU
     assert tasks_needed(100, 2.0, 1.0) == 400 and tasks_needed(100, 0.5, 1.0) == 100 and tasks_needed(100, 1, 0) is None
 
 
@@ -58,8 +58,8 @@ def test_the_zero_predictor_at_depth_one_meets_its_closed_form(dist):
     model = zero_model(make_cfg(d_features=dist.d_features, n_layers=1, tied=True))
     simulated = population_neu(model, dist, dist.context_len, 1, n_tasks=8192, seed=0)
     closed = zero_predictor_neu(dist, dist.context_len, 1, n_tasks=32768, seed=1)
-    assert simulated["lo"] <= closed["estimate"] <= simulated["hi"]
-    assert closed["lo"] > 0 and closed["half_width"] < 0.2 * closed["estimate"]  # a quantity measured, not noise
+    assert simulated.lo <= closed.estimate <= simulated.hi
+    assert closed.lo > 0 and closed.half_width < 0.2 * closed.estimate  # a quantity measured, not noise
 
 
 def test_the_zero_predictors_neu_grows_as_L_squared_when_tied_and_L_per_layer():
@@ -69,7 +69,7 @@ def test_the_zero_predictors_neu_grows_as_L_squared_when_tied_and_L_per_layer():
     assert (tied - 5 * one).abs().max() < 1e-13
     per_layer = per_task_updates(zero_model(make_cfg(n_layers=5, tied=False)), tasks, 8, 5)
     assert (per_layer - one.repeat(1, 5)).abs().max() < 1e-13
-    closed = [zero_predictor_neu(DIST, 8, L, 512, 0, tied=t)["estimate"] for L, t in ((1, True), (4, True), (4, False))]
+    closed = [zero_predictor_neu(DIST, 8, L, 512, 0, tied=t).estimate for L, t in ((1, True), (4, True), (4, False))]
     assert closed[1] == pytest.approx(16 * closed[0]) and closed[2] == pytest.approx(4 * closed[0])
 
 
@@ -85,5 +85,5 @@ def test_a_diverging_model_is_not_finite_and_ranks_above_a_finite_one():
     u = np.random.default_rng(3).normal(size=(128, 4))
     huge = u.copy()
     huge[5] = 1e200  # finite, but its square is not (and beyond OVERFLOW)
-    assert neu_interval(huge)["n_nonfinite"] == 1
-    assert difference_interval(u, huge)["verdict"] == "lower" and difference_interval(huge, u)["verdict"] == "higher"
+    assert neu_interval(huge).n_nonfinite == 1
+    assert difference_interval(u, huge).verdict == "lower" and difference_interval(huge, u).verdict == "higher"

@@ -8,14 +8,13 @@ import pandas as pd
 import pytest
 
 from analyses.metrics.algorithm_id import IterationMap, LayerReading
-from analyses.metrics.baselines import BestSoftmaxTD
+from analyses.metrics.baselines import Baselines, BestSoftmaxTD, Estimate
 from analyses.metrics.convergence import GeometricFit
 from analyses.metrics.extrapolation import Extrapolation
 from analyses.metrics.heads import HeadKernel
 from analyses.metrics.intervals import Interval, Paired
 from analyses.studies.spec import StudySpec
-from analyses.summary.sections import (Algorithm, Baselines, Circuit, Convergence, DepthCurves, Diagonality, Estimate,
-                                       Summary)
+from analyses.summary.sections import Algorithm, Circuit, Convergence, DepthCurves, Diagonality, Summary
 from analyses.summary.store import build, read_summary, to_json, write_summary
 from analyses.summary.tables import STUDY_COLUMNS, Column, flatten, summary_column
 from analyses.studies.report import markdown

@@ -11,6 +11,8 @@ from matplotlib.ticker import FuncFormatter
 
 from analyses.claims.claim import Claim
 from analyses.figures.plots import Figure, legend_outside, log_axis
+from analyses.metrics.neu import NeuGrid
+from analyses.summary.store import build
 
 
 def _axes(size: tuple[float, float] = (7.5, 3.8)):
@@ -61,16 +63,14 @@ def _theorem3(data: dict[str, Any]) -> Figure:
     """θ*'s NEU relative to the zero predictor's per (n, L): below 1, θ* is lower; a limit at 0 is Theorem 3.
     Cells beyond the axis (θ*'s map still diverging at short contexts) are drawn as triangles on its top edge."""
     fig, ax = _axes((8, 4.2))
-    rows, top = data["grid"]["rows"], 1e3
-    depths = sorted({r["depth"] for r in rows})
+    grid, top = build(NeuGrid, data["grid"]), 1e3
+    depths = sorted({r.depth for r in grid.rows})
     for k, L in enumerate(depths):
-        cells = sorted((r for r in rows if r["depth"] == L), key=lambda r: r["context_len"])
-        x = np.asarray([r["context_len"] for r in cells], dtype=float) * (1 + 0.05 * (k - len(depths) / 2))
-        zero = np.asarray([r["zero_closed_form"]["estimate"] for r in cells])
-        star = {
-            key: np.asarray([r["theta_star"][key] for r in cells], dtype=float) / zero
-            for key in ("estimate", "lo", "hi")
-        }
+        cells = sorted((r for r in grid.rows if r.depth == L), key=lambda r: r.context_len)
+        x = np.asarray([r.context_len for r in cells], dtype=float) * (1 + 0.05 * (k - len(depths) / 2))
+        zero = np.asarray([r.zero_closed_form.estimate for r in cells])
+        star = {key: np.asarray([getattr(r.theta_star, key) for r in cells], dtype=float) / zero
+                for key in ("estimate", "lo", "hi")}
         inside = np.isfinite(star["estimate"]) & (np.abs(star["estimate"]) < top)
         line = ax.errorbar(x[inside], star["estimate"][inside],
                            yerr=[np.clip(star["estimate"] - star["lo"], 0, None)[inside],
@@ -88,7 +88,7 @@ def _theorem3(data: dict[str, Any]) -> Figure:
                   "n", ylabel="NEU(θ*) / NEU(zero predictor)\n(1: as high; 0: θ*'s NEU vanishes; symlog)",
            xscale="log")
     log_axis(ax.xaxis)
-    legend_outside(ax, title=f"depth (95% jackknife interval,\n{data['grid']['n_tasks']:,} tasks per cell;\n"
+    legend_outside(ax, title=f"depth (95% jackknife interval,\n{grid.n_tasks:,} tasks per cell;\n"
                              "▲ off the axis: θ* diverges there)")
     return fig
 

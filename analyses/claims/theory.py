@@ -5,7 +5,6 @@ Theorem 2's rate and floor, Theorem 3's population NEU. Each function returns it
 from __future__ import annotations
 
 import math
-from dataclasses import asdict
 from typing import Optional
 
 import numpy as np
@@ -16,7 +15,8 @@ from analyses.metrics.baselines import tabular_td_states
 from analyses.metrics.depth_limit import NEUTRAL_TOL, limit_spectrum
 from analyses.metrics.diagonality import model_margin
 from analyses.metrics.intervals import proportion_interval, t_interval
-from analyses.metrics.neu import NeuGrid, fmt_difference, fmt_neu, neu_grid
+from analyses.metrics.neu import NeuCell, NeuDifference, NeuGrid, neu_grid
+from analyses.summary.store import to_json
 from ictd_interp.config import ICTDConfig, TaskDistribution
 from ictd_interp.models import HookedICTDTransformer
 from ictd_interp.reference.td import softmax_td
@@ -223,35 +223,29 @@ def _limit_rule(grid: NeuGrid) -> tuple[bool, list[str]]:
     (its interval at the largest n lies within ± its estimate at the smallest n), and at the largest (n, L)
     θ* is below the zero predictor and the trained model (paired intervals)."""
     rows = grid.rows
-    L, n_max, n_min = (
-        max(r["depth"] for r in rows),
-        max(r["context_len"] for r in rows),
-        min(r["context_len"] for r in rows),
-    )
-    cell = {(r["context_len"], r["depth"]): r for r in rows}
+    L, n_max, n_min = max(r.depth for r in rows), max(r.context_len for r in rows), min(r.context_len for r in rows)
+    cell = {(r.context_len, r.depth): r for r in rows}
     far, near = cell[(n_max, L)], cell[(n_min, L)]
-    star_far, star_near = far["theta_star"], near["theta_star"]
-    scale = abs(star_near["estimate"]) if math.isfinite(star_near["estimate"]) else math.inf
-    falls = math.isfinite(star_far["estimate"]) and max(abs(star_far["lo"]), abs(star_far["hi"])) < scale
-    below_zero = far["theta_star_minus_zero"]["verdict"] == "lower"
-    below_model = "theta_star_minus_model" not in far or far["theta_star_minus_model"]["verdict"] == "lower"
-    relative = star_far["estimate"] / far["zero"]["estimate"]
-    lines = [f"n = {n_max}, L = {L} (the cell nearest the theorem's regime): θ* {fmt_neu(star_far)}, zero predictor "
-             f"{fmt_neu(far['zero'])} (θ*/zero {relative:+.1e}); θ* "
-             f"− zero {fmt_difference(far['theta_star_minus_zero'])}"
-             + ("; θ* − trained model "
-                f"{fmt_difference(far['theta_star_minus_model'])}" if "theta_star_minus_model" in far
-                else ""),
+    star_far, star_near = far.theta_star, near.theta_star
+    scale = abs(star_near.estimate) if math.isfinite(star_near.estimate) else math.inf
+    falls = math.isfinite(star_far.estimate) and max(abs(star_far.lo), abs(star_far.hi)) < scale
+    below_zero = far.theta_star_minus_zero.verdict == "lower"
+    versus_model = far.theta_star_minus_model
+    below_model = versus_model is None or versus_model.verdict == "lower"
+    relative = star_far.estimate / far.zero.estimate
+    lines = [f"n = {n_max}, L = {L} (the cell nearest the theorem's regime): θ* {star_far.text()}, zero predictor "
+             f"{far.zero.text()} (θ*/zero {relative:+.1e}); θ* − zero {far.theta_star_minus_zero.text()}"
+             + (f"; θ* − trained model {versus_model.text()}" if versus_model is not None else ""),
              f"at L = {L}, θ*'s NEU from n = {n_min} to n = {n_max}: " + ", ".join(
-                 f"{fmt_neu(cell[(n, L)]['theta_star'])} (n = {n})" for n in sorted({r['context_len'] for r in rows}))
+                 f"{cell[(n, L)].theta_star.text()} (n = {n})" for n in sorted({r.context_len for r in rows}))
              + (" — falls toward 0" if falls else " — does not fall toward 0 within the intervals")]
     return falls and below_zero and below_model, lines
 
 
-def _not_minimiser(rows: list[dict], beaten: list[dict]) -> str:
+def _not_minimiser(rows: list[NeuCell], beaten: list[NeuCell]) -> str:
     """``; not a minimiser at L ≤ L*`` for the largest L* up to which θ* is beaten at every n measured."""
-    lengths, depths = sorted({r["context_len"] for r in rows}), sorted({r["depth"] for r in rows})
-    lost = {(r["context_len"], r["depth"]) for r in beaten}
+    lengths, depths = sorted({r.context_len for r in rows}), sorted({r.depth for r in rows})
+    lost = {(r.context_len, r.depth) for r in beaten}
     shallow = None
     for L in depths:
         if not all((n, L) in lost for n in lengths):
@@ -260,39 +254,39 @@ def _not_minimiser(rows: list[dict], beaten: list[dict]) -> str:
     return f"; not a minimiser at L ≤ {shallow} (at every n measured)" if shallow is not None else ""
 
 
+def _versus(cell: NeuCell) -> dict[str, NeuDifference]:
+    """θ*'s paired differences in a cell, by what θ* is compared with."""
+    return {"zero": cell.theta_star_minus_zero,
+            **({"model": cell.theta_star_minus_model} if cell.theta_star_minus_model is not None else {})}
+
+
+def _cell_groups(rows: list[NeuCell]) -> tuple[list[NeuCell], list[NeuCell], list[str]]:
+    """The cells where θ* is a finite-(n, L) minimiser among the three, is beaten, or is undecided."""
+    verdicts = [{d.verdict for d in _versus(r).values()} for r in rows]
+    minimiser = [r for r, v in zip(rows, verdicts) if v == {"lower"}]
+    beaten = [r for r, v in zip(rows, verdicts) if "higher" in v]
+    undecided = [r for r in rows if r not in minimiser and r not in beaten]
+    cells = lambda rs: ", ".join(f"(n = {r.context_len}, L = {r.depth})" for r in rs) or "none"  # noqa: E731
+    return minimiser, beaten, [
+        f"θ* below both the zero predictor and the trained model (a finite-(n, L) minimiser among the three) at "
+        f"{cells(minimiser)}",
+        f"θ* above one of them (not a minimiser) at {cells(beaten)}",
+        "undecided at " + (", ".join(
+            f"(n = {r.context_len}, L = {r.depth}: "
+            + "; ".join(f"vs {k} {d.text()}" for k, d in _versus(r).items() if d.verdict == "undecided") + ")"
+            for r in undecided) or "none"),
+    ]
+
+
 def theorem3(budget: Budget, model: Optional[HookedICTDTransformer]) -> Claim:
     cfg = ICTDConfig(d_features=4, n_layers=1, tied=model.cfg.tied if model is not None else True, dtype="float64")
     dist = TaskDistribution(d_features=4, gamma=GAMMA)
     grid = neu_grid(cfg, dist, model, lengths=budget.neu_lengths, depths=budget.neu_depths, n_tasks=budget.neu_tasks,
                     seed=3, progress=True)
     holds, numbers = _limit_rule(grid)
-    rows = grid.rows
-    minimiser = [r for r in rows if r["theta_star_minus_zero"]["verdict"] == "lower"
-                 and r.get("theta_star_minus_model", {"verdict": "lower"})["verdict"] == "lower"]
-    beaten = [r for r in rows if "higher" in (r["theta_star_minus_zero"]["verdict"],
-                                              r.get("theta_star_minus_model", {}).get("verdict"))]
-    cells = lambda rs: ", ".join(f"(n = {r['context_len']}, L = {r['depth']})" for r in rs) or "none"  # noqa: E731
-    undecided = [r for r in rows if r not in minimiser and r not in beaten]
-    numbers += [
-        f"θ* below both the zero predictor and the trained model (a finite-(n, L) minimiser among the three) at "
-        f"{cells(minimiser)}",
-        f"θ* above one of them (not a minimiser) at {cells(beaten)}",
-        "undecided at "
-        + (
-            ", ".join(
-                f"(n = {r['context_len']}, L = {r['depth']}: "
-                + "; ".join(
-                    f"{k.replace('theta_star_minus_', 'vs ')} {fmt_difference(r[k])}"
-                    for k in ("theta_star_minus_zero", "theta_star_minus_model")
-                    if k in r and r[k]["verdict"] == "undecided"
-                )
-                + ")"
-                for r in undecided
-            )
-            or "none"
-        ),
-    ]
-    verdict = ("holds in the limit" + _not_minimiser(rows, beaten) if holds
+    minimiser, beaten, groups = _cell_groups(grid.rows)
+    numbers += groups
+    verdict = ("holds in the limit" + _not_minimiser(grid.rows, beaten) if holds
                else "not shown: the limit rule is not met on this grid")
     name = budget.neu_model if model is not None else "none"
     return Claim(
@@ -313,5 +307,5 @@ def theorem3(budget: Budget, model: Optional[HookedICTDTransformer]) -> Claim:
         "decision would need (the half-width shrinks at least as 1/√N). A cell whose per-task updates exceed 1e50 "
         "(the model's values diverge) has no interval and ranks above any finite one. With 30 cells at 95%, about 1.5 "
         "cells are expected to exclude 0 by chance: a single cell decides nothing alone.",
-        verdict, numbers, {"grid": asdict(grid), "minimiser": [[r["context_len"], r["depth"]] for r in minimiser]},
+        verdict, numbers, {"grid": to_json(grid), "minimiser": [[r.context_len, r.depth] for r in minimiser]},
         "theorem3")

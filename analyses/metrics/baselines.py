@@ -35,7 +35,7 @@ from einops import einsum
 from jaxtyping import Float
 from torch import Tensor
 
-from analyses.metrics.intervals import paired, t_interval
+from analyses.metrics.intervals import Interval, Paired, paired, t_interval
 from ictd_interp.tasks.sampling import TaskBatch
 from ictd_interp.reference.td import same_state_kernel, softmax_td
 
@@ -160,6 +160,26 @@ class BestSoftmaxTD:
     beta: float
 
 
+@dataclass(frozen=True)
+class Estimate:
+    """One estimator's error on the evaluation tasks: MSVE = level + shape, each with its t interval, and
+    (for a baseline) the paired difference of the model's per-task MSVE from this estimator's."""
+
+    msve: Interval
+    level: Interval
+    shape: Interval
+    model_minus_baseline: Optional[Paired] = None
+
+
+@dataclass(frozen=True)
+class Baselines:
+    n_tasks: int
+    depth: int
+    estimators: dict[str, Estimate]
+    best_softmax_td: BestSoftmaxTD
+    sentence: str
+
+
 def estimates(tasks: TaskBatch, gamma: float, depth: int) -> tuple[dict[str, Tensor], BestSoftmaxTD]:
     """Every baseline's values on ``tasks``, and the (alpha, beta) chosen for ``best_softmax_td``."""
     best = best_softmax_td(tasks, gamma, depth)
@@ -180,29 +200,28 @@ def error_parts(values: Tensor, tasks: TaskBatch) -> dict[str, np.ndarray]:
 
 
 def compare(model_values: Tensor, tasks: TaskBatch, gamma: float, depth: int,
-            extra: Optional[dict[str, Tensor]] = None) -> dict[str, Any]:
-    """The model beside every baseline (and the ``extra`` estimators, e.g. theta*) on the same tasks
-    (JSON-ready)."""
+            extra: Optional[dict[str, Tensor]] = None) -> Baselines:
+    """The model beside every baseline (and the ``extra`` estimators, e.g. theta*) on the same tasks."""
     base, chosen = estimates(tasks, gamma, depth)
     model = error_parts(model_values, tasks)
     rows = {MODEL_ROW: _row(model)}
     for name, values in {**base, **(extra or {})}.items():
         parts = error_parts(values, tasks)
-        rows[name] = {**_row(parts), "model_minus_baseline": paired(model["msve"], parts["msve"]).to_dict()}
-    return {"n_tasks": len(tasks), "depth": depth, "estimators": rows, "best_softmax_td": chosen,
-            "sentence": sentence(rows, len(tasks))}
+        rows[name] = _row(parts, paired(model["msve"], parts["msve"]))
+    return Baselines(n_tasks=len(tasks), depth=depth, estimators=rows, best_softmax_td=chosen,
+                     sentence=sentence(rows, len(tasks)))
 
 
-def _row(parts: dict[str, np.ndarray]) -> dict[str, Any]:
-    return {key: t_interval(v).to_dict() for key, v in parts.items()}
+def _row(parts: dict[str, np.ndarray], versus: Optional[Paired] = None) -> Estimate:
+    return Estimate(t_interval(parts["msve"]), t_interval(parts["level"]), t_interval(parts["shape"]), versus)
 
 
-def sentence(rows: dict[str, Any], n_tasks: int) -> str:
+def sentence(rows: dict[str, Estimate], n_tasks: int) -> str:
     """Which baselines the model beats, loses to, and which differences the sample cannot decide."""
     groups: dict[str, list[str]] = {"lower": [], "higher": [], "undecided": []}
     for name, row in rows.items():
         if name != MODEL_ROW:
-            groups[row["model_minus_baseline"]["verdict"]].append(LABELS.get(name, name))
+            groups[row.model_minus_baseline.verdict].append(LABELS.get(name, name))
     parts = []
     if groups["lower"]:
         parts.append("beats " + ", ".join(groups["lower"]))

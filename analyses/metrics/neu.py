@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Optional
+from typing import Optional
 
 import numpy as np
 import torch
@@ -57,17 +57,73 @@ GROUPS = 32  # jackknife groups of the interval
 CHUNK = 2048  # tasks drawn and differentiated at once (fixed: the draws depend on it, never on memory)
 
 
+@dataclass(frozen=True, kw_only=True)  # fields in summary.json's order
+class NeuEstimate:
+    """A population NEU (the U-statistic) with its delete-one-group jackknife interval over ``groups`` groups
+    of ``n_tasks`` tasks; ``n_nonfinite`` tasks diverged (then every number is NaN and ``groups`` is None)."""
+
+    estimate: float
+    lo: float
+    hi: float
+    half_width: float
+    n_tasks: int
+    groups: Optional[int] = None
+    n_nonfinite: int = 0
+
+    def text(self) -> str:
+        """``1.52e-03 [1.41e-03, 1.63e-03]``, or why there is no number."""
+        if self.n_nonfinite:
+            return f"not finite ({self.n_nonfinite} of {self.n_tasks} tasks diverge)"
+        return f"{self.estimate:.2e} [{self.lo:.2e}, {self.hi:.2e}]"
+
+
+@dataclass(frozen=True, kw_only=True)
+class NeuDifference:
+    """``NEU(a) - NEU(b)`` on the same tasks with its paired jackknife interval. ``verdict``: ``lower`` or
+    ``higher`` when the interval excludes 0, else ``undecided`` with the ``tasks_needed`` to decide; ``note``
+    says why there is no number (one side's values diverge)."""
+
+    estimate: float
+    lo: float
+    hi: float
+    half_width: float
+    verdict: str
+    tasks_needed: Optional[int]
+    note: Optional[str] = None
+
+    def text(self) -> str:
+        if self.note is not None:
+            return f"{self.verdict} ({self.note})"
+        need = f"; {self.tasks_needed:,} tasks would decide" if self.tasks_needed else ""
+        return f"{self.estimate:+.1e} [{self.lo:+.1e}, {self.hi:+.1e}]: {self.verdict}{need}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class NeuCell:
+    """One ``(n, L)`` cell of the grid: θ*, the trained model (where it runs at ``L``) and the zero predictor
+    on the same tasks, the zero predictor's closed form on 4x the tasks, and the paired differences."""
+
+    context_len: int
+    depth: int
+    theta_star: NeuEstimate
+    model: Optional[NeuEstimate] = None
+    zero: NeuEstimate
+    zero_closed_form: NeuEstimate
+    theta_star_minus_zero: NeuDifference
+    theta_star_minus_model: Optional[NeuDifference] = None
+
+
 @dataclass(kw_only=True)  # fields in summary.json's order
 class NeuGrid:
-    """``neu_grid``: population NEU per ``(n, L)`` cell (``rows``: each cell's intervals, ``neu_interval`` and
-    ``difference_interval``), on ``n_tasks`` tasks of ``windows_per_task`` windows, ``groups`` jackknife groups."""
+    """``neu_grid``: population NEU per ``(n, L)`` cell, on ``n_tasks`` tasks of ``windows_per_task`` windows,
+    ``groups`` jackknife groups."""
 
     n_tasks: int
     windows_per_task: int
     groups: int
     tied: bool
     model_depth: Optional[int]
-    rows: list[dict[str, Any]]
+    rows: list[NeuCell]
     sentence: str
 
 
@@ -113,14 +169,14 @@ def _u_stat(u: np.ndarray) -> float:
     return float((total @ total - (u * u).sum()) / (n * (n - 1)))
 
 
-def jackknife(per_group: list[np.ndarray], stat, level: float = 0.95) -> dict:
-    """``stat`` over all tasks and its delete-one-group jackknife t interval."""
+def jackknife(per_group: list[np.ndarray], stat, level: float = 0.95) -> tuple[float, float]:
+    """``stat`` over all tasks and the half-width of its delete-one-group jackknife t interval."""
     full = stat(np.concatenate(per_group))
     g = len(per_group)
     leave = np.array([stat(np.concatenate(per_group[:k] + per_group[k + 1 :])) for k in range(g)])
     se = math.sqrt((g - 1) / g * ((leave - leave.mean()) ** 2).sum())
     half = float(stats.t.ppf(0.5 + level / 2, g - 1)) * se
-    return {"estimate": full, "lo": full - half, "hi": full + half, "half_width": half}
+    return full, half
 
 
 # A per-task update this large means the model's values diverge (its NEU is beyond 1e100): sums of squares over
@@ -134,32 +190,33 @@ def _diverged(u: np.ndarray) -> np.ndarray:
         return ~np.isfinite(u).all(1) | (np.abs(u).max(1) > OVERFLOW)
 
 
-def neu_interval(u: np.ndarray, groups: int = GROUPS) -> dict:
+def neu_interval(u: np.ndarray, groups: int = GROUPS) -> NeuEstimate:
     """The U-statistic of per-task updates ``u [task, parameter]`` with its jackknife interval; tasks whose
     update diverges (``_diverged``) make the cell not finite, counted."""
     n_bad = int(_diverged(u).sum())
     if n_bad:
         nan = float("nan")
-        return {"estimate": nan, "lo": nan, "hi": nan, "half_width": nan, "n_tasks": len(u), "n_nonfinite": n_bad}
-    out = jackknife(np.array_split(u, groups), _u_stat)
-    return {**out, "n_tasks": len(u), "groups": groups, "n_nonfinite": 0}
+        return NeuEstimate(estimate=nan, lo=nan, hi=nan, half_width=nan, n_tasks=len(u), n_nonfinite=n_bad)
+    full, half = jackknife(np.array_split(u, groups), _u_stat)
+    return NeuEstimate(estimate=full, lo=full - half, hi=full + half, half_width=half, n_tasks=len(u), groups=groups)
 
 
-def difference_interval(u: np.ndarray, u_other: np.ndarray, groups: int = GROUPS) -> dict:
+def difference_interval(u: np.ndarray, u_other: np.ndarray, groups: int = GROUPS) -> NeuDifference:
     """``NEU(u) - NEU(u_other)`` on the same tasks, paired by task, with its jackknife interval and verdict
     (``lower`` / ``higher`` when the interval excludes 0, else ``undecided`` with ``tasks_needed``)."""
     a_bad, b_bad = bool(_diverged(u).any()), bool(_diverged(u_other).any())
     if a_bad or b_bad:
         verdict = "lower" if b_bad and not a_bad else "higher" if a_bad and not b_bad else "undecided"
         nan = float("nan")
-        return {"estimate": nan, "lo": nan, "hi": nan, "half_width": nan, "verdict": verdict, "tasks_needed": None,
-                "note": "not finite: " + ("the other model's "
-                                          "values diverge" if b_bad else "this model's values diverge")}
+        return NeuDifference(estimate=nan, lo=nan, hi=nan, half_width=nan, verdict=verdict, tasks_needed=None,
+                             note="not finite: " + ("the other model's values diverge" if b_bad
+                                                    else "this model's values diverge"))
     k, both = u.shape[1], np.concatenate([u, u_other], axis=1)
-    out = jackknife(np.array_split(both, groups), lambda x: _u_stat(x[:, :k]) - _u_stat(x[:, k:]))
-    verdict = "lower" if out["hi"] < 0 else "higher" if out["lo"] > 0 else "undecided"
-    need = tasks_needed(len(u), out["half_width"], abs(out["estimate"])) if verdict == "undecided" else None
-    return {**out, "verdict": verdict, "tasks_needed": need}
+    full, half = jackknife(np.array_split(both, groups), lambda x: _u_stat(x[:, :k]) - _u_stat(x[:, k:]))
+    lo, hi = full - half, full + half
+    verdict = "lower" if hi < 0 else "higher" if lo > 0 else "undecided"
+    need = tasks_needed(len(u), half, abs(full)) if verdict == "undecided" else None
+    return NeuDifference(estimate=full, lo=lo, hi=hi, half_width=half, verdict=verdict, tasks_needed=need)
 
 
 def tasks_needed(n_tasks: int, half_width: float, target: float) -> int | None:
@@ -189,9 +246,9 @@ def updates_of(models: Mapping[str, HookedICTDTransformer], dist: TaskDistributi
 
 
 def population_neu(model: HookedICTDTransformer, dist: TaskDistribution, context_len: int, depth: int,
-                   n_tasks: int, seed: int, n_windows: int = N_WINDOWS, groups: int = GROUPS) -> dict:
+                   n_tasks: int, seed: int, n_windows: int = N_WINDOWS, groups: int = GROUPS) -> NeuEstimate:
     """Unbiased ``||E u||^2`` of ``model`` run at ``depth`` on ``n_tasks`` tasks of ``dist`` with context
-    length ``context_len``: ``estimate``, its 95% jackknife interval ``lo, hi``, ``n_tasks`` and ``groups``."""
+    length ``context_len``, with its 95% jackknife interval."""
     u = updates_of({"model": model}, dist, context_len, depth, n_tasks, seed, n_windows)["model"]
     return neu_interval(u, groups)
 
@@ -216,13 +273,14 @@ def zero_predictor_g(tasks: TaskBatch, context_len: int, n_windows: int = N_WIND
 
 
 def zero_predictor_neu(dist: TaskDistribution, context_len: int, depth: int, n_tasks: int, seed: int,
-                       tied: bool = True, n_windows: int = N_WINDOWS, groups: int = GROUPS) -> dict:
+                       tied: bool = True, n_windows: int = N_WINDOWS, groups: int = GROUPS) -> NeuEstimate:
     """The zero predictor's ``||E u||^2`` from its closed form (module docstring), over ``n_tasks`` MRPs."""
     g = np.concatenate([zero_predictor_g(t, context_len, n_windows).numpy()
                         for t in cell_tasks(dist, context_len, n_tasks, seed, 1)])
     out = neu_interval(g, groups)
     factor = depth**2 if tied else depth
-    return {**out, **{k: out[k] * factor for k in ("estimate", "lo", "hi", "half_width")}}
+    return replace(out, estimate=out.estimate * factor, lo=out.lo * factor, hi=out.hi * factor,
+                   half_width=out.half_width * factor)
 
 
 def _zero_updates(u_one_layer: np.ndarray, depth: int, tied: bool) -> np.ndarray:
@@ -255,16 +313,13 @@ def neu_grid(cfg, dist: TaskDistribution, model: HookedICTDTransformer | None = 
                 models["model"] = model
             u = updates_of(models, dist, n, L, n_tasks, seed + n, n_windows)
             u["zero"] = _zero_updates(zero_one, L, tied)
-            row = {
-                "context_len": n,
-                "depth": L,
-                **{name: neu_interval(x, groups) for name, x in u.items()},
-                "zero_closed_form": zero_predictor_neu(dist, n, L, 4 * n_tasks, seed + n + 1, tied, n_windows, groups),
-                "theta_star_minus_zero": difference_interval(u["theta_star"], u["zero"], groups),
-            }
-            if "model" in u:
-                row["theta_star_minus_model"] = difference_interval(u["theta_star"], u["model"], groups)
-            rows.append(row)
+            rows.append(NeuCell(
+                context_len=n, depth=L, theta_star=neu_interval(u["theta_star"], groups),
+                model=neu_interval(u["model"], groups) if "model" in u else None, zero=neu_interval(u["zero"], groups),
+                zero_closed_form=zero_predictor_neu(dist, n, L, 4 * n_tasks, seed + n + 1, tied, n_windows, groups),
+                theta_star_minus_zero=difference_interval(u["theta_star"], u["zero"], groups),
+                theta_star_minus_model=difference_interval(u["theta_star"], u["model"], groups) if "model" in u
+                else None))
             bar.update(1)
     bar.close()
     return NeuGrid(n_tasks=n_tasks, windows_per_task=n_windows, groups=groups, tied=tied,
@@ -272,33 +327,16 @@ def neu_grid(cfg, dist: TaskDistribution, model: HookedICTDTransformer | None = 
                    sentence=neu_sentence(rows))
 
 
-def _cells(rows: list[dict], key: str, verdict: str) -> str:
-    return ", ".join(f"(n={r['context_len']}, L={r['depth']})" for r in rows
-                     if key in r and r[key]["verdict"] == verdict) or "none"
+def _cells(rows: list[NeuCell], verdict: str) -> str:
+    return ", ".join(f"(n={r.context_len}, L={r.depth})" for r in rows
+                     if r.theta_star_minus_zero.verdict == verdict) or "none"
 
 
-def neu_sentence(rows: list[dict]) -> str:
+def neu_sentence(rows: list[NeuCell]) -> str:
     """Where θ*'s population NEU is below or above the zero predictor's (paired jackknife interval)."""
     return (f"θ*'s population NEU is below the zero predictor's (paired 95% jackknife interval over the same tasks) at "
-            f"{_cells(rows, 'theta_star_minus_zero', 'lower')}; above "
-            f"it at {_cells(rows, 'theta_star_minus_zero', 'higher')}; "
-            f"undecided at {_cells(rows, 'theta_star_minus_zero', 'undecided')}. "
-            "Theorem 3 makes θ* a minimiser only as "
-            "n → ∞ and then L → ∞, not at a finite (n, L).")
-
-
-def fmt_neu(cell: dict) -> str:
-    """``1.52e-03 [1.41e-03, 1.63e-03]``, or why there is no number."""
-    if cell.get("n_nonfinite"):
-        return f"not finite ({cell['n_nonfinite']} of {cell['n_tasks']} tasks diverge)"
-    return f"{cell['estimate']:.2e} [{cell['lo']:.2e}, {cell['hi']:.2e}]"
-
-
-def fmt_difference(cell: dict) -> str:
-    if "note" in cell:
-        return f"{cell['verdict']} ({cell['note']})"
-    need = f"; {cell['tasks_needed']:,} tasks would decide" if cell.get("tasks_needed") else ""
-    return f"{cell['estimate']:+.1e} [{cell['lo']:+.1e}, {cell['hi']:+.1e}]: {cell['verdict']}{need}"
+            f"{_cells(rows, 'lower')}; above it at {_cells(rows, 'higher')}; undecided at {_cells(rows, 'undecided')}. "
+            "Theorem 3 makes θ* a minimiser only as n → ∞ and then L → ∞, not at a finite (n, L).")
 
 
 def population_table(result: NeuGrid) -> list[str]:
@@ -308,8 +346,8 @@ def population_table(result: NeuGrid) -> list[str]:
         "|---|---|---|---|---|---|---|",
     ]
     for r in result.rows:
-        lines.append(f"| {r['context_len']} | {r['depth']} | {fmt_neu(r['theta_star'])} | {fmt_neu(r['zero'])} "
-                     f"({fmt_neu(r['zero_closed_form'])}) | {fmt_neu(r['model']) if 'model' in r else '–'} | "
-                     f"{fmt_difference(r['theta_star_minus_zero'])} | "
-                     f"{fmt_difference(r['theta_star_minus_model']) if 'theta_star_minus_model' in r else '–'} |")
+        model, versus = r.model.text() if r.model else "–", r.theta_star_minus_model
+        lines.append(f"| {r.context_len} | {r.depth} | {r.theta_star.text()} | {r.zero.text()} "
+                     f"({r.zero_closed_form.text()}) | {model} | {r.theta_star_minus_zero.text()} | "
+                     f"{versus.text() if versus else '–'} |")
     return lines

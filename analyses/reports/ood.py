@@ -14,7 +14,7 @@ from analyses.metrics.convergence import GeometricFit, errors_by_context, errors
 from analyses.metrics.diagonality import model_margin
 from analyses.metrics.probes import prediction_gap
 from analyses.reports.render import baseline_table
-from analyses.summary.sections import Baselines
+from analyses.metrics.baselines import Baselines
 from analyses.summary.store import build, to_json
 from ictd_interp.io.progress import computed
 from ictd_interp.models import HookedICTDTransformer
@@ -50,7 +50,7 @@ def evaluate_ood(model: ICTDModel, tasks: TaskBatch, depth: int, lengths: list[i
 
 
 @torch.no_grad()
-def _baselines(model: ICTDModel, star: HookedICTDTransformer, tasks: TaskBatch) -> dict[str, Any]:
+def _baselines(model: ICTDModel, star: HookedICTDTransformer, tasks: TaskBatch) -> Baselines:
     """The model beside the no-training estimators on these out-of-distribution tasks."""
     device = model.device
     values, star_values = model(tasks.prompt.to(device)).cpu(), star(tasks.prompt.to(device)).cpu()
@@ -61,10 +61,11 @@ def write_ood(result: dict[str, Any], out_dir: Union[str, Path]) -> None:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "evaluation.json").write_text(json.dumps(to_json(result), indent=1))
+    base = build(Baselines, result["baselines"])  # typed, or as evaluation.json holds it
     title = f"# Out-of-distribution evaluation of `{result.get('source', '')}` on {result.get('environment', '')}"
     lines = [title, "", f"{result['n_tasks']} tasks, {result['n_states']} "
                         f"states, context length {result['context_len']}.",
-             "", result["baselines"]["sentence"], "", *baseline_table(build(Baselines, result["baselines"])), ""]
+             "", base.sentence, "", *baseline_table(base), ""]
     (out_dir / "evaluation.md").write_text("\n".join(lines))
     for name, fig in ood_figures(result).items():
         for ext in ("png", "svg"):

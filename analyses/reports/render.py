@@ -9,10 +9,9 @@ from pathlib import Path
 from typing import Any, Optional
 
 from analyses.metrics.algorithm_id import MAX_CONDITION, LayerReading
-from analyses.metrics.baselines import LABELS, MODEL_ROW
+from analyses.metrics.baselines import LABELS, MODEL_ROW, Baselines
 from analyses.metrics.intervals import Interval
 from analyses.metrics.neu import NeuGrid, population_table
-from analyses.summary.sections import Baselines
 
 MAX_CONDITION_TEXT = f"{MAX_CONDITION:.0f}"
 

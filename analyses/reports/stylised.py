@@ -26,7 +26,7 @@ from analyses.summary.sections import Summary
 from analyses.summary.store import build
 from analyses.reports.render import baseline_table, interval_text, layer_sentence, neu_lines, number, signs_text
 from analyses.metrics.theta_star import DepthLimit, star_map, theta_star_limit
-from analyses.summary.sections import Algorithm, Baselines, DepthCurves, Diagonality, Margin
+from analyses.summary.sections import Algorithm, DepthCurves, Diagonality, Margin
 from analyses.figures import plots
 from analyses.figures.plots import STAR
 from ictd_interp.models.construction import SIGNATURE_INPUTS, SIGNATURE_TEXT

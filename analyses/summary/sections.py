@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
 from analyses.metrics.algorithm_id import IterationMap, LayerReading
-from analyses.metrics.baselines import BestSoftmaxTD
+from analyses.metrics.baselines import Baselines
 from analyses.metrics.convergence import GeometricFit
 from analyses.metrics.extrapolation import Extrapolation
 from analyses.metrics.heads import HeadKernel, Signature
-from analyses.metrics.intervals import Interval, Paired
+from analyses.metrics.intervals import Interval
 from analyses.metrics.linear_family import FamilyIteration, FamilyReading
 from analyses.metrics.neu import NeuGrid
 from analyses.metrics.predecessor_metrics import WeightReadings
@@ -37,26 +37,6 @@ def per_layer(names: Optional[tuple[str, ...]] = None, default: Any = None) -> A
 def detail(default: Any = None) -> Any:
     """Kept in summary.json for figures and readers, not tabulated."""
     return field(default=default, metadata=DETAIL)
-
-
-@dataclass
-class Estimate:
-    """One estimator's error on the evaluation tasks: MSVE = level + shape, each with its t interval, and
-    (for a baseline) the paired difference of the model's per-task MSVE from this estimator's."""
-
-    msve: Interval
-    level: Interval
-    shape: Interval
-    model_minus_baseline: Optional[Paired] = None
-
-
-@dataclass
-class Baselines:
-    n_tasks: int
-    depth: int
-    estimators: dict[str, Estimate]
-    best_softmax_td: BestSoftmaxTD
-    sentence: str
 
 
 @dataclass
