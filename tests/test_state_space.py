@@ -42,3 +42,54 @@ def test_state_space_refuses_what_it_does_not_cover(override, reason):
     model = HookedICTDTransformer(make_cfg(**override))
     with pytest.raises(ValueError, match=reason):
         model.state_space_values(make_tasks())
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_state_space_hooks_see_what_the_positional_forward_caches(tied):
+    """Every per-position hook (all but the scores and the pattern), cached through TransformerLens's own
+    caching hooks, equals ``run_with_cache`` of the positional forward at 1e-12 in float64."""
+    tasks = make_tasks(n_tasks=3, n_states=5, d=4, n=30, feature_scale=2.0)
+    model = HookedICTDTransformer(make_cfg(d_features=4, n_layers=3, tied=tied, seed=5, init_scale=0.5))
+    names = [n for n in model.hook_dict if not n.endswith(("hook_attn_scores", "hook_pattern"))]
+    with torch.no_grad():
+        _, positional = model.run_with_cache(tasks.prompt, names_filter=names)
+    cache, fwd, _ = model.get_caching_hooks(names_filter=names)
+    with model.hooks(fwd_hooks=fwd):
+        values = model.state_space_values(tasks)
+    assert list(cache) == list(positional.keys()) and len(cache) == 2 + 3 * 12
+    for name in names:
+        assert (cache[name] - positional[name]).abs().max() < 1e-12, name
+    assert positional["blocks.2.hook_resid_post"][..., -1].abs().max() > 0.1  # the value row is not trivially 0
+    assert (values - positional["blocks.2.hook_resid_post"][..., -1]).abs().max() < 1e-12
+    assert not model.has_any_hook()  # the caching hooks were temporary
+
+
+def test_state_space_hooks_refuse_what_they_cannot_honour():
+    tasks, model = make_tasks(n=10), HookedICTDTransformer(make_cfg(n_layers=2, tied=True))
+    with model.hooks(fwd_hooks=[("blocks.0.attn.hook_pattern", lambda x, hook: None)]):
+        with pytest.raises(ValueError, match=r"blocks\.0\.attn\.hook_pattern.*pair of positions"):
+            model.state_space_values(tasks)
+    with model.hooks(fwd_hooks=[("blocks.1.hook_resid_mid", lambda x, hook: x * 0)]):
+        with pytest.raises(ValueError, match=r"blocks\.1\.hook_resid_mid edited"):
+            model.state_space_values(tasks)
+    with model.hooks(fwd_hooks=[("blocks.0.hook_attn_out", lambda x, hook: x.mul_(2))]):  # in place, too
+        with pytest.raises(ValueError, match="edited"):
+            model.state_space_values(tasks)
+    with model.hooks(fwd_hooks=[("blocks.0.hook_resid_post", lambda x, hook: None)]):
+        with pytest.raises(ValueError, match="own depth 2"):
+            model.state_space_values(tasks, depth=5)
+    assert model.state_space_values(tasks, depth=5).shape == tasks.states.shape  # no hook: any depth
+
+
+def test_the_error_curves_in_state_space_equal_the_positional_ones():
+    """``errors_by_depth`` / ``errors_by_context`` (what ``evaluate`` draws) agree across the two forwards."""
+    from analyses.metrics.convergence import errors_by_context, errors_by_depth
+
+    tasks = make_tasks(n_tasks=5, n_states=6, d=4, n=40, feature_scale=2.0)
+    model = HookedICTDTransformer(make_cfg(d_features=4, n_layers=3, tied=False, seed=2, init_scale=0.5))
+    for curve in (lambda exact: errors_by_depth(model, tasks, state_space=exact),
+                  lambda exact: errors_by_context(model, tasks, [3, 17, 40], state_space=exact)):
+        positional, exact = curve(False), curve(True)
+        assert positional.abs().min() > 1e-3 and (exact - positional).abs().max() < 1e-12
+    layers = model.state_space_values(tasks, every_layer=True)
+    assert layers.shape == (3, 5, 41) and torch.equal(layers[-1], model.state_space_values(tasks))

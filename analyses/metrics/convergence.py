@@ -34,26 +34,32 @@ def sup_error(values: Float[Tensor, "batch pos"], tasks: TaskBatch) -> Float[Ten
 
 
 @torch.no_grad()
-def errors_by_depth(model: HookedICTDTransformer, tasks: TaskBatch) -> Float[Tensor, "depth batch"]:
-    """Row ``L`` is the error after ``L`` layers (row 0: ``v_0 = 0``), from one cached forward."""
-    device = model.device
-    _, cache = model.run_with_cache(tasks.prompt.to(device), names_filter=ends_with("hook_resid_post"))
-    current = model.layout.current
+def errors_by_depth(model: HookedICTDTransformer, tasks: TaskBatch, state_space: bool = False
+                    ) -> Float[Tensor, "depth batch"]:
+    """Row ``L`` is the error after ``L`` layers (row 0: ``v_0 = 0``), from one cached forward, or (chosen
+    with ``state_space``) from the exact state-space forward (``state_space_values``: float64, no ``n x n``)."""
     rows = [sup_error(torch.zeros_like(tasks.v_true), tasks)]
+    if state_space:
+        return torch.stack(rows + [sup_error(v, tasks) for v in model.state_space_values(tasks, every_layer=True)])
+    _, cache = model.run_with_cache(tasks.prompt.to(model.device), names_filter=ends_with("hook_resid_post"))
+    current = model.layout.current
     rows += [sup_error(cache["resid_post", l][..., current], tasks) for l in range(model.cfg.n_layers)]
     return torch.stack(rows)
 
 
 @torch.no_grad()
-def errors_by_context(model: ICTDModel, tasks: TaskBatch, lengths: Sequence[int]) -> Float[Tensor, "length batch"]:
-    """Final-layer error on the prefixes ``S_0..S_n`` of the tasks' trajectories, for each ``n``."""
+def errors_by_context(model: ICTDModel, tasks: TaskBatch, lengths: Sequence[int], state_space: bool = False
+                      ) -> Float[Tensor, "length batch"]:
+    """Final-layer error on the prefixes ``S_0..S_n`` of the tasks' trajectories, for each ``n`` (``state_space``:
+    through the exact state-space forward)."""
     longest = tasks.states.shape[1] - 1
     if max(lengths) > longest or min(lengths) < 1:
         raise ValueError(f"lengths: must lie in [1, {longest}] (the trajectories' length), got {list(lengths)}")
     rows = []
     for n in lengths:
         prefix = TaskBatch(tasks.mrp, tasks.features, tasks.states[:, : n + 1])
-        rows.append(sup_error(model(prefix.prompt.to(model.device)), prefix))
+        values = model.state_space_values(prefix) if state_space else model(prefix.prompt.to(model.device))
+        rows.append(sup_error(values, prefix))
     return torch.stack(rows)
 
 

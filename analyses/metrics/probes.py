@@ -40,8 +40,12 @@ def circuit_cosines(model: HookedICTDTransformer, star: Star = None) -> dict[str
 def prediction_gap(model: ICTDModel, tasks: TaskBatch, star: Star = None) -> dict[str, float]:
     """How far the model's query predictions are from theta*'s (of the model's depth) and from ``v_pi``."""
     star, prompt = _star(model, star), tasks.prompt.to(model.device)
-    mine, ref = model(prompt)[:, -1].double().cpu(), star(prompt)[:, -1].double().cpu()
-    truth = tasks.v_true[:, -1]
+    return query_gap(model(prompt)[:, -1], star(prompt)[:, -1], tasks)
+
+
+def query_gap(mine: Float[Tensor, "batch"], ref: Float[Tensor, "batch"], tasks: TaskBatch) -> dict[str, float]:
+    """``prediction_gap`` from the two query predictions."""
+    mine, ref, truth = mine.double().cpu(), ref.double().cpu(), tasks.v_true[:, -1]
     return {
         "rms_gap_to_theta_star": float((mine - ref).pow(2).mean().sqrt()),
         "mean_abs_gap_to_theta_star": float((mine - ref).abs().mean()),

@@ -7,18 +7,20 @@ from pathlib import Path
 from typing import Any, Union
 
 import torch
+from torch import Tensor
 
 from analyses.metrics import baselines
 from analyses.figures import plots as figures
 from analyses.metrics.convergence import GeometricFit, errors_by_context, errors_by_depth, fit_geometric
 from analyses.metrics.diagonality import model_margin
-from analyses.metrics.probes import prediction_gap
+from analyses.metrics.probes import query_gap
 from analyses.reports.render import baseline_table
 from analyses.metrics.baselines import Baselines
 from analyses.summary.store import build, to_json
 from ictd_interp.io.progress import computed
 from ictd_interp.models import HookedICTDTransformer
 from ictd_interp.models.architectures import ICTDModel, is_stylised
+from ictd_interp.models.state_space import state_space_unavailable
 from ictd_interp.tasks.mrp import describe_classes
 from ictd_interp.tasks.sampling import TaskBatch
 
@@ -26,10 +28,12 @@ from ictd_interp.tasks.sampling import TaskBatch
 def evaluate_ood(model: ICTDModel, tasks: TaskBatch, depth: int, lengths: list[int]) -> dict[str, Any]:
     """Error versus depth and context length for the model and theta*, margin ``C``, and their gap
     (a standard model has no stored per-layer values nor a feature block ``A``: its depth curve and
-    margin are left out)."""
+    margin are left out). θ*'s curves, and a stylised model's where it applies (TSM form, paper mask), come
+    from the exact state-space forward (``exact``: float64, cost independent of the context length)."""
     star = HookedICTDTransformer.from_theta_star(model.cfg)
     star_deep = HookedICTDTransformer.from_theta_star(model.cfg, depth=depth)
-    star_depth = errors_by_depth(star_deep, tasks).mean(-1).tolist()
+    star_depth = errors_by_depth(star_deep, tasks, state_space=True).mean(-1).tolist()
+    exact = {"model": is_stylised(model) and state_space_unavailable(model.cfg) is None, "theta_star": True}
     if bool(tasks.mrp.has_unique_stationary.all()):
         margin = {"theta_star": model_margin(star, tasks).mean().item()}
         if is_stylised(model):
@@ -37,24 +41,25 @@ def evaluate_ood(model: ICTDModel, tasks: TaskBatch, depth: int, lengths: list[i
     else:  # e.g. absorbing terminals: Assumption 5.1's population kernel needs a unique mu_pi
         first = int((~tasks.mrp.has_unique_stationary).nonzero()[0, 0])
         margin = {"unavailable": f"no unique stationary distribution: {describe_classes(tasks.mrp.P[first])}"}
+    values = {name: _values(m, tasks, exact[name]) for name, m in (("model", model), ("theta_star", star))}
     sections = computed({
         "depth": lambda: {"theta_star": star_depth,
-                          **({"model": errors_by_depth(model, tasks).mean(-1).tolist()} if is_stylised(model) else {})},
-        "context": lambda: {name: errors_by_context(m, tasks, lengths).mean(-1).tolist()
+                          **({"model": errors_by_depth(model, tasks, exact["model"]).mean(-1).tolist()}
+                             if is_stylised(model) else {})},
+        "context": lambda: {name: errors_by_context(m, tasks, lengths, exact[name]).mean(-1).tolist()
                             for name, m in (("model", model), ("theta_star", star))},
-        "gap": lambda: prediction_gap(model, tasks, star),
-        "baselines": lambda: _baselines(model, star, tasks),
+        "gap": lambda: query_gap(values["model"][:, -1], values["theta_star"][:, -1], tasks),
+        "baselines": lambda: baselines.compare(values["model"], tasks, tasks.mrp.gamma, model.cfg.n_layers,
+                                               extra={"theta_star": values["theta_star"]}),
     }, desc="evaluate")
     return {"n_states": tasks.mrp.n_states, "n_tasks": len(tasks), "context_len": tasks.states.shape[1] - 1,
             "margin": margin, "theta_star_fit": fit_geometric(star_depth), "context_lengths": lengths, **sections}
 
 
 @torch.no_grad()
-def _baselines(model: ICTDModel, star: HookedICTDTransformer, tasks: TaskBatch) -> Baselines:
-    """The model beside the no-training estimators on these out-of-distribution tasks."""
-    device = model.device
-    values, star_values = model(tasks.prompt.to(device)).cpu(), star(tasks.prompt.to(device)).cpu()
-    return baselines.compare(values, tasks, tasks.mrp.gamma, model.cfg.n_layers, extra={"theta_star": star_values})
+def _values(model: ICTDModel, tasks: TaskBatch, state_space: bool) -> Tensor:
+    """The value row ``[batch, pos]`` on the CPU: exact in state space where chosen, else the positional forward."""
+    return model.state_space_values(tasks) if state_space else model(tasks.prompt.to(model.device)).cpu()
 
 
 def write_ood(result: dict[str, Any], out_dir: Union[str, Path]) -> None:

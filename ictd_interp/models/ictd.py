@@ -297,19 +297,25 @@ class HookedICTDTransformer(TransformerLensSurface, HookedRootModule):
         values = fused_values if self.cfg.backward == "fused" else paper_mask_values
         return values(self.cfg, *reduced_weights(self.cfg, A, V), prompt.to(A.dtype), depth, query_only)
 
-    def state_space_values(self, tasks, depth: Optional[int] = None) -> Float[Tensor, "batch pos"]:
+    def state_space_values(self, tasks, depth: Optional[int] = None, every_layer: bool = False
+                           ) -> Float[Tensor, "*layer batch pos"]:
         """The value row ``[batch, pos]`` of a ``TaskBatch``, computed exactly on its states' transition counts
         (``state_space.py``: cost independent of ``n`` once counted), float64, on the CPU. Chosen explicitly,
-        never a silent switch: no hook fires here (use the hooked forward for caches). ``depth``: layers run
-        (a tied model repeats its layer, a per-layer model its last one). Refused, naming why, for the dual
-        form, the full mask and linear attention."""
-        from ictd_interp.models.state_space import model_weights, state_space_forward, transition_counts
+        never a silent switch. ``depth``: layers run (a tied model repeats its layer, a per-layer model its last
+        one); ``every_layer``: the values after each layer ``[layer, batch, pos]``. Refused, naming why, for the
+        dual form, the full mask and linear attention.
 
-        A, w = model_weights(self)
-        counts = transition_counts(tasks.states, tasks.mrp.n_states).unsqueeze(1)
-        values = state_space_forward(A, w, tasks.features.double(), tasks.mrp.r.double(), counts, self.cfg.gamma,
-                                     self.cfg.n_layers if depth is None else depth)[:, 0]
-        return torch.gather(values, 1, tasks.states)
+        Hooks fire for reading, with the positional forward's activations rebuilt from the state values
+        (``state_space_hooks.py``: every per-position hook; a hook on the scores or the pattern, an edit and a
+        backward hook are refused). A cache, with TransformerLens's own caching hooks::
+
+            cache, fwd, _ = model.get_caching_hooks(names_filter=lambda name: name.endswith("resid_post"))
+            with model.hooks(fwd_hooks=fwd):
+                values = model.state_space_values(tasks)
+        """
+        from ictd_interp.models.state_space import positional_state_values
+
+        return positional_state_values(self, tasks, self.cfg.n_layers if depth is None else depth, every_layer)
 
     def check_prompt(self, prompt: Tensor) -> Tensor:
         """Fail fast, naming the problem, before any layer runs; returns a copy in the model's dtype."""

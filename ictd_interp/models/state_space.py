@@ -20,6 +20,7 @@ value rows) and linear attention are not covered: ``state_space_unavailable`` sa
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Optional
 
 import torch
@@ -97,11 +98,13 @@ def state_space_forward(
     A_ff: Float[Tensor, "#task unique d_feat d_feat"], w: Float[Tensor, "#task unique d_model"],
     X: Float[Tensor, "task state d_feat"], r: Float[Tensor, "task state"],
     N: Float[Tensor, "task window state next_state"], gamma: float, depth: int,
+    on_layer: Optional[Callable[[int, Tensor], None]] = None,
 ) -> Float[Tensor, "task window state"]:
     """The state values after ``depth`` layers (layer ``l`` uses weights ``min(l, unique - 1)``: a tied
     model has one, a per-layer model repeats its last layer beyond its trained depth). ``A_ff`` and ``w``
     may have a task axis of size 1 (shared weights) or of one per task (per-task copies, whose gradients
-    are then each task's own: ``analyses.metrics.neu``). One batched matrix-vector product per layer."""
+    are then each task's own: ``analyses.metrics.neu``). One batched matrix-vector product per layer;
+    ``on_layer(layer, v)`` sees the values after each layer."""
     v = N.new_zeros(N.shape[:-1])
     maps = {}
     for layer in range(depth):
@@ -110,6 +113,8 @@ def state_space_forward(
             maps[u] = layer_map(A_ff[:, u], w[:, u], X, r, N, gamma)
         G, b = maps[u]
         v = v + (G @ v.unsqueeze(-1)).squeeze(-1) + b
+        if on_layer is not None:
+            on_layer(layer, v)
     return v
 
 
@@ -124,3 +129,29 @@ def model_weights(model) -> tuple[Float[Tensor, "1 unique d_feat d_feat"], Float
     A = torch.stack([(a.A * a.mask_A)[0, :d, :d] for a in attns]).detach().double().cpu()
     w = torch.stack([(a.V * a.mask_V)[0, lay.current] for a in attns]).detach().double().cpu()
     return A.unsqueeze(0), w.unsqueeze(0)
+
+
+def positional_state_values(model, tasks, depth: int, every_layer: bool = False
+                            ) -> Float[Tensor, "*layer batch pos"]:
+    """``HookedICTDTransformer.state_space_values``: the values at every position of ``tasks`` after ``depth``
+    layers (``every_layer``: after each, ``[layer, batch, pos]``), float64 on the CPU; the hooks attached to
+    the model fire from them (``state_space_hooks``)."""
+    from ictd_interp.models.state_space_hooks import state_space_hooks
+
+    hooks = state_space_hooks(model, tasks, depth)
+    A, w = model_weights(model)
+    states = tasks.states.cpu()
+    counts = transition_counts(states, tasks.mrp.n_states).unsqueeze(1)
+    layers: list[Tensor] = []
+
+    def gathered(layer: int, v: Tensor) -> None:
+        now = torch.gather(v[:, 0], 1, states)
+        if hooks is not None:
+            hooks.layer(layer, now)
+        layers.append(now)
+
+    if hooks is not None:
+        hooks.start()
+    state_space_forward(A, w, tasks.features.double().cpu(), tasks.mrp.r.double().cpu(), counts, model.cfg.gamma,
+                        depth, on_layer=gathered)
+    return torch.stack(layers) if every_layer else layers[-1]
