@@ -121,3 +121,66 @@ def test_the_reference_backup_iteration_is_the_loop_and_the_hooks():
             lambda v, b=loop_w: np.exp(b * v) / np.exp(b * v).sum(-1, keepdims=True))
         loop = backup_loop(x[0].numpy(), tasks.rewards[0].numpy(), cols.next_columns[0].numpy(), w, LAYERS)
         assert np.abs(ref[0, -1].numpy() - loop[-1]).max() < 1e-10
+
+
+def _linear_case(seed=0, n=12, d=4):
+    from ictd_interp.tasks.mdp import pair_features
+
+    mdp = random_mdps(3, 4, A, GAMMA, seed=seed)
+    gen = torch.Generator().manual_seed(seed + 1)
+    psi = pair_features(torch.randn(4, d, generator=gen, dtype=torch.float64) * 0.6, A)  # [pairs, A d]
+    pi0 = torch.softmax(torch.randn(4, A, generator=gen, dtype=torch.float64), -1)  # the actor's start
+    return mdp, psi, pi0, n
+
+
+@pytest.mark.parametrize("alpha,beta", [(1.0, 1.0), (0.7, 2.5)])
+def test_linear_sarsa_and_actor_critic_blocks_are_the_loops_layer_by_layer(alpha, beta):
+    """``models.linear_control``: critic and actor queries of every pair, after every layer, against
+    ``batch_actor_critic`` (a loop over transitions) at 1e-10; the critic alone is SARSA's block."""
+    from ictd_interp.models.linear_construction import linear_model
+    from ictd_interp.models.linear_control import (actor_critic, actor_critic_features, actor_queries, sarsa,
+                                                   score_features)
+    from ictd_interp.reference.control import batch_actor_critic
+
+    mdp, psi, pi0, n = _linear_case()
+    d = psi.shape[-1]
+    tasks = control_tasks(mdp, uniform_policy(4, A), actor_critic_features(psi, pi0), n, seed=3)
+    pairs = tasks.states  # pair indices of (S_k, A_k)
+    critic_q = actor_critic_features(psi, pi0).expand(len(tasks), -1, -1)
+    actor_q = actor_queries(psi).expand(len(tasks), -1, -1)
+    sarsa_tasks = control_tasks(mdp, uniform_policy(4, A), psi, n, seed=3)
+    assert torch.equal(sarsa_tasks.states, pairs)  # the same contexts
+    g = score_features(psi, pi0)
+    loops = [batch_actor_critic(psi[pairs[b]], g[pairs[b, :-1]], tasks.rewards[b], GAMMA, alpha, beta, LAYERS)
+             for b in range(len(tasks))]
+    for layer in range(1, LAYERS + 1):
+        ac = linear_model([actor_critic(d, alpha, beta)] * layer, GAMMA)
+        lone = linear_model([sarsa(d, alpha * torch.eye(d, dtype=torch.float64))] * layer, GAMMA)
+        with torch.no_grad():
+            critic, actor = ac.query_values(tasks.prompt, critic_q), ac.query_values(tasks.prompt, actor_q)
+            alone = lone.query_values(sarsa_tasks.prompt, psi.expand(len(tasks), -1, -1))
+        w = torch.stack([loop[0][layer - 1] for loop in loops])
+        theta = torch.stack([loop[1][layer - 1] for loop in loops])
+        assert (critic - w @ psi.T).abs().max() < 1e-10
+        assert (actor - theta @ psi.T).abs().max() < 1e-10
+        assert (alone - w @ psi.T).abs().max() < 1e-10
+    assert theta.abs().max() > 1e-2 and w.abs().max() > 1e-2  # the actor and the critic moved
+
+
+def test_from_the_uniform_policy_the_actors_preference_is_the_critics_advantage():
+    """With π_0 uniform and features ``e_a ⊗ φ(s)``, ``h(s, a) = (β/α) (q(s, a) − mean_b q(s, b))`` exactly (theory
+    §14a), so the actor's greedy policy is the critic's; from a non-uniform π_0 it is not the advantage."""
+    from ictd_interp.models.linear_construction import linear_model
+    from ictd_interp.models.linear_control import actor_critic, actor_critic_features, actor_queries
+
+    mdp, psi, pi0, n = _linear_case(seed=4, n=30)
+    alpha, beta = 0.8, 3.0
+    gaps = []
+    for start in (uniform_policy(4, A), pi0):
+        tasks = control_tasks(mdp, uniform_policy(4, A), actor_critic_features(psi, start), n, seed=5)
+        model = linear_model([actor_critic(psi.shape[-1], alpha, beta)] * LAYERS, GAMMA)
+        with torch.no_grad():
+            q = model.query_values(tasks.prompt, actor_critic_features(psi, start).expand(3, -1, -1)).view(3, 4, A)
+            h = model.query_values(tasks.prompt, actor_queries(psi).expand(3, -1, -1)).view(3, 4, A)
+        gaps.append((h - beta / alpha * (q - q.mean(-1, keepdim=True))).abs().max())
+    assert gaps[0] < 1e-12 and gaps[1] > 1e-3

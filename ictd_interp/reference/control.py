@@ -8,7 +8,8 @@ query). Every column ``j`` starts at ``q_0(j) = 0`` and, per iteration,
 
 with ``w_k`` the backup's weights over the next state's actions: the target policy's ``π(· | S_{k+1})``
 (expected SARSA) or ``softmax(β q_t(next_columns[k, ·]))`` (softmax Q-learning). SARSA itself is
-``reference.td.softmax_td`` on the pairs' features.
+``reference.td.softmax_td`` on the pairs' features. ``batch_actor_critic``: the linear architecture's SARSA and
+actor-critic blocks (``models.linear_control``), as the loop over transitions.
 """
 
 from __future__ import annotations
@@ -48,3 +49,25 @@ def policy_weights(policy: Float[Tensor, "batch state action"], next_states: Int
 def softmax_weights(beta: float) -> Weights:
     """Softmax Q-learning's weights: ``softmax(β q)`` over the next state's actions."""
     return lambda q_next: torch.softmax(beta * q_next, dim=-1)
+
+
+def batch_actor_critic(psi: Float[Tensor, "pos d"], score: Float[Tensor, "source d"],
+                       rewards: Float[Tensor, "source"], gamma: float, alpha: float, beta: float, n_iters: int
+                       ) -> tuple[Float[Tensor, "iter d"], Float[Tensor, "iter d"]]:
+    """Batch actor-critic on one context, as the textbook loop over its transitions: the pairs' features
+    ``psi`` of ``(S_0, A_0) .. (S_n, A_n)``, the actor's score ``g_k = ∇ log π(A_k | S_k)`` of each source and the
+    rewards ``R_{k+1}``. From ``w = θ = 0``, per iteration ``δ_k = R_{k+1} + γ w·ψ_{k+1} − w·ψ_k`` and
+    ``w += α/n Σ_k δ_k ψ_k``, ``θ += β/n Σ_k δ_k g_k``; returns ``w`` and ``θ`` after each (SARSA: ``w`` alone)."""
+    n = rewards.shape[0]
+    w, theta = psi.new_zeros(psi.shape[1]), psi.new_zeros(psi.shape[1])
+    ws, thetas = [], []
+    for _ in range(n_iters):
+        dw, dtheta = torch.zeros_like(w), torch.zeros_like(theta)
+        for k in range(n):
+            delta = rewards[k] + gamma * torch.dot(w, psi[k + 1]) - torch.dot(w, psi[k])
+            dw += delta * psi[k]
+            dtheta += delta * score[k]
+        w, theta = w + alpha * dw / n, theta + beta * dtheta / n
+        ws.append(w)
+        thetas.append(theta)
+    return torch.stack(ws), torch.stack(thetas)
