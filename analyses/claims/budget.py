@@ -30,6 +30,9 @@ class Budget:
         objectives: pretraining objectives of the emergence rows.
         depth_sampling: the tied model trained at depths drawn from LO:HI each step, against its fixed depth.
         standard_seeds: seeds of the standard architecture trained (empty: the shipped standard-quick-s0).
+        control_objectives: pretraining objectives of the control emergence row (the control-quick preset: on the
+            state-action chain TD is SARSA's objective, MC regresses on returns, supervised on q of the behaviour).
+        acting_tasks: random MDPs on which the acting row scores each greedy policy's regret.
     """
 
     name: str
@@ -50,15 +53,19 @@ class Budget:
     objectives: tuple[str, ...] = ("td", "neu", "mc", "supervised")
     depth_sampling: str = "1:6"
     standard_seeds: tuple[int, ...] = ()
+    control_objectives: tuple[str, ...] = ("td", "mc", "supervised")
+    acting_tasks: int = 256
     extra: dict[str, Any] = field(default_factory=dict)  # fixed training settings of every study (tests)
 
     def __post_init__(self) -> None:
         for name in ("theorem1_lengths", "theorem1_scales", "margin_scales", "limit_lengths", "neu_lengths",
-                     "neu_depths", "seeds", "objectives"):
+                     "neu_depths", "seeds", "objectives", "control_objectives"):
             if not getattr(self, name):
                 raise ValueError(f"{name}: needs at least one value")
         if self.neu_tasks < 64:
             raise ValueError(f"neu_tasks: the jackknife over 32 groups needs at least 64 tasks, got {self.neu_tasks}")
+        if self.acting_tasks < 2:
+            raise ValueError(f"acting_tasks: an interval over tasks needs at least 2, got {self.acting_tasks}")
         if len(self.seeds) < 2:
             raise ValueError(f"seeds: an interval over seeds needs at least 2, got {list(self.seeds)}")
 
@@ -76,6 +83,11 @@ class Budget:
             "depth_sampling": {"name": "claims-depth-sampling", "preset": "quick", "seeds": list(self.seeds),
                                "fixed": dict(fixed), "grid": {"train_depths": ["", self.depth_sampling]},
                                "description": "A tied layer trained at one depth versus at depths drawn each step."},
+            "control_objectives": {"name": "claims-control-objectives", "preset": "control-quick",
+                                   "seeds": list(self.seeds), "fixed": dict(fixed),
+                                   "grid": {"objective": list(self.control_objectives)},
+                                   "description": "Does θ* emerge for control (TD on the state-action chain is "
+                                                  "SARSA's objective)?"},
         }
         if self.standard_seeds:
             specs["architectures"] = {"name": "claims-architectures", "preset": "standard-quick",
@@ -91,5 +103,5 @@ BUDGETS = {
                    theorem1_depth=16, margin_tasks=256, limit_lengths=(30, 100, 300, 1000, 3000, 10000, 100000),
                    limit_tasks=64,
                    neu_lengths=(10, 30, 100, 300, 1000), neu_depths=(1, 3, 12, 24, 96, 384), neu_tasks=16384,
-                   seeds=(0, 1, 2, 3, 4), standard_seeds=(0, 1, 2)),
+                   seeds=(0, 1, 2, 3, 4), standard_seeds=(0, 1, 2), acting_tasks=1024),
 }

@@ -101,8 +101,8 @@ def _emergence_weights(data: dict[str, Any]) -> Figure:
         _errorbars(ax, x + offset, [r[key] for r in rows], fmt="o", label=name)
     ax.axhline(data["close"], color="grey", ls=":", label=f"rule: interval above {data['close']}")
     ax.set_xticks(x, [r["objective"] for r in rows])
-    ax.set(title="Emergence: trained weights against θ* (lowest layer)", xlabel="pretraining objective",
-           ylabel="cosine with θ*", ylim=(-1.1, 1.1))
+    ax.set(title=data.get("title", "Emergence: trained weights against θ* (lowest layer)"),
+           xlabel="pretraining objective", ylabel="cosine with θ*", ylim=(-1.1, 1.1))
     legend_outside(ax, title=f"mean over {data['seeds']} seeds, 95% t interval")
     return fig
 
@@ -117,9 +117,27 @@ def _emergence_diagonality(data: dict[str, Any]) -> Figure:
     return fig
 
 
+def _control_acting(data: dict[str, Any]) -> Figure:
+    """Greedy regret per policy (mean over tasks, t interval): lower is better, 0 is optimal."""
+    names = list(data["regret"])
+    fig, ax = _axes((8, 0.45 * len(names) + 1.6))
+    y = np.arange(len(names))[::-1]
+    intervals = [data["regret"][n] for n in names]
+    means = np.asarray([i["mean"] for i in intervals], dtype=float)
+    lo = np.asarray([np.nan if i["lo"] is None else i["lo"] for i in intervals], dtype=float)
+    hi = np.asarray([np.nan if i["hi"] is None else i["hi"] for i in intervals], dtype=float)
+    ax.errorbar(means, y, xerr=[np.nan_to_num(means - lo), np.nan_to_num(hi - means)], fmt="o", capsize=3)
+    ax.axvline(0, color="grey", ls=":", lw=1)
+    ax.set_yticks(y, names)
+    ax.set(title=f"Acting on in-context action values ({data['n_tasks']} random MDPs)",
+           xlabel="regret J(π*) − J(π) of the greedy policy\n(mean over tasks, 95% t interval; 0 = optimal)")
+    return fig
+
+
 DRAW: dict[str, Callable[[dict[str, Any]], Figure]] = {
     "assumption51": _assumption51, "theorem2_floor": _theorem2_floor, "theorem3": _theorem3,
     "emergence_weights": _emergence_weights, "emergence_diagonality": _emergence_diagonality,
+    "control_emergence": _emergence_weights, "control_acting": _control_acting,
 }
 
 

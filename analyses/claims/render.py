@@ -26,6 +26,8 @@ TITLES = {
                          "layer, iterated", "finding_baseline": "Finding: beats the constant predictor",
     "finding_depth_sampling": "Finding: depth-sampled training", "finding_same_state_head": "Finding: the standard "
     "model's same-state head", "control_constructions": "Beyond the paper: θ* runs SARSA, expected SARSA, soft Q",
+    "control_emergence": "Beyond the paper: θ* emerges for control (SARSA's objective)",
+    "control_acting": "Beyond the paper: acting on in-context action values",
 }
 
 

@@ -18,10 +18,11 @@ from analyses.claims.drawing import draw
 from analyses.claims.render import write_claims
 from analyses.summary.store import read_summary
 from analyses.analyze import analyze
+from analyses.studies.results import CELL, CONDITION, STATUS
 from analyses.studies.run import RaySession, load_study, run_study
 from ictd_interp.io.progress import progress_bar
 from ictd_interp.models import HookedICTDTransformer
-from ictd_interp.training.run_folder import claim_output
+from ictd_interp.training.run_folder import claim_output, final_dir
 
 ORDER = (
     "theorem1",
@@ -38,6 +39,8 @@ ORDER = (
     "finding_depth_sampling",
     "finding_same_state_head",
     "control_constructions",
+    "control_emergence",
+    "control_acting",
 )
 
 
@@ -98,6 +101,7 @@ def _steps(budget: Budget, studies: dict[str, Path], out_dir: Path) -> list:
     trained studies."""
     objectives = lambda: load_study(studies["objectives"])  # noqa: E731
     sampling = lambda: load_study(studies["depth_sampling"])  # noqa: E731
+    controls = lambda: load_study(studies["control_objectives"])  # noqa: E731
     td = "objective=td"
     return [
         (["theorem1"], lambda: [theory.theorem1(budget)], False),
@@ -127,7 +131,17 @@ def _steps(budget: Budget, studies: dict[str, Path], out_dir: Path) -> list:
             True,
         ),
         (["finding_same_state_head"], lambda: [_same_state(budget, studies, out_dir)], True),
+        (["control_emergence"], lambda: [trained.control_weights(controls().results, len(budget.seeds))], True),
+        (["control_acting"], lambda: [control.acting(budget, _trained_models(controls(), td))], True),
     ]
+
+
+def _trained_models(study, condition: str) -> dict[str, HookedICTDTransformer]:
+    """The finished models of one condition of a study, by seed (float64: the acting row's precision)."""
+    done = study.results[(study.results[CONDITION] == condition) & (study.results[STATUS] == "done")]
+    return {f"trained, {condition.replace('objective=', '')} objective, seed {cell.rsplit('seed-', 1)[-1]}":
+            HookedICTDTransformer.from_pretrained(final_dir(study.out_dir / "cells" / cell / "run"), dtype="float64")
+            for cell in dict.fromkeys(done[CELL])}
 
 
 def _same_state(budget: Budget, studies: dict[str, Path], out_dir: Path) -> Claim:

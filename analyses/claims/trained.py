@@ -53,23 +53,37 @@ SIZE_CLOSE = 0.25  # "as large as θ*": both relative distances' 95% intervals l
 DISCOUNT_TOL = 0.1  # ... and the effective discount's interval lies within γ ± this
 
 
-def weights(results: pd.DataFrame, seeds: int) -> Claim:
-    """Direction: the weight cosines (scale-free)."""
+def _weights(results: pd.DataFrame, seeds: int, claim_id: str, claim: str, run: str, title: str) -> Claim:
+    """Direction: the weight cosines (scale-free), the lowest layer's, over seeds per objective."""
     cos_a, cos_v = _by_condition(results, COS_A, "min"), _by_condition(results, COS_V, "min")
     holds = {c: cos_a[c].lo >= CLOSE and cos_v[c].lo >= CLOSE for c in cos_a if c in cos_v}
     numbers = [f"{_objective(c)}: min over layers cos(A, A*) {cos_a[c].text('.3f')}, cos(V, V*) {cos_v[c].text('.3f')}"
                for c in holds]
     return Claim(
-        "emergence_weights", "Emergence (direction): pretraining turns the weights toward θ* (cos(A, A*) and "
-        "cos(V, V*) near 1; a cosine says nothing about size: see the next row).",
-        f"The `quick` preset trained with each objective, {seeds} seeds each (a study on Ray: "
-        "`analyses/claims` runs it into the report folder's studies/objectives); the last checkpoint's cosines, the "
-        "lowest layer's (a model is only as close as its worst layer).",
+        claim_id, claim, run + "; the last checkpoint's cosines, the lowest layer's (a model is only as close as its "
+        "worst layer).",
         f"holds for an objective when the 95% t intervals over seeds of both cosines lie above {CLOSE}.",
         conditional(holds, _objectives), numbers,
-        {"seeds": seeds, "close": CLOSE, "objectives": [
+        {"seeds": seeds, "close": CLOSE, "title": title, "objectives": [
             {"objective": _objective(c), "cos_A": cos_a[c].to_dict(), "cos_V": cos_v[c].to_dict()} for c in holds]},
-        "emergence_weights")
+        claim_id)
+
+
+def weights(results: pd.DataFrame, seeds: int) -> Claim:
+    return _weights(results, seeds, "emergence_weights", "Emergence (direction): pretraining turns the weights "
+                    "toward θ* (cos(A, A*) and cos(V, V*) near 1; a cosine says nothing about size: see the next row).",
+                    f"The `quick` preset trained with each objective, {seeds} seeds each (a study on Ray: "
+                    "`analyses/claims` runs it into the report folder's studies/objectives)",
+                    "Emergence: trained weights against θ* (lowest layer)")
+
+
+def control_weights(results: pd.DataFrame, seeds: int) -> Claim:
+    return _weights(results, seeds, "control_emergence", "Beyond the paper: pretraining on state-action chains turns "
+                    "the weights toward θ* (softmax SARSA) when the objective is SARSA's TD objective.",
+                    f"The `control-quick` preset (random two-action MDPs of 4 states, uniform behaviour, the "
+                    f"state-action chain as the MRP) trained with each objective, {seeds} seeds each (the report "
+                    "folder's studies/control_objectives)",
+                    "Control emergence: trained weights against θ* (lowest layer)")
 
 
 def weight_size(results: pd.DataFrame, seeds: int, gamma: float) -> Claim:
