@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from analyses.benchmark import methods as M
-from analyses.benchmark.cases import CASES, CaseSpec, build_case, counterfactual_labels, variable_values
+from analyses.benchmark.cases import (CASES, CaseSpec, build_case, circuit_source, counterfactual_labels,
+                                      variable_values)
 from analyses.benchmark.evaluate import interchange_r2, score_directions, score_edges, score_method
 from analyses.benchmark.graph import OUTPUT, build_graph, run_graph
 from analyses.benchmark.run import BenchmarkBudget, run_benchmark
@@ -16,7 +17,7 @@ from analyses.metrics.intervals import t_interval
 from analyses.metrics.site_probes import residual_stack
 from ictd_interp.cli import main
 from ictd_interp.models.standard_construction import standard_theta_star
-from tests.conftest import make_standard, make_star
+from tests.conftest import make_standard
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +43,7 @@ def test_the_graph_forward_is_the_hooked_forward(overrides):
 @pytest.mark.parametrize("name", list(CASES))
 def test_a_planted_case_computes_theta_stars_circuit_and_its_truth_holds(name):
     case = build_case(CASES[name], 1)
-    plain = standard_theta_star(make_star(n_layers=3))
+    plain = standard_theta_star(circuit_source(case.spec))  # θ*'s circuit, or the trained model's
     assert (case.model(case.clean.prompt) - plain(case.clean.prompt)).abs().max() <= 1e-10
     resid = residual_stack(case.model, case.held_out.prompt)
     values = variable_values(case, case.held_out)
@@ -183,3 +184,20 @@ def test_the_command_names_an_unknown_method(tmp_path, capsys):
     assert main(["methods-benchmark", "--out", str(tmp_path / "m"), "--methods", "probe,acdc"]) == 2
     assert "methods: unknown ['probe']" in capsys.readouterr().err
     assert not (tmp_path / "m").exists()
+
+
+def test_the_trained_case_carries_the_shipped_models_layer_and_refuses_a_misfit():
+    """The trained case's TD heads are quick-td-s0's tied layer (the standard block equals that model with its
+    bootstrap path cut, 1e-10), and a source that does not fit the spec is named."""
+    from hooks.ablation import ablate_target_path
+    from ictd_interp import HookedICTDTransformer
+
+    case = build_case(CASES["trained"], 0)
+    trained = HookedICTDTransformer.from_pretrained("quick-td-s0", dtype="float64")
+    with trained.hooks(fwd_hooks=ablate_target_path(trained)):
+        cut = trained(case.clean.prompt)
+    assert (case.model(case.clean.prompt) - cut).abs().max() <= 1e-10 and cut.abs().max() > 1e-2
+    star = standard_theta_star(circuit_source(CaseSpec("star", d_features=4)))
+    assert (star(case.clean.prompt) - cut).abs().max() > 1e-3  # not θ*'s circuit
+    with pytest.raises(ValueError, match="quick-td-s0.*n_layers=3"):
+        circuit_source(CaseSpec("bad", d_features=4, n_layers=2, source="quick-td-s0"))

@@ -36,17 +36,21 @@ from ictd_interp.models.ictd import HookedICTDTransformer
 from ictd_interp.models.standard import HookedStandardTransformer
 from analyses.metrics.site_probes import residual_stack
 from ictd_interp.models.standard_construction import standard_theta_star, theta_star_weights
+from ictd_interp.models.state_space import state_space_unavailable
 from ictd_interp.tasks import TaskBatch, sample_from
 
 ROLES = ("td", "silent", "junk", "cancelling", "mlp-junk")
+THETA_STAR = "theta*"  # a case's source: θ*'s construction, else the name of a shipped stylised model
 
 
 @dataclass
 class CaseSpec:
     """One planted case (validated on construction). Heads per layer: 1 TD head, ``silent_heads``,
     ``junk_heads``, ``2 * cancelling_pairs``; ``d_mlp`` junk MLP units; ``junk_dims`` extra residual
-    dimensions; ``rotate``: hide the basis. Tasks: Boyan chains of ``n_states`` states, ``d_features``
-    features, contexts of ``context_len``; ``n_tasks`` clean prompts, as many corrupted ones (independent tasks)."""
+    dimensions; ``rotate``: hide the basis. ``source``: whose layers the TD heads carry, θ*'s or a shipped
+    stylised model's (TSM form, paper mask: its layer is a fixed map read from its weights, ``d_features`` and
+    ``n_layers`` its own). Tasks: Boyan chains of ``n_states`` states, ``d_features`` features, contexts of
+    ``context_len``; ``n_tasks`` clean prompts, as many corrupted ones (independent tasks)."""
 
     name: str
     n_layers: int = 3
@@ -61,6 +65,7 @@ class CaseSpec:
     context_len: int = 16
     n_tasks: int = 32
     weight_scale: float = 0.5
+    source: str = THETA_STAR
     description: str = ""
 
     def __post_init__(self) -> None:
@@ -92,6 +97,9 @@ CASES: dict[str, CaseSpec] = {spec.name: spec for spec in (
              description="+ a silent head, two junk heads and 8 junk MLP units per layer, 4 junk dimensions"),
     CaseSpec("cancelling", junk_heads=1, cancelling_pairs=1, junk_dims=2,
              description="+ a pair of heads per layer whose writes cancel exactly, and a junk head"),
+    CaseSpec("trained", d_features=4, silent_heads=1, junk_heads=1, d_mlp=4, junk_dims=2, source="quick-td-s0",
+             description="the TD-trained quick-td-s0's tied layer (read from its weights) in place of θ*'s, with a "
+                         "silent head, a junk head and 4 junk MLP units per layer"),
 )}
 
 
@@ -125,7 +133,7 @@ class Case:
     fit: TaskBatch
     held_out: TaskBatch
     rotation: Float[Tensor, "d_model d_model"]
-    reference: HookedStandardTransformer  # θ*'s circuit alone, unrotated (``standard_theta_star``)
+    reference: HookedStandardTransformer  # the source's circuit alone, unrotated (``standard_theta_star``)
 
 
 def random_rotation(n: int, generator: torch.Generator) -> Float[Tensor, "n n"]:
@@ -193,14 +201,29 @@ def _truth(spec: CaseSpec, model: HookedStandardTransformer, Q: Tensor) -> Groun
                        {"reward": sites, "value": sites[1:]})
 
 
+def circuit_source(spec: CaseSpec) -> HookedICTDTransformer:
+    """The stylised model whose layers the case's TD heads carry (float64): θ* of the spec's depth, or the
+    shipped model ``spec.source``, refused, naming why, where its layer is not a fixed map or does not fit."""
+    if spec.source == THETA_STAR:
+        return HookedICTDTransformer.from_theta_star(ICTDConfig(d_features=spec.d_features, n_layers=spec.n_layers,
+                                                                dtype="float64"))
+    model = HookedICTDTransformer.from_pretrained(spec.source, dtype="float64")
+    reason = state_space_unavailable(model.cfg)
+    if reason is not None:
+        raise ValueError(f"case {spec.name!r}: source {spec.source!r} is not a fixed map of the prompt ({reason})")
+    if (model.cfg.d_features, model.cfg.n_layers) != (spec.d_features, spec.n_layers):
+        raise ValueError(f"case {spec.name!r}: source {spec.source!r} has d_features={model.cfg.d_features}, "
+                         f"n_layers={model.cfg.n_layers}; the case says {spec.d_features}, {spec.n_layers}")
+    return model
+
+
 def build_case(spec: CaseSpec, seed: int) -> Case:
     """The case's model and tasks for one benchmark seed (everything drawn from ``seed``)."""
     gen = torch.Generator().manual_seed(seed)
     m = spec.d_features + 3
     cfg = StandardConfig(d_features=spec.d_features, d_model=m + spec.junk_dims, d_head=m, n_heads=spec.n_heads,
                          n_layers=spec.n_layers, d_mlp=spec.d_mlp, layer_norm=False, dtype="float64", seed=seed)
-    star = HookedICTDTransformer.from_theta_star(ICTDConfig(d_features=spec.d_features, n_layers=spec.n_layers,
-                                                            dtype="float64"))
+    star = circuit_source(spec)
     weights = theta_star_weights(star, cfg)
     _plant(spec, weights, gen)
     Q = random_rotation(cfg.d_model, gen) if spec.rotate else torch.eye(cfg.d_model, dtype=torch.float64)
