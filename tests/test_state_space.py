@@ -93,3 +93,47 @@ def test_the_error_curves_in_state_space_equal_the_positional_ones():
         assert positional.abs().min() > 1e-3 and (exact - positional).abs().max() < 1e-12
     layers = model.state_space_values(tasks, every_layer=True)
     assert layers.shape == (3, 5, 41) and torch.equal(layers[-1], model.state_space_values(tasks))
+
+
+def test_sharp_kernels_with_a_state_never_a_source_stay_finite():
+    """One-hot ×30 (scores up to 900, beyond exp's range) and a query state no source visits: the state-space
+    values equal the positional ones, where an unmasked kernel turned ``inf * 0`` into NaN everywhere."""
+    tasks = make_tasks(n_tasks=4, n_states=8, d=8, n=5, feature_kind="onehot", feature_scale=30.0, seed=2)
+    sources = [set(row[:-1].tolist()) for row in tasks.states]
+    assert any(int(row[-1]) not in seen for row, seen in zip(tasks.states, sources))  # the case is exercised
+    star = HookedICTDTransformer.from_theta_star(make_cfg(d_features=8, n_layers=3))
+    with torch.no_grad():
+        positional = star(tasks.prompt)
+    exact = star.state_space_values(tasks)
+    assert torch.isfinite(exact).all() and (exact - positional).abs().max() < 1e-10
+
+
+def test_depth_zero_is_the_zero_start_and_a_negative_depth_is_named():
+    tasks, model = make_tasks(n=6), HookedICTDTransformer(make_cfg(n_layers=2, tied=True))
+    assert torch.equal(model.state_space_values(tasks, depth=0), torch.zeros(tasks.states.shape, dtype=torch.float64))
+    assert model.state_space_values(tasks, depth=0, every_layer=True).shape == (0, *tasks.states.shape)
+    with pytest.raises(ValueError, match="depth: .* >= 0"):
+        model.state_space_values(tasks, depth=-1)
+
+
+def test_hooks_on_modules_that_are_not_hook_points_are_refused():
+    """This forward never calls the blocks: an edit there would be ignored silently, so it is refused."""
+    tasks, model = make_tasks(n=6), HookedICTDTransformer(make_cfg(n_layers=2, tied=True))
+    handle = model.blocks[0].attn.register_forward_hook(lambda module, args, out: out * 2)
+    try:
+        with pytest.raises(ValueError, match=r"blocks\.0\.attn.*never calls"):
+            model.state_space_values(tasks)
+    finally:
+        handle.remove()
+    assert model.state_space_values(tasks).shape == tasks.states.shape
+
+
+@pytest.mark.parametrize("override", [{"form": "dual"}, {"mask": "full"}])
+def test_evaluate_runs_models_the_state_space_forward_does_not_cover(override):
+    """θ*'s own architecture follows the model's: a dual-form or full-mask model is evaluated positionally."""
+    from analyses.reports.ood import evaluate_ood
+
+    tasks = make_tasks(n_tasks=4, n_states=5, d=3, n=12)
+    model = HookedICTDTransformer(make_cfg(n_layers=2, tied=True, seed=1, init_scale=0.3, **override))
+    result = evaluate_ood(model, tasks, depth=4, lengths=[6, 12])
+    assert len(result["depth"]["theta_star"]) == 5 and len(result["context"]["model"]) == 2

@@ -28,12 +28,14 @@ from ictd_interp.tasks.sampling import TaskBatch
 def evaluate_ood(model: ICTDModel, tasks: TaskBatch, depth: int, lengths: list[int]) -> dict[str, Any]:
     """Error versus depth and context length for the model and theta*, margin ``C``, and their gap
     (a standard model has no stored per-layer values nor a feature block ``A``: its depth curve and
-    margin are left out). θ*'s curves, and a stylised model's where it applies (TSM form, paper mask), come
-    from the exact state-space forward (``exact``: float64, cost independent of the context length)."""
+    margin are left out). θ*'s curves and the model's come from the exact state-space forward wherever it
+    applies (a stylised model in the TSM form with the paper mask and softmax: ``exact``; float64, cost
+    independent of the context length), else from the positional forward."""
     star = HookedICTDTransformer.from_theta_star(model.cfg)
     star_deep = HookedICTDTransformer.from_theta_star(model.cfg, depth=depth)
-    star_depth = errors_by_depth(star_deep, tasks, state_space=True).mean(-1).tolist()
-    exact = {"model": is_stylised(model) and state_space_unavailable(model.cfg) is None, "theta_star": True}
+    exact = {"model": is_stylised(model) and state_space_unavailable(model.cfg) is None,
+             "theta_star": state_space_unavailable(star.cfg) is None}
+    star_depth = errors_by_depth(star_deep, tasks, state_space=exact["theta_star"]).mean(-1).tolist()
     if bool(tasks.mrp.has_unique_stationary.all()):
         margin = {"theta_star": model_margin(star, tasks).mean().item()}
         if is_stylised(model):

@@ -22,13 +22,16 @@ never moves ``w_g`` (so ``w^T φ_k = w_ψ^T ψ_k`` and ``δ_k`` is the critic's 
 is 0) and updates
 
     w_ψ <- w_ψ + (α/n) Σ_k δ_k ψ_k      (the critic: batch SARSA),
-    θ   <- θ   + (β/n) Σ_k δ_k g_k      (the actor: the policy gradient with the critic's TD error as advantage).
+    θ   <- θ   + (β/n) Σ_k δ_k g_k      (the actor: a policy-gradient step, the critic's TD error for the advantage).
 
-A critic query ``φ(s, a)`` reads ``q_l(s, a) = w_ψ^T ψ(s, a)``; an actor query reads the preference
-``h_l(s, a) = θ_l^T ψ(s, a)``, whose softmax is the improved policy. ``L`` layers are ``L`` such steps with the
-score held at π_0 (the block is linear in its prompt: the policy's change never re-enters ``g``), so the first
-step is exactly batch actor-critic and later ones its linearisation at θ_0. Tested against loops written from
-these equations (``reference.control.batch_actor_critic``) layer by layer at 1e-10 in float64.
+A critic query ``φ(s, a)`` reads ``q_l(s, a) = w_ψ^T ψ(s, a)``; an actor query reads the preference change
+``h_l(s, a) = θ_l^T ψ(s, a)``: from the uniform policy (θ_0 = 0) the improved policy is ``softmax(h)``, from
+``π_0 = softmax(θ_0^T ψ)`` it is ``softmax(θ_0^T ψ + h)`` (θ_0 is not carried). The step estimates the return's
+gradient only when the behaviour policy is π_0 (no importance weights), and a SARSA error is no advantage
+(``E[δ | S, A] → 0`` as the critic fits). One layer is exactly one batch actor-critic step; in deeper blocks the
+critic keeps evaluating the behaviour policy and the actor's score stays at π_0 (the block is linear in its
+prompt). Tested against loops written from these equations (``reference.control.batch_actor_critic``) layer by
+layer at 1e-10 in float64; docs/theory.md §14a gives the identity that makes the actor the critic's advantage.
 """
 
 from __future__ import annotations

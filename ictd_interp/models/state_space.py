@@ -69,14 +69,15 @@ def window_counts(states: Int[Tensor, "batch time"], n_states: int, context_len:
 
 def grouped_kernel(A_ff: Float[Tensor, "#task d_feat d_feat"], X: Float[Tensor, "task state d_feat"],
                    counts: Float[Tensor, "task *window state"]) -> Float[Tensor, "task *window state state"]:
-    """``Ebar[s, s']`` of the module docstring (target ``s``, source state ``s'``); the largest score over
-    the source states is subtracted first, so large inverse temperatures do not overflow."""
+    """``Ebar[s, s']`` of the module docstring (target ``s``, source state ``s'``): the largest score over the
+    source states is subtracted first and states that are never sources get weight exactly 0 (their score is
+    never exponentiated), so large inverse temperatures neither overflow nor turn ``inf * 0`` into NaN."""
     scores = einsum(X, A_ff, X, "t u d, t d e, t s e -> t s u")  # g(u, s) = x(u)^T A x(s)
     while scores.ndim < counts.ndim + 1:
         scores = scores.unsqueeze(1)
     is_source = (counts > 0).unsqueeze(-2)  # [task, *window, 1, source state]
     top = scores.masked_fill(~is_source, float("-inf")).amax(-1, keepdim=True)
-    weights = torch.exp(scores - top)
+    weights = torch.exp((scores - top).masked_fill(~is_source, float("-inf")))
     return weights / (weights * counts.unsqueeze(-2)).sum(-1, keepdim=True)
 
 
@@ -138,6 +139,8 @@ def positional_state_values(model, tasks, depth: int, every_layer: bool = False
     the model fire from them (``state_space_hooks``)."""
     from ictd_interp.models.state_space_hooks import state_space_hooks
 
+    if not isinstance(depth, int) or depth < 0:
+        raise ValueError(f"depth: layers to run must be an integer >= 0, got {depth!r}")
     hooks = state_space_hooks(model, tasks, depth)
     A, w = model_weights(model)
     states = tasks.states.cpu()
@@ -154,4 +157,6 @@ def positional_state_values(model, tasks, depth: int, every_layer: bool = False
         hooks.start()
     state_space_forward(A, w, tasks.features.double().cpu(), tasks.mrp.r.double().cpu(), counts, model.cfg.gamma,
                         depth, on_layer=gathered)
-    return torch.stack(layers) if every_layer else layers[-1]
+    if every_layer:
+        return torch.stack(layers) if layers else torch.zeros(0, *states.shape, dtype=torch.float64)
+    return layers[-1] if layers else torch.zeros(states.shape, dtype=torch.float64)  # depth 0: v_0 = 0

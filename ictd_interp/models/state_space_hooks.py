@@ -12,11 +12,16 @@ With ``v_l`` the state values after layer ``l`` (``v_0 = 0``), ``S_k`` the state
     tsm.hook_shifted_l[k] = gamma v_l(S_{k+1}) e_tar,  mlp.hook_post_l[k] = gamma (v_l - v_{l-1})(S_{k+1})
     hook_mlp_out_l = mlp.hook_post_l e_tar,  resid_post_l = resid_mid_l + hook_mlp_out_l
 
-with ``v(S_{n+1}) = 0`` (the query has no successor). Each is built only for a hook point that has a hook, in
-float64 on the CPU like the values: a cache of one ``hook_resid_post`` costs ``n (d + 3)`` numbers per task.
-The scores and the pattern (``n x n``) are never formed, so a hook on them is refused, as are backward hooks
-and a hook that edits what it sees (a positional edit cannot be taken back into the state space: intervene
-through the positional forward).
+with ``v(S_{n+1}) = 0`` (the query has no successor). They are float64 on the CPU like the values (a float32
+model's hooks see this float64 computation, within rounding of its own forward). Once any hook is attached the
+residual-stream tensors are built layer by layer (each a transient ``[batch, pos, d_model]``; ``q`` and ``v``
+only where hooked); nothing is built without a hook. Agreement with ``run_with_cache`` is to rounding: 1e-12
+absolute at values of order 1, relative where they are large.
+
+Refused, naming the hook: the scores and the pattern (``n x n``, never formed), backward hooks, a hook that
+edits what it sees (a positional edit cannot be taken back into the state space: intervene through the
+positional forward), and any hook on a module that is not a hook point or a global module hook (this forward
+never calls those modules, so it could not honour them).
 """
 
 from __future__ import annotations
@@ -64,7 +69,8 @@ class StateSpaceHooks:
         if point is None:
             return
         out = point(activation.clone())
-        if not torch.equal(out, activation):
+        if out.shape != activation.shape or out.dtype != activation.dtype or not torch.allclose(
+                out, activation, rtol=0.0, atol=0.0, equal_nan=True):
             raise ValueError(f"state_space_values: a hook on {name} edited its activation; the state-space forward "
                              "only reads hooks (intervene through the positional forward)")
 
@@ -103,9 +109,22 @@ class StateSpaceHooks:
         return out
 
 
+def _global_hooks() -> bool:
+    from torch.nn.modules import module as torch_module
+
+    return bool(torch_module._global_forward_hooks or torch_module._global_forward_pre_hooks
+                or torch_module._global_backward_hooks or torch_module._global_backward_pre_hooks)
+
+
 def state_space_hooks(model, tasks, depth: int) -> Optional[StateSpaceHooks]:
     """The hooks a state-space run of ``tasks`` fires, or None when none is attached (nothing is built)."""
     points = {name: point for name, point in model.hook_dict.items() if hooked(point)}
+    others = [name or "the model itself" for name, module in model.named_modules()
+              if not isinstance(module, HookPoint) and hooked(module)]
+    if others or _global_hooks():
+        where = ", ".join(others) if others else "a global module hook"
+        raise ValueError(f"state_space_values: hooks on {where}, which this forward never calls; only hook points "
+                         "fire here (use the positional forward, model(prompt))")
     if not points:
         return None
     hooks = StateSpaceHooks(model, points, tasks.prompt, tasks.states)
