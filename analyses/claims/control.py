@@ -8,8 +8,10 @@ import torch
 
 from analyses.claims.budget import Budget
 from analyses.claims.claim import FAILS, HOLDS, Claim, conditional
+from analyses.claims.figure_data import ActingData
 from analyses.metrics.control import acting_regret, certainty_equivalence_q, in_context_q, q_learning
 from analyses.claims.theory import EXACT, GAMMA
+from analyses.summary.store import to_json
 from hooks.control import expected_sarsa_hooks, soft_q_hooks
 from ictd_interp.config import ICTDConfig
 from ictd_interp.config.train import PRESETS
@@ -151,7 +153,6 @@ def acting(budget: Budget, trained: dict[str, HookedICTDTransformer]) -> Claim:
         "interval of the difference lies below 0); the comparison with certainty equivalence is reported, not ruled "
         "on (SARSA evaluates the behaviour's q, so its greedy policy is one improvement step, not π*).",
         conditional(holds, lambda good: "the policy is " + " or ".join(good)), numbers,
-        {"n_tasks": act.n_tasks, "optimal": act.optimal_return.to_dict(),
-         "regret": {name: iv.to_dict() for name, iv in act.regret.items()}},
+        to_json(ActingData(act.n_tasks, act.optimal_return, dict(act.regret))),
         "control_acting")
 

@@ -11,7 +11,8 @@ from matplotlib.ticker import FuncFormatter
 
 from analyses.claims.claim import Claim
 from analyses.figures.plots import Figure, legend_outside, log_axis
-from analyses.metrics.neu import NeuGrid
+from analyses.claims.figure_data import ActingData, DiagonalityData, FloorData, MarginData, Theorem3Data, WeightsData
+from analyses.metrics.intervals import Interval
 from analyses.summary.store import build
 
 
@@ -20,35 +21,36 @@ def _axes(size: tuple[float, float] = (7.5, 3.8)):
     return fig, fig.add_subplot()
 
 
-def _errorbars(ax, x, intervals: list[dict[str, float]], **kwargs) -> None:
-    means = np.asarray([i["mean"] for i in intervals], dtype=float)
-    lo = np.asarray([np.nan if i["lo"] is None else i["lo"] for i in intervals], dtype=float)
-    hi = np.asarray([np.nan if i["hi"] is None else i["hi"] for i in intervals], dtype=float)
+def _errorbars(ax, x, intervals: list[Interval], **kwargs) -> None:
+    means = np.asarray([i.mean for i in intervals], dtype=float)
+    lo, hi = np.asarray([i.lo for i in intervals], dtype=float), np.asarray([i.hi for i in intervals], dtype=float)
     below, above = np.clip(np.nan_to_num(means - lo), 0, None), np.clip(np.nan_to_num(hi - means), 0, None)
     ax.errorbar(x, means, yerr=[below, above], capsize=3, **kwargs)
 
 
 def _assumption51(data: dict[str, Any]) -> Figure:
+    margin = build(MarginData, data)
     fig, ax = _axes((7, 3.8))
     for kind, marker in (("uniform", "o"), ("onehot", "s")):
-        rows = [r for r in data["settings"] if r["kind"] == kind]
-        _errorbars(ax, [r["scale"] for r in rows], [r["fraction_positive"] for r in rows], marker=marker,
+        rows = [r for r in margin.settings if r.kind == kind]
+        _errorbars(ax, [r.scale for r in rows], [r.fraction_positive for r in rows], marker=marker,
                    label=f"{kind} features")
     ax.set(title="Assumption 5.1: how often "
                  "the margin C is positive", xlabel="feature scale (softmax inverse temperature)",
-           ylabel=f"fraction of {data['tasks']} tasks with C > 0", ylim=(-0.05, 1.05), xscale="log")
+           ylabel=f"fraction of {margin.tasks} tasks with C > 0", ylim=(-0.05, 1.05), xscale="log")
     log_axis(ax.xaxis)
     legend_outside(ax, title="95% Wilson interval")
     return fig
 
 
 def _theorem2_floor(data: dict[str, Any]) -> Figure:
+    floor = build(FloorData, data)
     fig, ax = _axes((7.5, 4.0))
-    lengths = np.asarray(data["lengths"], dtype=float)
+    lengths = np.asarray(floor.lengths, dtype=float)
     styles = [("o", "-"), ("s", "--"), ("^", "-."), ("x", ":")]
-    for row, (marker, ls) in zip(data["settings"], styles * len(data["settings"])):
-        ax.plot(lengths, row["floor_mean"], marker=marker, ls=ls, mfc="none", label=f"{row['kind']} ×{row['scale']:g}")
-    first = data["settings"][0]["floor_mean"][0]
+    for row, (marker, ls) in zip(floor.settings, styles * len(floor.settings)):
+        ax.plot(lengths, row.floor_mean, marker=marker, ls=ls, mfc="none", label=f"{row.kind} ×{row.scale:g}")
+    first = floor.settings[0].floor_mean[0]
     ax.plot(lengths, first * np.sqrt(lengths[0] / lengths), color="grey", ls=":", label="∝ 1/√n")
     ax.set(title="Theorem 2: θ*'s depth limit against context length",
            xlabel="context length n", ylabel="sup error of θ*'s depth limit", xscale="log", yscale="log")
@@ -63,18 +65,17 @@ def _theorem3(data: dict[str, Any]) -> Figure:
     """θ*'s NEU relative to the zero predictor's per (n, L): below 1, θ* is lower; a limit at 0 is Theorem 3.
     Cells beyond the axis (θ*'s map still diverging at short contexts) are drawn as triangles on its top edge."""
     fig, ax = _axes((8, 4.2))
-    grid, top = build(NeuGrid, data["grid"]), 1e3
+    grid, top = build(Theorem3Data, data).grid, 1e3
     depths = sorted({r.depth for r in grid.rows})
     for k, L in enumerate(depths):
         cells = sorted((r for r in grid.rows if r.depth == L), key=lambda r: r.context_len)
         x = np.asarray([r.context_len for r in cells], dtype=float) * (1 + 0.05 * (k - len(depths) / 2))
         zero = np.asarray([r.zero_closed_form.estimate for r in cells])
-        star = {key: np.asarray([getattr(r.theta_star, key) for r in cells], dtype=float) / zero
-                for key in ("estimate", "lo", "hi")}
-        inside = np.isfinite(star["estimate"]) & (np.abs(star["estimate"]) < top)
-        line = ax.errorbar(x[inside], star["estimate"][inside],
-                           yerr=[np.clip(star["estimate"] - star["lo"], 0, None)[inside],
-                                 np.clip(star["hi"] - star["estimate"], 0, None)[inside]],
+        est, lo, hi = (np.asarray([getattr(r.theta_star, key) for r in cells], dtype=float) / zero
+                       for key in ("estimate", "lo", "hi"))
+        inside = np.isfinite(est) & (np.abs(est) < top)
+        line = ax.errorbar(x[inside], est[inside], yerr=[np.clip(est - lo, 0, None)[inside],
+                                                         np.clip(hi - est, 0, None)[inside]],
                            marker="o", capsize=3, label=f"L = {L}")
         if (~inside).any():
             ax.plot(x[~inside], np.full((~inside).sum(), top), "^", color=line[0].get_color(), clip_on=False)
@@ -94,24 +95,25 @@ def _theorem3(data: dict[str, Any]) -> Figure:
 
 
 def _emergence_weights(data: dict[str, Any]) -> Figure:
+    weights = build(WeightsData, data)
     fig, ax = _axes()
-    rows = data["objectives"]
+    rows = weights.objectives
     x = np.arange(len(rows))
     for offset, name, key in ((-0.12, "cos(A, A*)", "cos_A"), (0.12, "cos(V, V*)", "cos_V")):
-        _errorbars(ax, x + offset, [r[key] for r in rows], fmt="o", label=name)
-    ax.axhline(data["close"], color="grey", ls=":", label=f"rule: interval above {data['close']}")
-    ax.set_xticks(x, [r["objective"] for r in rows])
-    ax.set(title=data.get("title", "Emergence: trained weights against θ* (lowest layer)"),
-           xlabel="pretraining objective", ylabel="cosine with θ*", ylim=(-1.1, 1.1))
-    legend_outside(ax, title=f"mean over {data['seeds']} seeds, 95% t interval")
+        _errorbars(ax, x + offset, [getattr(r, key) for r in rows], fmt="o", label=name)
+    ax.axhline(weights.close, color="grey", ls=":", label=f"rule: interval above {weights.close}")
+    ax.set_xticks(x, [r.objective for r in rows])
+    ax.set(title=weights.title, xlabel="pretraining objective", ylabel="cosine with θ*", ylim=(-1.1, 1.1))
+    legend_outside(ax, title=f"mean over {weights.seeds} seeds, 95% t interval")
     return fig
 
 
 def _emergence_diagonality(data: dict[str, Any]) -> Figure:
+    diagonality = build(DiagonalityData, data)
     fig, ax = _axes()
-    for objective, curve in data["curves"].items():
-        ax.plot(curve["step"], curve["mean"], label=objective)
-    ax.set(title=f"Kernel diagonality over training (mean over {data['seeds']} seeds)", xlabel="training step",
+    for objective, curve in diagonality.curves.items():
+        ax.plot(curve.step, curve.mean, label=objective)
+    ax.set(title=f"Kernel diagonality over training (mean over {diagonality.seeds} seeds)", xlabel="training step",
            ylabel="attention mass on the query's own state")
     legend_outside(ax, title="objective")
     return fig
@@ -119,17 +121,17 @@ def _emergence_diagonality(data: dict[str, Any]) -> Figure:
 
 def _control_acting(data: dict[str, Any]) -> Figure:
     """Greedy regret per policy (mean over tasks, t interval): lower is better, 0 is optimal."""
-    names = list(data["regret"])
+    acting = build(ActingData, data)
+    names = list(acting.regret)
     fig, ax = _axes((8, 0.45 * len(names) + 1.6))
     y = np.arange(len(names))[::-1]
-    intervals = [data["regret"][n] for n in names]
-    means = np.asarray([i["mean"] for i in intervals], dtype=float)
-    lo = np.asarray([np.nan if i["lo"] is None else i["lo"] for i in intervals], dtype=float)
-    hi = np.asarray([np.nan if i["hi"] is None else i["hi"] for i in intervals], dtype=float)
+    intervals = [acting.regret[n] for n in names]
+    means = np.asarray([i.mean for i in intervals], dtype=float)
+    lo, hi = np.asarray([i.lo for i in intervals], dtype=float), np.asarray([i.hi for i in intervals], dtype=float)
     ax.errorbar(means, y, xerr=[np.nan_to_num(means - lo), np.nan_to_num(hi - means)], fmt="o", capsize=3)
     ax.axvline(0, color="grey", ls=":", lw=1)
     ax.set_yticks(y, names)
-    ax.set(title=f"Acting on in-context action values ({data['n_tasks']} random MDPs)",
+    ax.set(title=f"Acting on in-context action values ({acting.n_tasks} random MDPs)",
            xlabel="regret J(π*) − J(π) of the greedy policy\n(mean over tasks, 95% t interval; 0 = optimal)")
     return fig
 

@@ -5,12 +5,14 @@ Theorem 2's rate and floor, Theorem 3's population NEU. Each function returns it
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
 
 from analyses.claims.budget import Budget
 from analyses.claims.claim import FAILS, HOLDS, Claim, conditional
+from analyses.claims.figure_data import FloorData, FloorSetting, MarginData, MarginSetting, Theorem3Data
 from analyses.metrics.baselines import tabular_td_states
 from analyses.metrics.depth_limit import NEUTRAL_TOL, limit_spectrum
 from analyses.metrics.diagonality import model_margin
@@ -75,7 +77,7 @@ def assumption(budget: Budget) -> Claim:
         for scale in budget.margin_scales:
             C = model_margin(_star(), _tasks(kind, scale, budget.margin_tasks, seed=0)).numpy()
             fraction = proportion_interval(int((C > 0).sum()), len(C))
-            table[(kind, scale)] = {"fraction_positive": fraction.to_dict(), "C_mean": t_interval(C).to_dict()}
+            table[(kind, scale)] = MarginSetting(kind, scale, fraction, t_interval(C))
             holds[(kind, scale)] = bool((C > 0).all())
 
     def describe(good):
@@ -88,9 +90,8 @@ def assumption(budget: Budget) -> Claim:
                              else f"{kind} features at scale {', '.join(f'{s:g}' for s in scales)}")
         return " or ".join(parts)
 
-    numbers = [f"{kind}, scale {s:g}: C > 0 on {t['fraction_positive']['mean']:.0%} of {budget.margin_tasks} tasks "
-               f"[{t['fraction_positive']['lo']:.0%}, "
-               f"{t['fraction_positive']['hi']:.0%}], mean C {t['C_mean']['mean']:+.3f}"
+    numbers = [f"{kind}, scale {s:g}: C > 0 on {t.fraction_positive.mean:.0%} of {budget.margin_tasks} tasks "
+               f"[{t.fraction_positive.lo:.0%}, {t.fraction_positive.hi:.0%}], mean C {t.C_mean.mean:+.3f}"
                for (kind, s), t in table.items()]
     return Claim(
         "assumption51", "Assumption 5.1: the population kernel is diagonal enough, C = min_s M(s, s) − (1 + γ)/2 > 0.",
@@ -98,43 +99,57 @@ def assumption(budget: Budget) -> Claim:
         f"feature kind and scale {list(budget.margin_scales)} (`analyses.metrics.model_margin`).",
         "holds in a setting when every one of its tasks has C > 0 (the fraction's 95% Wilson interval is shown).",
         conditional(holds, describe), numbers,
-        {"tasks": budget.margin_tasks, "settings": [{"kind": k, "scale": s, **v} for (k, s), v in table.items()]},
+        to_json(MarginData(budget.margin_tasks, list(table.values()))),
         "assumption51")
 
 
-def _limit_rows(kind: str, scale: float, budget: Budget) -> dict:
+@dataclass
+class LimitRows:
+    """Per context length (outer lists) and task: ``radius``, ``neutral`` (θ*'s map has the eigenvalue 1),
+    ``floor`` (sup error of the depth limit, None where there is no limit), the largest ``tabular_gap`` on
+    contexts whose query state is a source and how many such contexts (``query_source``); ``C`` per task."""
+
+    radius: list = field(default_factory=list)
+    neutral: list = field(default_factory=list)
+    floor: list = field(default_factory=list)
+    tabular_gap: list = field(default_factory=list)
+    query_source: list = field(default_factory=list)
+    C: list = field(default_factory=list)
+
+
+def _limit_rows(kind: str, scale: float, budget: Budget) -> LimitRows:
     """Per context length and task: the spectral radius of the moving part of θ*'s map, whether it has the
     neutral eigenvalue 1, the sup error of its depth limit against v_π, and the limit's largest distance from
     the tabular TD fixed point on contexts whose query state is a source (``depth_limit``'s docstring)."""
     tasks, star = _tasks(kind, scale, budget.limit_tasks, seed=1, length=max(budget.limit_lengths)), _star()
-    out = {"radius": [], "neutral": [], "floor": [], "tabular_gap": [], "query_source": []}
+    out = LimitRows()
     for n in budget.limit_lengths:
         prefix = TaskBatch(tasks.mrp, tasks.features, tasks.states[:, : n + 1])
         values, spectrum = limit_spectrum(star, prefix)
         errors = (values - prefix.v_true.double()).abs().amax(1)
         source = (prefix.states[:, :-1] == prefix.states[:, -1:]).any(1)
         gap = (values - tabular_td_states(prefix, GAMMA)).abs().amax(1)[source]
-        out["radius"].append(spectrum.radius)
-        out["neutral"].append(spectrum.neutral)
-        out["floor"].append([float(e) if math.isfinite(e) else None for e in errors.tolist()])
-        out["tabular_gap"].append(float(gap.max()) if len(gap) else None)
-        out["query_source"].append(int(source.sum()))
-    out["C"] = model_margin(star, tasks).tolist()
+        out.radius.append(spectrum.radius)
+        out.neutral.append(spectrum.neutral)
+        out.floor.append([float(e) if math.isfinite(e) else None for e in errors.tolist()])
+        out.tabular_gap.append(float(gap.max()) if len(gap) else None)
+        out.query_source.append(int(source.sum()))
+    out.C = model_margin(star, tasks).tolist()
     return out
 
 
 RATE_SETTINGS = (("uniform", 1.0), ("uniform", 5.0), ("onehot", 3.0), ("onehot", 5.0))
 
 
-def _rate_claim(data: dict, budget: Budget, n_max: int) -> Claim:
+def _rate_claim(data: dict[tuple[str, float], LimitRows], budget: Budget, n_max: int) -> Claim:
     tested = within = 0
     numbers = []
     for (kind, scale), d in data.items():
-        rho, C = np.asarray(d["radius"][-1]), np.asarray(d["C"])
+        rho, C = np.asarray(d.radius[-1]), np.asarray(d.C)
         positive = C > 0
         ok = int((rho[positive] <= 1 - C[positive] + 1e-12).sum())
         tested, within = tested + int(positive.sum()), within + ok
-        neutral = int(np.sum(d["neutral"][-1]))
+        neutral = int(np.sum(d.neutral[-1]))
         numbers.append(f"{kind} ×{scale:g}: ρ {t_interval(rho).text('.3f')} at n = {n_max} "
                        f"({int((rho < 1).sum())}/{len(rho)} tasks contract; "
                        f"{neutral} also have the neutral eigenvalue 1); "
@@ -163,7 +178,7 @@ def theorem2(budget: Budget) -> list[Claim]:
     lengths = np.asarray(budget.limit_lengths, dtype=float)
     floor_ok, floor_numbers, slopes = {}, [], {}
     for (kind, scale), d in data.items():
-        floors = np.asarray([[np.nan if f is None else f for f in row] for row in d["floor"]], dtype=float)  # [n, task]
+        floors = np.asarray([[np.nan if f is None else f for f in row] for row in d.floor], dtype=float)  # [n, task]
         ok = np.isfinite(floors).all(0) & (floors > 0).all(0)
         x = np.log(lengths) - np.log(lengths).mean()
         per_task = x @ np.log(floors[:, ok]) / (x @ x)  # least-squares slope of log error on log n, every task at once
@@ -180,8 +195,8 @@ def theorem2(budget: Budget) -> list[Claim]:
             + (f"; slope of log error vs log n {slope.text('.2f')} over {slope.n} tasks"
                + (" (contains −1/2: ≈ 1/√n)" if slope.lo <= -0.5 <= slope.hi else "") if slope else
                "; too few converging tasks for a slope"))
-    gaps = [g for d in data.values() for g in d["tabular_gap"] if g is not None]
-    sources = sum(sum(d["query_source"]) for d in data.values())
+    gaps = [g for d in data.values() for g in d.tabular_gap if g is not None]
+    sources = sum(sum(d.query_source) for d in data.values())
     contexts = len(data) * len(lengths) * budget.limit_tasks
     floor_numbers.append(
         "θ*'s depth limit equals the tabular TD fixed point of the context "
@@ -200,19 +215,8 @@ def theorem2(budget: Budget) -> list[Claim]:
         "holds in a setting when the 95% t interval of the per-task slope lies below 0 (the floor falls with n).",
         conditional(floor_ok, describe),
         floor_numbers,
-        {
-            "lengths": list(budget.limit_lengths),
-            "tabular_gap": max(gaps),
-            "settings": [
-                {
-                    "kind": k,
-                    "scale": s,
-                    "floor_mean": np.nanmean(v[0], 1).tolist(),
-                    "slope": v[1].to_dict() if v[1] else None,
-                }
-                for (k, s), v in slopes.items()
-            ],
-        },
+        to_json(FloorData(list(budget.limit_lengths), max(gaps), [
+            FloorSetting(k, s, np.nanmean(v[0], 1).tolist(), v[1]) for (k, s), v in slopes.items()])),
         "theorem2_floor",
     )
     return [_rate_claim(data, budget, int(lengths[-1])), floor]
@@ -307,5 +311,5 @@ def theorem3(budget: Budget, model: Optional[HookedICTDTransformer]) -> Claim:
         "decision would need (the half-width shrinks at least as 1/√N). A cell whose per-task updates exceed 1e50 "
         "(the model's values diverge) has no interval and ranks above any finite one. With 30 cells at 95%, about 1.5 "
         "cells are expected to exclude 0 by chance: a single cell decides nothing alone.",
-        verdict, numbers, {"grid": to_json(grid), "minimiser": [[r.context_len, r.depth] for r in minimiser]},
+        verdict, numbers, to_json(Theorem3Data(grid, [[r.context_len, r.depth] for r in minimiser])),
         "theorem3")

@@ -9,9 +9,11 @@ import numpy as np
 import pandas as pd
 
 from analyses.claims.claim import FAILS, HOLDS, Claim, conditional
+from analyses.claims.figure_data import Curve, DiagonalityData, ObjectiveWeights, WeightsData
 from analyses.metrics.intervals import Interval, paired, proportion_interval, t_interval
 from analyses.summary.sections import Summary
 from analyses.studies.results import CELL, CONDITION, STATUS, STEP, curve_column
+from analyses.summary.store import to_json
 from analyses.summary.tables import summary_column
 
 BEATS_CONSTANT = summary_column("baselines.estimators.constant.model_minus_baseline.verdict")
@@ -64,8 +66,8 @@ def _weights(results: pd.DataFrame, seeds: int, claim_id: str, claim: str, run: 
         "worst layer).",
         f"holds for an objective when the 95% t intervals over seeds of both cosines lie above {CLOSE}.",
         conditional(holds, _objectives), numbers,
-        {"seeds": seeds, "close": CLOSE, "title": title, "objectives": [
-            {"objective": _objective(c), "cos_A": cos_a[c].to_dict(), "cos_V": cos_v[c].to_dict()} for c in holds]},
+        to_json(WeightsData(seeds=seeds, close=CLOSE, title=title, objectives=[
+            ObjectiveWeights(_objective(c), cos_a[c], cos_v[c]) for c in holds])),
         claim_id)
 
 
@@ -135,8 +137,8 @@ def diagonality(curves: pd.DataFrame, seeds: int) -> Claim:
         "objective, the same study as above).",
         "holds for an objective when the paired 95% t interval over seeds of (last − first) lies above 0.",
         conditional(holds, _objectives), numbers,
-        {"seeds": seeds, "change": {_objective(c): v.to_dict() for c, v in change.items()},
-         "curves": {o: {"step": s.index.tolist(), "mean": s.tolist()} for o, s in curves_by_objective.items()}},
+        to_json(DiagonalityData(seeds, {_objective(c): v for c, v in change.items()},
+                                {o: Curve(s.index.tolist(), s.tolist()) for o, s in curves_by_objective.items()})),
         "emergence_diagonality")
 
 
