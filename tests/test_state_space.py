@@ -136,4 +136,4 @@ def test_evaluate_runs_models_the_state_space_forward_does_not_cover(override):
     tasks = make_tasks(n_tasks=4, n_states=5, d=3, n=12)
     model = HookedICTDTransformer(make_cfg(n_layers=2, tied=True, seed=1, init_scale=0.3, **override))
     result = evaluate_ood(model, tasks, depth=4, lengths=[6, 12])
-    assert len(result["depth"]["theta_star"]) == 5 and len(result["context"]["model"]) == 2
+    assert len(result.depth.theta_star) == 5 and len(result.context.model) == 2

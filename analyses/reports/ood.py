@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Union
+from dataclasses import dataclass, field
+from typing import Any, Optional, Union
 
 import torch
 from torch import Tensor
@@ -25,7 +26,44 @@ from ictd_interp.tasks.mrp import describe_classes
 from ictd_interp.tasks.sampling import TaskBatch
 
 
-def evaluate_ood(model: ICTDModel, tasks: TaskBatch, depth: int, lengths: list[int]) -> dict[str, Any]:
+@dataclass(kw_only=True)
+class Margins:
+    """Assumption 5.1's mean margin ``C`` of θ* and the model, or why there is none (no unique μ_π)."""
+
+    theta_star: Optional[float] = None
+    model: Optional[float] = None
+    unavailable: Optional[str] = None
+
+
+@dataclass(kw_only=True)
+class Curves:
+    """Mean sup error per depth or per context length; ``model`` absent where the model has no such curve."""
+
+    theta_star: list[float]
+    model: Optional[list[float]] = None
+
+
+@dataclass(kw_only=True)  # fields in evaluation.json's order
+class Evaluation:
+    """``evaluate``'s result (``evaluation.json``): where the tasks came from, then every number."""
+
+    source: str = ""
+    environment: str = ""
+    policy: str = ""
+    settings: dict[str, Any] = field(default_factory=dict)
+    n_states: int
+    n_tasks: int
+    context_len: int
+    margin: Margins
+    theta_star_fit: GeometricFit
+    context_lengths: list[int]
+    depth: Curves
+    context: Curves
+    gap: dict[str, float]
+    baselines: Baselines
+
+
+def evaluate_ood(model: ICTDModel, tasks: TaskBatch, depth: int, lengths: list[int]) -> Evaluation:
     """Error versus depth and context length for the model and theta*, margin ``C``, and their gap
     (a standard model has no stored per-layer values nor a feature block ``A``: its depth curve and
     margin are left out). θ*'s curves and the model's come from the exact state-space forward wherever it
@@ -37,25 +75,23 @@ def evaluate_ood(model: ICTDModel, tasks: TaskBatch, depth: int, lengths: list[i
              "theta_star": state_space_unavailable(star.cfg) is None}
     star_depth = errors_by_depth(star_deep, tasks, state_space=exact["theta_star"]).mean(-1).tolist()
     if bool(tasks.mrp.has_unique_stationary.all()):
-        margin = {"theta_star": model_margin(star, tasks).mean().item()}
-        if is_stylised(model):
-            margin["model"] = model_margin(model, tasks).mean().item()
+        margin = Margins(theta_star=model_margin(star, tasks).mean().item(),
+                         model=model_margin(model, tasks).mean().item() if is_stylised(model) else None)
     else:  # e.g. absorbing terminals: Assumption 5.1's population kernel needs a unique mu_pi
         first = int((~tasks.mrp.has_unique_stationary).nonzero()[0, 0])
-        margin = {"unavailable": f"no unique stationary distribution: {describe_classes(tasks.mrp.P[first])}"}
-    values = {name: _values(m, tasks, exact[name]) for name, m in (("model", model), ("theta_star", star))}
+        margin = Margins(unavailable=f"no unique stationary distribution: {describe_classes(tasks.mrp.P[first])}")
+    mine, theirs = _values(model, tasks, exact["model"]), _values(star, tasks, exact["theta_star"])
+    context = lambda m, ok: errors_by_context(m, tasks, lengths, ok).mean(-1).tolist()  # noqa: E731
     sections = computed({
-        "depth": lambda: {"theta_star": star_depth,
-                          **({"model": errors_by_depth(model, tasks, exact["model"]).mean(-1).tolist()}
-                             if is_stylised(model) else {})},
-        "context": lambda: {name: errors_by_context(m, tasks, lengths, exact[name]).mean(-1).tolist()
-                            for name, m in (("model", model), ("theta_star", star))},
-        "gap": lambda: query_gap(values["model"][:, -1], values["theta_star"][:, -1], tasks),
-        "baselines": lambda: baselines.compare(values["model"], tasks, tasks.mrp.gamma, model.cfg.n_layers,
-                                               extra={"theta_star": values["theta_star"]}),
+        "depth": lambda: Curves(theta_star=star_depth, model=errors_by_depth(model, tasks, exact["model"]).mean(
+            -1).tolist() if is_stylised(model) else None),
+        "context": lambda: Curves(theta_star=context(star, exact["theta_star"]), model=context(model, exact["model"])),
+        "gap": lambda: query_gap(mine[:, -1], theirs[:, -1], tasks),
+        "baselines": lambda: baselines.compare(mine, tasks, tasks.mrp.gamma, model.cfg.n_layers,
+                                               extra={"theta_star": theirs}),
     }, desc="evaluate")
-    return {"n_states": tasks.mrp.n_states, "n_tasks": len(tasks), "context_len": tasks.states.shape[1] - 1,
-            "margin": margin, "theta_star_fit": fit_geometric(star_depth), "context_lengths": lengths, **sections}
+    return Evaluation(n_states=tasks.mrp.n_states, n_tasks=len(tasks), context_len=tasks.states.shape[1] - 1,
+                      margin=margin, theta_star_fit=fit_geometric(star_depth), context_lengths=lengths, **sections)
 
 
 @torch.no_grad()
@@ -64,31 +100,29 @@ def _values(model: ICTDModel, tasks: TaskBatch, state_space: bool) -> Tensor:
     return model.state_space_values(tasks) if state_space else model(tasks.prompt.to(model.device)).cpu()
 
 
-def write_ood(result: dict[str, Any], out_dir: Union[str, Path]) -> None:
+def write_ood(result: Evaluation, out_dir: Union[str, Path]) -> None:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "evaluation.json").write_text(json.dumps(to_json(result), indent=1))
-    base = build(Baselines, result["baselines"])  # typed, or as evaluation.json holds it
-    title = f"# Out-of-distribution evaluation of `{result.get('source', '')}` on {result.get('environment', '')}"
-    lines = [title, "", f"{result['n_tasks']} tasks, {result['n_states']} "
-                        f"states, context length {result['context_len']}.",
-             "", base.sentence, "", *baseline_table(base), ""]
+    title = f"# Out-of-distribution evaluation of `{result.source}` on {result.environment}"
+    lines = [title, "", f"{result.n_tasks} tasks, {result.n_states} states, context length {result.context_len}.",
+             "", result.baselines.sentence, "", *baseline_table(result.baselines), ""]
     (out_dir / "evaluation.md").write_text("\n".join(lines))
     for name, fig in ood_figures(result).items():
         for ext in ("png", "svg"):
             fig.savefig(out_dir / f"{name}.{ext}", dpi=120)
 
 
-def ood_figures(result: dict[str, Any]) -> dict[str, Any]:
-    """The evaluation's figures, from its saved numbers."""
-    fits = {"theta*": build(GeometricFit, result["theta_star_fit"])}  # typed, or as evaluation.json holds it
-    where = result.get("environment", "")
-    curves = {"theta*": result["depth"]["theta_star"]}
-    if "model" in result["depth"]:
-        curves["trained model"] = result["depth"]["model"]
+def ood_figures(result: Union[Evaluation, dict[str, Any]]) -> dict[str, Any]:
+    """The evaluation's figures, from its numbers (typed, or as evaluation.json holds them)."""
+    result = build(Evaluation, result)
+    fits = {"theta*": result.theta_star_fit}
+    curves = {"theta*": result.depth.theta_star}
+    if result.depth.model is not None:
+        curves["trained model"] = result.depth.model
     depth_fig = figures.error_vs_depth(curves, fits)
-    depth_fig.axes[0].set_title(figures.wrapped(f"Error versus depth ({where}, policy: "
-                                                f"{result.get('policy', 'n/a')})", 50),
-                                fontsize=9)
+    depth_fig.axes[0].set_title(figures.wrapped(f"Error versus depth ({result.environment}, policy: "
+                                                f"{result.policy or 'n/a'})", 50), fontsize=9)
+    context = {"model": result.context.model, "theta_star": result.context.theta_star}
     return {"error_vs_depth": depth_fig,
-            "error_vs_context": figures.error_vs_context(result["context_lengths"], result["context"], where)}
+            "error_vs_context": figures.error_vs_context(result.context_lengths, context, result.environment)}

@@ -4,6 +4,7 @@ TransformerLens, ``analyses``) are imported inside them, so ``--help`` answers a
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
@@ -127,12 +128,12 @@ def evaluate(args: argparse.Namespace) -> int:
     tasks = sample_from(cfg.tasks(model.cfg.d_features), cfg.n_tasks, seed=cfg.seed, features=features)
     lengths = context_lengths(cfg.context_len)
     policy = "uniform random over actions" if cfg.env.startswith("gym:") else "none (an MRP family: no actions)"
-    result = {"source": args.path, "environment": cfg.env, "policy": policy, "settings": cfg.settings(),
-              **evaluate_ood(model, tasks, cfg.depth, lengths)}
+    result = replace(evaluate_ood(model, tasks, cfg.depth, lengths), source=str(args.path), environment=cfg.env,
+                     policy=policy, settings=cfg.settings())
     write_ood(result, args.out)
-    n, context = result["context_lengths"][-1], result["context"]
-    print(f"{args.out}/evaluation.json: {result['environment']} ({result['n_states']} states), sup error at "
-          f"n={n}: model {context['model'][-1]:.4f}, theta* of its depth {context['theta_star'][-1]:.4f}")
+    print(f"{args.out}/evaluation.json: {result.environment} ({result.n_states} states), sup error at "
+          f"n={result.context_lengths[-1]}: model {result.context.model[-1]:.4f}, theta* of its depth "
+          f"{result.context.theta_star[-1]:.4f}")
     return 0
 
 
