@@ -63,8 +63,8 @@ def test_exact_patching_sees_exactly_the_planted_edges_where_nothing_cancels(dis
     assert max(false) <= 1e-12 and min(scores[e] for e in distractors.truth.edges) > 1e-3
     assert len(false) == 118 - 9
     row = score_edges(distractors, M.acdc(distractors))
-    assert row["auroc"] == 1.0 and row["precision"] == 1.0 and row["recall"] == 1.0
-    assert row["faithfulness"] == pytest.approx(1.0, abs=1e-10)
+    assert row.auroc == 1.0 and row.precision == 1.0 and row.recall == 1.0
+    assert row.faithfulness == pytest.approx(1.0, abs=1e-10)
 
 
 def test_cancelling_heads_fool_single_edge_patching():
@@ -108,14 +108,14 @@ def test_a_random_ranking_scores_one_half_within_its_interval(distractors):
 
 
 def test_a_probe_recovers_the_rotation_and_a_shuffled_rotation_fails(distractors):
-    row = score_method(M.METHODS["linear-probe"], distractors)
-    assert row["max_angle_reward"] <= 1e-5 and row["max_angle_value"] <= 1e-5
-    assert row["r2_value"] == pytest.approx(1.0, abs=1e-10) and row["iia_value"] == pytest.approx(1.0, abs=1e-10)
+    row = score_method(M.METHODS["linear-probe"], distractors).variables
+    assert row["reward"].max_angle <= 1e-5 and row["value"].max_angle <= 1e-5
+    assert row["value"].r2 == pytest.approx(1.0, abs=1e-10) and row["value"].iia == pytest.approx(1.0, abs=1e-10)
     other = build_case(CASES["distractors"], 7)  # the same circuit behind another rotation
     assert angle_degrees(other.truth.directions["value"], distractors.truth.directions["value"]) > 10.0
     shuffled = M.DirectionOutput({k: v[torch.randperm(len(v), generator=torch.Generator().manual_seed(0))]
                                   for k, v in M.linear_probe(distractors).directions.items()})
-    assert score_directions(distractors, shuffled)["angle_value"] > 10.0
+    assert score_directions(distractors, shuffled).variables["value"].angle > 10.0
 
 
 def test_interchange_along_the_true_direction_is_the_counterfactual(distractors):
@@ -170,8 +170,8 @@ def test_a_tiny_benchmark_with_a_plugin_resumes_and_refuses_a_changed_request(tm
     budget = BenchmarkBudget("tiny", seeds=2, n_tasks=8, cases=("rotated", "distractors"))
     methods = ["activation-patching", "out-degree", "linear-probe"]
     cells, _ = run_benchmark(tmp_path / "b", budget, methods=methods, plugins=[plugin], workers=2, progress=False)
-    assert len(cells) == 4 and {c["case"] for c in cells} == {"rotated", "distractors"}
-    assert all(c["scores"]["activation-patching"]["auroc"] == 1.0 for c in cells)
+    assert len(cells) == 4 and {c.case for c in cells} == {"rotated", "distractors"}
+    assert all(c.scores["activation-patching"].auroc == 1.0 for c in cells)
     written = {p: p.stat().st_mtime_ns for p in (tmp_path / "b" / "cells").iterdir()}
     again, _ = run_benchmark(tmp_path / "b", budget, methods=methods, plugins=[plugin], progress=False)
     assert again == cells and {p: p.stat().st_mtime_ns for p in written} == written  # nothing recomputed

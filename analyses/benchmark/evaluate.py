@@ -12,7 +12,8 @@ method's ``|cos|`` with every axis of the unrotated basis (``cosines``).
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Optional, Union
 
 import torch
 
@@ -22,22 +23,82 @@ from analyses.benchmark.graph import build_graph
 from analyses.benchmark.scores import angle_degrees, auroc, average_precision, faithfulness, roc_curve
 from analyses.metrics.site_probes import residual_stack
 
-def score_edges(case: Case, output: EdgeOutput) -> dict[str, Any]:
+
+@dataclass(frozen=True)
+class Roc:
+    fpr: list[float]
+    tpr: list[float]
+
+
+@dataclass(frozen=True, kw_only=True)
+class EdgeScores:
+    """An edge method on one cell: its ranking's ``auroc``, ``auprc`` and ROC curve; for a method that returns a
+    circuit, its ``precision``, ``recall``, size ``circuit_edges`` and ``faithfulness``."""
+
+    auroc: float
+    auprc: float
+    roc: Roc
+    precision: Optional[float] = None
+    recall: Optional[float] = None
+    circuit_edges: Optional[float] = None
+    faithfulness: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class VariableScores:
+    """One variable's direction: mean and worst principal ``angle`` (degrees) over its sites, read-out ``r2``
+    and interchange accuracy ``iia`` (means over the sites)."""
+
+    angle: float
+    max_angle: float
+    r2: float
+    iia: float
+
+
+@dataclass(frozen=True)
+class Cosines:
+    """``|cos|`` of each direction found (``labels``: variable @ site) with every unrotated basis ``axes``."""
+
+    labels: list[str]
+    axes: list[str]
+    matrix: list[list[float]]
+
+
+@dataclass(frozen=True)
+class DirectionScores:
+    variables: dict[str, VariableScores]
+    cosines: Cosines
+
+
+Scores = Union[EdgeScores, DirectionScores]
+
+
+@dataclass(frozen=True)
+class CellResult:
+    """One ``(case, seed)`` cell of the benchmark (``cells/{case}-s{seed}.json``): every method's scores."""
+
+    case: str
+    seed: int
+    edges: int
+    true_edges: int
+    scores: dict[str, Scores]
+
+def score_edges(case: Case, output: EdgeOutput) -> EdgeScores:
     edges = build_graph(case.model).edges
     missing = [e for e in edges if e not in output.scores]
     if missing:
         raise ValueError(f"edge method: no score for {len(missing)} of {len(edges)} edges (first: {missing[0]})")
     scores = {e: float(output.scores[e]) for e in edges}
     fpr, tpr = roc_curve(scores, case.truth.edges)
-    row = {"auroc": auroc(scores, case.truth.edges), "auprc": average_precision(scores, case.truth.edges),
-           "roc": {"fpr": fpr, "tpr": tpr}}
-    if output.circuit is not None:
-        found, true = set(output.circuit), case.truth.edges
-        r = runs(case)
-        kept = patched_prediction(case, r, set(edges) - found)
-        row |= {"precision": len(found & true) / max(len(found), 1), "recall": len(found & true) / len(true),
-                "circuit_edges": float(len(found)), "faithfulness": faithfulness(kept, r.pred, r.pred_corrupted)}
-    return row
+    ranking = {"auroc": auroc(scores, case.truth.edges), "auprc": average_precision(scores, case.truth.edges),
+               "roc": Roc(fpr, tpr)}
+    if output.circuit is None:
+        return EdgeScores(**ranking)
+    found, true = set(output.circuit), case.truth.edges
+    r = runs(case)
+    kept = patched_prediction(case, r, set(edges) - found)
+    return EdgeScores(**ranking, precision=len(found & true) / max(len(found), 1), recall=len(found & true) / len(true),
+                      circuit_edges=float(len(found)), faithfulness=faithfulness(kept, r.pred, r.pred_corrupted))
 
 
 def _r2(readout: torch.Tensor, target: torch.Tensor) -> float:
@@ -67,7 +128,7 @@ def interchange_r2(case: Case, variable: str, site: str, direction: torch.Tensor
     return 1.0 - float((pred - labels).pow(2).mean() / labels.var(unbiased=False))
 
 
-def score_directions(case: Case, output: DirectionOutput) -> dict[str, Any]:
+def score_directions(case: Case, output: DirectionOutput) -> DirectionScores:
     """Every variable the method returns a direction for is scored at every site where it lies exactly."""
     resid = residual_stack(case.model, case.held_out.prompt)
     values, sites = variable_values(case, case.held_out), residual_sites(case.model)
@@ -75,7 +136,7 @@ def score_directions(case: Case, output: DirectionOutput) -> dict[str, Any]:
     unknown = [n for n in claimed if n not in case.truth.directions]
     if not claimed or unknown:
         raise ValueError(f"direction method: returns {claimed}; the variables are {sorted(case.truth.directions)}")
-    row: dict[str, Any] = {}
+    variables = {}
     for name in claimed:
         angles, r2s, iia = [], [], []
         for site in case.truth.sites[name]:
@@ -86,13 +147,12 @@ def score_directions(case: Case, output: DirectionOutput) -> dict[str, Any]:
             angles.append(angle_degrees(found, case.truth.directions[name]))
             r2s.append(_r2(resid[s] @ found.double(), values[name][s]))
             iia.append(interchange_r2(case, name, site, found))
-        row |= {f"angle_{name}": sum(angles) / len(angles), f"max_angle_{name}": max(angles),
-                f"r2_{name}": sum(r2s) / len(r2s), f"iia_{name}": sum(iia) / len(iia)}
+        variables[name] = VariableScores(sum(angles) / len(angles), max(angles), sum(r2s) / len(r2s),
+                                         sum(iia) / len(iia))
     found = torch.stack([d.double() / d.norm() for d in output.directions.values()])
-    row["cosines"] = {"labels": [f"{name} @ {site}" for name, site in output.directions],
-                      "axes": basis_labels(case),
-                      "matrix": (found @ case.rotation.T).abs().tolist()}  # |cos| with every unrotated basis axis
-    return row
+    cosines = Cosines([f"{name} @ {site}" for name, site in output.directions], basis_labels(case),
+                      (found @ case.rotation.T).abs().tolist())  # |cos| with every unrotated basis axis
+    return DirectionScores(variables, cosines)
 
 
 def basis_labels(case: Case) -> list[str]:
@@ -101,7 +161,7 @@ def basis_labels(case: Case) -> list[str]:
     return [f"φ{i + 1}" for i in range(d)] + ["reward", "target", "value"] + [f"junk {i + 1}" for i in range(junk)]
 
 
-def score_method(method: Method, case: Case) -> dict[str, Any]:
+def score_method(method: Method, case: Case) -> Scores:
     """Run ``method`` on ``case`` and score what it returns."""
     output = method.run(case)
     if method.kind == DIRECTIONS:

@@ -7,15 +7,19 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import seaborn as sns
 
 from analyses.benchmark.cases import CASES
+from analyses.benchmark.evaluate import CellResult, DirectionScores, EdgeScores
 from analyses.figures.plots import Figure, _figure, legend_outside, series_colours, text_outside, wrapped
 from analyses.metrics.intervals import METHOD as INTERVAL_METHOD
 from analyses.metrics.intervals import Interval, t_interval
+
+if TYPE_CHECKING:
+    from analyses.benchmark.run import BenchmarkBudget
 
 EDGE_COLUMNS = ("auroc", "auprc", "precision", "recall", "circuit_edges", "faithfulness")
 RECOVERS, CHANCE = 0.95, 0.5
@@ -29,20 +33,28 @@ RULES = (f"An edge method **recovers** the circuit of a case when its AUROC's in
 
 
 BOUNDS = {"angle": (0.0, 90.0), "max_angle": (0.0, 90.0), "circuit_edges": (0.0, float("inf")),
-          "iia": (-float("inf"), 1.0)}
+          "iia": (-float("inf"), 1.0)}  # by score name; everything else in [0, 1] (faithfulness at most 1)
 
 
-def interval(cells: Sequence[dict], case: str, method: str, key: str) -> Interval | None:
+def _bounded(values: list[float], key: str) -> Interval:
     """The mean over seeds with its t-interval, the bounds cut to the score's range (AUROC, AUPRC, precision,
     recall and R² in [0, 1]; faithfulness and IIA at most 1, below 0 when worse than the baseline they compare to;
     angles in [0°, 90°])."""
-    values = [c["scores"][method][key] for c in cells if c["case"] == case and key in c["scores"].get(method, {})]
-    if not values:
-        return None
     iv = t_interval(values)
-    low, high = BOUNDS.get(key.rsplit("_", 1)[0] if key.startswith(("angle_", "max_angle_", "r2_", "iia_")) else key,
-                           (-float("inf") if key == "faithfulness" else 0.0, 1.0))
+    low, high = BOUNDS.get(key, (-float("inf") if key == "faithfulness" else 0.0, 1.0))
     return replace(iv, lo=max(iv.lo, low), hi=min(iv.hi, high)) if iv.n >= 2 else iv
+
+
+def interval(cells: Sequence[CellResult], case: str, method: str, key: str) -> Interval | None:
+    """An edge score (``EdgeScores`` field ``key``) over the case's seeds; None where the method has none."""
+    values = [getattr(c.scores[method], key) for c in cells if c.case == case and method in c.scores]
+    values = [v for v in values if v is not None]
+    return _bounded(values, key) if values else None
+
+
+def variable_interval(cells: Sequence[CellResult], case: str, method: str, variable: str, key: str) -> Interval:
+    """A direction score (``VariableScores`` field ``key``) of one variable over the case's seeds."""
+    return _bounded([getattr(c.scores[method].variables[variable], key) for c in cells if c.case == case], key)
 
 
 def edge_verdict(auroc: Interval) -> str:
@@ -55,40 +67,39 @@ def edge_verdict(auroc: Interval) -> str:
     return "partial"
 
 
-def direction_verdict(cells: Sequence[dict], case: str, method: str, variable: str) -> str:
-    rows = [c["scores"][method] for c in cells if c["case"] == case]
-    worst = max(r[f"max_angle_{variable}"] for r in rows)
-    mean = np.mean([r[f"angle_{variable}"] for r in rows])
+def direction_verdict(cells: Sequence[CellResult], case: str, method: str, variable: str) -> str:
+    rows = [c.scores[method].variables[variable] for c in cells if c.case == case]
+    worst, mean = max(r.max_angle for r in rows), np.mean([r.angle for r in rows])
     return "exact" if worst < EXACT_ANGLE else "close" if mean < CLOSE_ANGLE else "misses"
 
 
-def _edge_methods(cells: Sequence[dict]) -> list[str]:
-    return [m for m in cells[0]["scores"] if "auroc" in cells[0]["scores"][m]]
+def _edge_methods(cells: Sequence[CellResult]) -> list[str]:
+    return [m for m, score in cells[0].scores.items() if isinstance(score, EdgeScores)]
 
 
-def _direction_methods(cells: Sequence[dict]) -> list[str]:
-    return [m for m in cells[0]["scores"] if "auroc" not in cells[0]["scores"][m]]
+def _direction_methods(cells: Sequence[CellResult]) -> list[str]:
+    return [m for m, score in cells[0].scores.items() if isinstance(score, DirectionScores)]
 
 
-def _variables(cells: Sequence[dict], method: str) -> list[str]:
-    return [k.removeprefix("angle_") for k in cells[0]["scores"][method] if k.startswith("angle_")]
+def _variables(cells: Sequence[CellResult], method: str) -> list[str]:
+    return list(cells[0].scores[method].variables)
 
 
-def _cases(cells: Sequence[dict]) -> list[str]:
-    return list(dict.fromkeys(c["case"] for c in cells))
+def _cases(cells: Sequence[CellResult]) -> list[str]:
+    return list(dict.fromkeys(c.case for c in cells))
 
 
-def markdown(cells: Sequence[dict], budget: dict[str, Any]) -> str:
-    cases, seeds = _cases(cells), budget["seeds"]
+def markdown(cells: Sequence[CellResult], budget: BenchmarkBudget) -> str:
+    cases, seeds = _cases(cells), budget.seeds
     lines = ["# Methods benchmark: interpretability methods against circuits known exactly", "",
-             f"Budget `{budget['name']}`: {seeds} benchmark seeds per case, {budget['n_tasks']} clean and as many "
+             f"Budget `{budget.name}`: {seeds} benchmark seeds per case, {budget.n_tasks} clean and as many "
              f"corrupted prompts (independent Boyan-chain tasks) per seed. Every number is a mean over the seeds "
              f"with its {INTERVAL_METHOD} in brackets.", "", "## Cases", ""]
     for c in cases:
-        spec, cell = CASES[c], next(x for x in cells if x["case"] == c)
+        spec, cell = CASES[c], next(x for x in cells if x.case == c)
         lines.append(f"- **{c}**: {spec.description} ({spec.n_layers} layers, {spec.n_heads} head"
                      f"{'s' if spec.n_heads > 1 else ''} per layer, d_model {spec.d_features + 3 + spec.junk_dims}; "
-                     f"{cell['true_edges']} true edges of {cell['edges']})")
+                     f"{cell.true_edges} true edges of {cell.edges})")
     lines += ["", f"With {seeds} seeds an interval's half-width is t(0.975, {seeds - 1})·sd/√{seeds}: a wide one "
               "decides little, and the `full` budget (20 seeds) narrows it. A case with one false edge makes AUROC "
               "coarse (each seed's value is a multiple of 1/(true × false edges))."]
@@ -103,7 +114,7 @@ def markdown(cells: Sequence[dict], budget: dict[str, Any]) -> str:
             auroc, auprc = interval(cells, c, m, "auroc"), interval(cells, c, m, "auprc")
             row.append(f"AUROC {auroc.text('.3f')}, AUPRC {auprc.text('.3f')}: **{edge_verdict(auroc)}**")
         lines.append("| " + " | ".join(row) + " |")
-    circuit_methods = [m for m in _edge_methods(cells) if "faithfulness" in cells[0]["scores"][m]]
+    circuit_methods = [m for m in _edge_methods(cells) if cells[0].scores[m].faithfulness is not None]
     if circuit_methods:
         lines += ["", "Methods that return a circuit: its precision and recall against the true edges, its size "
                   "and its faithfulness (1: the circuit alone, every other edge patched to the corrupted run, "
@@ -126,13 +137,13 @@ def markdown(cells: Sequence[dict], budget: dict[str, Any]) -> str:
                   "|---|---|---|---|---|---|---|"]
         for c in cases:
             for var in _variables(cells, m):
-                vals = [interval(cells, c, m, f"{k}_{var}").text(".3g") for k in ("angle", "max_angle", "r2", "iia")]
+                vals = [variable_interval(cells, c, m, var, k).text(".3g") for k in ("angle", "max_angle", "r2", "iia")]
                 lines.append(f"| {c} | {var} | " + " | ".join(vals) + f" | {direction_verdict(cells, c, m, var)} |")
     lines += ["", "## What the numbers mean", "", reading(cells), ""]
     return "\n".join(lines)
 
 
-def reading(cells: Sequence[dict]) -> str:
+def reading(cells: Sequence[CellResult]) -> str:
     """The findings in words, from the verdicts (never from numbers typed here)."""
     parts = []
     for c in _cases(cells):
@@ -150,16 +161,16 @@ def reading(cells: Sequence[dict]) -> str:
     return " ".join(parts)
 
 
-def roc_figure(cells: Sequence[dict], seed: int = 0) -> Figure:
+def roc_figure(cells: Sequence[CellResult], seed: int = 0) -> Figure:
     """ROC curves of every edge method against the true edges, one panel per case (benchmark seed ``seed``)."""
     cases, methods = _cases(cells), _edge_methods(cells)
     fig, axes = _figure(len(cases), width=3.6, height=3.6)
     colours = series_colours(methods)
     for ax, c in zip(axes, cases):
-        cell = next(x for x in cells if x["case"] == c and x["seed"] == seed)
+        cell = next(x for x in cells if x.case == c and x.seed == seed)
         for k, (colour, m) in enumerate(zip(colours, methods)):
-            roc = cell["scores"][m]["roc"]
-            ax.plot(roc["fpr"], roc["tpr"], color=colour, ls=LINE_STYLES[k % len(LINE_STYLES)], lw=1.8,
+            roc = cell.scores[m].roc
+            ax.plot(roc.fpr, roc.tpr, color=colour, ls=LINE_STYLES[k % len(LINE_STYLES)], lw=1.8,
                     label=m)
         ax.plot([0, 1], [0, 1], color="grey", ls=":", lw=1)
         ax.set(title=c, xlabel="false-positive rate (edges)", ylabel="true-positive rate" if ax is axes[0] else "",
@@ -168,7 +179,7 @@ def roc_figure(cells: Sequence[dict], seed: int = 0) -> Figure:
     return fig
 
 
-def auroc_figure(cells: Sequence[dict]) -> Figure:
+def auroc_figure(cells: Sequence[CellResult]) -> Figure:
     """Mean AUROC per method and case with its interval over seeds."""
     cases, methods = _cases(cells), _edge_methods(cells)
     fig, (ax,) = _figure(width=7.5, height=3.6)
@@ -180,31 +191,31 @@ def auroc_figure(cells: Sequence[dict]) -> Figure:
         ax.bar(x, [i.mean for i in iv], width, yerr=err, color=colour, capsize=2, label=m)
     ax.axhline(CHANCE, color="grey", ls=":", lw=1, label="chance")
     ax.set(xticks=range(len(cases)), xticklabels=cases, ylim=(0, 1.05), ylabel="AUROC against the true edges",
-           title=f"Edge rankings against the planted circuit ({len({x['seed'] for x in cells})} seeds)")
+           title=f"Edge rankings against the planted circuit ({len({x.seed for x in cells})} seeds)")
     legend_outside(ax, title="95% interval over seeds")
     return fig
 
 
-def direction_figure(cells: Sequence[dict], method: str, case: str, seed: int = 0) -> Figure:
+def direction_figure(cells: Sequence[CellResult], method: str, case: str, seed: int = 0) -> Figure:
     """|cos| between each direction found and every axis of the unrotated basis (the truth: one bright cell per
     row, on the variable's own axis)."""
-    cell = next(x for x in cells if x["case"] == case and x["seed"] == seed)
-    cos = cell["scores"][method]["cosines"]
-    fig, (ax,) = _figure(width=0.45 * len(cos["axes"]) + 4.2, height=0.32 * len(cos["labels"]) + 1.8)
-    sns.heatmap(np.asarray(cos["matrix"]), ax=ax, vmin=0, vmax=1, cmap="mako", annot=len(cos["axes"]) <= 12,
-                fmt=".2f", xticklabels=cos["axes"], yticklabels=cos["labels"], cbar_kws={"label": "|cos|"})
+    cell = next(x for x in cells if x.case == case and x.seed == seed)
+    cos = cell.scores[method].cosines
+    fig, (ax,) = _figure(width=0.45 * len(cos.axes) + 4.2, height=0.32 * len(cos.labels) + 1.8)
+    sns.heatmap(np.asarray(cos.matrix), ax=ax, vmin=0, vmax=1, cmap="mako", annot=len(cos.axes) <= 12,
+                fmt=".2f", xticklabels=cos.axes, yticklabels=cos.labels, cbar_kws={"label": "|cos|"})
     ax.set(title=wrapped(f"{method} on {case} (seed {seed}): each direction found against the true axes", 50),
            xlabel="axis of the unrotated residual stream", ylabel="variable @ site")
     return fig
 
 
-def write_report(cells: Sequence[dict], budget: dict[str, Any], out_dir: Path) -> Path:
+def write_report(cells: Sequence[CellResult], budget: BenchmarkBudget, out_dir: Path) -> Path:
     figures = Path(out_dir) / "figures"
     figures.mkdir(parents=True, exist_ok=True)
     drawn = {"roc": roc_figure(cells), "auroc": auroc_figure(cells)}
     for m in _direction_methods(cells):  # drawn on the cell where the method's directions are furthest off
-        worst = max(cells, key=lambda c: max(c["scores"][m][f"angle_{v}"] for v in _variables(cells, m)))
-        drawn[f"directions_{m}"] = direction_figure(cells, m, worst["case"], worst["seed"])
+        worst = max(cells, key=lambda c: max(s.angle for s in c.scores[m].variables.values()))
+        drawn[f"directions_{m}"] = direction_figure(cells, m, worst.case, worst.seed)
     for name, fig in drawn.items():
         clipped = text_outside(fig)
         if clipped:

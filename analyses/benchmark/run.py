@@ -17,10 +17,11 @@ from collections.abc import Sequence
 from typing import Any, Optional, Union
 
 from analyses.benchmark.cases import CASES, build_case
-from analyses.benchmark.evaluate import score_method
+from analyses.benchmark.evaluate import CellResult, score_method
 from analyses.benchmark.graph import build_graph
 from analyses.benchmark.methods import METHODS
 from analyses.studies.run import RaySession
+from analyses.summary.store import build, to_json
 from ictd_interp.io.progress import progress_bar
 from ictd_interp.training.run_folder import claim_output
 
@@ -62,7 +63,7 @@ def load_plugin(path: Union[str, Path]) -> None:
 
 
 def run_cell(case_name: str, seed: int, n_tasks: int, methods: Sequence[str], plugins: Sequence[str]) -> dict:
-    """One case at one seed, every method scored (runs in a Ray worker on one torch thread)."""
+    """One case at one seed, every method scored (runs in a Ray worker on one torch thread), as JSON."""
     import torch
 
     torch.set_num_threads(1)
@@ -70,8 +71,7 @@ def run_cell(case_name: str, seed: int, n_tasks: int, methods: Sequence[str], pl
         load_plugin(plugin)
     case = build_case(replace(CASES[case_name], n_tasks=n_tasks), seed)
     scores = {name: score_method(METHODS[name], case) for name in methods}
-    return {"case": case_name, "seed": seed, "edges": len(build_graph(case.model).edges),
-            "true_edges": len(case.truth.edges), "scores": scores}
+    return to_json(CellResult(case_name, seed, len(build_graph(case.model).edges), len(case.truth.edges), scores))
 
 
 def _request(budget: BenchmarkBudget, methods: Sequence[str], plugins: Sequence[str]) -> dict[str, Any]:
@@ -82,7 +82,7 @@ def _request(budget: BenchmarkBudget, methods: Sequence[str], plugins: Sequence[
 def run_benchmark(out_dir: Union[str, Path], budget: Union[str, BenchmarkBudget] = "quick",
                   methods: Optional[Sequence[str]] = None, plugins: Sequence[Union[str, Path]] = (),
                   workers: Optional[int] = None, address: Optional[str] = None, progress: bool = True,
-                  force: bool = False) -> tuple[list[dict], BenchmarkBudget]:
+                  force: bool = False) -> tuple[list[CellResult], BenchmarkBudget]:
     """Run (or resume) the benchmark into ``out_dir``; returns every cell's scores and the budget (for
     ``report.write_report``)."""
     budget = BUDGETS[budget] if isinstance(budget, str) and budget in BUDGETS else budget
@@ -100,7 +100,15 @@ def run_benchmark(out_dir: Union[str, Path], budget: Union[str, BenchmarkBudget]
     todo = [(c, s) for c in budget.cases for s in range(budget.seeds) if not _cell_path(out, c, s).exists()]
     if todo:
         _run_on_ray(out, todo, budget, methods, plugins, workers, address, progress)
-    return [json.loads(_cell_path(out, c, s).read_text()) for c in budget.cases for s in range(budget.seeds)], budget
+    return [read_cell(_cell_path(out, c, s)) for c in budget.cases for s in range(budget.seeds)], budget
+
+
+def read_cell(path: Path) -> CellResult:
+    """A cell written by ``run_cell``, typed; a file that does not match names the file and the field."""
+    try:
+        return build(CellResult, json.loads(path.read_text()))
+    except (json.JSONDecodeError, TypeError, ValueError, KeyError) as err:
+        raise ValueError(f"{path}: not a benchmark cell of this release ({err}); delete it to recompute") from None
 
 
 def _cell_path(out: Path, case: str, seed: int) -> Path:

@@ -209,7 +209,7 @@ def methods_benchmark(args: argparse.Namespace) -> int:
     methods = None if args.methods is None else [m.strip() for m in args.methods.split(",") if m.strip()]
     cells, budget = run_benchmark(args.out, args.budget, methods=methods, plugins=args.plugin, workers=args.workers,
                                   address=args.address, force=args.force)
-    path = write_report(cells, budget.to_dict(), Path(args.out))
+    path = write_report(cells, budget, Path(args.out))
     print(f"{path}: {len(cells)} cells, methods {', '.join(cells[0]['scores'])}")
     return 0
 
