@@ -9,6 +9,7 @@ import torch
 from analyses.benchmark import methods as M
 from analyses.benchmark.cases import (CASES, CaseSpec, build_case, circuit_source, counterfactual_labels,
                                       variable_values)
+from analyses.benchmark.report import write_report
 from analyses.benchmark.evaluate import interchange_r2, score_directions, score_edges, score_method
 from analyses.benchmark.graph import OUTPUT, build_graph, run_graph
 from analyses.benchmark.run import BenchmarkBudget, run_benchmark
@@ -178,6 +179,11 @@ def test_a_tiny_benchmark_with_a_plugin_resumes_and_refuses_a_changed_request(tm
     with pytest.raises(FileExistsError, match="methods"):
         run_benchmark(tmp_path / "b", budget, methods=methods[:1], progress=False)
     assert json.loads((tmp_path / "b" / "cells" / "rotated-s0.json").read_text())["true_edges"] == 9
+    report = write_report(cells, budget, tmp_path / "b").read_text()  # the typed cells, rendered
+    assert "| out-degree |" in report and "| rotated | value |" in report and "AUROC 1.000 [1.000, 1.000]" in report
+    assert (tmp_path / "b" / "figures" / "directions_linear-probe.png").stat().st_size > 10_000
+    monkeypatch.setattr("analyses.benchmark.run.run_benchmark", lambda *a, **k: (cells, budget))
+    assert main(["methods-benchmark", "--out", str(tmp_path / "b")]) == 0  # the command's own summary line
 
 
 def test_the_command_names_an_unknown_method(tmp_path, capsys):

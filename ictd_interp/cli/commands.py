@@ -210,7 +210,7 @@ def methods_benchmark(args: argparse.Namespace) -> int:
     cells, budget = run_benchmark(args.out, args.budget, methods=methods, plugins=args.plugin, workers=args.workers,
                                   address=args.address, force=args.force)
     path = write_report(cells, budget, Path(args.out))
-    print(f"{path}: {len(cells)} cells, methods {', '.join(cells[0]['scores'])}")
+    print(f"{path}: {len(cells)} cells, methods {', '.join(cells[0].scores)}")
     return 0
 
 
