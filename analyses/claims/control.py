@@ -104,11 +104,13 @@ def constructions(budget: Budget) -> Claim:
         f"({depth} layers, float64) against the reference iterations: `softmax_td` on the pairs (SARSA), "
         f"`reference.control.backup_td` with a random target policy (expected SARSA) and with softmax weights at "
         f"β ∈ {list(BETAS)} (softmax Q-learning); every layer compared. The linear blocks "
-        f"(`models.linear_control`, 1 to {depth} layers, α = 0.7, β = 2.5, the actor from the random target policy) "
+        f"(`models.linear_control`, 1 to {depth} layers, α = {ALPHA}, β = {BETA}, the actor from the random target "
+        "policy) "
         "against `reference.control.batch_actor_critic`, the loop over transitions: the critic's q and the actor's "
         "preference at every pair, the difference relative to max(1, |reference|) (these values grow with depth).",
-        f"holds when the largest absolute difference over every setting, task, column and layer is ≤ {EXACT:g} for "
-        "every algorithm.",
+        f"holds when the largest difference over every setting, task, column and layer is ≤ {EXACT:g} for every "
+        "algorithm (absolute for θ*'s; for the linear blocks relative to max(1, |reference|), their values growing "
+        "with depth).",
         HOLDS if holds else FAILS,
         [f"{name}: largest " + ("|block layer l − loop iterate l| / max(1, |loop|) " if name.startswith("linear")
                                  else "|θ* layer l − reference iterate l+1| ") + f"{err:.1e}"
