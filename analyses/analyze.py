@@ -1,27 +1,30 @@
 """``ictd-interp analyze``: compute -> typed summary -> words and figures -> files, for a checkpoint or a run.
 
-``REPORTS`` is the one table of reports, by model architecture: each is a vertical slice, one module holding
-its ``compute`` (every number once, into a typed ``Summary``), its ``lines`` (summary.md's words) and its own
-``figures`` (``reports.stylised``, ``reports.standard``, ``reports.linear``); what every report shares is in
-``reports.render`` (words) and ``reports.drawing`` (figures). A new architecture's report is one module and
-one entry here. ``analyze`` validates the path, computes, saves ``summary.json`` (``analyses.summary``), then
+``REPORTS`` is the one table of reports, by model architecture: each is a vertical slice, one module of
+``analyses.reports`` that names its ``ARCHITECTURE`` and holds its ``compute`` (every number once, into a typed
+``Summary``), its ``lines`` (summary.md's words) and its own ``figures`` (``reports.stylised``,
+``reports.standard``, ``reports.linear``); what every report shares is in ``reports.render`` (words) and
+``reports.drawing`` (figures). A new architecture's report is one new module there and no line here.
+``analyze`` validates the path, computes, saves ``summary.json`` (``analyses.summary``), then
 draws every figure from those saved numbers (PNG and SVG) and writes ``summary.md``.
 """
 
 from __future__ import annotations
 
+import pkgutil
 from pathlib import Path
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib import import_module
 from typing import NamedTuple, Optional, Union
 
 from analyses.figures.plots import Figure
-from analyses.reports import linear, standard, stylised
+import analyses.reports
 from analyses.reports.drawing import common_figures
 from analyses.reports.render import write_with_figures
 from analyses.summary.sections import Summary
 from analyses.summary.store import write_summary
-from ictd_interp.config import TaskDistribution, TrainConfig
+from ictd_interp.config import ARCHITECTURES, TaskDistribution, TrainConfig
 from ictd_interp.io.checkpoint import CONFIG, CheckpointError
 from ictd_interp.io.pretrained import resolve as resolve_name
 from ictd_interp.models.architectures import ICTDModel
@@ -38,8 +41,28 @@ class Report:
     figures: Callable[[Summary], dict[str, Figure]]
 
 
-REPORTS = {module.ARCHITECTURE: Report(module.compute, module.lines, module.figures)
-           for module in (stylised, standard, linear)}
+def find_reports() -> dict[str, Report]:
+    """Every module of ``analyses.reports`` that names an ``ARCHITECTURE``, by that name (two for one is refused)."""
+    found: dict[str, Report] = {}
+    for info in pkgutil.iter_modules(analyses.reports.__path__):
+        module = import_module(f"analyses.reports.{info.name}")
+        if (name := getattr(module, "ARCHITECTURE", None)) is None:
+            continue
+        if name in found:
+            raise ImportError(f"analyses/reports/{info.name}.py: a second report for the {name!r} architecture")
+        found[name] = Report(module.compute, module.lines, module.figures)
+    return found
+
+
+REPORTS = find_reports()
+
+
+def report_for(architecture: str) -> Report:
+    """The report of ``architecture``; an architecture registered without one is named with where to add it."""
+    if architecture not in REPORTS:
+        raise ValueError(f"architecture {architecture!r} (one of {', '.join(ARCHITECTURES)}) has no report: add "
+                         f"analyses/reports/<name>.py with ARCHITECTURE = {architecture!r}, compute, lines, figures")
+    return REPORTS[architecture]
 CURVES = ("step", "eval_msve", "cos_A", "cos_V", "kernel_diagonality_mean", "kernel_diagonality_heads")
 
 
@@ -87,7 +110,7 @@ def analyze(path: Union[str, Path], out_dir: Union[str, Path], neu: bool = True,
     the NEU section, stylised models only; ``draw=False``: the numbers and words without figures, as a
     study cell keeps them, its study drawing across cells); returns the typed summary."""
     model, config, run_dir, metadata = resolve(path)
-    report = REPORTS[model.cfg.architecture]
+    report = report_for(model.cfg.architecture)
     summary = report.compute(model, config, str(path), training_curves(run_dir), metadata, neu)
     out_dir = Path(out_dir)
     (out_dir / "figures").mkdir(parents=True, exist_ok=True)
@@ -103,7 +126,7 @@ def analyze(path: Union[str, Path], out_dir: Union[str, Path], neu: bool = True,
 
 def figures(summary: Summary) -> dict[str, Figure]:
     """Every figure of a summary's report, by file name: the shared ones and its architecture's own."""
-    return {**common_figures(summary), **REPORTS[summary.architecture].figures(summary)}
+    return {**common_figures(summary), **report_for(summary.architecture).figures(summary)}
 
 
 def source_label(source: str) -> str:

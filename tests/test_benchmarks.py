@@ -135,3 +135,15 @@ def test_the_threads_benchmark_times_one_cell_of_an_architecture():
     assert set(result) == {"steps_per_s", "forward_ms"} and result["steps_per_s"] > 0 and result["forward_ms"] > 0
     assert set(threads.ARCHITECTURES) == {"stylised tied "
                                           "(quick)", "standard (standard-quick)", "linear (quick, linear-ictd)"}
+
+
+def test_a_fourth_architecture_is_three_new_files_and_one_registration_line():
+    """Issue 43's measure: the toy architecture (benchmarks/new_architecture.py, a throwaway copy of this tree)
+    trains and analyses end to end with 3 new files and the registry's one line (with its import) changed."""
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "new_architecture.py"), "--steps", "10"],
+                         capture_output=True, text=True, check=True)
+    shape = json.loads(out.stdout)
+    assert shape["error"] is None and shape["train_ok"] and shape["analyze_ok"]
+    assert len(shape["new_files"]) == 3
+    assert shape["changed_files"] == {"ictd_interp/config/train.py": 3}  # 1 line replaced by it and its import
+    assert shape["summary_first_line"].startswith("# ICTD analysis of")

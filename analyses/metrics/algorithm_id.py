@@ -43,7 +43,7 @@ from analyses.metrics.diagonality import state_kernels
 from analyses.metrics.intervals import Interval, t_interval
 from analyses.metrics.site_probes import residual_stack
 from ictd_interp.models import HookedICTDTransformer
-from ictd_interp.models.architectures import is_stylised
+from ictd_interp.models.architectures import holds_theta_star
 from ictd_interp.models.state_space import state_space_unavailable
 from ictd_interp.training.evaluation import DETAIL
 from ictd_interp.tasks.sampling import TaskBatch
@@ -258,7 +258,7 @@ def iteration_map(model: HookedICTDTransformer, tasks: TaskBatch, layer: int, co
     weights (``depth_limit``: the radius of the part that moves, the neutral eigenvalue 1 of a state never a
     source reported apart, no singular solve); any other from its pattern and the given ``coefficients`` (and
     feature ``drive``, read from a stylised layer's weights)."""
-    if is_stylised(model) and state_space_unavailable(model.cfg) is None:
+    if holds_theta_star(model) and state_space_unavailable(model.cfg) is None:
         return _weights_map(model, tasks, layer)
     _, cache = model.run_with_cache(tasks.prompt.to(model.device), names_filter=get_act_name("pattern", layer))
     pattern = cache["pattern", layer][:, 0].double().cpu()

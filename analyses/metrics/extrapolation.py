@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from ictd_interp.models import HookedICTDTransformer
-from ictd_interp.models.architectures import ICTDModel, is_stylised
+from ictd_interp.models.architectures import ICTDModel, holds_theta_star
 from ictd_interp.models.hook_names import attn_param, get_act_name
 from ictd_interp.tasks.sampling import TaskBatch
 from ictd_interp.training.evaluation import DETAIL, msve, value_msve
@@ -90,7 +90,7 @@ def depth_extrapolation(model: ICTDModel, star: ICTDModel, tasks: TaskBatch, dep
 def msve_at_depths(model: ICTDModel, tasks: TaskBatch, depths: list[int]) -> list[float]:
     """MSVE after each of ``depths`` layers; a stylised model in one forward pass of the deepest
     (``layer_at_depth``), caching only the value rows it needs."""
-    if not is_stylised(model):
+    if not holds_theta_star(model):
         return [msve_at_depth(model, tasks, d) for d in depths]
     deeper = layer_at_depth(model, max(depths))
     wanted = {get_act_name("resid_post", d - 1) for d in depths}
@@ -103,7 +103,7 @@ def msve_at_depths(model: ICTDModel, tasks: TaskBatch, depths: list[int]) -> lis
 def msve_at_depth(model: ICTDModel, tasks: TaskBatch, depth: int) -> float:
     """MSVE of the model's layers run to ``depth`` (``layer_at_depth``; a standard model repeats its
     last block: ``values_at_depth``)."""
-    if is_stylised(model):
+    if holds_theta_star(model):
         return msve(layer_at_depth(model, depth), tasks)
     values = model.values_at_depth(tasks.prompt.to(model.device), depth)
     return float((values.double().cpu() - tasks.v_true).pow(2).mean())

@@ -27,7 +27,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from ictd_interp.models.architectures import ICTDModel, is_stylised
+from ictd_interp.models.architectures import ICTDModel, holds_theta_star
 from ictd_interp.config.fields import check_choice
 from ictd_interp.tasks.sampling import TaskBatch
 
@@ -88,7 +88,7 @@ def value_targets(model: ICTDModel, tasks: TaskBatch, target: str,
     check_choice("target", target, VALUE_TARGETS)
     n_sites = resid.shape[0]
     if target == "stored":
-        if not is_stylised(model):
+        if not holds_theta_star(model):
             raise ValueError("target: 'stored' needs the stylised model (a standard model stores no value row)")
         return resid[..., model.layout.current]
     if target == "v_pi":

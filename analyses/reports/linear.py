@@ -33,7 +33,7 @@ from ictd_interp.models import HookedICTDTransformer, HookedLinearICTD
 from ictd_interp.tasks.sampling import sample_from
 from ictd_interp.training.evaluation import EvalSet, evaluate
 
-ARCHITECTURE = "linear-ictd"  # the model architecture this report is for (``analyses.analyze.REPORTS``)
+ARCHITECTURE = "linear-ictd"  # the architecture of this report (found by analyses.analyze)
 LINEAR_EXTRAPOLATION = 8  # a tied layer's error curve runs to 8x its depth
 
 

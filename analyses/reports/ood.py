@@ -20,7 +20,7 @@ from analyses.metrics.baselines import Baselines
 from analyses.summary.store import build, to_json
 from ictd_interp.io.progress import computed
 from ictd_interp.models import HookedICTDTransformer
-from ictd_interp.models.architectures import ICTDModel, is_stylised
+from ictd_interp.models.architectures import ICTDModel, holds_theta_star
 from ictd_interp.models.state_space import state_space_unavailable
 from ictd_interp.tasks.mrp import describe_classes
 from ictd_interp.tasks.sampling import TaskBatch
@@ -71,12 +71,12 @@ def evaluate_ood(model: ICTDModel, tasks: TaskBatch, depth: int, lengths: list[i
     independent of the context length), else from the positional forward."""
     star = HookedICTDTransformer.from_theta_star(model.cfg)
     star_deep = HookedICTDTransformer.from_theta_star(model.cfg, depth=depth)
-    exact = {"model": is_stylised(model) and state_space_unavailable(model.cfg) is None,
+    exact = {"model": holds_theta_star(model) and state_space_unavailable(model.cfg) is None,
              "theta_star": state_space_unavailable(star.cfg) is None}
     star_depth = errors_by_depth(star_deep, tasks, state_space=exact["theta_star"]).mean(-1).tolist()
     if bool(tasks.mrp.has_unique_stationary.all()):
         margin = Margins(theta_star=model_margin(star, tasks).mean().item(),
-                         model=model_margin(model, tasks).mean().item() if is_stylised(model) else None)
+                         model=model_margin(model, tasks).mean().item() if holds_theta_star(model) else None)
     else:  # e.g. absorbing terminals: Assumption 5.1's population kernel needs a unique mu_pi
         first = int((~tasks.mrp.has_unique_stationary).nonzero()[0, 0])
         margin = Margins(unavailable=f"no unique stationary distribution: {describe_classes(tasks.mrp.P[first])}")
@@ -84,7 +84,7 @@ def evaluate_ood(model: ICTDModel, tasks: TaskBatch, depth: int, lengths: list[i
     context = lambda m, ok: errors_by_context(m, tasks, lengths, ok).mean(-1).tolist()  # noqa: E731
     sections = computed({
         "depth": lambda: Curves(theta_star=star_depth, model=errors_by_depth(model, tasks, exact["model"]).mean(
-            -1).tolist() if is_stylised(model) else None),
+            -1).tolist() if holds_theta_star(model) else None),
         "context": lambda: Curves(theta_star=context(star, exact["theta_star"]), model=context(model, exact["model"])),
         "gap": lambda: query_gap(mine[:, -1], theirs[:, -1], tasks),
         "baselines": lambda: baselines.compare(mine, tasks, tasks.mrp.gamma, model.cfg.n_layers,

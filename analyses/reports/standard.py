@@ -40,7 +40,7 @@ from ictd_interp.config.train import TrainConfig
 from ictd_interp.io.progress import computed
 from ictd_interp.models.hook_names import ends_with
 
-ARCHITECTURE = "standard"  # the model architecture this report is for (``analyses.analyze.REPORTS``)
+ARCHITECTURE = "standard"  # the architecture of this report (found by analyses.analyze)
 # A tied standard block has no linear map to read a spectrum from: its error curve runs to 32x its depth
 STANDARD_EXTRAPOLATION = 32
 PROBE_FIT_TASKS, SIGNATURE_TASKS = 256, 64  # probes fitted on other tasks; signatures and fits on the first 64

@@ -38,7 +38,7 @@ from ictd_interp.tasks.sampling import TaskBatch, sample_from
 from analyses.metrics.convergence import GeometricFit
 from ictd_interp.training.evaluation import EvalSet, evaluate
 
-ARCHITECTURE = "stylised"  # the model architecture this report is for (``analyses.analyze.REPORTS``)
+ARCHITECTURE = "stylised"  # the architecture of this report (found by analyses.analyze)
 FIT_TASKS = 64  # the function-space fit (and its bootstrap) runs on the first 64 evaluation tasks
 # NEU at the training setting and toward Theorem 3's limit (a longer context, deeper models); the claims
 # report runs the powered grid (``analyses.claims.theory.theorem3``)

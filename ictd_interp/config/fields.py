@@ -22,8 +22,26 @@ LINEAR_ACTIVATIONS = ("identity", "relu")  # on the linear model's scores; both 
 
 
 class ModelConfigIO:
-    """What every model config shares: ``to_dict``, a strict ``from_dict`` (unknown keys named) and
-    ``torch_dtype`` (the dtype field is a name, so configs stay torch-free until asked)."""
+    """What every model config shares: ``to_dict``, a strict ``from_dict`` (unknown keys named),
+    ``torch_dtype`` (the dtype field is a name, so configs stay torch-free until asked), and the defaults of its
+    architecture's record (``ictd_interp.config.train.MODEL_CONFIGS``) that a config class overrides where it
+    differs: ``architecture``, ``description``, ``model_module`` and ``original_architecture`` (its model class),
+    ``quick_preset``, ``holds_theta_star``, and the two checks below."""
+
+    architecture: str  # the registry's key (not a field)
+    description: str
+    model_module: str  # the module of its model class, imported on first use (configs stay torch-free)
+    original_architecture: str  # its model class's name (TransformerLens's field of that name)
+    quick_preset = None  # its own minutes-on-2-cores preset, if any
+    holds_theta_star = False  # θ* is a point of its weights (readings against θ*'s weights apply)
+
+    def check_positions(self, positions: int) -> None:
+        """Raise if the model cannot read prompts of ``positions`` positions (default: any length)."""
+
+    @staticmethod
+    def migrate_flat(data: dict[str, Any]) -> dict[str, Any]:
+        """A flat ``TrainConfig`` dict written before the nesting, in this architecture's current names."""
+        return data
 
     @property
     def torch_dtype(self):

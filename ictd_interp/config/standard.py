@@ -9,6 +9,7 @@ from ictd_interp.config.fields import (
     ACT_FNS, check_bool, check_choice, check_gamma, check_positive_int, dtype_name, ModelConfigIO,
 )
 from ictd_interp.config.model import ICTDConfig, softmax_theta_star
+from ictd_interp.config.tasks import TaskDistribution
 
 
 @dataclass
@@ -52,12 +53,27 @@ class StandardConfig(ModelConfigIO):
     architecture = "standard"  # not a field: which model class a config builds (the registry's key)
     description = "a pre-LN transformer with MLPs, nothing pinned (docs/theory.md §10)"
     quick_preset = "standard-quick"  # this architecture's own minutes-on-2-cores preset
+    model_module = "ictd_interp.models.standard"  # where its model class (``original_architecture``) lives
+    holds_theta_star = False  # θ*'s circuit fits in a block, but no weight of it is θ*'s (function-space analyses)
     # TransformerLens-compatible fields its utilities read (HookedTransformerConfig names).
     n_key_value_heads = None
     use_attn_result = True
     default_prepend_bos = False
     d_vocab = None
     original_architecture = "HookedStandardTransformer"
+
+    def check_positions(self, positions: int) -> None:
+        if self.pos_embed and self.n_ctx < positions:
+            raise ValueError(f"n_ctx: the positional embedding covers {self.n_ctx} positions but the prompts "
+                             f"hold {positions} (context_len + 1); set --n-ctx {positions} or more")
+
+    @staticmethod
+    def migrate_flat(data: dict[str, Any]) -> dict[str, Any]:
+        """Its ``init_scale`` was its ``init_range``; its ``n_ctx`` was ``context_len + 1``."""
+        data = dict(data)
+        data["init_range"] = data.pop("init_scale", 0.1)
+        data["n_ctx"] = data.get("context_len", TaskDistribution.context_len) + 1
+        return data
 
     def __post_init__(self) -> None:
         check_positive_int(self, "d_features", "d_model", "n_heads", "n_layers", "n_ctx")

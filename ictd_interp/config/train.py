@@ -10,7 +10,7 @@ before the nesting (flat ``config.json`` of run folders, shipped ``card.json``) 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Union
+from typing import Any, Union, get_args
 
 from ictd_interp.config.fields import (
     DEVICES,
@@ -27,10 +27,12 @@ from ictd_interp.config.model import ICTDConfig
 from ictd_interp.config.standard import StandardConfig
 from ictd_interp.config.tasks import TaskDistribution
 
+# The architecture registry, the one list (a new architecture is one entry here): each model config is the record
+# of its architecture (its ``architecture`` name, ``description``, ``quick_preset``, ``model_module`` and
+# ``original_architecture``: where its model class lives, and ``holds_theta_star``); every other list of
+# architectures, the model classes and the CLI's choices derive from it.
 ModelConfig = Union[ICTDConfig, StandardConfig, LinearICTDConfig]
-# The architecture registry, the one list: each model config is the record of its architecture (its
-# ``architecture`` name, ``description`` and ``quick_preset``); every other list of architectures derives from it.
-MODEL_CONFIGS: dict[str, type] = {cls.architecture: cls for cls in (ICTDConfig, StandardConfig, LinearICTDConfig)}
+MODEL_CONFIGS: dict[str, type] = {cls.architecture: cls for cls in get_args(ModelConfig)}
 ARCHITECTURES = tuple(MODEL_CONFIGS)
 SHARED = ("d_features", "gamma")  # held by the model and the tasks: a flat setting sets both, they must agree
 
@@ -117,10 +119,7 @@ class TrainConfig:
             if not self.model.tied or getattr(self.model, "mask", "paper") != "paper":
                 raise ValueError("train_depths: needs tied weights (and, for the stylised model, the paper mask): "
                                  "one layer run at any depth")
-        positions = self.tasks.context_len + 1
-        if self.architecture == "standard" and self.model.pos_embed and self.model.n_ctx < positions:
-            raise ValueError(f"n_ctx: the positional embedding covers {self.model.n_ctx} positions but the prompts "
-                             f"hold {positions} (context_len + 1); set --n-ctx {positions} or more")
+        self.model.check_positions(self.tasks.context_len + 1)
 
     @property
     def architecture(self) -> str:
@@ -206,15 +205,13 @@ FIELD_ORDER = {f.name: i for i, f in enumerate(fields(TrainConfig))}
 
 def migrate_flat(data: dict[str, Any]) -> dict[str, Any]:
     """The nested layout of a flat ``TrainConfig`` dict written before the nesting: each setting moved to the
-    config that holds it; the standard model's ``init_scale`` was its ``init_range`` and its ``n_ctx`` was
-    ``context_len + 1``; settings of the other architecture (written at their defaults) are dropped."""
+    config that holds it, in its architecture's current names (its config's ``migrate_flat``); settings of the other
+    architectures (written at their defaults) are dropped."""
     data = dict(data)
     architecture = data.pop("architecture", "stylised")
     check_choice("architecture", architecture, ARCHITECTURES)
     model_cls = MODEL_CONFIGS[architecture]
-    if architecture == "standard":
-        data["init_range"] = data.pop("init_scale", 0.1)
-        data["n_ctx"] = data.get("context_len", TaskDistribution.context_len) + 1
+    data = model_cls.migrate_flat(data)
     model_fields, task_fields = {f.name for f in fields(model_cls)}, _task_fields()
     model = {k: data[k] for k in model_fields if k in data}
     tasks = {k: data[k] for k in task_fields if k in data}

@@ -8,10 +8,10 @@ over query chunks (``chunked``), the state-space forward (``state_space``), weig
 architecture registry (``architectures``, a leaf each class registers in) and checkpoint loading
 (``loading``). Imports ``config``, ``io`` and ``tasks``.
 
-Importing this package registers every class, so ``load_checkpoint`` and ``build_model`` find each.
+``load_checkpoint`` and ``build_model`` find a model class from its architecture's record (``architectures``).
 """
 
-from ictd_interp.models.architectures import ICTDModel, build_model, is_stylised
+from ictd_interp.models.architectures import ICTDModel, build_model, holds_theta_star
 from ictd_interp.models.construction import theta_star
 from ictd_interp.models.ictd import HookedICTDTransformer
 from ictd_interp.models.loading import Checkpoint, load_checkpoint
@@ -25,7 +25,7 @@ __all__ = [
     "HookedStandardTransformer",
     "ICTDModel",
     "build_model",
-    "is_stylised",
+    "holds_theta_star",
     "load_checkpoint",
     "theta_star",
 ]

@@ -1,11 +1,13 @@
-"""The model classes by architecture name: a leaf registry each class adds itself to (``register``).
+"""The model classes by architecture name, read from the architecture's record (its config class:
+``model_module`` and ``original_architecture``) and imported on first use.
 
 It imports no model class, so loading (``ictd_interp.models.loading``) and training find the class a
-checkpoint or config names without an import circle; importing ``ictd_interp.models`` registers every class.
+checkpoint or config names without an import circle, and a new architecture needs no line here.
 """
 
 from __future__ import annotations
 
+from importlib import import_module
 from typing import Any, Optional, Protocol, runtime_checkable
 
 from torch import Tensor
@@ -49,19 +51,16 @@ class ICTDModel(Protocol):
     def parameters(self, recurse: bool = True) -> Any:
         ...
 
-MODEL_CLASSES: dict[str, type] = {}
-
-
-def register(cls: type) -> type:
-    """Class decorator: ``cls`` builds the models of ``cls.ARCHITECTURE``."""
-    check_choice("architecture", cls.ARCHITECTURE, ARCHITECTURES)
-    MODEL_CLASSES[cls.ARCHITECTURE] = cls
-    return cls
-
 
 def model_class(architecture: str) -> type:
+    """The class that builds ``architecture``'s models, from its record; the class must take that record."""
     check_choice("architecture", architecture, ARCHITECTURES)
-    return MODEL_CLASSES[architecture]
+    record = MODEL_CONFIGS[architecture]
+    cls = getattr(import_module(record.model_module), record.original_architecture)
+    if cls.CONFIG is not record:
+        raise TypeError(f"{record.model_module}.{record.original_architecture} takes {cls.CONFIG.__name__}, "
+                        f"not {record.__name__} (the {architecture!r} record names it)")
+    return cls
 
 
 def config_from_dict(architecture: str, data: dict[str, Any]) -> ModelConfig:
@@ -74,6 +73,7 @@ def build_model(cfg: ModelConfig) -> ICTDModel:
     return model_class(cfg.architecture)(cfg)
 
 
-def is_stylised(model: ICTDModel) -> bool:
-    """Weight probes against θ* apply only to the stylised model."""
-    return model.cfg.architecture == "stylised"
+def holds_theta_star(model: ICTDModel) -> bool:
+    """θ* is a point of the model's weights (its record's ``holds_theta_star``): readings against θ*'s weights
+    and its stored value row apply; other models are analysed in function space."""
+    return model.cfg.holds_theta_star

@@ -24,7 +24,6 @@ from ictd_interp.models.fast_path import paper_mask_values, reduced_weights
 from ictd_interp.models.fused_backward import fused_values
 from ictd_interp.models.masks import attention_mask, value_mask
 from ictd_interp.tasks.prompt import PromptLayout, check_prompt, shift_to_predecessor
-from ictd_interp.models.architectures import register
 from ictd_interp.models.hook_names import attn_param
 from ictd_interp.models.model_base import check_return_type, select_return
 from ictd_interp.models.tl_surface import Circuits, TransformerLensSurface
@@ -203,7 +202,6 @@ class ICTDBlock(nn.Module):
         return self.hook_resid_post(resid.clone())
 
 
-@register
 class HookedICTDTransformer(TransformerLensSurface, HookedRootModule):
     """ICTD transformer: ``model(prompt)`` returns the value row ``[batch, pos]`` of the last layer.
 
@@ -214,7 +212,6 @@ class HookedICTDTransformer(TransformerLensSurface, HookedRootModule):
     """
 
     CONFIG = ICTDConfig
-    ARCHITECTURE = "stylised"
 
     ln_final = nn.Identity()  # no LayerNorm: TransformerLens's "apply_ln" steps are the identity
 

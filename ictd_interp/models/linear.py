@@ -25,7 +25,6 @@ from transformer_lens.HookedRootModule import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
 from ictd_interp.config.linear import LinearICTDConfig
-from ictd_interp.models.architectures import register
 from ictd_interp.models.model_base import check_return_type, select_return
 from ictd_interp.models.tl_surface import Circuits, TransformerLensSurface
 from ictd_interp.tasks.prompt import PromptLayout, check_prompt
@@ -120,14 +119,12 @@ class LinearBlock(nn.Module):
         return self.hook_resid_post(resid + self.hook_attn_out(self.attn(resid, n)))
 
 
-@register
 class HookedLinearICTD(TransformerLensSurface, HookedRootModule):
     """``model(prompt)`` returns the value of every state of the prompt ``[batch, n+1]`` (the query's is
     ``[:, -1]``, the predecessor's ``-Z[-1, -1]``); ``stop_at_layer=l`` returns the residual stream
     ``[batch, 2n+1, 2d+1]`` (context columns, then one query column per state) after ``l`` layers."""
 
     CONFIG = LinearICTDConfig
-    ARCHITECTURE = "linear-ictd"
 
     ln_final = nn.Identity()
 

@@ -33,8 +33,8 @@ def model_from(stored: StoredCheckpoint, expected: Optional[type] = None) -> ICT
     cls = model_class(architecture)
     if expected is not None and cls is not expected:
         raise ValueError(f"{stored.folder}: holds a {cls.__name__} ({architecture} architecture), not a "
-                         f"{expected.ARCHITECTURE}-architecture model; load it with {cls.__name__}.from_pretrained "
-                         "or ictd_interp.load_checkpoint")
+                         f"{expected.CONFIG.architecture}-architecture model; load it with "
+                         f"{cls.__name__}.from_pretrained or ictd_interp.load_checkpoint")
     try:
         cfg = config_from_dict(architecture, stored.header["config"])
     except (TypeError, ValueError, KeyError) as err:

@@ -48,6 +48,10 @@ class ModelBase:
         self.setup()
         self.eval()
 
+    def process_weights_(self, fold_ln: bool, center_writing_weights: bool, fold_value_biases: bool) -> None:
+        """TransformerLens's weight processing in place (``from_pretrained``'s flags); a model without LayerNorm
+        and biases has nothing to process, and this default leaves it as it is."""
+
     def checked_depth(self, depth: Optional[int]) -> int:
         """``depth`` (default ``n_layers``); another depth only for a tied model, whose one layer repeats."""
         depth = self.cfg.n_layers if depth is None else depth

@@ -28,9 +28,9 @@ from transformer_lens.hook_points import HookPoint
 from ictd_interp.models.chunked import chunked_attention, use_chunks
 from ictd_interp.tasks.prompt import PromptLayout, check_prompt
 from ictd_interp.config.standard import StandardConfig
-from ictd_interp.models.architectures import register
 from ictd_interp.models.model_base import check_return_type, select_return
 from ictd_interp.models.tl_surface import Circuits, TransformerLensSurface
+from ictd_interp.models.weight_processing import process_weights_
 
 
 def _weight(cfg: StandardConfig, *shape: int) -> nn.Parameter:
@@ -230,14 +230,12 @@ class ReadOut(nn.Module):
         return (resid @ self.W_U + self.b_U)[..., 0]
 
 
-@register
 class HookedStandardTransformer(TransformerLensSurface, HookedRootModule):
     """``model(prompt)`` returns the value read out at every position ``[batch, pos]``; the query's
     prediction is ``[:, -1]``. Same call surface as ``HookedICTDTransformer`` (``stop_at_layer``,
     ``return_type``, ``fast_values``, ``run_with_cache``); built in eval mode."""
 
     CONFIG = StandardConfig
-    ARCHITECTURE = "standard"
 
     def __init__(self, cfg: Union[StandardConfig, dict]):
         super().__init__()
@@ -256,6 +254,10 @@ class HookedStandardTransformer(TransformerLensSurface, HookedRootModule):
             for block in self.blocks[1:]:
                 _share_parameters(self.blocks[0], block)
         self.finish_init()
+
+    def process_weights_(self, fold_ln: bool, center_writing_weights: bool, fold_value_biases: bool) -> None:
+        """TransformerLens's weight processing in place, in its order (``weight_processing``; outputs unchanged)."""
+        process_weights_(self, fold_ln, center_writing_weights, fold_value_biases)
 
     def init_weights(self) -> None:
         """Seeded Gaussian init (std ``init_range``) of every matrix; biases 0, LayerNorm weights 1."""

@@ -23,7 +23,6 @@ from ictd_interp.io.pretrained import resolve
 from ictd_interp.models.loading import model_from
 from ictd_interp.models.model_base import ModelBase
 from ictd_interp.models.patching_guard import PATCHING_MESSAGE, from_tl_patching, patching_allowed
-from ictd_interp.models.weight_processing import process_weights_
 
 try:  # TransformerLens 4
     from transformer_lens.utilities import composition_scores
@@ -154,11 +153,11 @@ class TransformerLensSurface(Circuits, ModelBase):
         ``ictd_interp.save_checkpoint``, in eval mode; ``dtype`` (``"float64"`` or ``torch.float64``)
         converts the weights and the config together. ``fold_ln``, ``center_writing_weights`` and
         ``fold_value_biases`` process the weights as TransformerLens's ``from_pretrained`` does (outputs
-        unchanged; ``ictd_interp.models.weight_processing``): the stylised model has no LayerNorm and no biases,
-        so for it they change nothing. One implementation for both model classes."""
+        unchanged; the class's ``process_weights_``): the stylised and linear models have no LayerNorm and no
+        biases, so for them they change nothing. One implementation for every model class."""
         model = model_from(read_checkpoint(resolve(name_or_path)), expected=cls)
         if dtype is not None:
             model = model.to(getattr(torch, dtype_name(dtype)))
-        if model.cfg.architecture == "standard" and (fold_ln or center_writing_weights or fold_value_biases):
-            process_weights_(model, fold_ln, center_writing_weights, fold_value_biases)
+        if fold_ln or center_writing_weights or fold_value_biases:
+            model.process_weights_(fold_ln, center_writing_weights, fold_value_biases)
         return model if device is None else model.to(device)

@@ -10,7 +10,7 @@ from torch import Tensor
 
 from ictd_interp.tasks.sampling import sample_from
 from ictd_interp.reference.metrics import diagonality_by_layer, value_signature, weight_cosines, weight_distances
-from ictd_interp.models.architectures import ICTDModel, is_stylised
+from ictd_interp.models.architectures import ICTDModel, holds_theta_star
 from ictd_interp.models.construction import SIGNATURE_INPUTS
 from ictd_interp.models.ictd import HookedICTDTransformer
 from ictd_interp.tasks.sampling import TaskBatch
@@ -79,7 +79,7 @@ def evaluate(model: ICTDModel, eval_set: EvalSet) -> EvalMetrics:
     common = EvalMetrics(eval_msve=float((values.double().cpu() - tasks.v_true).pow(2).mean()),
                          theta_star_msve=eval_set.theta_star_msve, kernel_diagonality_mean=diag.mean().item(),
                          kernel_diagonality_heads=diag.tolist())
-    if not is_stylised(model):
+    if not holds_theta_star(model):
         return common
     cos, dist = weight_cosines(model, cfg), weight_distances(model, cfg)
     signature = value_signature(model, cfg)

@@ -1,0 +1,38 @@
+"""The architecture registry: one record per architecture (its config class), everything else derived from it."""
+
+import pytest
+
+from analyses.analyze import REPORTS, report_for
+from ictd_interp.config.linear import LinearICTDConfig
+from ictd_interp.config.train import ARCHITECTURES, MODEL_CONFIGS
+from ictd_interp.models import HookedICTDTransformer, HookedLinearICTD, HookedStandardTransformer
+from ictd_interp.models.architectures import build_model, holds_theta_star, model_class
+
+
+def test_each_record_names_its_model_class_and_each_has_a_report():
+    assert ARCHITECTURES == ("stylised", "standard", "linear-ictd")
+    classes = {a: model_class(a) for a in ARCHITECTURES}
+    assert classes == {"stylised": HookedICTDTransformer, "standard": HookedStandardTransformer,
+                       "linear-ictd": HookedLinearICTD}
+    assert all(cls.CONFIG is MODEL_CONFIGS[a] for a, cls in classes.items())
+    assert set(REPORTS) == set(ARCHITECTURES)
+
+
+def test_only_the_stylised_record_holds_theta_star():
+    held = {a: holds_theta_star(build_model(MODEL_CONFIGS[a](d_features=3))) for a in ARCHITECTURES}
+    assert held == {"stylised": True, "standard": False, "linear-ictd": False}
+
+
+def test_a_record_naming_a_class_of_another_record_is_refused(monkeypatch):
+    monkeypatch.setattr(LinearICTDConfig, "original_architecture", "HookedICTDTransformer")
+    monkeypatch.setattr(LinearICTDConfig, "model_module", "ictd_interp.models.ictd")
+    with pytest.raises(TypeError, match="takes ICTDConfig, not LinearICTDConfig"):
+        model_class("linear-ictd")
+
+
+def test_an_unknown_architecture_and_a_missing_report_are_named(monkeypatch):
+    with pytest.raises(ValueError, match="architecture"):
+        model_class("nonsense")
+    monkeypatch.delitem(REPORTS, "standard")
+    with pytest.raises(ValueError, match="'standard'.*has no report: add analyses/reports/<name>.py"):
+        report_for("standard")
