@@ -1,6 +1,6 @@
 """``ictd-interp analyze``: compute -> typed summary -> words and figures -> files, for a checkpoint or a run.
 
-``REPORTS`` is the one table of reports, by model architecture: each is a vertical slice, one module of
+``REPORTS`` holds the reports, by model architecture, as found: each is a vertical slice, one module of
 ``analyses.reports`` that names its ``ARCHITECTURE`` and holds its ``compute`` (every number once, into a typed
 ``Summary``), its ``lines`` (summary.md's words) and its own ``figures`` (``reports.stylised``,
 ``reports.standard``, ``reports.linear``); what every report shares is in ``reports.render`` (words) and

@@ -5,7 +5,9 @@ end through the command line, in the copy alone.
     python benchmarks/new_architecture.py [--steps 30]
 
 The toy is three new files (its config record, its model class, its report) and one registration line (its
-config in ``ModelConfig``, with the import that line needs). Prints JSON: the files added and the lines changed in
+config in ``ModelConfig``, with the import that line needs). It inherits every field, check and report section of
+the linear model (its summary.md reads as the linear model's), so it measures the wiring, not the work of
+writing a new model or report. Prints JSON: the files added and the lines changed in
 existing files (``git diff --numstat`` in the copy), whether ``train`` and ``analyze`` succeeded, and the
 analysis's headline line. Nothing in this tree is changed.
 """
@@ -73,6 +75,19 @@ def touched(tree: Path) -> dict:
     return {"new_files": sorted(p for *_, p in rows if p in NEW_FILES), "changed_files": changed}
 
 
+def copy_uncommitted(tree: Path) -> None:
+    """This tree's uncommitted work into the clone: changed and new files copied, deleted ones deleted."""
+    listed = lambda *flags: [n for n in subprocess.run(  # noqa: E731
+        ["git", "-C", str(ROOT), "ls-files", "-z", *flags], check=True, capture_output=True, text=True
+    ).stdout.split("\0") if n]
+    deleted = set(listed("-d"))
+    for name in deleted:
+        (tree / name).unlink(missing_ok=True)
+    for name in set(listed("-m", "-o", "--exclude-standard")) - deleted:
+        (tree / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, tree / name)
+
+
 def run(tree: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     return subprocess.run([sys.executable, "-m", "ictd_interp.cli", *args], cwd=tree, env=env,
@@ -86,10 +101,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tree = Path(tmp) / "tree"
         subprocess.run(["git", "clone", "-q", str(ROOT), str(tree)], check=True)
-        for name in subprocess.run(["git", "-C", str(ROOT), "ls-files", "-m", "-o", "--exclude-standard"],
-                                   check=True, capture_output=True, text=True).stdout.split():
-            (tree / name).parent.mkdir(parents=True, exist_ok=True)  # this tree's uncommitted work travels too
-            shutil.copy2(ROOT / name, tree / name)
+        copy_uncommitted(tree)
         subprocess.run(["git", "-C", str(tree), "add", "-A"], check=True)
         subprocess.run(["git", "-C", str(tree), "-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "base",
                         "--allow-empty"], check=True)
@@ -100,7 +112,9 @@ def main() -> None:
         analysed = run(tree, "analyze", str(Path(tmp) / "run"), "--out", str(Path(tmp) / "analysis")) \
             if trained.returncode == 0 else trained
         summary = Path(tmp) / "analysis" / "summary.md"
+        written = Path(tmp) / "analysis" / "summary.json"
         json.dump({**shape, "train_ok": trained.returncode == 0, "analyze_ok": analysed.returncode == 0,
+                   "architecture": json.loads(written.read_text())["architecture"] if written.exists() else None,
                    "error": None if analysed.returncode == 0 else analysed.stderr[-2000:],
                    "summary_first_line": summary.read_text().splitlines()[0] if summary.exists() else None},
                   sys.stdout, indent=1)

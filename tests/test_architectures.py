@@ -1,6 +1,7 @@
 """The architecture registry: one record per architecture (its config class), everything else derived from it."""
 
 import pytest
+import torch
 
 from analyses.analyze import REPORTS, report_for
 from ictd_interp.config.linear import LinearICTDConfig
@@ -36,3 +37,29 @@ def test_an_unknown_architecture_and_a_missing_report_are_named(monkeypatch):
     monkeypatch.delitem(REPORTS, "standard")
     with pytest.raises(ValueError, match="'standard'.*has no report: add analyses/reports/<name>.py"):
         report_for("standard")
+
+
+def test_the_analyses_read_the_records_flag_not_the_architectures_name():
+    """A stylised model whose record said ``holds_theta_star = False`` is analysed in function space: the weight
+    probes and the stored-value probe are off although its architecture is still named "stylised"."""
+    from analyses.metrics.site_probes import value_targets
+    from ictd_interp.config import TrainConfig
+    from ictd_interp.training.evaluation import EvalSet, evaluate
+
+    config = TrainConfig.from_preset("quick", n_eval_tasks=4)
+    model = build_model(config.model)
+    eval_set = EvalSet.build(config)
+    resid = torch.zeros(1, 4, config.tasks.context_len + 1, config.model.d_model)
+    assert evaluate(model, eval_set).cos_A is not None
+    assert value_targets(model, eval_set.tasks, "stored", resid).shape == (1, 4, config.tasks.context_len + 1)
+    model.cfg.holds_theta_star = False  # the instance's record says otherwise; the name stays "stylised"
+    assert model.cfg.architecture == "stylised" and evaluate(model, eval_set).cos_A is None
+    with pytest.raises(ValueError, match="'stored' needs"):
+        value_targets(model, eval_set.tasks, "stored", resid)
+
+
+def test_a_model_with_layernorm_must_process_its_own_weights():
+    model = build_model(MODEL_CONFIGS["standard"](d_features=3))
+    with pytest.raises(NotImplementedError, match="has LayerNorm"):
+        super(type(model), model).process_weights_(True, False, False)  # the base's default, not the class's
+    build_model(MODEL_CONFIGS["stylised"](d_features=3)).process_weights_(True, True, True)  # nothing to do

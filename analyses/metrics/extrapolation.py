@@ -65,7 +65,7 @@ def layer_at_depth(model: HookedICTDTransformer, depth: int) -> HookedICTDTransf
     """The trained layers run to another depth: a tied model repeats its layer; a per-layer model
     keeps its layers and repeats its last one beyond its trained depth (or stops early)."""
     cfg = type(model.cfg).from_dict({**model.cfg.to_dict(), "n_layers": depth})
-    deeper = HookedICTDTransformer(cfg).to(model.device)
+    deeper = type(model)(cfg).to(model.device)
     trained, last = model.state_dict(), model.cfg.n_layers - 1
     deeper.load_state_dict({attn_param(l, name): trained[attn_param(min(l, last), name)]
                             for l in range(depth) for name in ("A", "V")})

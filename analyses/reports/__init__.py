@@ -1,7 +1,8 @@
 """Reports of one model, one vertical slice per architecture: ``stylised``, ``standard`` and ``linear`` each hold
 their ``compute`` (-> a typed ``summary``), their ``lines`` (summary.md's words) and their ``figures``;
-``render`` and ``drawing`` hold what every report shares; ``ood`` evaluates out of distribution. The one table
-of reports and the files they write are ``analyses.analyze``'s. They import ``metrics``, ``figures`` and
+``render`` and ``drawing`` hold what every report shares; ``ood`` evaluates out of distribution. A module here
+that names an ``ARCHITECTURE`` is that architecture's report (``analyses.analyze.REPORTS`` finds it); the files
+they write are ``analyses.analyze``'s. They import ``metrics``, ``figures`` and
 ``summary``, and the core's ``config``, ``io``, ``tasks``, ``models`` and ``training``. Names are imported on
 first use.
 """

@@ -5,8 +5,8 @@ TransformerLens surface they share (``tl_surface``, one ``from_pretrained``), th
 (``model_base``: config copy, ``__init__`` tail, depth guard, return types), the guard on TransformerLens's
 patching functions (``patching_guard``), θ*'s circuit in a standard block (``standard_construction``), attention
 over query chunks (``chunked``), the state-space forward (``state_space``), weight processing, the
-architecture registry (``architectures``, a leaf each class registers in) and checkpoint loading
-(``loading``). Imports ``config``, ``io`` and ``tasks``.
+architecture registry (``architectures``: a model class from its config record, imported on first use) and
+checkpoint loading (``loading``). Imports ``config``, ``io`` and ``tasks``.
 
 ``load_checkpoint`` and ``build_model`` find a model class from its architecture's record (``architectures``).
 """

@@ -74,6 +74,8 @@ def build_model(cfg: ModelConfig) -> ICTDModel:
 
 
 def holds_theta_star(model: ICTDModel) -> bool:
-    """θ* is a point of the model's weights (its record's ``holds_theta_star``): readings against θ*'s weights
-    and its stored value row apply; other models are analysed in function space."""
+    """θ* is a point of the model's weights (its record's ``holds_theta_star``). What follows and the analyses use:
+    readings against θ*'s weights apply, the residual stream is the prompt with its stored value rows (probes of
+    the stored value, a layer rebuilt at another depth), and the state-space forward applies where its form, mask
+    and attention allow (``state_space_unavailable``). Other models are analysed in function space."""
     return model.cfg.holds_theta_star

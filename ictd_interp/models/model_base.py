@@ -50,7 +50,10 @@ class ModelBase:
 
     def process_weights_(self, fold_ln: bool, center_writing_weights: bool, fold_value_biases: bool) -> None:
         """TransformerLens's weight processing in place (``from_pretrained``'s flags); a model without LayerNorm
-        and biases has nothing to process, and this default leaves it as it is."""
+        has nothing to process, and this default leaves it as it is (one with LayerNorm must override it)."""
+        if self.cfg.normalization_type is not None:
+            raise NotImplementedError(f"{type(self).__name__}: has LayerNorm ({self.cfg.normalization_type}) but "
+                                      "no process_weights_ of its own; fold_ln and the other flags need one")
 
     def checked_depth(self, depth: Optional[int]) -> int:
         """``depth`` (default ``n_layers``); another depth only for a tied model, whose one layer repeats."""
