@@ -13,7 +13,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ictd_interp.config.fields import (
-    FAMILIES, FEATURE_KINDS, TERMINALS, check_choice, check_gamma, check_onehot, check_positive_int, from_dict_strict,
+    CONTROL_ACTIONS, FAMILIES, FEATURE_KINDS, TERMINALS, check_choice, check_gamma, check_onehot, check_positive_int,
+    from_dict_strict,
 )
 
 
@@ -53,7 +54,12 @@ class TaskDistribution:
         if not self.feature_scale > 0:
             raise ValueError(f"feature_scale: must be > 0, got {self.feature_scale!r}")
         if not self.family.startswith("gym:"):
-            self.check_onehot(self.n_states * (2 if self.family.startswith("mdp-") else 1))
+            self.check_onehot(self.n_states * (self.n_actions or 1))
+
+    @property
+    def n_actions(self):
+        """``CONTROL_ACTIONS`` for a control family (its "states" are state-action pairs), else None."""
+        return CONTROL_ACTIONS if self.family.startswith("mdp-") else None
 
     def check_onehot(self, n_states: int) -> None:
         """The one place that checks one-hot features fit: ``d_features >= n_states``."""

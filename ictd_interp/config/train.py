@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Union, get_args
 
 from ictd_interp.config.fields import (
+    CONTROL_OBJECTIVES,
     DEVICES,
     OBJECTIVE_NAMES,
     OPTIMIZER_KERNELS,
@@ -45,8 +46,9 @@ class TrainConfig:
         model: the model's config: ICTDConfig (stylised: the residual stream is the prompt, theta* is a point of it),
             StandardConfig (a pre-LN transformer with MLPs) or LinearICTDConfig (the predecessor's linear model).
         tasks: the task distribution trained and evaluated on.
-        objective: loss: td (semi-gradient TD), neu (norm of the expected update), mc (Monte-Carlo return) or
-            supervised (true v_pi).
+        objective: loss: td (semi-gradient TD; SARSA on a control family), neu (norm of the expected update), mc
+            (Monte-Carlo return), supervised (true v_pi; q_pi of the behaviour on a control family), and on a control
+            family q-learning (semi-gradient, bootstrapping on max_a q^(S', a)) or supervised-q-star (true q*).
         tasks_per_batch: B, fresh tasks per step.
         windows_per_task: W, TD windows per task (W + 1 prompts share one forward pass).
         steps: optimiser steps.
@@ -112,6 +114,9 @@ class TrainConfig:
         if not self.lr > 0 or not self.weight_decay >= 0:
             raise ValueError("lr must be > 0 and weight_decay >= 0, got "
                              f"lr={self.lr}, weight_decay={self.weight_decay}")
+        if self.objective in CONTROL_OBJECTIVES and self.tasks.n_actions is None:
+            raise ValueError(f"objective: {self.objective!r} learns action values: it needs a control family "
+                             f"(--family mdp-random or mdp-chain), got {self.tasks.family!r}")
         if self.objective == "mc" and self.mc_horizon < 1:
             raise ValueError(f"mc_horizon: the mc objective needs a horizon >= 1, got {self.mc_horizon}")
         if self.train_depths:

@@ -86,6 +86,17 @@ class MDP:
         return MRP(P, self.r.reshape(*self.r.shape[:-2], s * a),
                    (self.mu0[..., :, None] * pi).reshape(*self.mu0.shape[:-1], s * a), self.gamma)
 
+    @classmethod
+    def from_pair_mrp(cls, mrp: MRP, n_actions: int) -> "MDP":
+        """The MDP a pair MRP (``pair_mrp``) was made of: ``P(s' | s, a) = Σ_a' P_pair[(s, a), (s', a')]``,
+        ``r(s, a)`` and ``mu0(s) = Σ_a mu0_pair(s, a)``; exact for any policy (its rows sum to 1)."""
+        pairs = mrp.n_states
+        if pairs % n_actions:
+            raise ValueError(f"n_actions: {pairs} state-action pairs do not split into {n_actions} actions per state")
+        s, batch = pairs // n_actions, mrp.P.shape[:-2]
+        return cls(mrp.P.reshape(*batch, s, n_actions, s, n_actions).sum(-1), mrp.r.reshape(*batch, s, n_actions),
+                   mrp.mu0.reshape(*batch, s, n_actions).sum(-1), mrp.gamma)
+
     def state_mrp(self, policy: ArrayLike) -> MRP:
         """The MRP on states that ``policy`` makes of this MDP: ``P_π[s, s'] = Σ_a π(a|s) P(s'|s, a)``,
         ``r_π(s) = Σ_a π(a|s) r(s, a)`` (its value is ``v_π``)."""

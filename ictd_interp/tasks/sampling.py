@@ -104,10 +104,10 @@ def family_mrps(dist: TaskDistribution, n_tasks: int, generator: torch.Generator
                                                    generator=generator),
               # control: the state-action chain of two-action MDPs under the uniform behaviour policy
               # (its value is q of that policy; TD on it is SARSA: docs/theory.md §14)
-              "mdp-random": lambda: random_mdps(n_tasks, dist.n_states, 2, dist.gamma, generator=generator)
-              .pair_mrp(uniform_policy(dist.n_states, 2)),
+              "mdp-random": lambda: random_mdps(n_tasks, dist.n_states, dist.n_actions, dist.gamma, generator=generator)
+              .pair_mrp(uniform_policy(dist.n_states, dist.n_actions)),
               "mdp-chain": lambda: two_action_chains(n_tasks, dist.n_states, dist.gamma, generator=generator)
-              .pair_mrp(uniform_policy(dist.n_states, 2))}
+              .pair_mrp(uniform_policy(dist.n_states, dist.n_actions))}
     return makers[dist.family]()
 
 

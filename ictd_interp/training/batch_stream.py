@@ -80,13 +80,15 @@ class BatchStream:
         needs_values, horizon = self.objective.needs_values, self.objective.mc_horizon(cfg)
         if self.block == 1:
             batch = window_batch(cfg.tasks, cfg.tasks_per_batch, cfg.windows_per_task + 1, generator=self.generator,
-                                 mc_horizon=horizon, dtype=self.dtype, with_values=needs_values)
+                                 mc_horizon=horizon, dtype=self.dtype, with_values=needs_values,
+                                 values=self.objective.values, action_queries=self.objective.needs_action_queries)
             self._ready.append((batch, self._depth(self.generator)))
             return
         self._block_start, self._handed = self.generator.get_state(), 0
         draws, depths = zip(*(self._draw(self.generator) for _ in range(self.block)))
         windows = windows_from_tasks(tasks_from_draws(cfg.tasks, TaskDraws.cat(list(draws))), cfg.tasks,
-                                     cfg.windows_per_task + 1, horizon, self.dtype, needs_values)
+                                     cfg.windows_per_task + 1, horizon, self.dtype, needs_values,
+                                     self.objective.values, self.objective.needs_action_queries)
         b = cfg.tasks_per_batch
         self._ready.extend((windows.select_tasks(slice(i * b, (i + 1) * b)), depth) for i, depth in enumerate(depths))
 

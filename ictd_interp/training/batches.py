@@ -15,6 +15,7 @@ from torch import Tensor
 
 from ictd_interp.tasks.prompt import PromptLayout
 from ictd_interp.config.tasks import TaskDistribution
+from ictd_interp.tasks.mdp import MDP
 from ictd_interp.tasks.sampling import TaskBatch, sample_from
 
 
@@ -27,18 +28,28 @@ class WindowBatch:
     query_value: Optional[Float[Tensor, "task window"]]  # v_pi(S_{t+n}), the supervised target (None: not drawn)
     query_return: Float[Tensor, "task window"]  # truncated discounted return from S_{t+n}
     n_windows: int
+    # control families: the features of (S, a) for the query's state S and every action a (None: not drawn)
+    action_queries: Optional[Float[Tensor, "action task window d_feat"]] = None
 
     def select_tasks(self, index: slice) -> "WindowBatch":
         """The windows of a subset of the tasks."""
         w = self.n_windows
         prompts = self.prompts.view(-1, w, *self.prompts.shape[1:])[index].flatten(0, 1)
         value = None if self.query_value is None else self.query_value[index]
-        return WindowBatch(prompts, self.query_reward[index], value, self.query_return[index], w)
+        actions = None if self.action_queries is None else self.action_queries[:, index]
+        return WindowBatch(prompts, self.query_reward[index], value, self.query_return[index], w, actions)
 
     def to(self, device: torch.device | str, dtype: torch.dtype) -> "WindowBatch":
         move = lambda t: None if t is None else t.to(device=device, dtype=dtype)  # noqa: E731
         return WindowBatch(move(self.prompts), move(self.query_reward), move(self.query_value),
-                           move(self.query_return), self.n_windows)
+                           move(self.query_return), self.n_windows, move(self.action_queries))
+
+    def with_query(self, features: Float[Tensor, "task window d_feat"]) -> Float[Tensor, "batch pos d_model"]:
+        """The prompts with each window's query features replaced by ``features``: the prompt the model would
+        read had the behaviour taken another action at the query's state (the context is unchanged)."""
+        prompts = self.prompts.clone()
+        prompts[:, -1, PromptLayout(features.shape[-1]).features] = features.flatten(0, 1).to(prompts.dtype)
+        return prompts
 
 
 def prompt_rows(tasks: TaskBatch) -> Float[Tensor, "task time d_model"]:
@@ -71,21 +82,28 @@ def discounted_returns(rewards: Float[Tensor, "task time"], gamma: float, horizo
 
 
 def window_batch(dist: TaskDistribution, n_tasks: int, n_windows: int, *, generator: torch.Generator,
-                 mc_horizon: int = 0, dtype: Optional[torch.dtype] = None, with_values: bool = True) -> WindowBatch:
+                 mc_horizon: int = 0, dtype: Optional[torch.dtype] = None, with_values: bool = True,
+                 values: str = "v_pi", action_queries: bool = False) -> WindowBatch:
     """Draw a training batch from ``dist`` (windows of ``dist.context_len`` transitions); ``mc_horizon > 0``
     extends the trajectories for Monte-Carlo returns; ``dtype`` builds the prompts in that dtype (the
-    per-window quantities stay float64 until ``to``); ``with_values=False`` skips ``v_pi`` (a linear solve
-    per task, ~12 % of a batch; the draws are the same either way)."""
+    per-window quantities stay float64 until ``to``); ``with_values=False`` skips the query's true value (a linear
+    solve per task, ~12 % of a batch; the draws are the same either way), ``values`` names it: ``v_pi`` (of the
+    trajectory's chain) or, for a control family, ``q_star``; ``action_queries`` adds each action's query
+    features (control families)."""
     tasks = sample_from(dist, n_tasks, generator=generator, length=dist.context_len + n_windows - 1 + mc_horizon)
-    return windows_from_tasks(tasks, dist, n_windows, mc_horizon, dtype, with_values)
+    return windows_from_tasks(tasks, dist, n_windows, mc_horizon, dtype, with_values, values, action_queries)
 
 
 def windows_from_tasks(tasks: TaskBatch, dist: TaskDistribution, n_windows: int, mc_horizon: int,
-                       dtype: Optional[torch.dtype], with_values: bool) -> WindowBatch:
+                       dtype: Optional[torch.dtype], with_values: bool, values: str = "v_pi",
+                       action_queries: bool = False) -> WindowBatch:
     """``window_batch`` on tasks already drawn (row-wise: the windows of a subset of the tasks are that
     subset's windows)."""
     n, gamma = dist.context_len, dist.gamma
     query_states = tasks.states[:, n : n + n_windows]
+    if (values == "q_star" or action_queries) and dist.n_actions is None:
+        raise ValueError(f"family: {dist.family!r} is no control family (mdp-random, mdp-chain): its windows have "
+                         "no action values")
     reward_of = lambda s: torch.gather(tasks.mrp.r, 1, s)  # noqa: E731
     returns = (discounted_returns(reward_of(tasks.states[:, n:-1]), gamma, mc_horizon)[:, :n_windows]
                if mc_horizon > 0 else torch.zeros_like(query_states, dtype=torch.float64))
@@ -93,7 +111,25 @@ def windows_from_tasks(tasks: TaskBatch, dist: TaskDistribution, n_windows: int,
     return WindowBatch(
         prompts=sliding_windows(rows, n, dtype),
         query_reward=rows[:, n:, PromptLayout(dist.d_features).reward],
-        query_value=torch.gather(tasks.mrp.v_pi, 1, query_states) if with_values else None,
+        query_value=torch.gather(_true_values(tasks, dist, values), 1, query_states) if with_values else None,
         query_return=returns,
         n_windows=n_windows,
+        action_queries=_action_queries(tasks, dist.n_actions, query_states) if action_queries else None,
     )
+
+
+def _true_values(tasks: TaskBatch, dist: TaskDistribution, values: str) -> Float[Tensor, "task pair"]:
+    """Every state's (or state-action pair's) true value: ``v_pi`` of the chain, or ``q*`` of the control task's
+    MDP (recovered from its pair chain, then value iteration: ``MDP.q_star``)."""
+    if values == "v_pi":
+        return tasks.mrp.v_pi
+    if values != "q_star":
+        raise ValueError(f"values: must be 'v_pi' or 'q_star', got {values!r}")
+    return MDP.from_pair_mrp(tasks.mrp, dist.n_actions).q_star().flatten(-2)
+
+
+def _action_queries(tasks: TaskBatch, n_actions: int, query_pairs: Tensor) -> Float[Tensor, "action task window d"]:
+    """The features of ``(S, a)`` for every action ``a``, ``S`` the state of each window's query pair."""
+    pairs = (query_pairs // n_actions)[None] * n_actions + torch.arange(n_actions)[:, None, None]
+    features = tasks.features.expand(len(tasks), -1, -1)
+    return torch.stack([torch.gather(features, 1, p.unsqueeze(-1).expand(-1, -1, features.shape[-1])) for p in pairs])

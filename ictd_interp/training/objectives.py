@@ -54,22 +54,47 @@ def mc_loss(model: ICTDModel, batch: WindowBatch, depth: Optional[int] = None) -
 
 
 def supervised_loss(model: ICTDModel, batch: WindowBatch, depth: Optional[int] = None) -> Tensor:
-    """Oracle baseline: regression on the true ``v_pi`` of the query state."""
+    """Oracle baseline: regression on the true value of the query (``v_pi``, or ``q*`` for ``supervised-q-star``:
+    the batch carries the one its objective asked for)."""
     if batch.query_value is None:
-        raise ValueError("batch: drawn without v_pi (window_batch(..., with_values=False)); the supervised "
-                         "objective regresses on it")
+        raise ValueError("batch: drawn without true values (window_batch(..., with_values=False)); the supervised "
+                         "objectives regress on them")
     return (batch.query_value - query_values(model, batch, depth)).pow(2).mean()
+
+
+def greedy_bootstrap(model: ICTDModel, batch: WindowBatch, depth: Optional[int] = None) -> Float[Tensor, "task window"]:
+    """``max_a q^(S, a)`` at each window's query state ``S``: the model's value of the query ``(S, a)`` for every
+    action ``a``, each read from the window's prompt with the query's features replaced (the prompt of a
+    behaviour that took ``a`` at ``S``), without gradient (a bootstrap target)."""
+    if batch.action_queries is None:
+        raise ValueError("batch: drawn without action queries (window_batch(..., action_queries=True)); the "
+                         "q-learning objective bootstraps on every action of the next state")
+    with torch.no_grad():
+        per_action = [model.fast_values(batch.with_query(f), depth=depth, query_only=True).view(-1, batch.n_windows)
+                      for f in batch.action_queries]
+    return torch.stack(per_action).amax(0)
+
+
+def q_learning_loss(model: ICTDModel, batch: WindowBatch, depth: Optional[int] = None) -> Tensor:
+    """Semi-gradient Q-learning on the state-action chain: ``R + γ max_a' q^(S', a') − q^(S, A)``, the bootstrap
+    held fixed (``greedy_bootstrap`` of the next window, whose query state is ``S'``)."""
+    v = query_values(model, batch, depth)
+    delta = batch.query_reward[:, :-1] + model.cfg.gamma * greedy_bootstrap(model, batch, depth)[:, 1:] - v[:, :-1]
+    return delta.pow(2).mean()
 
 
 @dataclass(frozen=True)
 class Objective:
     """A pretraining objective: its loss and what its batches need: Monte-Carlo returns (the
-    trajectories are then extended by ``mc_horizon`` transitions), the true values ``v_pi``."""
+    trajectories are then extended by ``mc_horizon`` transitions), the true values (``values``: ``v_pi`` of the
+    chain, or ``q_star`` of a control task), each action's query features (``needs_action_queries``)."""
 
     name: str
     loss: Callable[..., Tensor]
     needs_returns: bool = False
     needs_values: bool = False
+    values: str = "v_pi"
+    needs_action_queries: bool = False
 
     def __call__(self, model: ICTDModel, batch: WindowBatch, depth: Optional[int] = None) -> Tensor:
         return self.loss(model, batch, depth=depth)
@@ -80,7 +105,9 @@ class Objective:
 
 OBJECTIVES: dict[str, Objective] = {o.name: o for o in (
     Objective("td", td_loss), Objective("neu", neu_loss), Objective("mc", mc_loss, needs_returns=True),
-    Objective("supervised", supervised_loss, needs_values=True))}
+    Objective("supervised", supervised_loss, needs_values=True),
+    Objective("q-learning", q_learning_loss, needs_action_queries=True),
+    Objective("supervised-q-star", supervised_loss, needs_values=True, values="q_star"))}
 assert tuple(OBJECTIVES) == OBJECTIVE_NAMES, "config.OBJECTIVE_NAMES names every objective, in order"
 
 
