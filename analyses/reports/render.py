@@ -12,6 +12,7 @@ from analyses.metrics.algorithm_id import MAX_CONDITION, LayerReading
 from analyses.metrics.baselines import LABELS, MODEL_ROW, Baselines
 from analyses.metrics.intervals import Interval
 from analyses.metrics.neu import NeuGrid, population_table
+from ictd_interp.config.fields import CONTROL_OBJECTIVES
 
 MAX_CONDITION_TEXT = f"{MAX_CONDITION:.0f}"
 
@@ -127,4 +128,7 @@ def eval_tasks_label(config: Any, n_tasks: int) -> str:
         label += (f" — control tasks: the state-action chain of two-action MDPs of {t.n_states} states under the "
                   "uniform behaviour policy, so a \"state\" below is a state-action pair, v_π is q of that policy and "
                   "TD is SARSA (docs/theory.md §14)")
+        if config.objective in CONTROL_OBJECTIVES:
+            label += (f"; this model was trained toward q* (objective {config.objective}), and every error below is "
+                      "still against q of the behaviour policy (docs/theory.md §6)")
     return label
