@@ -71,9 +71,9 @@ def test_batches_without_values_draw_the_same_windows_and_the_supervised_loss_re
         assert torch.equal(getattr(full, name), getattr(lean, name))
     assert lean.select_tasks(slice(0, 2)).to("cpu", torch.float32).query_value is None
     model = HookedICTDTransformer(make_cfg(n_layers=1))
-    with pytest.raises(ValueError, match="without v_pi"):
+    with pytest.raises(ValueError, match="drawn without true values"):
         OBJECTIVES["supervised"](model, lean)
-    assert [name for name, o in OBJECTIVES.items() if o.needs_values] == ["supervised"]
+    assert [name for name, o in OBJECTIVES.items() if o.needs_values] == ["supervised", "supervised-q-star"]
 
 
 def test_discounted_returns_by_hand():
