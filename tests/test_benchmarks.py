@@ -148,3 +148,15 @@ def test_a_fourth_architecture_is_three_new_files_and_one_registration_line():
     assert len(shape["new_files"]) == 3
     assert shape["changed_files"] == {"ictd_interp/config/train.py": 3}  # 1 line replaced by it and its import
     assert shape["summary_first_line"].startswith("# ICTD analysis of") and shape["architecture"] == "toy-linear"
+
+
+def test_the_device_checks_run_as_one_command_and_refuse_a_missing_gpu(tmp_path):
+    script = str(ROOT / "benchmarks" / "device_checks.py")
+    out = subprocess.run([sys.executable, script, "--device", "cpu", "--only", "tests", "--out", str(tmp_path)],
+                         capture_output=True, text=True)
+    report = json.loads(out.stdout)
+    assert out.returncode == 0 and report["steps"]["tests"]["returncode"] == 0
+    assert "5 passed" in (tmp_path / "tests.log").read_text()
+    if not torch.cuda.is_available():
+        refused = subprocess.run([sys.executable, script, "--device", "cuda"], capture_output=True, text=True)
+        assert refused.returncode != 0 and "torch sees no CUDA device" in refused.stderr

@@ -89,3 +89,15 @@ def test_action_value_objectives_need_a_control_family():
     boyan = TaskDistribution(n_states=S * A, d_features=D * A, context_len=N, gamma=GAMMA)
     with pytest.raises(ValueError, match="no control family"):
         windows_from_tasks(tasks, boyan, W, 0, None, True, "q_star")
+
+
+def test_a_control_models_report_names_sarsa_and_what_it_was_trained_toward():
+    from analyses.reports.render import control_algorithm_sentence, eval_tasks_label
+
+    assert control_algorithm_sentence(TrainConfig.from_preset("quick")) == []
+    td = control_algorithm_sentence(TrainConfig.from_preset("control-quick"))
+    assert len(td) == 1 and "**SARSA** step" in td[0] and "trained toward q*" not in td[0]
+    q = TrainConfig.from_preset("control-quick", objective="q-learning")
+    assert "trained toward q* (objective q-learning)" in control_algorithm_sentence(q)[0]
+    assert "still against q of the behaviour policy" in eval_tasks_label(q, 4)
+    assert "trained toward q*" not in eval_tasks_label(TrainConfig.from_preset("control-quick"), 4)

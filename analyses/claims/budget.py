@@ -31,7 +31,8 @@ class Budget:
         depth_sampling: the tied model trained at depths drawn from LO:HI each step, against its fixed depth.
         standard_seeds: seeds of the standard architecture trained (empty: the shipped standard-quick-s0).
         control_objectives: pretraining objectives of the control emergence row (the control-quick preset: on the
-            state-action chain TD is SARSA's objective, MC regresses on returns, supervised on q of the behaviour).
+            state-action chain TD is SARSA's objective, q-learning bootstraps on the best next action, MC regresses
+            on returns, supervised on q of the behaviour, supervised-q-star on q*).
         acting_tasks: random MDPs on which the acting row scores each greedy policy's regret.
     """
 
@@ -53,7 +54,7 @@ class Budget:
     objectives: tuple[str, ...] = ("td", "neu", "mc", "supervised")
     depth_sampling: str = "1:6"
     standard_seeds: tuple[int, ...] = ()
-    control_objectives: tuple[str, ...] = ("td", "mc", "supervised")
+    control_objectives: tuple[str, ...] = ("td", "q-learning", "mc", "supervised", "supervised-q-star")
     acting_tasks: int = 256
     extra: dict[str, Any] = field(default_factory=dict)  # fixed training settings of every study (tests)
 
@@ -87,7 +88,7 @@ class Budget:
                                    "seeds": list(self.seeds), "fixed": dict(fixed),
                                    "grid": {"objective": list(self.control_objectives)},
                                    "description": "Does θ* emerge for control (TD on the state-action chain is "
-                                                  "SARSA's objective)?"},
+                                                  "SARSA's objective; Q-learning's and q* targets beside it)?"},
         }
         if self.standard_seeds:
             specs["architectures"] = {"name": "claims-architectures", "preset": "standard-quick",

@@ -81,7 +81,8 @@ def weights(results: pd.DataFrame, seeds: int) -> Claim:
 
 def control_weights(results: pd.DataFrame, seeds: int) -> Claim:
     return _weights(results, seeds, "control_emergence", "Beyond the paper: pretraining on state-action chains turns "
-                    "the weights toward θ* (softmax SARSA) when the objective is SARSA's TD objective.",
+                    "the weights toward θ* (softmax SARSA) when the objective is SARSA's TD objective (Q-learning's TD "
+                    "objective and regression on q* measured beside it).",
                     f"The `control-quick` preset (random two-action MDPs of 4 states, uniform behaviour, the "
                     f"state-action chain as the MRP) trained with each objective, {seeds} seeds each (the report "
                     "folder's studies/control_objectives)",

@@ -119,6 +119,21 @@ def write_with_figures(lines: list[str], out_dir: Path, drawn: bool = True) -> P
     return path
 
 
+def control_algorithm_sentence(config: Any) -> list[str]:
+    """Which control algorithm a stylised model's layers can run, for a model trained on a control family (none
+    otherwise; docs/theory.md §14): a TD reading on the state-action chain is a SARSA reading."""
+    if config.tasks.n_actions is None:
+        return []
+    toward = (f" It was trained toward q* (objective {config.objective}); that moves the weights its layers reach, "
+              "not the form of their update." if config.objective in CONTROL_OBJECTIVES else "")
+    return ["- **Which control algorithm.** On the state-action chain each layer's bootstrap (the shift) reads the "
+            "value the context holds at the next pair (S_{k+1}, A_{k+1}), the action the behaviour took: a layer read "
+            "above as a TD step is a **SARSA** step, which estimates q of the behaviour. Expected SARSA and "
+            "Q-learning bootstrap on q(S_{k+1}, a') for every action a', which needs a column per action that this "
+            "prompt does not have (action columns: θ* runs both exactly with them, docs/theory.md §14), so no layer "
+            "of this model runs them." + toward]
+
+
 def eval_tasks_label(config: Any, n_tasks: int) -> str:
     """Which tasks every number of a report is computed on (one set for the whole report)."""
     t = config.tasks

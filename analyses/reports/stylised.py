@@ -21,7 +21,7 @@ from analyses.metrics.heads import head_kernels, most_like
 from analyses.metrics.neu import neu_grid
 from ictd_interp.models.state_space import state_space_unavailable
 from analyses.metrics.probes import activation_cosines, circuit_cosines, prediction_gap, sensitivity_cosine
-from analyses.reports.render import eval_tasks_label
+from analyses.reports.render import control_algorithm_sentence, eval_tasks_label
 from analyses.summary.sections import Summary
 from analyses.summary.store import build
 from analyses.reports.render import baseline_table, interval_text, layer_sentence, neu_lines, number, signs_text
@@ -281,6 +281,7 @@ def lines(summary: Summary) -> list[str]:
         "## What does this model compute?",
         "",
         *algorithm_sentences(alg, summary.baselines, summary.gamma),
+        *control_algorithm_sentence(summary.training),
         "",
         *baseline_table(summary.baselines),
         "",

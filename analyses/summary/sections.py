@@ -22,7 +22,7 @@ from analyses.metrics.linear_family import FamilyIteration, FamilyReading
 from analyses.metrics.neu import NeuGrid
 from analyses.metrics.predecessor_metrics import WeightReadings
 from analyses.metrics.theta_star import DepthLimit
-from ictd_interp.config.train import MODEL_CONFIGS
+from ictd_interp.config.train import MODEL_CONFIGS, TrainConfig
 from ictd_interp.training.evaluation import DETAIL, PER_LAYER, EvalMetrics
 
 SCHEMA_VERSION = 3  # 1: the untyped summary of earlier releases; 2: extrapolation's reference curve named
@@ -205,6 +205,11 @@ class Summary:
         """The model's config, typed (``ICTDConfig``, ``StandardConfig`` or ``LinearICTDConfig``): renderers read
         its fields as attributes."""
         return MODEL_CONFIGS[self.architecture].from_dict(self.model_config)
+
+    @property
+    def training(self) -> TrainConfig:
+        """The training config, typed (``TrainConfig.from_dict``: a file of an earlier release migrated)."""
+        return TrainConfig.from_dict(self.config)
 
     @property
     def gamma(self) -> float:

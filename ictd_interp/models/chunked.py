@@ -7,7 +7,7 @@ scores, softmax and weighted sum are the same sums; the matrix products' blockin
 1e-12 in float64: tests/test_chunked.py), O(QUERY_CHUNK · n) memory per head and task. The attention modules take
 this path only when the context is longer than ``QUERY_CHUNK`` (so every shorter forward is the full one, bit
 for bit) and no hook is attached to ``hook_attn_scores`` or ``hook_pattern`` (a hook there needs the whole
-tensor: then the full forward runs, at its cost). Peak memory against n: ``benchmarks/chunked_memory.py``.
+tensor: then the full forward runs, at its cost). Peak memory against n: ``benchmarks/long_context.py``.
 """
 
 from __future__ import annotations
