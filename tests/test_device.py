@@ -50,7 +50,8 @@ def test_the_forward_on_the_device_matches_the_float64_cpu_reference(architectur
 
 def test_the_fused_backward_on_the_device_matches_the_float64_cpu_gradients():
     cfg = ICTDConfig(d_features=4, n_layers=3, tied=False, dtype="float64", init_scale=0.3, seed=5)
-    batch = window_batch(TaskDistribution(d_features=4, context_len=20), 8, 4, generator=torch.Generator().manual_seed(2))
+    dist = TaskDistribution(d_features=4, context_len=20)
+    batch = window_batch(dist, 8, 4, generator=torch.Generator().manual_seed(2))
     grads = {}
     for dtype, device in ((torch.float64, "cpu"), (torch.float32, DEVICE)):
         model = HookedICTDTransformer(cfg).to(dtype).to(device)
