@@ -7,6 +7,8 @@ copy ``p`` receiving the clean activation at position ``p`` only. Returns a tidy
 from __future__ import annotations
 
 import dataclasses
+import inspect
+from importlib.metadata import version
 from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
@@ -114,6 +116,10 @@ def tl_patching(patch_fn: Callable, model: ICTDModel, corrupted: Tensor, clean_c
     """
     from transformer_lens.patching import make_df_from_ranges
 
+    accepted = inspect.signature(getattr(patch_fn, "func", patch_fn)).parameters
+    if unknown := sorted(set(kwargs) - set(accepted)):
+        raise ValueError(f"{', '.join(unknown)}: not an option of TransformerLens {version('transformer-lens')}'s "
+                         "patching functions (reduce and baseline came with TransformerLens 4)")
     axes = list(patch_fn.keywords["index_axis_names"])
     n_resid = clean_cache["blocks.0.hook_resid_pre"].shape[1]  # residual columns (linear model: 2n + 1)
     sizes = {

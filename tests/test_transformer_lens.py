@@ -1,5 +1,7 @@
 """TransformerLens's own tools give right answers on the model (float64, stated tolerances)."""
 
+import inspect
+
 import pytest
 import torch
 from transformer_lens import patching
@@ -250,10 +252,16 @@ def test_patching_works_on_both_architectures_and_the_direct_call_fails_loudly(a
         model, clean, corrupted, hook_names=["blocks.0.hook_resid_pre", "blocks.1.hook_resid_pre"]
     )
     assert (table - torch.tensor(ours["value"].to_numpy()).view(2, -1)).abs().max() <= 1e-10
-    per_task = hooks.tl_patching(patching.get_act_patch_resid_pre, model, corrupted, clean_cache,
-                                 lambda values: values[:, -1], reduce="none", results_dtype=torch.float64)
-    assert per_task.values.shape == (2, clean.shape[1], len(clean)) and per_task.axis_names == ["layer", "pos"]
-    assert (per_task.values.mean(-1) - table).abs().max() <= 1e-10
+    if "reduce" not in inspect.signature(patching.generic_activation_patch).parameters:  # TransformerLens 3
+        with pytest.raises(ValueError, match="reduce: not an option of TransformerLens 3"):
+            hooks.tl_patching(patching.get_act_patch_resid_pre, model, corrupted, clean_cache, metric, reduce="none")
+    else:
+        per_task = hooks.tl_patching(patching.get_act_patch_resid_pre, model, corrupted, clean_cache,
+                                     lambda values: values[:, -1], reduce="none", results_dtype=torch.float64)
+        assert per_task.values.shape == (2, clean.shape[1], len(clean)) and per_task.axis_names == ["layer", "pos"]
+        assert (per_task.values.mean(-1) - table).abs().max() <= 1e-10
+    with pytest.raises(ValueError, match="no_such_option: not an option of TransformerLens"):
+        hooks.tl_patching(patching.get_act_patch_resid_pre, model, corrupted, clean_cache, metric, no_such_option=1)
     with pytest.raises(ValueError, match=r"hooks.tl_patching.*|sweep d_model"):
         patching.get_act_patch_resid_pre(model, corrupted, clean_cache, metric)
 

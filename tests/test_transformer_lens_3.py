@@ -1,0 +1,29 @@
+"""The project keeps working on TransformerLens 3.9 (the design card's lower bound; the default environment has
+TransformerLens 4): the unit tier run in a second environment, ``.venv-tl3`` (built on first use, reused after),
+with ``transformer-lens==3.9.0`` in place of 4. Slow: the first build installs the test extra (minutes)."""
+
+import subprocess
+import venv
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = ROOT / ".venv-tl3"
+PIN = "transformer-lens==3.9.0"
+
+
+@pytest.mark.slow
+def test_the_unit_tier_passes_on_transformer_lens_3():
+    python = ENV / "bin" / "python"
+    if not python.exists():
+        venv.create(ENV, with_pip=True)
+    install = [str(python), "-m", "pip", "install", "-q", "-c", str(ROOT / "constraints.txt"), "-e", ".[test]", PIN]
+    subprocess.run(install, cwd=ROOT, check=True)
+    found = subprocess.run([str(python), "-c", "from importlib.metadata import version; "
+                            "print(version('transformer-lens'))"], capture_output=True, text=True, check=True)
+    assert found.stdout.strip() == "3.9.0"
+    run = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "unit"], cwd=ROOT,
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    assert " passed" in run.stdout.splitlines()[-1]
