@@ -101,7 +101,8 @@ class Budget:
 BUDGETS = {
     "quick": Budget("quick"),
     "full": Budget("full", theorem1_lengths=(5, 30, 100, 300), theorem1_scales=(0.5, 1.0, 2.0, 3.0, 5.0),
-                   theorem1_depth=16, margin_tasks=256, limit_lengths=(30, 100, 300, 1000, 3000, 10000, 100000),
+                   theorem1_depth=16, margin_tasks=256,
+                   limit_lengths=(30, 100, 300, 1000, 3000, 10000, 100000, 1000000),
                    limit_tasks=64,
                    neu_lengths=(10, 30, 100, 300, 1000), neu_depths=(1, 3, 12, 24, 96, 384), neu_tasks=16384,
                    seeds=(0, 1, 2, 3, 4), standard_seeds=(0, 1, 2), acting_tasks=1024),

@@ -25,7 +25,7 @@ class WindowBatch:
 
     prompts: Float[Tensor, "batch pos d_model"]
     query_reward: Float[Tensor, "task window"]  # r(S_{t+n}) = R_{t+n+1}
-    query_value: Optional[Float[Tensor, "task window"]]  # v_pi(S_{t+n}), the supervised target (None: not drawn)
+    query_value: Optional[Float[Tensor, "task window"]]  # v_pi(S_{t+n}) or q*, the supervised target (None: not drawn)
     query_return: Float[Tensor, "task window"]  # truncated discounted return from S_{t+n}
     n_windows: int
     # control families: the features of (S, a) for the query's state S and every action a (None: not drawn)
@@ -46,7 +46,8 @@ class WindowBatch:
 
     def with_query(self, features: Float[Tensor, "task window d_feat"]) -> Float[Tensor, "batch pos d_model"]:
         """The prompts with each window's query features replaced by ``features``: the prompt the model would
-        read had the behaviour taken another action at the query's state (the context is unchanged)."""
+        read had the behaviour taken another action at the query's state (the context's columns are unchanged; its
+        last transition's bootstrap then reads the new query: docs/theory.md §6)."""
         prompts = self.prompts.clone()
         prompts[:, -1, PromptLayout(features.shape[-1]).features] = features.flatten(0, 1).to(prompts.dtype)
         return prompts
