@@ -30,3 +30,10 @@ def test_patching_heatmap_colorbar_label_fits():
     table = pd.DataFrame([{"hook": f"blocks.{l}.hook_resid_pre", "position": p, "recovered": (l + p) / 40}
                           for l in range(2) for p in range(31)])
     assert figures.text_outside(patching_heatmap(table)) == []
+
+
+def test_log_ticks_read_as_plain_numbers_or_powers_of_ten():
+    from analyses.figures.plots import tick_text
+
+    assert [tick_text(x) for x in (0.05, 1000, 1e5, 1e6, 2e-5, 3e7)] == ["0.05", "1000", "100000", "10⁶", "2×10⁻⁵",
+                                                                        "3×10⁷"]

@@ -9,6 +9,9 @@ hides it:
   ``junk`` dimensions that nothing on the circuit reads (their activations vary, their effect on the output
   is exactly 0); *cancelling pairs* of heads with equal queries, keys and values and opposite ``W_O`` writing
   into the circuit's own dimensions (together they add 0 to rounding error, one alone does not);
+* **superposed features** (``mlp_active > 0``): the junk MLP units are ReLU units, each biased to be active on
+  a share ``mlp_active`` of the fit prompts' positions (calibrated layer by layer), writing into fewer junk
+  dimensions than there are units — more sparse quantities than dimensions, off the circuit's path;
 * **a random orthogonal change of residual basis** ``Q`` (``W_E → W_E Q``, readers ``W → Qᵀ W``, writers
   ``W_O → W_O Q``, ``W_U → Qᵀ W_U``): without LayerNorm the function is unchanged (to 1e-12 in float64), and
   the variables' directions are the rows of ``Q`` — known only through the rotation.
@@ -16,7 +19,8 @@ hides it:
 The ground truth each case exports: the circuit's edges (``embed`` → every TD head, every TD head → every
 later TD head and → ``output``), every node's role, and each variable's direction in the residual stream with
 the hook names where the variable lies exactly on it (``reward`` everywhere; ``value``, the current-value row,
-after each block).
+after each block); in a superposed case also ``features``: at each block's output the activations of every
+junk unit written so far (``feature_values``) and their unit write directions.
 """
 
 from __future__ import annotations
@@ -65,6 +69,7 @@ class CaseSpec:
     context_len: int = 16
     n_tasks: int = 32
     weight_scale: float = 0.5
+    mlp_active: float = 0.0  # > 0: ReLU junk units, each active on this share of positions (superposed features)
     source: str = THETA_STAR
     description: str = ""
 
@@ -75,6 +80,9 @@ class CaseSpec:
         for key in ("silent_heads", "junk_heads", "cancelling_pairs", "d_mlp", "junk_dims"):
             if not isinstance(getattr(self, key), int) or getattr(self, key) < 0:
                 raise ValueError(f"case {self.name!r}: {key} must be an integer >= 0, got {getattr(self, key)!r}")
+        if not 0.0 <= self.mlp_active < 1.0 or (self.mlp_active and not self.d_mlp):
+            raise ValueError(f"case {self.name!r}: mlp_active must lie in [0, 1) and needs d_mlp >= 1, got "
+                             f"{self.mlp_active!r} with d_mlp={self.d_mlp}")
         if (self.junk_heads or self.d_mlp) and not self.junk_dims:
             raise ValueError(f"case {self.name!r}: junk heads and MLP units write into junk dimensions; "
                              "set junk_dims >= 1")
@@ -97,6 +105,9 @@ CASES: dict[str, CaseSpec] = {spec.name: spec for spec in (
              description="+ a silent head, two junk heads and 8 junk MLP units per layer, 4 junk dimensions"),
     CaseSpec("cancelling", junk_heads=1, cancelling_pairs=1, junk_dims=2,
              description="+ a pair of heads per layer whose writes cancel exactly, and a junk head"),
+    CaseSpec("superposed", d_mlp=6, junk_dims=3, mlp_active=0.1,
+             description="+ 6 sparse ReLU junk units per layer (each active on 10 % of positions) in 3 junk "
+                         "dimensions: 6, 12, 18 features superposed in 3 dimensions after blocks 0, 1, 2"),
     CaseSpec("trained", d_features=4, silent_heads=1, junk_heads=1, d_mlp=4, junk_dims=2, source="quick-td-s0",
              description="the TD-trained quick-td-s0's tied layer (read from its weights) in place of θ*'s, with a "
                          "silent head, a junk head and 4 junk MLP units per layer"),
@@ -113,6 +124,7 @@ class GroundTruth:
     roles: dict[str, str]
     directions: dict[str, Float[Tensor, "d_model"]]
     sites: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    features: dict[str, Float[Tensor, "feature d_model"]] = field(default_factory=dict)  # site -> unit directions
 
     @property
     def nodes(self) -> frozenset[str]:
@@ -196,9 +208,14 @@ def _truth(spec: CaseSpec, model: HookedStandardTransformer, Q: Tensor) -> Groun
         if spec.d_mlp:
             roles[mlp_name(layer)] = "mlp-junk"
     sites = tuple(residual_sites(model))
+    features = {}
+    if spec.mlp_active:  # after block l, the units of blocks 0..l, each along its (rotated) write direction
+        writes = [model.blocks[l].mlp.W_out.detach() for l in range(spec.n_layers)]
+        features = {sites[l + 1]: torch.cat(writes[: l + 1]) / torch.cat(writes[: l + 1]).norm(dim=-1, keepdim=True)
+                    for l in range(spec.n_layers)}
     return GroundTruth(frozenset(edges), roles,
                        {"reward": Q[layout.reward].clone(), "value": Q[layout.current].clone()},
-                       {"reward": sites, "value": sites[1:]})
+                       {"reward": sites, "value": sites[1:]}, features)
 
 
 def circuit_source(spec: CaseSpec) -> HookedICTDTransformer:
@@ -222,7 +239,8 @@ def build_case(spec: CaseSpec, seed: int) -> Case:
     gen = torch.Generator().manual_seed(seed)
     m = spec.d_features + 3
     cfg = StandardConfig(d_features=spec.d_features, d_model=m + spec.junk_dims, d_head=m, n_heads=spec.n_heads,
-                         n_layers=spec.n_layers, d_mlp=spec.d_mlp, layer_norm=False, dtype="float64", seed=seed)
+                         n_layers=spec.n_layers, d_mlp=spec.d_mlp, layer_norm=False, dtype="float64", seed=seed,
+                         act_fn="relu" if spec.mlp_active else "gelu")
     star = circuit_source(spec)
     weights = theta_star_weights(star, cfg)
     _plant(spec, weights, gen)
@@ -231,8 +249,33 @@ def build_case(spec: CaseSpec, seed: int) -> Case:
     model = HookedStandardTransformer(cfg)
     model.load_state_dict(weights)
     draw = lambda k: sample_from(spec.tasks, spec.n_tasks, seed=seed * 4 + k)  # noqa: E731
-    return Case(spec, seed, model, _truth(spec, model, Q), draw(0), draw(1), draw(2), draw(3), Q,
+    fit = draw(2)
+    if spec.mlp_active:
+        _calibrate_sparsity(model, fit, spec.mlp_active)
+    return Case(spec, seed, model, _truth(spec, model, Q), draw(0), draw(1), fit, draw(3), Q,
                 standard_theta_star(star))
+
+
+@torch.no_grad()
+def _calibrate_sparsity(model: HookedStandardTransformer, fit: TaskBatch, active: float) -> None:
+    """Each junk unit's bias set, block by block, so that the unit is active (pre-activation > 0) on a share
+    ``active`` of the fit prompts' positions (the earlier blocks already calibrated)."""
+    for l, block in enumerate(model.blocks):
+        block.mlp.b_in.zero_()
+        name = f"blocks.{l}.mlp.hook_pre"
+        _, cache = model.run_with_cache(fit.prompt, names_filter=name)
+        pre = cache[name].reshape(-1, block.mlp.b_in.shape[0])
+        block.mlp.b_in.copy_(-torch.quantile(pre, 1.0 - active, dim=0))
+
+
+@torch.no_grad()
+def feature_values(case: Case, tasks: TaskBatch) -> dict[str, Float[Tensor, "sample feature"]]:
+    """A superposed case's true features at each site where they lie (``truth.features``): the junk units'
+    activations (``hook_post`` of blocks 0..l after block l), one row per prompt position."""
+    names = [f"blocks.{l}.mlp.hook_post" for l in range(case.spec.n_layers)]
+    _, cache = case.model.run_with_cache(tasks.prompt, names_filter=lambda n: n in names)
+    acts = [cache[n].reshape(-1, case.spec.d_mlp) for n in names]
+    return {site: torch.cat(acts[: l + 1], dim=1) for l, site in enumerate(case.truth.features)}
 
 
 def residual_sites(model: HookedStandardTransformer) -> list[str]:

@@ -6,8 +6,12 @@ per ``(variable, site)`` the principal ``angle`` (degrees) to the true direction
 true variable's variance on held-out tasks that the one-dimensional read-out ``resid · direction`` explains
 (affine fit), and ``iia``, the interchange-intervention accuracy of the direction (``interchange_r2``);
 ``angle``, ``r2`` and ``iia`` are then averaged over the variable's sites and ``max_angle`` is the worst.
-Besides the numbers, what the figures are drawn from: an edge method's ROC curve (``roc``), a direction
-method's ``|cos|`` with every axis of the unrotated basis (``cosines``).
+Feature methods, on the cases with superposed features: per site the ``mcc`` of the method's latents on
+held-out prompts against the true features (``scores.matched_correlations``) and ``cosine``, the mean |cos| of
+each matched latent's decoder direction with its feature's write direction (a feature left unmatched counting 0);
+both averaged over the sites. Besides the numbers, what the figures are drawn from: an edge method's ROC curve
+(``roc``), a direction method's ``|cos|`` with every axis of the unrotated basis (``cosines``), a feature method's
+per-site MCC (``per_site``).
 """
 
 from __future__ import annotations
@@ -17,10 +21,16 @@ from typing import Optional, Union
 
 import torch
 
-from analyses.benchmark.cases import Case, counterfactual_labels, residual_sites, source_prompts, variable_values
-from analyses.benchmark.methods import DIRECTIONS, DirectionOutput, EdgeOutput, Method, patched_prediction, runs
+from analyses.benchmark.cases import (
+    Case, counterfactual_labels, feature_values, residual_sites, source_prompts, variable_values,
+)
+from analyses.benchmark.methods import (
+    DIRECTIONS, FEATURES, DirectionOutput, EdgeOutput, FeatureOutput, Method, patched_prediction, runs,
+)
 from analyses.benchmark.graph import build_graph
-from analyses.benchmark.scores import angle_degrees, auroc, average_precision, faithfulness, roc_curve
+from analyses.benchmark.scores import (
+    angle_degrees, auroc, average_precision, faithfulness, matched_correlations, roc_curve,
+)
 from analyses.metrics.site_probes import residual_stack
 
 
@@ -70,7 +80,19 @@ class DirectionScores:
     cosines: Cosines
 
 
-Scores = Union[EdgeScores, DirectionScores]
+@dataclass(frozen=True)
+class FeatureScores:
+    """Superposed features recovered: ``mcc`` and decoder ``cosine`` averaged over the sites, ``per_site`` MCC
+    (in site order), the number of ``features`` at the last site and of ``latents`` there."""
+
+    mcc: float
+    cosine: float
+    per_site: list[float]
+    features: int
+    latents: int
+
+
+Scores = Union[EdgeScores, DirectionScores, FeatureScores]
 
 
 @dataclass(frozen=True)
@@ -155,14 +177,45 @@ def score_directions(case: Case, output: DirectionOutput) -> DirectionScores:
     return DirectionScores(variables, cosines)
 
 
+@torch.no_grad()
+def score_features(case: Case, output: FeatureOutput) -> FeatureScores:
+    """MCC and decoder cosine at every site where the case's features lie, on the held-out prompts."""
+    resid, sites = residual_stack(case.model, case.held_out.prompt), residual_sites(case.model)
+    truth = feature_values(case, case.held_out)
+    missing = [s for s in truth if s not in output.encoders or s not in output.decoders]
+    if missing:
+        raise ValueError(f"feature method: no encoder or decoder at {missing}")
+    mccs, cosines, latents = [], [], 0
+    for site, true in truth.items():
+        codes = output.encoders[site](resid[sites.index(site)].reshape(-1, resid.shape[-1]))
+        decoder = output.decoders[site].double()
+        if codes.shape != (true.shape[0], decoder.shape[0]):
+            raise ValueError(f"feature method: at {site} {tuple(codes.shape)} latents for {true.shape[0]} samples and "
+                             f"{decoder.shape[0]} decoder rows")
+        mcc, match = matched_correlations(true, codes)
+        directions, unit = case.truth.features[site], decoder / decoder.norm(dim=-1, keepdim=True).clamp_min(1e-300)
+        cosines.append(sum(float((unit[j] @ directions[i]).abs()) for i, j in match.items()) / true.shape[1])
+        mccs.append(mcc)
+        latents = decoder.shape[0]
+    return FeatureScores(sum(mccs) / len(mccs), sum(cosines) / len(cosines), mccs, true.shape[1], latents)
+
+
 def basis_labels(case: Case) -> list[str]:
     """Names of the unrotated residual axes: the features, the reward, target and value rows, the junk."""
     d, junk = case.spec.d_features, case.spec.junk_dims
     return [f"φ{i + 1}" for i in range(d)] + ["reward", "target", "value"] + [f"junk {i + 1}" for i in range(junk)]
 
 
-def score_method(method: Method, case: Case) -> Scores:
-    """Run ``method`` on ``case`` and score what it returns."""
+def score_method(method: Method, case: Case) -> Optional[Scores]:
+    """Run ``method`` on ``case`` and score what it returns (None: a feature method on a case without features)."""
+    if method.kind == FEATURES:
+        if not case.truth.features:
+            return None
+        output = method.run(case)
+        if not isinstance(output, FeatureOutput):
+            raise TypeError(f"method {method.name!r}: a feature method returns FeatureOutput, got "
+                            f"{type(output).__name__}")
+        return score_features(case, output)
     output = method.run(case)
     if method.kind == DIRECTIONS:
         if not isinstance(output, DirectionOutput):

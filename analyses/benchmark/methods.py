@@ -3,7 +3,9 @@
 A ``Method`` has a ``name``, a ``kind`` and a ``run(case) -> output``: an edge method returns ``EdgeOutput``
 (a score per edge of ``build_graph(case.model)``, higher meaning "more likely in the circuit", and optionally
 the circuit it found); a direction method returns ``DirectionOutput`` (a direction in the residual stream per
-``(variable, site)`` it reads). ``register_method`` adds one to ``METHODS``; an outside method is one file
+``(variable, site)`` it reads); a feature method returns ``FeatureOutput`` (per site an encoder of the residual
+stream into latents and the latents' decoder directions), scored on the cases with superposed features.
+``register_method`` adds one to ``METHODS``; an outside method is one file
 that calls it (README, "Score your own method"). The benchmark scores outputs, never the method's own claims.
 
 Built in (the graph adapter of ``analyses.benchmark.graph`` in the place of ``auto-circuit``'s patchable model):
@@ -21,12 +23,18 @@ Built in (the graph adapter of ``analyses.benchmark.graph`` in the place of ``au
 * ``linear-probe`` — least squares of the variable on the residual stream at each site, fitted on the case's
   ``fit`` tasks (``analyses.metrics.site_probes.fit_probes``); its weight vector is the direction found.
 * ``das`` — distributed alignment search through pyvene (``das``): the value variable only.
+* ``pca`` — the principal directions of the residual stream at each site (fit tasks), as latents: the dense
+  linear baseline a feature method must beat (at most ``d_model`` latents for more features than dimensions).
+
+Sparse autoencoders trained with SAELens (``sae``, ``sae-features``) are a plugin, ``analyses/benchmark/
+sae_plugin.py``: SAELens needs ``transformer-lens<4``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Optional, Union
+from collections.abc import Callable
+from typing import Optional, Union
 
 import torch
 from jaxtyping import Float
@@ -36,7 +44,7 @@ from analyses.benchmark.cases import Case, counterfactual_labels, residual_sites
 from analyses.benchmark.graph import Edge, build_graph, run_graph
 from analyses.metrics.site_probes import fit_probes, residual_stack
 
-EDGES, DIRECTIONS = "edges", "directions"
+EDGES, DIRECTIONS, FEATURES = "edges", "directions", "features"
 IG_STEPS = 8
 ACDC_TAU = 0.005
 
@@ -52,18 +60,29 @@ class DirectionOutput:
     directions: dict[tuple[str, str], Float[Tensor, "d_model"]] = field(default_factory=dict)
 
 
+@dataclass
+class FeatureOutput:
+    """Per site (hook name): ``encoders[site]`` maps residual activations ``[samples, d_model]`` to latents
+    ``[samples, k]``; ``decoders[site]`` ``[k, d_model]`` is each latent's direction."""
+
+    encoders: dict[str, Callable[[Tensor], Tensor]] = field(default_factory=dict)
+    decoders: dict[str, Tensor] = field(default_factory=dict)
+
+
 @dataclass(frozen=True)
 class Method:
-    """``run(case)`` returns an ``EdgeOutput`` (``kind="edges"``) or a ``DirectionOutput`` (``"directions"``)."""
+    """``run(case)`` returns an ``EdgeOutput`` (``kind="edges"``), a ``DirectionOutput`` (``"directions"``) or a
+    ``FeatureOutput`` (``"features"``: scored only on cases with superposed features)."""
 
     name: str
     kind: str
-    run: Callable[[Case], Union[EdgeOutput, DirectionOutput]]
+    run: Callable[[Case], Union[EdgeOutput, DirectionOutput, FeatureOutput]]
     summary: str = ""
 
     def __post_init__(self) -> None:
-        if self.kind not in (EDGES, DIRECTIONS):
-            raise ValueError(f"method {self.name!r}: kind must be {EDGES!r} or {DIRECTIONS!r}, got {self.kind!r}")
+        if self.kind not in (EDGES, DIRECTIONS, FEATURES):
+            raise ValueError(f"method {self.name!r}: kind must be {EDGES!r}, {DIRECTIONS!r} or {FEATURES!r}, got "
+                             f"{self.kind!r}")
         if not self.name or not self.name.replace("-", "").replace("_", "").isalnum():
             raise ValueError(f"method name: letters, digits, '-' and '_' only, got {self.name!r}")
 
@@ -172,6 +191,18 @@ def linear_probe(case: Case) -> DirectionOutput:
     return out
 
 
+def pca(case: Case) -> FeatureOutput:
+    """The principal directions of the residual stream at each feature site, projections onto them the latents."""
+    resid, sites, out = residual_stack(case.model, case.fit.prompt), residual_sites(case.model), FeatureOutput()
+    for site in case.truth.features:
+        acts = resid[sites.index(site)].reshape(-1, resid.shape[-1])
+        mean = acts.mean(0)
+        components = torch.linalg.svd(acts - mean, full_matrices=False).Vh  # [d_model, d_model], rows orthonormal
+        out.encoders[site] = lambda x, m=mean, c=components: (x - m) @ c.T
+        out.decoders[site] = components
+    return out
+
+
 DAS_STEPS, DAS_LR, DAS_RESTARTS = 400, 0.05, 3
 
 
@@ -231,5 +262,6 @@ for _method in (
     Method("random", EDGES, random_ranking, "a seeded random ranking (chance)"),
     Method("linear-probe", DIRECTIONS, linear_probe, "least-squares probe per site"),
     Method("das", DIRECTIONS, das, f"DAS through pyvene (1-D, {DAS_STEPS} Adam steps, best of {DAS_RESTARTS})"),
+    Method("pca", FEATURES, pca, "principal directions per site (the dense linear baseline)"),
 ):
     register_method(_method)

@@ -13,7 +13,7 @@ import numpy as np
 import seaborn as sns
 
 from analyses.benchmark.cases import CASES
-from analyses.benchmark.evaluate import CellResult, DirectionScores, EdgeScores
+from analyses.benchmark.evaluate import CellResult, DirectionScores, EdgeScores, FeatureScores
 from analyses.figures.plots import Figure, _figure, legend_outside, series_colours, text_outside, wrapped
 from analyses.metrics.intervals import METHOD as INTERVAL_METHOD
 from analyses.metrics.intervals import Interval, t_interval
@@ -25,6 +25,7 @@ EDGE_COLUMNS = ("auroc", "auprc", "precision", "recall", "circuit_edges", "faith
 RECOVERS, CHANCE = 0.95, 0.5
 LINE_STYLES = ("-", "--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)))  # overlapping curves stay visible
 EXACT_ANGLE, CLOSE_ANGLE = 1e-3, 5.0
+FEATURES_RECOVERED = 0.9  # a feature method recovers the superposed features when its MCC interval lies above
 RULES = (f"An edge method **recovers** the circuit of a case when its AUROC's interval lies above {RECOVERS}; it "
          f"is **not above chance** when the interval contains {CHANCE}, **below chance** when it lies below; "
          f"otherwise **partial**. A direction method is "
@@ -139,8 +140,34 @@ def markdown(cells: Sequence[CellResult], budget: BenchmarkBudget) -> str:
             for var in _variables(cells, m):
                 vals = [variable_interval(cells, c, m, var, k).text(".3g") for k in ("angle", "max_angle", "r2", "iia")]
                 lines.append(f"| {c} | {var} | " + " | ".join(vals) + f" | {direction_verdict(cells, c, m, var)} |")
+    lines += feature_lines(cells)
     lines += ["", "## What the numbers mean", "", reading(cells), ""]
     return "\n".join(lines)
+
+
+def feature_lines(cells: Sequence[CellResult]) -> list[str]:
+    """The feature methods' table, on the cases with superposed features (none: no lines)."""
+    methods = list(dict.fromkeys(m for c in cells for m, s in c.scores.items() if isinstance(s, FeatureScores)))
+    if not methods:
+        return []
+    lines = ["", "## Feature methods: superposed sparse units recovered", "",
+             "MCC: each planted unit matched to a distinct latent so that the summed |Pearson r| on held-out "
+             "positions is largest, the mean matched |r| (a unit without a latent counts 0), averaged over the "
+             "sites after each block; decoder |cos|: the matched latents' decoder directions against the units' "
+             f"write directions. A method **recovers** the features when its MCC interval lies above "
+             f"{FEATURES_RECOVERED}, else it is **partial**.", "",
+             "| method | case | features / latents (last site) | MCC | decoder \\|cos\\| | verdict |",
+             "|---|---|---|---|---|---|"]
+    for m in methods:
+        for case in _cases(cells):
+            rows = [c.scores[m] for c in cells if c.case == case and m in c.scores]
+            if not rows:
+                continue
+            mcc, cos = _bounded([r.mcc for r in rows], "mcc"), _bounded([r.cosine for r in rows], "cosine")
+            verdict = "recovers" if (mcc.lo if mcc.n >= 2 else mcc.mean) > FEATURES_RECOVERED else "partial"
+            lines.append(f"| {m} | {case} | {rows[0].features} / {rows[0].latents} | {mcc.text('.3f')} | "
+                         f"{cos.text('.3f')} | **{verdict}** |")
+    return lines
 
 
 def reading(cells: Sequence[CellResult]) -> str:

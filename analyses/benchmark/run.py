@@ -70,7 +70,7 @@ def run_cell(case_name: str, seed: int, n_tasks: int, methods: Sequence[str], pl
     for plugin in plugins:
         load_plugin(plugin)
     case = build_case(replace(CASES[case_name], n_tasks=n_tasks), seed)
-    scores = {name: score_method(METHODS[name], case) for name in methods}
+    scores = {name: s for name in methods if (s := score_method(METHODS[name], case)) is not None}
     return to_json(CellResult(case_name, seed, len(build_graph(case.model).edges), len(case.truth.edges), scores))
 
 

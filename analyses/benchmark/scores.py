@@ -10,16 +10,20 @@
 * ``faithfulness``: how much of the full model's answer a circuit keeps when every edge outside it is patched to
   the corrupted run, ``1 − mean|circuit − full| / mean|corrupted − full|`` (1: all of it, 0: no better than the
   corrupted run).
+* ``matched_correlations`` (the mean correlation coefficient, MCC, of feature-recovery benchmarks): each true
+  feature matched to a distinct latent so that the summed |Pearson r| is largest (the Hungarian algorithm); the
+  MCC is the mean over the true features of the matched |r|, a feature left without a latent (fewer latents than
+  features) counting 0 (1: every feature is some latent up to scale; a constant latent correlates 0).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping
-from typing import Hashable
+from collections.abc import Collection, Hashable, Mapping
 
 import numpy as np
 import torch
+from scipy.optimize import linear_sum_assignment
 from torch import Tensor
 
 
@@ -76,3 +80,19 @@ def faithfulness(circuit: Tensor, full: Tensor, corrupted: Tensor) -> float:
     if baseline == 0.0:
         raise ValueError("faithfulness: the corrupted run gives the full model's answers; nothing to recover")
     return 1.0 - float((circuit - full).abs().mean()) / baseline
+
+
+def correlations(a: Tensor, b: Tensor) -> Tensor:
+    """|Pearson r| of every column of ``a [samples, m]`` with every column of ``b [samples, k]``: ``[m, k]`` (a
+    constant column correlates 0)."""
+    a, b = a.double() - a.double().mean(0), b.double() - b.double().mean(0)
+    norms = a.norm(dim=0)[:, None] * b.norm(dim=0)[None, :]
+    return torch.where(norms > 0, (a.T @ b).abs() / norms.clamp_min(1e-300), torch.zeros_like(norms))
+
+
+def matched_correlations(truth: Tensor, latents: Tensor) -> tuple[float, dict[int, int]]:
+    """The MCC of ``latents [samples, k]`` against ``truth [samples, m]``, and the latent matched to each true
+    feature that has one (all of them when ``k >= m``)."""
+    r = correlations(truth, latents).numpy()
+    rows, cols = linear_sum_assignment(r, maximize=True)
+    return float(r[rows, cols].sum() / truth.shape[1]), {int(i): int(j) for i, j in zip(rows, cols)}

@@ -102,7 +102,7 @@ def _emergence_weights(data: dict[str, Any]) -> Figure:
     for offset, name, key in ((-0.12, "cos(A, A*)", "cos_A"), (0.12, "cos(V, V*)", "cos_V")):
         _errorbars(ax, x + offset, [getattr(r, key) for r in rows], fmt="o", label=name)
     ax.axhline(weights.close, color="grey", ls=":", label=f"rule: interval above {weights.close}")
-    ax.set_xticks(x, [r.objective for r in rows])
+    ax.set_xticks(x, [r.objective.replace("-", "-\n", 1) if len(r.objective) > 10 else r.objective for r in rows])
     ax.set(title=weights.title, xlabel="pretraining objective", ylabel="cosine with θ*", ylim=(-1.1, 1.1))
     legend_outside(ax, title=f"mean over {weights.seeds} seeds, 95% t interval")
     return fig

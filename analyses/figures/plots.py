@@ -317,8 +317,21 @@ def log_axis(axis) -> None:
     else:
         subs = (1.0, 2.0, 3.0, 5.0) if decades <= 1.5 else (1.0, 2.0, 5.0) if decades <= 3 else (1.0,)
         axis.set_major_locator(LogLocator(base=10, subs=subs, numticks=30 if decades <= 8 else 8))
-    axis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+    axis.set_major_formatter(FuncFormatter(lambda x, _: tick_text(x)))
     axis.set_minor_formatter(NullFormatter())
+
+
+SUPERSCRIPTS = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def tick_text(x: float) -> str:
+    """A tick as a plain number (``0.05``, ``1000``), or where that needs an exponent as ``10⁶`` / ``2×10⁻⁵``."""
+    text = f"{x:g}"
+    if "e" not in text:
+        return text
+    mantissa, exponent = text.split("e")
+    power = f"10{str(int(exponent)).translate(SUPERSCRIPTS)}"
+    return power if mantissa == "1" else f"{mantissa}×{power}"
 
 
 def legend_outside(ax, title: Optional[str] = None, keep: bool = True) -> None:

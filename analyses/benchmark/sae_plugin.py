@@ -1,0 +1,90 @@
+"""Sparse autoencoders trained with SAELens on cached activations, as a methods-benchmark plugin (method ``sae``).
+
+SAELens needs ``transformer-lens<4`` (it imports ``transformer_lens.HookedTransformer``, which TransformerLens 4
+removed), so it cannot share the default environment; this file is a plugin, imported only where SAELens is:
+
+    .venv-tl3/bin/pip install -c constraints.txt "sae-lens>=6"        # the TransformerLens 3.9 environment
+    .venv-tl3/bin/ictd-interp methods-benchmark --out DIR --plugin analyses/benchmark/sae_plugin.py \\
+        --methods sae,linear-probe
+
+(``.venv-tl3`` is what ``tests/test_transformer_lens_3.py`` builds.) For every variable and every site where it
+lies exactly, a SAELens ``StandardTrainingSAE`` (ReLU latents, ``SAE_WIDTH × d_model`` of them, L1 penalty
+``SAE_L1``) is trained on the residual stream at that site over the fit prompts (every position a sample), with
+SAELens's own loss and ``SAE_STEPS`` full-batch Adam steps. The SAE's answer for the variable is the latent whose
+activation correlates most with it (|Pearson r| over the samples, the matching of the mean-correlation score); the
+direction scored is that latent's decoder row (angle to the truth, held-out R² of the readout along it,
+interchange accuracy: ``evaluate.score_directions``). ``sae-features`` gives the same SAEs, at the sites of a
+superposed case's features, as a feature method: every latent scored by MCC against the planted sparse units
+(``evaluate.score_features``).
+"""
+
+from __future__ import annotations
+
+import torch
+from sae_lens import StandardTrainingSAE, StandardTrainingSAEConfig
+from sae_lens.saes.sae import TrainStepInput
+
+from analyses.benchmark.cases import Case, residual_sites, variable_values
+from analyses.benchmark.methods import DIRECTIONS, FEATURES, DirectionOutput, FeatureOutput, Method, register_method
+from analyses.metrics.site_probes import residual_stack
+
+SAE_WIDTH, SAE_L1, SAE_STEPS, SAE_LR = 4, 0.1, 2000, 3e-3  # L1 and steps: the best of a small sweep (docs)
+
+
+def train_sae(acts: torch.Tensor, seed: int) -> StandardTrainingSAE:
+    """A SAELens standard SAE fitted to ``acts [samples, d]`` (float32, full batch, seeded)."""
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        sae = StandardTrainingSAE(StandardTrainingSAEConfig(d_in=acts.shape[-1], d_sae=SAE_WIDTH * acts.shape[-1],
+                                                            l1_coefficient=SAE_L1, dtype="float32", device="cpu"))
+    x = acts.float()
+    opt = torch.optim.Adam(sae.parameters(), lr=SAE_LR)
+    for step in range(SAE_STEPS):
+        out = sae.training_forward_pass(TrainStepInput(sae_in=x, coefficients={"l1": SAE_L1}, dead_neuron_mask=None,
+                                                       n_training_steps=step, is_logging_step=False))
+        opt.zero_grad()
+        out.loss.backward()
+        opt.step()
+    return sae.eval()
+
+
+def best_latent(latents: torch.Tensor, variable: torch.Tensor) -> tuple[int, float]:
+    """The latent (column of ``latents [samples, d_sae]``) with the largest |Pearson r| with ``variable``, and it."""
+    z, v = latents.double() - latents.double().mean(0), variable.double() - variable.double().mean()
+    r = (z.T @ v) / (z.norm(dim=0) * v.norm()).clamp_min(1e-300)
+    k = int(r.abs().argmax())
+    return k, float(r[k].abs())
+
+
+def sae(case: Case) -> DirectionOutput:
+    resid = residual_stack(case.model, case.fit.prompt)
+    values, sites, out = variable_values(case, case.fit), residual_sites(case.model), DirectionOutput()
+    for s, site in enumerate(sites):
+        needed = [name for name in values if site in case.truth.sites[name]]
+        if not needed:
+            continue
+        acts = resid[s].reshape(-1, resid.shape[-1])
+        model = train_sae(acts, 1000 * case.seed + s)
+        with torch.no_grad():
+            latents = model.encode(acts.float())
+        for name in needed:
+            k, _ = best_latent(latents, values[name][s].reshape(-1))
+            out.directions[(name, site)] = model.W_dec[k].detach().double().clone()
+    return out
+
+
+def sae_features(case: Case) -> FeatureOutput:
+    """One SAE per site where a superposed case's features lie: its latents and decoder rows, scored by MCC."""
+    resid, sites, out = residual_stack(case.model, case.fit.prompt), residual_sites(case.model), FeatureOutput()
+    for site in case.truth.features:
+        s = sites.index(site)
+        model = train_sae(resid[s].reshape(-1, resid.shape[-1]), 1000 * case.seed + s)
+        out.encoders[site] = lambda x, m=model: m.encode(x.float()).detach().double()
+        out.decoders[site] = model.W_dec.detach().double().clone()
+    return out
+
+
+register_method(Method("sae-features", FEATURES, sae_features, f"SAELens standard SAE per site ({SAE_WIDTH}× "
+                                                                 f"wide, L1 {SAE_L1}): its latents as features"))
+register_method(Method("sae", DIRECTIONS, sae, f"SAELens standard SAE per site ({SAE_WIDTH}× wide, L1 {SAE_L1}, "
+                                               f"{SAE_STEPS} steps): the latent most correlated with the variable"))

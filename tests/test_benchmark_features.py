@@ -1,0 +1,88 @@
+"""Superposed features in the methods benchmark: the planted case's truth, the MCC worked by hand, the scoring
+of a feature method against an oracle and a shuffled oracle, the PCA baseline, and (where SAELens is installed:
+the TransformerLens 3.9 environment) a planted one-feature SAE case and the SAE plugin."""
+
+import pytest
+import torch
+
+from analyses.benchmark.cases import CASES, build_case, feature_values, residual_sites
+from analyses.benchmark.evaluate import score_features, score_method
+from analyses.benchmark.methods import METHODS, FeatureOutput
+from analyses.benchmark.scores import matched_correlations
+from analyses.metrics.site_probes import residual_stack
+
+
+@pytest.fixture(scope="module")
+def superposed():
+    return build_case(CASES["superposed"], 0)
+
+
+def test_the_mcc_by_hand():
+    truth = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0], [2.0, 0.0]])
+    noise = torch.tensor([[0.3], [-1.0], [0.2], [0.5]])
+    latents = torch.cat([3 * truth[:, [1]], noise, -2 * truth[:, [0]]], dim=1)  # permuted, scaled, one sign flipped
+    assert matched_correlations(truth, latents) == (pytest.approx(1.0), {0: 2, 1: 0})
+    assert matched_correlations(truth, latents[:, [2]])[0] == pytest.approx(0.5)  # the second feature unmatched
+    assert matched_correlations(truth, torch.ones(4, 3))[0] == 0.0  # constant latents correlate 0
+
+
+def test_the_planted_units_are_sparse_and_superposed_exactly(superposed):
+    """After block l the residual's junk part is exactly the sum of the units' activations times their write
+    rows (18 units in 3 dimensions after block 2), each unit active on about 10 % of held-out positions."""
+    case, junk = superposed, slice(case_width := superposed.spec.d_features + 3, None)
+    resid = residual_stack(case.model, case.held_out.prompt)
+    sites, features = residual_sites(case.model), feature_values(case, case.held_out)
+    writes = torch.cat([b.mlp.W_out.detach() for b in case.model.blocks])  # rotated write rows
+    assert case_width == 6 and case.truth.features[sites[3]].shape == (18, 9)
+    for l, site in enumerate(sites[1:]):
+        acts = features[site]
+        unrotated = resid[l + 1].reshape(-1, 9) @ case.rotation.T  # back to the planted basis
+        assert (unrotated[:, junk] - (acts @ writes[: acts.shape[1]] @ case.rotation.T)[:, junk]).abs().max() < 1e-10
+        share = float((acts > 0).double().mean())
+        assert 0.05 < share < 0.2
+
+
+def test_an_oracle_scores_one_and_a_shuffled_oracle_near_zero(superposed):
+    case, truth = superposed, feature_values(superposed, superposed.held_out)
+    perm = torch.randperm(truth[next(iter(truth))].shape[0], generator=torch.Generator().manual_seed(0))
+    oracle, shuffled = FeatureOutput(), FeatureOutput()
+    for site, acts in truth.items():
+        oracle.encoders[site] = lambda x, a=acts: a
+        shuffled.encoders[site] = lambda x, a=acts: a[perm]
+        oracle.decoders[site] = shuffled.decoders[site] = case.truth.features[site]
+    exact = score_features(case, oracle)
+    assert exact.mcc == pytest.approx(1.0) and exact.cosine == pytest.approx(1.0)
+    assert score_features(case, shuffled).mcc < 0.3
+
+
+def test_pca_cannot_separate_more_units_than_dimensions(superposed):
+    scores = score_method(METHODS["pca"], superposed)
+    assert scores.latents == 9 and scores.features == 18
+    assert scores.mcc < 0.6 and scores.per_site[-1] <= 9 / 18 + 1e-9  # at most 9 of 18 units matched
+    assert score_method(METHODS["pca"], build_case(CASES["rotated"], 0)) is None  # no features planted
+
+
+def test_a_planted_one_feature_sae_case():
+    pytest.importorskip("sae_lens")
+    from analyses.benchmark.sae_plugin import train_sae
+
+    gen = torch.Generator().manual_seed(0)
+    direction = torch.nn.functional.normalize(torch.randn(4, generator=gen, dtype=torch.float64), dim=0)
+    on = torch.rand(2000, generator=gen, dtype=torch.float64) < 0.1
+    feature = on * (1 + torch.rand(2000, generator=gen, dtype=torch.float64))
+    acts = feature[:, None] * direction + 0.01 * torch.randn(2000, 4, generator=gen, dtype=torch.float64)
+    sae = train_sae(acts, seed=0)
+    with torch.no_grad():
+        latents = sae.encode(acts.float()).double()
+    mcc, match = matched_correlations(feature[:, None], latents)
+    assert mcc > 0.95
+    decoder = sae.W_dec[match[0]].detach().double()
+    assert float((decoder @ direction).abs() / decoder.norm()) > 0.95
+
+
+def test_the_sae_plugin_beats_pca_on_the_superposed_case(superposed):
+    pytest.importorskip("sae_lens")
+    import analyses.benchmark.sae_plugin  # noqa: F401 (registers sae and sae-features)
+
+    sae, pca = score_method(METHODS["sae-features"], superposed), score_method(METHODS["pca"], superposed)
+    assert sae.latents == 36 and sae.mcc > pca.mcc + 0.2
