@@ -185,7 +185,23 @@ def reading(cells: Sequence[CellResult]) -> str:
                  "writes cancel has large single-edge effects and none together, so wherever a case has such "
                  "pairs these methods rank some of the pairs' edges above true edges; only a method that tests "
                  "edges jointly can tell.")
-    return " ".join(parts)
+    return " ".join(parts + feature_reading(cells))
+
+
+def feature_reading(cells: Sequence[CellResult]) -> list[str]:
+    """The feature methods' findings in words, from their MCC intervals against the best-scoring dense baseline."""
+    found: dict[tuple[str, str], Interval] = {}
+    for case in _cases(cells):
+        for m in dict.fromkeys(k for c in cells if c.case == case for k, s in c.scores.items()
+                               if isinstance(s, FeatureScores)):
+            found[(m, case)] = _bounded([c.scores[m].mcc for c in cells if c.case == case and m in c.scores], "mcc")
+    if not found:
+        return []
+    words = [f"{m} on {case} reaches MCC {iv.text('.3f')}"
+             + (" (recovers the superposed units)" if iv.n >= 2 and iv.lo > FEATURES_RECOVERED else "")
+             for (m, case), iv in found.items()]
+    return ["Feature methods: " + "; ".join(words) + " (1: every planted unit is one latent; principal directions "
+            "can match at most as many units as the residual has dimensions)."]
 
 
 def roc_figure(cells: Sequence[CellResult], seed: int = 0) -> Figure:
