@@ -86,3 +86,22 @@ def test_the_sae_plugin_beats_pca_on_the_superposed_case(superposed):
 
     sae, pca = score_method(METHODS["sae-features"], superposed), score_method(METHODS["pca"], superposed)
     assert sae.latents == 36 and sae.mcc > pca.mcc + 0.2
+
+
+def test_a_plugin_loaded_twice_registers_once_and_a_different_method_is_still_refused(tmp_path):
+    import importlib.util
+
+    from analyses.benchmark.methods import Method, register_method
+    from analyses.benchmark.run import load_plugin
+
+    path = tmp_path / "twice.py"
+    path.write_text("from analyses.benchmark.methods import FeatureOutput, Method, register_method\n"
+                    "def twice(case):\n    return FeatureOutput()\n"
+                    "register_method(Method('twice-loaded', 'features', twice, 'a test plugin'))\n")
+    load_plugin(path)
+    spec = importlib.util.spec_from_file_location("twice_as_a_module", path)  # the same file under another name
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    assert METHODS["twice-loaded"].summary == "a test plugin"
+    with pytest.raises(ValueError, match="already registered"):
+        register_method(Method("twice-loaded", "features", lambda case: FeatureOutput(), "a test plugin"))
+    del METHODS["twice-loaded"]

@@ -91,11 +91,18 @@ METHODS: dict[str, Method] = {}
 
 
 def register_method(method: Method) -> Method:
-    """Add ``method`` to ``METHODS`` (a second method under a taken name is refused)."""
-    if method.name in METHODS and METHODS[method.name] is not method:
+    """Add ``method`` to ``METHODS`` (a second method under a taken name is refused, unless it is the same method
+    from the same file loaded twice: a plugin imported as a module and through ``--plugin``)."""
+    if method.name in METHODS and not _same(METHODS[method.name], method):
         raise ValueError(f"method {method.name!r}: already registered")
     METHODS[method.name] = method
     return method
+
+
+def _same(a: Method, b: Method) -> bool:
+    code_a, code_b = getattr(a.run, "__code__", None), getattr(b.run, "__code__", None)
+    return a is b or (a.kind, a.summary) == (b.kind, b.summary) and code_a is not None and code_b is not None and (
+        code_a.co_filename, code_a.co_qualname) == (code_b.co_filename, code_b.co_qualname)
 
 
 @dataclass
