@@ -210,9 +210,8 @@ def _truth(spec: CaseSpec, model: HookedStandardTransformer, Q: Tensor) -> Groun
     sites = tuple(residual_sites(model))
     features = {}
     if spec.mlp_active:  # after block l, the units of blocks 0..l, each along its (rotated) write direction
-        writes = [model.blocks[l].mlp.W_out.detach() for l in range(spec.n_layers)]
-        features = {sites[l + 1]: torch.cat(writes[: l + 1]) / torch.cat(writes[: l + 1]).norm(dim=-1, keepdim=True)
-                    for l in range(spec.n_layers)}
+        writes = [b.mlp.W_out.detach() / b.mlp.W_out.detach().norm(dim=-1, keepdim=True) for b in model.blocks]
+        features = {sites[l + 1]: torch.cat(writes[: l + 1]) for l in range(spec.n_layers)}
     return GroundTruth(frozenset(edges), roles,
                        {"reward": Q[layout.reward].clone(), "value": Q[layout.current].clone()},
                        {"reward": sites, "value": sites[1:]}, features)

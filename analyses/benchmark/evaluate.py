@@ -193,8 +193,10 @@ def score_features(case: Case, output: FeatureOutput) -> FeatureScores:
             raise ValueError(f"feature method: at {site} {tuple(codes.shape)} latents for {true.shape[0]} samples and "
                              f"{decoder.shape[0]} decoder rows")
         mcc, match = matched_correlations(true, codes)
-        directions, unit = case.truth.features[site], decoder / decoder.norm(dim=-1, keepdim=True).clamp_min(1e-300)
-        cosines.append(sum(float((unit[j] @ directions[i]).abs()) for i, j in match.items()) / true.shape[1])
+        unit = decoder / decoder.norm(dim=-1, keepdim=True).clamp_min(1e-300)
+        features, latent = torch.tensor(list(match)), torch.tensor(list(match.values()))
+        matched = (unit[latent] * case.truth.features[site][features]).sum(-1).abs()
+        cosines.append(float(matched.sum()) / true.shape[1])
         mccs.append(mcc)
         latents = decoder.shape[0]
     return FeatureScores(sum(mccs) / len(mccs), sum(cosines) / len(cosines), mccs, true.shape[1], latents)

@@ -100,9 +100,11 @@ def register_method(method: Method) -> Method:
 
 
 def _same(a: Method, b: Method) -> bool:
-    code_a, code_b = getattr(a.run, "__code__", None), getattr(b.run, "__code__", None)
-    return a is b or (a.kind, a.summary) == (b.kind, b.summary) and code_a is not None and code_b is not None and (
-        code_a.co_filename, code_a.co_qualname) == (code_b.co_filename, code_b.co_qualname)
+    """The same method, or the same function of the same file under the same name, kind and summary."""
+    if a is b:
+        return True
+    where = lambda m: (m.kind, m.summary, m.run.__code__.co_filename, m.run.__code__.co_qualname)  # noqa: E731
+    return hasattr(a.run, "__code__") and hasattr(b.run, "__code__") and where(a) == where(b)
 
 
 @dataclass

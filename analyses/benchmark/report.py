@@ -145,10 +145,20 @@ def markdown(cells: Sequence[CellResult], budget: BenchmarkBudget) -> str:
     return "\n".join(lines)
 
 
+def _feature_rows(cells: Sequence[CellResult]) -> dict[tuple[str, str], list[FeatureScores]]:
+    """Each feature method's scores on each case it was scored on, by ``(method, case)``, over the seeds."""
+    rows: dict[tuple[str, str], list[FeatureScores]] = {}
+    for c in cells:
+        for m, s in c.scores.items():
+            if isinstance(s, FeatureScores):
+                rows.setdefault((m, c.case), []).append(s)
+    return rows
+
+
 def feature_lines(cells: Sequence[CellResult]) -> list[str]:
     """The feature methods' table, on the cases with superposed features (none: no lines)."""
-    methods = list(dict.fromkeys(m for c in cells for m, s in c.scores.items() if isinstance(s, FeatureScores)))
-    if not methods:
+    table = _feature_rows(cells)
+    if not table:
         return []
     lines = ["", "## Feature methods: superposed sparse units recovered", "",
              "MCC: each planted unit matched to a distinct latent so that the summed |Pearson r| on held-out "
@@ -158,16 +168,15 @@ def feature_lines(cells: Sequence[CellResult]) -> list[str]:
              f"{FEATURES_RECOVERED}, else it is **partial**.", "",
              "| method | case | features / latents (last site) | MCC | decoder \\|cos\\| | verdict |",
              "|---|---|---|---|---|---|"]
-    for m in methods:
-        for case in _cases(cells):
-            rows = [c.scores[m] for c in cells if c.case == case and m in c.scores]
-            if not rows:
-                continue
-            mcc, cos = _bounded([r.mcc for r in rows], "mcc"), _bounded([r.cosine for r in rows], "cosine")
-            verdict = "recovers" if (mcc.lo if mcc.n >= 2 else mcc.mean) > FEATURES_RECOVERED else "partial"
-            lines.append(f"| {m} | {case} | {rows[0].features} / {rows[0].latents} | {mcc.text('.3f')} | "
-                         f"{cos.text('.3f')} | **{verdict}** |")
+    for (m, case), rows in table.items():
+        mcc, cos = _bounded([r.mcc for r in rows], "mcc"), _bounded([r.cosine for r in rows], "cosine")
+        lines.append(f"| {m} | {case} | {rows[0].features} / {rows[0].latents} | {mcc.text('.3f')} | "
+                     f"{cos.text('.3f')} | **{feature_verdict(mcc)}** |")
     return lines
+
+
+def feature_verdict(mcc: Interval) -> str:
+    return "recovers" if (mcc.lo if mcc.n >= 2 else mcc.mean) > FEATURES_RECOVERED else "partial"
 
 
 def reading(cells: Sequence[CellResult]) -> str:
@@ -189,16 +198,12 @@ def reading(cells: Sequence[CellResult]) -> str:
 
 
 def feature_reading(cells: Sequence[CellResult]) -> list[str]:
-    """The feature methods' findings in words, from their MCC intervals against the best-scoring dense baseline."""
-    found: dict[tuple[str, str], Interval] = {}
-    for case in _cases(cells):
-        for m in dict.fromkeys(k for c in cells if c.case == case for k, s in c.scores.items()
-                               if isinstance(s, FeatureScores)):
-            found[(m, case)] = _bounded([c.scores[m].mcc for c in cells if c.case == case and m in c.scores], "mcc")
+    """The feature methods' findings in words, from their MCC intervals and verdicts."""
+    found = {key: _bounded([r.mcc for r in rows], "mcc") for key, rows in _feature_rows(cells).items()}
     if not found:
         return []
     words = [f"{m} on {case} reaches MCC {iv.text('.3f')}"
-             + (" (recovers the superposed units)" if iv.n >= 2 and iv.lo > FEATURES_RECOVERED else "")
+             + (" (recovers the superposed units)" if feature_verdict(iv) == "recovers" else "")
              for (m, case), iv in found.items()]
     return ["Feature methods: " + "; ".join(words) + " (1: every planted unit is one latent; principal directions "
             "can match at most as many units as the residual has dimensions)."]

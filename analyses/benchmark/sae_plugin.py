@@ -25,6 +25,7 @@ from sae_lens import StandardTrainingSAE, StandardTrainingSAEConfig
 from sae_lens.saes.sae import TrainStepInput
 
 from analyses.benchmark.cases import Case, residual_sites, variable_values
+from analyses.benchmark.scores import correlations
 from analyses.benchmark.methods import DIRECTIONS, FEATURES, DirectionOutput, FeatureOutput, Method, register_method
 from analyses.metrics.site_probes import residual_stack
 
@@ -48,12 +49,17 @@ def train_sae(acts: torch.Tensor, seed: int) -> StandardTrainingSAE:
     return sae.eval()
 
 
-def best_latent(latents: torch.Tensor, variable: torch.Tensor) -> tuple[int, float]:
-    """The latent (column of ``latents [samples, d_sae]``) with the largest |Pearson r| with ``variable``, and it."""
-    z, v = latents.double() - latents.double().mean(0), variable.double() - variable.double().mean()
-    r = (z.T @ v) / (z.norm(dim=0) * v.norm()).clamp_min(1e-300)
-    k = int(r.abs().argmax())
-    return k, float(r[k].abs())
+_TRAINED: dict[tuple, StandardTrainingSAE] = {}  # one case's SAEs, by site: sae and sae-features share them
+
+
+def site_sae(case: Case, resid: torch.Tensor, s: int) -> StandardTrainingSAE:
+    """The SAE of site ``s`` of ``case`` (``resid``: ``residual_stack`` on its fit prompts), trained once per case."""
+    key = (case.spec.name, case.spec.n_tasks, case.seed, s)
+    if not any(k[:3] == key[:3] for k in _TRAINED):
+        _TRAINED.clear()  # another case: keep only the current one's
+    if key not in _TRAINED:
+        _TRAINED[key] = train_sae(resid[s].reshape(-1, resid.shape[-1]), 1000 * case.seed + s)
+    return _TRAINED[key]
 
 
 def sae(case: Case) -> DirectionOutput:
@@ -63,12 +69,11 @@ def sae(case: Case) -> DirectionOutput:
         needed = [name for name in values if site in case.truth.sites[name]]
         if not needed:
             continue
-        acts = resid[s].reshape(-1, resid.shape[-1])
-        model = train_sae(acts, 1000 * case.seed + s)
+        model = site_sae(case, resid, s)
         with torch.no_grad():
-            latents = model.encode(acts.float())
-        for name in needed:
-            k, _ = best_latent(latents, values[name][s].reshape(-1))
+            latents = model.encode(resid[s].reshape(-1, resid.shape[-1]).float())
+        for name in needed:  # the latent most correlated with the variable
+            k = int(correlations(values[name][s].reshape(-1, 1), latents)[0].argmax())
             out.directions[(name, site)] = model.W_dec[k].detach().double().clone()
     return out
 
@@ -77,8 +82,7 @@ def sae_features(case: Case) -> FeatureOutput:
     """One SAE per site where a superposed case's features lie: its latents and decoder rows, scored by MCC."""
     resid, sites, out = residual_stack(case.model, case.fit.prompt), residual_sites(case.model), FeatureOutput()
     for site in case.truth.features:
-        s = sites.index(site)
-        model = train_sae(resid[s].reshape(-1, resid.shape[-1]), 1000 * case.seed + s)
+        model = site_sae(case, resid, sites.index(site))
         out.encoders[site] = lambda x, m=model: m.encode(x.float()).detach().double()
         out.decoders[site] = model.W_dec.detach().double().clone()
     return out

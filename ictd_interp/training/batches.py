@@ -44,12 +44,15 @@ class WindowBatch:
         return WindowBatch(move(self.prompts), move(self.query_reward), move(self.query_value),
                            move(self.query_return), self.n_windows, move(self.action_queries))
 
-    def with_query(self, features: Float[Tensor, "task window d_feat"]) -> Float[Tensor, "batch pos d_model"]:
-        """The prompts with each window's query features replaced by ``features``: the prompt the model would
-        read had the behaviour taken another action at the query's state (the context's columns are unchanged; its
-        last transition's bootstrap then reads the new query: docs/theory.md §6)."""
-        prompts = self.prompts.clone()
-        prompts[:, -1, PromptLayout(features.shape[-1]).features] = features.flatten(0, 1).to(prompts.dtype)
+    def with_query(self, features: Float[Tensor, "*alt task window d_feat"]) -> Float[Tensor, "alt_batch pos d_model"]:
+        """The prompts with each window's query features replaced by ``features`` (one copy of every prompt per
+        leading index, stacked along the batch): the prompt the model would read had the behaviour taken another
+        action at the query's state (the context's columns are unchanged; its last transition's bootstrap then
+        reads the new query: docs/theory.md §6)."""
+        copies = features.shape[:-3].numel()
+        prompts = self.prompts.repeat(copies, 1, 1)
+        prompts[:, -1, PromptLayout(features.shape[-1]).features] = features.reshape(-1, features.shape[-1]).to(
+            prompts.dtype)
         return prompts
 
 
@@ -131,6 +134,5 @@ def _true_values(tasks: TaskBatch, dist: TaskDistribution, values: str) -> Float
 
 def _action_queries(tasks: TaskBatch, n_actions: int, query_pairs: Tensor) -> Float[Tensor, "action task window d"]:
     """The features of ``(S, a)`` for every action ``a``, ``S`` the state of each window's query pair."""
-    pairs = (query_pairs // n_actions)[None] * n_actions + torch.arange(n_actions)[:, None, None]
-    features = tasks.features.expand(len(tasks), -1, -1)
-    return torch.stack([torch.gather(features, 1, p.unsqueeze(-1).expand(-1, -1, features.shape[-1])) for p in pairs])
+    pairs = (query_pairs // n_actions)[None] * n_actions + torch.arange(n_actions)[:, None, None]  # [action, task, w]
+    return tasks.features.expand(len(tasks), -1, -1)[torch.arange(len(tasks))[:, None], pairs]

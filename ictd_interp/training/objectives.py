@@ -69,10 +69,9 @@ def greedy_bootstrap(model: ICTDModel, batch: WindowBatch, depth: Optional[int] 
     if batch.action_queries is None:
         raise ValueError("batch: drawn without action queries (window_batch(..., action_queries=True)); the "
                          "q-learning objective bootstraps on every action of the next state")
-    with torch.no_grad():
-        per_action = [model.fast_values(batch.with_query(f), depth=depth, query_only=True).view(-1, batch.n_windows)
-                      for f in batch.action_queries]
-    return torch.stack(per_action).amax(0)
+    with torch.no_grad():  # every action's prompts in one forward
+        values = model.fast_values(batch.with_query(batch.action_queries), depth=depth, query_only=True)
+    return values.view(len(batch.action_queries), -1, batch.n_windows).amax(0)
 
 
 def q_learning_loss(model: ICTDModel, batch: WindowBatch, depth: Optional[int] = None) -> Tensor:
