@@ -19,9 +19,9 @@ import sys
 import torch
 
 from analyses.metrics.control import acting_regret, in_context_q
+from analyses.analyze import resolve
 from analyses.metrics.intervals import paired, t_interval
 from ictd_interp.config.train import PRESETS
-from ictd_interp.models.loading import load_checkpoint
 from ictd_interp.tasks.mdp import random_mdps, uniform_policy
 from ictd_interp.tasks.sampling import sample_from
 
@@ -30,7 +30,7 @@ SEED = 29
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("runs", nargs="+", help="run folders or checkpoints (the first is the paired reference)")
+    parser.add_argument("runs", nargs="+", help="run folders, checkpoints or shipped models (the first: the reference)")
     parser.add_argument("--tasks", type=int, default=256)
     args = parser.parse_args()
     dist = PRESETS["control-quick"].tasks
@@ -42,8 +42,7 @@ def main() -> None:
     truth = {"q_pi": mdp.q_values(behaviour).flatten(-2), "q_star": mdp.q_star().flatten(-2)}
     errors, estimates = {}, {}
     for run in args.runs:
-        path = run.rstrip("/") + "/final" if not run.endswith("final") else run
-        model = load_checkpoint(path).model.double()
+        model = resolve(run).model.double()  # a run folder, a checkpoint or a shipped model's name
         with torch.no_grad():
             v = model(tasks.prompt.double())[:, -1]
         errors[run] = {name: (v - torch.gather(t, 1, query)[:, 0]).pow(2).numpy() for name, t in truth.items()}
