@@ -1,6 +1,7 @@
 """Every device check in one command, for a machine with a GPU: the device tests (float32 on the device against
 the float64 CPU reference, within 1e-4; a short training run on the device against the CPU's) and the benchmarks
-that take a device (training throughput with its CPU agreement check, long-context forwards with peak memory).
+that take a device (training throughput with its CPU agreement check, long-context forwards with peak memory,
+many models stepped in one process against one process per model).
 
     python benchmarks/device_checks.py --device cuda [--out DIR] [--quick]
 
@@ -36,6 +37,8 @@ def steps(device: str, quick: bool) -> dict[str, list[str]]:
         "tests": [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow", *TESTS],
         "train_throughput": [python, "benchmarks/train_throughput.py", "--device", device, *rounds],
         "long_context": [python, "benchmarks/long_context.py", "--device", device, *lengths],
+        "model_stack": [python, "benchmarks/model_stack.py", "--device", device, *rounds,
+                        *(["--models", "4", "--batches", "4", "64", "--steps", "100"] if quick else [])],
     }
 
 

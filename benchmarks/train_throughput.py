@@ -52,7 +52,7 @@ from ictd_interp.models.architectures import build_model
 from ictd_interp.training.allocator import keep_freed_memory
 from ictd_interp.training.objectives import td_loss
 from ictd_interp.training.batch_stream import BatchStream
-from ictd_interp.training.trainer import _optimizer
+from ictd_interp.training.trainer import make_optimizer
 from products import MatrixProducts  # benchmarks/products.py (benchmarks/ is the script's folder)
 
 COMPILE_MODES = ("default", "max-autotune", "max-autotune-no-cudagraphs")
@@ -145,7 +145,7 @@ class Bench:
         self.model = build_model(self.config.model).to(device)
         self.batches = BatchStream(self.config, torch.Generator().manual_seed(0), torch.float32)
         self.batch = next(self.batches)[0]
-        self.optimizer = _optimizer(self.config, self.model)
+        self.optimizer = make_optimizer(self.config, self.model)
         self.compile_s = 0.0
         self.products = MatrixProducts()  # the eager step's products (reported for the eager benches alone)
         if not compiled:

@@ -54,8 +54,8 @@ def make_standard(**overrides) -> HookedStandardTransformer:
 
 # ---- tiers: ``-m unit`` (pure functions and single forwards: the inner loop, under a minute) and
 # ``-m integration`` (training, the CLI, subprocesses, Ray, notebooks, whole reports); ``-m slow`` as declared.
-INTEGRATION = re.compile(r"\b(main|_cli|train|resume|run_study|run_claims|run_benchmark|das|analyze|reexport|"
-                         r"retrain\w*|write_ood|cell)\(|subprocess|\bray\.|nbclient|notebook|Popen")
+INTEGRATION = re.compile(r"\b(main|_cli|train|resume|train_stack|resume_stack|run_study|run_claims|run_benchmark|das|"
+                         r"analyze|reexport|retrain\w*|write_ood|cell)\(|subprocess|\bray\.|nbclient|notebook|Popen")
 
 
 def tier_of(source: str) -> str:

@@ -156,7 +156,22 @@ def test_the_device_checks_run_as_one_command_and_refuse_a_missing_gpu(tmp_path)
                          capture_output=True, text=True)
     report = json.loads(out.stdout)
     assert out.returncode == 0 and report["steps"]["tests"]["returncode"] == 0
-    assert "5 passed" in (tmp_path / "tests.log").read_text()
+    assert "6 passed" in (tmp_path / "tests.log").read_text()
     if not torch.cuda.is_available():
         refused = subprocess.run([sys.executable, script, "--device", "cuda"], capture_output=True, text=True)
         assert refused.returncode != 0 and "torch sees no CUDA device" in refused.stderr
+
+
+def test_the_model_stack_benchmark_times_both_ways_and_states_the_studies_rule():
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "model_stack.py"), "--models", "2", "--batches",
+                          "4", "--steps", "10", "--rounds", "1"], capture_output=True, text=True, check=True)
+    report = json.loads(out.stdout)
+    (row,) = report["rows"]
+    assert row["tasks_per_batch"] == 4 and report["studies_rule"] == {"STACK_MAX_TASKS_PER_BATCH": 16,
+                                                                      "STACK_TASKS": 128}
+    for way in ("step_loop", "whole_run"):
+        alone, stacked = row[f"{way}_alone_models_steps_per_s"], row[f"{way}_stacked_models_steps_per_s"]
+        assert alone > 0 and stacked > 0
+        lo, hi = row[f"{way}_alone_over_stacked_rounds_min_max"]
+        assert lo == hi == row[f"{way}_alone_over_stacked"]
+    assert row["step_loop_alone_models_steps_per_s"] > row["whole_run_alone_models_steps_per_s"]

@@ -59,3 +59,24 @@ def test_the_fused_backward_on_the_device_matches_the_float64_cpu_gradients():
         grads[device if dtype == torch.float32 else "reference"] = [p.grad for p in model.parameters()]
     for got, want in zip(grads[DEVICE], grads["reference"]):
         _close(got, want)
+
+
+def test_a_stack_on_the_device_matches_each_models_float64_cpu_gradients():
+    from ictd_interp.models.model_stack import ModelStack
+    from ictd_interp.training.batches import WindowBatch
+
+    cfg = ICTDConfig(d_features=4, n_layers=3, tied=False, dtype="float64", init_scale=0.3)
+    dist = TaskDistribution(d_features=4, context_len=20)
+    batches = [window_batch(dist, 4, 4, generator=torch.Generator().manual_seed(s)) for s in range(3)]
+    models = [HookedICTDTransformer(ICTDConfig.from_dict({**cfg.to_dict(), "seed": s})) for s in range(3)]
+    wants = []
+    for model, batch in zip(models, batches):
+        td_loss(model, batch).backward()
+        wants.append([(a.A.grad, a.V.grad) for a in model.unique_attention()])
+    stack = ModelStack([m.to(torch.float32).to(DEVICE) for m in models])
+    td_loss(stack, WindowBatch.stack([b.to(DEVICE, torch.float32) for b in batches])).sum().backward()
+    assert stack.A.device.type == DEVICE
+    for i, want in enumerate(wants):
+        for u, (grad_A, grad_V) in enumerate(want):
+            _close(stack.A.grad[i, u], grad_A)
+            _close(stack.V.grad[i, u], grad_V)

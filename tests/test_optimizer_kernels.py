@@ -15,12 +15,12 @@ def test_the_multi_tensor_optimiser_updates_bit_for_bit_as_the_per_tensor_loop(o
     the shipped models were trained with torch's CPU default, the per-tensor loop: same bits."""
     from ictd_interp.models.architectures import build_model
     from ictd_interp.training.batch_stream import BatchStream
-    from ictd_interp.training.trainer import _optimizer
+    from ictd_interp.training.trainer import make_optimizer
 
     config = TrainConfig.from_preset("standard-quick", optimizer=optimizer, tasks_per_batch=4, windows_per_task=3,
                                      weight_decay=1e-3, optimizer_kernel="foreach")
     models = [build_model(config.model) for _ in range(2)]
-    fast = _optimizer(config, models[0])
+    fast = make_optimizer(config, models[0])
     assert all(group["foreach"] for group in fast.param_groups)
     loop = type(fast)(models[1].parameters(), lr=config.lr, weight_decay=config.weight_decay, foreach=False)
     batches = BatchStream(config, torch.Generator().manual_seed(0), torch.float32)
@@ -40,7 +40,7 @@ def test_the_fused_optimiser_kernel_updates_as_foreach_up_to_rounding(optimizer)
     float operations: float64 weights agree to 1e-13 after 5 steps whose updates are of order lr."""
     from ictd_interp.models.architectures import build_model
     from ictd_interp.training.batch_stream import BatchStream
-    from ictd_interp.training.trainer import _optimizer
+    from ictd_interp.training.trainer import make_optimizer
 
     configs = [
         TrainConfig.from_preset(
@@ -56,7 +56,7 @@ def test_the_fused_optimiser_kernel_updates_as_foreach_up_to_rounding(optimizer)
     ]
     assert TrainConfig.from_preset("quick").optimizer_kernel == "fused"
     models = [build_model(c.model) for c in configs]
-    optimizers = [_optimizer(c, m) for c, m in zip(configs, models)]
+    optimizers = [make_optimizer(c, m) for c, m in zip(configs, models)]
     assert [bool(o.param_groups[0]["fused"]) for o in optimizers] == [True, False]
     batches = BatchStream(configs[0], torch.Generator().manual_seed(0), torch.float64)
     for _ in range(5):

@@ -54,6 +54,19 @@ def standalone(config, out: Path) -> dict:
     return load_file(str(out / "final" / "model.safetensors"))
 
 
+def stacked_standalone(configs, out: Path) -> list[dict]:
+    """The same configs trained as one stack outside the study, on one torch thread like a study's stack."""
+    from ictd_interp.training.stacked import train_stack
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        train_stack(configs, [out / str(i) for i in range(len(configs))], progress=False)
+    finally:
+        torch.set_num_threads(threads)
+    return [load_file(str(out / str(i) / "final" / "model.safetensors")) for i in range(len(configs))]
+
+
 def assert_same(a: dict, b: dict) -> None:
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
@@ -77,7 +90,15 @@ def test_four_cells_equal_their_summaries_and_standalone_runs(local_ray, tmp_pat
         assert rows["metrics.signature.current value"].tolist() == pytest.approx(current, nan_ok=True)
         assert [row["metrics.cos_V"] for row in per_layer] == pytest.approx(summary["metrics"]["cos_V"], abs=1e-15)
         assert scalars["margin.theta_star_mean"] == pytest.approx(rows["margin.theta_star_mean"].iloc[0], abs=1e-15)
-        assert_same(final_weights(folder), standalone(cell.config, tmp_path / "alone" / cell.name))
+        # cells of one shape at 4 tasks per step train as one stack (2 workers: 2 stacks of 2): bit for bit the
+        # same stack trained alone, and each model its own run up to float32 rounding over 12 steps
+        status = json.loads((folder / "status.json").read_text())
+        group = [c for c in cells if c.config.model.tied == cell.config.model.tied]
+        assert status["models_in_process"] == 2 == len(group)
+        stack = stacked_standalone([c.config for c in group], tmp_path / "stack" / cell.name)
+        assert_same(final_weights(folder), stack[group.index(cell)])
+        alone = standalone(cell.config, tmp_path / "alone" / cell.name)
+        assert all(torch.allclose(alone[k], stack[group.index(cell)][k], rtol=1e-5, atol=1e-7) for k in alone)
         assert not list((folder / "analysis" / "figures").iterdir())  # the study draws across cells, not each
         assert "ictd-interp analyze RUN --out DIR" in (folder / "analysis" / "summary.md").read_text()
     curves = study.curves
@@ -172,6 +193,24 @@ def test_killed_worker_resumes_the_cell_to_the_same_weights(tmp_path):
     ]
     assert f"its worker process {pid} died" in output  # the reason, beside Ray's own retry message
     assert_same(final_weights(cell), standalone(load_spec(data).cells()[0].config, tmp_path / "alone"))
+
+
+def test_a_killed_stacks_worker_resumes_every_cell_of_the_stack_to_the_same_weights(tmp_path):
+    data = spec(grid={"n_layers": [3]}, seeds=[0, 1], steps=300, checkpoint_every=50, eval_every=150)
+    out = tmp_path / "s"
+    proc = _cli("study", str(_write_spec(tmp_path / "k.toml", data)), "--out", str(out), "--workers", "1")
+    cells = [out / "cells" / f"n_layers-3__seed-{s}" for s in (0, 1)]
+    _wait_for(lambda: all((c / "run" / "checkpoints" / "step_0000050").exists() for c in cells))
+    pids = {json.loads((c / "status.json").read_text())["pid"] for c in cells}
+    assert len(pids) == 1  # one worker process steps both cells
+    os.kill(pids.pop(), signal.SIGKILL)
+    output, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, output
+    stack = stacked_standalone([c.config for c in load_spec(data).cells()], tmp_path / "alone")
+    for cell, weights in zip(cells, stack):
+        status = json.loads((cell / "status.json").read_text())
+        assert status["status"] == "done" and status["models_in_process"] == 2 and status["earlier_attempts"]
+        assert_same(final_weights(cell), weights)  # resumed together: bit for bit the uninterrupted stack
 
 
 @pytest.mark.slow
@@ -291,7 +330,7 @@ def test_study_table_gives_t_intervals_and_names_a_diverged_seed():
 
 
 def test_a_cell_counts_as_running_only_while_its_process_lives(tmp_path):
-    from analyses.studies.run import _is_running, _write_status
+    from analyses.studies.cells import is_running as _is_running, write_status as _write_status
 
     alive = _write_status(tmp_path / "a", "running")
     assert _is_running(alive)

@@ -10,7 +10,8 @@ from ictd_interp._lazy import lazy_exports
 _EXPORTS = {
     "StudySpecError": "spec", "Cell": "spec", "StudySpec": "spec", "builtin_studies": "spec", "load_spec": "spec",
     "cell_name": "spec", "condition_label": "spec", "Study": "run", "run_study": "run", "load_study": "run",
-    "run_cell": "run", "collect": "results", "read_tables": "results", "band_lines": "report",
+    "run_cell": "cells", "run_stacked_cells": "cells", "stack_groups": "cells", "collect": "results",
+    "read_tables": "results", "band_lines": "report",
     "write_report": "report", "cells_cosine_curves": "report", "curve": "report", "msve_curves": "report",
     "signature": "report", "cells_error_vs_depth": "report", "cells_depth_extrapolation": "report",
     "markdown": "report",

@@ -8,12 +8,14 @@
     DIR/cells/<cell>/status.json    running | retrying | done | failed | interrupted, error, wall time, the pid of
                                     the worker process running it (how to find a cell's process: while it
                                     is "running", that pid is alive; ``earlier_attempts`` lists attempts
-                                    whose worker died, with their pids)
+                                    whose worker died, with their pids; ``models_in_process`` for a
+                                    cell trained in a stack)
     DIR/results.csv, curves.csv, depth.csv, extrapolation.csv, study.md, figures/
 
-Ray does all the scheduling: every unfinished cell is one Ray task (one CPU, one torch thread).
-A worker killed mid-cell makes Ray retry the task, which resumes the cell from its last checkpoint
-(the same weights as an undisturbed run: the resume is exact at equal thread counts). A cell that
+Ray does all the scheduling: every unfinished cell is one Ray task (one CPU, one torch thread), or, for cells
+of one shape at small batches, one task trains several as a stack (``cells.stack_groups``, where that wins).
+A worker killed mid-cell makes Ray retry the task, which resumes the cell (or the stack) from its last
+checkpoint (the same weights as an undisturbed run: the resume is exact at equal thread counts). A cell that
 raises is recorded ``failed`` with its message. Ctrl-C writes ``DIR/STOP``: running cells checkpoint
 and stop, and the same command resumes them later. Finished cells are never recomputed.
 """
@@ -23,21 +25,20 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
-import time
-import traceback
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Optional, Union
 
 import pandas as pd
 
+from analyses.studies.cells import (attempts, is_running, read_status, run_cell, run_stacked_cells, stack_groups,
+                                    write_status)
 from analyses.studies.results import collect, read_tables
 from analyses.studies.spec import StudySpec, StudySpecError, load_spec
 from ictd_interp.io.progress import computed, progress_bar
 
-STOP_FILE, STATUS_FILE = "STOP", "status.json"
+STOP_FILE = "STOP"
 TASK_RETRIES = 3  # Ray retries a cell whose worker process died (killed, out of memory)
 
 
@@ -96,7 +97,7 @@ def run_study(spec: Union[str, Path, dict, StudySpec], out_dir: Union[str, Path]
     if sparse:
         warnings.warn(f"{', '.join(sparse)}: steps < eval_every, so training curves have two points only (steps 0 "
                       "and the last); lower --eval-every for a curve", stacklevel=2)
-    todo = [c for c in spec.cells() if _status(out_dir / "cells" / c.name).get("status") != "done"]
+    todo = [c for c in spec.cells() if read_status(out_dir / "cells" / c.name).get("status") != "done"]
     interrupted = False
     if todo:
         own = session is None
@@ -142,13 +143,19 @@ def _prepare_folder(spec: StudySpec, out_dir: Path) -> None:
 
 
 def _run_on_ray(cells, out_dir: Path, session: RaySession, progress: bool, keep_freed_memory: bool) -> bool:
-    """Submit every cell as a Ray task and follow them; True if interrupted by Ctrl-C."""
+    """Submit every unit of cells (one cell, or cells stacked in one process: ``cells.stack_groups``) as a Ray
+    task and follow them; True if interrupted by Ctrl-C."""
     ray = session.ray()
-    task = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(run_cell)
-    refs = {task.remote(str(out_dir / "cells" / c.name), c.config.to_dict(), str(out_dir / STOP_FILE),
-                        keep_freed_memory): c
-            for c in cells}
-    bar = progress_bar(total=len(refs), disable=not progress, desc="study cells")
+    alone = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(run_cell)
+    stacked = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(run_stacked_cells)
+    stop_file = str(out_dir / STOP_FILE)
+    refs = {}
+    for unit in stack_groups(cells, int(ray.cluster_resources().get("CPU", 1))):
+        dirs, configs = [str(out_dir / "cells" / c.name) for c in unit], [c.config.to_dict() for c in unit]
+        ref = (alone.remote(dirs[0], configs[0], stop_file, keep_freed_memory) if len(unit) == 1
+               else stacked.remote(dirs, configs, stop_file, keep_freed_memory))
+        refs[ref] = unit
+    bar = progress_bar(total=len(cells), disable=not progress, desc="study cells")
     counts = {"done": 0, "failed": 0, "interrupted": 0}
     interrupted, pending = False, list(refs)
     try:
@@ -162,19 +169,20 @@ def _run_on_ray(cells, out_dir: Path, session: RaySession, progress: bool, keep_
                 (out_dir / STOP_FILE).touch()
                 continue
             for ref in ready:
-                status = _result_of(ray, ref, refs[ref], out_dir)
-                counts[status] = counts.get(status, 0) + 1
-                bar.update(1)
+                for status in _results_of(ray, ref, refs[ref], out_dir):
+                    counts[status] = counts.get(status, 0) + 1
+                bar.update(len(refs[ref]))
             running = 0
             for r in pending:  # a worker that died mid-cell: say why, before Ray's retry resumes the cell
-                cell_dir = out_dir / "cells" / refs[r].name
-                status = _status(cell_dir)
-                alive = _is_running(status)
-                running += alive
-                if status.get("status") == "running" and not alive:
-                    _write_status(cell_dir, "retrying", pid=status.get("pid"), earlier_attempts=_attempts(cell_dir))
-                    bar.write(f"{refs[r].name}: its worker process {status.get('pid')} died (killed, or out of "
-                              "memory); Ray retries the cell from its last checkpoint")
+                for cell in refs[r]:
+                    cell_dir = out_dir / "cells" / cell.name
+                    status = read_status(cell_dir)
+                    alive = is_running(status)
+                    running += alive
+                    if status.get("status") == "running" and not alive:
+                        write_status(cell_dir, "retrying", pid=status.get("pid"), earlier_attempts=attempts(cell_dir))
+                        bar.write(f"{cell.name}: its worker process {status.get('pid')} died (killed, or out of "
+                                  "memory); Ray retries the cell from its last checkpoint")
             bar.set_postfix(done=counts["done"], running=running, failed=counts["failed"])
     finally:
         bar.close()
@@ -182,45 +190,20 @@ def _run_on_ray(cells, out_dir: Path, session: RaySession, progress: bool, keep_
     return interrupted
 
 
-def _result_of(ray, ref, cell, out_dir: Path) -> str:
-    """The cell's final status; a task whose retries all died is recorded as failed."""
+def _results_of(ray, ref, unit, out_dir: Path) -> list[str]:
+    """The final status of each of a unit's cells; a task whose retries all died records its cells failed."""
     try:
-        return ray.get(ref)["status"]
+        result = ray.get(ref)
+        return [r["status"] for r in (result if isinstance(result, list) else [result])]
     except Exception as err:  # a RayError: the worker died on every attempt
-        cell_dir = out_dir / "cells" / cell.name
         reason = next((line.strip() for line in str(err).splitlines() if line.strip()), "")
-        _write_status(cell_dir, "failed", error=f"{type(err).__name__}: the worker process died on all "
-                      f"{TASK_RETRIES + 1} attempts "
-                      "(killed, or out of memory)" + (f"; Ray: {reason}" if reason else ""),
-                      earlier_attempts=_attempts(cell_dir))
-        return "failed"
-
-
-def _is_running(status: dict[str, Any]) -> bool:
-    """A cell counts as running only while the process its status names is alive (a killed worker leaves
-    "running" behind until Ray retries the cell). On a remote node the pid is not ours to check."""
-    if status.get("status") != "running":
-        return False
-    if status.get("host") not in (None, socket.gethostname()):
-        return True
-    try:
-        os.kill(int(status["pid"]), 0)
-    except (OSError, KeyError, TypeError, ValueError):
-        return False
-    return True
-
-
-def _attempts(cell: Path) -> list[dict[str, Any]]:
-    """Earlier attempts at a cell whose worker died, kept in its status.json."""
-    status = _status(cell)
-    attempts = list(status.get("earlier_attempts", []))
-    if (
-        status.get("status") == "running"
-        and not _is_running(status)
-        and status.get("pid") not in [a.get("pid") for a in attempts]
-    ):
-        attempts.append({"pid": status.get("pid"), "outcome": "the worker process died (killed or out of memory)"})
-    return attempts
+        for cell in unit:
+            cell_dir = out_dir / "cells" / cell.name
+            write_status(cell_dir, "failed", error=f"{type(err).__name__}: the worker process died on all "
+                         f"{TASK_RETRIES + 1} attempts "
+                         "(killed, or out of memory)" + (f"; Ray: {reason}" if reason else ""),
+                         earlier_attempts=attempts(cell_dir))
+        return ["failed"] * len(unit)
 
 
 def import_ray():
@@ -241,60 +224,3 @@ def init_ray(ray, address: Optional[str], workers: Optional[int]) -> None:
     local = host in ("localhost",) or host.startswith("127.")
     ray.init(address=address, log_to_driver=False, configure_logging=False,
              **({"_node_ip_address": "127.0.0.1"} if local else {}))
-
-
-def run_cell(cell_dir: str, config: dict[str, Any], stop_file: str, keep_freed_memory: bool = False) -> dict[str, Any]:
-    """Train (or resume) and analyse one cell; runs inside a Ray worker on one torch thread."""
-    import torch
-
-    from analyses.analyze import analyze
-    from ictd_interp.training import run_folder
-    from ictd_interp.training.trainer import resume, train
-    from ictd_interp.config.train import TrainConfig
-
-    torch.set_num_threads(1)
-    cell, started = Path(cell_dir), time.perf_counter()
-    run_dir, stop = cell / "run", (lambda: Path(stop_file).exists())
-    if stop():
-        return _write_status(cell, "interrupted")
-    earlier = _attempts(cell)  # a retry after a killed worker: say so, and resume from the last checkpoint
-    _write_status(cell, "running", earlier_attempts=earlier)
-    try:
-        cfg = TrainConfig.from_dict(config)
-        if run_folder.config_path(run_dir).exists() and run_folder.latest_checkpoint(run_dir) is None:
-            shutil.rmtree(run_dir)  # stopped before its first checkpoint: only step 0's log to redo
-        if run_folder.config_path(run_dir).exists():
-            changed = run_folder.load_run_config(run_dir).differences(cfg)
-            if changed:
-                raise StudySpecError(f"{run_dir}: holds a run with other settings ({'; '.join(changed)})")
-            run = resume(run_dir, progress=False, stop=stop, keep_freed_memory=keep_freed_memory)
-        else:
-            run = train(cfg, run_dir, progress=False, stop=stop, keep_freed_memory=keep_freed_memory)
-        if run.interrupted:
-            return _write_status(cell, "interrupted", wall_time=time.perf_counter() - started)
-        # NEU per (n, L): analyses.metrics.neu.neu_grid, not per cell; figures: the study's, across cells
-        analyze(run_dir, cell / "analysis", neu=False, draw=False)
-    except Exception as err:
-        trace = traceback.format_exc(limit=-3)
-        return _write_status(cell, "failed", error=f"{type(err).__name__}: {err}", trace=trace,
-                             wall_time=time.perf_counter() - started, earlier_attempts=earlier)
-    return _write_status(cell, "done", wall_time=time.perf_counter() - started, earlier_attempts=earlier)
-
-
-def _write_status(cell: Path, status: str, **info: Any) -> dict[str, Any]:
-    """``status.json``: running | retrying | done | failed | interrupted, with the pid (this process's
-    unless given) and host of the process, so a reader can find a cell's process."""
-    cell.mkdir(parents=True, exist_ok=True)
-    entry = {"status": status, "pid": os.getpid(), "host": socket.gethostname(), "error": None, **info}
-    tmp = cell / f".{STATUS_FILE}.tmp"
-    tmp.write_text(json.dumps(entry, indent=1))
-    os.replace(tmp, cell / STATUS_FILE)
-    return entry
-
-
-def _status(cell: Path) -> dict[str, Any]:
-    path = cell / STATUS_FILE
-    try:
-        return json.loads(path.read_text()) if path.exists() else {}
-    except json.JSONDecodeError:
-        return {}  # a status being rewritten: treated as unknown, re-read on the next poll

@@ -20,7 +20,9 @@ The values are ``v_h = fixed_h + w_t * target + w_c * current`` (sources only), 
 flows into ``fixed_h`` (whose weights are the feature and reward entries of ``w``), the target and
 current rows, and ``w_t``, ``w_c``. Between layers: ``current' = current + z_0``; TSM:
 ``target' = gamma shift(current')``; dual: ``target' = target + shift(z_1)``; the adjoint of
-``shift_to_predecessor`` moves position ``k`` to ``k + 1``.
+``shift_row`` moves position ``k`` to ``k + 1``.
+
+With a model axis (``fast_path.py``) every sum over the batch stays per model.
 
 Double backward (the NEU objective differentiates a gradient): when the backward is asked for a graph
 (``create_graph=True``), it differentiates the forward again with autograd on the saved inputs, so
@@ -70,7 +72,7 @@ class _FusedPaperMask(torch.autograd.Function):
         x = prompt[..., PromptLayout(cfg.d_features).features]
         for (u, h, alone), entries in uses.items():
             p = ctx.tape.last[h] if alone else ctx.tape.full[u][h]
-            g_A[u, h] += _pattern_backward(cfg, p, entries, x[:, -1:] if alone else x, x[:, :-1])
+            g_A[..., u, h, :, :] += _pattern_backward(cfg, p, entries, x[..., -1:, :] if alone else x, x[..., :-1, :])
         return g_A, g_w, None, None, None, None
 
 
@@ -79,9 +81,9 @@ class _Use:
     """One use of a pattern: its rows (all, or the query's), upstream gradient, values and output."""
 
     rows: slice
-    g: Float[Tensor, "batch rows"]
-    v: Float[Tensor, "batch source"]
-    z: Float[Tensor, "batch rows"]
+    g: Float[Tensor, "*model batch rows"]
+    v: Float[Tensor, "*model batch source"]
+    z: Float[Tensor, "*model batch rows"]
 
 
 def _value_path_backward(cfg: ICTDConfig, w: Tensor, prompt: Tensor, tape: Tape, g_out: Tensor, depth: int,
@@ -89,18 +91,18 @@ def _value_path_backward(cfg: ICTDConfig, w: Tensor, prompt: Tensor, tape: Tape,
     """Walk the layers backward: ``dL/dw`` and, per pattern ``(unique layer, head, last alone)``, its uses."""
     lay = PromptLayout(cfg.d_features)
     T, C = lay.target, lay.current
-    batch, pos = prompt.shape[:2]
+    rows_shape, pos = prompt.shape[:-1], prompt.shape[-2]  # [*model, batch, pos]
     last_alone = query_only and not cfg.tied
-    g_fixed = prompt.new_zeros(w.shape[0], w.shape[1], batch, pos)
-    g_wt, g_wc = w.new_zeros(w.shape[:2]), w.new_zeros(w.shape[:2])
-    g_cur, g_tgt = (prompt.new_zeros(batch, pos), prompt.new_zeros(batch, pos)) if query_only else (g_out, None)
+    g_fixed = prompt.new_zeros(*w.shape[:-1], *rows_shape[-2:])  # [*model, unique, head, batch, pos]
+    g_wt, g_wc = w.new_zeros(w.shape[:-1]), w.new_zeros(w.shape[:-1])
+    g_cur, g_tgt = (prompt.new_zeros(rows_shape), prompt.new_zeros(rows_shape)) if query_only else (g_out, None)
     uses: dict[tuple[int, int, bool], list[_Use]] = {}
     for layer in reversed(range(depth)):
         u, final = (0 if cfg.tied else layer), query_only and layer == depth - 1
         cur, tgt, vs, zs = tape.layers[layer]
         if final:  # the query's value: current[:, -1] + z_0[:, 0]
-            g_cur[:, -1] = g_out
-            g_z = [g_out.unsqueeze(1)]
+            g_cur[..., -1] = g_out
+            g_z = [g_out.unsqueeze(-1)]
         elif cfg.form == "tsm":  # target' = gamma shift(current'), current' = current + z_0
             g_cur = g_cur if g_tgt is None else g_cur + cfg.gamma * _shift_adjoint(g_tgt)
             g_z, g_tgt = [g_cur], None
@@ -110,43 +112,48 @@ def _value_path_backward(cfg: ICTDConfig, w: Tensor, prompt: Tensor, tape: Tape,
         for h, g in enumerate(g_z):
             if g is None:
                 continue
-            rows = slice(pos - 1, pos) if final and not last_alone else slice(0, g.shape[1])
+            rows = slice(pos - 1, pos) if final and not last_alone else slice(0, g.shape[-1])
             p = tape.last[h] if final and last_alone else tape.full[u][h]
-            g_v = (g.unsqueeze(1) @ p[:, rows]).squeeze(1)  # p^T g: [batch, source]
-            g_fixed[u, h, :, :-1] += g_v
-            g_wt[u, h] += (g_v * tgt[:, :-1]).sum()
-            g_wc[u, h] += (g_v * cur[:, :-1]).sum()
+            g_v = (g.unsqueeze(-2) @ p[..., rows, :]).squeeze(-2)  # p^T g: [*model, batch, source]
+            g_fixed[..., u, h, :, :-1] += g_v
+            g_wt[..., u, h] += _sum_rows(g_v * tgt[..., :-1])
+            g_wc[..., u, h] += _sum_rows(g_v * cur[..., :-1])
             if g_tgt is None:
-                g_tgt = prompt.new_zeros(batch, pos)
-            g_tgt[:, :-1] += w[u, h, T] * g_v
-            g_cur[:, :-1] += w[u, h, C] * g_v
+                g_tgt = prompt.new_zeros(rows_shape)
+            g_tgt[..., :-1] += w[..., u, h, T, None, None] * g_v
+            g_cur[..., :-1] += w[..., u, h, C, None, None] * g_v
             uses.setdefault((u, h, final and last_alone), []).append(_Use(rows, g, vs[h], zs[h]))
     g_w = torch.zeros_like(w)
-    g_w[..., :T] = torch.einsum("bpm,uhbp->uhm", prompt[..., :T], g_fixed)
+    g_w[..., :T] = torch.einsum("...bpm,...uhbp->...uhm", prompt[..., :T], g_fixed)
     g_w[..., T] += g_wt
     g_w[..., C] += g_wc
     return uses, g_w
 
 
-def _pattern_backward(cfg: ICTDConfig, p: Float[Tensor, "batch rows source"], uses: list[_Use],
-                      queries: Float[Tensor, "batch rows d_feat"], sources: Float[Tensor, "batch source d_feat"]
-                      ) -> Float[Tensor, "d_feat d_feat"]:
+def _sum_rows(x: Float[Tensor, "*model batch source"]) -> Float[Tensor, "*model"]:
+    """The sum over the batch and sources, per model (the whole sum without a model axis)."""
+    return x.sum() if x.ndim == 2 else x.sum((-2, -1))
+
+
+def _pattern_backward(cfg: ICTDConfig, p: Float[Tensor, "*model batch rows source"], uses: list[_Use],
+                      queries: Float[Tensor, "*model batch rows d_feat"],
+                      sources: Float[Tensor, "*model batch source d_feat"]) -> Float[Tensor, "*model d_feat d_feat"]:
     """``dL/dA`` of one pattern from its uses (module docstring): ``G - c``, times ``p``, then ``K^T X``."""
-    whole = lambda use: use.rows.stop - use.rows.start == p.shape[1]  # noqa: E731
+    whole = lambda use: use.rows.stop - use.rows.start == p.shape[-2]  # noqa: E731
     uses = sorted(uses, key=whole, reverse=True)  # whole-pattern uses first: the first one starts G
     G = None if whole(uses[0]) else torch.zeros_like(p)
-    c = p.new_zeros(p.shape[:2])
+    c = p.new_zeros(p.shape[:-1])
     for use in uses:
         if G is None:
-            G = use.g.unsqueeze(-1) * use.v.unsqueeze(1)
+            G = use.g.unsqueeze(-1) * use.v.unsqueeze(-2)
         else:
-            G[:, use.rows].addcmul_(use.g.unsqueeze(-1), use.v.unsqueeze(1))
-        c[:, use.rows] += use.g * use.z
-    g_scores = G.sub_(c.unsqueeze(-1)).mul_(p) if cfg.attention == "softmax" else G.div_(sources.shape[1])
-    K_t = sources.transpose(1, 2) @ g_scores.transpose(1, 2)  # [batch, d, rows]: sum_i dL/dscore[j, i] x_i
-    return torch.einsum("bcj,bja->ca", K_t, queries)
+            G[..., use.rows, :].addcmul_(use.g.unsqueeze(-1), use.v.unsqueeze(-2))
+        c[..., use.rows] += use.g * use.z
+    g_scores = G.sub_(c.unsqueeze(-1)).mul_(p) if cfg.attention == "softmax" else G.div_(sources.shape[-2])
+    K_t = sources.mT @ g_scores.mT  # [*model, batch, d, rows]: sum_i dL/dscore[j, i] x_i
+    return torch.einsum("...bcj,...bja->...ca", K_t, queries)
 
 
-def _shift_adjoint(g: Float[Tensor, "batch pos"]) -> Float[Tensor, "batch pos"]:
-    """The adjoint of ``shift_to_predecessor``: position ``k + 1`` receives position ``k``; position 0, 0."""
-    return torch.cat([torch.zeros_like(g[:, :1]), g[:, :-1]], dim=1)
+def _shift_adjoint(g: Float[Tensor, "*model batch pos"]) -> Float[Tensor, "*model batch pos"]:
+    """The adjoint of ``shift_row``: position ``k + 1`` receives position ``k``; position 0, 0."""
+    return torch.cat([torch.zeros_like(g[..., :1]), g[..., :-1]], dim=-1)

@@ -21,15 +21,17 @@ from ictd_interp.tasks.sampling import TaskBatch, sample_from
 
 @dataclass
 class WindowBatch:
-    """Prompts ``[tasks * (W+1), n+1, d+3]`` (task-major) and per-window query quantities."""
+    """Prompts ``[tasks * (W+1), n+1, d+3]`` (task-major) and per-window query quantities (a stack's batch,
+    ``stack``: each with a leading model axis)."""
 
-    prompts: Float[Tensor, "batch pos d_model"]
-    query_reward: Float[Tensor, "task window"]  # r(S_{t+n}) = R_{t+n+1}
-    query_value: Optional[Float[Tensor, "task window"]]  # v_pi(S_{t+n}) or q*, the supervised target (None: not drawn)
-    query_return: Float[Tensor, "task window"]  # truncated discounted return from S_{t+n}
+    prompts: Float[Tensor, "*model batch pos d_model"]
+    query_reward: Float[Tensor, "*model task window"]  # r(S_{t+n}) = R_{t+n+1}
+    # v_pi(S_{t+n}) or q*, the supervised target (None: not drawn)
+    query_value: Optional[Float[Tensor, "*model task window"]]
+    query_return: Float[Tensor, "*model task window"]  # truncated discounted return from S_{t+n}
     n_windows: int
     # control families: the features of (S, a) for the query's state S and every action a (None: not drawn)
-    action_queries: Optional[Float[Tensor, "action task window d_feat"]] = None
+    action_queries: Optional[Float[Tensor, "*model action task window d_feat"]] = None
 
     def select_tasks(self, index: slice) -> "WindowBatch":
         """The windows of a subset of the tasks."""
@@ -44,15 +46,28 @@ class WindowBatch:
         return WindowBatch(move(self.prompts), move(self.query_reward), move(self.query_value),
                            move(self.query_return), self.n_windows, move(self.action_queries))
 
-    def with_query(self, features: Float[Tensor, "*alt task window d_feat"]) -> Float[Tensor, "alt_batch pos d_model"]:
+    @classmethod
+    def stack(cls, batches: list["WindowBatch"]) -> "WindowBatch":
+        """One batch per model, stacked on a leading model axis (``prompts [model, batch, pos, d_model]``, the
+        per-window quantities ``[model, task, window]``): a ``ModelStack``'s batch."""
+        both = lambda name: [getattr(b, name) for b in batches]  # noqa: E731
+        stacked = lambda name: None if both(name)[0] is None else torch.stack(both(name))  # noqa: E731
+        if len({b.n_windows for b in batches}) != 1 or len({b.prompts.shape for b in batches}) != 1:
+            raise ValueError("batches: a stack's batches must share their shape (tasks, windows, context)")
+        return cls(stacked("prompts"), stacked("query_reward"), stacked("query_value"), stacked("query_return"),
+                   batches[0].n_windows, stacked("action_queries"))
+
+    def with_query(self, features: Float[Tensor, "*model alt task window d_feat"]
+                   ) -> Float[Tensor, "*model alt_batch pos d_model"]:
         """The prompts with each window's query features replaced by ``features`` (one copy of every prompt per
-        leading index, stacked along the batch): the prompt the model would read had the behaviour taken another
+        ``alt`` index, stacked along the batch): the prompt the model would read had the behaviour taken another
         action at the query's state (the context's columns are unchanged; its last transition's bootstrap then
         reads the new query: docs/theory.md §6)."""
-        copies = features.shape[:-3].numel()
-        prompts = self.prompts.repeat(copies, 1, 1)
-        prompts[:, -1, PromptLayout(features.shape[-1]).features] = features.reshape(-1, features.shape[-1]).to(
-            prompts.dtype)
+        lead = self.prompts.ndim - 3  # 1 for a stacked batch
+        copies = features.shape[lead:-3].numel()
+        prompts = self.prompts.repeat(*[1] * lead, copies, 1, 1)
+        prompts[..., -1, PromptLayout(features.shape[-1]).features] = features.reshape(
+            *features.shape[:lead], -1, features.shape[-1]).to(prompts.dtype)
         return prompts
 
 

@@ -3,13 +3,17 @@ and the data it needs.
 
 Windows come task-major: the query prediction of window ``t`` of task ``b`` is ``v[b, t]``, and
 window ``t + 1`` of the same trajectory provides the bootstrap ``v[b, t + 1]``.
+
+A ``ModelStack`` (``models/model_stack.py``) with a stacked batch (``WindowBatch.stack``) runs every loss with a
+leading model axis: the loss is then a vector, each model's own loss, whose sum has each model's own gradient.
+Without the axis every operation is the single model's, bit for bit.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import torch
 from jaxtyping import Float
@@ -18,51 +22,62 @@ from torch import Tensor
 from ictd_interp.config.fields import OBJECTIVE_NAMES
 from ictd_interp.training.batches import WindowBatch
 from ictd_interp.models.architectures import ICTDModel
+from ictd_interp.models.model_stack import ModelStack
+
+Trainable = Union[ICTDModel, ModelStack]  # one model, or a stack of models with its stacked batch
 
 
 
-def query_values(model: ICTDModel, batch: WindowBatch, depth: Optional[int] = None) -> Float[Tensor, "task window"]:
+def query_values(model: Trainable, batch: WindowBatch, depth: Optional[int] = None
+                 ) -> Float[Tensor, "*model task window"]:
     """One forward pass for every window; the query prediction of each. Objectives choose the model's
     exact fast path explicitly (``fast_values``: the hooked forward whenever a hook is registered);
     ``depth`` runs a tied model's layer that many times instead of ``n_layers``."""
-    return model.fast_values(batch.prompts, depth=depth, query_only=True).view(-1, batch.n_windows)
+    values = model.fast_values(batch.prompts, depth=depth, query_only=True)
+    return values.view(*values.shape[:-1], -1, batch.n_windows)
+
+
+def per_model_mean(x: Float[Tensor, "*model task window"]) -> Float[Tensor, "*model"]:
+    """The mean over the tasks and windows: a scalar for one model, each model's for a stack."""
+    return x.mean((-2, -1))
 
 
 def td_errors_of_windows(v: Tensor, batch: WindowBatch, gamma: float, bootstrap_grad: bool) -> Tensor:
     """``delta_t = r(S_{t+n}) + gamma v^_{t+1} - v^_t`` for the ``W`` windows that have a successor."""
-    nxt = v[:, 1:] if bootstrap_grad else v[:, 1:].detach()
-    return batch.query_reward[:, :-1] + gamma * nxt - v[:, :-1]
+    nxt = v[..., 1:] if bootstrap_grad else v[..., 1:].detach()
+    return batch.query_reward[..., :-1] + gamma * nxt - v[..., :-1]
 
 
-def td_loss(model: ICTDModel, batch: WindowBatch, depth: Optional[int] = None) -> Tensor:
+def td_loss(model: Trainable, batch: WindowBatch, depth: Optional[int] = None) -> Tensor:
     """Semi-gradient TD: the bootstrap target is held fixed (stop-gradient)."""
     delta = td_errors_of_windows(query_values(model, batch, depth), batch, model.cfg.gamma, bootstrap_grad=False)
-    return delta.pow(2).mean()
+    return per_model_mean(delta.pow(2))
 
 
-def neu_loss(model: ICTDModel, batch: WindowBatch, depth: Optional[int] = None) -> Tensor:
+def neu_loss(model: Trainable, batch: WindowBatch, depth: Optional[int] = None) -> Tensor:
     """``||u||^2`` with ``u = mean_t delta_t grad v^_t``, differentiated fully (second order).
 
     ``u`` is the vector-Jacobian product ``J^T delta / N`` taken with ``create_graph=True``, so the
     loss stays differentiable through both ``delta`` and the Jacobian ``J = d v^ / d theta``."""
-    return expected_update(model, batch, create_graph=True, depth=depth).pow(2).sum()
+    return expected_update(model, batch, create_graph=True, depth=depth).pow(2).sum(-1)
 
 
-def mc_loss(model: ICTDModel, batch: WindowBatch, depth: Optional[int] = None) -> Tensor:
+def mc_loss(model: Trainable, batch: WindowBatch, depth: Optional[int] = None) -> Tensor:
     """Regression on the truncated discounted return from the query state."""
-    return (batch.query_return - query_values(model, batch, depth)).pow(2).mean()
+    return per_model_mean((batch.query_return - query_values(model, batch, depth)).pow(2))
 
 
-def supervised_loss(model: ICTDModel, batch: WindowBatch, depth: Optional[int] = None) -> Tensor:
+def supervised_loss(model: Trainable, batch: WindowBatch, depth: Optional[int] = None) -> Tensor:
     """Oracle baseline: regression on the true value of the query (``v_pi``, or ``q*`` for ``supervised-q-star``:
     the batch carries the one its objective asked for)."""
     if batch.query_value is None:
         raise ValueError("batch: drawn without true values (window_batch(..., with_values=False)); the supervised "
                          "objectives regress on them")
-    return (batch.query_value - query_values(model, batch, depth)).pow(2).mean()
+    return per_model_mean((batch.query_value - query_values(model, batch, depth)).pow(2))
 
 
-def greedy_bootstrap(model: ICTDModel, batch: WindowBatch, depth: Optional[int] = None) -> Float[Tensor, "task window"]:
+def greedy_bootstrap(model: Trainable, batch: WindowBatch, depth: Optional[int] = None
+                     ) -> Float[Tensor, "*model task window"]:
     """``max_a q^(S, a)`` at each window's query state ``S``: the model's value of the query ``(S, a)`` for every
     action ``a``, each read from the window's prompt with the query's features replaced (the prompt of a
     behaviour that took ``a`` at ``S``), without gradient (a bootstrap target)."""
@@ -71,15 +86,16 @@ def greedy_bootstrap(model: ICTDModel, batch: WindowBatch, depth: Optional[int] 
                          "q-learning objective bootstraps on every action of the next state")
     with torch.no_grad():  # every action's prompts in one forward
         values = model.fast_values(batch.with_query(batch.action_queries), depth=depth, query_only=True)
-    return values.view(len(batch.action_queries), -1, batch.n_windows).amax(0)
+    return values.unflatten(-1, (batch.action_queries.shape[-4], -1, batch.n_windows)).amax(-3)
 
 
-def q_learning_loss(model: ICTDModel, batch: WindowBatch, depth: Optional[int] = None) -> Tensor:
+def q_learning_loss(model: Trainable, batch: WindowBatch, depth: Optional[int] = None) -> Tensor:
     """Semi-gradient Q-learning on the state-action chain: ``R + γ max_a' q^(S', a') − q^(S, A)``, the bootstrap
     held fixed (``greedy_bootstrap`` of the next window, whose query state is ``S'``)."""
     v = query_values(model, batch, depth)
-    delta = batch.query_reward[:, :-1] + model.cfg.gamma * greedy_bootstrap(model, batch, depth)[:, 1:] - v[:, :-1]
-    return delta.pow(2).mean()
+    bootstrap = greedy_bootstrap(model, batch, depth)[..., 1:]
+    delta = batch.query_reward[..., :-1] + model.cfg.gamma * bootstrap - v[..., :-1]
+    return per_model_mean(delta.pow(2))
 
 
 @dataclass(frozen=True)
@@ -95,7 +111,7 @@ class Objective:
     values: str = "v_pi"
     needs_action_queries: bool = False
 
-    def __call__(self, model: ICTDModel, batch: WindowBatch, depth: Optional[int] = None) -> Tensor:
+    def __call__(self, model: Trainable, batch: WindowBatch, depth: Optional[int] = None) -> Tensor:
         return self.loss(model, batch, depth=depth)
 
     def mc_horizon(self, config: Any) -> int:
@@ -110,19 +126,21 @@ OBJECTIVES: dict[str, Objective] = {o.name: o for o in (
 assert tuple(OBJECTIVES) == OBJECTIVE_NAMES, "config.OBJECTIVE_NAMES names every objective, in order"
 
 
-def expected_update(model: ICTDModel, batch: WindowBatch, create_graph: bool = False,
+def expected_update(model: Trainable, batch: WindowBatch, create_graph: bool = False,
                     depth: Optional[int] = None) -> Tensor:
-    """``u(theta) = mean_t delta_t grad v^_t`` over the batch, flattened over the parameters
-    (gradients are needed to define it, so it is computed with autograd on even under no_grad)."""
+    """``u(theta) = mean_t delta_t grad v^_t`` over the batch, flattened over the parameters (per model for a
+    stack: ``[model, parameter]``); gradients are needed to define it, so it is computed with autograd on even
+    under no_grad."""
     with torch.enable_grad():
         v = query_values(model, batch, depth)
         delta = td_errors_of_windows(v, batch, model.cfg.gamma, bootstrap_grad=True)
         params = [p for p in model.parameters() if p.requires_grad]
-        u = torch.autograd.grad(v[:, :-1], params, grad_outputs=delta / delta.numel(), create_graph=create_graph)
-    return torch.cat([g.flatten() for g in u])
+        per_model = delta.shape[-2:].numel()
+        u = torch.autograd.grad(v[..., :-1], params, grad_outputs=delta / per_model, create_graph=create_graph)
+    return torch.cat([g.flatten(delta.ndim - 2) for g in u], dim=-1)
 
 
-def neu_unbiased(model: ICTDModel, batch: WindowBatch) -> float:
+def neu_unbiased(model: Trainable, batch: WindowBatch) -> float:
     """Unbiased estimate of ``||E u||^2``: the inner product of ``u`` on two independent halves of
     the tasks (the plain ``||u||^2`` is biased upward by the batch variance)."""
     half = batch.query_reward.shape[0] // 2

@@ -31,7 +31,7 @@ from ictd_interp.models.architectures import ICTDModel, build_model
 from ictd_interp.training.objectives import OBJECTIVES
 from ictd_interp.config.train import TrainConfig
 
-__all__ = ["Run", "TrainingDiverged", "resume", "train"]
+__all__ = ["Loop", "Run", "TrainingDiverged", "resume", "train"]
 
 class TrainingDiverged(RuntimeError):
     """The loss became NaN or infinite; the message names the step and the last good checkpoint."""
@@ -50,7 +50,10 @@ class Run:
 
 
 @dataclass
-class _Loop:
+class Loop:
+    """A run being stepped: what a checkpoint saves and ``log_metrics`` reads (``models_in_process``: how many
+    models one process steps together, logged when more than one: ``training/stacked.py``)."""
+
     run: Run
     optimizer: torch.optim.Optimizer
     batches: BatchStream
@@ -59,6 +62,7 @@ class _Loop:
     loss_count: int = 0
     started: float = field(default_factory=time.perf_counter)
     elapsed_before: float = 0.0
+    models_in_process: int = 1
 
 
 StopFlag = Callable[[], bool]
@@ -73,23 +77,8 @@ def train(config: TrainConfig, out_dir: Union[str, Path], *, progress: bool = Tr
     ``keep_freed_memory``: set glibc's allocator for this process so a CPU step reuses warm pages (faster,
     process-wide and permanent, so off unless asked; None reads ``ICTD_INTERP_KEEP_FREED_MEMORY``;
     ``ictd_interp.training.allocator``)."""
-    out_dir = Path(out_dir)
-    check_device(config.device)
     apply_allocator_choice(keep_freed_memory)
-    if run_folder.config_path(out_dir).exists() and not run_folder.never_started(out_dir):
-        raise FileExistsError(f"{out_dir}: already holds a run; continue it with `ictd-interp train --resume "
-                              f"{out_dir}` or choose another --out")
-    if run_folder.never_started(out_dir):  # a request that failed before its first step: nothing to lose
-        run_folder.clear_unstarted(out_dir)
-    if out_dir.exists() and any(out_dir.iterdir()):
-        raise FileExistsError(f"{out_dir}: not empty and not a training run; choose another --out")
-    run_folder.write_run_config(out_dir, config)
-    model = _prepared(build_model(config.model).to(config.device), config)
-    loop = _Loop(Run(out_dir, config, model), _optimizer(config, model),
-                 BatchStream(config, torch.Generator().manual_seed(config.seed), model.cfg.torch_dtype),
-                 EvalSet.build(config))
-    _log(loop, loss=None)
-    return _run(loop, progress, stop)
+    return _run(start_loop(config, out_dir), progress, stop)
 
 
 def resume(out_dir: Union[str, Path], *, progress: bool = True, stop: Optional[StopFlag] = None,
@@ -99,10 +88,36 @@ def resume(out_dir: Union[str, Path], *, progress: bool = True, stop: Optional[S
     A checkpoint whose files are corrupt or truncated (an interrupted disk, a killed copy) is set
     aside (renamed ``unusable_step_…``, kept as it was) with a warning and the previous one is used:
     nothing is lost but the steps since."""
+    apply_allocator_choice(keep_freed_memory)
+    return _run(reopen_loop(out_dir), progress, stop)
+
+
+def start_loop(config: TrainConfig, out_dir: Union[str, Path], eval_set: Optional[EvalSet] = None) -> Loop:
+    """A new run's folder, model, optimiser and data stream, with step 0 logged (``eval_set``: one already built
+    for an equal evaluation, shared)."""
+    out_dir = Path(out_dir)
+    check_device(config.device)
+    if run_folder.config_path(out_dir).exists() and not run_folder.never_started(out_dir):
+        raise FileExistsError(f"{out_dir}: already holds a run; continue it with `ictd-interp train --resume "
+                              f"{out_dir}` or choose another --out")
+    if run_folder.never_started(out_dir):  # a request that failed before its first step: nothing to lose
+        run_folder.clear_unstarted(out_dir)
+    if out_dir.exists() and any(out_dir.iterdir()):
+        raise FileExistsError(f"{out_dir}: not empty and not a training run; choose another --out")
+    run_folder.write_run_config(out_dir, config)
+    model = _prepared(build_model(config.model).to(config.device), config)
+    loop = Loop(Run(out_dir, config, model), make_optimizer(config, model),
+                BatchStream(config, torch.Generator().manual_seed(config.seed), model.cfg.torch_dtype),
+                EvalSet.build(config) if eval_set is None else eval_set)
+    log_metrics(loop, loss=None)
+    return loop
+
+
+def reopen_loop(out_dir: Union[str, Path], eval_set: Optional[EvalSet] = None) -> Loop:
+    """A run's state at its latest usable checkpoint (``resume``'s), ready to step on."""
     out_dir = Path(out_dir)
     config = run_folder.load_run_config(out_dir)
     check_device(config.device)
-    apply_allocator_choice(keep_freed_memory)
     for ckpt in reversed(run_folder.checkpoints(out_dir)):
         try:
             model = _prepared(load_checkpoint(ckpt, device=config.device).model, config)
@@ -111,17 +126,18 @@ def resume(out_dir: Union[str, Path], *, progress: bool = True, stop: Optional[S
         except (CheckpointError, RuntimeError, OSError, EOFError) as err:
             kept = run_folder.set_aside(ckpt)
             warnings.warn(f"{ckpt}: unusable checkpoint ({str(err).splitlines()[0]}); set aside as {kept.name}, "
-                          "trying the one before", stacklevel=2)
+                          "trying the one before", stacklevel=3)
     else:
         raise CheckpointError(f"{out_dir}: no usable checkpoint to resume from; start again in another folder")
     generator = torch.Generator()
     generator.set_state(state["generator"])
-    loop = _Loop(Run(out_dir, config, model, step=state["step"]), _optimizer(config, model),
-                 BatchStream(config, generator, model.cfg.torch_dtype), EvalSet.build(config),
-                 state["loss_sum"], state["loss_count"], elapsed_before=state["elapsed"])
+    loop = Loop(Run(out_dir, config, model, step=state["step"]), make_optimizer(config, model),
+                BatchStream(config, generator, model.cfg.torch_dtype),
+                EvalSet.build(config) if eval_set is None else eval_set,
+                state["loss_sum"], state["loss_count"], elapsed_before=state["elapsed"])
     loop.optimizer.load_state_dict(state["optimizer"])
     loop.run.metrics = run_folder.truncate_metrics(out_dir, loop.run.step)
-    return _run(loop, progress, stop)
+    return loop
 
 
 def check_device(device: str) -> None:
@@ -136,7 +152,7 @@ def _prepared(model: ICTDModel, config: TrainConfig) -> ICTDModel:
     return model
 
 
-def _optimizer(config: TrainConfig, model: ICTDModel) -> torch.optim.Optimizer:
+def make_optimizer(config: TrainConfig, model: torch.nn.Module) -> torch.optim.Optimizer:
     """The update as ``config.optimizer_kernel`` says: ``fused`` (one kernel per parameter) or ``foreach``
     (one multi-tensor kernel per update term, not a Python loop over the parameters: measured bit-identical
     to the loop on CPU for Adam, AdamW and SGD, a test holds it; torch's CPU default is the loop). Fused is
@@ -150,27 +166,46 @@ def _optimizer(config: TrainConfig, model: ICTDModel) -> torch.optim.Optimizer:
                          ) from None
 
 
-def _run(loop: _Loop, progress: bool, stop: Optional[StopFlag]) -> Run:
-    run, cfg = loop.run, loop.run.config
-    bar = progress_bar(total=cfg.steps, initial=run.step, disable=not progress, desc="train")
-    with _sigint_as_flag(stop) as interrupted:
+def _run(loop: Loop, progress: bool, stop: Optional[StopFlag]) -> Run:
+    return drive([loop], lambda: _step(loop), progress, stop)[0]
+
+
+def drive(loops: list[Loop], step: Callable[[], None], progress: bool, stop: Optional[StopFlag],
+          sync: Optional[Callable[[], None]] = None) -> list[Run]:
+    """Step ``loops`` (runs of one schedule, at one step) with ``step()`` until done or stopped: each run's
+    metrics every ``eval_every`` steps, its checkpoint every ``checkpoint_every`` and on a stop, its final
+    weights at the end. ``sync()`` runs before each log and checkpoint (a stack writes its weights and optimiser
+    state back into each run's model and optimiser)."""
+    first, cfg = loops[0].run, loops[0].run.config
+    bar = progress_bar(total=cfg.steps, initial=first.step, disable=not progress, desc="train")
+    with sigint_as_flag(stop) as interrupted:
         stopping = interrupted()  # polled once per step, so a stop is always followed by a checkpoint
-        while run.step < cfg.steps and not stopping:
-            _step(loop)
+        while first.step < cfg.steps and not stopping:
+            step()
             bar.update(1)
-            if run.step % cfg.eval_every == 0 or run.step == cfg.steps:
-                bar.set_postfix(_postfix(_log(loop, loss=loop.loss_sum / max(loop.loss_count, 1))))
-            stopping = interrupted()
-            if run.step % cfg.checkpoint_every == 0 or run.step == cfg.steps or stopping:
-                _checkpoint(loop)
+            logging, stopping = first.step % cfg.eval_every == 0 or first.step == cfg.steps, interrupted()
+            saving = first.step % cfg.checkpoint_every == 0 or first.step == cfg.steps or stopping
+            if sync is not None and (logging or saving):
+                sync()
+            if logging:
+                entries = [log_metrics(loop, loss=loop.loss_sum / max(loop.loss_count, 1)) for loop in loops]
+                bar.set_postfix(_postfix(entries[0]))
+            if saving:
+                for loop in loops:
+                    save_state(loop)
     bar.close()
-    run.interrupted = run.step < cfg.steps
+    return [finish(loop.run) for loop in loops]
+
+
+def finish(run: Run) -> Run:
+    """Mark a run stopped early as interrupted; save a finished one's final weights."""
+    run.interrupted = run.step < run.config.steps
     if not run.interrupted:
-        save_checkpoint(run.model, run_folder.final_dir(run.out_dir), step=run.step, train_config=cfg.to_dict())
+        save_checkpoint(run.model, run_folder.final_dir(run.out_dir), step=run.step, train_config=run.config.to_dict())
     return run
 
 
-def _step(loop: _Loop) -> None:
+def _step(loop: Loop) -> None:
     run, cfg = loop.run, loop.run.config
     batch, depth = next(loop.batches)
     loss = OBJECTIVES[cfg.objective](run.model, batch, depth=depth)
@@ -185,11 +220,13 @@ def _step(loop: _Loop) -> None:
     run.step += 1
 
 
-def _log(loop: _Loop, loss: Optional[float]) -> dict[str, Any]:
+def log_metrics(loop: Loop, loss: Optional[float]) -> dict[str, Any]:
     run = loop.run
     wall = loop.elapsed_before + time.perf_counter() - loop.started
     entry = {"step": run.step, "loss": loss, **evaluate(run.model, loop.eval_set).to_dict(), "wall_time": wall,
              "torch_threads": torch.get_num_threads()}
+    if loop.models_in_process > 1:
+        entry["models_in_process"] = loop.models_in_process
     loop.loss_sum, loop.loss_count = 0.0, 0
     run.metrics.append(entry)
     run_folder.append_metrics(run.out_dir, entry)
@@ -201,7 +238,7 @@ def _postfix(entry: dict[str, Any]) -> dict[str, str]:
     return {**shown, "cos_V": f"{min(entry['cos_V']):.3f}"} if "cos_V" in entry else shown
 
 
-def _checkpoint(loop: _Loop) -> None:
+def save_state(loop: Loop) -> None:
     run = loop.run
     state = {"step": run.step, "optimizer": loop.optimizer.state_dict(), "generator": loop.batches.generator_state(),
              "loss_sum": loop.loss_sum, "loss_count": loop.loss_count,
@@ -211,7 +248,7 @@ def _checkpoint(loop: _Loop) -> None:
 
 
 @contextmanager
-def _sigint_as_flag(stop: Optional[StopFlag] = None):
+def sigint_as_flag(stop: Optional[StopFlag] = None):
     """Ctrl-C (or ``stop()`` turning True) finishes the current step, writes a checkpoint and stops;
     a second Ctrl-C aborts at once. Outside the main thread, where signals cannot be caught,
     Ctrl-C behaves as usual."""

@@ -1,0 +1,173 @@
+"""Many models in one process: the fast path's model axis, ``ModelStack`` and ``train_stack`` against each model's
+own forward and run (float64), resume, refusals, and which study cells are stacked."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+
+import pytest
+import torch
+
+from ictd_interp.config.model import ICTDConfig
+from ictd_interp.config.train import TrainConfig
+from ictd_interp.io.checkpoint import CheckpointError
+from ictd_interp.models.ictd import HookedICTDTransformer
+from ictd_interp.models.model_stack import ModelStack
+from ictd_interp.training.stacked import resume_stack, train_stack
+from ictd_interp.training.trainer import resume, train
+
+SMALL = {"steps": 24, "eval_every": 8, "checkpoint_every": 8, "tasks_per_batch": 4, "windows_per_task": 3,
+         "n_eval_tasks": 8, "n_states": 5, "context_len": 6, "dtype": "float64"}
+
+
+def configs(seeds=(0, 1, 2), preset="quick", **settings):
+    return [TrainConfig.from_preset(preset, seed=s, **{**SMALL, **settings}) for s in seeds]
+
+
+def rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    a, b = a.detach(), b.detach()
+    return float((a - b).abs().max() / b.abs().max().clamp_min(1e-300))
+
+
+def final_state(run) -> dict:
+    return {k: v.clone() for k, v in run.model.state_dict().items()}
+
+
+@pytest.mark.parametrize("form,attention,tied,backward", list(itertools.product(
+    ["tsm", "dual"], ["softmax", "linear"], [True, False], ["fused", "autograd"])))
+def test_a_stack_computes_each_models_values_and_gradients_as_the_model_alone(form, attention, tied, backward):
+    cfg = ICTDConfig(d_features=4, n_layers=3, tied=tied, form=form, attention=attention, backward=backward,
+                     dtype="float64", init_scale=0.5)
+    models = [HookedICTDTransformer(dataclasses.replace(cfg, seed=s)) for s in range(3)]
+    prompts = torch.randn(3, 6, 9, cfg.d_model, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    for query_only in (True, False):
+        stack = ModelStack(models)
+        values = stack.fast_values(prompts, query_only=query_only)
+        values.pow(2).sum().backward()
+        for i, (model, prompt) in enumerate(zip(models, prompts)):
+            model.zero_grad()
+            alone = model.fast_values(prompt, query_only=query_only)
+            alone.pow(2).sum().backward()
+            assert rel(values[i].detach(), alone.detach()) < 1e-12
+            for u, attn in enumerate(model.unique_attention()):
+                assert rel(stack.A.grad[i, u], attn.A.grad) < 1e-12 and rel(stack.V.grad[i, u], attn.V.grad) < 1e-12
+                assert (stack.A.grad[i, u][attn.mask_A == 0] == 0).all()  # frozen entries stay frozen
+
+
+def test_model_i_carries_the_stacks_weights_and_its_hooks_fire():
+    cfg = ICTDConfig(d_features=4, n_layers=2, tied=False, dtype="float64")
+    stack = ModelStack([HookedICTDTransformer(dataclasses.replace(cfg, seed=s)) for s in range(2)])
+    with torch.no_grad():
+        stack.A.mul_(1.5)
+    prompts = torch.randn(2, 3, 7, cfg.d_model, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    values = stack.fast_values(prompts)
+    for i in range(2):
+        model = stack.model(i)
+        hooked, cache = model.run_with_cache(prompts[i])
+        assert rel(hooked, values[i]) < 1e-12 and "blocks.1.attn.hook_pattern" in cache
+        assert model.has_any_hook() is False  # run_with_cache's hooks are temporary
+
+
+def test_a_stack_refuses_what_it_cannot_step_together():
+    cfg = ICTDConfig(d_features=4, n_layers=2, dtype="float64")
+    with pytest.raises(ValueError, match=r"models\[1\]: its config differs"):
+        ModelStack([HookedICTDTransformer(cfg), HookedICTDTransformer(dataclasses.replace(cfg, n_layers=3))])
+    with pytest.raises(ValueError, match=r"models\[0\]: mask 'full'"):
+        ModelStack([HookedICTDTransformer(dataclasses.replace(cfg, mask="full"))])
+    hooked = HookedICTDTransformer(cfg)
+    hooked.blocks[0].attn.hook_pattern.add_hook(lambda act, hook: act)
+    with pytest.raises(ValueError, match=r"models\[0\]: has hooks registered"):
+        ModelStack([hooked])
+    with pytest.raises(ValueError, match=r"prompt: expected \[model=1"):
+        ModelStack([HookedICTDTransformer(cfg)]).fast_values(torch.zeros(2, 3, 4, cfg.d_model))
+
+
+@pytest.mark.parametrize("objective,preset", [("td", "quick"), ("neu", "quick"), ("mc", "paper"),
+                                              ("supervised", "quick"), ("q-learning", "control-quick"),
+                                              ("supervised-q-star", "control-quick")])
+def test_each_run_of_a_stack_reaches_its_own_runs_weights(tmp_path, objective, preset):
+    cfgs = configs(seeds=(0, 1), preset=preset, objective=objective, steps=16)
+    stacked = train_stack(cfgs, [tmp_path / f"s{i}" for i in range(2)], progress=False)
+    for i, (config, run) in enumerate(zip(cfgs, stacked)):
+        alone = train(config, tmp_path / f"a{i}", progress=False)
+        for name, weight in final_state(alone).items():
+            assert rel(run.model.state_dict()[name], weight) < 1e-11, name
+        assert [m["step"] for m in run.metrics] == [m["step"] for m in alone.metrics]
+        assert run.metrics[-1]["loss"] == pytest.approx(alone.metrics[-1]["loss"], rel=1e-11)
+        assert run.metrics[-1]["models_in_process"] == 2 and "models_in_process" not in alone.metrics[-1]
+
+
+def test_a_stopped_stack_resumes_to_the_uninterrupted_stacks_weights_and_each_run_resumes_alone(tmp_path):
+    cfgs = configs()
+    whole = train_stack(cfgs, [tmp_path / f"w{i}" for i in range(3)], progress=False)
+    polls = iter(range(10**6))
+    stopped = train_stack(cfgs, [tmp_path / f"p{i}" for i in range(3)], progress=False,
+                          stop=lambda: next(polls) >= 10)  # stops after step 10: checkpoint at step 10
+    assert all(r.interrupted and r.step == 10 for r in stopped)
+    assert (tmp_path / "p1" / "checkpoints" / "step_0000010").exists()
+    for i in range(3):  # a run of a stack continues alone, as any run (its own optimiser state was saved)
+        alone = resume(tmp_path / f"p{i}", progress=False)
+        for name, weight in final_state(whole[i]).items():
+            assert rel(alone.model.state_dict()[name], weight) < 1e-11
+    polls = iter(range(10**6))
+    train_stack(cfgs, [tmp_path / f"q{i}" for i in range(3)], progress=False, stop=lambda: next(polls) >= 10)
+    resumed = resume_stack([tmp_path / f"q{i}" for i in range(3)], progress=False)
+    for run, done in zip(resumed, whole):  # together: bit for bit
+        assert all(torch.equal(run.model.state_dict()[k], v) for k, v in final_state(done).items())
+        metrics = [json.loads(line) for line in (run.out_dir / "metrics.jsonl").read_text().splitlines()]
+        assert [m["step"] for m in metrics] == [0, 8, 16, 24]
+        assert [m["loss"] for m in metrics] == [m["loss"] for m in done.metrics]
+
+
+def test_a_stacked_runs_checkpoint_holds_the_optimiser_state_of_its_own_run(tmp_path):
+    cfgs = configs(seeds=(3, 4), steps=8)
+    train_stack(cfgs, [tmp_path / "s0", tmp_path / "s1"], progress=False)
+    train(cfgs[1], tmp_path / "alone", progress=False)
+    states = [torch.load(d / "checkpoints" / "step_0000008" / "training_state.pt", weights_only=True)
+              for d in (tmp_path / "s1", tmp_path / "alone")]
+    assert states[0]["step"] == states[1]["step"] == 8
+    assert torch.equal(states[0]["generator"], states[1]["generator"])  # the run's own data, in its order
+    stacked, alone = (s["optimizer"]["state"] for s in states)
+    assert stacked.keys() == alone.keys() and len(alone) == 2  # the tied model's A and V
+    for k in alone:
+        assert float(stacked[k]["step"]) == float(alone[k]["step"]) == 8
+        assert rel(stacked[k]["exp_avg"], alone[k]["exp_avg"]) < 1e-11
+        assert rel(stacked[k]["exp_avg_sq"], alone[k]["exp_avg_sq"]) < 1e-11
+
+
+def test_train_stack_refuses_runs_it_cannot_stack_naming_why(tmp_path):
+    with pytest.raises(ValueError, match=r"configs\[1\]: differs from configs\[0\] beyond the seeds \(lr"):
+        train_stack([configs()[0], configs(lr=1e-2)[1]], [tmp_path / "a", tmp_path / "b"], progress=False)
+    with pytest.raises(ValueError, match="depth-sampled runs"):
+        train_stack(configs(train_depths="1:3")[:2], [tmp_path / "a", tmp_path / "b"], progress=False)
+    with pytest.raises(ValueError, match="stylised model's paper-mask fast path"):
+        train_stack(configs(preset="standard-quick")[:2], [tmp_path / "a", tmp_path / "b"], progress=False)
+    with pytest.raises(ValueError, match="would share a folder"):
+        train_stack(configs()[:2], [tmp_path / "a", tmp_path / "a"], progress=False)
+    assert not (tmp_path / "a").exists()  # refused before any folder is written
+    train(configs()[0], tmp_path / "r0", progress=False)
+    polls = iter(range(10**6))
+    train(configs()[1], tmp_path / "r1", progress=False, stop=lambda: next(polls) >= 8)
+    with pytest.raises(CheckpointError, match=r"different steps .*r0 at step 24.*r1 at step 8"):
+        resume_stack([tmp_path / "r0", tmp_path / "r1"], progress=False)
+
+
+def test_studies_stack_cells_of_one_shape_only_at_small_batches():
+    from analyses.studies.cells import STACK_MAX_TASKS_PER_BATCH, stack_groups
+    from analyses.studies.spec import load_spec
+
+    def units(workers, seeds=(0, 1, 2, 3, 4), grid=None, **fixed):
+        spec = load_spec({"name": "t", "preset": "quick", "seeds": list(seeds), "fixed": {**SMALL, **fixed},
+                          "grid": grid or {"tied": [True, False]}})
+        return [[c.name for c in unit] for unit in stack_groups(spec.cells(), workers)]
+
+    assert units(2) == [[f"tied-True__seed-{s}" for s in (0, 1, 2, 3, 4)],
+                        [f"tied-False__seed-{s}" for s in (0, 1, 2, 3, 4)]]
+    assert units(4) == [[f"tied-True__seed-{s}" for s in (0, 1, 2)], ["tied-True__seed-3", "tied-True__seed-4"],
+                        [f"tied-False__seed-{s}" for s in (0, 1, 2)], ["tied-False__seed-3", "tied-False__seed-4"]]
+    assert [len(u) for u in units(1, seeds=range(40))] == [32, 8, 32, 8]  # 128 tasks per stack at 4 per model
+    assert all(len(u) == 1 for u in units(2, tasks_per_batch=STACK_MAX_TASKS_PER_BATCH + 1))
+    assert all(len(u) == 1 for u in units(2, grid={"train_depths": ["1:3"]}))
+    assert all(len(u) == 1 for u in units(2, grid={"architecture": ["standard"]}))
