@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import shutil
 
 import pytest
 import torch
@@ -147,11 +148,37 @@ def test_train_stack_refuses_runs_it_cannot_stack_naming_why(tmp_path):
     with pytest.raises(ValueError, match="would share a folder"):
         train_stack(configs()[:2], [tmp_path / "a", tmp_path / "a"], progress=False)
     assert not (tmp_path / "a").exists()  # refused before any folder is written
-    train(configs()[0], tmp_path / "r0", progress=False)
+    train(configs()[0], tmp_path / "r0", progress=False)  # checkpoints at 8, 16, 24
     polls = iter(range(10**6))
-    train(configs()[1], tmp_path / "r1", progress=False, stop=lambda: next(polls) >= 8)
-    with pytest.raises(CheckpointError, match=r"different steps .*r0 at step 24.*r1 at step 8"):
+    train(configs()[1], tmp_path / "r1", progress=False, stop=lambda: next(polls) >= 5)  # one at 5
+    with pytest.raises(CheckpointError, match=r"no step at which every run has a usable checkpoint.*r0.*r1"):
         resume_stack([tmp_path / "r0", tmp_path / "r1"], progress=False)
+
+
+def test_a_stack_killed_between_its_runs_checkpoint_writes_resumes_from_the_step_they_share(tmp_path):
+    cfgs = configs()
+    whole = train_stack(cfgs, [tmp_path / f"w{i}" for i in range(3)], progress=False)
+    polls = iter(range(10**6))
+    dirs = [tmp_path / f"p{i}" for i in range(3)]
+    train_stack(cfgs, dirs, progress=False, stop=lambda: next(polls) >= 10)  # checkpoints at 8 and 10
+    for d in dirs[1:]:  # as if killed after run 0 wrote step 10: runs 1 and 2 stand at step 8
+        shutil.rmtree(d / "checkpoints" / "step_0000010")
+    resumed = resume_stack(dirs, progress=False)
+    for run, done in zip(resumed, whole):  # from step 8, all three: bit for bit the uninterrupted stack
+        assert all(torch.equal(run.model.state_dict()[k], v) for k, v in final_state(done).items())
+        metrics = [json.loads(line) for line in (run.out_dir / "metrics.jsonl").read_text().splitlines()]
+        assert [m["loss"] for m in metrics] == [m["loss"] for m in done.metrics]
+    assert (dirs[0] / "checkpoints" / "step_0000010").exists()  # nothing saved is deleted
+
+
+@pytest.mark.parametrize("optimizer,weight_decay", [("sgd", 0.0), ("sgd", 1e-2), ("adamw", 1e-2)])
+def test_every_optimiser_updates_each_model_of_a_stack_as_its_own_run(tmp_path, optimizer, weight_decay):
+    cfgs = configs(seeds=(0, 1), steps=16, optimizer=optimizer, weight_decay=weight_decay, lr=1e-2)
+    stacked = train_stack(cfgs, [tmp_path / f"s{i}" for i in range(2)], progress=False)
+    for i, (config, run) in enumerate(zip(cfgs, stacked)):
+        alone = train(config, tmp_path / f"a{i}", progress=False)
+        for name, weight in final_state(alone).items():
+            assert rel(run.model.state_dict()[name], weight) < 1e-11, name
 
 
 def test_studies_stack_cells_of_one_shape_only_at_small_batches():
@@ -165,9 +192,10 @@ def test_studies_stack_cells_of_one_shape_only_at_small_batches():
 
     assert units(2) == [[f"tied-True__seed-{s}" for s in (0, 1, 2, 3, 4)],
                         [f"tied-False__seed-{s}" for s in (0, 1, 2, 3, 4)]]
-    assert units(4) == [[f"tied-True__seed-{s}" for s in (0, 1, 2)], ["tied-True__seed-3", "tied-True__seed-4"],
-                        [f"tied-False__seed-{s}" for s in (0, 1, 2)], ["tied-False__seed-3", "tied-False__seed-4"]]
-    assert [len(u) for u in units(1, seeds=range(40))] == [32, 8, 32, 8]  # 128 tasks per stack at 4 per model
+    assert units(4) == [["tied-True__seed-0", "tied-True__seed-1"], [f"tied-True__seed-{s}" for s in (2, 3, 4)],
+                        ["tied-False__seed-0", "tied-False__seed-1"], [f"tied-False__seed-{s}" for s in (2, 3, 4)]]
+    assert [len(u) for u in units(8)] == [1, 1, 1, 2] * 2  # a unit for every worker
+    assert [len(u) for u in units(1, seeds=range(40))] == [20] * 4  # <= 128 tasks per stack at 4 per model
     assert all(len(u) == 1 for u in units(2, tasks_per_batch=STACK_MAX_TASKS_PER_BATCH + 1))
     assert all(len(u) == 1 for u in units(2, grid={"train_depths": ["1:3"]}))
     assert all(len(u) == 1 for u in units(2, grid={"architecture": ["standard"]}))

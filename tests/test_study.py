@@ -129,6 +129,19 @@ def test_a_diverging_cell_is_reported_failed_and_the_others_finish(local_ray, tm
     assert "lr-1000000.0__seed-0" in (tmp_path / "s" / "study.md").read_text()
 
 
+def test_a_model_diverging_in_a_stack_fails_alone_and_the_others_of_its_stack_finish(local_ray, tmp_path):
+    # sgd at lr 0.6: seed 3 diverges at step 7, seeds 1 and 5 do not; 2 workers: seed 1 alone, seeds 3 and 5 stacked
+    study = run_study(spec(grid={"tied": [True]}, seeds=[1, 3, 5], optimizer="sgd", lr=0.6), tmp_path / "s",
+                      progress=False)
+    status = study.results.drop_duplicates("cell").set_index("cell")["status"].to_dict()
+    assert status == {"tied-True__seed-1": "done", "tied-True__seed-3": "failed", "tied-True__seed-5": "done"}
+    run = tmp_path / "s" / "cells" / "tied-True__seed-5" / "run"
+    logged = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [m.get("models_in_process", 1) for m in logged] == [1, 2, 1, 1]  # stacked to step 4, then alone
+    error = json.loads((tmp_path / "s" / "cells" / "tied-True__seed-3" / "status.json").read_text())["error"]
+    assert error.startswith("TrainingDiverged: non-finite loss")
+
+
 def test_bad_specs_name_the_cell_and_the_field(tmp_path):
     with pytest.raises(StudySpecError, match=r"fixed\.stepz: unknown TrainConfig setting"):
         load_spec(spec(stepz=3))

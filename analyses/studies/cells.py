@@ -5,8 +5,12 @@ Cells that differ only in their seed share a shape; at small batches their steps
 so one process stepping them together trains them faster (measured: ``benchmarks/model_stack.py``,
 docs/performance.md, "Many models in one process"). At the default batch (64 tasks) a stack is slower than its
 runs one by one, so a study stacks cells only at ``tasks_per_batch <= STACK_MAX_TASKS_PER_BATCH``, at most
-``STACK_TASKS // tasks_per_batch`` models per stack, spread over at least as many stacks as the cluster has
-workers while cells remain to spread (``stack_groups``).
+``STACK_TASKS // tasks_per_batch`` models per stack, split over the cluster's workers (``stack_groups``).
+
+Which cells share a stack depends on the number of workers, and a stacked model's weights equal its run alone
+only up to float rounding (1e-5 relative in float32 after 12 steps, tested): a cell's weights are reproduced bit
+for bit by the same grouping at the same thread count, which its ``status.json`` records (``stacked_with``).
+A stacked cell's ``wall_time`` is its stack's, from the stack's start to the end of the cell's analysis.
 """
 
 from __future__ import annotations
@@ -30,17 +34,15 @@ STACK_TASKS = 128  # the most tasks of all a stack's models per step measured wi
 
 def stack_groups(cells: list[Cell], workers: int) -> list[list[Cell]]:
     """``cells`` in units of work: a list of one cell runs alone (``run_cell``), a longer one as a stack
-    (``run_stacked_cells``). Order is kept within each unit."""
+    (``run_stacked_cells``). Cells of one shape are split into near-equal stacks, as many as their share of the
+    ``workers`` (so every worker has a unit while cells remain) and at least enough that none steps more than
+    ``STACK_TASKS`` tasks; a share of one cell per stack runs them alone. Order is kept within each unit."""
     from ictd_interp.training.stacked import stack_refusal
 
     shapes: list[list[Cell]] = []
     for cell in cells:
-        config = cell.config
-        if config.tasks_per_batch > STACK_MAX_TASKS_PER_BATCH or stack_refusal([config]) is not None:
-            shapes.append([cell])
-            continue
-        group = next((g for g in shapes if len(g) > 0 and stack_refusal([g[0].config, config]) is None
-                      and g[0].config.tasks_per_batch <= STACK_MAX_TASKS_PER_BATCH), None)
+        fits = cell.config.tasks_per_batch <= STACK_MAX_TASKS_PER_BATCH and stack_refusal([cell.config]) is None
+        group = next((g for g in shapes if fits and stack_refusal([g[0].config, cell.config]) is None), None)
         if group is None:
             shapes.append([cell])
         else:
@@ -48,17 +50,20 @@ def stack_groups(cells: list[Cell], workers: int) -> list[list[Cell]]:
     stackable = sum(len(g) for g in shapes if len(g) > 1)
     units = []
     for group in shapes:
-        cap = STACK_TASKS // group[0].config.tasks_per_batch
-        size = max(1, min(cap, math.ceil(stackable / max(workers, 1)))) if len(group) > 1 else 1
-        units.extend(group[i: i + size] for i in range(0, len(group), size))
+        share = max(1, workers * len(group) // max(stackable, 1))
+        parts = min(len(group), max(share, math.ceil(len(group) * group[0].config.tasks_per_batch / STACK_TASKS)))
+        bounds = [len(group) * k // parts for k in range(parts + 1)]
+        units.extend(group[a:b] for a, b in zip(bounds, bounds[1:]))
     return units
 
 
 def run_stacked_cells(cell_dirs: list[str], configs: list[dict[str, Any]], stop_file: str,
                       keep_freed_memory: bool = False) -> list[dict[str, Any]]:
     """Train cells of one shape as one stack (or resume them together), then analyse each; runs inside a Ray
-    worker on one torch thread. Cells whose runs cannot continue together (some started, some not, their
-    checkpoints at different steps, a stored run with other settings) run one by one with ``run_cell``."""
+    worker on one torch thread. Cells whose runs cannot continue together (some started, some not, no step at
+    which all have a checkpoint, a stored run with other settings) or whose stack stopped on one model's
+    non-finite loss continue one by one with ``run_cell``, from their checkpoints: the diverging one fails
+    alone, the others finish."""
     import torch
 
     from analyses.analyze import analyze
@@ -66,6 +71,7 @@ def run_stacked_cells(cell_dirs: list[str], configs: list[dict[str, Any]], stop_
     from ictd_interp.io.checkpoint import CheckpointError
     from ictd_interp.training import run_folder
     from ictd_interp.training.stacked import resume_stack, train_stack
+    from ictd_interp.training.trainer import TrainingDiverged
 
     torch.set_num_threads(1)
     cells, started_at = [Path(c) for c in cell_dirs], time.perf_counter()
@@ -83,21 +89,24 @@ def run_stacked_cells(cell_dirs: list[str], configs: list[dict[str, Any]], stop_
                                                  for r, c in zip(run_dirs, cfgs))):
         return one_by_one()
     earlier = {c: attempts(c) for c in cells}
+    together = {"models_in_process": len(cells), "stacked_with": [c.name for c in cells]}
     for cell in cells:
-        write_status(cell, "running", earlier_attempts=earlier[cell], models_in_process=len(cells))
+        write_status(cell, "running", earlier_attempts=earlier[cell], **together)
     try:
         runs = (resume_stack(run_dirs, progress=False, stop=stop, keep_freed_memory=keep_freed_memory) if all(started)
                 else train_stack(cfgs, run_dirs, progress=False, stop=stop, keep_freed_memory=keep_freed_memory))
-    except CheckpointError:  # their checkpoints stand at different steps: each continues alone
+    except CheckpointError:  # no step at which all their checkpoints stand: each continues alone
+        return one_by_one()
+    except TrainingDiverged:  # one model's loss went non-finite: the others go on alone, it fails alone
         return one_by_one()
     except Exception as err:
         trace = traceback.format_exc(limit=-3)
-        return [write_status(c, "failed", error=f"{type(err).__name__}: {err}", trace=trace,
-                              wall_time=time.perf_counter() - started_at, earlier_attempts=earlier[c]) for c in cells]
+        wall = time.perf_counter() - started_at
+        return [write_status(c, "failed", error=f"{type(err).__name__}: {err}", trace=trace, wall_time=wall,
+                             earlier_attempts=earlier[c], **together) for c in cells]
     statuses = []
     for cell, run in zip(cells, runs):
-        info = {"wall_time": time.perf_counter() - started_at, "models_in_process": len(cells),
-                "earlier_attempts": earlier[cell]}
+        info = {"wall_time": time.perf_counter() - started_at, "earlier_attempts": earlier[cell], **together}
         if run.interrupted:
             statuses.append(write_status(cell, "interrupted", **info))
             continue

@@ -8,14 +8,17 @@
     DIR/cells/<cell>/status.json    running | retrying | done | failed | interrupted, error, wall time, the pid of
                                     the worker process running it (how to find a cell's process: while it
                                     is "running", that pid is alive; ``earlier_attempts`` lists attempts
-                                    whose worker died, with their pids; ``models_in_process`` for a
-                                    cell trained in a stack)
+                                    whose worker died, with their pids; ``models_in_process`` and
+                                    ``stacked_with`` for a cell trained in a stack, whose ``wall_time``
+                                    is then the stack's)
     DIR/results.csv, curves.csv, depth.csv, extrapolation.csv, study.md, figures/
 
 Ray does all the scheduling: every unfinished cell is one Ray task (one CPU, one torch thread), or, for cells
 of one shape at small batches, one task trains several as a stack (``cells.stack_groups``, where that wins).
 A worker killed mid-cell makes Ray retry the task, which resumes the cell (or the stack) from its last
-checkpoint (the same weights as an undisturbed run: the resume is exact at equal thread counts). A cell that
+checkpoint (the same weights as an undisturbed run: the resume is exact at equal thread counts). Which cells
+share a stack depends on the number of workers; a stacked cell's weights equal its run alone up to float
+rounding, so a cell is reproduced bit for bit at the same grouping (``stacked_with``) and thread count. A cell that
 raises is recorded ``failed`` with its message. Ctrl-C writes ``DIR/STOP``: running cells checkpoint
 and stop, and the same command resumes them later. Finished cells are never recomputed.
 """

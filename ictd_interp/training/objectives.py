@@ -140,7 +140,7 @@ def expected_update(model: Trainable, batch: WindowBatch, create_graph: bool = F
     return torch.cat([g.flatten(delta.ndim - 2) for g in u], dim=-1)
 
 
-def neu_unbiased(model: Trainable, batch: WindowBatch) -> float:
+def neu_unbiased(model: ICTDModel, batch: WindowBatch) -> float:
     """Unbiased estimate of ``||E u||^2``: the inner product of ``u`` on two independent halves of
     the tasks (the plain ``||u||^2`` is biased upward by the batch variance)."""
     half = batch.query_reward.shape[0] // 2

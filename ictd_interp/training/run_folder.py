@@ -70,6 +70,11 @@ def checkpoint_dir(run_dir: PathLike, step: int) -> Path:
     return Path(run_dir) / CHECKPOINTS / f"step_{step:07d}"
 
 
+def checkpoint_step(checkpoint: Path) -> int:
+    """The step a checkpoint folder (``checkpoint_dir``'s name) was written at."""
+    return int(checkpoint.name.removeprefix("step_"))
+
+
 def final_dir(run_dir: PathLike) -> Path:
     return Path(run_dir) / FINAL
 

@@ -57,19 +57,25 @@ def train_stack(configs: list[TrainConfig], out_dirs: list[Union[str, Path]], *,
 
 def resume_stack(out_dirs: list[Union[str, Path]], *, progress: bool = True, stop: Optional[StopFlag] = None,
                  keep_freed_memory: Optional[bool] = None) -> list[Run]:
-    """Continue runs trained as a stack, together, from their latest usable checkpoints (which must be at one
-    step: a run whose latest checkpoint was set aside continues alone with ``resume`` first)."""
+    """Continue runs trained as a stack, together, from the latest step at which every run has a usable checkpoint
+    (a stack killed between its runs' checkpoint writes leaves some a checkpoint ahead: they go back to the
+    shared one, their later checkpoint kept until the stack writes that step again, with the same bits)."""
     configs = [run_folder.load_run_config(Path(d)) for d in out_dirs]
     _check(configs, out_dirs)
     apply_allocator_choice(keep_freed_memory)
     eval_set = EvalSet.build(configs[0])
-    loops = [reopen_loop(d, eval_set) for d in out_dirs]
-    steps = {loop.run.step for loop in loops}
-    if len(steps) > 1:
-        at = ", ".join(f"{loop.run.out_dir} at step {loop.run.step}" for loop in loops)
-        raise CheckpointError(f"out_dirs: their latest usable checkpoints are at different steps ({at}); resume "
-                              "the runs behind alone (`ictd-interp train --resume DIR`) or all of them alone")
-    return _run_stack(loops, progress, stop)
+    up_to = None
+    while True:
+        shared = set.intersection(*[{run_folder.checkpoint_step(c) for c in run_folder.checkpoints(d)
+                                     if up_to is None or run_folder.checkpoint_step(c) <= up_to} for d in out_dirs])
+        if not shared:
+            raise CheckpointError("out_dirs: no step at which every run has a usable checkpoint; resume each alone "
+                                  f"(`ictd-interp train --resume DIR`): {', '.join(map(str, out_dirs))}")
+        up_to = max(shared)
+        loops = [reopen_loop(d, eval_set, up_to=up_to) for d in out_dirs]
+        if len({loop.run.step for loop in loops}) == 1:  # else one was unusable (set aside): go back further
+            return _run_stack(loops, progress, stop)
+        up_to = min(loop.run.step for loop in loops)
 
 
 def _check(configs: list[TrainConfig], out_dirs: list[Union[str, Path]]) -> None:

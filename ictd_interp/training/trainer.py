@@ -113,12 +113,14 @@ def start_loop(config: TrainConfig, out_dir: Union[str, Path], eval_set: Optiona
     return loop
 
 
-def reopen_loop(out_dir: Union[str, Path], eval_set: Optional[EvalSet] = None) -> Loop:
-    """A run's state at its latest usable checkpoint (``resume``'s), ready to step on."""
+def reopen_loop(out_dir: Union[str, Path], eval_set: Optional[EvalSet] = None, up_to: Optional[int] = None) -> Loop:
+    """A run's state at its latest usable checkpoint (``resume``'s; with ``up_to``, the latest at or before that
+    step, the later ones kept to be rewritten as the run passes them again), ready to step on."""
     out_dir = Path(out_dir)
     config = run_folder.load_run_config(out_dir)
     check_device(config.device)
-    for ckpt in reversed(run_folder.checkpoints(out_dir)):
+    usable = [c for c in run_folder.checkpoints(out_dir) if up_to is None or run_folder.checkpoint_step(c) <= up_to]
+    for ckpt in reversed(usable):
         try:
             model = _prepared(load_checkpoint(ckpt, device=config.device).model, config)
             state = torch.load(ckpt / STATE_FILE, weights_only=True)
@@ -183,14 +185,16 @@ def drive(loops: list[Loop], step: Callable[[], None], progress: bool, stop: Opt
         while first.step < cfg.steps and not stopping:
             step()
             bar.update(1)
-            logging, stopping = first.step % cfg.eval_every == 0 or first.step == cfg.steps, interrupted()
-            saving = first.step % cfg.checkpoint_every == 0 or first.step == cfg.steps or stopping
-            if sync is not None and (logging or saving):
-                sync()
+            logging = first.step % cfg.eval_every == 0 or first.step == cfg.steps
             if logging:
+                if sync is not None:
+                    sync()
                 entries = [log_metrics(loop, loss=loop.loss_sum / max(loop.loss_count, 1)) for loop in loops]
                 bar.set_postfix(_postfix(entries[0]))
-            if saving:
+            stopping = interrupted()  # after the evaluation, so a stop asked during it still checkpoints now
+            if first.step % cfg.checkpoint_every == 0 or first.step == cfg.steps or stopping:
+                if sync is not None and not logging:
+                    sync()
                 for loop in loops:
                     save_state(loop)
     bar.close()
