@@ -10,11 +10,15 @@ again. Written out, the pattern's gradient needs far less. For one pattern used 
                       = p[j, i] (G[j, i] - c[j]),   c[j] = sum_l g_l[j] z_l[j]
 
 so the row sum the softmax's backward computes is ``c``, known from the forward's ``z_l`` at the cost of
-a ``[batch, pos]`` product: the gradient of each pattern's scores is one outer-product sum and one
-product with ``p``, with nothing full-size per use. (Linear attention, ``p = score / n``:
-``dL/dscore = G / n``.) With ``score[j, i] = x_i^T A x_j``, ``dL/dA = sum_{j,i} dL/dscore[j, i] x_i x_j^T``,
-computed as ``K^T X`` with ``K = dL/dscore @ X_sources`` (taken transposed: ``bmm`` is faster with the
-short side outside on this shape; docs/performance.md, "Choices measured").
+a ``[batch, pos]`` product. With ``score[j, i] = x_i^T A x_j``, ``dL/dA = sum_j K[j] x_j^T`` where
+``K[j] = sum_i dL/dscore[j, i] x_i``, and substituting the line above,
+
+    K[j] = sum_l g_l[j] (p (v_l * X))[j] - c[j] (p X)[j]                 (v_l * X: each source row scaled)
+
+so one product of ``p`` with the ``d (uses + 1)`` columns ``[v_1 * X, ..., X]`` gives every pattern's ``K``:
+neither ``G`` nor ``dL/dscore`` is ever formed full-size (one pass over ``p`` instead of one per use and two
+more for the softmax's backward: 1.2-1.3x the model step, docs/performance.md, "History"). Linear
+attention (``p = score / n``, ``dL/dscore = G / n``): ``K[j] = sum_l g_l[j] (v_l^T X) / n``, no pattern read.
 
 The values are ``v_h = fixed_h + w_t * target + w_c * current`` (sources only), so ``dL/dv_h = p^T g_h``
 flows into ``fixed_h`` (whose weights are the feature and reward entries of ``w``), the target and
@@ -138,20 +142,23 @@ def _sum_rows(x: Float[Tensor, "*model batch source"]) -> Float[Tensor, "*model"
 def _pattern_backward(cfg: ICTDConfig, p: Float[Tensor, "*model batch rows source"], uses: list[_Use],
                       queries: Float[Tensor, "*model batch rows d_feat"],
                       sources: Float[Tensor, "*model batch source d_feat"]) -> Float[Tensor, "*model d_feat d_feat"]:
-    """``dL/dA`` of one pattern from its uses (module docstring): ``G - c``, times ``p``, then ``K^T X``."""
-    whole = lambda use: use.rows.stop - use.rows.start == p.shape[-2]  # noqa: E731
-    uses = sorted(uses, key=whole, reverse=True)  # whole-pattern uses first: the first one starts G
-    G = None if whole(uses[0]) else torch.zeros_like(p)
-    c = p.new_zeros(p.shape[:-1])
-    for use in uses:
-        if G is None:
-            G = use.g.unsqueeze(-1) * use.v.unsqueeze(-2)
-        else:
-            G[..., use.rows, :].addcmul_(use.g.unsqueeze(-1), use.v.unsqueeze(-2))
-        c[..., use.rows] += use.g * use.z
-    g_scores = G.sub_(c.unsqueeze(-1)).mul_(p) if cfg.attention == "softmax" else G.div_(sources.shape[-2])
-    K_t = sources.mT @ g_scores.mT  # [*model, batch, d, rows]: sum_i dL/dscore[j, i] x_i
-    return torch.einsum("...bcj,...bja->...ca", K_t, queries)
+    """``dL/dA`` of one pattern from its uses (module docstring): ``K = dL/dscore @ X`` without the full-size
+    ``dL/dscore``, then ``K^T X``."""
+    if cfg.attention == "softmax":
+        # K[j] = sum_l g_l[j] (p (v_l * X))[j] - c[j] (p X)[j]: one product of p with every use's v_l * X and X
+        Y = torch.cat([use.v.unsqueeze(-1) * sources for use in uses] + [sources], dim=-1)
+        PY = (p @ Y).unflatten(-1, (len(uses) + 1, sources.shape[-1]))  # [*model, batch, rows, use + 1, d]
+        c = p.new_zeros(p.shape[:-1])
+        for use in uses:
+            c[..., use.rows] += use.g * use.z
+        K = PY[..., -1, :] * -c.unsqueeze(-1)
+        for k, use in enumerate(uses):
+            K[..., use.rows, :] += use.g.unsqueeze(-1) * PY[..., use.rows, k, :]
+    else:  # dL/dscore = G / n: K[j] = sum_l g_l[j] (v_l^T X) / n, no pattern needed
+        K = p.new_zeros(*p.shape[:-1], sources.shape[-1])
+        for use in uses:
+            K[..., use.rows, :] += use.g.unsqueeze(-1) * (use.v.unsqueeze(-2) @ sources / sources.shape[-2])
+    return torch.einsum("...bjc,...bja->...ca", K, queries)
 
 
 def _shift_adjoint(g: Float[Tensor, "*model batch pos"]) -> Float[Tensor, "*model batch pos"]:
