@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from analyses.metrics import baselines
-from analyses.metrics.intervals import paired, t_interval
+from analyses.metrics.intervals import COSINE, NONNEGATIVE, paired, t_interval
 from ictd_interp import MRP
 from ictd_interp.tasks.sampling import TaskBatch
 
@@ -91,6 +91,16 @@ def test_t_interval_by_hand_and_non_finite_values_are_counted():
     assert diverged.n_nonfinite == 1 and math.isnan(diverged.mean) and "1 of 3 diverged" in diverged.text()
     assert paired([1.0, 2.0, 3.0], [2.0, 3.1, 4.0]).verdict == "lower"
     assert paired([1.0, 2.0, 3.0], [1.1, 1.9, 3.0]).verdict == "undecided"
+
+
+def test_an_interval_is_cut_to_the_range_its_quantity_can_take():
+    cosines = [0.99, 1.0, 0.97]  # mean 0.98667, s = 0.015275, half-width 4.302653 s / sqrt(3) = 0.037946
+    free, cut = t_interval(cosines), t_interval(cosines, bounds=COSINE)
+    assert free.hi == pytest.approx(1.024613, abs=1e-6) and cut.hi == 1.0
+    assert cut.lo == free.lo == pytest.approx(0.948721, abs=1e-6) and cut.mean == free.mean
+    assert t_interval([0.1, 0.3, 2.0], bounds=NONNEGATIVE).lo == 0.0
+    rounded = t_interval([1.0 + 2e-16, 1.0 + 2e-16], bounds=COSINE)  # a mean past the bound by rounding
+    assert rounded.lo <= rounded.mean <= rounded.hi and rounded.mean > 1.0
 
 
 @pytest.mark.parametrize("n_seeds", [2, 3, 5])

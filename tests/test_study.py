@@ -324,8 +324,9 @@ def test_weight_probe_figures_show_only_the_cells_that_have_weights(tmp_path, mo
 
 
 def test_study_table_gives_t_intervals_and_names_a_diverged_seed():
-    """Two seeds with MSVE 0.5 and 0.7: mean 0.6, t_{1,.975} = 12.706, s = 0.1414 -> half-width 1.271.
-    A third condition's seed with an infinite MSVE is named, never averaged away."""
+    """Two seeds with MSVE 0.5 and 0.7: mean 0.6, t_{1,.975} = 12.706, s = 0.1414 -> half-width 1.271, cut at
+    0 below (an MSVE is never negative). A third condition's seed with an infinite MSVE is named, never averaged
+    away."""
     import math
 
     from analyses.studies.report import _table_row
@@ -336,7 +337,7 @@ def test_study_table_gives_t_intervals_and_names_a_diverged_seed():
 
     line, notes = _table_row("two", rows("two", [0.5, 0.7]))
     half = 12.706205 * math.sqrt(0.02) / math.sqrt(2)
-    assert f"0.600 [{0.6 - half:.3f}, {0.6 + half:.3f}]" in line and notes == []
+    assert f"0.600 [0.000, {0.6 + half:.3f}]" in line and notes == []
     line, notes = _table_row("bad", rows("bad", [0.5, float("inf"), 0.6]))
     assert "not finite (1 of 3 diverged)" in line
     assert notes == ["metrics.eval_msve: 1 of 3 seeds diverged (bad-s1)"]

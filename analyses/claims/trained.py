@@ -5,12 +5,14 @@ architecture's same-state head). Every number is over seeds, with its interval; 
 
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 import pandas as pd
 
 from analyses.claims.claim import FAILS, HOLDS, Claim, conditional
 from analyses.claims.figure_data import Curve, DiagonalityData, ObjectiveWeights, WeightsData
-from analyses.metrics.intervals import Interval, paired, proportion_interval, t_interval
+from analyses.metrics.intervals import COSINE, Interval, paired, proportion_interval, t_interval
 from analyses.summary.sections import Summary
 from analyses.studies.results import CELL, CONDITION, STATUS, STEP, curve_column
 from analyses.summary.store import to_json
@@ -38,9 +40,11 @@ def _per_cell(results: pd.DataFrame, column: str, how: str) -> pd.DataFrame:
     return done.groupby(["condition", "cell"], sort=False)[column].agg(how).reset_index()
 
 
-def _by_condition(results: pd.DataFrame, column: str, how: str) -> dict[str, Interval]:
+def _by_condition(results: pd.DataFrame, column: str, how: str, bounds: Optional[tuple[float, float]] = None
+                  ) -> dict[str, Interval]:
     cells = _per_cell(results, column, how)
-    return {c: t_interval(part[column].astype(float).to_numpy()) for c, part in cells.groupby("condition", sort=False)}
+    return {c: t_interval(part[column].astype(float).to_numpy(), bounds=bounds)
+            for c, part in cells.groupby("condition", sort=False)}
 
 
 def _objective(condition: str) -> str:
@@ -57,7 +61,7 @@ DISCOUNT_TOL = 0.1  # ... and the effective discount's interval lies within γ �
 
 def _weights(results: pd.DataFrame, seeds: int, claim_id: str, claim: str, run: str, title: str) -> Claim:
     """Direction: the weight cosines (scale-free), the lowest layer's, over seeds per objective."""
-    cos_a, cos_v = _by_condition(results, COS_A, "min"), _by_condition(results, COS_V, "min")
+    cos_a, cos_v = _by_condition(results, COS_A, "min", COSINE), _by_condition(results, COS_V, "min", COSINE)
     holds = {c: cos_a[c].lo >= CLOSE and cos_v[c].lo >= CLOSE for c in cos_a if c in cos_v}
     numbers = [f"{_objective(c)}: min over layers cos(A, A*) {cos_a[c].text('.3f')}, cos(V, V*) {cos_v[c].text('.3f')}"
                for c in holds]
@@ -254,7 +258,8 @@ def same_state_head(summaries: list[Summary], source: str) -> Claim:
         f"Per seed, the largest correlation of any head's pattern with each kernel ({source}).",
         "holds when the paired 95% t interval over seeds of (tabular − softmax) correlation lies above 0 (with one "
         "seed, by the single value, said so).",
-        verdict, [f"most same-state head {t_interval(tab).text('.2f')}, most TD-like head {t_interval(td).text('.2f')} "
+        verdict, [f"most same-state head {t_interval(tab, bounds=COSINE).text('.2f')}, "
+                  f"most TD-like head {t_interval(td, bounds=COSINE).text('.2f')} "
                   f"({len(summaries)} seed{'s' if len(summaries) > 1 else ''}); {text}"],
         {"tabular": tab.tolist(), "td": td.tolist()})
 

@@ -1,6 +1,7 @@
 """Intervals a researcher can quote: of a mean over seeds or tasks, and of a paired difference.
 
-Every interval of a mean here is a two-sided Student-t interval, ``mean ± t_{n-1, 0.975} s / sqrt(n)``
+Every interval of a mean here is a two-sided Student-t interval, ``mean ± t_{n-1, 0.975} s / sqrt(n)``,
+cut to the range the quantity can take where one is given (cosines and correlations ``[-1, 1]``)
 (a fraction gets a Wilson score interval, ``proportion_interval``: sound at 0 and 1).
 On normal data it covers the true mean with probability 0.95 at every sample size (a percentile
 bootstrap over 2-5 seeds covers it only about 50-85 % of the time: ``tests/test_baselines.py``
@@ -23,6 +24,8 @@ from scipy import stats
 
 LEVEL = 0.95
 METHOD = "Student-t 95% interval of the mean"
+COSINE = (-1.0, 1.0)  # the range of a cosine or a correlation: ``t_interval(..., bounds=COSINE)``
+NONNEGATIVE = (0.0, math.inf)  # an error, a distance
 
 
 @dataclass(frozen=True)
@@ -48,8 +51,11 @@ class Interval:
         return f"{format(self.mean, spec)} [{format(self.lo, spec)}, {format(self.hi, spec)}]"
 
 
-def t_interval(values: Sequence[float] | np.ndarray, level: float = LEVEL) -> Interval:
-    """The mean and its Student-t interval; NaN bounds for fewer than two values."""
+def t_interval(values: Sequence[float] | np.ndarray, level: float = LEVEL,
+               bounds: Optional[tuple[float, float]] = None) -> Interval:
+    """The mean and its Student-t interval; NaN bounds for fewer than two values. ``bounds``: the range the
+    quantity can take (a cosine's ``(-1, 1)``, an error's ``(0, inf)``): the interval is cut to it, which keeps
+    its coverage (the true mean lies in the range), so a cosine near 1 never reads ``[0.97, 1.01]``."""
     x = np.asarray(values, dtype=float).ravel()
     n, bad = len(x), int((~np.isfinite(x)).sum())
     if n == 0:
@@ -60,7 +66,8 @@ def t_interval(values: Sequence[float] | np.ndarray, level: float = LEVEL) -> In
     if n < 2:
         return Interval(mean, float("nan"), float("nan"), 1)
     half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * float(x.std(ddof=1)) / math.sqrt(n)
-    return Interval(mean, mean - half, mean + half, n)
+    low, high = (-math.inf, math.inf) if bounds is None else bounds  # (a mean past a bound by rounding stays in)
+    return Interval(mean, min(max(mean - half, low), mean), max(min(mean + half, high), mean), n)
 
 
 @dataclass(frozen=True)

@@ -164,7 +164,7 @@ def lines(summary: Summary) -> list[str]:
     it, ext = lin.iteration, alg.extrapolation
     share = it.share
     lines = [
-        f"# ICTD analysis of `{summary.source}` (the predecessor's linear model)",
+        f"# ICTD analysis of `{summary.source}` (`linear-ictd`: the predecessor's linear-attention architecture)",
         "",
         f"Model: Z ← Z + (1/n) P Z M act(ZᵀQZ), {cfg.n_layers} layers, d={cfg.d_features}, "
         f"{'tied' if cfg.tied else 'per-layer'} weights, {cfg.activation} activation, λ = {cfg.trace_decay} "

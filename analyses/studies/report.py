@@ -18,7 +18,7 @@ import seaborn as sns
 from matplotlib.ticker import MaxNLocator
 
 from analyses.figures.plots import Figure, legend_outside, log_axis, zoom
-from analyses.metrics.intervals import METHOD, describe_nonfinite, t_interval
+from analyses.metrics.intervals import COSINE, METHOD, describe_nonfinite, t_interval
 from analyses.summary.tables import SIGNATURE_COLUMNS, STUDY_COLUMNS, Column
 from analyses.summary.tables import summary_column
 from analyses.studies.results import CELL, CONDITION, DEPTH, REFERENCE_NAME, STATUS, curve_column, read_tables
@@ -32,24 +32,24 @@ STAR_DIAGONALITY = summary_column("diagonality.theta_star")
 SEED_LINES = 5  # below this many seeds, every seed's own line is drawn beside the mean
 FEW_POINTS = 6  # a curve with this many points or fewer gets markers (two evaluations are not a trend)
 CAPTION = ("Lines: mean over seeds; bands: Student-t 95% interval of that mean (n = number of seeds per condition, "
-           "in the table); on log axes (MSVE) the geometric mean and the interval of log10 values; thin lines: "
-           "each seed, when a condition has fewer than 5.")
+           "in the table; a cosine's cut to [−1, 1]); on log axes (MSVE) the geometric mean and the interval of "
+           "log10 values; thin lines: each seed, when a condition has fewer than 5.")
 COS_A, STAR_MSVE = curve_column("cos_A"), curve_column("theta_star_msve")
 INPUT = "input"  # the signature table's long form: which input a weight is on
 PALETTE = "colorblind"
 
 
-def band_lines(ax, data: pd.DataFrame, x: str, y: str, marker: Optional[str] = None, log: bool = False
-               ) -> dict[str, tuple]:
+def band_lines(ax, data: pd.DataFrame, x: str, y: str, marker: Optional[str] = None, log: bool = False,
+               bounds: Optional[tuple[float, float]] = None) -> dict[str, tuple]:
     """One line per condition (mean over its cells) with its t band, and each seed's own line when the
     condition has fewer than ``SEED_LINES`` cells; returns the colours. A non-finite value makes that
     point's mean non-finite (drawn as a gap), it is never averaged away. ``log``: for errors spanning
     decades (log axes), the mean and interval of ``log10`` values, drawn back (a geometric mean; a
-    t band over a few seeds would otherwise reach below 0)."""
+    t band over a few seeds would otherwise reach below 0); ``bounds``: the range of ``y`` (``t_interval``)."""
     colors = dict(zip(data[CONDITION].unique(), sns.color_palette(PALETTE)))
     for condition, part in data.groupby("condition", sort=False):
-        rows = [(xv, t_interval(_log10(group[y]) if log else group[y].to_numpy(dtype=float)))
-                for xv, group in part.groupby(x)]
+        rows = [(xv, t_interval(_log10(group[y]) if log else group[y].to_numpy(dtype=float),
+                                bounds=None if log else bounds)) for xv, group in part.groupby(x)]
         xs = np.array([r[0] for r in rows])
         mean, lo, hi = (np.array([getattr(r[1], k) for r in rows]) for k in ("mean", "lo", "hi"))
         if log:
@@ -114,7 +114,7 @@ def cells_cosine_curves(curves: pd.DataFrame, title: str) -> Figure:
     axes = fig.subplots(1, 2, sharey=True)
     for ax, column, name in zip(axes, ("cos_A", "cos_V"), (r"$\cos(A, A^*)$", r"$\cos(V, V^*)$")):
         data = _cell_mean_over_layers(curves, column)
-        band_lines(ax, data, "step", column)
+        band_lines(ax, data, "step", column, bounds=COSINE)
         ax.set(title=f"{name}, mean over layers", xlabel="training step", ylabel="cosine with $\\theta^*$")
         ax.set_ylim(*zoom(curves[["cos_A", "cos_V"]].to_numpy()))
         legend_outside(ax, keep=ax is axes[-1])
@@ -215,8 +215,9 @@ def markdown(spec: StudySpec, results: pd.DataFrame, figures: list[str]) -> str:
              f"seeds {spec.seeds}: {len(cells)} cells, {int((cells[STATUS] == 'done').sum())} done.", "",
              "## Final metrics per condition", "",
              f"Each cell: mean over the seeds that finished with its {METHOD} over seeds (n in the second column; "
-             "with one seed, no interval); a seed whose value is not finite is named below the table. Cosines are the "
-             "lowest layer's (a model is only as close to θ* as its worst layer); MSVE is against v_π on held-out "
+             "with one seed, no interval; cut to the range the quantity can take: [−1, 1] for cosines and "
+             "correlations, ≥ 0 for errors); a seed whose value is not finite is named below the table. Cosines are "
+             "the lowest layer's (a model is only as close to θ* as its worst layer); MSVE is against v_π on held-out "
              "tasks. The constant baseline mean(R)/(1−γ) is computed on each cell's own evaluation tasks.", "",
              "The last columns say what the learned update is: its effective discount b/(−c) at the last layer "
              "(read from the weights where the layer is a fixed linear map, fitted otherwise; θ*: the task's γ; "
@@ -278,4 +279,4 @@ def _summarise(column: Column, done: pd.DataFrame, notes: list[str]) -> str:
     diverged = describe_nonfinite(list(values.index), list(values))
     if diverged:
         notes.append(f"{column.key}: {diverged}")
-    return t_interval(values.to_numpy()).text(".3f")
+    return t_interval(values.to_numpy(), bounds=column.bounds).text(".3f")

@@ -11,6 +11,7 @@ import typing
 from dataclasses import dataclass, fields, is_dataclass
 from typing import Any, Optional, Union
 
+from analyses.metrics.intervals import COSINE, NONNEGATIVE
 from analyses.summary.sections import Summary
 from analyses.summary.store import written
 from ictd_interp.models.construction import SIGNATURE_INPUTS
@@ -89,32 +90,34 @@ def _element(kind: Any) -> Any:
 class Column:
     """One column of a study's table: the flattened field it shows, how a cell's layers reduce to one value
     (``first``, ``min``, ``last``, ``all``) and how the cells of a condition are summarised (``interval``:
-    mean with its t interval over seeds; ``count``: seeds where true; ``verdicts``: paired verdicts)."""
+    mean with its t interval over seeds; ``count``: seeds where true; ``verdicts``: paired verdicts), and the
+    range its values can take, which cuts their interval (``t_interval``'s ``bounds``)."""
 
     label: str
     key: str
     over_layers: str = "first"
     over_seeds: str = "interval"
+    bounds: Optional[tuple[float, float]] = None
 
     def __post_init__(self) -> None:
         summary_column(self.key)
 
 
 STUDY_COLUMNS = (
-    Column("eval MSVE", "metrics.eval_msve"),
-    Column("θ* MSVE", "metrics.theta_star_msve"),
-    Column("min cos(A, A*)", "metrics.cos_A", "min"),
-    Column("min cos(V, V*)", "metrics.cos_V", "min"),
-    Column("max ‖A − A*‖/‖A*‖", "metrics.dist_A", "max"),
-    Column("max ‖V − V*‖/‖V*‖", "metrics.dist_V", "max"),
+    Column("eval MSVE", "metrics.eval_msve", bounds=NONNEGATIVE),
+    Column("θ* MSVE", "metrics.theta_star_msve", bounds=NONNEGATIVE),
+    Column("min cos(A, A*)", "metrics.cos_A", "min", bounds=COSINE),
+    Column("min cos(V, V*)", "metrics.cos_V", "min", bounds=COSINE),
+    Column("max ‖A − A*‖/‖A*‖", "metrics.dist_A", "max", bounds=NONNEGATIVE),
+    Column("max ‖V − V*‖/‖V*‖", "metrics.dist_V", "max", bounds=NONNEGATIVE),
     Column("kernel diagonality", "metrics.kernel_diagonality_mean"),
-    Column("most TD-like head (correlation)", "circuit.max_td_kernel_correlation"),
-    Column("most same-state head (correlation)", "circuit.max_tabular_kernel_correlation"),
+    Column("most TD-like head (correlation)", "circuit.max_td_kernel_correlation", bounds=COSINE),
+    Column("most same-state head (correlation)", "circuit.max_tabular_kernel_correlation", bounds=COSINE),
     Column("signature (+, +, −) in every layer", "metrics.signature_match", "all", "count"),
     Column("effective discount", "algorithm.layers.effective_discount", "last"),
     Column("converges when iterated", "algorithm.extrapolation.converges", "first", "count"),
-    Column("best softmax TD, MSVE", "baselines.estimators.best_softmax_td.msve.mean"),
-    Column("constant baseline, MSVE", "baselines.estimators.constant.msve.mean"),
+    Column("best softmax TD, MSVE", "baselines.estimators.best_softmax_td.msve.mean", bounds=NONNEGATIVE),
+    Column("constant baseline, MSVE", "baselines.estimators.constant.msve.mean", bounds=NONNEGATIVE),
     Column("better than the constant (paired, per seed)",
            "baselines.estimators.constant.model_minus_baseline.verdict", "first", "verdicts"),
 )
