@@ -168,7 +168,23 @@ def test_a_stack_killed_between_its_runs_checkpoint_writes_resumes_from_the_step
         assert all(torch.equal(run.model.state_dict()[k], v) for k, v in final_state(done).items())
         metrics = [json.loads(line) for line in (run.out_dir / "metrics.jsonl").read_text().splitlines()]
         assert [m["loss"] for m in metrics] == [m["loss"] for m in done.metrics]
-    assert (dirs[0] / "checkpoints" / "step_0000010").exists()  # nothing saved is deleted
+    assert not (dirs[0] / "checkpoints" / "step_0000010").exists()  # no later resume can start from it ...
+    assert (dirs[0] / "checkpoints" / "superseded_step_0000010" / "model.safetensors").exists()  # ... kept
+
+
+def test_a_stack_that_cannot_agree_on_a_step_changes_no_runs_metrics_or_checkpoints(tmp_path):
+    dirs = [tmp_path / f"p{i}" for i in range(3)]
+    polls = iter(range(10**6))
+    train_stack(configs(), dirs, progress=False, stop=lambda: next(polls) >= 10)  # checkpoints at 8 and 10
+    for d in dirs[1:]:
+        shutil.rmtree(d / "checkpoints" / "step_0000010")
+    (dirs[1] / "checkpoints" / "step_0000008" / "model.safetensors").write_bytes(b"cut")  # run 1's only one
+    metrics = (dirs[0] / "metrics.jsonl").read_text()
+    with pytest.warns(UserWarning, match="unusable checkpoint"), pytest.raises(CheckpointError, match="p1"):
+        resume_stack(dirs, progress=False)
+    assert (dirs[0] / "metrics.jsonl").read_text() == metrics  # run 0 ahead: nothing of it dropped
+    assert (dirs[0] / "checkpoints" / "step_0000010").exists()
+    assert resume(dirs[0], progress=False).metrics[-1]["step"] == 24  # it continues alone from step 10
 
 
 @pytest.mark.parametrize("optimizer,weight_decay", [("sgd", 0.0), ("sgd", 1e-2), ("adamw", 1e-2)])
@@ -185,10 +201,10 @@ def test_studies_stack_cells_of_one_shape_only_at_small_batches():
     from analyses.studies.cells import STACK_MAX_TASKS_PER_BATCH, stack_groups
     from analyses.studies.spec import load_spec
 
-    def units(workers, seeds=(0, 1, 2, 3, 4), grid=None, **fixed):
+    def units(workers, seeds=(0, 1, 2, 3, 4), grid=None, previous=None, **fixed):
         spec = load_spec({"name": "t", "preset": "quick", "seeds": list(seeds), "fixed": {**SMALL, **fixed},
                           "grid": grid or {"tied": [True, False]}})
-        return [[c.name for c in unit] for unit in stack_groups(spec.cells(), workers)]
+        return [[c.name for c in unit] for unit in stack_groups(spec.cells(), workers, previous)]
 
     assert units(2) == [[f"tied-True__seed-{s}" for s in (0, 1, 2, 3, 4)],
                         [f"tied-False__seed-{s}" for s in (0, 1, 2, 3, 4)]]
@@ -196,6 +212,13 @@ def test_studies_stack_cells_of_one_shape_only_at_small_batches():
                         ["tied-False__seed-0", "tied-False__seed-1"], [f"tied-False__seed-{s}" for s in (2, 3, 4)]]
     assert [len(u) for u in units(8)] == [1, 1, 1, 2] * 2  # a unit for every worker
     assert [len(u) for u in units(1, seeds=range(40))] == [20] * 4  # <= 128 tasks per stack at 4 per model
+    assert [len(u) for u in units(1, seeds=range(85), grid={"tied": [True]}, tasks_per_batch=3)] == [28, 28, 29]
+    assert [len(u) for u in units(5, grid={"lr": [1e-3, 2e-3, 3e-3]})] == [2, 3, 2, 3, 5]  # a unit per worker
+    # a started cell keeps its last unit; the rest are split over the workers left
+    last = {f"tied-False__seed-{s}": [f"tied-False__seed-{t}" for t in (0, 1, 2, 3)] for s in (0, 1, 2, 3)}
+    assert units(4, previous=last) == [[f"tied-False__seed-{s}" for s in (0, 1, 2, 3)],
+                                       ["tied-True__seed-0", "tied-True__seed-1"],
+                                       [f"tied-True__seed-{s}" for s in (2, 3, 4)], ["tied-False__seed-4"]]
     assert all(len(u) == 1 for u in units(2, tasks_per_batch=STACK_MAX_TASKS_PER_BATCH + 1))
     assert all(len(u) == 1 for u in units(2, grid={"train_depths": ["1:3"]}))
     assert all(len(u) == 1 for u in units(2, grid={"architecture": ["standard"]}))

@@ -138,6 +138,9 @@ def test_a_model_diverging_in_a_stack_fails_alone_and_the_others_of_its_stack_fi
     run = tmp_path / "s" / "cells" / "tied-True__seed-5" / "run"
     logged = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [m.get("models_in_process", 1) for m in logged] == [1, 2, 1, 1]  # stacked to step 4, then alone
+    stack = ["tied-True__seed-3", "tied-True__seed-5"]
+    assert json.loads((run.parent / "status.json").read_text())["trained_in"] == [
+        {"cells": stack, "from_step": 0, "until_step": 4}, {"cells": stack[1:], "from_step": 4, "until_step": 12}]
     error = json.loads((tmp_path / "s" / "cells" / "tied-True__seed-3" / "status.json").read_text())["error"]
     assert error.startswith("TrainingDiverged: non-finite loss")
 
@@ -224,6 +227,32 @@ def test_a_killed_stacks_worker_resumes_every_cell_of_the_stack_to_the_same_weig
         status = json.loads((cell / "status.json").read_text())
         assert status["status"] == "done" and status["models_in_process"] == 2 and status["earlier_attempts"]
         assert_same(final_weights(cell), weights)  # resumed together: bit for bit the uninterrupted stack
+
+
+def test_a_stopped_study_resumed_on_fewer_workers_keeps_each_cells_stack_and_its_weights(local_ray, tmp_path,
+                                                                                           monkeypatch):
+    import threading
+
+    data = spec(grid={"tied": [True]}, seeds=[0, 1, 2, 3], steps=1000, checkpoint_every=50, eval_every=500)
+    out, names = tmp_path / "s", [f"tied-True__seed-{s}" for s in range(4)]
+    cells = [out / "cells" / name for name in names]
+    first = threading.Thread(target=run_study, args=(data, out), kwargs={"progress": False})
+    first.start()  # 2 workers: stacks {0, 1} and {2, 3}
+    _wait_for(lambda: all((c / "run" / "checkpoints" / "step_0000050").exists() for c in cells))
+    (out / "STOP").touch()
+    first.join(timeout=300)
+    stopped = [json.loads((c / "status.json").read_text()) for c in cells]
+    assert [s["status"] for s in stopped] == ["interrupted"] * 4
+    monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 1.0})  # anew, one worker would stack all four
+    run_study(data, out, progress=False)
+    for cell, before, group in zip(cells, stopped, [names[:2], names[:2], names[2:], names[2:]]):
+        (stretch,), path = before["trained_in"], json.loads((cell / "status.json").read_text())["trained_in"]
+        assert stretch["cells"] == group and stretch["from_step"] == 0 and 50 <= stretch["until_step"] < 1000
+        assert path == [stretch, {"cells": group, "from_step": stretch["until_step"], "until_step": 1000}]
+    for group in (cells[:2], cells[2:]):  # bit for bit the same stacks trained without a stop
+        configs = [c.config for c in load_spec(data).cells() if c.name in {g.name for g in group}]
+        for cell, weights in zip(group, stacked_standalone(configs, tmp_path / "alone" / group[0].name)):
+            assert_same(final_weights(cell), weights)
 
 
 @pytest.mark.slow

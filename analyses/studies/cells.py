@@ -8,9 +8,12 @@ runs one by one, so a study stacks cells only at ``tasks_per_batch <= STACK_MAX_
 ``STACK_TASKS // tasks_per_batch`` models per stack, split over the cluster's workers (``stack_groups``).
 
 Which cells share a stack depends on the number of workers, and a stacked model's weights equal its run alone
-only up to float rounding (1e-5 relative in float32 after 12 steps, tested): a cell's weights are reproduced bit
-for bit by the same grouping at the same thread count, which its ``status.json`` records (``stacked_with``).
-A stacked cell's ``wall_time`` is its stack's, from the stack's start to the end of the cell's analysis.
+only up to float rounding (1e-5 relative in float32 after 12 steps, tested). So each cell's ``status.json``
+records how it was trained, ``trained_in``: one entry per stretch, the cells stepped together (itself alone,
+or its stack) ``from_step`` ``until_step``; a cell is reproduced bit for bit by the same stretches at the same
+thread count. A re-run keeps a started cell in its last stretch's unit (``stack_groups``' ``previous``), so a
+study stopped and resumed trains as the same study uninterrupted. A stacked cell's ``wall_time`` is its
+unit's, from the unit's start to the end of the cell's analysis.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import socket
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from analyses.studies.spec import Cell, StudySpecError
 
@@ -32,53 +35,72 @@ STACK_MAX_TASKS_PER_BATCH = 16  # where a stack's step loop wins: 2.1x at 4 task
 STACK_TASKS = 128  # the most tasks of all a stack's models per step measured winning (4 tasks x 32 models: 2.2x)
 
 
-def stack_groups(cells: list[Cell], workers: int) -> list[list[Cell]]:
+def stack_groups(cells: list[Cell], workers: int, previous: Optional[dict[str, list[str]]] = None
+                 ) -> list[list[Cell]]:
     """``cells`` in units of work: a list of one cell runs alone (``run_cell``), a longer one as a stack
-    (``run_stacked_cells``). Cells of one shape are split into near-equal stacks, as many as their share of the
-    ``workers`` (so every worker has a unit while cells remain) and at least enough that none steps more than
-    ``STACK_TASKS`` tasks; a share of one cell per stack runs them alone. Order is kept within each unit."""
+    (``run_stacked_cells``). A started cell keeps the unit of its last stretch (``previous``: cell name -> the
+    cells it was stepped with, itself included), with those of them still in ``cells``. The others: cells of
+    one shape are split into near-equal stacks, as many as their share of the workers left (the shares by
+    largest remainder, so every worker has a unit while cells remain) and at least enough that none steps more
+    than ``STACK_TASKS`` tasks; a share of one cell per stack runs them alone. Order is kept within each unit."""
     from ictd_interp.training.stacked import stack_refusal
 
-    shapes: list[list[Cell]] = []
+    previous, kept, placed = previous or {}, [], set()
     for cell in cells:
+        if cell.name in previous and cell.name not in placed:
+            kept.append([c for c in cells if previous.get(c.name) == previous[cell.name]])
+            placed.update(c.name for c in kept[-1])
+    shapes: list[list[Cell]] = []
+    for cell in (c for c in cells if c.name not in placed):
         fits = cell.config.tasks_per_batch <= STACK_MAX_TASKS_PER_BATCH and stack_refusal([cell.config]) is None
         group = next((g for g in shapes if fits and stack_refusal([g[0].config, cell.config]) is None), None)
         if group is None:
             shapes.append([cell])
         else:
             group.append(cell)
-    stackable = sum(len(g) for g in shapes if len(g) > 1)
-    units = []
-    for group in shapes:
-        share = max(1, workers * len(group) // max(stackable, 1))
-        parts = min(len(group), max(share, math.ceil(len(group) * group[0].config.tasks_per_batch / STACK_TASKS)))
+    units = kept
+    for group, share in zip(shapes, _shares(max(workers - len(kept), 1), [len(g) for g in shapes])):
+        most = STACK_TASKS // group[0].config.tasks_per_batch  # models per stack
+        parts = min(len(group), max(share, math.ceil(len(group) / most)))
         bounds = [len(group) * k // parts for k in range(parts + 1)]
         units.extend(group[a:b] for a, b in zip(bounds, bounds[1:]))
     return units
+
+
+def _shares(workers: int, sizes: list[int]) -> list[int]:
+    """``workers`` split in proportion to ``sizes`` by largest remainder, at least one each."""
+    quotas = [workers * n / max(sum(sizes), 1) for n in sizes]
+    shares = [max(1, math.floor(q)) for q in quotas]
+    by_remainder = sorted(range(len(sizes)), key=lambda i: quotas[i] - math.floor(quotas[i]), reverse=True)
+    for i in by_remainder[: max(workers - sum(shares), 0)]:
+        shares[i] += 1
+    return shares
 
 
 def run_stacked_cells(cell_dirs: list[str], configs: list[dict[str, Any]], stop_file: str,
                       keep_freed_memory: bool = False) -> list[dict[str, Any]]:
     """Train cells of one shape as one stack (or resume them together), then analyse each; runs inside a Ray
     worker on one torch thread. Cells whose runs cannot continue together (some started, some not, no step at
-    which all have a checkpoint, a stored run with other settings) or whose stack stopped on one model's
-    non-finite loss continue one by one with ``run_cell``, from their checkpoints: the diverging one fails
-    alone, the others finish."""
+    which all have a checkpoint, a stored run with other settings, a last stretch in another unit) or whose
+    stack stopped on one model's non-finite loss continue one by one with ``run_cell``, from their
+    checkpoints: the diverging one fails alone, the others finish."""
     import torch
 
     from analyses.analyze import analyze
     from ictd_interp.config.train import TrainConfig
     from ictd_interp.io.checkpoint import CheckpointError
     from ictd_interp.training import run_folder
-    from ictd_interp.training.stacked import resume_stack, train_stack
+    from ictd_interp.training.allocator import apply_allocator_choice
+    from ictd_interp.training.stacked import open_stack, reopen_stack, step_stack
     from ictd_interp.training.trainer import TrainingDiverged
 
     torch.set_num_threads(1)
+    apply_allocator_choice(keep_freed_memory)
     cells, started_at = [Path(c) for c in cell_dirs], time.perf_counter()
-    run_dirs, stop = [c / "run" for c in cells], (lambda: Path(stop_file).exists())
+    run_dirs, stop, names = [c / "run" for c in cells], (lambda: Path(stop_file).exists()), [c.name for c in cells]
     if stop():
         return [write_status(c, "interrupted") for c in cells]
-    one_by_one = lambda: [run_cell(str(c), cfg, stop_file, keep_freed_memory)  # noqa: E731
+    one_by_one = lambda: [run_cell(str(c), cfg, stop_file, keep_freed_memory, started_at)  # noqa: E731
                           for c, cfg in zip(cells, configs)]
     cfgs = [TrainConfig.from_dict(c) for c in configs]
     for run_dir in run_dirs:
@@ -86,27 +108,38 @@ def run_stacked_cells(cell_dirs: list[str], configs: list[dict[str, Any]], stop_
             shutil.rmtree(run_dir)  # stopped before its first checkpoint: only step 0's log to redo
     started = [run_folder.config_path(r).exists() for r in run_dirs]
     if any(started) and (not all(started) or any(run_folder.load_run_config(r).differences(c)
-                                                 for r, c in zip(run_dirs, cfgs))):
+                                                 for r, c in zip(run_dirs, cfgs))
+                         or any(sorted(last_unit(c) or names) != sorted(names) for c in cells)):
         return one_by_one()
-    earlier = {c: attempts(c) for c in cells}
-    together = {"models_in_process": len(cells), "stacked_with": [c.name for c in cells]}
-    for cell in cells:
-        write_status(cell, "running", earlier_attempts=earlier[cell], **together)
+    earlier, together, paths = {c: attempts(c) for c in cells}, {"models_in_process": len(cells)}, {}
+
+    def failed(err: Exception) -> list[dict[str, Any]]:
+        trace, wall = traceback.format_exc(limit=-3), time.perf_counter() - started_at
+        return [write_status(c, "failed", error=f"{type(err).__name__}: {err}", trace=trace, wall_time=wall,
+                             earlier_attempts=earlier[c], **together,
+                             **({"trained_in": ended(paths[c], c / "run")} if c in paths else {})) for c in cells]
+
     try:
-        runs = (resume_stack(run_dirs, progress=False, stop=stop, keep_freed_memory=keep_freed_memory) if all(started)
-                else train_stack(cfgs, run_dirs, progress=False, stop=stop, keep_freed_memory=keep_freed_memory))
+        loops = reopen_stack(run_dirs) if all(started) else open_stack(cfgs, run_dirs)
     except CheckpointError:  # no step at which all their checkpoints stand: each continues alone
         return one_by_one()
+    except Exception as err:
+        return failed(err)
+    for cell in cells:
+        paths[cell] = trained_in(cell, loops[0].run.step, names)
+        write_status(cell, "running", earlier_attempts=earlier[cell], trained_in=paths[cell], **together)
+    try:
+        runs = step_stack(loops, progress=False, stop=stop)
     except TrainingDiverged:  # one model's loss went non-finite: the others go on alone, it fails alone
+        for cell in cells:
+            write_status(cell, "running", earlier_attempts=earlier[cell], trained_in=ended(paths[cell], cell / "run"))
         return one_by_one()
     except Exception as err:
-        trace = traceback.format_exc(limit=-3)
-        wall = time.perf_counter() - started_at
-        return [write_status(c, "failed", error=f"{type(err).__name__}: {err}", trace=trace, wall_time=wall,
-                             earlier_attempts=earlier[c], **together) for c in cells]
+        return failed(err)
     statuses = []
     for cell, run in zip(cells, runs):
-        info = {"wall_time": time.perf_counter() - started_at, "earlier_attempts": earlier[cell], **together}
+        info = {"wall_time": time.perf_counter() - started_at, "earlier_attempts": earlier[cell],
+                "trained_in": ended(paths[cell], run.step), **together}
         if run.interrupted:
             statuses.append(write_status(cell, "interrupted", **info))
             continue
@@ -120,22 +153,26 @@ def run_stacked_cells(cell_dirs: list[str], configs: list[dict[str, Any]], stop_
     return statuses
 
 
-def run_cell(cell_dir: str, config: dict[str, Any], stop_file: str, keep_freed_memory: bool = False) -> dict[str, Any]:
-    """Train (or resume) and analyse one cell; runs inside a Ray worker on one torch thread."""
+def run_cell(cell_dir: str, config: dict[str, Any], stop_file: str, keep_freed_memory: bool = False,
+             started_at: Optional[float] = None) -> dict[str, Any]:
+    """Train (or resume) and analyse one cell; runs inside a Ray worker on one torch thread (``started_at``: the
+    start of its unit, when it continues a stack's work)."""
     import torch
 
     from analyses.analyze import analyze
-    from ictd_interp.training import run_folder
-    from ictd_interp.training.trainer import resume, train
     from ictd_interp.config.train import TrainConfig
+    from ictd_interp.training import run_folder
+    from ictd_interp.training.allocator import apply_allocator_choice
+    from ictd_interp.training.trainer import reopen_loop, rewind, run_loop, start_loop
 
     torch.set_num_threads(1)
-    cell, started = Path(cell_dir), time.perf_counter()
-    run_dir, stop = cell / "run", (lambda: Path(stop_file).exists())
+    apply_allocator_choice(keep_freed_memory)
+    cell, started = Path(cell_dir), time.perf_counter() if started_at is None else started_at
+    run_dir, stop, path = cell / "run", (lambda: Path(stop_file).exists()), None
     if stop():
         return write_status(cell, "interrupted")
     earlier = attempts(cell)  # a retry after a killed worker: say so, and resume from the last checkpoint
-    write_status(cell, "running", earlier_attempts=earlier)
+    write_status(cell, "running", earlier_attempts=earlier, models_in_process=1)
     try:
         cfg = TrainConfig.from_dict(config)
         if run_folder.config_path(run_dir).exists() and run_folder.latest_checkpoint(run_dir) is None:
@@ -144,18 +181,54 @@ def run_cell(cell_dir: str, config: dict[str, Any], stop_file: str, keep_freed_m
             changed = run_folder.load_run_config(run_dir).differences(cfg)
             if changed:
                 raise StudySpecError(f"{run_dir}: holds a run with other settings ({'; '.join(changed)})")
-            run = resume(run_dir, progress=False, stop=stop, keep_freed_memory=keep_freed_memory)
+            loop = rewind(reopen_loop(run_dir))
         else:
-            run = train(cfg, run_dir, progress=False, stop=stop, keep_freed_memory=keep_freed_memory)
+            loop = start_loop(cfg, run_dir)
+        path = trained_in(cell, loop.run.step, [cell.name])
+        write_status(cell, "running", earlier_attempts=earlier, trained_in=path, models_in_process=1)
+        run = run_loop(loop, progress=False, stop=stop)
+        path = ended(path, run.step)
         if run.interrupted:
-            return write_status(cell, "interrupted", wall_time=time.perf_counter() - started)
+            return write_status(cell, "interrupted", wall_time=time.perf_counter() - started, trained_in=path,
+                                models_in_process=1)
         # NEU per (n, L): analyses.metrics.neu.neu_grid, not per cell; figures: the study's, across cells
         analyze(run_dir, cell / "analysis", neu=False, draw=False)
     except Exception as err:
         trace = traceback.format_exc(limit=-3)
         return write_status(cell, "failed", error=f"{type(err).__name__}: {err}", trace=trace,
-                             wall_time=time.perf_counter() - started, earlier_attempts=earlier)
-    return write_status(cell, "done", wall_time=time.perf_counter() - started, earlier_attempts=earlier)
+                            wall_time=time.perf_counter() - started, earlier_attempts=earlier,
+                            **({} if path is None else {"trained_in": ended(path, run_dir)}))
+    return write_status(cell, "done", wall_time=time.perf_counter() - started, earlier_attempts=earlier,
+                        trained_in=path, models_in_process=1)
+
+
+def trained_in(cell: Path, step: int, cells: list[str]) -> list[dict[str, Any]]:
+    """The cell's stretches so far (its ``status.json``'s ``trained_in``) up to ``step``, where it continues
+    (a resume from an earlier checkpoint drops what came after), and a new stretch from there with ``cells``."""
+    path = []
+    for stretch in read_status(cell).get("trained_in", []):
+        if stretch["from_step"] >= step:
+            break
+        end = stretch["until_step"]
+        path.append({**stretch, "until_step": step if end is None else min(end, step)})
+    return [*path, {"cells": cells, "from_step": step, "until_step": None}]
+
+
+def ended(path: list[dict[str, Any]], at: int | Path) -> list[dict[str, Any]]:
+    """``path`` with its last stretch ended at step ``at``, or at its run folder's latest checkpoint (where the
+    next attempt continues)."""
+    if isinstance(at, Path):
+        from ictd_interp.training import run_folder
+
+        latest = run_folder.latest_checkpoint(at)
+        at = 0 if latest is None else run_folder.checkpoint_step(latest)
+    return [*path[:-1], {**path[-1], "until_step": at}]
+
+
+def last_unit(cell: Path) -> Optional[list[str]]:
+    """The cells a started cell was last stepped with (itself included), or None."""
+    path = read_status(cell).get("trained_in")
+    return path[-1]["cells"] if path else None
 
 
 def is_running(status: dict[str, Any]) -> bool:
@@ -187,9 +260,11 @@ def attempts(cell: Path) -> list[dict[str, Any]]:
 
 def write_status(cell: Path, status: str, **info: Any) -> dict[str, Any]:
     """``status.json``: running | retrying | done | failed | interrupted, with the pid (this process's
-    unless given) and host of the process, so a reader can find a cell's process."""
+    unless given) and host of the process, so a reader can find a cell's process; ``trained_in`` is kept
+    from the status before unless given."""
     cell.mkdir(parents=True, exist_ok=True)
-    entry = {"status": status, "pid": os.getpid(), "host": socket.gethostname(), "error": None, **info}
+    kept = {"trained_in": read_status(cell)["trained_in"]} if "trained_in" in read_status(cell) else {}
+    entry = {"status": status, "pid": os.getpid(), "host": socket.gethostname(), "error": None, **kept, **info}
     tmp = cell / f".{STATUS_FILE}.tmp"
     tmp.write_text(json.dumps(entry, indent=1))
     os.replace(tmp, cell / STATUS_FILE)

@@ -8,9 +8,9 @@
     DIR/cells/<cell>/status.json    running | retrying | done | failed | interrupted, error, wall time, the pid of
                                     the worker process running it (how to find a cell's process: while it
                                     is "running", that pid is alive; ``earlier_attempts`` lists attempts
-                                    whose worker died, with their pids; ``models_in_process`` and
-                                    ``stacked_with`` for a cell trained in a stack, whose ``wall_time``
-                                    is then the stack's)
+                                    whose worker died, with their pids; ``trained_in``: the cells it
+                                    was stepped with, from which step until which; ``models_in_process``;
+                                    a stacked cell's ``wall_time`` is its stack's)
     DIR/results.csv, curves.csv, depth.csv, extrapolation.csv, study.md, figures/
 
 Ray does all the scheduling: every unfinished cell is one Ray task (one CPU, one torch thread), or, for cells
@@ -18,7 +18,8 @@ of one shape at small batches, one task trains several as a stack (``cells.stack
 A worker killed mid-cell makes Ray retry the task, which resumes the cell (or the stack) from its last
 checkpoint (the same weights as an undisturbed run: the resume is exact at equal thread counts). Which cells
 share a stack depends on the number of workers; a stacked cell's weights equal its run alone up to float
-rounding, so a cell is reproduced bit for bit at the same grouping (``stacked_with``) and thread count. A cell that
+rounding, so a cell is reproduced bit for bit by the same stretches (``trained_in``) at the same thread count,
+and a re-run keeps each started cell in the unit it was last stepped in. A cell that
 raises is recorded ``failed`` with its message. Ctrl-C writes ``DIR/STOP``: running cells checkpoint
 and stop, and the same command resumes them later. Finished cells are never recomputed.
 """
@@ -35,8 +36,8 @@ from typing import Optional, Union
 
 import pandas as pd
 
-from analyses.studies.cells import (attempts, is_running, read_status, run_cell, run_stacked_cells, stack_groups,
-                                    write_status)
+from analyses.studies.cells import (attempts, is_running, last_unit, read_status, run_cell, run_stacked_cells,
+                                    stack_groups, write_status)
 from analyses.studies.results import collect, read_tables
 from analyses.studies.spec import StudySpec, StudySpecError, load_spec
 from ictd_interp.io.progress import computed, progress_bar
@@ -153,7 +154,8 @@ def _run_on_ray(cells, out_dir: Path, session: RaySession, progress: bool, keep_
     stacked = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(run_stacked_cells)
     stop_file = str(out_dir / STOP_FILE)
     refs = {}
-    for unit in stack_groups(cells, int(ray.cluster_resources().get("CPU", 1))):
+    previous = {c.name: unit for c in cells if (unit := last_unit(out_dir / "cells" / c.name))}
+    for unit in stack_groups(cells, int(ray.cluster_resources().get("CPU", 1)), previous):
         dirs, configs = [str(out_dir / "cells" / c.name) for c in unit], [c.config.to_dict() for c in unit]
         ref = (alone.remote(dirs[0], configs[0], stop_file, keep_freed_memory) if len(unit) == 1
                else stacked.remote(dirs, configs, stop_file, keep_freed_memory))

@@ -15,7 +15,9 @@ a ``[batch, pos]`` product. With ``score[j, i] = x_i^T A x_j``, ``dL/dA = sum_j 
 
     K[j] = sum_l g_l[j] (p (v_l * X))[j] - c[j] (p X)[j]                 (v_l * X: each source row scaled)
 
-so one product of ``p`` with the ``d (uses + 1)`` columns ``[v_1 * X, ..., X]`` gives every pattern's ``K``:
+(each row of ``dL/dscore`` sums to 0, so ``X`` may be taken less its mean over the sources, which keeps the
+two terms from cancelling when the features share a large offset), so one product of ``p`` with the
+``d (uses + 1)`` columns ``[v_1 * X, ..., X]`` gives every pattern's ``K``:
 neither ``G`` nor ``dL/dscore`` is ever formed full-size (one pass over ``p`` instead of one per use and two
 more for the softmax's backward: 1.2-1.3x the model step, docs/performance.md, "History"). Linear
 attention (``p = score / n``, ``dL/dscore = G / n``): ``K[j] = sum_l g_l[j] (v_l^T X) / n``, no pattern read.
@@ -145,8 +147,10 @@ def _pattern_backward(cfg: ICTDConfig, p: Float[Tensor, "*model batch rows sourc
     """``dL/dA`` of one pattern from its uses (module docstring): ``K = dL/dscore @ X`` without the full-size
     ``dL/dscore``, then ``K^T X``."""
     if cfg.attention == "softmax":
-        # K[j] = sum_l g_l[j] (p (v_l * X))[j] - c[j] (p X)[j]: one product of p with every use's v_l * X and X
-        Y = torch.cat([use.v.unsqueeze(-1) * sources for use in uses] + [sources], dim=-1)
+        # K[j] = sum_l g_l[j] (p (v_l * X))[j] - c[j] (p X)[j]: one product of p with every use's v_l * X and X.
+        # A row of dL/dscore sums to 0, so X may lose its mean over the sources: the two terms then cancel less
+        X = sources - sources.mean(-2, keepdim=True)
+        Y = torch.cat([use.v.unsqueeze(-1) * X for use in uses] + [X], dim=-1)
         PY = (p @ Y).unflatten(-1, (len(uses) + 1, sources.shape[-1]))  # [*model, batch, rows, use + 1, d]
         c = p.new_zeros(p.shape[:-1])
         for use in uses:

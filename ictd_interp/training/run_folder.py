@@ -84,12 +84,12 @@ def checkpoints(run_dir: PathLike) -> list[Path]:
     return sorted((Path(run_dir) / CHECKPOINTS).glob("step_*"))
 
 
-def set_aside(checkpoint: Path) -> Path:
-    """Rename an unusable checkpoint out of the run's list (``unusable_step_…``, numbered if that is
-    taken), so a resume never reads it again and nothing of it is overwritten; returns its new path."""
-    target, k = checkpoint.with_name(f"unusable_{checkpoint.name}"), 1
+def set_aside(checkpoint: Path, why: str = "unusable") -> Path:
+    """Rename a checkpoint out of the run's list (``unusable_step_…`` or ``superseded_step_…``, numbered if that
+    is taken), so a resume never reads it again and nothing of it is overwritten; returns its new path."""
+    target, k = checkpoint.with_name(f"{why}_{checkpoint.name}"), 1
     while target.exists():
-        target, k = checkpoint.with_name(f"unusable_{checkpoint.name}.{k}"), k + 1
+        target, k = checkpoint.with_name(f"{why}_{checkpoint.name}.{k}"), k + 1
     return checkpoint.rename(target)
 
 

@@ -27,7 +27,7 @@ from ictd_interp.training.batches import WindowBatch
 from ictd_interp.training.evaluation import EvalSet
 from ictd_interp.training.objectives import OBJECTIVES
 from ictd_interp.training.trainer import (Loop, Run, StopFlag, TrainingDiverged, drive, make_optimizer, reopen_loop,
-                                          start_loop)
+                                          rewind, start_loop)
 
 
 def stack_refusal(configs: list[TrainConfig]) -> Optional[str]:
@@ -49,20 +49,32 @@ def stack_refusal(configs: list[TrainConfig]) -> Optional[str]:
 def train_stack(configs: list[TrainConfig], out_dirs: list[Union[str, Path]], *, progress: bool = True,
                 stop: Optional[StopFlag] = None, keep_freed_memory: Optional[bool] = None) -> list[Run]:
     """Train ``configs`` (one shape, different seeds) in one process, run ``i`` into ``out_dirs[i]``."""
-    _check(configs, out_dirs)
     apply_allocator_choice(keep_freed_memory)
-    eval_set = EvalSet.build(configs[0])  # the evaluation tasks have their own seed: one set for every run
-    return _run_stack([start_loop(c, d, eval_set) for c, d in zip(configs, out_dirs)], progress, stop)
+    return step_stack(open_stack(configs, out_dirs), progress, stop)
 
 
 def resume_stack(out_dirs: list[Union[str, Path]], *, progress: bool = True, stop: Optional[StopFlag] = None,
                  keep_freed_memory: Optional[bool] = None) -> list[Run]:
-    """Continue runs trained as a stack, together, from the latest step at which every run has a usable checkpoint
-    (a stack killed between its runs' checkpoint writes leaves some a checkpoint ahead: they go back to the
-    shared one, their later checkpoint kept until the stack writes that step again, with the same bits)."""
+    """Continue runs trained as a stack, together (``reopen_stack``)."""
+    apply_allocator_choice(keep_freed_memory)
+    return step_stack(reopen_stack(out_dirs), progress, stop)
+
+
+def open_stack(configs: list[TrainConfig], out_dirs: list[Union[str, Path]]) -> list[Loop]:
+    """New runs' folders, ready for ``step_stack``."""
+    _check(configs, out_dirs)
+    eval_set = EvalSet.build(configs[0])  # the evaluation tasks have their own seed: one set for every run
+    return [start_loop(c, d, eval_set) for c, d in zip(configs, out_dirs)]
+
+
+def reopen_stack(out_dirs: list[Union[str, Path]]) -> list[Loop]:
+    """Runs trained as a stack, at the latest step at which every run has a usable checkpoint, ready for
+    ``step_stack`` (a stack killed between its runs' checkpoint writes leaves some a checkpoint ahead: they go
+    back to the shared one, their later checkpoints set aside as ``superseded_step_…`` and their later metrics
+    dropped, only once every run has agreed on the step; a ``CheckpointError`` changes nothing on disk but
+    setting aside unusable checkpoints)."""
     configs = [run_folder.load_run_config(Path(d)) for d in out_dirs]
     _check(configs, out_dirs)
-    apply_allocator_choice(keep_freed_memory)
     eval_set = EvalSet.build(configs[0])
     up_to = None
     while True:
@@ -74,7 +86,7 @@ def resume_stack(out_dirs: list[Union[str, Path]], *, progress: bool = True, sto
         up_to = max(shared)
         loops = [reopen_loop(d, eval_set, up_to=up_to) for d in out_dirs]
         if len({loop.run.step for loop in loops}) == 1:  # else one was unusable (set aside): go back further
-            return _run_stack(loops, progress, stop)
+            return [rewind(loop) for loop in loops]
         up_to = min(loop.run.step for loop in loops)
 
 
@@ -88,7 +100,8 @@ def _check(configs: list[TrainConfig], out_dirs: list[Union[str, Path]]) -> None
         raise ValueError(f"configs: cannot be trained as one stack: {refusal}")
 
 
-def _run_stack(loops: list[Loop], progress: bool, stop: Optional[StopFlag]) -> list[Run]:
+def step_stack(loops: list[Loop], progress: bool = True, stop: Optional[StopFlag] = None) -> list[Run]:
+    """Step runs of one shape, all at one step, as one stack until done or stopped (``trainer.drive``)."""
     config = loops[0].run.config
     stack = ModelStack([loop.run.model for loop in loops])
     optimizer = make_optimizer(config, stack)

@@ -78,7 +78,7 @@ def train(config: TrainConfig, out_dir: Union[str, Path], *, progress: bool = Tr
     process-wide and permanent, so off unless asked; None reads ``ICTD_INTERP_KEEP_FREED_MEMORY``;
     ``ictd_interp.training.allocator``)."""
     apply_allocator_choice(keep_freed_memory)
-    return _run(start_loop(config, out_dir), progress, stop)
+    return run_loop(start_loop(config, out_dir), progress, stop)
 
 
 def resume(out_dir: Union[str, Path], *, progress: bool = True, stop: Optional[StopFlag] = None,
@@ -89,7 +89,7 @@ def resume(out_dir: Union[str, Path], *, progress: bool = True, stop: Optional[S
     aside (renamed ``unusable_step_…``, kept as it was) with a warning and the previous one is used:
     nothing is lost but the steps since."""
     apply_allocator_choice(keep_freed_memory)
-    return _run(reopen_loop(out_dir), progress, stop)
+    return run_loop(rewind(reopen_loop(out_dir)), progress, stop)
 
 
 def start_loop(config: TrainConfig, out_dir: Union[str, Path], eval_set: Optional[EvalSet] = None) -> Loop:
@@ -114,8 +114,8 @@ def start_loop(config: TrainConfig, out_dir: Union[str, Path], eval_set: Optiona
 
 
 def reopen_loop(out_dir: Union[str, Path], eval_set: Optional[EvalSet] = None, up_to: Optional[int] = None) -> Loop:
-    """A run's state at its latest usable checkpoint (``resume``'s; with ``up_to``, the latest at or before that
-    step, the later ones kept to be rewritten as the run passes them again), ready to step on."""
+    """A run's state at its latest usable checkpoint (with ``up_to``, the latest at or before that step), read
+    only: an unusable checkpoint is set aside, nothing else on disk changes until ``rewind``."""
     out_dir = Path(out_dir)
     config = run_folder.load_run_config(out_dir)
     check_device(config.device)
@@ -138,7 +138,19 @@ def reopen_loop(out_dir: Union[str, Path], eval_set: Optional[EvalSet] = None, u
                 EvalSet.build(config) if eval_set is None else eval_set,
                 state["loss_sum"], state["loss_count"], elapsed_before=state["elapsed"])
     loop.optimizer.load_state_dict(state["optimizer"])
-    loop.run.metrics = run_folder.truncate_metrics(out_dir, loop.run.step)
+    loop.run.metrics = [m for m in run_folder.read_metrics(out_dir) if m["step"] <= loop.run.step]
+    return loop
+
+
+def rewind(loop: Loop) -> Loop:
+    """Make a reopened run's folder agree with its step before it steps on: metrics logged after it are dropped
+    (the run logs them again) and checkpoints after it set aside as ``superseded_step_…`` (a stack resumed from
+    the step its runs share: ``stacked.resume_stack``), so no later resume starts from them."""
+    run = loop.run
+    for ckpt in run_folder.checkpoints(run.out_dir):
+        if run_folder.checkpoint_step(ckpt) > run.step:
+            run_folder.set_aside(ckpt, "superseded")
+    run.metrics = run_folder.truncate_metrics(run.out_dir, run.step)
     return loop
 
 
@@ -168,7 +180,8 @@ def make_optimizer(config: TrainConfig, model: torch.nn.Module) -> torch.optim.O
                          ) from None
 
 
-def _run(loop: Loop, progress: bool, stop: Optional[StopFlag]) -> Run:
+def run_loop(loop: Loop, progress: bool = True, stop: Optional[StopFlag] = None) -> Run:
+    """Step one run until done or stopped (``drive``): what ``train`` and ``resume`` run after opening it."""
     return drive([loop], lambda: _step(loop), progress, stop)[0]
 
 
