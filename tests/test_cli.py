@@ -134,6 +134,11 @@ def test_a_truncated_training_state_falls_back_to_the_previous_checkpoint(tmp_pa
     kept = tmp_path / "cut" / "checkpoints" / "unusable_step_0000004" / "training_state.pt"
     assert len(kept.read_bytes()) == 100  # the cut file is kept as it was, beside the re-written step_0000004
     assert all((a == b).all() for a, b in zip(full.model.parameters(), resumed.model.parameters()))
+    for garbled in (b"", b"not a pickle at all"):  # torch.load raises other errors on these
+        shutil.rmtree(tmp_path / "cut" / "final")
+        state.write_bytes(garbled)
+        with pytest.warns(UserWarning, match="step_0000004: unusable checkpoint"):
+            assert resume(tmp_path / "cut", progress=False).step == 4
 
 
 def test_report_sentences_interpret_the_margin():

@@ -220,5 +220,6 @@ def test_studies_stack_cells_of_one_shape_only_at_small_batches():
                                        ["tied-True__seed-0", "tied-True__seed-1"],
                                        [f"tied-True__seed-{s}" for s in (2, 3, 4)], ["tied-False__seed-4"]]
     assert all(len(u) == 1 for u in units(2, tasks_per_batch=STACK_MAX_TASKS_PER_BATCH + 1))
+    assert [len(u) for u in units(2, tasks_per_batch=256)] == [1] * 10  # more tasks than a stack may hold
     assert all(len(u) == 1 for u in units(2, grid={"train_depths": ["1:3"]}))
     assert all(len(u) == 1 for u in units(2, grid={"architecture": ["standard"]}))

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -143,6 +144,65 @@ def test_a_model_diverging_in_a_stack_fails_alone_and_the_others_of_its_stack_fi
         {"cells": stack, "from_step": 0, "until_step": 4}, {"cells": stack[1:], "from_step": 4, "until_step": 12}]
     error = json.loads((tmp_path / "s" / "cells" / "tied-True__seed-3" / "status.json").read_text())["error"]
     assert error.startswith("TrainingDiverged: non-finite loss")
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def _killed(cell: Path) -> None:
+    """The cell's status as a worker killed mid-stretch leaves it: running, under a pid no longer alive."""
+    status = json.loads((cell / "status.json").read_text())
+    status["trained_in"][-1]["until_step"] = None
+    (cell / "status.json").write_text(json.dumps({**status, "status": "running", "pid": _dead_pid()}))
+
+
+def test_a_stack_killed_between_its_first_checkpoints_restarts_together_and_a_retry_never_redoes_a_done_cell(
+        tmp_path):
+    from analyses.studies.cells import run_stacked_cells
+    from ictd_interp.training.stacked import train_stack
+
+    cells = load_spec(spec(grid={"tied": [True]})).cells()
+    dirs, configs = [tmp_path / c.name for c in cells], [c.config.to_dict() for c in cells]
+    names, stop = [c.name for c in cells], str(tmp_path / "STOP")
+    polls = iter(range(10**6))
+    train_stack([c.config for c in cells], [d / "run" for d in dirs], progress=False, stop=lambda: next(polls) >= 4)
+    shutil.rmtree(dirs[1] / "run" / "checkpoints")  # killed after cell 0 wrote step 4, before cell 1 did
+    for d in dirs:
+        (d / "status.json").write_text(json.dumps({"trained_in": [{"cells": names, "from_step": 0,
+                                                                    "until_step": 4}]}))
+        _killed(d)
+    assert [s["status"] for s in run_stacked_cells([str(d) for d in dirs], configs, stop)] == ["done", "done"]
+    stack = stacked_standalone([c.config for c in cells], tmp_path / "alone")
+    for d, weights in zip(dirs, stack):  # both from step 0, together: bit for bit the uninterrupted stack
+        assert_same(final_weights(d), weights)
+        assert json.loads((d / "status.json").read_text())["trained_in"] == [
+            {"cells": names, "from_step": 0, "until_step": 12}]
+    assert (dirs[0] / "superseded_run" / "checkpoints" / "step_0000004").exists()  # kept, never read
+
+    final = dirs[0] / "run" / "final" / "model.safetensors"
+    stamp, done = final.stat().st_mtime_ns, json.loads((dirs[0] / "status.json").read_text())
+    shutil.rmtree(dirs[1] / "analysis")
+    _killed(dirs[1])  # killed during cell 1's analysis, after cell 0 was done: Ray retries the unit
+    assert [s["status"] for s in run_stacked_cells([str(d) for d in dirs], configs, stop)] == ["done", "done"]
+    assert final.stat().st_mtime_ns == stamp and json.loads((dirs[0] / "status.json").read_text()) == done
+    assert (dirs[1] / "analysis" / "summary.json").exists()
+    assert json.loads((dirs[1] / "status.json").read_text())["trained_in"] == [
+        {"cells": names, "from_step": 0, "until_step": 12}]  # the retry trained nothing: no new stretch
+
+
+def test_a_cell_trained_before_trained_in_was_recorded_continues_alone_with_an_unknown_first_stretch(tmp_path):
+    from analyses.studies.cells import last_unit, run_cell
+
+    cell = load_spec(spec(grid={"tied": [True]}, seeds=[0])).cells()[0]
+    polls = iter(range(10**6))
+    train(cell.config, tmp_path / "c" / "run", progress=False, stop=lambda: next(polls) >= 4)
+    (tmp_path / "c" / "status.json").write_text(json.dumps({"status": "interrupted", "models_in_process": 2}))
+    assert last_unit(tmp_path / "c") == ["c"]  # its stack unknown: it continues alone
+    assert run_cell(str(tmp_path / "c"), cell.config.to_dict(), str(tmp_path / "STOP"))["trained_in"] == [
+        {"cells": None, "from_step": 0, "until_step": 4}, {"cells": ["c"], "from_step": 4, "until_step": 12}]
 
 
 def test_bad_specs_name_the_cell_and_the_field(tmp_path):

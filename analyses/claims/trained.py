@@ -12,7 +12,7 @@ import pandas as pd
 
 from analyses.claims.claim import FAILS, HOLDS, Claim, conditional
 from analyses.claims.figure_data import Curve, DiagonalityData, ObjectiveWeights, WeightsData
-from analyses.metrics.intervals import COSINE, Interval, paired, proportion_interval, t_interval
+from analyses.metrics.intervals import COSINE, NONNEGATIVE, Interval, paired, proportion_interval, t_interval
 from analyses.summary.sections import Summary
 from analyses.studies.results import CELL, CONDITION, STATUS, STEP, curve_column
 from analyses.summary.store import to_json
@@ -95,7 +95,8 @@ def control_weights(results: pd.DataFrame, seeds: int) -> Claim:
 
 def weight_size(results: pd.DataFrame, seeds: int, gamma: float) -> Claim:
     """Size: relative distances to θ* and the effective discount the value row implies."""
-    dist_a, dist_v = _by_condition(results, "metrics.dist_A", "max"), _by_condition(results, "metrics.dist_V", "max")
+    dist_a = _by_condition(results, "metrics.dist_A", "max", NONNEGATIVE)
+    dist_v = _by_condition(results, "metrics.dist_V", "max", NONNEGATIVE)
     discount = _by_condition(results, DISCOUNT, "last")
     holds, numbers = {}, []
     for c in dist_a:
@@ -192,8 +193,8 @@ def iterated(results: pd.DataFrame, condition: str) -> Claim:
 def constant_baseline(results: pd.DataFrame, condition: str) -> Claim:
     cells = _done_cells(results, condition)
     verdicts = cells[BEATS_CONSTANT]
-    model = t_interval(cells[EVAL_MSVE].astype(float).to_numpy())
-    const = t_interval(cells[CONSTANT_MSVE].astype(float).to_numpy())
+    model = t_interval(cells[EVAL_MSVE].astype(float).to_numpy(), bounds=NONNEGATIVE)
+    const = t_interval(cells[CONSTANT_MSVE].astype(float).to_numpy(), bounds=NONNEGATIVE)
     lower, higher, n = int((verdicts == "lower").sum()), int((verdicts == "higher").sum()), len(cells)
     point_worse = int((cells[EVAL_MSVE].astype(float) > cells[CONSTANT_MSVE]
                        .astype(float)).sum())

@@ -12,7 +12,9 @@ only up to float rounding (1e-5 relative in float32 after 12 steps, tested). So 
 records how it was trained, ``trained_in``: one entry per stretch, the cells stepped together (itself alone,
 or its stack) ``from_step`` ``until_step``; a cell is reproduced bit for bit by the same stretches at the same
 thread count. A re-run keeps a started cell in its last stretch's unit (``stack_groups``' ``previous``), so a
-study stopped and resumed trains as the same study uninterrupted. A stacked cell's ``wall_time`` is its
+study stopped and resumed trains as the same study uninterrupted; a cell trained before ``trained_in`` was
+recorded starts with a stretch of unknown cells (``None``) and continues alone. Finished cells are never redone,
+not even by a retried unit. A stacked cell's ``wall_time`` is its
 unit's, from the unit's start to the end of the cell's analysis.
 """
 
@@ -31,6 +33,7 @@ from typing import Any, Optional
 from analyses.studies.spec import Cell, StudySpecError
 
 STATUS_FILE = "status.json"
+FINAL = ("done", "failed", "interrupted")
 STACK_MAX_TASKS_PER_BATCH = 16  # where a stack's step loop wins: 2.1x at 4 tasks, 1.25x at 16; ties at 32, 0.76x at 64
 STACK_TASKS = 128  # the most tasks of all a stack's models per step measured winning (4 tasks x 32 models: 2.2x)
 
@@ -60,7 +63,7 @@ def stack_groups(cells: list[Cell], workers: int, previous: Optional[dict[str, l
             group.append(cell)
     units = kept
     for group, share in zip(shapes, _shares(max(workers - len(kept), 1), [len(g) for g in shapes])):
-        most = STACK_TASKS // group[0].config.tasks_per_batch  # models per stack
+        most = max(1, STACK_TASKS // group[0].config.tasks_per_batch)  # models per stack
         parts = min(len(group), max(share, math.ceil(len(group) / most)))
         bounds = [len(group) * k // parts for k in range(parts + 1)]
         units.extend(group[a:b] for a, b in zip(bounds, bounds[1:]))
@@ -102,14 +105,20 @@ def run_stacked_cells(cell_dirs: list[str], configs: list[dict[str, Any]], stop_
         return [write_status(c, "interrupted") for c in cells]
     one_by_one = lambda: [run_cell(str(c), cfg, stop_file, keep_freed_memory, started_at)  # noqa: E731
                           for c, cfg in zip(cells, configs)]
+    if any(read_status(c).get("status") == "done" for c in cells):  # a retry after some finished: never redone
+        return one_by_one()
     cfgs = [TrainConfig.from_dict(c) for c in configs]
     for run_dir in run_dirs:
         if run_folder.config_path(run_dir).exists() and run_folder.latest_checkpoint(run_dir) is None:
             shutil.rmtree(run_dir)  # stopped before its first checkpoint: only step 0's log to redo
     started = [run_folder.config_path(r).exists() for r in run_dirs]
-    if any(started) and (not all(started) or any(run_folder.load_run_config(r).differences(c)
-                                                 for r, c in zip(run_dirs, cfgs))
-                         or any(sorted(last_unit(c) or names) != sorted(names) for c in cells)):
+    ours = all(sorted(last_unit(c) or names) == sorted(names) for c in cells)  # last stepped as this unit
+    if ours and any(started) and not all(started):  # killed between the runs' first checkpoints: all from step 0
+        for run_dir in (r for r, begun in zip(run_dirs, started) if begun):
+            set_aside_run(run_dir)
+        started = [False] * len(cells)
+    if any(started) and (not all(started) or not ours or any(run_folder.load_run_config(r).differences(c)
+                                                             for r, c in zip(run_dirs, cfgs))):
         return one_by_one()
     earlier, together, paths = {c: attempts(c) for c in cells}, {"models_in_process": len(cells)}, {}
 
@@ -169,6 +178,8 @@ def run_cell(cell_dir: str, config: dict[str, Any], stop_file: str, keep_freed_m
     apply_allocator_choice(keep_freed_memory)
     cell, started = Path(cell_dir), time.perf_counter() if started_at is None else started_at
     run_dir, stop, path = cell / "run", (lambda: Path(stop_file).exists()), None
+    if read_status(cell).get("status") == "done":  # a unit's retry after this cell finished: never redone
+        return read_status(cell)
     if stop():
         return write_status(cell, "interrupted")
     earlier = attempts(cell)  # a retry after a killed worker: say so, and resume from the last checkpoint
@@ -177,6 +188,9 @@ def run_cell(cell_dir: str, config: dict[str, Any], stop_file: str, keep_freed_m
         cfg = TrainConfig.from_dict(config)
         if run_folder.config_path(run_dir).exists() and run_folder.latest_checkpoint(run_dir) is None:
             shutil.rmtree(run_dir)  # stopped before its first checkpoint: only step 0's log to redo
+        if run_folder.final_dir(run_dir).exists():  # trained, its analysis cut short (a killed worker): analyse
+            analyze(run_dir, cell / "analysis", neu=False, draw=False)
+            return write_status(cell, "done", wall_time=time.perf_counter() - started, earlier_attempts=earlier)
         if run_folder.config_path(run_dir).exists():
             changed = run_folder.load_run_config(run_dir).differences(cfg)
             if changed:
@@ -204,9 +218,11 @@ def run_cell(cell_dir: str, config: dict[str, Any], stop_file: str, keep_freed_m
 
 def trained_in(cell: Path, step: int, cells: list[str]) -> list[dict[str, Any]]:
     """The cell's stretches so far (its ``status.json``'s ``trained_in``) up to ``step``, where it continues
-    (a resume from an earlier checkpoint drops what came after), and a new stretch from there with ``cells``."""
-    path = []
-    for stretch in read_status(cell).get("trained_in", []):
+    (a resume from an earlier checkpoint drops what came after), and a new stretch from there with ``cells``.
+    A run trained before ``trained_in`` was recorded starts with a stretch of unknown cells (``None``)."""
+    status, path = read_status(cell), []
+    unknown = [{"cells": None, "from_step": 0, "until_step": None}] if step > 0 else []  # before trained_in was kept
+    for stretch in status.get("trained_in", unknown):
         if stretch["from_step"] >= step:
             break
         end = stretch["until_step"]
@@ -216,19 +232,34 @@ def trained_in(cell: Path, step: int, cells: list[str]) -> list[dict[str, Any]]:
 
 def ended(path: list[dict[str, Any]], at: int | Path) -> list[dict[str, Any]]:
     """``path`` with its last stretch ended at step ``at``, or at its run folder's latest checkpoint (where the
-    next attempt continues)."""
+    next attempt continues); a stretch that trained nothing is dropped."""
     if isinstance(at, Path):
         from ictd_interp.training import run_folder
 
         latest = run_folder.latest_checkpoint(at)
         at = 0 if latest is None else run_folder.checkpoint_step(latest)
-    return [*path[:-1], {**path[-1], "until_step": at}]
+    last = {**path[-1], "until_step": at}
+    return [*path[:-1], last] if last["until_step"] > last["from_step"] else path[:-1]
 
 
 def last_unit(cell: Path) -> Optional[list[str]]:
-    """The cells a started cell was last stepped with (itself included), or None."""
+    """The cells a started cell was last stepped with (itself included); itself alone for a run trained before
+    ``trained_in`` was recorded (its stack unknown); None for a cell not started."""
+    from ictd_interp.training import run_folder
+
     path = read_status(cell).get("trained_in")
-    return path[-1]["cells"] if path else None
+    if path and path[-1]["cells"] is not None:
+        return path[-1]["cells"]
+    return [cell.name] if run_folder.latest_checkpoint(cell / "run") is not None else None
+
+
+def set_aside_run(run_dir: Path) -> Path:
+    """Rename a run folder a unit starts again from step 0 (``superseded_run``, numbered if taken): kept, never
+    read again."""
+    target, k = run_dir.with_name(f"superseded_{run_dir.name}"), 1
+    while target.exists():
+        target, k = run_dir.with_name(f"superseded_{run_dir.name}.{k}"), k + 1
+    return run_dir.rename(target)
 
 
 def is_running(status: dict[str, Any]) -> bool:
@@ -260,11 +291,16 @@ def attempts(cell: Path) -> list[dict[str, Any]]:
 
 def write_status(cell: Path, status: str, **info: Any) -> dict[str, Any]:
     """``status.json``: running | retrying | done | failed | interrupted, with the pid (this process's
-    unless given) and host of the process, so a reader can find a cell's process; ``trained_in`` is kept
-    from the status before unless given."""
+    unless given) and host of the process, so a reader can find a cell's process; ``trained_in`` and
+    ``earlier_attempts`` are kept from the status before unless given, and a final status closes an open
+    stretch at the run's latest checkpoint."""
     cell.mkdir(parents=True, exist_ok=True)
-    kept = {"trained_in": read_status(cell)["trained_in"]} if "trained_in" in read_status(cell) else {}
+    before = read_status(cell)
+    kept = {k: before[k] for k in ("trained_in", "earlier_attempts") if k in before}
     entry = {"status": status, "pid": os.getpid(), "host": socket.gethostname(), "error": None, **kept, **info}
+    path = entry.get("trained_in")
+    if status in FINAL and path and path[-1]["until_step"] is None:  # an attempt that ended where none wrote it
+        entry["trained_in"] = ended(path, cell / "run")
     tmp = cell / f".{STATUS_FILE}.tmp"
     tmp.write_text(json.dumps(entry, indent=1))
     os.replace(tmp, cell / STATUS_FILE)

@@ -202,13 +202,16 @@ def _results_of(ray, ref, unit, out_dir: Path) -> list[str]:
         return [r["status"] for r in (result if isinstance(result, list) else [result])]
     except Exception as err:  # a RayError: the worker died on every attempt
         reason = next((line.strip() for line in str(err).splitlines() if line.strip()), "")
+        outcomes = []
         for cell in unit:
             cell_dir = out_dir / "cells" / cell.name
-            write_status(cell_dir, "failed", error=f"{type(err).__name__}: the worker process died on all "
-                         f"{TASK_RETRIES + 1} attempts "
-                         "(killed, or out of memory)" + (f"; Ray: {reason}" if reason else ""),
-                         earlier_attempts=attempts(cell_dir))
-        return ["failed"] * len(unit)
+            if read_status(cell_dir).get("status") != "done":  # a stack's cell that finished before the deaths
+                write_status(cell_dir, "failed", error=f"{type(err).__name__}: the worker process died on all "
+                             f"{TASK_RETRIES + 1} attempts "
+                             "(killed, or out of memory)" + (f"; Ray: {reason}" if reason else ""),
+                             earlier_attempts=attempts(cell_dir))
+            outcomes.append(read_status(cell_dir)["status"])
+        return outcomes
 
 
 def import_ray():

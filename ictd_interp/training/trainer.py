@@ -7,6 +7,7 @@ thread counts; the count is recorded in ``metrics.jsonl``).
 
 from __future__ import annotations
 
+import pickle
 import signal
 import time
 import warnings
@@ -66,6 +67,7 @@ class Loop:
 
 
 StopFlag = Callable[[], bool]
+STATE_KEYS = ("step", "optimizer", "generator", "loss_sum", "loss_count", "elapsed")  # save_state's
 
 
 def train(config: TrainConfig, out_dir: Union[str, Path], *, progress: bool = True,
@@ -123,12 +125,12 @@ def reopen_loop(out_dir: Union[str, Path], eval_set: Optional[EvalSet] = None, u
     for ckpt in reversed(usable):
         try:
             model = _prepared(load_checkpoint(ckpt, device=config.device).model, config)
-            state = torch.load(ckpt / STATE_FILE, weights_only=True)
+            state = _training_state(ckpt / STATE_FILE)
             break
-        except (CheckpointError, RuntimeError, OSError, EOFError) as err:
+        except (CheckpointError, RuntimeError, OSError) as err:
             kept = run_folder.set_aside(ckpt)
-            warnings.warn(f"{ckpt}: unusable checkpoint ({str(err).splitlines()[0]}); set aside as {kept.name}, "
-                          "trying the one before", stacklevel=3)
+            warnings.warn(f"{ckpt}: unusable checkpoint ({(str(err).splitlines() or [type(err).__name__])[0]}); "
+                          f"set aside as {kept.name}, trying the one before", stacklevel=3)
     else:
         raise CheckpointError(f"{out_dir}: no usable checkpoint to resume from; start again in another folder")
     generator = torch.Generator()
@@ -152,6 +154,19 @@ def rewind(loop: Loop) -> Loop:
             run_folder.set_aside(ckpt, "superseded")
     run.metrics = run_folder.truncate_metrics(run.out_dir, run.step)
     return loop
+
+
+def _training_state(path: Path) -> dict[str, Any]:
+    """A checkpoint's optimiser, generator and counters (``save_state``'s), or a ``CheckpointError`` naming
+    what is wrong with the file: torch.load fails on a cut or garbled file in many ways."""
+    try:
+        state = torch.load(path, weights_only=True)
+    except (EOFError, pickle.UnpicklingError, RuntimeError, IndexError, ValueError) as err:
+        raise CheckpointError(f"{path}: unreadable ({type(err).__name__}: {err})") from None
+    missing = set(STATE_KEYS) - (set(state) if isinstance(state, dict) else set())
+    if missing:
+        raise CheckpointError(f"{path}: not a training state (missing {', '.join(sorted(missing))})")
+    return state
 
 
 def check_device(device: str) -> None:
