@@ -189,8 +189,9 @@ def test_a_stack_killed_between_its_first_checkpoints_restarts_together_and_a_re
     assert [s["status"] for s in run_stacked_cells([str(d) for d in dirs], configs, stop)] == ["done", "done"]
     assert final.stat().st_mtime_ns == stamp and json.loads((dirs[0] / "status.json").read_text()) == done
     assert (dirs[1] / "analysis" / "summary.json").exists()
-    assert json.loads((dirs[1] / "status.json").read_text())["trained_in"] == [
-        {"cells": names, "from_step": 0, "until_step": 12}]  # the retry trained nothing: no new stretch
+    redone = json.loads((dirs[1] / "status.json").read_text())
+    assert redone["trained_in"] == [{"cells": names, "from_step": 0, "until_step": 12}]  # trained nothing: no stretch
+    assert redone["models_in_process"] == 2 and redone["earlier_attempts"]  # as its stack trained it; the kill said
 
 
 def test_a_cell_trained_before_trained_in_was_recorded_continues_alone_with_an_unknown_first_stretch(tmp_path):

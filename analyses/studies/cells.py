@@ -183,7 +183,7 @@ def run_cell(cell_dir: str, config: dict[str, Any], stop_file: str, keep_freed_m
     if stop():
         return write_status(cell, "interrupted")
     earlier = attempts(cell)  # a retry after a killed worker: say so, and resume from the last checkpoint
-    write_status(cell, "running", earlier_attempts=earlier, models_in_process=1)
+    write_status(cell, "running", earlier_attempts=earlier)
     try:
         cfg = TrainConfig.from_dict(config)
         if run_folder.config_path(run_dir).exists() and run_folder.latest_checkpoint(run_dir) is None:
@@ -292,15 +292,17 @@ def attempts(cell: Path) -> list[dict[str, Any]]:
 def write_status(cell: Path, status: str, **info: Any) -> dict[str, Any]:
     """``status.json``: running | retrying | done | failed | interrupted, with the pid (this process's
     unless given) and host of the process, so a reader can find a cell's process; ``trained_in`` and
-    ``earlier_attempts`` are kept from the status before unless given, and a final status closes an open
-    stretch at the run's latest checkpoint."""
+    ``earlier_attempts`` are kept from the status before unless given, a final status closes an open stretch
+    at the run's latest checkpoint, and ``models_in_process`` is the last stretch's unless given."""
     cell.mkdir(parents=True, exist_ok=True)
     before = read_status(cell)
     kept = {k: before[k] for k in ("trained_in", "earlier_attempts") if k in before}
     entry = {"status": status, "pid": os.getpid(), "host": socket.gethostname(), "error": None, **kept, **info}
     path = entry.get("trained_in")
     if status in FINAL and path and path[-1]["until_step"] is None:  # an attempt that ended where none wrote it
-        entry["trained_in"] = ended(path, cell / "run")
+        entry["trained_in"] = path = ended(path, cell / "run")
+    if path and path[-1]["cells"] is not None:
+        entry.setdefault("models_in_process", len(path[-1]["cells"]))
     tmp = cell / f".{STATUS_FILE}.tmp"
     tmp.write_text(json.dumps(entry, indent=1))
     os.replace(tmp, cell / STATUS_FILE)

@@ -1,5 +1,6 @@
 """Pretraining: windowed batches (``batches``), the run's stream of them (``batch_stream``), the
-objectives (``objectives``), the resumable loop (``trainer``), evaluation during training
+objectives (``objectives``), the resumable loop (``trainer``), runs of one shape stepped together in one
+process (``stacked``), evaluation during training
 (``evaluation``), run folders (``run_folder``), the opt-in CPU allocator setting (``allocator``) and
 retraining a shipped model (``retraining``). Imports every layer below it (``config``, ``io``,
 ``tasks``, ``models``, ``reference``)."""
