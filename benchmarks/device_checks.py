@@ -47,7 +47,7 @@ def main() -> None:
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cuda")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--only", nargs="+", choices=("tests", "train_throughput", "long_context"), default=None)
+    parser.add_argument("--only", nargs="+", choices=tuple(steps("cpu", quick=False)), default=None)
     args = parser.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda: torch sees no CUDA device on this machine (torch.cuda.is_available() is "

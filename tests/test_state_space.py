@@ -1,11 +1,13 @@
 """The state-space forward equals the positional hooked forward, and says where it does not apply."""
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
 from ictd_interp import HookedICTDTransformer
 from ictd_interp.models.state_space import transition_counts, window_counts
-from tests.conftest import make_cfg, make_tasks
+from tests.conftest import make_cfg, make_standard, make_tasks
 
 
 @pytest.mark.parametrize("tied", [True, False])
@@ -42,6 +44,43 @@ def test_state_space_refuses_what_it_does_not_cover(override, reason):
     model = HookedICTDTransformer(make_cfg(**override))
     with pytest.raises(ValueError, match=reason):
         model.state_space_values(make_tasks())
+
+
+def test_state_space_refuses_other_architectures_and_mismatched_tasks():
+    with pytest.raises(ValueError, match="HookedStandardTransformer has no state-space forward"):
+        make_standard().state_space_values(make_tasks())
+    model = HookedICTDTransformer(make_cfg(d_features=3))
+    with pytest.raises(ValueError, match=r"tasks.features: expected \[batch, state, d_features\] = \(4, 6, 3\)"):
+        model.state_space_values(make_tasks(d=4))
+    tasks = make_tasks()
+    shared = SimpleNamespace(mrp=tasks.mrp, features=tasks.features[0], states=tasks.states)  # jaxtyping off: accepted
+    with pytest.raises(ValueError, match=r"tasks.features: .* got \(6, 3\)"):
+        model.state_space_values(shared)
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_nonzero_frozen_entries_are_refused_not_silently_dropped(tied):
+    """The positional forward reads every entry, this forward the free ones: weights outside the mask are named."""
+    model = HookedICTDTransformer(make_cfg(tied=tied, n_layers=2))
+    with torch.no_grad():
+        model.blocks[-1].attn.V[0, 0, 0] = 0.5  # the feature row of V: frozen under the paper mask
+    assert model.blocks[-1].attn.mask_V[0, 0, 0] == 0
+    with pytest.raises(ValueError, match=r"blocks\.[01]\.attn\.V has nonzero entries that the paper mask freezes"):
+        model.state_space_values(make_tasks())
+
+
+def test_without_hooks_only_the_last_layer_is_gathered(monkeypatch):
+    """Memory stays independent of depth (one [batch, pos] row, not one per layer) unless asked for every layer."""
+    import ictd_interp.models.state_space as state_space
+
+    seen, forward = [], state_space.state_space_forward
+    monkeypatch.setattr(state_space, "state_space_forward",
+                        lambda *args, on_layer=None: seen.append(on_layer) or forward(*args, on_layer=on_layer))
+    model, tasks = HookedICTDTransformer.from_theta_star(make_cfg(tied=True, n_layers=1)), make_tasks()
+    values = model.state_space_values(tasks, depth=9)
+    every = model.state_space_values(tasks, depth=9, every_layer=True)
+    assert seen[0] is None and seen[1] is not None
+    assert every.shape == (9, *tasks.states.shape) and torch.equal(every[-1], values)
 
 
 @pytest.mark.parametrize("tied", [True, False])

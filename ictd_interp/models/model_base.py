@@ -66,6 +66,13 @@ class ModelBase:
         """The blocks run to ``depth``: the last one repeats beyond ``n_layers`` (a tied model's only block)."""
         return [self.blocks[min(i, self.cfg.n_layers - 1)] for i in range(depth)]
 
+    def state_space_values(self, tasks, depth: Optional[int] = None, every_layer: bool = False) -> Tensor:
+        """Refused: only the stylised model (``HookedICTDTransformer``, TSM form, paper mask, softmax) has an
+        exact state-space forward, where a score depends on the two positions' states alone."""
+        raise ValueError(f"{type(self).__name__} has no state-space forward: only the stylised HookedICTDTransformer "
+                         "(TSM form, paper mask, softmax attention) has one, where a score depends on the two "
+                         "positions' states alone; run the model on tasks.prompt")
+
     def compile_fast_path(self, **options) -> None:
         """``torch.compile`` the hook-free training path (``hook_free_values``) of this model, once and
         explicitly (``TrainConfig.compile``): hooks still divert ``fast_values`` to the hooked forward,

@@ -125,10 +125,16 @@ def model_weights(model) -> tuple[Float[Tensor, "1 unique d_feat d_feat"], Float
     reason = state_space_unavailable(model.cfg)
     if reason is not None:
         raise ValueError(f"state-space forward: not available for this model ({reason})")
+    weights = model.state_dict()
+    for name, frozen in model.frozen_entries().items():  # the forward reads the free entries alone
+        if (weights[name][frozen] != 0).any():
+            raise ValueError(f"state-space forward: {name} has nonzero entries that the paper mask freezes at 0 "
+                             "(training and checkpoint loading keep them 0); the positional forward reads them, this "
+                             "one would not: zero them (multiply by the block's mask_A / mask_V) or run the model")
     lay, d = model.layout, model.cfg.d_features
     attns = model.unique_attention()
-    A = torch.stack([(a.A * a.mask_A)[0, :d, :d] for a in attns]).detach().double().cpu()
-    w = torch.stack([(a.V * a.mask_V)[0, lay.current] for a in attns]).detach().double().cpu()
+    A = torch.stack([a.A[0, :d, :d] for a in attns]).detach().double().cpu()
+    w = torch.stack([a.V[0, lay.current] for a in attns]).detach().double().cpu()
     return A.unsqueeze(0), w.unsqueeze(0)
 
 
@@ -141,22 +147,35 @@ def positional_state_values(model, tasks, depth: int, every_layer: bool = False
 
     if not isinstance(depth, int) or depth < 0:
         raise ValueError(f"depth: layers to run must be an integer >= 0, got {depth!r}")
+    _check_tasks(model.cfg.d_features, tasks)
     hooks = state_space_hooks(model, tasks, depth)
     A, w = model_weights(model)
     states = tasks.states.cpu()
     counts = transition_counts(states, tasks.mrp.n_states).unsqueeze(1)
     layers: list[Tensor] = []
 
-    def gathered(layer: int, v: Tensor) -> None:
+    def gathered(layer: int, v: Tensor) -> None:  # per position after each layer: for hooks and every_layer only
         now = torch.gather(v[:, 0], 1, states)
         if hooks is not None:
             hooks.layer(layer, now)
-        layers.append(now)
+        if every_layer:
+            layers.append(now)
 
     if hooks is not None:
         hooks.start()
-    state_space_forward(A, w, tasks.features.double().cpu(), tasks.mrp.r.double().cpu(), counts, model.cfg.gamma,
-                        depth, on_layer=gathered)
+    v = state_space_forward(A, w, tasks.features.double().cpu(), tasks.mrp.r.double().cpu(), counts,
+                            model.cfg.gamma, depth, on_layer=None if hooks is None and not every_layer else gathered)
     if every_layer:
         return torch.stack(layers) if layers else torch.zeros(0, *states.shape, dtype=torch.float64)
-    return layers[-1] if layers else torch.zeros(states.shape, dtype=torch.float64)  # depth 0: v_0 = 0
+    return torch.gather(v[:, 0], 1, states)  # depth 0: v_0 = 0
+
+
+def _check_tasks(d_features: int, tasks) -> None:
+    """A ``TaskBatch``'s shapes as this forward reads them, each error naming the field."""
+    batch, n_states = tasks.states.shape[0], tasks.mrp.n_states
+    if tuple(tasks.features.shape) != (batch, n_states, d_features):
+        raise ValueError(f"tasks.features: expected [batch, state, d_features] = {(batch, n_states, d_features)} "
+                         f"(one feature table per task, the model's d_features), got {tuple(tasks.features.shape)}")
+    if tuple(tasks.mrp.r.shape) != (batch, n_states):
+        raise ValueError(f"tasks.mrp.r: expected [batch, state] = {(batch, n_states)} (one MRP per task), "
+                         f"got {tuple(tasks.mrp.r.shape)}")
