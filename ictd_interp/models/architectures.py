@@ -45,6 +45,9 @@ class ICTDModel(Protocol):
     def frozen_entries(self) -> dict[str, Tensor]:
         ...
 
+    def nonzero_frozen(self, weights: Optional[dict[str, Tensor]] = None) -> list[str]:
+        ...
+
     def tied_parameters(self) -> list[list[str]]:
         ...
 

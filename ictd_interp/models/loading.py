@@ -61,10 +61,10 @@ def _check_weights(model: ICTDModel, weights: dict[str, torch.Tensor], folder: P
             )
         if not torch.isfinite(tensor).all():
             raise CheckpointError(f"{folder}: corrupt weights: {name} holds NaN or infinite entries")
-    for name, frozen in model.frozen_entries().items():
-        if (weights[name][frozen.cpu()] != 0).any():
-            raise CheckpointError(f"{folder}: config mismatch: {name} has nonzero entries that the "
-                                  f"{model.cfg.mask!r} training mask freezes at 0")
+    frozen = model.nonzero_frozen(weights)
+    if frozen:
+        raise CheckpointError(f"{folder}: config mismatch: {frozen[0]} has nonzero entries that the "
+                              f"{model.cfg.mask!r} training mask freezes at 0")
     for group in model.tied_parameters():
         if any(not torch.equal(weights[group[0]], weights[name]) for name in group[1:]):
             raise CheckpointError(f"{folder}: config mismatch: the config says tied but layers hold different weights")

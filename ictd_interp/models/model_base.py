@@ -66,6 +66,13 @@ class ModelBase:
         """The blocks run to ``depth``: the last one repeats beyond ``n_layers`` (a tied model's only block)."""
         return [self.blocks[min(i, self.cfg.n_layers - 1)] for i in range(depth)]
 
+    def nonzero_frozen(self, weights: Optional[dict[str, Tensor]] = None) -> list[str]:
+        """The state-dict names whose entries the training mask freezes at 0 (``frozen_entries``) hold
+        something else in ``weights`` (default: the model's own)."""
+        weights = self.state_dict() if weights is None else weights
+        return [name for name, frozen in self.frozen_entries().items()
+                if (weights[name][frozen.to(weights[name].device)] != 0).any()]
+
     def state_space_values(self, tasks, depth: Optional[int] = None, every_layer: bool = False) -> Tensor:
         """Refused: only the stylised model (``HookedICTDTransformer``, TSM form, paper mask, softmax) has an
         exact state-space forward, where a score depends on the two positions' states alone."""

@@ -125,12 +125,11 @@ def model_weights(model) -> tuple[Float[Tensor, "1 unique d_feat d_feat"], Float
     reason = state_space_unavailable(model.cfg)
     if reason is not None:
         raise ValueError(f"state-space forward: not available for this model ({reason})")
-    weights = model.state_dict()
-    for name, frozen in model.frozen_entries().items():  # the forward reads the free entries alone
-        if (weights[name][frozen] != 0).any():
-            raise ValueError(f"state-space forward: {name} has nonzero entries that the paper mask freezes at 0 "
-                             "(training and checkpoint loading keep them 0); the positional forward reads them, this "
-                             "one would not: zero them (multiply by the block's mask_A / mask_V) or run the model")
+    frozen = model.nonzero_frozen()  # the forward reads the free entries alone
+    if frozen:
+        raise ValueError(f"state-space forward: {frozen[0]} has nonzero entries that the paper mask freezes at 0 "
+                         "(training and checkpoint loading keep them 0); the positional forward reads them, this "
+                         "one would not: zero them (multiply by the block's mask_A / mask_V) or run the model")
     lay, d = model.layout, model.cfg.d_features
     attns = model.unique_attention()
     A = torch.stack([a.A[0, :d, :d] for a in attns]).detach().double().cpu()
