@@ -24,6 +24,10 @@ load drifts out of the ratios:
   product one model step calls, forward and backward, replayed back to back: their ms, count, GFLOP,
   fraction of the GEMM rate, and share of the model step (the step's floor while its products stay);
 * hooked forward over a bare-torch forward of the same math (stylised, per-layer);
+* ``fixed_and_marginal`` (the two stylised models): the model step also on one task's windows, so the step
+  splits into a fixed cost (operator dispatch, autograd) and a marginal cost per prompt, a line through the two
+  batch sizes; ``marginal_fraction_of_gemm_rate`` is the fraction a step would reach with no fixed cost at all
+  (the ceiling of the target's ratio for these kernels on this CPU);
 * ``--compile``: the same model steps with ``compile_fast_path()`` (``TrainConfig.compile``), and the
   seconds each took to compile, timed after all the eager rounds: once a process has run compiled code,
   its eager steps ran 17-67 % slower on a 2-core AMD EPYC (2026-12-01; ``TORCHINDUCTOR_COMPILE_THREADS=1``
@@ -55,6 +59,7 @@ from ictd_interp.training.batch_stream import BatchStream
 from ictd_interp.training.trainer import make_optimizer
 from products import MatrixProducts  # benchmarks/products.py (benchmarks/ is the script's folder)
 
+STYLISED = ("tied", "per_layer")  # the models whose step has a target (fixed_and_marginal)
 COMPILE_MODES = ("default", "max-autotune", "max-autotune-no-cudagraphs")
 CONFIGS = {
     "tied": ("quick", {}),
@@ -160,6 +165,10 @@ class Bench:
     def model_step(self) -> None:
         td_loss(self.model, self.batch).backward()
 
+    def one_task_step(self) -> None:
+        """The model step on the first task's windows alone (``fixed_and_marginal``)."""
+        td_loss(self.model, self.batch.select_tasks(slice(0, 1))).backward()
+
     def data_step(self) -> None:
         next(self.batches)
 
@@ -210,6 +219,8 @@ def main() -> None:
             rounds.setdefault(f"full_{name}", []).append(seconds(bench.full_step, args.repeats, dev))
             rounds.setdefault(f"data_{name}", []).append(seconds(bench.data_step, args.repeats, dev))
             rounds.setdefault(f"products_{name}", []).append(seconds(bench.products.replay, args.repeats, dev))
+            if name in STYLISED:
+                rounds.setdefault(f"one_task_{name}", []).append(seconds(bench.one_task_step, args.repeats, dev))
         with torch.no_grad():
             rounds.setdefault("hooked", []).append(seconds(lambda: per_layer(prompts), args.repeats, dev))
             rounds.setdefault("bare", []).append(seconds(lambda: bare_forward(prompts, params, 0.9), args.repeats, dev))
@@ -234,6 +245,14 @@ def main() -> None:
     def fraction(key: str, name: str) -> float:
         return round(samples[name] * flops[name] / med[key] / gemm, 4)
 
+    def fixed_and_marginal(name: str) -> dict[str, float]:  # a line through one task's step and the whole batch's
+        few = benches[name].batch.n_windows
+        marginal = (med[f"model_{name}"] - med[f"one_task_{name}"]) / (samples[name] - few)
+        return {"one_task_prompts": few, "one_task_ms": round(med[f"one_task_{name}"] * 1e3, 3),
+                "fixed_ms": round((med[f"one_task_{name}"] - few * marginal) * 1e3, 3),
+                "marginal_us_per_prompt": round(marginal * 1e6, 3),
+                "marginal_fraction_of_gemm_rate": round(flops[name] / marginal / gemm, 4)}
+
     result = {
         "device": dev,
         "threads": args.threads,
@@ -245,6 +264,7 @@ def main() -> None:
         "model_step_ms": {name: round(med[f"model_{name}"] * 1e3, 2) for name in benches},
         "model_step_samples_per_s": {name: round(samples[name] / med[f"model_{name}"]) for name in benches},
         "model_step_fraction_of_gemm_rate": {name: fraction(f"model_{name}", name) for name in benches},
+        "fixed_and_marginal": {name: fixed_and_marginal(name) for name in STYLISED},
         "products": {
             name: {
                 "ms": round(med[f"products_{name}"] * 1e3, 2),

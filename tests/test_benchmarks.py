@@ -81,6 +81,13 @@ def test_throughput_benchmark_reports_every_figure_in_one_run():
         "tied_autograd": stylised,
         "per_layer_autograd": stylised,
     }
+    gemm = result["gemm_1024_gflop_per_s"]  # GFLOP/s = MFLOP per ms
+    for name, line in result["fixed_and_marginal"].items():  # a line through one task's step and the whole batch's
+        assert line["one_task_prompts"] == 17, name
+        fixed, marginal = line["fixed_ms"], line["marginal_us_per_prompt"] / 1e3
+        assert fixed + 17 * marginal == pytest.approx(line["one_task_ms"], abs=2e-3), name
+        assert fixed + 64 * 17 * marginal == pytest.approx(ms[name], abs=0.02), name
+        assert line["marginal_fraction_of_gemm_rate"] == pytest.approx(stylised / marginal / gemm, rel=0.01), name
     for name, products in result["products"].items():  # the share is the products' time over the model step's
         assert products["calls"] > 0 and products["gflop"] > 0, name
         assert products["share_of_model_step"] == pytest.approx(products["ms"] / ms[name], rel=0.02), name
