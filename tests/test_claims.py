@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -104,3 +105,64 @@ def test_a_fraction_of_one_keeps_its_interval_around_it():
     draws its error bars from it)."""
     iv = proportion_interval(10, 10)
     assert iv.lo <= iv.mean <= iv.hi and iv.mean == 1.0
+
+
+def test_the_signature_counts_seeds_not_a_tied_models_layers():
+    """5 seeds x 3 tied layers: 5 independent units, so 5/5 has the Wilson interval of 5 ([0.566, 1]: lower bound
+    n / (n + z^2) = 5 / 8.84), not of 15; a seed with one layer off does not count."""
+    import pandas as pd
+
+    from analyses.claims.trained import SIGNATURE_MATCH, signature
+    from analyses.studies.results import CELL, CONDITION, STATUS
+
+    rows = [{CONDITION: c, CELL: f"{c}-seed-{s}", STATUS: "done",
+             SIGNATURE_MATCH: c == "objective=td" or (s, layer) != (0, 1)}
+            for c in ("objective=td", "objective=mc") for s in range(5) for layer in range(3)]
+    claim = signature(pd.DataFrame(rows))
+    td, mc = claim.data["objective=td"], claim.data["objective=mc"]
+    assert (td["seeds_with_signature"], td["seeds"], mc["seeds_with_signature"], mc["seeds"]) == (5, 5, 4, 5)
+    assert td["lo"] == pytest.approx(5 / (5 + 1.959964**2), abs=1e-4)
+    assert claim.verdict == "holds only when the objective is td" and "5/5 seeds" in claim.numbers[0]
+
+
+def test_the_constant_baseline_reads_not_shown_when_no_seed_decides():
+    from analyses.claims.trained import constant_baseline_claim
+    from analyses.metrics.intervals import t_interval
+
+    model, const = t_interval([0.6, 0.65, 0.7]), t_interval([0.55, 0.55, 0.55])
+    undecided = constant_baseline_claim(model, const, 0, 0, 5, 5, 256)
+    assert undecided.verdict == "not shown: 0 of 5 seeds significantly better, 0 significantly worse, 5 undecided"
+    assert "p = 0.0625" in undecided.numbers[0] and "256 evaluation tasks" in undecided.run  # 2 / 2^5
+    assert constant_baseline_claim(model, const, 5, 0, 5, 0, 256).verdict == HOLDS
+    assert constant_baseline_claim(model, const, 0, 5, 5, 5, 256).verdict == FAILS
+    assert "p = 1" in constant_baseline_claim(model, const, 1, 1, 4, 2, 256).numbers[0]  # 2 of 4 worse: no sign
+
+
+def test_theorem2_counts_a_contraction_only_below_the_limits_tolerance():
+    """A radius of 1 − 1e-10 has no depth limit (depth_limit's tolerance is 1e-9): it is not counted as contracting."""
+    rows = theory.LimitRows(radius=[[0.9, 1 - 1e-10, 0.95]], neutral=[[False, False, False]], C=[0.05, -0.9, 0.02])
+    claim = theory._rate_claim({("uniform", 5.0): rows}, TINY, 100)
+    assert "2/3 tasks contract, ρ < 1 − 1e-09" in claim.numbers[1]
+    assert claim.verdict == "holds on every task with C > 0" and claim.data["tested"] == 2
+    assert "slack 1 − C − ρ is 0.040 at the median (smallest 0.030): a loose bound here" in claim.numbers[0]
+
+
+def test_theorem3_is_consistent_with_the_limit_only_when_neu_falls_at_every_n():
+    """The shipped full-budget grid (docs/claims) re-read: its verdict, and the same grid with θ*'s NEU at the
+    largest (n, L) raised above the next-smaller n's, which the rule must refuse."""
+    from dataclasses import replace
+
+    from analyses.claims.figure_data import Theorem3Data
+    from analyses.summary.store import build
+
+    stored = json.loads((Path(__file__).parents[1] / "docs" / "claims" / "claims.json").read_text())
+    grid = build(Theorem3Data, next(c for c in stored["claims"] if c["id"] == "theorem3")["data"]).grid
+    claim = theory.theorem3_claim(grid, "quick-td-s0")
+    assert claim.verdict == ("consistent with the limit; not a minimiser at L ≤ 1 (at every n measured); "
+                             "beaten at 4 of 5 n at L = 3; beaten at 4 of 5 n at L = 12")
+    assert "With 60 comparisons at 95%, about 3" in claim.rule
+    assert any("interval lies below 0 at (n = 1000, L = 96), (n = 1000, L = 384)" in n for n in claim.numbers)
+    far = max(grid.rows, key=lambda r: (r.depth, r.context_len))
+    raised = replace(far, theta_star=replace(far.theta_star, estimate=5e-3))  # above n = 300's 2.0e-3
+    worse = replace(grid, rows=[raised if r is far else r for r in grid.rows])
+    assert theory.theorem3_claim(worse, "quick-td-s0").verdict == "not shown: the limit rule is not met on this grid"

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
+from ictd_interp.config.train import TrainConfig
+
 
 @dataclass(frozen=True)
 class Budget:
@@ -72,6 +74,10 @@ class Budget:
 
     def to_dict(self) -> dict[str, Any]:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+
+    def eval_tasks(self) -> int:
+        """The evaluation tasks per trained model: the budget's, else the quick preset's."""
+        return self.n_eval_tasks or TrainConfig.from_preset("quick").n_eval_tasks
 
     def studies(self) -> dict[str, dict[str, Any]]:
         """The studies this budget trains, as study specs (``analyses.studies``)."""

@@ -11,8 +11,10 @@ from analyses.claims.claim import Claim
 
 RULES = ("A verdict is **holds**, **fails**, or **holds only when …** with the condition found (the settings, "
          "objectives or seeds where the claim's rule is met). Each row states its rule: which interval must exclude "
-         "what. Intervals are 95%: Student-t over seeds, tasks or batches (paired where two estimators share them), "
-         "Wilson for fractions.")
+         "what; a claim about a limit, which a finite grid can only approach, is at most **consistent with the "
+         "limit**, and a rule that no sample decided reads **not shown**. Intervals are 95%: Student-t over seeds, "
+         "tasks or batches (paired where two estimators share them), Wilson for fractions (over independent units: "
+         "seeds, not a tied model's layers), the delete-one-group jackknife for the NEU U-statistics.")
 
 
 TITLES = {
@@ -26,7 +28,7 @@ TITLES = {
                          "layer, iterated", "finding_baseline": "Finding: beats the constant predictor",
     "finding_depth_sampling": "Finding: depth-sampled training", "finding_same_state_head": "Finding: the standard "
     "model's same-state head", "control_constructions": "Beyond the paper: θ* runs SARSA, expected SARSA, soft Q",
-    "control_emergence": "Beyond the paper: θ* emerges for control (SARSA's objective)",
+    "control_emergence": "Beyond the paper: weights turn toward θ* for control (SARSA's objective)",
     "control_acting": "Beyond the paper: acting on in-context action values",
 }
 

@@ -119,10 +119,18 @@ def _steps(budget: Budget, studies: dict[str, Path], out_dir: Path) -> list:
             lambda: [trained.weight_size(objectives().results, len(budget.seeds), theory.GAMMA)],
             True,
         ),
-        (["emergence_diagonality"], lambda: [trained.diagonality(objectives().curves, len(budget.seeds))], True),
+        (
+            ["emergence_diagonality"],
+            lambda: [trained.diagonality(objectives().curves, len(budget.seeds), theory.GAMMA)],
+            True,
+        ),
         (["emergence_signature"], lambda: [trained.signature(objectives().results)], True),
         (["finding_iteration"], lambda: [trained.iterated(objectives().results, td)], True),
-        (["finding_baseline"], lambda: [trained.constant_baseline(objectives().results, td)], True),
+        (
+            ["finding_baseline"],
+            lambda: [trained.constant_baseline(objectives().results, td, budget.eval_tasks())],
+            True,
+        ),
         (
             ["finding_depth_sampling"],
             lambda: [

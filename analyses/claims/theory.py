@@ -107,7 +107,8 @@ def assumption(budget: Budget) -> Claim:
 class LimitRows:
     """Per context length (outer lists) and task: ``radius``, ``neutral`` (θ*'s map has the eigenvalue 1),
     ``floor`` (sup error of the depth limit, None where there is no limit), the largest ``tabular_gap`` on
-    contexts whose query state is a source and how many such contexts (``query_source``); ``C`` per task."""
+    contexts whose query state is a source and whose limit exists, and how many such contexts (``query_source``);
+    ``C`` per task."""
 
     radius: list = field(default_factory=list)
     neutral: list = field(default_factory=list)
@@ -127,7 +128,7 @@ def _limit_rows(kind: str, scale: float, budget: Budget) -> LimitRows:
         prefix = TaskBatch(tasks.mrp, tasks.features, tasks.states[:, : n + 1])
         values, spectrum = limit_spectrum(star, prefix)
         errors = (values - prefix.v_true.double()).abs().amax(1)
-        source = (prefix.states[:, :-1] == prefix.states[:, -1:]).any(1)
+        source = (prefix.states[:, :-1] == prefix.states[:, -1:]).any(1) & values.isfinite().all(1)  # and a limit
         gap = (values - tabular_td_states(prefix, GAMMA)).abs().amax(1)[source]
         out.radius.append(spectrum.radius)
         out.neutral.append(spectrum.neutral)
@@ -143,15 +144,16 @@ RATE_SETTINGS = (("uniform", 1.0), ("uniform", 5.0), ("onehot", 3.0), ("onehot",
 
 def _rate_claim(data: dict[tuple[str, float], LimitRows], budget: Budget, n_max: int) -> Claim:
     tested = within = 0
-    numbers = []
+    numbers, slack = [], []
     for (kind, scale), d in data.items():
         rho, C = np.asarray(d.radius[-1]), np.asarray(d.C)
         positive = C > 0
         ok = int((rho[positive] <= 1 - C[positive] + 1e-12).sum())
+        slack += (1 - C[positive] - rho[positive]).tolist()
         tested, within = tested + int(positive.sum()), within + ok
         neutral = int(np.sum(d.neutral[-1]))
         numbers.append(f"{kind} ×{scale:g}: ρ {t_interval(rho).text('.3f')} at n = {n_max} "
-                       f"({int((rho < 1).sum())}/{len(rho)} tasks contract; "
+                       f"({int((rho < 1 - NEUTRAL_TOL).sum())}/{len(rho)} tasks contract, ρ < 1 − {NEUTRAL_TOL:g}; "
                        f"{neutral} also have the neutral eigenvalue 1); "
                        f"C > 0 on {int(positive.sum())}/{len(C)}"
                        + (f", ρ ≤ 1 − C on {ok}/{int(positive.sum())} of those" if positive.any() else
@@ -159,7 +161,9 @@ def _rate_claim(data: dict[tuple[str, float], LimitRows], budget: Budget, n_max:
     verdict = ("holds on every task with C > 0" if tested and within == tested else
                "not tested (no task has C > 0)" if not tested else
                f"fails on {tested - within} of {tested} tasks with C > 0")
-    numbers.insert(0, f"ρ ≤ 1 − C on {within}/{tested} tasks with C > 0 (all settings, n = {n_max})")
+    numbers.insert(0, f"ρ ≤ 1 − C on {within}/{tested} tasks with C > 0 (all settings, n = {n_max})"
+                   + (f"; the bound's slack 1 − C − ρ is {np.median(slack):.3f} at the median (smallest "
+                      f"{min(slack):.3f})" + (": a loose bound here" if min(slack) > 0.01 else "") if slack else ""))
     return Claim(
         "theorem2_rate", "Theorem 2 (rate): θ*'s error falls geometrically with depth, at rate at most 1 − C when "
         "Assumption 5.1 holds (C > 0).",
@@ -201,7 +205,8 @@ def theorem2(budget: Budget) -> list[Claim]:
     floor_numbers.append(
         "θ*'s depth limit equals the tabular TD fixed point of the context "
         f"(`baselines.tabular_td`, solved on the states) to {max(gaps):.1e} "
-        f"on the {sources} of {contexts} contexts whose query state is a source, at every feature kind and scale: the "
+        f"on the {sources} of {contexts} contexts whose query state is a source and whose limit exists, in each of the "
+        f"{len(data)} settings: the "
         "floor is tabular estimation error; the kernel and C set only the rate. On the other contexts the query "
         "state's value is free in the tabular equations and θ*'s kernel picks it.")
     describe = lambda good: " or ".join(f"{k} features at scale {s:g}" for k, s in good)  # noqa: E731
@@ -222,40 +227,54 @@ def theorem2(budget: Budget) -> list[Claim]:
     return [_rate_claim(data, budget, int(lengths[-1])), floor]
 
 
+LIMIT_SHARE = 1e-3  # at the largest (n, L), θ*'s |NEU| must be below this share of the zero predictor's
+
+
 def _limit_rule(grid: NeuGrid) -> tuple[bool, list[str]]:
-    """Theorem 3 as stated, a limit in n then L: at the largest depth θ*'s NEU falls toward 0 as n grows
-    (its interval at the largest n lies within ± its estimate at the smallest n), and at the largest (n, L)
-    θ* is below the zero predictor and the trained model (paired intervals)."""
+    """Theorem 3 as stated, a limit in n then L: at the largest depth θ*'s |NEU| falls at every step of n (a
+    diverged estimate counting as infinite) to below ``LIMIT_SHARE`` of the zero predictor's at the largest n,
+    and at the largest (n, L) θ* is below the zero predictor and the trained model (paired intervals)."""
     rows = grid.rows
-    L, n_max, n_min = max(r.depth for r in rows), max(r.context_len for r in rows), min(r.context_len for r in rows)
+    L, lengths = max(r.depth for r in rows), sorted({r.context_len for r in rows})
     cell = {(r.context_len, r.depth): r for r in rows}
-    far, near = cell[(n_max, L)], cell[(n_min, L)]
-    star_far, star_near = far.theta_star, near.theta_star
-    scale = abs(star_near.estimate) if math.isfinite(star_near.estimate) else math.inf
-    falls = math.isfinite(star_far.estimate) and max(abs(star_far.lo), abs(star_far.hi)) < scale
+    far = cell[(lengths[-1], L)]
+    star_far = far.theta_star
+    ladder = [abs(e) if math.isfinite(e := cell[(n, L)].theta_star.estimate) else math.inf for n in lengths]
+    relative = star_far.estimate / far.zero.estimate
+    falls = all(b < a for a, b in zip(ladder, ladder[1:])) and abs(relative) < LIMIT_SHARE
     below_zero = far.theta_star_minus_zero.verdict == "lower"
     versus_model = far.theta_star_minus_model
     below_model = versus_model is None or versus_model.verdict == "lower"
-    relative = star_far.estimate / far.zero.estimate
-    lines = [f"n = {n_max}, L = {L} (the cell nearest the theorem's regime): θ* {star_far.text()}, zero predictor "
-             f"{far.zero.text()} (θ*/zero {relative:+.1e}); θ* − zero {far.theta_star_minus_zero.text()}"
+    lines = [f"n = {lengths[-1]}, L = {L} (the cell nearest the theorem's regime): θ* {star_far.text()}, zero "
+             f"predictor {far.zero.text()} (θ*/zero {relative:+.1e}); θ* − zero {far.theta_star_minus_zero.text()}"
              + (f"; θ* − trained model {versus_model.text()}" if versus_model is not None else ""),
-             f"at L = {L}, θ*'s NEU from n = {n_min} to n = {n_max}: " + ", ".join(
-                 f"{cell[(n, L)].theta_star.text()} (n = {n})" for n in sorted({r.context_len for r in rows}))
-             + (" — falls toward 0" if falls else " — does not fall toward 0 within the intervals")]
+             f"at L = {L}, θ*'s NEU from n = {lengths[0]} to n = {lengths[-1]}: " + ", ".join(
+                 f"{cell[(n, L)].theta_star.text()} (n = {n})" for n in lengths)
+             + (f" — |NEU| falls at every n, to {abs(relative):.1e} of the zero predictor's" if falls else
+                " — |NEU| does not fall at every n to below "
+                f"{LIMIT_SHARE:g} of the zero predictor's")]
+    below = [f"(n = {r.context_len}, L = {r.depth})" for r in rows if r.theta_star.hi < 0]
+    if below:
+        lines.append(f"θ*'s interval lies below 0 at {', '.join(below)}, although NEU ≥ 0: near θ* the expected "
+                     "update is about 0, where the U-statistic is degenerate and the jackknife interval under-covers; "
+                     "θ*'s intervals near 0 give the estimate's scale, not a calibrated 95%")
     return falls and below_zero and below_model, lines
 
 
 def _not_minimiser(rows: list[NeuCell], beaten: list[NeuCell]) -> str:
-    """``; not a minimiser at L ≤ L*`` for the largest L* up to which θ* is beaten at every n measured."""
+    """Where θ* is beaten: ``; not a minimiser at L ≤ L*`` for the largest L* up to which it is beaten at every n
+    measured, and the other depths where it is beaten at most n."""
     lengths, depths = sorted({r.context_len for r in rows}), sorted({r.depth for r in rows})
-    lost = {(r.context_len, r.depth) for r in beaten}
+    lost = {L: sum((n, L) in {(r.context_len, r.depth) for r in beaten} for n in lengths) for L in depths}
     shallow = None
     for L in depths:
-        if not all((n, L) in lost for n in lengths):
+        if lost[L] < len(lengths):
             break
         shallow = L
-    return f"; not a minimiser at L ≤ {shallow} (at every n measured)" if shallow is not None else ""
+    most = [L for L in depths if (shallow is None or L > shallow) and len(lengths) / 2 < lost[L] < len(lengths)]
+    parts = [f"not a minimiser at L ≤ {shallow} (at every n measured)"] if shallow is not None else []
+    parts += [f"beaten at {lost[L]} of {len(lengths)} n at L = {L}" for L in most]
+    return "".join(f"; {p}" for p in parts)
 
 
 def _versus(cell: NeuCell) -> dict[str, NeuDifference]:
@@ -287,12 +306,19 @@ def theorem3(budget: Budget, model: Optional[HookedICTDTransformer]) -> Claim:
     dist = TaskDistribution(d_features=4, gamma=GAMMA)
     grid = neu_grid(cfg, dist, model, lengths=budget.neu_lengths, depths=budget.neu_depths, n_tasks=budget.neu_tasks,
                     seed=3, progress=True)
+    return theorem3_claim(grid, budget.neu_model if model is not None else "none")
+
+
+def theorem3_claim(grid: NeuGrid, name: str) -> Claim:
+    """The Theorem 3 row from its grid (``name``: the trained model compared, or ``none``): a re-render needs no
+    recomputation."""
     holds, numbers = _limit_rule(grid)
     minimiser, beaten, groups = _cell_groups(grid.rows)
     numbers += groups
-    verdict = ("holds in the limit" + _not_minimiser(grid.rows, beaten) if holds
+    verdict = ("consistent with the limit" + _not_minimiser(grid.rows, beaten) if holds
                else "not shown: the limit rule is not met on this grid")
-    name = budget.neu_model if model is not None else "none"
+    lengths, depths = sorted({r.context_len for r in grid.rows}), sorted({r.depth for r in grid.rows})
+    comparisons = sum(len(_versus(r)) for r in grid.rows)
     return Claim(
         "theorem3", "Theorem 3: θ* minimises the norm of the expected update (NEU) in the limit of long contexts "
         "(n → ∞) and then deep models (L → ∞); nothing is claimed at a finite (n, L).",
@@ -300,16 +326,18 @@ def theorem3(budget: Budget, model: Optional[HookedICTDTransformer]) -> Claim:
         "pairs of tasks, `analyses.metrics.neu.population_neu`, "
         "exact per-task gradients from the state-space forward) "
         "of θ*, the zero predictor (also in closed form) and the "
-        f"trained `{name}` (its tied layer run L times) on n ∈ "
-        f"{list(budget.neu_lengths)} × L ∈ {list(budget.neu_depths)}, "
-        f"{budget.neu_tasks:,} Boyan tasks (d = 4, γ = {GAMMA}) × 5 windows per cell, the same tasks for the three "
-        "models (paired); 95% intervals by the delete-one-group jackknife over 32 groups.",
-        "holds in the limit when (1) at the largest depth θ*'s NEU falls toward 0 as n grows (its interval at the "
-        "largest n lies within ± its estimate at the smallest n) and (2) at the largest (n, L) θ*'s NEU is below the "
-        "zero predictor's and the trained model's (paired intervals of the differences exclude 0). Every other cell "
-        "says whether θ* is a finite-(n, L) minimiser among the three, is not, or is undecided — with the tasks a "
-        "decision would need (the half-width shrinks at least as 1/√N). A cell whose per-task updates exceed 1e50 "
-        "(the model's values diverge) has no interval and ranks above any finite one. With 30 cells at 95%, about 1.5 "
-        "cells are expected to exclude 0 by chance: a single cell decides nothing alone.",
+        f"trained `{name}` (its tied layer run L times) on n ∈ {lengths} × L ∈ {depths}, "
+        f"{grid.n_tasks:,} Boyan tasks (d = 4, γ = {GAMMA}) × {grid.windows_per_task} windows per cell, the same tasks "
+        f"for the three models (paired); 95% intervals by the delete-one-group jackknife over {grid.groups} groups.",
+        "a finite grid can only approach the limit, so the verdict reads **consistent with the limit** when (1) at "
+        f"the largest depth θ*'s |NEU| falls at every step of n (a diverging estimate counts as infinite) to below "
+        f"{LIMIT_SHARE:g} of the zero predictor's NEU at the largest n (NEU ≥ 0, and 0 only at a fixed point of "
+        "the expected update), and (2) at the largest (n, L) θ*'s NEU is below the zero predictor's and the trained "
+        "model's (paired intervals of the differences exclude 0). Every other cell says whether θ* is a "
+        "finite-(n, L) minimiser among the three, is not, or is undecided — with the tasks a decision would need "
+        "(the half-width shrinks at least as 1/√N, where the variance is finite). A cell whose per-task updates "
+        f"exceed 1e50 (the model's values diverge) has no interval and ranks above any finite one. With {comparisons} "
+        f"comparisons at 95%, about {0.05 * comparisons:.0f} are expected to exclude 0 by chance: a single cell "
+        "decides nothing alone.",
         verdict, numbers, to_json(Theorem3Data(grid, [[r.context_len, r.depth] for r in minimiser])),
         "theorem3")
