@@ -62,6 +62,25 @@ def test_pca_cannot_separate_more_units_than_dimensions(superposed):
     assert score_method(METHODS["pca"], build_case(CASES["rotated"], 0)) is None  # no features planted
 
 
+def test_the_random_dictionary_is_as_wide_as_the_sae_and_fires_as_often_as_the_units(superposed):
+    """The chance baseline: 4 x 9 = 36 unit directions per site, each latent active on the planted units' designed
+    share (10 %) of the fit positions: a quantile, so never more than that to one position, and less only where
+    positions with equal residuals tie at the threshold (within 1 % here); the same on a second call (seeded)."""
+    case = superposed
+    out, again = METHODS["random-dictionary"].run(case), METHODS["random-dictionary"].run(case)
+    resid, sites = residual_stack(case.model, case.fit.prompt), residual_sites(case.model)
+    assert list(out.decoders) == list(case.truth.features)
+    for site, decoder in out.decoders.items():
+        assert decoder.shape == (36, 9) and torch.allclose(decoder.norm(dim=-1), torch.ones(36, dtype=decoder.dtype))
+        acts = resid[sites.index(site)].reshape(-1, 9)
+        rate = (out.encoders[site](acts) > 0).double().mean(0)
+        assert rate.max() <= case.spec.mlp_active + 1.0 / acts.shape[0] and rate.min() >= case.spec.mlp_active - 0.01
+        assert torch.equal(decoder, again.decoders[site])
+        assert torch.equal(out.encoders[site](acts), again.encoders[site](acts))
+    scores = score_method(METHODS["random-dictionary"], case)
+    assert scores.latents == 36 and scores.features == 18
+
+
 def test_a_planted_one_feature_sae_case():
     pytest.importorskip("sae_lens")
     from analyses.benchmark.sae_plugin import train_sae

@@ -9,8 +9,10 @@ import torch
 from analyses.benchmark import methods as M
 from analyses.benchmark.cases import (CASES, CaseSpec, build_case, circuit_source, counterfactual_labels,
                                       variable_values)
-from analyses.benchmark.report import write_report
-from analyses.benchmark.evaluate import interchange_r2, score_directions, score_edges, score_method
+from analyses.benchmark.report import (chance_difference, chance_verdict, direction_verdict, seeds_off,
+                                       write_report)
+from analyses.benchmark.evaluate import (CellResult, Cosines, DirectionScores, FeatureScores, VariableScores,
+                                         interchange_r2, score_directions, score_edges, score_method)
 from analyses.benchmark.graph import OUTPUT, build_graph, run_graph
 from analyses.benchmark.run import BenchmarkBudget, run_benchmark
 from analyses.benchmark.scores import angle_degrees, auroc, average_precision, faithfulness, roc_curve
@@ -99,6 +101,43 @@ def test_angles_and_faithfulness_by_hand():
     full, corrupted = torch.tensor([1.0, 2.0]), torch.tensor([3.0, 0.0])
     assert faithfulness(torch.tensor([1.5, 1.5]), full, corrupted) == pytest.approx(0.75)
     assert faithfulness(full, full, corrupted) == 1.0 and faithfulness(corrupted, full, corrupted) == 0.0
+
+
+def _cell(case: str, seed: int, angle: float, worst: float, mcc: float, chance: float) -> CellResult:
+    direction = DirectionScores({"value": VariableScores(angle, worst, 1.0, 1.0)},
+                                Cosines(["value @ blocks.0.hook_resid_post"], ["value"], [[0.9]]))
+    feature = lambda m: FeatureScores(m, 0.3, [m], 18, 36)  # noqa: E731
+    return CellResult(case, seed, 10, 9, {"das": direction, "sae-features": feature(mcc),
+                                          "random-dictionary": feature(chance)})
+
+
+def test_direction_and_feature_verdicts_follow_the_written_rules_on_cells_made_by_hand():
+    # angles 1, 2, 3 degrees: mean 2, sd 1, t(0.975, 2) = 4.303, interval 2 +- 2.48 cut at 0 -> [0, 4.48] < 5: close
+    close = [_cell("a", s, a, 2 * a, 0.8, 0.7) for s, a in enumerate((1.0, 2.0, 3.0))]
+    assert direction_verdict(close, "a", "das", "value") == "close" and seeds_off(close, "a", "das", "value") == "0/3"
+    # one seed at 30 degrees: mean 11, interval contains 5: undecided, one seed counted off
+    mixed = close[:2] + [_cell("a", 2, 30.0, 80.0, 0.8, 0.7)]
+    assert direction_verdict(mixed, "a", "das", "value") == "undecided"
+    assert seeds_off(mixed, "a", "das", "value") == "1/3"
+    far = [_cell("a", s, a, a, 0.8, 0.7) for s, a in enumerate((40.0, 41.0, 42.0))]
+    assert direction_verdict(far, "a", "das", "value") == "misses"
+    exact = [_cell("a", s, 1e-6, 2e-6, 0.8, 0.7) for s in range(3)]
+    assert direction_verdict(exact, "a", "das", "value") == "exact"
+    # MCC less the random dictionary's, seed by seed: 0.1, 0.12, 0.08 -> mean 0.1, sd 0.02, +- 0.0497: above chance
+    paired = [_cell("a", s, 1.0, 1.0, 0.8 + d, 0.8) for s, d in enumerate((0.1, 0.12, 0.08))]
+    diff = chance_difference(paired, "sae-features", "a")
+    assert diff.mean == pytest.approx(0.1) and diff.hi - diff.mean == pytest.approx(4.303 * 0.02 / 3**0.5, rel=1e-3)
+    assert chance_verdict(diff) == "above chance" and chance_difference(paired, "random-dictionary", "a") is None
+    noisy = [_cell("a", s, 1.0, 1.0, 0.8 + d, 0.8) for s, d in enumerate((0.1, -0.12, 0.05))]
+    assert chance_verdict(chance_difference(noisy, "sae-features", "a")) == "not above chance"
+
+
+def test_a_report_without_edge_methods_has_no_edge_section(tmp_path):
+    cells = [_cell(c, s, 1.0 + s, 2.0 + s, 0.8 + 0.01 * s, 0.7) for c in ("rotated", "superposed") for s in range(3)]
+    report = write_report(cells, BenchmarkBudget("tiny", seeds=3, n_tasks=8), tmp_path).read_text()
+    assert "## Edge methods" not in report and "roc.png" not in report and "| rotated | value |" in report
+    assert "| sae-features | superposed | 18 / 36 | 0.810 [" in report and "**partial; above chance**" in report
+    assert (tmp_path / "figures" / "directions_das.png").exists() and not (tmp_path / "figures" / "roc.png").exists()
 
 
 def test_a_random_ranking_scores_one_half_within_its_interval(distractors):

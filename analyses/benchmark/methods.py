@@ -25,6 +25,10 @@ Built in (the graph adapter of ``analyses.benchmark.graph`` in the place of ``au
 * ``das`` — distributed alignment search through pyvene (``das``): the value variable only.
 * ``pca`` — the principal directions of the residual stream at each site (fit tasks), as latents: the dense
   linear baseline a feature method must beat (at most ``d_model`` latents for more features than dimensions).
+* ``random-dictionary`` — the chance baseline of a feature method: as many latents as the SAE plugin's
+  (``DICTIONARY_WIDTH × d_model``), each a seeded random unit direction read through a ReLU whose bias makes it
+  fire as often as the planted units are built to (``CaseSpec.mlp_active`` of the fit positions); what the
+  matching alone gives a dictionary that wide.
 
 Sparse autoencoders trained with SAELens (``sae``, ``sae-features``) are a plugin, ``analyses/benchmark/
 sae_plugin.py``: SAELens needs ``transformer-lens<4``.
@@ -212,6 +216,27 @@ def pca(case: Case) -> FeatureOutput:
     return out
 
 
+DICTIONARY_WIDTH = 4  # a dictionary's latents per residual dimension: the SAE plugin's and its random baseline's
+
+
+def random_dictionary(case: Case) -> FeatureOutput:
+    """``DICTIONARY_WIDTH × d_model`` seeded random unit directions per feature site, each a ReLU latent
+    ``relu(x · w − b)`` with ``b`` its ``1 − a`` quantile over the fit positions, ``a`` the planted units' designed
+    firing rate (``case.spec.mlp_active``: the kindest chance; a little less where positions with equal residuals
+    tie at the threshold); the directions are the decoder rows. Nothing is
+    learned: the MCC a dictionary this wide reaches by chance."""
+    resid, sites, out = residual_stack(case.model, case.fit.prompt), residual_sites(case.model), FeatureOutput()
+    gen = torch.Generator().manual_seed(case.seed)
+    for site in case.truth.features:
+        acts = resid[sites.index(site)].reshape(-1, resid.shape[-1])
+        w = torch.randn(DICTIONARY_WIDTH * acts.shape[-1], acts.shape[-1], generator=gen, dtype=acts.dtype)
+        w = torch.nn.functional.normalize(w, dim=-1)
+        bias = torch.quantile(acts @ w.T, 1 - case.spec.mlp_active, dim=0)
+        out.encoders[site] = lambda x, w=w, b=bias: torch.relu(x @ w.T - b)
+        out.decoders[site] = w
+    return out
+
+
 DAS_STEPS, DAS_LR, DAS_RESTARTS = 400, 0.05, 3
 
 
@@ -272,5 +297,7 @@ for _method in (
     Method("linear-probe", DIRECTIONS, linear_probe, "least-squares probe per site"),
     Method("das", DIRECTIONS, das, f"DAS through pyvene (1-D, {DAS_STEPS} Adam steps, best of {DAS_RESTARTS})"),
     Method("pca", FEATURES, pca, "principal directions per site (the dense linear baseline)"),
+    Method("random-dictionary", FEATURES, random_dictionary,
+           f"{DICTIONARY_WIDTH}× wide random ReLU directions, firing as often as the planted units (chance)"),
 ):
     register_method(_method)

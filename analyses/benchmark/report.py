@@ -26,11 +26,16 @@ RECOVERS, CHANCE = 0.95, 0.5
 LINE_STYLES = ("-", "--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)))  # overlapping curves stay visible
 EXACT_ANGLE, CLOSE_ANGLE = 1e-3, 5.0
 FEATURES_RECOVERED = 0.9  # a feature method recovers the superposed features when its MCC interval lies above
+FEATURE_CHANCE = "random-dictionary"  # the feature methods' chance baseline (methods.py), compared seed by seed
 RULES = (f"An edge method **recovers** the circuit of a case when its AUROC's interval lies above {RECOVERS}; it "
          f"is **not above chance** when the interval contains {CHANCE}, **below chance** when it lies below; "
          f"otherwise **partial**. A direction method is "
-         f"**exact** when its worst angle on every seed is below {EXACT_ANGLE}°, **close** when the mean angle is "
-         f"below {CLOSE_ANGLE}°, else it **misses**.")
+         f"**exact** when its worst angle on every seed is below {EXACT_ANGLE}°, **close** when the interval of its "
+         f"mean angle lies below {CLOSE_ANGLE}°, **misses** when it lies above, else **undecided** (the seeds "
+         f"whose angle is {CLOSE_ANGLE}° or more are counted beside it). A feature method **recovers** the planted "
+         f"units when its MCC interval lies above {FEATURES_RECOVERED}, else it is **partial**; it is **above "
+         f"chance** when its MCC less the `{FEATURE_CHANCE}` baseline's (as many latents), seed by seed, has an "
+         "interval above 0 (**not above chance** when it contains 0, **below chance** when it lies below).")
 
 
 BOUNDS = {"angle": (0.0, 90.0), "max_angle": (0.0, 90.0), "circuit_edges": (0.0, float("inf")),
@@ -70,8 +75,17 @@ def edge_verdict(auroc: Interval) -> str:
 
 def direction_verdict(cells: Sequence[CellResult], case: str, method: str, variable: str) -> str:
     rows = [c.scores[method].variables[variable] for c in cells if c.case == case]
-    worst, mean = max(r.max_angle for r in rows), np.mean([r.angle for r in rows])
-    return "exact" if worst < EXACT_ANGLE else "close" if mean < CLOSE_ANGLE else "misses"
+    angle = _bounded([r.angle for r in rows], "angle")
+    if max(r.max_angle for r in rows) < EXACT_ANGLE:
+        return "exact"
+    low, high = (angle.lo, angle.hi) if angle.n >= 2 else (angle.mean, angle.mean)
+    return "close" if high < CLOSE_ANGLE else "misses" if low > CLOSE_ANGLE else "undecided"
+
+
+def seeds_off(cells: Sequence[CellResult], case: str, method: str, variable: str) -> str:
+    """How many seeds' mean angle is ``CLOSE_ANGLE`` or more, of how many."""
+    angles = [c.scores[method].variables[variable].angle for c in cells if c.case == case]
+    return f"{sum(a >= CLOSE_ANGLE for a in angles)}/{len(angles)}"
 
 
 def _edge_methods(cells: Sequence[CellResult]) -> list[str]:
@@ -95,20 +109,23 @@ def markdown(cells: Sequence[CellResult], budget: BenchmarkBudget) -> str:
     lines = ["# Methods benchmark: interpretability methods against circuits known exactly", "",
              f"Budget `{budget.name}`: {seeds} benchmark seeds per case, {budget.n_tasks} clean and as many "
              f"corrupted prompts (independent Boyan-chain tasks) per seed. Every number is a mean over the seeds "
-             f"with its {INTERVAL_METHOD} in brackets.", "", "## Cases", ""]
+             f"with its {INTERVAL_METHOD} in brackets, cut to the score's range (an angle's at 0°, an AUROC's "
+             "at 1).", "", "## Cases", ""]
     for c in cases:
         spec, cell = CASES[c], next(x for x in cells if x.case == c)
         lines.append(f"- **{c}**: {spec.description} ({spec.n_layers} layers, {spec.n_heads} head"
                      f"{'s' if spec.n_heads > 1 else ''} per layer, d_model {spec.d_features + 3 + spec.junk_dims}; "
                      f"{cell.true_edges} true edges of {cell.edges})")
     lines += ["", f"With {seeds} seeds an interval's half-width is t(0.975, {seeds - 1})·sd/√{seeds}: a wide one "
-              "decides little, and the `full` budget (20 seeds) narrows it. A case with one false edge makes AUROC "
-              "coarse (each seed's value is a multiple of 1/(true × false edges))."]
-    lines += ["", "## Edge methods: ranking the computation graph's edges against the true circuit", "",
-              "AUROC: the chance that a true edge outranks a false one (0.5: chance); AUPRC: average precision "
-              "(chance: the share of true edges). " + RULES, ""]
-    header = "| method | " + " | ".join(cases) + " |"
-    lines += [header, "|" + "---|" * (len(cases) + 1)]
+              "decides little" + (", and the `full` budget (20 seeds) narrows it" if budget.name != "full" else "")
+              + ". A case with one false edge makes AUROC coarse (each seed's value is a multiple of 1/(true × false "
+              "edges))."]
+    lines += ["", "## Rules", "", RULES]
+    if _edge_methods(cells):
+        lines += ["", "## Edge methods: ranking the computation graph's edges against the true circuit", "",
+                  "AUROC: the chance that a true edge outranks a false one (0.5: chance); AUPRC: average precision "
+                  "(chance: the share of true edges).", "",
+                  "| method | " + " | ".join(cases) + " |", "|" + "---|" * (len(cases) + 1)]
     for m in _edge_methods(cells):
         row = [m]
         for c in cases:
@@ -129,16 +146,19 @@ def markdown(cells: Sequence[CellResult], budget: BenchmarkBudget) -> str:
     for m in _direction_methods(cells):
         lines += ["", f"## Direction method `{m}`: the variables' directions in the rotated residual stream", "",
                   "Angle: the principal angle (degrees) between the direction found and the true one, averaged "
-                  "over the sites where the variable lies exactly on it (and the worst site); R²: the share of "
+                  "over the sites where the variable lies exactly on it; worst site: each seed's largest angle over "
+                  "those sites, averaged over the seeds; R²: the share of "
                   "the true variable's variance on held-out tasks explained by the read-out along the direction "
                   "found; IIA: interchange-intervention accuracy, ``1 − MSE / Var`` of the model's predictions "
                   "when the component along the direction is swapped from another task's prompt, against the "
-                  "causal model's counterfactual (held-out pairs).", "",
-                  "| case | variable | angle (°) | worst angle (°) | R² | IIA | verdict |",
-                  "|---|---|---|---|---|---|---|"]
+                  "causal model's counterfactual (held-out pairs): an R² of the counterfactual, 1 when exact, below "
+                  "0 when worse than predicting its mean.", "",
+                  f"| case | variable | angle (°) | worst site (°) | seeds ≥ {CLOSE_ANGLE:g}° | R² | IIA | verdict |",
+                  "|---|---|---|---|---|---|---|---|"]
         for c in cases:
             for var in _variables(cells, m):
                 vals = [variable_interval(cells, c, m, var, k).text(".3g") for k in ("angle", "max_angle", "r2", "iia")]
+                vals.insert(2, seeds_off(cells, c, m, var))
                 lines.append(f"| {c} | {var} | " + " | ".join(vals) + f" | {direction_verdict(cells, c, m, var)} |")
     lines += feature_lines(cells)
     lines += ["", "## What the numbers mean", "", reading(cells), ""]
@@ -164,14 +184,19 @@ def feature_lines(cells: Sequence[CellResult]) -> list[str]:
              "MCC: each planted unit matched to a distinct latent so that the summed |Pearson r| on held-out "
              "positions is largest, the mean matched |r| (a unit without a latent counts 0), averaged over the "
              "sites after each block; decoder |cos|: the matched latents' decoder directions against the units' "
-             f"write directions. A method **recovers** the features when its MCC interval lies above "
-             f"{FEATURES_RECOVERED}, else it is **partial**.", "",
-             "| method | case | features / latents (last site) | MCC | decoder \\|cos\\| | verdict |",
-             "|---|---|---|---|---|---|"]
+             "write directions (a random direction's expected |cos| in d dimensions is about √(2/(π d))); the "
+             f"paired columns: the method's score less `{FEATURE_CHANCE}`'s on the same seeds, for a method with "
+             "as many latents (a narrower one, such as the principal directions, can match fewer units).", "",
+             f"| method | case | features / latents (last site) | MCC | MCC − {FEATURE_CHANCE} (paired) | "
+             "decoder \\|cos\\| | \\|cos\\| − the same (paired) | verdict |",
+             "|---|---|---|---|---|---|---|---|"]
     for (m, case), rows in table.items():
         mcc, cos = _bounded([r.mcc for r in rows], "mcc"), _bounded([r.cosine for r in rows], "cosine")
+        diff, cos_diff = chance_difference(cells, m, case), chance_difference(cells, m, case, "cosine")
+        verdict = feature_verdict(mcc) + ("" if diff is None else f"; {chance_verdict(diff)}")
         lines.append(f"| {m} | {case} | {rows[0].features} / {rows[0].latents} | {mcc.text('.3f')} | "
-                     f"{cos.text('.3f')} | **{feature_verdict(mcc)}** |")
+                     f"{'—' if diff is None else diff.text('+.3f')} | {cos.text('.3f')} | "
+                     f"{'—' if cos_diff is None else cos_diff.text('+.3f')} | **{verdict}** |")
     return lines
 
 
@@ -179,10 +204,25 @@ def feature_verdict(mcc: Interval) -> str:
     return "recovers" if (mcc.lo if mcc.n >= 2 else mcc.mean) > FEATURES_RECOVERED else "partial"
 
 
+def chance_difference(cells: Sequence[CellResult], method: str, case: str, key: str = "mcc") -> Interval | None:
+    """A feature method's score (``FeatureScores`` field ``key``) less the chance baseline's, seed by seed (None:
+    it is the baseline, no baseline was run, or the two have different numbers of latents)."""
+    pairs = [(c.scores[method], c.scores[FEATURE_CHANCE]) for c in cells
+             if c.case == case and method in c.scores and FEATURE_CHANCE in c.scores]
+    if method == FEATURE_CHANCE or not pairs or any(a.latents != b.latents for a, b in pairs):
+        return None
+    return t_interval([getattr(a, key) - getattr(b, key) for a, b in pairs])
+
+
+def chance_verdict(diff: Interval) -> str:
+    low, high = (diff.lo, diff.hi) if diff.n >= 2 else (diff.mean, diff.mean)
+    return "above chance" if low > 0 else "below chance" if high < 0 else "not above chance"
+
+
 def reading(cells: Sequence[CellResult]) -> str:
     """The findings in words, from the verdicts (never from numbers typed here)."""
     parts = []
-    for c in _cases(cells):
+    for c in _cases(cells) if _edge_methods(cells) else []:
         verdicts = {m: edge_verdict(interval(cells, c, m, "auroc")) for m in _edge_methods(cells)}
         good = [m for m, v in verdicts.items() if v == "recovers" and m != "random"]
         bad = [f"{m} ({v})" for m, v in verdicts.items() if v != "recovers" and m != "random"]
@@ -190,10 +230,11 @@ def reading(cells: Sequence[CellResult]) -> str:
                      "recovers the circuit") + (f"; not {', '.join(bad)}" if bad and good else
                                                 f": {', '.join(bad)}" if bad else "")
                      + (f"; the random baseline is {verdicts['random']}" if "random" in verdicts else "") + ".")
-    parts.append("Single-edge patching and its gradient estimates score each edge alone: a pair of heads whose "
-                 "writes cancel has large single-edge effects and none together, so wherever a case has such "
-                 "pairs these methods rank some of the pairs' edges above true edges; only a method that tests "
-                 "edges jointly can tell.")
+    if parts:
+        parts.append("Single-edge patching and its gradient estimates score each edge alone: a pair of heads whose "
+                     "writes cancel has large single-edge effects and none together, so wherever a case has such "
+                     "pairs these methods rank some of the pairs' edges above true edges (a method that tests "
+                     "edges jointly might tell them apart; none is benchmarked here).")
     return " ".join(parts + feature_reading(cells))
 
 
@@ -202,9 +243,13 @@ def feature_reading(cells: Sequence[CellResult]) -> list[str]:
     found = {key: _bounded([r.mcc for r in rows], "mcc") for key, rows in _feature_rows(cells).items()}
     if not found:
         return []
-    words = [f"{m} on {case} reaches MCC {iv.text('.3f')}"
-             + (" (recovers the superposed units)" if feature_verdict(iv) == "recovers" else "")
-             for (m, case), iv in found.items()]
+    words = []
+    for (m, case), iv in found.items():
+        diff = chance_difference(cells, m, case)
+        words.append(f"{m} on {case} reaches MCC {iv.text('.3f')}"
+                     + (" (recovers the superposed units)" if feature_verdict(iv) == "recovers" else "")
+                     + ("" if diff is None else f", {diff.text('+.3f')} against {FEATURE_CHANCE}: "
+                                                f"{chance_verdict(diff)}"))
     return ["Feature methods: " + "; ".join(words) + " (1: every planted unit is one latent; principal directions "
             "can match at most as many units as the residual has dimensions)."]
 
@@ -249,7 +294,7 @@ def direction_figure(cells: Sequence[CellResult], method: str, case: str, seed: 
     row, on the variable's own axis)."""
     cell = next(x for x in cells if x.case == case and x.seed == seed)
     cos = cell.scores[method].cosines
-    fig, (ax,) = _figure(width=0.45 * len(cos.axes) + 4.2, height=0.32 * len(cos.labels) + 1.8)
+    fig, (ax,) = _figure(width=max(0.45 * len(cos.axes) + 4.2, 6.0), height=max(0.32 * len(cos.labels) + 1.8, 3.0))
     sns.heatmap(np.asarray(cos.matrix), ax=ax, vmin=0, vmax=1, cmap="mako", annot=len(cos.axes) <= 12,
                 fmt=".2f", xticklabels=cos.axes, yticklabels=cos.labels, cbar_kws={"label": "|cos|"})
     ax.set(title=wrapped(f"{method} on {case} (seed {seed}): each direction found against the true axes", 50),
@@ -260,7 +305,7 @@ def direction_figure(cells: Sequence[CellResult], method: str, case: str, seed: 
 def write_report(cells: Sequence[CellResult], budget: BenchmarkBudget, out_dir: Path) -> Path:
     figures = Path(out_dir) / "figures"
     figures.mkdir(parents=True, exist_ok=True)
-    drawn = {"roc": roc_figure(cells), "auroc": auroc_figure(cells)}
+    drawn = {"roc": roc_figure(cells), "auroc": auroc_figure(cells)} if _edge_methods(cells) else {}
     for m in _direction_methods(cells):  # drawn on the cell where the method's directions are furthest off
         worst = max(cells, key=lambda c: max(s.angle for s in c.scores[m].variables.values()))
         drawn[f"directions_{m}"] = direction_figure(cells, m, worst.case, worst.seed)

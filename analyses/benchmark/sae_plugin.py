@@ -26,10 +26,12 @@ from sae_lens.saes.sae import TrainStepInput
 
 from analyses.benchmark.cases import Case, residual_sites, variable_values
 from analyses.benchmark.scores import correlations
-from analyses.benchmark.methods import DIRECTIONS, FEATURES, DirectionOutput, FeatureOutput, Method, register_method
+from analyses.benchmark.methods import (DICTIONARY_WIDTH, DIRECTIONS, FEATURES, DirectionOutput, FeatureOutput, Method,
+                                       register_method)
 from analyses.metrics.site_probes import residual_stack
 
-SAE_WIDTH, SAE_L1, SAE_STEPS, SAE_LR = 4, 0.1, 2000, 3e-3  # L1 and steps: the best of a small sweep (docs)
+SAE_WIDTH = DICTIONARY_WIDTH  # as wide as the random dictionary, its chance baseline
+SAE_L1, SAE_STEPS, SAE_LR = 0.1, 2000, 3e-3  # L1 and steps: the best of a small sweep (docs)
 
 
 def train_sae(acts: torch.Tensor, seed: int) -> StandardTrainingSAE:
