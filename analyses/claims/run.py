@@ -121,7 +121,7 @@ def _steps(budget: Budget, studies: dict[str, Path], out_dir: Path) -> list:
         ),
         (
             ["emergence_diagonality"],
-            lambda: [trained.diagonality(objectives().curves, len(budget.seeds), theory.GAMMA)],
+            lambda: [trained.diagonality(objectives().curves, len(budget.seeds), theory.GAMMA, budget.eval_tasks())],
             True,
         ),
         (["emergence_signature"], lambda: [trained.signature(objectives().results)], True),

@@ -170,7 +170,8 @@ def _rate_claim(data: dict[tuple[str, float], LimitRows], budget: Budget, n_max:
         f"The spectral radius ρ of the moving part of θ*'s map on the context's state values (the asymptotic rate of "
         f"its error in depth; a state never a source adds the neutral eigenvalue 1, which never moves: "
         f"`analyses.metrics.depth_limit`) on {budget.limit_tasks} tasks per setting "
-        f"({', '.join(f'{k} ×{s:g}' for k, s in data)}), n = {n_max}, against 1 − C per task.",
+        f"({', '.join(f'{k} ×{s:g}' for k, s in data)}), n = {n_max}, against 1 − C per task: the asymptotic rate "
+        "only (the bound at each finite depth and n is not checked).",
         "the bound is tested on every task with C > 0 (where C ≤ 0 it says nothing); holds when ρ ≤ 1 − C on every "
         "one of them.", verdict, numbers, {"settings": [f"{k} ×{s:g}" for k, s in data], "tested": tested,
                                            "within": within})
@@ -191,7 +192,7 @@ def theorem2(budget: Budget) -> list[Claim]:
         floor_ok[(kind, scale)] = slope is not None and slope.hi < 0
         diverged = [int(np.isnan(row).sum()) for row in floors]
         floor_numbers.append(
-            f"{kind} ×{scale:g}: sup error of θ*'s depth limit " + ", ".join(
+            f"{kind} ×{scale:g}: sup error of θ*'s depth limit (mean over tasks) " + ", ".join(
                 f"{np.nanmean(floors[i]):.3f} (n = {int(n)}" + (f", {diverged[i]} of {floors.shape[1]} tasks without a "
                                                                   "limit: radius ≥ 1 "
                                                                   f"− {NEUTRAL_TOL:g}" if diverged[i] else "")
