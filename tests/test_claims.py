@@ -2,6 +2,7 @@
 on Ray (resumed, refused when the budget changes). The quick budget in full is a slow test."""
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -152,17 +153,50 @@ def test_theorem3_is_consistent_with_the_limit_only_when_neu_falls_at_every_n():
     largest (n, L) raised above the next-smaller n's, which the rule must refuse."""
     from dataclasses import replace
 
-    from analyses.claims.figure_data import Theorem3Data
-    from analyses.summary.store import build
-
-    stored = json.loads((Path(__file__).parents[1] / "docs" / "claims" / "claims.json").read_text())
-    grid = build(Theorem3Data, next(c for c in stored["claims"] if c["id"] == "theorem3")["data"]).grid
+    grid = _saved_neu_grid()
     claim = theory.theorem3_claim(grid, "quick-td-s0")
     assert claim.verdict == ("consistent with the limit; not a minimiser at L ≤ 1 (at every n measured); "
                              "beaten at 4 of 5 n at L = 3; beaten at 4 of 5 n at L = 12")
-    assert "With 60 comparisons at 95%, about 3" in claim.rule
+    assert "Of the 60 comparisons, 53 have an interval; at 95%, about 3 of those" in claim.rule
     assert any("interval lies below 0 at (n = 1000, L = 96), (n = 1000, L = 384)" in n for n in claim.numbers)
     far = max(grid.rows, key=lambda r: (r.depth, r.context_len))
     raised = replace(far, theta_star=replace(far.theta_star, estimate=5e-3))  # above n = 300's 2.0e-3
     worse = replace(grid, rows=[raised if r is far else r for r in grid.rows])
     assert theory.theorem3_claim(worse, "quick-td-s0").verdict == "not shown: the limit rule is not met on this grid"
+    small_zero = replace(far, zero=replace(far.zero, estimate=1.0))  # |θ*| / zero 1.3e-3: falls, but not to 1e-3
+    short = replace(grid, rows=[small_zero if r is far else r for r in grid.rows])
+    assert theory.theorem3_claim(short, "quick-td-s0").verdict.startswith("not shown")
+
+
+def _saved_neu_grid():
+    from analyses.claims.figure_data import Theorem3Data
+    from analyses.summary.store import build
+
+    stored = json.loads((Path(__file__).parents[1] / "docs" / "claims" / "claims.json").read_text())
+    return build(Theorem3Data, next(c for c in stored["claims"] if c["id"] == "theorem3")["data"]).grid
+
+
+def test_not_a_minimiser_names_every_depth_beaten_at_most_n():
+    rows = [r for r in _saved_neu_grid().rows if r.context_len in (10, 30, 100) and r.depth in (1, 3, 12)]
+    beaten = [r for r in rows if r.depth in (1, 12) or (r.depth == 3 and r.context_len > 10)]
+    assert theory._not_minimiser(rows, beaten) == ("; not a minimiser at L ≤ 1 (at every n measured); beaten at 2 "
+                                                   "of 3 n at L = 3; beaten at every n at L = 12")
+    assert theory._not_minimiser(rows, [r for r in rows if r.depth == 12]) == "; beaten at every n at L = 12"
+
+
+def test_the_floor_leaves_out_contexts_without_a_limit(monkeypatch):
+    """A task whose limit is not finite is not counted among the contexts compared with the tabular fixed point."""
+    original = theory.limit_spectrum
+
+    def one_without_limit(star, prefix):
+        values, spectrum = original(star, prefix)
+        values[0] = float("nan")
+        return values, spectrum
+
+    kept = theory._limit_rows("onehot", 5.0, TINY)
+    monkeypatch.setattr(theory, "limit_spectrum", one_without_limit)
+    cut = theory._limit_rows("onehot", 5.0, TINY)
+    for k, c in zip(kept.query_source, cut.query_source):
+        assert c == k - 1 or c == k  # task 0 counted before only where its query state was a source
+    assert sum(kept.query_source) - sum(cut.query_source) >= 1
+    assert all(g is not None and math.isfinite(g) for g in cut.tabular_gap)

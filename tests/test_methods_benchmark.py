@@ -2,6 +2,7 @@
 the scores on cases worked by hand, the exact methods at the values they must have, and the command."""
 
 import json
+from dataclasses import replace
 
 import pytest
 import torch
@@ -119,17 +120,29 @@ def test_direction_and_feature_verdicts_follow_the_written_rules_on_cells_made_b
     mixed = close[:2] + [_cell("a", 2, 30.0, 80.0, 0.8, 0.7)]
     assert direction_verdict(mixed, "a", "das", "value") == "undecided"
     assert seeds_off(mixed, "a", "das", "value") == "1/3"
+    # mean 4 below 5, but sd 4.36: interval 4 +- 10.8 crosses 5: undecided, not close; an angle of exactly 5 is off
+    wide = [_cell("a", s, a, a, 0.8, 0.7) for s, a in enumerate((1.0, 2.0, 9.0))]
+    assert direction_verdict(wide, "a", "das", "value") == "undecided"
+    assert seeds_off(wide[:2] + [_cell("a", 2, 5.0, 5.0, 0.8, 0.7)], "a", "das", "value") == "1/3"
+    nan = [_cell("a", s, a, a, 0.8, 0.7) for s, a in enumerate((1e-6, float("nan"), 1e-6))]
+    assert direction_verdict(nan, "a", "das", "value") != "exact" and seeds_off(nan, "a", "das", "value") == "1/3"
     far = [_cell("a", s, a, a, 0.8, 0.7) for s, a in enumerate((40.0, 41.0, 42.0))]
     assert direction_verdict(far, "a", "das", "value") == "misses"
     exact = [_cell("a", s, 1e-6, 2e-6, 0.8, 0.7) for s in range(3)]
     assert direction_verdict(exact, "a", "das", "value") == "exact"
-    # MCC less the random dictionary's, seed by seed: 0.1, 0.12, 0.08 -> mean 0.1, sd 0.02, +- 0.0497: above chance
-    paired = [_cell("a", s, 1.0, 1.0, 0.8 + d, 0.8) for s, d in enumerate((0.1, 0.12, 0.08))]
+    # MCC less the random dictionary's, seed by seed: the baseline moves between seeds (0.5, 0.7, 0.9) and the
+    # method sits 0.1, 0.12, 0.08 above it -> mean 0.1, sd 0.02, +- 0.0497: above chance (unpaired, the two sets of
+    # scores overlap and could not decide)
+    paired = [_cell("a", s, 1.0, 1.0, b + d, b) for s, (b, d) in enumerate(((0.5, 0.1), (0.7, 0.12), (0.9, 0.08)))]
     diff = chance_difference(paired, "sae-features", "a")
     assert diff.mean == pytest.approx(0.1) and diff.hi - diff.mean == pytest.approx(4.303 * 0.02 / 3**0.5, rel=1e-3)
     assert chance_verdict(diff) == "above chance" and chance_difference(paired, "random-dictionary", "a") is None
     noisy = [_cell("a", s, 1.0, 1.0, 0.8 + d, 0.8) for s, d in enumerate((0.1, -0.12, 0.05))]
     assert chance_verdict(chance_difference(noisy, "sae-features", "a")) == "not above chance"
+    assert chance_verdict(chance_difference(paired[:1], "sae-features", "a")) == "no interval against chance"
+    narrow = [replace(c, scores={**c.scores, "sae-features": replace(c.scores["sae-features"], latents=9)})
+              for c in paired]  # fewer latents than the baseline: not compared
+    assert chance_difference(narrow, "sae-features", "a") is None
 
 
 def test_a_report_without_edge_methods_has_no_edge_section(tmp_path):

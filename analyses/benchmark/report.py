@@ -76,16 +76,16 @@ def edge_verdict(auroc: Interval) -> str:
 def direction_verdict(cells: Sequence[CellResult], case: str, method: str, variable: str) -> str:
     rows = [c.scores[method].variables[variable] for c in cells if c.case == case]
     angle = _bounded([r.angle for r in rows], "angle")
-    if max(r.max_angle for r in rows) < EXACT_ANGLE:
+    if np.max([r.max_angle for r in rows]) < EXACT_ANGLE:  # a NaN angle is never exact
         return "exact"
     low, high = (angle.lo, angle.hi) if angle.n >= 2 else (angle.mean, angle.mean)
     return "close" if high < CLOSE_ANGLE else "misses" if low > CLOSE_ANGLE else "undecided"
 
 
 def seeds_off(cells: Sequence[CellResult], case: str, method: str, variable: str) -> str:
-    """How many seeds' mean angle is ``CLOSE_ANGLE`` or more, of how many."""
+    """How many seeds' mean angle is ``CLOSE_ANGLE`` or more (or not a number), of how many."""
     angles = [c.scores[method].variables[variable].angle for c in cells if c.case == case]
-    return f"{sum(a >= CLOSE_ANGLE for a in angles)}/{len(angles)}"
+    return f"{sum(not a < CLOSE_ANGLE for a in angles)}/{len(angles)}"
 
 
 def _edge_methods(cells: Sequence[CellResult]) -> list[str]:
@@ -215,8 +215,9 @@ def chance_difference(cells: Sequence[CellResult], method: str, case: str, key: 
 
 
 def chance_verdict(diff: Interval) -> str:
-    low, high = (diff.lo, diff.hi) if diff.n >= 2 else (diff.mean, diff.mean)
-    return "above chance" if low > 0 else "below chance" if high < 0 else "not above chance"
+    if diff.n < 2 or not (np.isfinite(diff.lo) and np.isfinite(diff.hi)):
+        return "no interval against chance"
+    return "above chance" if diff.lo > 0 else "below chance" if diff.hi < 0 else "not above chance"
 
 
 def reading(cells: Sequence[CellResult]) -> str:

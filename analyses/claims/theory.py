@@ -206,10 +206,11 @@ def theorem2(budget: Budget) -> list[Claim]:
     floor_numbers.append(
         "θ*'s depth limit equals the tabular TD fixed point of the context "
         f"(`baselines.tabular_td`, solved on the states) to {max(gaps):.1e} "
-        f"on the {sources} of {contexts} contexts whose query state is a source and whose limit exists, in each of the "
-        f"{len(data)} settings: the "
-        "floor is tabular estimation error; the kernel and C set only the rate. On the other contexts the query "
-        "state's value is free in the tabular equations and θ*'s kernel picks it.")
+        f"on the {sources} of {contexts} contexts (over the {len(data)} settings) whose query state is a source and "
+        "whose limit exists: the "
+        "floor is tabular estimation error; the kernel and C set only the rate. Where the query state is not a "
+        "source, its value is free in the tabular equations and θ*'s kernel picks it; contexts without a limit are "
+        "left out.")
     describe = lambda good: " or ".join(f"{k} features at scale {s:g}" for k, s in good)  # noqa: E731
     floor = Claim(
         "theorem2_floor",
@@ -272,9 +273,10 @@ def _not_minimiser(rows: list[NeuCell], beaten: list[NeuCell]) -> str:
         if lost[L] < len(lengths):
             break
         shallow = L
-    most = [L for L in depths if (shallow is None or L > shallow) and len(lengths) / 2 < lost[L] < len(lengths)]
+    most = [L for L in depths if (shallow is None or L > shallow) and lost[L] > len(lengths) / 2]
     parts = [f"not a minimiser at L ≤ {shallow} (at every n measured)"] if shallow is not None else []
-    parts += [f"beaten at {lost[L]} of {len(lengths)} n at L = {L}" for L in most]
+    parts += [f"beaten at {'every n' if lost[L] == len(lengths) else f'{lost[L]} of {len(lengths)} n'} at L = {L}"
+              for L in most]
     return "".join(f"; {p}" for p in parts)
 
 
@@ -320,6 +322,7 @@ def theorem3_claim(grid: NeuGrid, name: str) -> Claim:
                else "not shown: the limit rule is not met on this grid")
     lengths, depths = sorted({r.context_len for r in grid.rows}), sorted({r.depth for r in grid.rows})
     comparisons = sum(len(_versus(r)) for r in grid.rows)
+    tested = sum(d.note is None for r in grid.rows for d in _versus(r).values())  # decided by an interval
     return Claim(
         "theorem3", "Theorem 3: θ* minimises the norm of the expected update (NEU) in the limit of long contexts "
         "(n → ∞) and then deep models (L → ∞); nothing is claimed at a finite (n, L).",
@@ -337,8 +340,8 @@ def theorem3_claim(grid: NeuGrid, name: str) -> Claim:
         "model's (paired intervals of the differences exclude 0). Every other cell says whether θ* is a "
         "finite-(n, L) minimiser among the three, is not, or is undecided — with the tasks a decision would need "
         "(the half-width shrinks at least as 1/√N, where the variance is finite). A cell whose per-task updates "
-        f"exceed 1e50 (the model's values diverge) has no interval and ranks above any finite one. With {comparisons} "
-        f"comparisons at 95%, about {0.05 * comparisons:.0f} are expected to exclude 0 by chance: a single cell "
-        "decides nothing alone.",
+        f"exceed 1e50 (the model's values diverge) has no interval and ranks above any finite one. Of the "
+        f"{comparisons} comparisons, {tested} have an interval; at 95%, about {0.05 * tested:.0f} of those are "
+        "expected to exclude 0 by chance: a single cell decides nothing alone.",
         verdict, numbers, to_json(Theorem3Data(grid, [[r.context_len, r.depth] for r in minimiser])),
         "theorem3")
