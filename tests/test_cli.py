@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import pytest
 
@@ -196,3 +197,18 @@ def test_evaluate_validates_its_numbers_and_never_overwrites_another_request(tmp
     assert "env: 'loop' -> 'random'" in capsys.readouterr().err
     assert json.loads((tmp_path / "e" / "evaluation.json").read_text())["environment"] == "loop"  # kept
     assert main([*common, "--env", "random", "--out", str(tmp_path / "e"), "--force"]) == 0
+
+
+def test_an_output_folder_named_after_a_shipped_model_never_shadows_it(tmp_path, monkeypatch):
+    """``analyze quick-td-s0 --out quick-td-s0`` claims ./quick-td-s0 before reading the model: the name still
+    means the shipped model, on the first run and on a re-run; a folder of that name holding a model is used."""
+    from ictd_interp.cli.commands import _model_path
+    from ictd_interp.io.pretrained import pretrained_path
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "quick-td-s0").mkdir()
+    (tmp_path / "quick-td-s0" / "request.json").write_text("{}")  # what claiming the output folder leaves
+    assert _model_path("quick-td-s0") == pretrained_path("quick-td-s0")
+    (tmp_path / "quick-td-s0" / "config.json").write_text("{}")  # now the folder holds a checkpoint: it is used
+    assert _model_path("quick-td-s0") == Path("quick-td-s0")
+    assert _model_path("my-run") == Path("my-run")  # not a shipped name: the path as given

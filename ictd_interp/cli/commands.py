@@ -122,8 +122,9 @@ def evaluate(args: argparse.Namespace) -> int:
     from ictd_interp.training.run_folder import claim_output
 
     cfg: EvaluateConfig = config_from_args(EvaluateConfig(), args)
+    path = _model_path(args.path)
     claim_output(args.out, {"command": "evaluate", "source": _source(args.path), **vars(cfg)}, args.force)
-    model = resolve(args.path)[0].to("cpu")
+    model = resolve(path)[0].to("cpu")
     features = _load_features(cfg.features) if cfg.features else None
     tasks = sample_from(cfg.tasks(model.cfg.d_features), cfg.n_tasks, seed=cfg.seed, features=features)
     lengths = context_lengths(cfg.context_len)
@@ -270,12 +271,26 @@ def _source(path: str) -> str:
     return path if path in names() else str(Path(path).resolve())
 
 
+def _model_path(path: str) -> Path:
+    """The model a command reads, found before its output folder is claimed: a shipped model's name wins over a
+    folder of that name holding no model (``analyze quick-td-s0 --out quick-td-s0`` claims that folder first, and
+    a re-run finds it there), so an output folder never shadows the model it was asked about."""
+    from ictd_interp.io.checkpoint import CONFIG, WEIGHTS
+    from ictd_interp.io.pretrained import names, pretrained_path
+    from ictd_interp.training.run_folder import TRAIN_CONFIG
+
+    local = Path(path)
+    holds_model = local.is_file() or any((local / name).exists() for name in (CONFIG, WEIGHTS, TRAIN_CONFIG))
+    return pretrained_path(path) if path in names() and not holds_model else local
+
+
 def _analyze(path: str, out: str, force: bool = False) -> None:
     from analyses.analyze import analyze
     from ictd_interp.training.run_folder import claim_output
 
+    model = _model_path(path)
     claim_output(out, {"command": "analyze", "source": _source(path)}, force)
-    summary = analyze(path, out)
+    summary = analyze(model, out)
     m = summary.metrics
     weights = (f"cos(V, V*) per layer {[round(c, 3) for c in m.cos_V]}, signs (+,+,-) {m.signature_match}, "
                if m.cos_V is not None else "most TD-like head's kernel correlation "
