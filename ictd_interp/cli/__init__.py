@@ -143,7 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                  "(report.md, figures/)")
     p.add_argument("--out", required=True, help="report folder (re-running the same command resumes it)")
     p.add_argument("--budget", default="quick", choices=["quick", "full"],
-                   help="quick: 5 seeds per case, 32 tasks (about 6 min on 2 cores); full: 20 seeds, 64 tasks")
+                   help="quick: 5 seeds per case, 32 tasks (about 7 min on 2 cores); full: 20 seeds, 64 tasks")
     p.add_argument("--methods", default=None, help="comma-separated method names (default: every registered one)")
     p.add_argument("--plugin", action="append", default=[], metavar="FILE",
                    help="a Python file that registers methods (register_method); repeatable")
