@@ -200,3 +200,12 @@ def test_the_floor_leaves_out_contexts_without_a_limit(monkeypatch):
         assert c == k - 1 or c == k  # task 0 counted before only where its query state was a source
     assert sum(kept.query_source) - sum(cut.query_source) >= 1
     assert all(g is not None and math.isfinite(g) for g in cut.tabular_gap)
+
+
+def test_the_same_state_row_reads_the_most_td_like_head_itself_when_known():
+    from analyses.claims.trained import same_state_claim
+
+    claim = same_state_claim([0.98, 0.97, 0.99], [0.69, 0.70, 0.68], "3 seeds", [0.10, 0.12, 0.08])
+    assert claim.verdict == HOLDS and claim.data["td_head_tabular_minus_td"] == [0.10, 0.12, 0.08]
+    assert "the most TD-like head itself, tabular − softmax-TD correlation: +0.10 [+0.05, +0.15]" in claim.numbers[1]
+    assert len(same_state_claim([0.98, 0.97], [0.69, 0.70], "2 seeds").numbers) == 1  # heads unknown: no line

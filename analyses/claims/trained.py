@@ -276,11 +276,25 @@ def depth_sampling(results: pd.DataFrame, fixed: str, sampled: str) -> Claim:
 def same_state_head(summaries: list[Summary], source: str) -> Claim:
     td = [s.circuit.max_td_kernel_correlation for s in summaries]
     tab = [s.circuit.max_tabular_kernel_correlation for s in summaries]
-    return same_state_claim(tab, td, source)
+    return same_state_claim(tab, td, source, _td_head_itself(summaries))
 
 
-def same_state_claim(tab: list[float], td: list[float], source: str) -> Claim:
-    """The same-state row from each seed's largest correlation of any head with the tabular and the TD kernel."""
+def _td_head_itself(summaries: list[Summary]) -> Optional[list[float]]:
+    """Per seed, the most TD-like head's own (tabular − softmax-TD) correlation; None where a summary lacks its
+    heads."""
+    out = []
+    for s in summaries:
+        heads = [h for h in (s.circuit.heads or []) if h.tabular_kernel_correlation is not None]
+        if not heads:
+            return None
+        top = max(heads, key=lambda h: h.td_kernel_correlation)
+        out.append(top.tabular_kernel_correlation - top.td_kernel_correlation)
+    return out
+
+
+def same_state_claim(tab: list[float], td: list[float], source: str, td_head: Optional[list[float]] = None) -> Claim:
+    """The same-state row from each seed's largest correlation of any head with the tabular and the TD kernel
+    (``td_head``: the most TD-like head's own tabular − TD correlation, a line beside it when known)."""
     tab_, td_ = np.asarray(tab), np.asarray(td)
     if len(tab) >= 2:
         diff = paired(tab_, td_)
@@ -299,5 +313,8 @@ def same_state_claim(tab: list[float], td: list[float], source: str) -> Claim:
         "above 0 (with one seed, by the single value, said so).",
         verdict, [f"most same-state head {t_interval(tab_, bounds=COSINE).text('.2f')}, "
                   f"most TD-like head {t_interval(td_, bounds=COSINE).text('.2f')} "
-                  f"({len(tab)} seed{'s' if len(tab) > 1 else ''}); {text}"],
-        {"tabular": list(tab), "td": list(td)})
+                  f"({len(tab)} seed{'s' if len(tab) > 1 else ''}); {text}"]
+        + ([f"the most TD-like head itself, tabular − softmax-TD correlation: "
+            f"{t_interval(td_head).text('+.2f') if len(td_head) >= 2 else f'{td_head[0]:+.2f} (one seed)'} "
+            "(above 0: that head is closer to the same-state kernel)"] if td_head else []),
+        {"tabular": list(tab), "td": list(td), **({"td_head_tabular_minus_td": list(td_head)} if td_head else {})})
