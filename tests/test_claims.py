@@ -209,3 +209,16 @@ def test_the_same_state_row_reads_the_most_td_like_head_itself_when_known():
     assert claim.verdict == HOLDS and claim.data["td_head_tabular_minus_td"] == [0.10, 0.12, 0.08]
     assert "the most TD-like head itself, tabular − softmax-TD correlation: +0.10 [+0.05, +0.15]" in claim.numbers[1]
     assert len(same_state_claim([0.98, 0.97], [0.69, 0.70], "2 seeds").numbers) == 1  # heads unknown: no line
+
+
+def test_the_acting_figure_shows_a_uniform_behaviour_once():
+    """The shipped control_acting row: its behaviour is the uniform random policy (the same regret on every task),
+    so the figure has one row for both."""
+    from analyses.claims.claim import Claim
+    from analyses.claims.drawing import draw
+
+    stored = json.loads((Path(__file__).parents[1] / "docs" / "claims" / "claims.json").read_text())
+    claim = Claim(**next(c for c in stored["claims"] if c["id"] == "control_acting"))
+    assert claim.data["regret"]["random"] == claim.data["regret"]["behaviour"]
+    labels = [t.get_text() for t in draw(claim).axes[0].get_yticklabels()]
+    assert "behaviour = uniform random" in labels and "random" not in labels and "behaviour" not in labels

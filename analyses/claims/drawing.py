@@ -120,12 +120,15 @@ def _emergence_diagonality(data: dict[str, Any]) -> Figure:
 
 
 def _control_acting(data: dict[str, Any]) -> Figure:
-    """Greedy regret per policy (mean over tasks, t interval): lower is better, 0 is optimal."""
+    """Greedy regret per policy (mean over tasks, t interval): lower is better, 0 is optimal. Where the behaviour
+    is the uniform random policy (the same regret on every task), one row shows both."""
     acting = build(ActingData, data)
-    names = list(acting.regret)
+    same = "behaviour" in acting.regret and acting.regret.get("random") == acting.regret["behaviour"]
+    names = [n for n in acting.regret if not (same and n == "random")]
     fig, ax = _axes((8, 0.45 * len(names) + 1.6))
     y = np.arange(len(names))[::-1]
     intervals = [acting.regret[n] for n in names]
+    names = ["behaviour = uniform random" if same and n == "behaviour" else n for n in names]
     means = np.asarray([i.mean for i in intervals], dtype=float)
     lo, hi = np.asarray([i.lo for i in intervals], dtype=float), np.asarray([i.hi for i in intervals], dtype=float)
     ax.errorbar(means, y, xerr=[np.nan_to_num(means - lo), np.nan_to_num(hi - means)], fmt="o", capsize=3)
