@@ -150,6 +150,7 @@ class Bench:
         self.model = build_model(self.config.model).to(device)
         self.batches = BatchStream(self.config, torch.Generator().manual_seed(0), torch.float32)
         self.batch = next(self.batches)[0]
+        self.one_task = self.batch.select_tasks(slice(0, 1))  # the first task's windows (fixed_and_marginal)
         self.optimizer = make_optimizer(self.config, self.model)
         self.compile_s = 0.0
         self.products = MatrixProducts()  # the eager step's products (reported for the eager benches alone)
@@ -167,7 +168,7 @@ class Bench:
 
     def one_task_step(self) -> None:
         """The model step on the first task's windows alone (``fixed_and_marginal``)."""
-        td_loss(self.model, self.batch.select_tasks(slice(0, 1))).backward()
+        td_loss(self.model, self.one_task).backward()
 
     def data_step(self) -> None:
         next(self.batches)

@@ -267,7 +267,8 @@ def _not_minimiser(rows: list[NeuCell], beaten: list[NeuCell]) -> str:
     """Where θ* is beaten: ``; not a minimiser at L ≤ L*`` for the largest L* up to which it is beaten at every n
     measured, and the other depths where it is beaten at most n."""
     lengths, depths = sorted({r.context_len for r in rows}), sorted({r.depth for r in rows})
-    lost = {L: sum((n, L) in {(r.context_len, r.depth) for r in beaten} for n in lengths) for L in depths}
+    cells = {(r.context_len, r.depth) for r in beaten}
+    lost = {L: sum((n, L) in cells for n in lengths) for L in depths}
     shallow = None
     for L in depths:
         if lost[L] < len(lengths):
