@@ -317,16 +317,20 @@ def log_axis(axis) -> None:
     else:
         subs = (1.0, 2.0, 3.0, 5.0) if decades <= 1.5 else (1.0, 2.0, 5.0) if decades <= 3 else (1.0,)
         axis.set_major_locator(LogLocator(base=10, subs=subs, numticks=30 if decades <= 8 else 8))
-    axis.set_major_formatter(FuncFormatter(lambda x, _: tick_text(x)))
+    # one tick per decade reaching a number that needs an exponent: every tick a power of ten, not
+    # "100000" beside "10⁶"
+    powers = bool(decades > 3 and (hi >= 1e6 or lo < 1e-4))
+    axis.set_major_formatter(FuncFormatter(lambda x, _: tick_text(x, powers)))
     axis.set_minor_formatter(NullFormatter())
 
 
 SUPERSCRIPTS = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 
 
-def tick_text(x: float) -> str:
-    """A tick as a plain number (``0.05``, ``1000``), or where that needs an exponent as ``10⁶`` / ``2×10⁻⁵``."""
-    text = f"{x:g}"
+def tick_text(x: float, powers: bool = False) -> str:
+    """A tick as a plain number (``0.05``, ``1000``), or where that needs an exponent (or ``powers`` asks for
+    one) as ``10⁶`` / ``2×10⁻⁵``."""
+    text = f"{x:.0e}" if powers and x > 0 else f"{x:g}"
     if "e" not in text:
         return text
     mantissa, exponent = text.split("e")
