@@ -4,7 +4,8 @@ import pytest
 import torch
 from einops import einsum
 
-from analyses.metrics.algorithm_id import identify_layer, identify_layers, iteration_map, read_layer, spectral_verdict
+from analyses.metrics.algorithm_id import (identify_layer, identify_layers, iteration_map, read_layer, spectral_verdict,
+                                           state_map)
 from analyses.metrics.extrapolation import (depth_extrapolation, depths_up_to, extrapolation_verdict, layer_at_depth,
                                             spectral_depth)
 from ictd_interp.models.construction import TDCoefficients
@@ -75,6 +76,23 @@ def test_spectral_radius_of_theta_star_on_sharp_onehot_features():
     # one-hot features at scale 3: M^ is close to I and P^ to the empirical transitions, so T ~ gamma P^
     assert result.spectral_radius_mean == pytest.approx(0.9, abs=0.05)
     assert result.fixed_point_error is not None
+
+
+def test_the_pattern_map_skips_the_neutral_eigenvalue_as_the_weights_map_does():
+    """θ*'s own pattern through ``state_map`` (the path of dual, linear and full-mask layers): a query state that
+    is never a source adds T's eigenvalue exactly 1, which the map never moves. Read on the part that moves, the
+    radius and the fixed point are the state-space reading's (rho(H), the depth limit) to rounding."""
+    model = star(d_features=8)
+    tasks = sample_tasks(64, 8, 8, 8, 0.9, feature_kind="onehot", feature_scale=2.0, seed=3)
+    never_source = sum(int(s[-1]) not in s[:-1].tolist() for s in tasks.states)
+    assert never_source >= 10  # the case under test is common at n = 8
+    _, cache = model.run_with_cache(tasks.prompt, names_filter="blocks.0.attn.hook_pattern")
+    by_pattern = state_map(cache["pattern", 0][:, 0], tasks, 1.0, 0.9, -1.0)
+    by_weights = iteration_map(model, tasks, 0, TDCoefficients(1.0, 0.9, -1.0))
+    assert by_pattern.neutral_tasks == by_weights.neutral_tasks == never_source
+    assert by_pattern.spectral_radius == pytest.approx(by_weights.spectral_radius, abs=1e-10)
+    assert by_pattern.fixed_point_errors == pytest.approx(by_weights.fixed_point_errors, abs=1e-9)
+    assert by_pattern.verdict == by_weights.verdict == "converges when iterated"
 
 
 def test_the_learned_value_row_of_the_quick_model_diverges_when_iterated():

@@ -36,7 +36,7 @@ def _assumption51(data: dict[str, Any]) -> Figure:
         _errorbars(ax, [r.scale for r in rows], [r.fraction_positive for r in rows], marker=marker,
                    label=f"{kind} features")
     ax.set(title="Assumption 5.1: how often "
-                 "the margin C is positive", xlabel="feature scale (softmax inverse temperature)",
+                 "the margin C is positive", xlabel="feature scale β (kernel inverse temperature β²)",
            ylabel=f"fraction of {margin.tasks} tasks with C > 0", ylim=(-0.05, 1.05), xscale="log")
     log_axis(ax.xaxis)
     legend_outside(ax, title="95% Wilson interval")

@@ -278,20 +278,20 @@ def predicted_vs_true(predicted: Mapping[str, Numbers], true: Numbers) -> Figure
 
 
 def scale_sweep(rows: Sequence[Mapping[str, float]], depth: int) -> Figure:
-    """Assumption 5.1 margin and theta*'s error against the feature scale (inverse temperature)."""
+    """Assumption 5.1 margin and theta*'s error against the feature scale β (the kernel's inverse temperature is β²)."""
     fig, axes = _figure(2)
     scales = [r["scale"] for r in rows]
     axes[0].plot(scales, [r["margin_mean"] for r in rows], color=PALETTE[0], marker="o", label="mean C")
     axes[0].plot(scales, [r["margin_min"] for r in rows], color=PALETTE[1], marker="s", label="min C")
     axes[0].axhline(0, color="black", lw=0.8)
-    axes[0].set(title="Assumption 5.1 margin (holds above 0)", xlabel="feature scale (inverse temperature)",
+    axes[0].set(title="Assumption 5.1 margin (holds above 0)", xlabel="feature scale β (kernel inverse temperature β²)",
                 ylabel="margin C")
     axes[0].legend()
     for k, key in enumerate(("error_depth_1", f"error_depth_{depth}")):
         axes[1].plot(
             scales, [r[key] for r in rows], color=PALETTE[k], marker="o", label=f"depth {key.rsplit('_', 1)[-1]}"
         )
-    axes[1].set(yscale="log", title=f"{STAR} error", xlabel="feature scale (inverse temperature)",
+    axes[1].set(yscale="log", title=f"{STAR} error", xlabel="feature scale β (kernel inverse temperature β²)",
                 ylabel=f"{SUP_ERROR} (value units)")
     log_axis(axes[1].yaxis)
     axes[1].legend()

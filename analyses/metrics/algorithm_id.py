@@ -83,7 +83,7 @@ class IterationMap(Spectrum):
     fixed_point_error_interval: Optional[Interval]
     spectral_radius: Optional[list[float]] = field(default=None, metadata=DETAIL)  # per task
     fixed_point_errors: Optional[list[Optional[float]]] = field(default=None, metadata=DETAIL)  # per task
-    neutral_tasks: Optional[int] = None  # read from weights: tasks with a state that is never a source
+    neutral_tasks: Optional[int] = None  # tasks whose map has the eigenvalue 1 of a state never a source
 
 
 @dataclass(kw_only=True)
@@ -279,24 +279,42 @@ def state_map(pattern: Tensor, tasks: TaskBatch, a: float, b: float, c: float,
               drive: Optional[list[float]] = None) -> IterationMap:
     """``iteration_map`` from a pattern ``[batch, query_pos, key_pos]``. The map acts on the states the
     context holds (any position ``S_0..S_n``): a state seen only as the query is still updated, and its
-    value feeds the last transition's target."""
+    value feeds the last transition's target. Its radius is taken on the part that moves (``moving_map``), so
+    the neutral eigenvalue 1 such a state adds under a pattern that depends on states alone (docs/theory.md §8a)
+    neither hides a contraction nor makes the fixed-point solve singular; those tasks are counted apart."""
     M, P = state_kernels(pattern, tasks.states, tasks.mrp.n_states)
-    radii, distances, per_task = [], [], []
+    radii, per_task, neutral = [], [], 0
     for t in range(len(tasks)):
         seen = torch.zeros(tasks.mrp.n_states, dtype=torch.bool)
         seen[tasks.states[t]] = True
         m, p = M[t][seen][:, seen], P[t][seen][:, seen]
-        T = torch.eye(len(m), dtype=m.dtype) + c * m + b * p
-        radius = float(torch.linalg.eigvals(T).abs().max())
+        basis, moving = moving_map(torch.eye(len(m), dtype=m.dtype) + c * m + b * p)
+        neutral += basis.shape[1] < len(m)
+        radius = float(torch.linalg.eigvals(moving).abs().max())
         radii.append(radius)
+        fixed_error = None
         if radius < 1:
             drive_t = a * tasks.mrp.r[t][seen].double()
             if drive is not None:
                 drive_t = drive_t + tasks.features[t][seen].double() @ torch.tensor(drive, dtype=torch.float64)
-            fixed = torch.linalg.solve(-(c * m + b * p), m @ drive_t)
-            distances.append(float((fixed - tasks.mrp.v_pi[t][seen].double()).abs().max()))
-        per_task.append(distances[-1] if radius < 1 else None)
-    return _map(radii, per_task)
+            # v_L = sum_{l<L} T^l (M^ drive) lives on the moving part: its limit is (I - T)^{-1} there
+            step = m @ drive_t
+            inside = basis.T @ step
+            fixed = basis @ torch.linalg.solve(torch.eye(len(moving), dtype=m.dtype) - moving, inside)
+            if (basis @ inside - step).abs().max() <= 1e-9 * max(1.0, float(step.abs().max())):
+                fixed_error = float((fixed - tasks.mrp.v_pi[t][seen].double()).abs().max())
+        per_task.append(fixed_error)
+    return replace(_map(radii, per_task), neutral_tasks=neutral)
+
+
+def moving_map(T: Tensor, rtol: float = 1e-10) -> tuple[Tensor, Tensor]:
+    """An orthonormal basis ``Q`` of ``range(T - I)`` and ``T`` restricted to it, ``Q^T T Q``. Every iterate of
+    ``v <- T v + m`` from 0 stays there when ``m`` does (``T`` maps it into itself); ``T``'s eigenvalues off it
+    are exactly 1 (directions the map never moves). Rank by singular values above ``rtol`` times the largest."""
+    U, S, _ = torch.linalg.svd(T - torch.eye(len(T), dtype=T.dtype))
+    rank = int((S > rtol * S[0]).sum()) if len(S) and S[0] > 0 else 0
+    Q = U[:, :rank]
+    return Q, Q.T @ T @ Q
 
 
 def _map(radii: list[float], per_task: list[Optional[float]]) -> IterationMap:

@@ -91,7 +91,7 @@ def fit_geometric(errors: Union[Sequence[float], np.ndarray], depths: Optional[S
 def feature_scale_sweep(
     cfg: ICTDConfig, tasks_for_scale, scales: Sequence[float], depth: int = 32
 ) -> list[dict[str, float]]:
-    """For each feature scale (the kernel's inverse temperature): theta*'s margin ``C`` and its error
+    """For each feature scale (θ*'s kernel's inverse temperature is its square): theta*'s margin ``C`` and its error
     at depth 1 and ``depth``. ``tasks_for_scale(scale)`` returns the tasks with features at that scale,
     so the transition where Assumption 5.1 starts to hold (``C > 0``) shows against the error."""
     model = HookedICTDTransformer.from_theta_star(cfg, depth=depth)

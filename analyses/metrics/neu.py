@@ -1,4 +1,4 @@
-"""The population NEU of Theorem 3 (norm of the expected TD update, docs/theory.md §6), estimated with power.
+"""The population NEU of Theorem 3 (norm of the expected TD update, docs/theory.md §8b), estimated with power.
 
 For a model with parameters ``theta`` and a task ``i`` (an MRP, its features and one trajectory
 ``S_0 .. S_{n+W-1}`` read as ``W`` sliding windows ``S_t .. S_{t+n}``), the per-task update is

@@ -174,16 +174,15 @@ def algorithm_sentences(alg: Algorithm, base: Baselines, gamma: float) -> list[s
     lines.append(f"- **Iterated beyond its trained depth** the learned layer {ext.verdict} (decided from the "
                  f"{ext.verdict_from}; the rule: it converges when iterated iff the map's radius is below 1 on every "
                  f"task, diverges iff above 1 on every task). MSVE {ext.model[-1]:.3g} at depth {ext.depths[-1]}, "
-                 f"the depth the spectrum needs to show (θ* {ext.reference[-1]:.3g}).")
+                 f"the depth the spectrum needs to show (θ* {ext.reference[-1]:.3g})."
+                 + _neutral_note(alg.layers[-1].iteration))
     if not ext.converges:
         lines.append("  The learned update is a finite-depth estimator, not a convergent TD algorithm: running it "
                      "longer makes it worse, whatever its weight cosine with θ* says.")
     star = alg.theta_star_map
     if star:
-        neutral = star.neutral_tasks
         lines.append(f"- θ*'s map on the same tasks {star.verdict} (radius {star.spectral_radius_mean:.3f} on "
-                     "average" + (f"; on {neutral} tasks a state that is never a source adds the neutral eigenvalue "
-                                  "1, a direction the layer never moves" if neutral else "") + ")"
+                     "average" + _neutral_note(star, "; ") + ")"
                      + (f"; its depth limit is {_limit_text(star)} from v_π (sup norm, mean over the evaluation "
                         f"tasks whose map contracts ({_share(star)}), 95% t interval)."
                         if star.fixed_point_error is not None else "."))
@@ -194,6 +193,15 @@ def algorithm_sentences(alg: Algorithm, base: Baselines, gamma: float) -> list[s
                                         "weights at every depth): ", 1)
         lines.append("- " + sentence)
     return lines
+
+
+def _neutral_note(iteration: Optional[IterationMap], lead: str = " ") -> str:
+    neutral = iteration.neutral_tasks if iteration else None
+    if not neutral:
+        return ""
+    text = (f"on {neutral} tasks a state that is never a source adds the neutral eigenvalue 1, a direction the "
+            "layer never moves, left out of the radius")
+    return lead + (text[0].upper() + text[1:] + "." if lead == " " else text)
 
 
 def distinct_layers(rows: list[LayerReading]) -> list[tuple[int, int, LayerReading]]:

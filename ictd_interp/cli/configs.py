@@ -50,7 +50,7 @@ class EvaluateConfig:
         gamma: discount (the model's own temporal shift uses the gamma it was built with).
         context_len: n; prefixes of it give the error versus context length.
         feature_kind: uniform or onehot (needs n_states <= the model's d).
-        feature_scale: feature scale (the softmax inverse temperature).
+        feature_scale: feature scale (θ*'s softmax kernel has inverse temperature scale²).
         features: optional .npy file with a [n_states, d] feature matrix.
         terminal: Gymnasium terminal handling, restart (ergodic) or absorbing.
         depth: theta*'s deepest layer for the error-versus-depth curve.

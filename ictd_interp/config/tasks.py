@@ -28,7 +28,7 @@ class TaskDistribution:
         context_len: n, transitions in each prompt.
         gamma: discount.
         feature_kind: uniform (scale * U(-1, 1) per entry) or onehot (needs d_features >= states).
-        feature_scale: the softmax kernel's inverse temperature.
+        feature_scale: multiplies the features; θ*'s softmax kernel has inverse temperature scale².
         terminal: Gymnasium terminal transitions: restart (ergodic) or absorbing (episodic).
     """
 

@@ -82,7 +82,7 @@ def theta_star(cfg: ICTDConfig, alpha: float = 1.0) -> dict[str, Float[Tensor, "
 
 
 class TDCoefficients(NamedTuple):
-    """A layer's coefficients in the TD family ``v <- v + K (a R + b v' + c v)`` (docs/theory.md §7); ``b`` and
+    """A layer's coefficients in the TD family ``v <- v + K (a R + b v' + c v)`` (docs/theory.md §8); ``b`` and
     ``c`` None where they cannot be identified."""
 
     step: float

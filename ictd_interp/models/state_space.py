@@ -1,13 +1,13 @@
 """The exact state-space forward of a stylised layer (TSM form, paper mask, softmax attention).
 
-Under the paper mask the score of source ``i`` for target ``j`` is ``g(S_i, S_j) = x(S_i)^T A_ff x(S_j)``
-(features only) and the value written by source ``i`` is ``w . z_i`` with ``w = V[current, :]`` and
-``z_i = (x(S_i), r(S_i), gamma v(S_{i+1}), v(S_i))``: it depends on the transition ``(S_i, S_{i+1})``
-alone. So, by induction over layers, every position's value is a function of its state, and the context
-enters only through its transition counts ``N[s', s''] = #{i < n : S_i = s', S_{i+1} = s''}`` and
-``c(s') = sum_s'' N[s', s'']``. Grouping the sources by state,
+Under the paper mask the score of source ``i`` for target ``j`` is ``g(S_j, S_i) = x(S_i)^T A_ff x(S_j)``
+(features only; ``g(target, source)`` as in docs/theory.md §5) and the value written by source ``i`` is
+``w . z_i`` with ``w = V[current, :]`` and ``z_i = (x(S_i), r(S_i), gamma v(S_{i+1}), v(S_i))``: it depends on
+the transition ``(S_i, S_{i+1})`` alone. So, by induction over layers, every position's value is a function of its
+state, and the context enters only through its transition counts ``N[s', s''] = #{i < n : S_i = s', S_{i+1} = s''}``
+and ``c(s') = sum_s'' N[s', s'']``. Grouping the sources by state,
 
-    dv(s) = sum_s' Ebar(s, s') y(s'),   Ebar(s, s') = exp(g(s', s)) / sum_u c(u) exp(g(u, s)),
+    dv(s) = sum_s' Ebar(s, s') y(s'),   Ebar(s, s') = exp(g(s, s')) / sum_u c(u) exp(g(s, u)),
     y(s') = c(s') (w_x . x(s') + w_R r(s') + w_cur v(s')) + gamma w_tar sum_s'' N[s', s''] v(s''),
 
 the layer's whole update on the ``s`` state values: ``s^2`` work per task and layer whatever ``n`` is,
@@ -72,7 +72,7 @@ def grouped_kernel(A_ff: Float[Tensor, "#task d_feat d_feat"], X: Float[Tensor, 
     """``Ebar[s, s']`` of the module docstring (target ``s``, source state ``s'``): the largest score over the
     source states is subtracted first and states that are never sources get weight exactly 0 (their score is
     never exponentiated), so large inverse temperatures neither overflow nor turn ``inf * 0`` into NaN."""
-    scores = einsum(X, A_ff, X, "t u d, t d e, t s e -> t s u")  # g(u, s) = x(u)^T A x(s)
+    scores = einsum(X, A_ff, X, "t u d, t d e, t s e -> t s u")  # g(s, u) = x(u)^T A x(s)
     while scores.ndim < counts.ndim + 1:
         scores = scores.unsqueeze(1)
     is_source = (counts > 0).unsqueeze(-2)  # [task, *window, 1, source state]

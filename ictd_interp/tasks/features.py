@@ -1,4 +1,5 @@
-"""State features ``x(s)`` (docs/theory.md §1). Their scale is the softmax kernel's inverse temperature."""
+"""State features ``x(s)`` (docs/theory.md §1). Their scale β sets the softmax kernel's
+inverse temperature, β² under θ*."""
 
 from __future__ import annotations
 
