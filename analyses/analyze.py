@@ -89,12 +89,16 @@ def resolve(path: Union[str, Path]) -> Resolved:
         raise CheckpointError(f"{path}: neither a run directory (train_config.json + metrics.jsonl) nor a "
                               f"checkpoint ({CONFIG} + model.safetensors)")
     model, meta = load_checkpoint(path)
-    if "train_config" in meta:
-        curves = path if path.is_dir() and (path / METRICS).exists() else None  # shipped models keep theirs
-        return Resolved(model, TrainConfig.from_dict(meta["train_config"]), curves, meta)
     cfg = type(model.cfg).from_dict(model.cfg.to_dict())  # the config's own copy, not the model's object
-    tasks = TaskDistribution(d_features=cfg.d_features, gamma=cfg.gamma)
-    return Resolved(model, TrainConfig(model=cfg, tasks=tasks).with_flat(**meta.get("task", {})), None, meta)
+    try:  # settings stored beside the weights: an error names the file, not a flag nobody typed
+        if "train_config" in meta:
+            curves = path if path.is_dir() and (path / METRICS).exists() else None  # shipped models keep theirs
+            return Resolved(model, TrainConfig.from_dict(meta["train_config"]), curves, meta)
+        tasks = TaskDistribution(d_features=cfg.d_features, gamma=cfg.gamma)
+        return Resolved(model, TrainConfig(model=cfg, tasks=tasks).with_flat(**meta.get("task", {})), None, meta)
+    except (TypeError, ValueError) as err:
+        header = (path if path.is_file() else path / CONFIG).with_name(CONFIG)
+        raise CheckpointError(f"{header}: the stored training settings are invalid ({err})") from None
 
 
 def training_curves(run_dir: Optional[Path]) -> Optional[dict[str, list]]:
@@ -105,11 +109,13 @@ def training_curves(run_dir: Optional[Path]) -> Optional[dict[str, list]]:
     return {key: [r[key] for r in rows] for key in CURVES if key in rows[0]}
 
 
-def analyze(path: Union[str, Path], out_dir: Union[str, Path], neu: bool = True, draw: bool = True) -> Summary:
+def analyze(path: Union[str, Path], out_dir: Union[str, Path], neu: bool = True, draw: bool = True,
+            resolved: Optional[Resolved] = None) -> Summary:
     """Write ``summary.json``, ``summary.md`` and every figure (PNG and SVG) to ``out_dir`` (``neu``: with
     the NEU section, stylised models only; ``draw=False``: the numbers and words without figures, as a
-    study cell keeps them, its study drawing across cells); returns the typed summary."""
-    model, config, run_dir, metadata = resolve(path)
+    study cell keeps them, its study drawing across cells); returns the typed summary. ``resolved``: the model
+    at ``path`` already read by ``resolve`` (the CLI reads it before it claims ``out_dir``)."""
+    model, config, run_dir, metadata = resolved or resolve(path)
     report = report_for(model.cfg.architecture)
     summary = report.compute(model, config, str(path), training_curves(run_dir), metadata, neu)
     out_dir = Path(out_dir)

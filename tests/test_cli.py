@@ -175,9 +175,82 @@ def test_an_output_folder_serves_one_request_unless_forced(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["request.json"]
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("keep me")
-    with pytest.raises(FileExistsError, match="holds no request.json"):
-        claim_output(tmp_path / "mine", {"command": "evaluate"})
+    for force in (False, True):  # files ictd-interp did not write are never cleared, --force or not
+        with pytest.raises(FileExistsError, match="holds no request.json") as refused:
+            claim_output(tmp_path / "mine", {"command": "evaluate"}, force=force)
+        assert "--force" not in str(refused.value)
     assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(ValueError, match="afile: is a file, not a folder"):
+        claim_output(tmp_path / "afile", {"command": "evaluate"})
+    with pytest.raises(ValueError, match="afile is a file, so no folder can be made under it"):
+        claim_output(tmp_path / "afile" / "sub", {"command": "evaluate"})
+    out.joinpath("model").mkdir()
+    with pytest.raises(ValueError, match="holds the input"):  # the model it reads lives in the folder
+        claim_output(out, {"command": "analyze", "source": "x"}, force=True, inputs=[out / "model"])
+    assert (out / "model").is_dir()
+
+
+def test_a_request_that_cannot_run_clears_nothing_even_forced(tmp_path, capsys):
+    """The model, its features and --out are checked before the output folder is claimed: a bad input with
+    --force leaves the earlier results, the checkpoint it names and a user's files as they were."""
+    import numpy as np
+
+    from ictd_interp.io.checkpoint import save_checkpoint
+    from tests.conftest import make_star
+
+    earlier = tmp_path / "earlier"
+    earlier.mkdir()
+    (earlier / "request.json").write_text(json.dumps({"command": "analyze", "source": "quick-td-s1"}))
+    (earlier / "summary.md").write_text("earlier results")
+    assert main(["analyze", str(tmp_path / "no-such-model"), "--out", str(earlier), "--force"]) == 2
+    assert "no-such-model" in capsys.readouterr().err
+    assert (earlier / "summary.md").read_text() == "earlier results"
+
+    save_checkpoint(make_star(), tmp_path / "ck")
+    assert main(["evaluate", str(tmp_path / "ck"), "--out", str(tmp_path / "ck"), "--force"]) == 2
+    assert "holds the input" in capsys.readouterr().err and (tmp_path / "ck" / "model.safetensors").exists()
+
+    common = ["evaluate", "quick-td-s0", "--n-tasks", "4", "--context-len", "20", "--depth", "2",
+              "--out", str(earlier), "--force", "--features"]
+    bad = np.full((10, 4), 0.5)
+    bad[2, 1] = np.nan
+    np.save(tmp_path / "nan.npy", bad)
+    np.save(tmp_path / "huge.npy", np.full((10, 4), 1e200))
+    (tmp_path / "text.npy").write_text("0.1 0.2\n")
+    for name, says in (("nan.npy", "must be finite numbers (float64, 1 not finite)"),
+                       ("huge.npy", "inner products (the attention scores) overflow float64"),
+                       ("text.npy", "not a .npy file")):
+        assert main([*common, str(tmp_path / name)]) == 2
+        err = capsys.readouterr().err
+        assert f"{tmp_path / name}: " in err and says in err and "Traceback" not in err
+    np.save(tmp_path / "shape.npy", np.zeros((3, 4)))
+    assert main([*common, str(tmp_path / "shape.npy")]) == 2
+    assert f"{tmp_path / 'shape.npy'}: features: expected shape" in capsys.readouterr().err
+    assert (earlier / "summary.md").read_text() == "earlier results"
+
+    (tmp_path / "afile").write_text("x")
+    assert main(["train", "--preset", "quick", "--steps", "2", "--out", str(tmp_path / "afile" / "run")]) == 2
+    err = capsys.readouterr().err
+    assert "afile" in err and "Traceback" not in err
+
+
+def test_settings_stored_beside_weights_are_blamed_on_their_file(tmp_path, capsys):
+    """A corrupt setting in a checkpoint's config.json names that file, not a flag the user never typed."""
+    from ictd_interp.io.checkpoint import save_checkpoint
+    from tests.conftest import make_star
+
+    save_checkpoint(make_star(), tmp_path / "ck", task={"context_len": -1})
+    assert main(["analyze", str(tmp_path / "ck"), "--out", str(tmp_path / "a")]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'ck' / 'config.json'}: the stored training settings are invalid" in err
+    assert "--context-len" not in err and not (tmp_path / "a").exists()
+    header = json.loads((tmp_path / "ck" / "config.json").read_text())
+    header["architecture"] = "foo"
+    (tmp_path / "ck" / "config.json").write_text(json.dumps(header))
+    assert main(["analyze", str(tmp_path / "ck"), "--out", str(tmp_path / "a")]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'ck' / 'config.json'}: the stored architecture" in err and "--architecture" not in err
 
 
 def test_evaluate_validates_its_numbers_and_never_overwrites_another_request(tmp_path, capsys):

@@ -130,6 +130,26 @@ def test_anything_else_is_a_clear_error_naming_the_file(tmp_path, capsys):
     assert "junk.pt: not a torch.save'd state dict" in error(str(tmp_path / "junk.pt"), "--out", str(tmp_path / "o"))
     torch.save({"encoder.weight": torch.zeros(3)}, tmp_path / "other.pt")
     assert "neither attn.P/attn.Q" in error(str(tmp_path / "other.pt"), "--out", str(tmp_path / "o"))
+    (tmp_path / "cut").mkdir()
+    (tmp_path / "cut" / "data.npz").write_bytes((tmp_path / "log" / "data.npz").read_bytes()[:300])
+    assert "cut/data.npz: not a readable .npz archive (truncated" in error(str(tmp_path / "cut"), "--n-layers", "3",
+                                                                         "--gamma", "0.9", "--activation", "identity",
+                                                                         "--out", str(tmp_path / "o"))
+    import json
+
+    for key, value, says in (("d", 7, "d=7 contradicts the stored matrices (7 x 7: d = 3)"),
+                             ("gamma", 3, "gamma must be a number in [0, 1), got 3"),
+                             ("gamma", "0.9", "gamma must be a number in [0, 1), got '0.9'")):
+        write_incontexttd_log(tmp_path / "wrong")
+        params = json.loads((tmp_path / "wrong" / "params.json").read_text())
+        (tmp_path / "wrong" / "params.json").write_text(json.dumps({**params, key: value}))
+        err = error(str(tmp_path / "wrong"), "--out", str(tmp_path / "o"))
+        assert f"{tmp_path / 'wrong' / 'params.json'}: {says}" in err and "--gamma" not in err
+    P, Q = write_incontexttd_log(tmp_path / "nan")
+    P[2, 0, 1, 1] = np.nan
+    np.savez(tmp_path / "nan" / "data.npz", xs=np.arange(1, 5) * 10, P=P, Q=Q)
+    assert "data.npz: 1 of 4 stored weight sets hold NaN or inf (first at logged step 30)" in error(
+        str(tmp_path / "nan"), "--out", str(tmp_path / "o"))
     assert main(["import-incontexttd", str(tmp_path / "log"), "--out", str(tmp_path / "o")]) == 0
     assert "another request" in error(str(tmp_path / "log"), "--all-steps", "--out", str(tmp_path / "o"))
     assert (tmp_path / "o" / "model.safetensors").exists()  # nothing already saved is lost

@@ -45,8 +45,11 @@ def test_architecture_standard_takes_its_own_preset_and_a_conflicting_preset_is_
     args = argparse.Namespace(preset=None, architecture="standard")
     assert chosen_preset(args).model.architecture == "standard" and chosen_preset(args).tasks_per_batch == 16
     assert chosen_preset(argparse.Namespace(preset=None, architecture=None)).model.tied
-    with pytest.raises(SystemExit, match="standard-quick"):
+    with pytest.raises(ValueError, match="standard-quick"):
         chosen_preset(argparse.Namespace(preset="quick", architecture="standard"))
+    from ictd_interp.cli import main
+
+    assert main(["train", "--preset", "quick", "--architecture", "standard", "--out", "unused"]) == 2
 
 
 def test_load_checkpoint_takes_a_shipped_name():

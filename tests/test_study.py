@@ -221,7 +221,30 @@ def test_bad_specs_name_the_cell_and_the_field(tmp_path):
         load_spec(path)
     with pytest.raises(StudySpecError, match="built-in: \\['architectures', 'depth'"):
         load_spec("no-such-study")
+    with pytest.raises(StudySpecError, match=rf"{tmp_path}: a folder; give a study spec \(a .toml file\)"):
+        load_spec(tmp_path)
     assert len(load_spec("objectives").cells()) == 8
+
+
+def test_a_damaged_results_table_never_replaces_the_report(tmp_path):
+    """study-report on a results.csv that no longer lists the study's cells (cut short) is an error naming the
+    file; the saved study.md stays."""
+    from analyses.studies.report import write_report
+
+    spec_dict = {"name": "cut", "preset": "quick", "fixed": {}, "grid": {"objective": ["td", "neu"]}, "seeds": [0]}
+    (tmp_path / "spec.json").write_text(json.dumps(spec_dict))
+    cells = [c.name for c in load_spec(spec_dict).cells()]
+    (tmp_path / "results.csv").write_text(f"cell,condition,status,layer\n{cells[0]},objective=td,not started,\n")
+    for name in ("curves", "depth", "extrapolation"):
+        (tmp_path / f"{name}.csv").write_text("")
+    (tmp_path / "study.md").write_text("the saved report")
+    says = rf"results.csv: does not list the study's 2 cells \(missing 1, e.g. {cells[1]}"
+    with pytest.raises(ValueError, match=says):
+        write_report(tmp_path)
+    assert (tmp_path / "study.md").read_text() == "the saved report"
+    (tmp_path / "spec.json").write_text('{"name": ')
+    with pytest.raises(ValueError, match="spec.json: corrupt or truncated JSON"):
+        write_report(tmp_path)
 
 
 def test_a_changed_spec_under_an_existing_folder_is_refused(tmp_path):
@@ -369,7 +392,8 @@ def test_weight_probe_figures_show_only_the_cells_that_have_weights(tmp_path, mo
 
     from analyses.studies.report import write_report
 
-    ids = [("stylised", "a"), ("standard", "b")]
+    spec_dict = {"name": "mixed", "preset": "quick", "fixed": {}, "grid": {"objective": ["td", "neu"]}, "seeds": [0]}
+    ids = list(zip(("stylised", "standard"), (cell.name for cell in load_spec(spec_dict).cells())))
     pd.DataFrame([{"cell": c, "condition": cond, "seed": 0, "status": "done", "error": None, "layer": 0,
                    "metrics.eval_msve": 0.5, "metrics.theta_star_msve": 2.6,
                    "metrics.signature.reward": 1.0 if cond == "stylised" else None,
@@ -395,8 +419,7 @@ def test_weight_probe_figures_show_only_the_cells_that_have_weights(tmp_path, mo
     ).to_csv(tmp_path / "curves.csv", index=False)
     for name in ("depth", "extrapolation"):
         (tmp_path / f"{name}.csv").write_text("")
-    (tmp_path / "spec.json").write_text(json.dumps({"name": "mixed", "preset": "quick", "fixed": {}, "grid": {},
-                                                    "seeds": [0]}))
+    (tmp_path / "spec.json").write_text(json.dumps(spec_dict))
     from analyses.studies import report as study_report
 
     drawn = {}
@@ -465,3 +488,22 @@ def test_sparse_curves_warn_and_get_markers(tmp_path, monkeypatch):
         with pytest.raises(RuntimeError, match="no cells"):  # only the warning, given before any cell runs
             run_study(spec(steps=4, eval_every=8), tmp_path / "s", progress=False)
     assert any("steps < eval_every" in str(c.message) for c in caught)
+
+
+def test_an_unreachable_ray_address_is_refused_before_any_folder_is_touched(tmp_path):
+    """Ray retries an unreachable head for minutes; the address is checked first, in one line, and a forced
+    claims folder holding earlier results keeps them."""
+    from analyses.claims.run import run_claims
+    from analyses.studies.run import check_address
+
+    with pytest.raises(ValueError, match="expected HOST:PORT"):
+        check_address("localhost")
+    with pytest.raises(ValueError, match=r"--address 127.0.0.1:1: no Ray head answers there"):
+        check_address("127.0.0.1:1")
+    out = tmp_path / "claims"
+    out.mkdir()
+    (out / "request.json").write_text('{"command": "claims", "budget": "an older one"}')
+    (out / "claims.md").write_text("earlier report")
+    with pytest.raises(ValueError, match="no Ray head answers there"):
+        run_claims(out, "quick", address="127.0.0.1:1", force=True)
+    assert (out / "claims.md").read_text() == "earlier report"

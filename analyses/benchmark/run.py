@@ -20,7 +20,7 @@ from analyses.benchmark.cases import CASES, build_case
 from analyses.benchmark.evaluate import CellResult, score_method
 from analyses.benchmark.graph import build_graph
 from analyses.benchmark.methods import METHODS
-from analyses.studies.run import RaySession
+from analyses.studies.run import RaySession, check_address
 from analyses.summary.store import build, to_json
 from ictd_interp.io.progress import progress_bar
 from ictd_interp.training.run_folder import claim_output
@@ -95,6 +95,8 @@ def run_benchmark(out_dir: Union[str, Path], budget: Union[str, BenchmarkBudget]
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise ValueError(f"methods: unknown {unknown}; registered: {sorted(METHODS)}")
+    if address is not None:
+        check_address(address)  # before the folder is claimed
     out = claim_output(out_dir, _request(budget, methods, plugins), force)
     (out / "cells").mkdir(exist_ok=True)
     todo = [(c, s) for c in budget.cases for s in range(budget.seeds) if not _cell_path(out, c, s).exists()]

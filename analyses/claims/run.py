@@ -52,12 +52,12 @@ def run_claims(out_dir: Union[str, Path], budget: Union[str, Budget] = "quick", 
                address: Optional[str] = None, progress: bool = True, force: bool = False) -> list[Claim]:
     """Run (or resume) the claims report into ``out_dir``; returns its rows in order."""
     budget = _budget(budget)
+    session = RaySession(address, workers)  # one Ray instance for every study, started only if a cell is left
     out_dir = claim_output(out_dir, {"command": "claims", "budget": budget.to_dict()}, force)
     (out_dir / "figures").mkdir(exist_ok=True)
     specs = budget.studies()
     studies = {name: out_dir / "studies" / name for name in specs}
     complete = True  # a row computed from a study with failed cells is shown, never saved: a re-run retries them
-    session = RaySession(address, workers)  # one Ray instance for every study, started only if a cell is left
     try:
         for name, spec in specs.items():  # Ray: resumable, finished cells reused
             study = run_study(spec, studies[name], progress=progress, keep_freed_memory=True, session=session)

@@ -73,8 +73,9 @@ def _log10(values: pd.Series) -> np.ndarray:
 def write_report(out_dir: Union[str, Path]) -> Path:
     """Redraw ``figures/`` and ``study.md`` of a study folder from its CSVs."""
     out_dir = Path(out_dir)
+    spec = _stored_spec(out_dir)
     results, curves, depth, extrapolation = read_tables(out_dir)
-    spec = load_spec(json.loads((out_dir / "spec.json").read_text()))
+    _check_cells(out_dir / "results.csv", results, spec)
     title = spec.name
     figs = {}
     # weight probes against θ* exist for stylised cells only: their figures show only the cells that have them
@@ -103,6 +104,31 @@ def write_report(out_dir: Union[str, Path]) -> Path:
     path = out_dir / "study.md"
     path.write_text(markdown(spec, results, sorted(figs)))
     return path
+
+
+def _stored_spec(out_dir: Path) -> StudySpec:
+    path = out_dir / "spec.json"
+    if not path.exists():
+        raise FileNotFoundError(f"{out_dir}: not a study folder (no spec.json)")
+    try:
+        return load_spec(json.loads(path.read_text()))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path}: corrupt or truncated JSON ({err})") from None
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{path}: not a study spec ({err})") from None
+
+
+def _check_cells(path: Path, results: pd.DataFrame, spec: StudySpec) -> None:
+    """``results.csv`` lists every cell of the spec (a row even for a cell not started): a table that does not
+    is damaged, and a report drawn from it would replace the saved one with a wrong one."""
+    expected = {cell.name for cell in spec.cells()}
+    found = set(results[CELL].dropna()) if {CELL, STATUS} <= set(results.columns) else set()
+    if found != expected:
+        missing, foreign = sorted(expected - found), sorted(found - expected)
+        raise ValueError(f"{path}: does not list the study's {len(expected)} cells (missing {len(missing)}"
+                         + (f", e.g. {missing[0]}" if missing else "") + (f"; unknown {foreign[:3]}" if foreign else "")
+                         + "); the report is left as it was: run the study command again to rebuild the tables "
+                         "from its cells")
 
 
 def _cell_mean_over_layers(curves: pd.DataFrame, column: str) -> pd.DataFrame:

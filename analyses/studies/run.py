@@ -70,6 +70,8 @@ class RaySession:
     study makes its own; several studies in a row (the claims report) share one and pay its start once."""
 
     def __init__(self, address: Optional[str] = None, workers: Optional[int] = None):
+        if address is not None:
+            check_address(address)  # before any folder is claimed: Ray itself retries an unreachable head for minutes
         self.address, self.workers, self.started = address, workers, False
 
     def ray(self):
@@ -96,6 +98,8 @@ def run_study(spec: Union[str, Path, dict, StudySpec], out_dir: Union[str, Path]
     (``ictd_interp.training.allocator``; the ``ictd-interp study`` command asks for it).
     """
     spec, out_dir = load_spec(spec), Path(out_dir)
+    if address is not None and session is None:
+        check_address(address)  # before the folder is touched
     _prepare_folder(spec, out_dir)
     sparse = sorted({c.condition for c in spec.cells() if c.config.steps < c.config.eval_every})
     if sparse:
@@ -220,6 +224,20 @@ def import_ray():
     except ImportError:
         raise ImportError("studies run on Ray: pip install 'ictd-interp[study]'") from None
     return ray
+
+
+def check_address(address: str, timeout: float = 5.0) -> None:
+    """``HOST:PORT`` of a Ray head that answers (a TCP connection to its GCS port), else a one-line error."""
+    import socket
+
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ValueError(f"--address {address}: expected HOST:PORT of a Ray head (e.g. 127.0.0.1:6379)")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as err:
+        raise ValueError(f"--address {address}: no Ray head answers there ({err.strerror or err}); start one "
+                         f"with `ray start --head --node-ip-address={host} --port={port}`") from None
 
 
 def init_ray(ray, address: Optional[str], workers: Optional[int]) -> None:

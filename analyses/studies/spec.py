@@ -141,6 +141,9 @@ def load_spec(spec: Union[str, Path, dict, StudySpec]) -> StudySpec:
         if str(spec) not in builtin:
             raise StudySpecError(f"{spec}: no such spec file or built-in study (built-in: {sorted(builtin)})")
         path = builtin[str(spec)]
+    if path.is_dir():
+        raise StudySpecError(f"{spec}: a folder; give a study spec (a .toml file) or a built-in study's name "
+                             f"({sorted(builtin_studies())})")
     try:
         data = tomllib.loads(path.read_text())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:

@@ -188,3 +188,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except (ValueError, ImportError, FileNotFoundError, FileExistsError) as err:
         print(f"ictd-interp {args.command}: error: {_as_flag(str(err))}", file=sys.stderr)
         return 2
+    except (MemoryError, RuntimeError) as err:  # torch's allocator failing: the request is too large, not a bug
+        text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        if not isinstance(err, MemoryError) and "allocate" not in text and "out of memory" not in text:
+            raise
+        print(f"ictd-interp {args.command}: error: out of memory ({text[:200]}); the request is too large for this "
+              "machine: a shorter --context-len, fewer tasks or windows", file=sys.stderr)
+        return 2
+    except OSError as err:  # a path that is a file, a folder, unwritable, ...: the path and the reason, no trace
+        where = f"{err.filename}: " if err.filename else ""
+        print(f"ictd-interp {args.command}: error: {where}{err.strerror or err}", file=sys.stderr)
+        return 2

@@ -51,6 +51,9 @@ def train(args: argparse.Namespace) -> int:
     from ictd_interp.training.trainer import resume, train
 
     _set_threads(args.threads, args.resume)
+    if args.resume and args.out:
+        raise ValueError(f"--out {args.out} with --resume {args.resume}: a resumed run continues in its own folder; "
+                         "leave --out out (or train a new run with --out alone)")
     if args.resume:
         stored = run_folder.load_run_config(args.resume)
         _refuse_changes(stored, config_from_args(stored, args), args.resume,
@@ -123,10 +126,15 @@ def evaluate(args: argparse.Namespace) -> int:
 
     cfg: EvaluateConfig = config_from_args(EvaluateConfig(), args)
     path = _model_path(args.path)
-    claim_output(args.out, {"command": "evaluate", "source": _source(args.path), **vars(cfg)}, args.force)
-    model = resolve(path)[0].to("cpu")
+    model = resolve(path)[0].to("cpu")  # the inputs are read before --out is claimed: a bad one clears nothing
     features = _load_features(cfg.features) if cfg.features else None
-    tasks = sample_from(cfg.tasks(model.cfg.d_features), cfg.n_tasks, seed=cfg.seed, features=features)
+    try:
+        tasks = sample_from(cfg.tasks(model.cfg.d_features), cfg.n_tasks, seed=cfg.seed, features=features)
+    except ValueError as err:
+        named = cfg.features and str(err).startswith("features")
+        raise ValueError(f"{cfg.features}: {err}" if named else err) from None
+    claim_output(args.out, {"command": "evaluate", "source": _source(args.path), **vars(cfg)}, args.force,
+                 inputs=[path] + ([cfg.features] if cfg.features else []))
     lengths = context_lengths(cfg.context_len)
     policy = "uniform random over actions" if cfg.env.startswith("gym:") else "none (an MRP family: no actions)"
     result = replace(evaluate_ood(model, tasks, cfg.depth, lengths), source=str(args.path), environment=cfg.env,
@@ -216,12 +224,30 @@ def methods_benchmark(args: argparse.Namespace) -> int:
 
 
 def _load_features(path: str):
+    """A ``[states, d]`` feature matrix saved with ``numpy.save``: finite, its inner products too."""
     import numpy as np
+    import torch
 
     try:
-        return np.load(path)
-    except (OSError, ValueError) as err:
-        raise ValueError(f"{path}: cannot read a feature matrix (.npy) ({err})") from None
+        with open(path, "rb") as f:
+            if f.read(6) != b"\x93NUMPY":
+                raise ValueError(f"{path}: not a .npy file (write the [states, d] matrix with numpy.save)")
+        X = np.load(path, allow_pickle=False)
+    except OSError as err:
+        raise ValueError(f"{path}: cannot read a feature matrix ({err.strerror or err})") from None
+    except ValueError as err:
+        raise ValueError(str(err) if str(err).startswith(path) else
+                         f"{path}: cannot read a feature matrix (.npy) ({err})") from None
+    if not np.issubdtype(X.dtype, np.number) or not np.isfinite(X).all():
+        raise ValueError(f"{path}: the features must be finite numbers ({X.dtype}, "
+                         f"{int(np.size(X) - np.isfinite(X).sum()) if np.issubdtype(X.dtype, np.number) else '?'} "
+                         "not finite)")
+    with np.errstate(over="ignore", invalid="ignore"):
+        scores = np.einsum("...sd,...td->...st", X.astype(np.float64), X.astype(np.float64)) if X.ndim >= 2 else X
+    if not np.isfinite(scores).all():
+        raise ValueError(f"{path}: the features' inner products (the attention scores) overflow float64; "
+                         f"largest entry {np.abs(X).max():.3g}")
+    return torch.as_tensor(X, dtype=torch.float64)
 
 
 # One torch thread unless asked: never far behind two on an idle 2-core machine, and 3-4x ahead of two
@@ -285,12 +311,13 @@ def _model_path(path: str) -> Path:
 
 
 def _analyze(path: str, out: str, force: bool = False) -> None:
-    from analyses.analyze import analyze
+    from analyses.analyze import analyze, resolve
     from ictd_interp.training.run_folder import claim_output
 
     model = _model_path(path)
-    claim_output(out, {"command": "analyze", "source": _source(path)}, force)
-    summary = analyze(model, out)
+    resolved = resolve(model)  # read before --out is claimed: a model that cannot be loaded clears nothing
+    claim_output(out, {"command": "analyze", "source": _source(path)}, force, inputs=[model])
+    summary = analyze(model, out, resolved=resolved)
     m = summary.metrics
     weights = (f"cos(V, V*) per layer {[round(c, 3) for c in m.cos_V]}, signs (+,+,-) {m.signature_match}, "
                if m.cos_V is not None else "most TD-like head's kernel correlation "
@@ -309,6 +336,6 @@ def chosen_preset(args):
     name = args.preset or ARCHITECTURE_PRESETS.get(architecture, "quick")
     preset = PRESETS[name]
     if args.preset and architecture and architecture != preset.architecture and architecture in ARCHITECTURE_PRESETS:
-        raise SystemExit(f"ictd-interp: error: --preset {name} is a {preset.architecture} preset; with --architecture "
+        raise ValueError(f"--preset {name} is a {preset.architecture} preset; with --architecture "
                          f"{architecture} use --preset {ARCHITECTURE_PRESETS[architecture]} (or leave --preset out)")
     return preset

@@ -111,9 +111,10 @@ class TrainConfig:
         check_positive_int(self, "tasks_per_batch", "windows_per_task", "n_eval_tasks", "eval_every",
                            "checkpoint_every")
         check_positive_int(self, "steps", least=0)
-        if not self.lr > 0 or not self.weight_decay >= 0:
-            raise ValueError("lr must be > 0 and weight_decay >= 0, got "
-                             f"lr={self.lr}, weight_decay={self.weight_decay}")
+        if not self.lr > 0:
+            raise ValueError(f"lr: must be > 0, got {self.lr}")
+        if not self.weight_decay >= 0:
+            raise ValueError(f"weight_decay: must be >= 0, got {self.weight_decay}")
         if self.objective in CONTROL_OBJECTIVES and self.tasks.n_actions is None:
             raise ValueError(f"objective: {self.objective!r} learns action values: it needs a control family "
                              f"(--family mdp-random or mdp-chain), got {self.tasks.family!r}")

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import json
 import re
+import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -65,8 +67,15 @@ def read_incontexttd(path: Path | str, n_layers: Optional[int] = None, gamma: Op
     params_file = log.parent / PARAMS
     params = _read_params(params_file) if params_file.is_file() else {}
     stack, steps, logged = _read_log(log) if log.suffix == ".npz" else (*_read_state_dict(log, params, n_layers), None)
+    bad = [i for i, (P, Q) in enumerate(stack) if not (torch.isfinite(P).all() and torch.isfinite(Q).all())]
+    if bad:
+        raise InContextTDError(f"{log}: {len(bad)} of {len(stack)} stored weight sets hold NaN or inf (first at "
+                               f"logged step {steps[bad[0]]}); a diverged run cannot be imported")
     settings = _settings(log, params, stack, n_layers, gamma, activation)
     d = (stack[0][0].shape[-1] - 1) // 2
+    if "d" in params and params["d"] != d:
+        raise InContextTDError(f"{params_file}: d={params['d']!r} contradicts the stored matrices "
+                               f"({2 * d + 1} x {2 * d + 1}: d = {d})")
     config = LinearICTDConfig(d_features=d, n_layers=settings["n_layers"], gamma=settings["gamma"],
                               tied=settings["tied"], activation=settings["activation"], dtype="float32")
     weights = [_our_names(P, Q, config) for P, Q in stack]
@@ -114,8 +123,9 @@ def _read_log(path: Path) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], list
     try:
         with np.load(path, allow_pickle=False) as data:
             arrays = {k: data[k] for k in data.files}
-    except (OSError, ValueError) as err:
-        raise InContextTDError(f"{path}: not a readable .npz archive ({err})") from None
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as err:
+        raise InContextTDError(f"{path}: not a readable .npz archive (truncated or not written by numpy: "
+                               f"{type(err).__name__}: {err})") from None
     missing = [k for k in ("P", "Q") if k not in arrays]
     if missing:
         raise InContextTDError(f"{path}: no {' or '.join(missing)} entry; InContextTD's log holds P and Q "
@@ -164,6 +174,7 @@ def _settings(path: Path, params: dict[str, Any], stack, n_layers, gamma, activa
         raise InContextTDError(f"{path}: params.json says l={params['l']} but {layers_stored} layers are stored")
     given = {"n_layers": n_layers, "gamma": gamma, "activation": activation}
     recorded = {"n_layers": params.get("l"), "gamma": params.get("gamma"), "activation": params.get("activation")}
+    _check_recorded(path.parent / PARAMS, recorded)
     if not tied:
         recorded["n_layers"] = layers_stored
     out = {}
@@ -186,6 +197,17 @@ def _settings(path: Path, params: dict[str, Any], stack, n_layers, gamma, activa
         raise InContextTDError(f"{path}: activation {act!r} is not supported: {why}")
     out["activation"], out["tied"] = ACTIVATION_NAMES[act], tied
     return out
+
+
+def _check_recorded(params_file: Path, recorded: dict[str, Any]) -> None:
+    """The settings params.json holds, checked where they are read (an error names that file)."""
+    layers, gamma, act = recorded["n_layers"], recorded["gamma"], recorded["activation"]
+    if layers is not None and (isinstance(layers, bool) or not isinstance(layers, int) or layers < 1):
+        raise InContextTDError(f"{params_file}: l must be an integer >= 1, got {layers!r}")
+    if gamma is not None and (isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not 0 <= gamma < 1):
+        raise InContextTDError(f"{params_file}: gamma must be a number in [0, 1), got {gamma!r}")
+    if act is not None and not isinstance(act, str):
+        raise InContextTDError(f"{params_file}: activation must be a name, got {act!r}")
 
 
 def _our_names(P: torch.Tensor, Q: torch.Tensor, config: LinearICTDConfig) -> dict[str, torch.Tensor]:

@@ -30,7 +30,10 @@ def load_checkpoint(path: PathLike, device: str = "cpu") -> Checkpoint:
 def model_from(stored: StoredCheckpoint, expected: Optional[type] = None) -> ICTDModel:
     """The model ``stored`` holds; ``expected``: the class the caller asked for (an error names the other)."""
     architecture = stored.header.get("architecture", "stylised")
-    cls = model_class(architecture)
+    try:
+        cls = model_class(architecture)
+    except ValueError as err:
+        raise CheckpointError(f"{stored.folder / CONFIG}: the stored {err}") from None
     if expected is not None and cls is not expected:
         raise ValueError(f"{stored.folder}: holds a {cls.__name__} ({architecture} architecture), not a "
                          f"{expected.CONFIG.architecture}-architecture model; load it with "

@@ -20,9 +20,11 @@ from __future__ import annotations
 import json
 import warnings
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any, Optional, Union
 
 from ictd_interp.config.train import TrainConfig
+from ictd_interp.io.checkpoint import WEIGHTS
 
 TRAIN_CONFIG, LEGACY_TRAIN_CONFIG = "train_config.json", "config.json"
 METRICS, CHECKPOINTS, FINAL = "metrics.jsonl", "checkpoints", "final"
@@ -129,7 +131,8 @@ def read_metrics(run_dir: PathLike) -> list[dict[str, Any]]:
         except json.JSONDecodeError as err:
             if number == len(lines) and not text.endswith("\n"):
                 warnings.warn(f"{path}: its last line is incomplete (the run was stopped while writing it); "
-                              f"using the {len(rows)} complete lines before it", stacklevel=2)
+                              f"using the {len(rows)} complete lines before it",
+                              stacklevel=1)  # located here, so shown once whichever caller reads the run
                 break
             raise RunFolderError(f"{path}: line {number} is not valid JSON ({err})") from None
     return rows
@@ -150,31 +153,56 @@ def truncate_metrics(run_dir: PathLike, step: int) -> list[dict[str, Any]]:
 REQUEST = "request.json"
 
 
-def claim_output(out_dir: PathLike, request: dict[str, Any], force: bool = False) -> Path:
+def claim_output(out_dir: PathLike, request: dict[str, Any], force: bool = False,
+                 inputs: Sequence[PathLike] = ()) -> Path:
     """Make ``out_dir`` the home of ``request``'s results. An empty or absent folder, or one that holds the
     same request, is used, and so is one that holds only a request (a request that failed before writing any
-    result); a folder that holds another request's results, a training run or unknown files is refused with
-    the difference named, unless ``force`` (which clears it first)."""
+    result). A folder that holds another request's results is refused with the difference named, unless
+    ``force``, which clears it first. Never cleared, ``force`` or not: a training run, a folder of files that
+    ictd-interp did not write (no request.json: a checkpoint, someone's work), a folder holding or inside one of
+    the request's ``inputs`` (the model it reads), and a path that is a file. Callers check their inputs before
+    claiming, so a request that cannot run leaves the folder as it was."""
     out_dir = Path(out_dir)
+    _refuse_unusable(out_dir, inputs)
     if out_dir.exists() and any(child.name != REQUEST for child in out_dir.iterdir()):
         stored_path = out_dir / REQUEST
         stored = _read_json(stored_path) if stored_path.exists() else None
         if stored != request:
             if is_run(out_dir):
-                problem = "is a training run folder"
+                problem, replaceable = "is a training run folder", False
             elif stored is None:
-                problem = "is not empty and holds no request.json (not written by ictd-interp analyze/evaluate)"
+                # an analysis from a release before request.json existed is still ours to replace
+                replaceable = (out_dir / "summary.json").exists() and not (out_dir / WEIGHTS).exists()
+                problem = ("is not empty and holds no request.json" + ("" if replaceable else
+                           " (not written by ictd-interp analyze/evaluate, so it is never cleared)"))
             else:
                 changed = [f"{k}: {stored.get(k)!r} -> {request.get(k)!r}" for k in sorted(set(stored) | set(request))
                            if stored.get(k) != request.get(k)]
-                problem = f"holds the results of another request ({'; '.join(changed)})"
-            if not force or is_run(out_dir):
+                problem, replaceable = f"holds the results of another request ({'; '.join(changed)})", True
+            if not (force and replaceable):
                 raise FileExistsError(f"{out_dir}: {problem}; choose another --out" +
-                                      ("" if is_run(out_dir) else ", or pass --force to replace it"))
+                                      (", or pass --force to replace it" if replaceable else ""))
             _clear(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ValueError(f"--out {out_dir}: cannot create the folder ({err.strerror or err})") from None
     write_request(out_dir, request)
     return out_dir
+
+
+def _refuse_unusable(out_dir: Path, inputs: Sequence[PathLike]) -> None:
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ValueError(f"--out {out_dir}: is a file, not a folder; choose another --out")
+    here = out_dir.resolve()
+    for parent in [here, *here.parents]:
+        if parent.exists() and not parent.is_dir():
+            raise ValueError(f"--out {out_dir}: {parent} is a file, so no folder can be made under it")
+    for given in inputs:
+        source = Path(given).resolve()
+        if source == here or here in source.parents:
+            raise ValueError(f"--out {out_dir}: holds the input {given}, which the results would replace; "
+                             "choose another --out")
 
 
 def write_request(out_dir: PathLike, request: dict[str, Any]) -> None:
