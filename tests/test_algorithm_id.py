@@ -4,8 +4,8 @@ import pytest
 import torch
 from einops import einsum
 
-from analyses.metrics.algorithm_id import (identify_layer, identify_layers, iteration_map, read_layer, spectral_verdict,
-                                           state_map)
+from analyses.metrics.algorithm_id import (identify_layer, identify_layers, iteration_map, moving_map, read_layer,
+                                           spectral_verdict, state_map)
 from analyses.metrics.extrapolation import (depth_extrapolation, depths_up_to, extrapolation_verdict, layer_at_depth,
                                             spectral_depth)
 from ictd_interp.models.construction import TDCoefficients
@@ -93,6 +93,20 @@ def test_the_pattern_map_skips_the_neutral_eigenvalue_as_the_weights_map_does():
     assert by_pattern.spectral_radius == pytest.approx(by_weights.spectral_radius, abs=1e-10)
     assert by_pattern.fixed_point_errors == pytest.approx(by_weights.fixed_point_errors, abs=1e-9)
     assert by_pattern.verdict == by_weights.verdict == "converges when iterated"
+
+
+def test_the_moving_part_of_a_map_by_hand():
+    """T = [[0.5, 0.3], [0, 1]]: T - I has range e_0, where T acts as 0.5; iterating v <- T v + e_0 from 0
+    converges to 2 e_0, while the eigenvalue 1 (direction e_1 modulo e_0) is never excited."""
+    T = torch.tensor([[0.5, 0.3], [0.0, 1.0]], dtype=torch.float64)
+    basis, moving = moving_map(T)
+    assert basis.shape == (2, 1) and abs(abs(float(basis[0, 0])) - 1) < 1e-15
+    assert moving.item() == pytest.approx(0.5, abs=1e-15)
+    v = torch.zeros(2, dtype=torch.float64)
+    for _ in range(60):
+        v = T @ v + torch.tensor([1.0, 0.0], dtype=torch.float64)
+    assert v.tolist() == pytest.approx([2.0, 0.0], abs=1e-12)
+    assert moving_map(torch.eye(3, dtype=torch.float64))[0].shape == (3, 0)  # the identity never moves
 
 
 def test_the_learned_value_row_of_the_quick_model_diverges_when_iterated():

@@ -281,7 +281,8 @@ def state_map(pattern: Tensor, tasks: TaskBatch, a: float, b: float, c: float,
     context holds (any position ``S_0..S_n``): a state seen only as the query is still updated, and its
     value feeds the last transition's target. Its radius is taken on the part that moves (``moving_map``), so
     the neutral eigenvalue 1 such a state adds under a pattern that depends on states alone (docs/theory.md §8a)
-    neither hides a contraction nor makes the fixed-point solve singular; those tasks are counted apart."""
+    neither hides a contraction nor makes the fixed-point solve singular; those tasks are counted apart. A drive
+    with a part off that subspace (possible only when the map is singular there) drifts: its radius counts as 1."""
     M, P = state_kernels(pattern, tasks.states, tasks.mrp.n_states)
     radii, per_task, neutral = [], [], 0
     for t in range(len(tasks)):
@@ -290,19 +291,20 @@ def state_map(pattern: Tensor, tasks: TaskBatch, a: float, b: float, c: float,
         m, p = M[t][seen][:, seen], P[t][seen][:, seen]
         basis, moving = moving_map(torch.eye(len(m), dtype=m.dtype) + c * m + b * p)
         neutral += basis.shape[1] < len(m)
-        radius = float(torch.linalg.eigvals(moving).abs().max())
+        drive_t = a * tasks.mrp.r[t][seen].double()
+        if drive is not None:
+            drive_t = drive_t + tasks.features[t][seen].double() @ torch.tensor(drive, dtype=torch.float64)
+        step = m @ drive_t  # v_L = sum_{l<L} T^l step: on the moving part, (I - T)^{-1} step in the limit
+        inside = basis.T @ step
+        stays = bool((basis @ inside - step).abs().max() <= 1e-9 * max(1.0, float(step.abs().max())))
+        # a drive off the moving part adds the same vector at every layer: the values drift, radius 1 at least
+        radius = float(torch.linalg.eigvals(moving).abs().max()) if len(moving) else 0.0
+        radius = radius if stays else max(radius, 1.0)
         radii.append(radius)
         fixed_error = None
         if radius < 1:
-            drive_t = a * tasks.mrp.r[t][seen].double()
-            if drive is not None:
-                drive_t = drive_t + tasks.features[t][seen].double() @ torch.tensor(drive, dtype=torch.float64)
-            # v_L = sum_{l<L} T^l (M^ drive) lives on the moving part: its limit is (I - T)^{-1} there
-            step = m @ drive_t
-            inside = basis.T @ step
             fixed = basis @ torch.linalg.solve(torch.eye(len(moving), dtype=m.dtype) - moving, inside)
-            if (basis @ inside - step).abs().max() <= 1e-9 * max(1.0, float(step.abs().max())):
-                fixed_error = float((fixed - tasks.mrp.v_pi[t][seen].double()).abs().max())
+            fixed_error = float((fixed - tasks.mrp.v_pi[t][seen].double()).abs().max())
         per_task.append(fixed_error)
     return replace(_map(radii, per_task), neutral_tasks=neutral)
 
