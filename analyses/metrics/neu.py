@@ -94,7 +94,8 @@ class NeuDifference:
     def text(self) -> str:
         if self.note is not None:
             return f"{self.verdict} ({self.note})"
-        need = f"; {self.tasks_needed:,} tasks would decide" if self.tasks_needed else ""
+        need = (f"; {self.tasks_needed:,} tasks would decide were this estimate the true value"
+                if self.tasks_needed else "")
         return f"{self.estimate:+.1e} [{self.lo:+.1e}, {self.hi:+.1e}]: {self.verdict}{need}"
 
 
