@@ -4,8 +4,8 @@ import pytest
 import torch
 from einops import einsum
 
-from analyses.metrics.algorithm_id import (identify_layer, identify_layers, iteration_map, moving_map, read_layer,
-                                           spectral_verdict, state_map)
+from analyses.metrics.algorithm_id import (identify_layer, identify_layers, iterated_limit, iteration_map, moving_map,
+                                           read_layer, spectral_verdict, state_map)
 from analyses.metrics.extrapolation import (depth_extrapolation, depths_up_to, extrapolation_verdict, layer_at_depth,
                                             spectral_depth)
 from ictd_interp.models.construction import TDCoefficients
@@ -107,6 +107,14 @@ def test_the_moving_part_of_a_map_by_hand():
         v = T @ v + torch.tensor([1.0, 0.0], dtype=torch.float64)
     assert v.tolist() == pytest.approx([2.0, 0.0], abs=1e-12)
     assert moving_map(torch.eye(3, dtype=torch.float64))[0].shape == (3, 0)  # the identity never moves
+    radius, limit, neutral = iterated_limit(T, torch.tensor([1.0, 0.0], dtype=torch.float64))
+    assert radius == pytest.approx(0.5, abs=1e-15) and limit.tolist() == pytest.approx([2.0, 0.0], abs=1e-12)
+    assert neutral
+    # a step along e_1 (off the moving part) is added whole at every layer: v_1 grows as L, no limit
+    radius, limit, _ = iterated_limit(T, torch.tensor([0.0, 1.0], dtype=torch.float64))
+    assert radius == 1.0 and limit is None and spectral_verdict([radius]).verdict != "converges when iterated"
+    radius, limit, neutral = iterated_limit(torch.eye(2, dtype=torch.float64), torch.zeros(2, dtype=torch.float64))
+    assert (radius, limit, neutral) == (1.0, None, True)  # T = I moves nothing: neutral, not a contraction
 
 
 def test_the_learned_value_row_of_the_quick_model_diverges_when_iterated():

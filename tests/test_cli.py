@@ -185,6 +185,27 @@ def test_an_output_folder_serves_one_request_unless_forced(tmp_path):
         claim_output(tmp_path / "afile", {"command": "evaluate"})
     with pytest.raises(ValueError, match="afile is a file, so no folder can be made under it"):
         claim_output(tmp_path / "afile" / "sub", {"command": "evaluate"})
+    claims = tmp_path / "claims"  # another command's results (hours of training runs): never replaced by force
+    claim_output(claims, {"command": "claims", "budget": "quick"})
+    (claims / "studies").mkdir()
+    with pytest.raises(FileExistsError, match="holds the results of `claims`, not of `analyze`") as refused:
+        claim_output(claims, {"command": "analyze", "source": "x"}, force=True)
+    assert "--force" not in str(refused.value) and (claims / "studies").is_dir()
+    legacy = tmp_path / "legacy"  # what analyze wrote before request.json existed: replaceable
+    (legacy / "figures").mkdir(parents=True)
+    (legacy / "summary.json").write_text("{}")
+    claim_output(legacy, {"command": "analyze", "source": "x"}, force=True)
+    assert sorted(p.name for p in legacy.iterdir()) == ["request.json"]
+    (legacy / "request.json").unlink()
+    (legacy / "summary.json").write_text("{}")
+    (legacy / "run").mkdir()  # ... but not with anything else in it
+    with pytest.raises(FileExistsError, match="holds no request.json"):
+        claim_output(legacy, {"command": "analyze", "source": "y"}, force=True)
+    (tmp_path / "odd").mkdir()
+    (tmp_path / "odd" / "request.json").write_text("[1]")
+    (tmp_path / "odd" / "x").write_text("")
+    with pytest.raises(ValueError, match="request.json: not a request"):
+        claim_output(tmp_path / "odd", {"command": "analyze"}, force=True)
     out.joinpath("model").mkdir()
     with pytest.raises(ValueError, match="holds the input"):  # the model it reads lives in the folder
         claim_output(out, {"command": "analyze", "source": "x"}, force=True, inputs=[out / "model"])
@@ -218,7 +239,9 @@ def test_a_request_that_cannot_run_clears_nothing_even_forced(tmp_path, capsys):
     np.save(tmp_path / "nan.npy", bad)
     np.save(tmp_path / "huge.npy", np.full((10, 4), 1e200))
     (tmp_path / "text.npy").write_text("0.1 0.2\n")
-    for name, says in (("nan.npy", "must be finite numbers (float64, 1 not finite)"),
+    np.save(tmp_path / "bool.npy", np.ones((10, 4), dtype=bool))
+    for name, says in (("nan.npy", "must be finite numbers (1 entries are NaN or inf)"),
+                       ("bool.npy", "must be real numbers, got dtype bool"),
                        ("huge.npy", "inner products (the attention scores) overflow float64"),
                        ("text.npy", "not a .npy file")):
         assert main([*common, str(tmp_path / name)]) == 2

@@ -151,6 +151,10 @@ def test_anything_else_is_a_clear_error_naming_the_file(tmp_path, capsys):
     assert "data.npz: 1 of 4 stored weight sets hold NaN or inf (first at logged step 30)" in error(
         str(tmp_path / "nan"), "--out", str(tmp_path / "o"))
     assert main(["import-incontexttd", str(tmp_path / "log"), "--out", str(tmp_path / "o")]) == 0
+    write_incontexttd_log(tmp_path / "o" / "log")  # the user's log kept inside an earlier import's folder
+    assert "holds the input" in error(str(tmp_path / "o" / "log"), "--all-steps", "--out", str(tmp_path / "o"),
+                                      "--force")
+    assert (tmp_path / "o" / "log" / "data.npz").exists()
     assert "another request" in error(str(tmp_path / "log"), "--all-steps", "--out", str(tmp_path / "o"))
     assert (tmp_path / "o" / "model.safetensors").exists()  # nothing already saved is lost
 

@@ -41,7 +41,7 @@ def test_a_run_that_never_started_can_be_run_again(tmp_path):
         run_folder.clear_unstarted(out)
 
 
-def test_architecture_standard_takes_its_own_preset_and_a_conflicting_preset_is_refused():
+def test_architecture_standard_takes_its_own_preset_and_a_conflicting_preset_is_refused(tmp_path):
     args = argparse.Namespace(preset=None, architecture="standard")
     assert chosen_preset(args).model.architecture == "standard" and chosen_preset(args).tasks_per_batch == 16
     assert chosen_preset(argparse.Namespace(preset=None, architecture=None)).model.tied
@@ -49,7 +49,8 @@ def test_architecture_standard_takes_its_own_preset_and_a_conflicting_preset_is_
         chosen_preset(argparse.Namespace(preset="quick", architecture="standard"))
     from ictd_interp.cli import main
 
-    assert main(["train", "--preset", "quick", "--architecture", "standard", "--out", "unused"]) == 2
+    assert main(["train", "--preset", "quick", "--architecture", "standard", "--out", str(tmp_path / "r")]) == 2
+    assert not (tmp_path / "r").exists()
 
 
 def test_load_checkpoint_takes_a_shipped_name():

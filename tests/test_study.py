@@ -242,6 +242,11 @@ def test_a_damaged_results_table_never_replaces_the_report(tmp_path):
     with pytest.raises(ValueError, match=says):
         write_report(tmp_path)
     assert (tmp_path / "study.md").read_text() == "the saved report"
+    full = "".join(f"{cell},objective={cell[10:13]},done,{layer},0.5\n" for cell in cells for layer in range(3))
+    (tmp_path / "results.csv").write_text("cell,condition,status,layer,metrics.eval_msve\n" + full[:-9])
+    with pytest.raises(ValueError, match="results.csv: cut short"):  # cut inside its last row
+        write_report(tmp_path)
+    assert (tmp_path / "study.md").read_text() == "the saved report"
     (tmp_path / "spec.json").write_text('{"name": ')
     with pytest.raises(ValueError, match="spec.json: corrupt or truncated JSON"):
         write_report(tmp_path)

@@ -95,9 +95,9 @@ def run_benchmark(out_dir: Union[str, Path], budget: Union[str, BenchmarkBudget]
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise ValueError(f"methods: unknown {unknown}; registered: {sorted(METHODS)}")
-    if address is not None:
-        check_address(address)  # before the folder is claimed
-    out = claim_output(out_dir, _request(budget, methods, plugins), force)
+    if address is not None and force:
+        check_address(address)  # before a forced claim clears the folder (otherwise checked when Ray is needed)
+    out = claim_output(out_dir, _request(budget, methods, plugins), force, inputs=plugins)
     (out / "cells").mkdir(exist_ok=True)
     todo = [(c, s) for c in budget.cases for s in range(budget.seeds) if not _cell_path(out, c, s).exists()]
     if todo:

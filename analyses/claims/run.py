@@ -19,7 +19,7 @@ from analyses.claims.render import write_claims
 from analyses.summary.store import read_summary
 from analyses.analyze import analyze
 from analyses.studies.results import CELL, CONDITION, STATUS
-from analyses.studies.run import RaySession, load_study, run_study
+from analyses.studies.run import RaySession, check_address, load_study, run_study
 from ictd_interp.io.progress import progress_bar
 from ictd_interp.models import HookedICTDTransformer
 from ictd_interp.training.run_folder import claim_output, final_dir
@@ -52,8 +52,10 @@ def run_claims(out_dir: Union[str, Path], budget: Union[str, Budget] = "quick", 
                address: Optional[str] = None, progress: bool = True, force: bool = False) -> list[Claim]:
     """Run (or resume) the claims report into ``out_dir``; returns its rows in order."""
     budget = _budget(budget)
-    session = RaySession(address, workers)  # one Ray instance for every study, started only if a cell is left
+    if address is not None and force:
+        check_address(address)  # before a forced claim clears the folder (otherwise checked when Ray is needed)
     out_dir = claim_output(out_dir, {"command": "claims", "budget": budget.to_dict()}, force)
+    session = RaySession(address, workers)  # one Ray instance for every study, started only if a cell is left
     (out_dir / "figures").mkdir(exist_ok=True)
     specs = budget.studies()
     studies = {name: out_dir / "studies" / name for name in specs}

@@ -39,6 +39,7 @@ from torch import Tensor
 from ictd_interp.models.construction import TDCoefficients
 from ictd_interp.models.hook_names import get_act_name
 
+from analyses.metrics.depth_limit import NEUTRAL_TOL
 from analyses.metrics.diagonality import state_kernels
 from analyses.metrics.intervals import Interval, t_interval
 from analyses.metrics.site_probes import residual_stack
@@ -281,32 +282,39 @@ def state_map(pattern: Tensor, tasks: TaskBatch, a: float, b: float, c: float,
     context holds (any position ``S_0..S_n``): a state seen only as the query is still updated, and its
     value feeds the last transition's target. Its radius is taken on the part that moves (``moving_map``), so
     the neutral eigenvalue 1 such a state adds under a pattern that depends on states alone (docs/theory.md §8a)
-    neither hides a contraction nor makes the fixed-point solve singular; those tasks are counted apart. A drive
-    with a part off that subspace (possible only when the map is singular there) drifts: its radius counts as 1."""
+    neither hides a contraction nor makes the fixed-point solve singular; those tasks are counted apart
+    (``iterated_limit``)."""
     M, P = state_kernels(pattern, tasks.states, tasks.mrp.n_states)
     radii, per_task, neutral = [], [], 0
     for t in range(len(tasks)):
         seen = torch.zeros(tasks.mrp.n_states, dtype=torch.bool)
         seen[tasks.states[t]] = True
         m, p = M[t][seen][:, seen], P[t][seen][:, seen]
-        basis, moving = moving_map(torch.eye(len(m), dtype=m.dtype) + c * m + b * p)
-        neutral += basis.shape[1] < len(m)
         drive_t = a * tasks.mrp.r[t][seen].double()
         if drive is not None:
             drive_t = drive_t + tasks.features[t][seen].double() @ torch.tensor(drive, dtype=torch.float64)
-        step = m @ drive_t  # v_L = sum_{l<L} T^l step: on the moving part, (I - T)^{-1} step in the limit
-        inside = basis.T @ step
-        stays = bool((basis @ inside - step).abs().max() <= 1e-9 * max(1.0, float(step.abs().max())))
-        # a drive off the moving part adds the same vector at every layer: the values drift, radius 1 at least
-        radius = float(torch.linalg.eigvals(moving).abs().max()) if len(moving) else 0.0
-        radius = radius if stays else max(radius, 1.0)
+        radius, fixed, is_neutral = iterated_limit(torch.eye(len(m), dtype=m.dtype) + c * m + b * p, m @ drive_t)
         radii.append(radius)
-        fixed_error = None
-        if radius < 1:
-            fixed = basis @ torch.linalg.solve(torch.eye(len(moving), dtype=m.dtype) - moving, inside)
-            fixed_error = float((fixed - tasks.mrp.v_pi[t][seen].double()).abs().max())
+        neutral += is_neutral
+        fixed_error = None if fixed is None else float((fixed - tasks.mrp.v_pi[t][seen].double()).abs().max())
         per_task.append(fixed_error)
     return replace(_map(radii, per_task), neutral_tasks=neutral)
+
+
+def iterated_limit(T: Tensor, step: Tensor) -> tuple[float, Optional[Tensor], bool]:
+    """``v <- T v + step`` iterated from 0: the spectral radius of ``T`` on the part that moves (``moving_map``),
+    the limit where that radius is below 1 (None otherwise), and whether ``T`` has the neutral eigenvalue 1 off
+    that part. A ``step`` with a component off it adds the same vector at every layer: the values drift, so the
+    radius counts as 1 at least; ``T = I`` moves nothing, radius 1."""
+    basis, moving = moving_map(T)
+    inside = basis.T @ step
+    stays = bool((basis @ inside - step).abs().max() <= 1e-9 * max(1.0, float(step.abs().max())))
+    radius = float(torch.linalg.eigvals(moving).abs().max()) if len(moving) else 1.0
+    radius = radius if stays else max(radius, 1.0)
+    fixed = None
+    if radius < 1 - NEUTRAL_TOL:  # as the weights path (depth_limit): a rounded 1 is no contraction
+        fixed = basis @ torch.linalg.solve(torch.eye(len(moving), dtype=T.dtype) - moving, inside)
+    return radius, fixed, basis.shape[1] < len(T)
 
 
 def moving_map(T: Tensor, rtol: float = 1e-10) -> tuple[Tensor, Tensor]:

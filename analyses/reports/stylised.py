@@ -199,8 +199,8 @@ def _neutral_note(iteration: Optional[IterationMap], lead: str = " ") -> str:
     neutral = iteration.neutral_tasks if iteration else None
     if not neutral:
         return ""
-    text = (f"on {neutral} tasks a state that is never a source adds the neutral eigenvalue 1, a direction the "
-            "layer never moves, left out of the radius")
+    text = (f"on {neutral} tasks the map has the eigenvalue 1 exactly (a state that is never a source adds it), a "
+            "direction the layer never moves, left out of the radius")
     return lead + (text[0].upper() + text[1:] + "." if lead == " " else text)
 
 

@@ -8,7 +8,6 @@ table, never dropped from a mean.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional, Union
 
@@ -22,7 +21,7 @@ from analyses.metrics.intervals import COSINE, METHOD, describe_nonfinite, t_int
 from analyses.summary.tables import SIGNATURE_COLUMNS, STUDY_COLUMNS, Column
 from analyses.summary.tables import summary_column
 from analyses.studies.results import CELL, CONDITION, DEPTH, REFERENCE_NAME, STATUS, curve_column, read_tables
-from analyses.studies.spec import StudySpec, load_spec
+from analyses.studies.spec import StudySpec, stored_spec
 from ictd_interp.models.construction import SIGNATURE_INPUTS, SIGNATURE_TEXT
 
 DISCOUNT = summary_column("algorithm.layers.effective_discount")
@@ -73,7 +72,7 @@ def _log10(values: pd.Series) -> np.ndarray:
 def write_report(out_dir: Union[str, Path]) -> Path:
     """Redraw ``figures/`` and ``study.md`` of a study folder from its CSVs."""
     out_dir = Path(out_dir)
-    spec = _stored_spec(out_dir)
+    spec = stored_spec(out_dir)
     results, curves, depth, extrapolation = read_tables(out_dir)
     _check_cells(out_dir / "results.csv", results, spec)
     title = spec.name
@@ -106,23 +105,15 @@ def write_report(out_dir: Union[str, Path]) -> Path:
     return path
 
 
-def _stored_spec(out_dir: Path) -> StudySpec:
-    path = out_dir / "spec.json"
-    if not path.exists():
-        raise FileNotFoundError(f"{out_dir}: not a study folder (no spec.json)")
-    try:
-        return load_spec(json.loads(path.read_text()))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ValueError(f"{path}: corrupt or truncated JSON ({err})") from None
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"{path}: not a study spec ({err})") from None
-
-
 def _check_cells(path: Path, results: pd.DataFrame, spec: StudySpec) -> None:
     """``results.csv`` lists every cell of the spec (a row even for a cell not started): a table that does not
     is damaged, and a report drawn from it would replace the saved one with a wrong one."""
     expected = {cell.name for cell in spec.cells()}
     found = set(results[CELL].dropna()) if {CELL, STATUS} <= set(results.columns) else set()
+    text = path.read_bytes()
+    if not text.endswith(b"\n") or (found and results[STATUS].isna().any()):
+        raise ValueError(f"{path}: cut short (its last row is incomplete); the report is left as it was: run the "
+                         "study command again to rebuild the tables from its cells")
     if found != expected:
         missing, foreign = sorted(expected - found), sorted(found - expected)
         raise ValueError(f"{path}: does not list the study's {len(expected)} cells (missing {len(missing)}"

@@ -39,7 +39,7 @@ import pandas as pd
 from analyses.studies.cells import (attempts, is_running, last_unit, read_status, run_cell, run_stacked_cells,
                                     stack_groups, write_status)
 from analyses.studies.results import collect, read_tables
-from analyses.studies.spec import StudySpec, StudySpecError, load_spec
+from analyses.studies.spec import StudySpec, StudySpecError, load_spec, stored_spec
 from ictd_interp.io.progress import computed, progress_bar
 
 STOP_FILE = "STOP"
@@ -70,8 +70,6 @@ class RaySession:
     study makes its own; several studies in a row (the claims report) share one and pay its start once."""
 
     def __init__(self, address: Optional[str] = None, workers: Optional[int] = None):
-        if address is not None:
-            check_address(address)  # before any folder is claimed: Ray itself retries an unreachable head for minutes
         self.address, self.workers, self.started = address, workers, False
 
     def ray(self):
@@ -98,8 +96,6 @@ def run_study(spec: Union[str, Path, dict, StudySpec], out_dir: Union[str, Path]
     (``ictd_interp.training.allocator``; the ``ictd-interp study`` command asks for it).
     """
     spec, out_dir = load_spec(spec), Path(out_dir)
-    if address is not None and session is None:
-        check_address(address)  # before the folder is touched
     _prepare_folder(spec, out_dir)
     sparse = sorted({c.condition for c in spec.cells() if c.config.steps < c.config.eval_every})
     if sparse:
@@ -127,8 +123,7 @@ def load_study(out_dir: Union[str, Path]) -> Study:
     out_dir = Path(out_dir)
     if not (out_dir / "spec.json").exists():
         raise FileNotFoundError(f"{out_dir}: not a study folder (no spec.json)")
-    spec = load_spec(json.loads((out_dir / "spec.json").read_text()))
-    return Study(out_dir, spec, *read_tables(out_dir))
+    return Study(out_dir, stored_spec(out_dir), *read_tables(out_dir))
 
 
 def _prepare_folder(spec: StudySpec, out_dir: Path) -> None:
@@ -136,7 +131,7 @@ def _prepare_folder(spec: StudySpec, out_dir: Path) -> None:
     different request)."""
     stored = out_dir / "spec.json"
     if stored.exists():
-        before = load_spec(json.loads(stored.read_text()))
+        before = stored_spec(out_dir)
         changed = before.differences(spec)
         if changed:
             raise StudySpecError(f"{out_dir}: holds a study with another spec ({'; '.join(changed)}); "
@@ -226,15 +221,23 @@ def import_ray():
     return ray
 
 
-def check_address(address: str, timeout: float = 5.0) -> None:
-    """``HOST:PORT`` of a Ray head that answers (a TCP connection to its GCS port), else a one-line error."""
-    import socket
-
+def host_port(address: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6) split, or a one-line error."""
     host, sep, port = address.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
     if not sep or not host or not port.isdigit():
         raise ValueError(f"--address {address}: expected HOST:PORT of a Ray head (e.g. 127.0.0.1:6379)")
+    return host, int(port)
+
+
+def check_address(address: str, timeout: float = 5.0) -> None:
+    """A Ray head answers at ``address`` (a TCP connection to its GCS port), else a one-line error: Ray itself
+    retries an unreachable head for minutes."""
+    import socket
+
+    host, port = host_port(address)
     try:
-        socket.create_connection((host, int(port)), timeout=timeout).close()
+        socket.create_connection((host, port), timeout=timeout).close()
     except OSError as err:
         raise ValueError(f"--address {address}: no Ray head answers there ({err.strerror or err}); start one "
                          f"with `ray start --head --node-ip-address={host} --port={port}`") from None
@@ -246,7 +249,8 @@ def init_ray(ray, address: Optional[str], workers: Optional[int]) -> None:
         ray.init(address="local", num_cpus=workers or os.cpu_count(), include_dashboard=False, log_to_driver=False,
                  _node_ip_address="127.0.0.1", configure_logging=False)
         return
-    host = address.rsplit(":", 1)[0]
-    local = host in ("localhost",) or host.startswith("127.")
+    check_address(address)
+    host = host_port(address)[0]
+    local = host in ("localhost", "::1") or host.startswith("127.")
     ray.init(address=address, log_to_driver=False, configure_logging=False,
              **({"_node_ip_address": "127.0.0.1"} if local else {}))

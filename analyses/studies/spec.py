@@ -18,6 +18,7 @@ names the cell and the field before any work starts.
 
 from __future__ import annotations
 
+import json
 import itertools
 import re
 import tomllib
@@ -149,6 +150,19 @@ def load_spec(spec: Union[str, Path, dict, StudySpec]) -> StudySpec:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
         raise StudySpecError(f"{path}: not valid TOML ({err})") from None
     return StudySpec.from_dict(data, source=str(path))
+
+
+def stored_spec(out_dir: Path) -> StudySpec:
+    """The spec a study folder was run with (its ``spec.json``), each way it can be damaged named."""
+    path = Path(out_dir) / "spec.json"
+    if not path.exists():
+        raise FileNotFoundError(f"{out_dir}: not a study folder (no spec.json)")
+    try:
+        return load_spec(json.loads(path.read_text()))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise StudySpecError(f"{path}: corrupt or truncated JSON ({err})") from None
+    except (TypeError, AttributeError) as err:
+        raise StudySpecError(f"{path}: not a study spec ({err})") from None
 
 
 def cell_name(overrides: dict[str, Any]) -> str:

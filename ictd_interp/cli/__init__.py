@@ -193,7 +193,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if not isinstance(err, MemoryError) and "allocate" not in text and "out of memory" not in text:
             raise
         print(f"ictd-interp {args.command}: error: out of memory ({text[:200]}); the request is too large for this "
-              "machine: a shorter --context-len, fewer tasks or windows", file=sys.stderr)
+              "machine (its context length, number of tasks, windows or states)", file=sys.stderr)
         return 2
     except OSError as err:  # a path that is a file, a folder, unwritable, ...: the path and the reason, no trace
         where = f"{err.filename}: " if err.filename else ""

@@ -51,7 +51,7 @@ def train(args: argparse.Namespace) -> int:
     from ictd_interp.training.trainer import resume, train
 
     _set_threads(args.threads, args.resume)
-    if args.resume and args.out:
+    if args.resume and args.out and Path(args.out).resolve() != Path(args.resume).resolve():
         raise ValueError(f"--out {args.out} with --resume {args.resume}: a resumed run continues in its own folder; "
                          "leave --out out (or train a new run with --out alone)")
     if args.resume:
@@ -171,7 +171,7 @@ def import_incontexttd(args: argparse.Namespace) -> int:
     run = read_incontexttd(args.path, n_layers=args.n_layers, gamma=args.gamma, activation=args.activation)
     request = {"command": "import-incontexttd", "source": str(Path(args.path).resolve()), "n_layers": args.n_layers,
                "gamma": args.gamma, "activation": args.activation, "all_steps": args.all_steps}
-    out = claim_output(args.out, request, args.force)
+    out = claim_output(args.out, request, args.force, inputs=[args.path])
     chosen = range(len(run.steps)) if args.all_steps else [len(run.steps) - 1]
     model = build_model(run.config)
     for i in chosen:
@@ -238,13 +238,14 @@ def _load_features(path: str):
     except ValueError as err:
         raise ValueError(str(err) if str(err).startswith(path) else
                          f"{path}: cannot read a feature matrix (.npy) ({err})") from None
-    if not np.issubdtype(X.dtype, np.number) or not np.isfinite(X).all():
-        raise ValueError(f"{path}: the features must be finite numbers ({X.dtype}, "
-                         f"{int(np.size(X) - np.isfinite(X).sum()) if np.issubdtype(X.dtype, np.number) else '?'} "
-                         "not finite)")
-    with np.errstate(over="ignore", invalid="ignore"):
-        scores = np.einsum("...sd,...td->...st", X.astype(np.float64), X.astype(np.float64)) if X.ndim >= 2 else X
-    if not np.isfinite(scores).all():
+    if not (np.issubdtype(X.dtype, np.integer) or np.issubdtype(X.dtype, np.floating)):
+        raise ValueError(f"{path}: the features must be real numbers, got dtype {X.dtype}")
+    if not np.isfinite(X).all():
+        raise ValueError(f"{path}: the features must be finite numbers ({int(np.size(X) - np.isfinite(X).sum())} "
+                         "entries are NaN or inf)")
+    with np.errstate(over="ignore"):  # every score <x, x'> is at most the largest squared norm (Cauchy-Schwarz)
+        largest = float(np.max(np.sum(np.square(X.astype(np.float64)), axis=-1), initial=0.0))
+    if not np.isfinite(largest):
         raise ValueError(f"{path}: the features' inner products (the attention scores) overflow float64; "
                          f"largest entry {np.abs(X).max():.3g}")
     return torch.as_tensor(X, dtype=torch.float64)

@@ -24,7 +24,6 @@ from collections.abc import Sequence
 from typing import Any, Optional, Union
 
 from ictd_interp.config.train import TrainConfig
-from ictd_interp.io.checkpoint import WEIGHTS
 
 TRAIN_CONFIG, LEGACY_TRAIN_CONFIG = "train_config.json", "config.json"
 METRICS, CHECKPOINTS, FINAL = "metrics.jsonl", "checkpoints", "final"
@@ -150,31 +149,39 @@ def truncate_metrics(run_dir: PathLike, step: int) -> list[dict[str, Any]]:
     return kept
 
 
-REQUEST = "request.json"
+REQUEST, SUMMARY = "request.json", "summary.json"
+LEGACY_ANALYSIS = {SUMMARY, "summary.md", "figures"}  # what analyze wrote before request.json existed
 
 
 def claim_output(out_dir: PathLike, request: dict[str, Any], force: bool = False,
                  inputs: Sequence[PathLike] = ()) -> Path:
     """Make ``out_dir`` the home of ``request``'s results. An empty or absent folder, or one that holds the
     same request, is used, and so is one that holds only a request (a request that failed before writing any
-    result). A folder that holds another request's results is refused with the difference named, unless
-    ``force``, which clears it first. Never cleared, ``force`` or not: a training run, a folder of files that
-    ictd-interp did not write (no request.json: a checkpoint, someone's work), a folder holding or inside one of
-    the request's ``inputs`` (the model it reads), and a path that is a file. Callers check their inputs before
-    claiming, so a request that cannot run leaves the folder as it was."""
+    result). A folder that holds another request of the same command is refused with the difference named,
+    unless ``force``, which clears it first. Never cleared, ``force`` or not: a training run, another command's
+    results (a claims folder holds hours of training runs), a folder of files that ictd-interp did not write (no
+    request.json: a checkpoint, someone's work; an analysis from before request.json existed excepted), a folder
+    that is or holds one of the request's ``inputs`` (the model it reads), and a path that is a file. Callers read
+    their inputs before claiming, so a request whose inputs are bad leaves the folder as it was."""
     out_dir = Path(out_dir)
     _refuse_unusable(out_dir, inputs)
     if out_dir.exists() and any(child.name != REQUEST for child in out_dir.iterdir()):
         stored_path = out_dir / REQUEST
         stored = _read_json(stored_path) if stored_path.exists() else None
+        if stored is not None and not isinstance(stored, dict):
+            raise RunFolderError(f"{stored_path}: not a request (a JSON object); this folder was not written by "
+                                 "ictd-interp as it is: choose another --out")
         if stored != request:
             if is_run(out_dir):
                 problem, replaceable = "is a training run folder", False
             elif stored is None:
-                # an analysis from a release before request.json existed is still ours to replace
-                replaceable = (out_dir / "summary.json").exists() and not (out_dir / WEIGHTS).exists()
+                # an analysis from a release before request.json existed (exactly what analyze writes) is ours
+                replaceable = {c.name for c in out_dir.iterdir()} <= LEGACY_ANALYSIS and (out_dir / SUMMARY).exists()
                 problem = ("is not empty and holds no request.json" + ("" if replaceable else
                            " (not written by ictd-interp analyze/evaluate, so it is never cleared)"))
+            elif stored.get("command") != request.get("command"):
+                problem, replaceable = (f"holds the results of `{stored.get('command')}`, not of "
+                                        f"`{request.get('command')}` (never replaced by another command)"), False
             else:
                 changed = [f"{k}: {stored.get(k)!r} -> {request.get(k)!r}" for k in sorted(set(stored) | set(request))
                            if stored.get(k) != request.get(k)]
@@ -221,5 +228,5 @@ def _clear(folder: Path) -> None:
 def _read_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text())
-    except json.JSONDecodeError as err:
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise RunFolderError(f"{path}: corrupt JSON ({err})") from None
