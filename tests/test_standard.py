@@ -247,3 +247,19 @@ def test_the_query_scale_is_folded_into_W_Q_only_where_that_is_exact():
     with torch.no_grad():
         slow = unfolded(make_tasks().prompt)
         assert torch.allclose(unfolded.fast_values(make_tasks().prompt), slow, atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("pos_embed", [False, True])
+def test_without_positional_embeddings_the_context_is_an_unordered_set(pos_embed):
+    """No positional embedding and no shift: reordering the context's columns (the query kept last) reorders the
+    outputs and nothing else, in float64 to rounding, so such a model cannot see which state follows which (the
+    report says so). A learned positional embedding breaks the symmetry."""
+    model = make_standard(pos_embed=pos_embed, n_ctx=13)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.5)
+    prompt = make_tasks(n_tasks=3, n=12).prompt.double()
+    order = torch.cat([torch.randperm(12, generator=torch.Generator().manual_seed(1)), torch.tensor([12])])
+    with torch.no_grad():
+        gap = (model(prompt[:, order]) - model(prompt)[:, order]).abs().max().item()
+    assert gap > 1e-3 if pos_embed else gap < 1e-12

@@ -12,7 +12,7 @@ from typing import Any, Optional, Union
 import numpy as np
 import seaborn as sns
 from matplotlib.figure import Figure as MatplotlibFigure
-from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter, NullLocator
 
 from ictd_interp.models.construction import SIGNATURE_INPUTS, SIGNATURE_SIGNS, SIGNATURE_TEXT
 
@@ -208,7 +208,7 @@ def error_vs_depth(curves: Mapping[str, Sequence[float]], fits: Optional[Mapping
         fit = (fits or {}).get(label)
         if fit is not None:
             ax.plot(depths, fit.amplitude * fit.rate ** depths + fit.floor, color=colour, ls="--", lw=1,
-                    label=rf"fit $a\rho^L$ + floor, $\rho$ = {fit.rate:.3f}")
+                    label=r"fit $a\rho^L$ + floor:" + "\n" + rf"$\rho$ = {fit.rate:.3f}, floor {fit.floor:.3g}")
     ax.set_yscale("log")
     log_axis(ax.yaxis)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -256,8 +256,9 @@ def error_vs_context(lengths: Sequence[int], curves: Mapping[str, Sequence[float
             ms=3,
             label=label.replace("theta_star", STAR).replace("theta*", STAR),
         )
-    ax.set(xscale="log", yscale="log", title="Error versus context length" + (f" ({where})" if where else ""),
-           xlabel="context length n (transitions)", ylabel=f"{SUP_ERROR} (value units)")
+    ax.set(xscale="log", yscale="log", xlabel="context length n (transitions)", ylabel=f"{SUP_ERROR} (value units)")
+    ax.set_title(wrapped("Error versus context length" + (f" ({where})" if where else ""), 50),
+                 fontsize=9 if where else None)
     log_axis(ax.xaxis)
     log_axis(ax.yaxis)
     legend_outside(ax)
@@ -312,8 +313,9 @@ def log_axis(axis) -> None:
     lims = axis.axes.dataLim
     lo, hi = lims.intervaly if axis.axis_name == "y" else lims.intervalx
     decades = np.log10(hi / lo) if lo > 0 and hi > lo else 10.0
-    if decades <= 0.6:  # within a factor of 4: evenly spaced round numbers read best
-        axis.set_major_locator(MaxNLocator(nbins=6))
+    if decades <= 0.6:  # within a factor of 4: evenly spaced round numbers read best, no unlabelled log minors
+        axis.set_major_locator(MaxNLocator(nbins=8, steps=[1, 2, 2.5, 5, 10]))
+        axis.set_minor_locator(NullLocator())
     else:
         subs = (1.0, 2.0, 3.0, 5.0) if decades <= 1.5 else (1.0, 2.0, 5.0) if decades <= 3 else (1.0,)
         axis.set_major_locator(LogLocator(base=10, subs=subs, numticks=30 if decades <= 8 else 8))

@@ -105,12 +105,49 @@ def write_ood(result: Evaluation, out_dir: Union[str, Path]) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "evaluation.json").write_text(json.dumps(to_json(result), indent=1))
     title = f"# Out-of-distribution evaluation of `{result.source}` on {result.environment}"
-    lines = [title, "", f"{result.n_tasks} tasks, {result.n_states} states, context length {result.context_len}.",
-             "", result.baselines.sentence, "", *baseline_table(result.baselines), ""]
+    lines = [title, "", sample_sentence(result), "", result.baselines.sentence, "", *baseline_table(result.baselines),
+             "", "## Error against context length and depth", "", *curve_sentences(result), ""]
     (out_dir / "evaluation.md").write_text("\n".join(lines))
     for name, fig in ood_figures(result).items():
         for ext in ("png", "svg"):
             fig.savefig(out_dir / f"{name}.{ext}", dpi=120)
+
+
+def sample_sentence(result: Evaluation) -> str:
+    """Which tasks, how many, and at which depth every number below is read."""
+    s = result.settings
+    features = f"{s.get('feature_kind', '?')} features × {s.get('feature_scale', '?')}"
+    return (f"{result.n_tasks} tasks from `{result.environment}` (policy: {result.policy or 'n/a'}), {result.n_states} "
+            f"states, one trajectory of {result.context_len} transitions per task, γ = {s.get('gamma', '?')}, "
+            f"{features}, seed {s.get('seed', '?')}. The model runs at its own depth ({result.baselines.depth} layers) "
+            "and θ* at the same depth unless a line says otherwise; errors are over the context's positions 0..n, "
+            "the query included, and every curve is a mean over the tasks.")
+
+
+def curve_sentences(result: Evaluation) -> list[str]:
+    """What the two figures show, in words (their numbers are in evaluation.json)."""
+    n, ctx, fit = result.context_lengths, result.context, result.theta_star_fit
+
+    def course(curve: list[float]) -> str:
+        best = min(range(len(curve)), key=curve.__getitem__)
+        return (f"{curve[0]:.3f} at n = {n[0]} → {curve[-1]:.3f} at n = {n[-1]}"
+                + (f" (lowest {curve[best]:.3f} at n = {n[best]})" if 0 < best < len(curve) - 1 else ""))
+
+    lines = [f"- Sup error ‖v_L − v_π‖∞ against the context length (figure `error_vs_context.png`): the model "
+             f"{course(ctx.model)}; θ* at the same depth {course(ctx.theta_star)}."]
+    deepest = len(result.depth.theta_star) - 1
+    star = result.depth.theta_star
+    lines.append(f"- Against depth at n = {result.context_len} (figure `error_vs_depth.png`): θ* {star[0]:.3f} "
+                 f"at depth 0 → {star[-1]:.3f} at depth {deepest}; a fit a ρ^L + floor over those "
+                 f"depths gives ρ = {fit.rate:.3f} and floor {fit.floor:.3f} (the fit's, over the depths it saw)"
+                 + (f"; the model {result.depth.model[-1]:.3f} at its depth {len(result.depth.model) - 1}."
+                    if result.depth.model else "."))
+    m = result.margin
+    lines.append(f"- Assumption 5.1 margin C (mean over the tasks): θ* {m.theta_star:+.3f}"
+                 + (f", the model's kernel {m.model:+.3f}" if m.model is not None else "")
+                 + ("; C ≤ 0: Theorem 2's contraction bound does not apply." if m.theta_star <= 0 else ".")
+                 if m.unavailable is None else f"- Assumption 5.1 margin: not computed ({m.unavailable}).")
+    return lines
 
 
 def ood_figures(result: Union[Evaluation, dict[str, Any]]) -> dict[str, Any]:
@@ -121,8 +158,10 @@ def ood_figures(result: Union[Evaluation, dict[str, Any]]) -> dict[str, Any]:
     if result.depth.model is not None:
         curves["trained model"] = result.depth.model
     depth_fig = figures.error_vs_depth(curves, fits)
-    depth_fig.axes[0].set_title(figures.wrapped(f"Error versus depth ({result.environment}, policy: "
-                                                f"{result.policy or 'n/a'})", 50), fontsize=9)
-    context = {"model": result.context.model, "theta_star": result.context.theta_star}
+    depth_fig.axes[0].set_title(figures.wrapped(f"Error versus depth at n = {result.context_len} "
+                                                f"({result.environment}; mean over {result.n_tasks} tasks)", 50),
+                                fontsize=9)
+    context = {"trained model": result.context.model, "theta_star": result.context.theta_star}
+    where = f"{result.environment}, depth {result.baselines.depth}; mean over {result.n_tasks} tasks"
     return {"error_vs_depth": depth_fig,
-            "error_vs_context": figures.error_vs_context(result.context_lengths, context, result.environment)}
+            "error_vs_context": figures.error_vs_context(result.context_lengths, context, where)}

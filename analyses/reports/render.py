@@ -70,7 +70,8 @@ def baseline_table(base: Baselines) -> list[str]:
     """The model beside every no-training estimator on the same tasks, with paired intervals."""
     rows, model = base.estimators, base.estimators[MODEL_ROW]
     lines = [f"Baselines on the same {base.n_tasks} tasks (no training; docs/theory.md §7). MSVE = level "
-             "(squared mean error: a wrong value level) + shape (the rest); 95% Student-t intervals over tasks; the "
+             "(squared mean error: a wrong value level) + shape (the rest), over the context's positions 0..n, the "
+             "query included; 95% Student-t intervals over tasks; the "
              "last column is the paired interval of the per-task MSVE difference model − estimator.", "",
              "| estimator | MSVE | level | shape | model − estimator | the model is |", "|---|---|---|---|---|---|",
              f"| trained model | {interval_text(model.msve)} | {interval_text(model.level)} | "
@@ -84,7 +85,7 @@ def baseline_table(base: Baselines) -> list[str]:
         lines.append(f"| {LABELS.get(name, name)} | {' | '.join(cells)} | {words[diff.verdict]} |")
     best = base.best_softmax_td
     lines += ["", f"The best softmax TD of depth {base.depth} uses step α = {best.alpha:.2f} and kernel "
-              f"sharpness β = {best.beta:.2f}, chosen on these tasks "
+              f"inverse temperature β = {best.beta:.2f} (the features scaled by √β), chosen on these tasks "
               "(an oracle choice: the best of the family on a grid, an optimistic baseline). Each row is its own "
               f"95% comparison; no correction is made across these {len(rows) - 1} rows."]
     return lines

@@ -177,7 +177,8 @@ def verdict(circuit: Circuit, algorithm: Algorithm) -> str:
         if tabular(best) > best.td_kernel_correlation:
             kernel = (f"layer {best.layer} head {best.head} attends to the sources in the target's own state "
                       f"(correlation {tabular(best):.2f} with the tabular kernel, "
-                      f"{best.td_kernel_correlation:.2f} with θ*'s softmax kernel): tabular TD's kernel")
+                      f"{best.td_kernel_correlation:.2f} with θ*'s softmax kernel): per-state averaging, the kernel "
+                      "tabular TD and every-visit Monte-Carlo share")
         fits = algorithm.layers + (algorithm.layers_tabular or [])
         fve = max((r.fve for r in fits), default=float("nan"))
         return (f"Partly: {kernel}, but " + (f"no head or layer moves the value with TD's {SIGNATURE_TEXT} signs"
@@ -188,11 +189,21 @@ def verdict(circuit: Circuit, algorithm: Algorithm) -> str:
             f"≥ {TD_LIKE_CORRELATION}; the model predicts values some other way.")
 
 
+# A standard model without positional embeddings is equivariant to any reordering of its context's columns
+# (tests/test_standard.py): it cannot tell which state follows which, so no update of it can bootstrap on v(S_{j+1}).
+UNORDERED = ("**It cannot see the order of its context:** with no positional embedding (`pos_embed = false`) and no "
+             "temporal shift, reordering the context's columns reorders its outputs and nothing else, so it never "
+             "observes which state follows which. TD's bootstrap on v(S_{j+1}) is out of its reach by construction: "
+             "the `v_next` probe below reads what S_j alone predicts of v(S_{j+1}), and the TD error under v_π has "
+             "mean 0 given S_j, so nothing read from S_j alone predicts it. Train with `--pos-embed` for a model that "
+             "can see transitions.")
+
+
 def standard_sentences(summary: Summary) -> list[str]:
     """The answers of ``summary.md`` for a standard model, in words."""
     conv, circuit, alg, gamma = summary.convergence, summary.circuit, summary.algorithm, summary.gamma
     depth = summary.model.n_layers
-    lines = [f"- **Verdict.** {verdict(circuit, alg)}",
+    lines = [f"- **Verdict.** {verdict(circuit, alg)}" + ("" if summary.model.pos_embed else " " + UNORDERED),
              f"- **Error (at its {depth} layers).** " + summary.baselines.sentence,
              "- **Where the value lives.** The probed value's MSVE per site (embedding, then after each block): "
              + ", ".join(f"{e:.3f}" for e in conv.depth_msve.model) + " (θ*'s stored row: "
@@ -240,9 +251,10 @@ def lines(summary: Summary) -> list[str]:
         "",
         *baseline_table(summary.baselines),
         "",
-        f"Eval MSVE {m.eval_msve:.4f} (θ* at the same depth {m.theta_star_msve:.4f}); mean kernel diagonality "
-        f"{m.kernel_diagonality_mean:.3f}. Probes read linear structure only: a quantity a model keeps "
-        "non-linearly shows as absent.",
+        f"Eval MSVE {m.eval_msve:.4f} (θ* at the same depth {m.theta_star_msve:.4f}); kernel diagonality "
+        f"{m.kernel_diagonality_mean:.3f} averaged over all {summary.model.n_layers * summary.model.n_heads} heads "
+        f"(one head per line above gives its own), θ* {summary.diagonality.theta_star:.3f} on the same tasks. Probes "
+        "read linear structure only: a quantity a model keeps non-linearly shows as absent.",
         "",
     ]
 
