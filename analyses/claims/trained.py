@@ -307,7 +307,9 @@ def same_state_claim(tab: list[float], td: list[float], source: str, td_head: Op
     return Claim(
         "finding_same_state_head", "This project: the standard transformer's attention is more same-state "
         "(tabular) than TD-like: its most same-state head correlates more with the tabular kernel than its most "
-        "TD-like head with θ*'s softmax kernel (the two may be different heads).",
+        "TD-like head with θ*'s softmax kernel (the two may be different heads). The model has no positional "
+        "embedding, so it cannot see which state follows which: per-state averaging is within its reach, TD's "
+        "bootstrap is not (docs/theory.md §10).",
         f"Per seed, the largest correlation of any head's pattern with each kernel ({source}).",
         "holds when the paired 95% t interval over seeds of (largest tabular − largest softmax-TD correlation) lies "
         "above 0 (with one seed, by the single value, said so).",
