@@ -159,3 +159,18 @@ def test_layer_signature_is_td_on_theta_star_and_sees_through_an_mlp():
     assert head.raw == [0.0, 0.0, 0.0]
     whole = layer_signature(model, tasks, 0, rows, rows["v_current"], rows["v_current"])
     assert any(abs(g) > 1e-6 for g in whole.raw)
+
+
+def test_signature_entries_of_collinear_probes_are_not_read():
+    """Two probe directions within |cos| 0.95 cannot be perturbed apart: their entries are n/a and no TD verdict
+    is drawn; orthogonal ones are read as before."""
+    from analyses.metrics.heads import _signature_row, unresolved
+
+    e = torch.eye(3, dtype=torch.float64)
+    near = e[1] + 0.2 * e[2]  # cos with e_1: 1/sqrt(1.04) = 0.981
+    assert unresolved({"reward": e[0], "v_next": e[1], "v_current": near}) == {1, 2}
+    assert unresolved({"reward": e[0], "v_next": e[1], "v_current": e[2]}) == frozenset()
+    hidden = _signature_row([2.0, 1.0, -1.0], layer=0, hidden=frozenset({1, 2}))
+    assert hidden.normalised == [1.0, None, None] and not hidden.matches_td
+    read = _signature_row([2.0, 1.0, -1.0], layer=0)
+    assert read.normalised == [1.0, 0.5, -0.5] and read.matches_td

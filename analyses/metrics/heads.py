@@ -129,12 +129,27 @@ def _perturbed_run(model: ICTDModel, tasks: TaskBatch, layer: int, directions: d
     return eps, captured["in"], captured["out"]
 
 
-def _signature_row(raw: list[float], layer: int, head: Optional[int] = None) -> Signature:
-    """Raw directional derivatives, normalised by the reward's magnitude, and whether their signs are TD's."""
-    scale = abs(raw[0]) if raw[0] != 0 else 1.0
-    normalised = [g / scale for g in raw]
+# Probe directions closer than this (|cosine|) cannot be perturbed apart: moving one moves the other, so their
+# entries of a signature are not identifiable and reported n/a (as a stylised layer 0's are).
+COLLINEAR = 0.95
+
+
+def unresolved(directions: dict[str, Tensor]) -> frozenset[int]:
+    """Indices of ``SIGNATURE`` whose probe direction is within ``COLLINEAR`` of another's."""
+    units = [torch.nn.functional.normalize(directions[name].double(), dim=0) for name in SIGNATURE]
+    return frozenset(i for i in range(len(units)) for j in range(len(units))
+                     if i != j and abs(float(units[i] @ units[j])) >= COLLINEAR)
+
+
+def _signature_row(raw: list[float], layer: int, head: Optional[int] = None, hidden: frozenset[int] = frozenset()
+                   ) -> Signature:
+    """Raw directional derivatives, normalised by the reward's magnitude (None at ``hidden`` entries: not
+    identifiable), and whether their signs are TD's (never, with an entry unknown)."""
+    scale = abs(raw[0]) if raw[0] != 0 and 0 not in hidden else 1.0
+    normalised = [None if i in hidden else g / scale for i, g in enumerate(raw)]
     return Signature(layer=layer, head=head, raw=raw, normalised=normalised,
-                     matches_td=all((g > 0) == (s > 0) and g != 0 for g, s in zip(normalised, SIGNATURE_SIGNS)))
+                     matches_td=not hidden and all((g > 0) == (s > 0) and g != 0
+                                                   for g, s in zip(normalised, SIGNATURE_SIGNS)))
 
 
 def head_signatures(model: ICTDModel, tasks: TaskBatch, layer: int,
@@ -148,7 +163,9 @@ def head_signatures(model: ICTDModel, tasks: TaskBatch, layer: int,
         moved = torch.einsum("bphd,d->h", result, readout.to(result)) / len(tasks)
         heads = torch.eye(len(moved), dtype=moved.dtype, device=moved.device)
         (grads,) = torch.autograd.grad(moved, eps, grad_outputs=heads, is_grads_batched=True)  # [head, 3]
-    return [_signature_row(raw, layer=layer, head=h) for h, raw in enumerate(grads.double().cpu().tolist())]
+    hidden = unresolved(directions)
+    return [_signature_row(raw, layer=layer, head=h, hidden=hidden)
+            for h, raw in enumerate(grads.double().cpu().tolist())]
 
 
 def layer_signature(model: ICTDModel, tasks: TaskBatch, layer: int, directions: dict[str, Tensor],
@@ -161,7 +178,7 @@ def layer_signature(model: ICTDModel, tasks: TaskBatch, layer: int, directions: 
         eps, resid_in, resid_out = _perturbed_run(model, tasks, layer, directions, get_act_name("resid_post", layer))
         update = (resid_out @ readout_out.to(resid_out) - resid_in @ readout_in.to(resid_in)).sum() / len(tasks)
         (grad,) = torch.autograd.grad(update, eps)
-    return _signature_row(grad.double().cpu().tolist(), layer=layer)
+    return _signature_row(grad.double().cpu().tolist(), layer=layer, hidden=unresolved(directions))
 
 
 def probed_layer_signatures(model: ICTDModel, tasks: TaskBatch, quantity: dict[str, LinearProbes],

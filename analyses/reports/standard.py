@@ -20,7 +20,7 @@ from analyses.metrics.algorithm_id import identify_from_values
 from analyses.metrics.extrapolation import depth_extrapolation
 from analyses.metrics.convergence import CONTEXT_LENGTHS, errors_by_context, sup_error
 from analyses.metrics.diagonality import kernel_diagonality_mean
-from analyses.metrics.heads import HeadKernel, Signature, head_kernels, most_like, probed_layer_signatures, \
+from analyses.metrics.heads import COLLINEAR, HeadKernel, Signature, head_kernels, most_like, probed_layer_signatures, \
     probed_signatures
 from analyses.reports.render import eval_tasks_label
 from analyses.summary.sections import Summary
@@ -181,8 +181,8 @@ def verdict(circuit: Circuit, algorithm: Algorithm) -> str:
                       "tabular TD and every-visit Monte-Carlo share")
         fits = algorithm.layers + (algorithm.layers_tabular or [])
         fve = max((r.fve for r in fits), default=float("nan"))
-        return (f"Partly: {kernel}, but " + (f"no head or layer moves the value with TD's {SIGNATURE_TEXT} signs"
-                                             if not signed else "no layer's probed update is in the TD family")
+        return (f"Partly: {kernel}, but " + (_unsigned(circuit) if not signed else
+                                             "no layer's probed update is in the TD family")
                 + "; the TD family (softmax or tabular kernel) explains "
                   f"at most {fve:.0%} of any layer's probed update.")
     return ("No TD circuit found: no head's pattern correlates with the softmax-TD kernel at "
@@ -197,6 +197,28 @@ UNORDERED = ("**It cannot see the order of its context:** with no positional emb
              "the `v_next` probe below reads what S_j alone predicts of v(S_{j+1}), and the TD error under v_π has "
              "mean 0 given S_j, so nothing read from S_j alone predicts it. Train with `--pos-embed` for a model that "
              "can see transitions.")
+
+
+def _unsigned(circuit: Circuit) -> str:
+    """No signed head: said as far as the signatures can be read (collinear probes make them n/a)."""
+    layers = circuit.layer_signatures or []
+    unread = sum(None in r.normalised for r in layers)
+    why = "its probes of the next and current value point the same way"
+    if layers and unread == len(layers):
+        return f"TD's {SIGNATURE_TEXT} signs cannot be read at any layer ({why})"
+    return (f"no head or layer moves the value with TD's {SIGNATURE_TEXT} signs"
+            + (f" where they can be read (not at {unread} of {len(layers)} layers: {why})" if unread else ""))
+
+
+def _td_words(sig: Signature) -> str:
+    return " — TD's signs." if sig.matches_td else " — signs not readable." if None in sig.normalised else \
+        " — not TD's signs."
+
+
+def _signs(normalised: list) -> str:
+    text = ", ".join("n/a" if v is None else f"{v:+.2f}" for v in normalised)
+    return text + (f" (n/a: probe directions within |cos| {COLLINEAR} of one another cannot be perturbed apart)"
+                   if None in normalised else "")
 
 
 def standard_sentences(summary: Summary) -> list[str]:
@@ -216,12 +238,10 @@ def standard_sentences(summary: Summary) -> list[str]:
         lines.append(f"- Layer {h.layer} head {h.head}: correlation {h.td_kernel_correlation:.2f} with θ*'s "
                      f"softmax-TD kernel and {h.tabular_kernel_correlation:.2f} with the tabular same-state kernel, "
                      f"diagonality {h.diagonality:.2f}, signature (reward, next, current) = "
-                     + ", ".join(f"{v:+.2f}" for v in sig.normalised)
-                     + (" — TD's signs." if sig.matches_td else " — not TD's signs."))
+                     + _signs(sig.normalised) + _td_words(sig))
     for r in circuit.layer_signatures:
         lines.append(f"- Layer {r.layer}'s whole update of the probed value (attention, MLP, residual): "
-                     "(reward, next, current) = " + ", ".join(f"{v:+.2f}" for v in r.normalised)
-                     + (" — TD's signs." if r.matches_td else " — not TD's signs."))
+                     "(reward, next, current) = " + _signs(r.normalised) + _td_words(r))
     lines += ["- " + layer_sentence(row, gamma).replace("Layer", "Probed layer", 1) for row in alg.layers]
     lines.append("- With the tabular (same-state) kernel in place of the softmax family, the TD family explains "
                  + ", ".join(f"{r.fve:.0%}" for r in alg.layers_tabular) + " of the probed updates of layers "
