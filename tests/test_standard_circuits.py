@@ -115,7 +115,13 @@ def test_verdict_sentences():
                       layer_signatures=[Signature(layer=0, raw=[1, 1, 1], normalised=[1, 1, 1], matches_td=False)])
     assert verdict(circuit, alg).startswith("Yes, in part: layer 0 head 1")
     circuit.signatures[0].matches_td = False
-    assert "no head or layer moves the value" in verdict(circuit, alg) and "at most 97%" in verdict(circuit, alg)
+    assert "no TD-like head (layer 0), nor its layer's whole update, moves the value" in verdict(circuit, alg)
+    assert "at most 97%" in verdict(circuit, alg) and "cannot be read" not in verdict(circuit, alg)
+    circuit.layer_signatures.append(Signature(layer=1, raw=[1, 1, -1], normalised=[1, 1, -1], matches_td=True))
+    circuit.layer_signatures.append(Signature(layer=2, raw=[1, 1, 1], normalised=[None] * 3, matches_td=False))
+    assert ("the whole update of layer 1 has TD's signs, with no TD-like head in it; at layer 2 the signs cannot be "
+            "read") in verdict(circuit, alg)
+    del circuit.layer_signatures[1:]
     circuit.heads[0].tabular_kernel_correlation = 0.95
     assert "correlation 0.95 with the tabular kernel, 0.80 with θ*'s softmax kernel" in verdict(circuit, alg)
     circuit.layer_signatures[0].matches_td = True  # the head's layer moves it, through its MLP
@@ -161,16 +167,20 @@ def test_layer_signature_is_td_on_theta_star_and_sees_through_an_mlp():
     assert any(abs(g) > 1e-6 for g in whole.raw)
 
 
-def test_signature_entries_of_collinear_probes_are_not_read():
-    """Two probe directions within |cos| 0.95 cannot be perturbed apart: their entries are n/a and no TD verdict
-    is drawn; orthogonal ones are read as before."""
-    from analyses.metrics.heads import _signature_row, unresolved
+def test_signatures_perturb_along_the_dual_basis_and_nearly_dependent_probes_are_not_read():
+    """Each dual direction moves one probe's reading by 1 and the others' by 0 (to rounding), however close the
+    probes lie; above condition number 50 the three cannot be separated and the whole signature is n/a."""
+    from analyses.metrics.heads import _signature_row, dual_basis, unresolved
 
     e = torch.eye(3, dtype=torch.float64)
-    near = e[1] + 0.2 * e[2]  # cos with e_1: 1/sqrt(1.04) = 0.981
-    assert unresolved({"reward": e[0], "v_next": e[1], "v_current": near}) == {1, 2}
-    assert unresolved({"reward": e[0], "v_next": e[1], "v_current": e[2]}) == frozenset()
-    hidden = _signature_row([2.0, 1.0, -1.0], layer=0, hidden=frozenset({1, 2}))
-    assert hidden.normalised == [1.0, None, None] and not hidden.matches_td
+    close = {"reward": e[0], "v_next": e[1], "v_current": e[1] + 0.2 * e[2]}  # cos 0.981: separable
+    dual, condition = dual_basis(close)
+    units = torch.stack([v / v.norm() for v in close.values()])
+    assert (dual @ units.T - torch.eye(3, dtype=torch.float64)).abs().max() < 1e-12 and condition < 50
+    assert unresolved(close) == frozenset()
+    nearly = {"reward": e[0], "v_next": e[1], "v_current": e[1] + 0.01 * e[2]}  # cos 0.99995
+    assert dual_basis(nearly)[1] > 50 and unresolved(nearly) == {0, 1, 2}
+    hidden = _signature_row([2.0, 1.0, -1.0], layer=0, hidden=frozenset({0, 1, 2}))
+    assert hidden.normalised == [None, None, None] and not hidden.matches_td
     read = _signature_row([2.0, 1.0, -1.0], layer=0)
     assert read.normalised == [1.0, 0.5, -0.5] and read.matches_td

@@ -65,9 +65,12 @@ def probed_signature_bars(rows: Sequence[Any], title: str) -> Figure:
     next-value and current-value perturbations, all divided by one scale (the largest move of any row),
     so heads' strengths compare; θ*'s (+, +, −) beside them for the signs."""
     groups = [f"L{r.layer}H{r.head}" if r.head is not None else f"layer {r.layer}" for r in rows]
-    scale = max((abs(g) for r in rows for g in r.raw), default=1.0) or 1.0
-    fig, ax = sign_bars(groups, [[float(np.clip(g / scale, -3, 3)) for g in r.raw] for r in rows])
-    ax.set(title=title, xlabel="layer L, head H" if rows[0].head is not None else "layer",
+    read = [[None if n is None else g for g, n in zip(r.raw, r.normalised)] for r in rows]  # n/a: not drawn
+    scale = max((abs(g) for row in read for g in row if g is not None), default=1.0) or 1.0
+    fig, ax = sign_bars(groups, [[np.nan if g is None else float(np.clip(g / scale, -3, 3)) for g in row]
+                                 for row in read])
+    ax.set(title=title, xlabel=("layer L, head H" if rows[0].head is not None else "layer")
+           + " (missing bar: not identifiable)",
            ylabel="probed-value move / largest |move|")
     legend_outside(ax, title="perturbed input")
     return fig

@@ -107,11 +107,12 @@ def head_kernels(model: ICTDModel, tasks: TaskBatch) -> list[HeadKernel]:
 
 def _perturbed_run(model: ICTDModel, tasks: TaskBatch, layer: int, directions: dict[str, Tensor],
                    keep: str) -> tuple[Tensor, Tensor, Tensor]:
-    """Run ``tasks`` with ``eps @ directions`` (``eps`` zeros, requiring grad; one scalar per entry of
-    ``SIGNATURE``) added to the layer's input at every context column. Returns ``eps``, the perturbed
-    input and the activation at hook ``keep``."""
+    """Run ``tasks`` with ``eps @ dual`` (``eps`` zeros, requiring grad; one scalar per entry of ``SIGNATURE``;
+    ``dual`` the dual basis of ``directions``: ``eps_k`` moves probe ``k``'s reading by ``eps_k`` and the others'
+    not at all) added to the layer's input at every context column. Returns ``eps``, the perturbed input and the
+    activation at hook ``keep``."""
     device, dtype = model.device, next(model.parameters()).dtype
-    dirs = torch.stack([directions[name] for name in SIGNATURE]).to(device, dtype)
+    dirs = dual_basis(directions)[0].to(device, dtype)
     eps = torch.zeros(len(SIGNATURE), dtype=dtype, device=device, requires_grad=True)
     captured = {}
 
@@ -129,16 +130,24 @@ def _perturbed_run(model: ICTDModel, tasks: TaskBatch, layer: int, directions: d
     return eps, captured["in"], captured["out"]
 
 
-# Probe directions closer than this (|cosine|) cannot be perturbed apart: moving one moves the other, so their
-# entries of a signature are not identifiable and reported n/a (as a stylised layer 0's are).
-COLLINEAR = 0.95
+# Above this condition number of the three probe directions (as algorithm_id's regressions) their dual basis
+# amplifies rounding and probe error: the signature is not identifiable and reported n/a (as a stylised layer 0's).
+MAX_CONDITION = 50.0
+
+
+def dual_basis(directions: dict[str, Tensor]) -> tuple[Float[Tensor, "quantity d_model"], float]:
+    """``(U U^T)^{-1} U`` for the unit probe directions ``U`` (rows in ``SIGNATURE``'s order): row ``k`` changes
+    probe ``k``'s reading by 1 and every other probe's by 0, however close the directions lie; and ``U``'s
+    condition number, which says how far that separation can be trusted."""
+    U = torch.stack([torch.nn.functional.normalize(directions[name].double(), dim=0) for name in SIGNATURE])
+    singular = torch.linalg.svdvals(U)
+    condition = float(singular[0] / singular[-1]) if singular[-1] > 0 else float("inf")
+    return torch.linalg.pinv(U @ U.T) @ U, condition
 
 
 def unresolved(directions: dict[str, Tensor]) -> frozenset[int]:
-    """Indices of ``SIGNATURE`` whose probe direction is within ``COLLINEAR`` of another's."""
-    units = [torch.nn.functional.normalize(directions[name].double(), dim=0) for name in SIGNATURE]
-    return frozenset(i for i in range(len(units)) for j in range(len(units))
-                     if i != j and abs(float(units[i] @ units[j])) >= COLLINEAR)
+    """Every index of ``SIGNATURE`` when the probe directions' condition number exceeds ``MAX_CONDITION``."""
+    return frozenset(range(len(SIGNATURE))) if dual_basis(directions)[1] > MAX_CONDITION else frozenset()
 
 
 def _signature_row(raw: list[float], layer: int, head: Optional[int] = None, hidden: frozenset[int] = frozenset()

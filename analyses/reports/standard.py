@@ -20,8 +20,8 @@ from analyses.metrics.algorithm_id import identify_from_values
 from analyses.metrics.extrapolation import depth_extrapolation
 from analyses.metrics.convergence import CONTEXT_LENGTHS, errors_by_context, sup_error
 from analyses.metrics.diagonality import kernel_diagonality_mean
-from analyses.metrics.heads import COLLINEAR, HeadKernel, Signature, head_kernels, most_like, probed_layer_signatures, \
-    probed_signatures
+from analyses.metrics.heads import (MAX_CONDITION, HeadKernel, Signature, head_kernels, most_like,
+                                    probed_layer_signatures, probed_signatures)
 from analyses.reports.render import eval_tasks_label
 from analyses.summary.sections import Summary
 from analyses.summary.store import build
@@ -200,14 +200,25 @@ UNORDERED = ("**It cannot see the order of its context:** with no positional emb
 
 
 def _unsigned(circuit: Circuit) -> str:
-    """No signed head: said as far as the signatures can be read (collinear probes make them n/a)."""
+    """No TD-like head moves the value with TD's signs, nor its layer: said with the layers that do (holding no
+    TD-like head) and those whose signs cannot be read (nearly dependent probes make them n/a)."""
     layers = circuit.layer_signatures or []
-    unread = sum(None in r.normalised for r in layers)
-    why = "its probes of the next and current value point the same way"
-    if layers and unread == len(layers):
-        return f"TD's {SIGNATURE_TEXT} signs cannot be read at any layer ({why})"
-    return (f"no head or layer moves the value with TD's {SIGNATURE_TEXT} signs"
-            + (f" where they can be read (not at {unread} of {len(layers)} layers: {why})" if unread else ""))
+    holding = sorted({h.layer for h, _ in td_heads(circuit)})
+    others = [r.layer for r in layers if r.matches_td]
+    unread = [r.layer for r in layers if None in r.normalised]
+    text = (f"no TD-like head ({_layers(holding)}), nor its layer's whole update, moves the value with TD's "
+            f"{SIGNATURE_TEXT} signs where they can be read")
+    if others:
+        text += (f"; the whole update of {_layers(others)} has TD's signs, with no TD-like head in "
+                 f"{'it' if len(others) == 1 else 'them'}")
+    if unread:
+        text += (f"; at {_layers(unread)} the signs cannot be read (the probes of the reward, next and current "
+                 "value are nearly dependent there)")
+    return text
+
+
+def _layers(ids: list[int]) -> str:
+    return ("layer " if len(ids) == 1 else "layers ") + ", ".join(str(i) for i in ids)
 
 
 def _td_words(sig: Signature) -> str:
@@ -217,8 +228,8 @@ def _td_words(sig: Signature) -> str:
 
 def _signs(normalised: list) -> str:
     text = ", ".join("n/a" if v is None else f"{v:+.2f}" for v in normalised)
-    return text + (f" (n/a: probe directions within |cos| {COLLINEAR} of one another cannot be perturbed apart)"
-                   if None in normalised else "")
+    return text + (f" (n/a: the three probe directions have condition number above {MAX_CONDITION:g}, so no "
+                   "perturbation moves one probe's reading alone)" if None in normalised else "")
 
 
 def standard_sentences(summary: Summary) -> list[str]:
