@@ -194,8 +194,8 @@ def verdict(circuit: Circuit, algorithm: Algorithm) -> str:
 UNORDERED = ("**It cannot see the order of its context:** with no positional embedding (`pos_embed = false`) and no "
              "temporal shift, reordering the context's columns reorders its outputs and nothing else, so it never "
              "observes which state follows which. TD's bootstrap on v(S_{j+1}) is out of its reach by construction: "
-             "the `v_next` probe below reads what S_j alone predicts of v(S_{j+1}), and the TD error under v_π has "
-             "mean 0 given S_j, so nothing read from S_j alone predicts it. Train with `--pos-embed` for a model that "
+             "the `v_next` probe below reads what S_j and the unordered context predict of v(S_{j+1}), and the TD "
+             "error under v_π has mean 0 given S_j within a task. Train with `--pos-embed` for a model that "
              "can see transitions.")
 
 
