@@ -170,17 +170,17 @@ def test_layer_signature_is_td_on_theta_star_and_sees_through_an_mlp():
 def test_signatures_perturb_along_the_dual_basis_and_nearly_dependent_probes_are_not_read():
     """Each dual direction moves one probe's reading by 1 and the others' by 0 (to rounding), however close the
     probes lie; above condition number 50 the three cannot be separated and the whole signature is n/a."""
-    from analyses.metrics.heads import _signature_row, dual_basis, unresolved
+    from analyses.metrics.heads import _signature_row, dual_basis, readable
 
     e = torch.eye(3, dtype=torch.float64)
     close = {"reward": e[0], "v_next": e[1], "v_current": e[1] + 0.2 * e[2]}  # cos 0.981: separable
     dual, condition = dual_basis(close)
     units = torch.stack([v / v.norm() for v in close.values()])
     assert (dual @ units.T - torch.eye(3, dtype=torch.float64)).abs().max() < 1e-12 and condition < 50
-    assert unresolved(close) == frozenset()
+    assert readable(close)
     nearly = {"reward": e[0], "v_next": e[1], "v_current": e[1] + 0.01 * e[2]}  # cos 0.99995
-    assert dual_basis(nearly)[1] > 50 and unresolved(nearly) == {0, 1, 2}
-    hidden = _signature_row([2.0, 1.0, -1.0], layer=0, hidden=frozenset({0, 1, 2}))
+    assert dual_basis(nearly)[1] > 50 and not readable(nearly)
+    hidden = _signature_row([2.0, 1.0, -1.0], layer=0, read=False)
     assert hidden.normalised == [None, None, None] and not hidden.matches_td
     read = _signature_row([2.0, 1.0, -1.0], layer=0)
     assert read.normalised == [1.0, 0.5, -0.5] and read.matches_td

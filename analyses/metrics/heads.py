@@ -26,6 +26,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from analyses.metrics.algorithm_id import MAX_CONDITION
 from analyses.metrics.site_probes import LinearProbes
 from ictd_interp.models.hook_names import get_act_name
 from ictd_interp.models.architectures import ICTDModel
@@ -130,11 +131,6 @@ def _perturbed_run(model: ICTDModel, tasks: TaskBatch, layer: int, directions: d
     return eps, captured["in"], captured["out"]
 
 
-# Above this condition number of the three probe directions (as algorithm_id's regressions) their dual basis
-# amplifies rounding and probe error: the signature is not identifiable and reported n/a (as a stylised layer 0's).
-MAX_CONDITION = 50.0
-
-
 def dual_basis(directions: dict[str, Tensor]) -> tuple[Float[Tensor, "quantity d_model"], float]:
     """``(U U^T)^{-1} U`` for the unit probe directions ``U`` (rows in ``SIGNATURE``'s order): row ``k`` changes
     probe ``k``'s reading by 1 and every other probe's by 0, however close the directions lie; and ``U``'s
@@ -142,23 +138,23 @@ def dual_basis(directions: dict[str, Tensor]) -> tuple[Float[Tensor, "quantity d
     U = torch.stack([torch.nn.functional.normalize(directions[name].double(), dim=0) for name in SIGNATURE])
     singular = torch.linalg.svdvals(U)
     condition = float(singular[0] / singular[-1]) if singular[-1] > 0 else float("inf")
-    return torch.linalg.pinv(U @ U.T) @ U, condition
+    return torch.linalg.pinv(U).T, condition
 
 
-def unresolved(directions: dict[str, Tensor]) -> frozenset[int]:
-    """Every index of ``SIGNATURE`` when the probe directions' condition number exceeds ``MAX_CONDITION``."""
-    return frozenset(range(len(SIGNATURE))) if dual_basis(directions)[1] > MAX_CONDITION else frozenset()
+def readable(directions: dict[str, Tensor]) -> bool:
+    """The probe directions are separable: their condition number is at most ``MAX_CONDITION`` (the TD-family
+    regressions' gate); above it the dual basis amplifies probe error and the signature is n/a."""
+    return dual_basis(directions)[1] <= MAX_CONDITION
 
 
-def _signature_row(raw: list[float], layer: int, head: Optional[int] = None, hidden: frozenset[int] = frozenset()
-                   ) -> Signature:
-    """Raw directional derivatives, normalised by the reward's magnitude (None at ``hidden`` entries: not
-    identifiable), and whether their signs are TD's (never, with an entry unknown)."""
-    scale = abs(raw[0]) if raw[0] != 0 and 0 not in hidden else 1.0
-    normalised = [None if i in hidden else g / scale for i, g in enumerate(raw)]
+def _signature_row(raw: list[float], layer: int, head: Optional[int] = None, read: bool = True) -> Signature:
+    """Raw directional derivatives, normalised by the reward's magnitude (all None where the probes cannot be
+    separated: ``read`` false), and whether their signs are TD's (never when unread)."""
+    scale = abs(raw[0]) if raw[0] != 0 else 1.0
+    normalised = [g / scale if read else None for g in raw]
     return Signature(layer=layer, head=head, raw=raw, normalised=normalised,
-                     matches_td=not hidden and all((g > 0) == (s > 0) and g != 0
-                                                   for g, s in zip(normalised, SIGNATURE_SIGNS)))
+                     matches_td=read and all((g > 0) == (s > 0) and g != 0
+                                             for g, s in zip(normalised, SIGNATURE_SIGNS)))
 
 
 def head_signatures(model: ICTDModel, tasks: TaskBatch, layer: int,
@@ -172,9 +168,8 @@ def head_signatures(model: ICTDModel, tasks: TaskBatch, layer: int,
         moved = torch.einsum("bphd,d->h", result, readout.to(result)) / len(tasks)
         heads = torch.eye(len(moved), dtype=moved.dtype, device=moved.device)
         (grads,) = torch.autograd.grad(moved, eps, grad_outputs=heads, is_grads_batched=True)  # [head, 3]
-    hidden = unresolved(directions)
-    return [_signature_row(raw, layer=layer, head=h, hidden=hidden)
-            for h, raw in enumerate(grads.double().cpu().tolist())]
+    read = readable(directions)
+    return [_signature_row(raw, layer=layer, head=h, read=read) for h, raw in enumerate(grads.double().cpu().tolist())]
 
 
 def layer_signature(model: ICTDModel, tasks: TaskBatch, layer: int, directions: dict[str, Tensor],
@@ -187,7 +182,7 @@ def layer_signature(model: ICTDModel, tasks: TaskBatch, layer: int, directions: 
         eps, resid_in, resid_out = _perturbed_run(model, tasks, layer, directions, get_act_name("resid_post", layer))
         update = (resid_out @ readout_out.to(resid_out) - resid_in @ readout_in.to(resid_in)).sum() / len(tasks)
         (grad,) = torch.autograd.grad(update, eps)
-    return _signature_row(grad.double().cpu().tolist(), layer=layer, hidden=unresolved(directions))
+    return _signature_row(grad.double().cpu().tolist(), layer=layer, read=readable(directions))
 
 
 def probed_layer_signatures(model: ICTDModel, tasks: TaskBatch, quantity: dict[str, LinearProbes],

@@ -16,12 +16,12 @@ from typing import Any, NamedTuple, Optional
 import torch
 
 from analyses.metrics import baselines
-from analyses.metrics.algorithm_id import identify_from_values
+from analyses.metrics.algorithm_id import MAX_CONDITION, identify_from_values
 from analyses.metrics.extrapolation import depth_extrapolation
 from analyses.metrics.convergence import CONTEXT_LENGTHS, errors_by_context, sup_error
 from analyses.metrics.diagonality import kernel_diagonality_mean
-from analyses.metrics.heads import (MAX_CONDITION, HeadKernel, Signature, head_kernels, most_like,
-                                    probed_layer_signatures, probed_signatures)
+from analyses.metrics.heads import (HeadKernel, Signature, head_kernels, most_like, probed_layer_signatures,
+                                    probed_signatures)
 from analyses.reports.render import eval_tasks_label
 from analyses.summary.sections import Summary
 from analyses.summary.store import build
