@@ -79,7 +79,7 @@ class Resolved(NamedTuple):
 
 def resolve(path: Union[str, Path]) -> Resolved:
     """The model at ``path`` (a run folder, a checkpoint or a shipped model's name) and what goes with it."""
-    path = resolve_name(path)  # a registry name (``quick-td-s0``) or a path
+    path = resolve_name(path)  # a registry name (``depth3-td-s0``) or a path
     if is_run(path):
         ckpt = path / "final" if (path / "final").exists() else latest_checkpoint(path)
         if ckpt is None:

@@ -97,6 +97,32 @@ def _labels(model: ICTDModel, n_prompt: int, size: int) -> Optional[list[str]]:
     return labels if len(labels) == size else None  # a hook on other positions (the prompt itself)
 
 
+# TransformerLens's stacked sweeps (3.9 and 4.x): each is its parts, in order, stacked on a leading patch-type axis;
+# an attention pattern's sweep indexes (layer, head, dest_pos), moved to (layer, pos, head) as TransformerLens does
+EVERY = {
+    "get_act_patch_block_every": ("get_act_patch_resid_pre", "get_act_patch_attn_out", "get_act_patch_mlp_out"),
+    "get_act_patch_attn_head_all_pos_every": tuple(f"get_act_patch_attn_head_{part}_all_pos"
+                                                   for part in ("out", "q", "k", "v", "pattern")),
+    "get_act_patch_attn_head_by_pos_every": tuple(f"get_act_patch_attn_head_{part}_by_pos"
+                                                  for part in ("out", "q", "k", "v", "pattern")),
+}
+
+
+def _every(name: str, model: ICTDModel, corrupted: Tensor, clean_cache, metric: Callable[[Tensor], Tensor],
+           results_dtype: Optional[torch.dtype], **kwargs) -> Tensor:
+    """A stacked sweep run part by part through ``tl_patching``: ``[patch_type, *axes]``."""
+    from transformer_lens import patching
+
+    if kwargs:
+        raise ValueError(f"{', '.join(sorted(kwargs))}: {name} is run part by part here; pass reduce/baseline to "
+                         f"its parts ({', '.join(EVERY[name])}) instead")
+    parts = [tl_patching(getattr(patching, part), model, corrupted, clean_cache, metric, results_dtype)
+             for part in EVERY[name]]
+    if name.endswith("by_pos_every"):
+        parts[-1] = parts[-1].permute(0, 2, 1)  # pattern: [layer, head, dest_pos] -> [layer, pos, head]
+    return torch.stack(parts)
+
+
 def tl_patching(patch_fn: Callable, model: ICTDModel, corrupted: Tensor, clean_cache,
                 metric: Callable[[Tensor], Tensor], results_dtype: Optional[torch.dtype] = None, **kwargs) -> Any:
     """Run one of TransformerLens's ``patching.get_act_patch_*`` functions on our model.
@@ -116,6 +142,14 @@ def tl_patching(patch_fn: Callable, model: ICTDModel, corrupted: Tensor, clean_c
     """
     from transformer_lens.patching import make_df_from_ranges
 
+    name = getattr(patch_fn, "__name__", "") or getattr(getattr(patch_fn, "func", None), "__name__", "")
+    if name in EVERY:
+        return _every(name, model, corrupted, clean_cache, metric, results_dtype, **kwargs)
+    if not hasattr(patch_fn, "keywords") or "index_axis_names" not in patch_fn.keywords:
+        raise ValueError(f"patch_fn: {name or repr(patch_fn)} is not one of TransformerLens's sweeps over index axes "
+                         f"(get_act_patch_* partials) or their stacks ({', '.join(EVERY)}); the direct-path "
+                         "functions patch one source-to-destination path with their own arguments: call them on "
+                         "the model yourself")
     accepted = inspect.signature(getattr(patch_fn, "func", patch_fn)).parameters
     if unknown := sorted(set(kwargs) - set(accepted)):
         raise ValueError(f"{', '.join(unknown)}: not an option of TransformerLens {version('transformer-lens')}'s "

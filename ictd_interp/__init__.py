@@ -47,6 +47,8 @@ _EXPORTS = {
     "tabular_td": "reference",
     "td_errors": "reference",
     "value_signature": "reference",
+    "weight_cosines": "reference",
+    "weight_distances": "reference",
     "train": "training",
     "resume": "training",
     "EvalSet": "training",

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import ast
 import inspect
+import os
 import random
 import re
 import textwrap
 
 from jaxtyping import install_import_hook
+
+# One thread for the suite and every process it starts (notebook kernels, subprocesses): on a busy 2-core machine
+# two threads run several times slower than one (benchmarks/threads.py). Set before torch is first imported.
+os.environ["OMP_NUM_THREADS"] = os.environ.get("ICTD_TEST_THREADS", "1")
 
 # Runtime shape and type checks on the analyses and interventions too (the core's come from pytest's
 # --jaxtyping-packages in pyproject.toml); installed before any test module imports them.
@@ -17,6 +22,8 @@ install_import_hook(["analyses", "hooks"], "beartype.beartype(conf=beartype.Bear
 import numpy as np
 import pytest
 import torch
+
+torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 from ictd_interp import HookedICTDTransformer, HookedStandardTransformer, ICTDConfig
 from ictd_interp.config.standard import StandardConfig

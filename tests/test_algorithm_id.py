@@ -166,7 +166,7 @@ def test_weights_are_read_exactly_for_scaled_theta_star():
 
 
 def test_a_negative_inverse_temperature_is_read_and_fitted():
-    """A = -I (quick-neu-s0 has A ~ -0.21 I): the weights say beta = -1; the function-space fit, which
+    """A = -I (depth3-neu-s0 has A ~ -0.21 I): the weights say beta = -1; the function-space fit, which
     searches both signs, finds it too (measured condition number 12.5)."""
     model = hand_built((1.0, 1.0, -1.0), beta=-1.0)
     assert read_layer(model, 1).beta == pytest.approx(-1.0, abs=1e-12)
@@ -185,7 +185,7 @@ def test_an_ill_posed_regression_is_reported_not_identifiable():
     assert row.condition_number > 1e6 and not row.identifiable
 
 
-@pytest.mark.parametrize("name", ["quick-td-s0", "quick-neu-s0", "quick-mc-s0"])
+@pytest.mark.parametrize("name", ["depth3-td-s0", "depth3-neu-s0", "depth3-mc-s0"])
 def test_shipped_tied_models_give_one_answer_for_their_identical_layers(name):
     """Read from the weights, the three tied layers agree to 1e-6 (they are one layer); the numbers are
     the ones an independent read of V and A gives (issue 23: NEU -0.93 with A ~ -0.21 I, MC -1.10)."""
@@ -196,7 +196,7 @@ def test_shipped_tied_models_give_one_answer_for_their_identical_layers(name):
     lay, V = model.layout, model.blocks[0].attn.V[0].detach().double()
     independent = 0.9 * float(V[lay.current, lay.target]) / -float(V[lay.current, lay.current])
     assert rows[0].effective_discount == pytest.approx(independent, abs=1e-9)
-    expected = {"quick-td-s0": (1.33, 1.67), "quick-neu-s0": (-0.93, -0.21), "quick-mc-s0": (-1.10, 0.35)}[name]
+    expected = {"depth3-td-s0": (1.33, 1.67), "depth3-neu-s0": (-0.93, -0.21), "depth3-mc-s0": (-1.10, 0.35)}[name]
     assert (rows[0].effective_discount, rows[0].beta) == pytest.approx(expected, abs=0.01)
 
 
@@ -205,7 +205,7 @@ def test_spectral_verdict_and_depth_rules_by_hand():
     assert spectral_verdict([1.1, 1.02]).verdict == "diverges when iterated"
     mixed = spectral_verdict([0.9, 1.1, 0.8, 0.95])
     assert mixed.verdict == "converges when iterated on 75% of tasks only" and not mixed.converges
-    # rho 1.08 (quick-neu-s0): ln(1000) / ln(1.08) = 89.8 -> 90 layers, beyond the fixed 24 of before
+    # rho 1.08 (depth3-neu-s0): ln(1000) / ln(1.08) = 89.8 -> 90 layers, beyond the fixed 24 of before
     assert spectral_depth([1.08], trained=3) == 90 and spectral_depth([0.5], trained=3) == 24
     assert depths_up_to(90, 3) == [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 90]
 
@@ -216,8 +216,8 @@ def test_the_quick_neu_model_diverges_by_its_spectrum():
     from ictd_interp.io import pretrained as registry
     from ictd_interp.training.evaluation import EvalSet
 
-    model = HookedICTDTransformer.from_pretrained("quick-neu-s0")
-    tasks = EvalSet.build(TrainConfig.from_dict(registry.card("quick-neu-s0")["train_config"])).tasks[:64]
+    model = HookedICTDTransformer.from_pretrained("depth3-neu-s0")
+    tasks = EvalSet.build(TrainConfig.from_dict(registry.card("depth3-neu-s0")["train_config"])).tasks[:64]
     result = iteration_map(model, tasks, 2, read_layer(model, 2).coefficients)
     assert result.spectral_radius_min > 1.0 and result.verdict == "diverges when iterated"
     assert result.spectral_radius_mean == pytest.approx(1.08, abs=0.02)

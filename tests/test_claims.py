@@ -154,18 +154,23 @@ def test_theorem3_is_consistent_with_the_limit_only_when_neu_falls_at_every_n():
     from dataclasses import replace
 
     grid = _saved_neu_grid()
-    claim = theory.theorem3_claim(grid, "quick-td-s0")
+    claim = theory.theorem3_claim(grid, "depth3-td-s0")
     assert claim.verdict == ("consistent with the limit; not a minimiser at L ≤ 1 (at every n measured); "
                              "beaten at 4 of 5 n at L = 3; beaten at 4 of 5 n at L = 12")
     assert "Of the 60 comparisons, 53 have an interval; at 95%, about 3 of those" in claim.rule
     assert any("interval lies below 0 at (n = 1000, L = 96), (n = 1000, L = 384)" in n for n in claim.numbers)
     far = max(grid.rows, key=lambda r: (r.depth, r.context_len))
-    raised = replace(far, theta_star=replace(far.theta_star, estimate=5e-3))  # above n = 300's 2.0e-3
+    # the rule reads the bound |NEU| <= max(|lo|, |hi|), not the estimate's sign: n = 300's bound is 1.09e-2
+    raised = replace(far, theta_star=replace(far.theta_star, estimate=5e-3, lo=-2e-2, hi=3e-2))
     worse = replace(grid, rows=[raised if r is far else r for r in grid.rows])
-    assert theory.theorem3_claim(worse, "quick-td-s0").verdict == "not shown: the limit rule is not met on this grid"
-    small_zero = replace(far, zero=replace(far.zero, estimate=1.0))  # |θ*| / zero 1.3e-3: falls, but not to 1e-3
+    assert theory.theorem3_claim(worse, "depth3-td-s0").verdict == "not shown: the limit rule is not met on this grid"
+    flipped = replace(far, theta_star=replace(far.theta_star, estimate=-far.theta_star.estimate))
+    same = replace(grid, rows=[flipped if r is far else r for r in grid.rows])
+    assert theory.theorem3_claim(same, "depth3-td-s0").verdict == claim.verdict  # a noise draw's sign decides nothing
+    assert not any("θ*/zero" in n for n in claim.numbers)
+    small_zero = replace(far, zero=replace(far.zero, estimate=1.0))  # bound 2.0e-3 of zero's 1.0: not below 1e-3
     short = replace(grid, rows=[small_zero if r is far else r for r in grid.rows])
-    assert theory.theorem3_claim(short, "quick-td-s0").verdict.startswith("not shown")
+    assert theory.theorem3_claim(short, "depth3-td-s0").verdict.startswith("not shown")
 
 
 def _saved_neu_grid():

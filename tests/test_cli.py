@@ -66,7 +66,7 @@ def test_train_and_resume_from_the_cli(tmp_path, capsys):
     assert main(args) == 0
     config = json.loads((tmp_path / "r" / "train_config.json").read_text())
     assert (config["steps"], config["model"]["tied"], config["seed"], config["model"]["seed"], config["lr"]) == \
-        (2, False, 3, 3, 3e-3)
+        (2, False, 3, 3, 1e-2)
     assert main(["train", "--resume", str(tmp_path / "r")]) == 0
     assert "finished at step 2" in capsys.readouterr().out
     assert main(args) == 2  # the folder already holds a run
@@ -156,7 +156,8 @@ def test_help_lines_are_distinct_and_presets_are_listed():
     from ictd_interp.cli import preset_help
 
     text = preset_help()
-    assert "quick (stylised: lr: 0.001 -> 0.003, model.tied: False -> True, steps: 4000 -> 3000)" in text
+    assert ("quick (stylised: checkpoint_every: 1000 -> 500, lr: 0.001 -> 0.01, model.n_layers: 3 -> 12, model.tied: "
+            "False -> True, steps: 4000 -> 1500)") in text
     assert "paper (stylised: checkpoint_every: 1000 -> 5000" in text and "standard-quick (standard: " in text
 
 
@@ -166,12 +167,12 @@ def test_an_output_folder_serves_one_request_unless_forced(tmp_path):
     from ictd_interp.training.run_folder import claim_output
 
     out = tmp_path / "a"
-    claim_output(out, {"command": "analyze", "source": "quick-td-s0"})
+    claim_output(out, {"command": "analyze", "source": "depth3-td-s0"})
     (out / "figures").mkdir()
-    claim_output(out, {"command": "analyze", "source": "quick-td-s0"})  # the same request again
-    with pytest.raises(FileExistsError, match=r"another request \(source: 'quick-td-s0' -> 'quick-td-s1'\).*--force"):
-        claim_output(out, {"command": "analyze", "source": "quick-td-s1"})
-    claim_output(out, {"command": "analyze", "source": "quick-td-s1"}, force=True)
+    claim_output(out, {"command": "analyze", "source": "depth3-td-s0"})  # the same request again
+    with pytest.raises(FileExistsError, match=r"another request \(source: 'depth3-td-s0' -> 'depth3-td-s1'\).*--force"):
+        claim_output(out, {"command": "analyze", "source": "depth3-td-s1"})
+    claim_output(out, {"command": "analyze", "source": "depth3-td-s1"}, force=True)
     assert sorted(p.name for p in out.iterdir()) == ["request.json"]
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("keep me")
@@ -222,7 +223,7 @@ def test_a_request_that_cannot_run_clears_nothing_even_forced(tmp_path, capsys):
 
     earlier = tmp_path / "earlier"
     earlier.mkdir()
-    (earlier / "request.json").write_text(json.dumps({"command": "analyze", "source": "quick-td-s1"}))
+    (earlier / "request.json").write_text(json.dumps({"command": "analyze", "source": "depth3-td-s1"}))
     (earlier / "summary.md").write_text("earlier results")
     assert main(["analyze", str(tmp_path / "no-such-model"), "--out", str(earlier), "--force"]) == 2
     assert "no-such-model" in capsys.readouterr().err
@@ -232,7 +233,7 @@ def test_a_request_that_cannot_run_clears_nothing_even_forced(tmp_path, capsys):
     assert main(["evaluate", str(tmp_path / "ck"), "--out", str(tmp_path / "ck"), "--force"]) == 2
     assert "holds the input" in capsys.readouterr().err and (tmp_path / "ck" / "model.safetensors").exists()
 
-    common = ["evaluate", "quick-td-s0", "--n-tasks", "4", "--context-len", "20", "--depth", "2",
+    common = ["evaluate", "depth3-td-s0", "--n-tasks", "4", "--context-len", "20", "--depth", "2",
               "--out", str(earlier), "--force", "--features"]
     bad = np.full((10, 4), 0.5)
     bad[2, 1] = np.nan
@@ -277,7 +278,7 @@ def test_settings_stored_beside_weights_are_blamed_on_their_file(tmp_path, capsy
 
 
 def test_evaluate_validates_its_numbers_and_never_overwrites_another_request(tmp_path, capsys):
-    common = ["evaluate", "quick-td-s0", "--n-tasks", "4", "--context-len", "20", "--depth", "2"]
+    common = ["evaluate", "depth3-td-s0", "--n-tasks", "4", "--context-len", "20", "--depth", "2"]
     assert main([*common, "--n-tasks", "0", "--out", str(tmp_path / "z")]) == 2
     assert "--n-tasks: must be an integer >= 2, got 0" in capsys.readouterr().err
     assert main([*common, "--env", "gym:NotAnEnv-v0", "--out", str(tmp_path / "g")]) == 2
@@ -296,15 +297,43 @@ def test_evaluate_validates_its_numbers_and_never_overwrites_another_request(tmp
 
 
 def test_an_output_folder_named_after_a_shipped_model_never_shadows_it(tmp_path, monkeypatch):
-    """``analyze quick-td-s0 --out quick-td-s0`` claims ./quick-td-s0 before reading the model: the name still
+    """``analyze depth3-td-s0 --out depth3-td-s0`` claims ./depth3-td-s0 before reading the model: the name still
     means the shipped model, on the first run and on a re-run; a folder of that name holding a model is used."""
     from ictd_interp.cli.commands import _model_path
     from ictd_interp.io.pretrained import pretrained_path
 
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "quick-td-s0").mkdir()
-    (tmp_path / "quick-td-s0" / "request.json").write_text("{}")  # what claiming the output folder leaves
-    assert _model_path("quick-td-s0") == pretrained_path("quick-td-s0")
-    (tmp_path / "quick-td-s0" / "config.json").write_text("{}")  # now the folder holds a checkpoint: it is used
-    assert _model_path("quick-td-s0") == Path("quick-td-s0")
+    (tmp_path / "depth3-td-s0").mkdir()
+    (tmp_path / "depth3-td-s0" / "request.json").write_text("{}")  # what claiming the output folder leaves
+    assert _model_path("depth3-td-s0") == pretrained_path("depth3-td-s0")
+    (tmp_path / "depth3-td-s0" / "config.json").write_text("{}")  # now the folder holds a checkpoint: it is used
+    assert _model_path("depth3-td-s0") == Path("depth3-td-s0")
     assert _model_path("my-run") == Path("my-run")  # not a shipped name: the path as given
+
+
+def test_ctrl_c_in_any_command_is_one_line_and_exit_130(monkeypatch, capsys, tmp_path):
+    from ictd_interp import cli
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    for command in ("analyze", "evaluate"):
+        monkeypatch.setitem(cli.COMMANDS, command, interrupted)
+    assert cli.main(["analyze", "depth3-td-s0", "--out", str(tmp_path / "a")]) == 130
+    assert cli.main(["evaluate", "depth3-td-s0", "--env", "loop", "--out", str(tmp_path / "e")]) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all(line.startswith("ictd-interp ") and "interrupted (Ctrl-C)" in line for line in err)
+
+
+def test_every_command_takes_threads_and_defaults_to_one(monkeypatch, tmp_path):
+    import torch
+
+    from ictd_interp import cli
+
+    seen = {}
+    monkeypatch.setitem(cli.COMMANDS, "analyze", lambda args: seen.setdefault("threads", torch.get_num_threads()) and 0)
+    torch.set_num_threads(2)
+    assert cli.main(["analyze", "depth3-td-s0", "--out", str(tmp_path / "a")]) == 0 and seen["threads"] == 1
+    parser = cli.build_parser()
+    for name, command in next(a for a in parser._actions if a.dest == "command").choices.items():
+        assert any("--threads" in a.option_strings for a in command._actions), name

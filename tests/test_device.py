@@ -72,7 +72,8 @@ def test_a_stack_on_the_device_matches_each_models_float64_cpu_gradients():
     wants = []
     for model, batch in zip(models, batches):
         td_loss(model, batch).backward()
-        wants.append([(a.A.grad, a.V.grad) for a in model.unique_attention()])
+        # copies: moving a module moves its gradients in place, so held references would follow it to the device
+        wants.append([(a.A.grad.clone(), a.V.grad.clone()) for a in model.unique_attention()])
     stack = ModelStack([m.to(torch.float32).to(DEVICE) for m in models])
     td_loss(stack, WindowBatch.stack([b.to(DEVICE, torch.float32) for b in batches])).sum().backward()
     assert stack.A.device.type == DEVICE

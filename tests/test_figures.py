@@ -19,7 +19,7 @@ def test_the_check_finds_a_title_that_runs_off_the_canvas():
 
 
 def test_evaluation_figures_on_a_gymnasium_environment_fit(tmp_path):
-    assert main(["evaluate", "quick-td-s0", "--env", "gym:FrozenLake-v1", "--n-tasks", "4", "--context-len", "40",
+    assert main(["evaluate", "depth3-td-s0", "--env", "gym:FrozenLake-v1", "--n-tasks", "4", "--context-len", "40",
                  "--depth", "4", "--feature-kind", "uniform", "--out", str(tmp_path / "e")]) == 0
     result = json.loads((tmp_path / "e" / "evaluation.json").read_text())
     for name, fig in ood_figures(result).items():

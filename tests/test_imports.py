@@ -138,7 +138,7 @@ def test_the_cli_parser_and_the_models_list_import_no_torch():
     code = ("import sys, ictd_interp.cli as c; assert c.main(['models']) == 0; "
             "assert 'torch' not in sys.modules, 'models imported torch'")
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
-    assert "quick-td-s0" in out and "eval MSVE 0.631" in out
+    assert "depth3-td-s0" in out and "eval MSVE 0.631" in out
 
 
 def test_analyses_and_hooks_are_type_checked_at_runtime():

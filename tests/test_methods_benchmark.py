@@ -245,17 +245,17 @@ def test_the_command_names_an_unknown_method(tmp_path, capsys):
 
 
 def test_the_trained_case_carries_the_shipped_models_layer_and_refuses_a_misfit():
-    """The trained case's TD heads are quick-td-s0's tied layer (the standard block equals that model with its
+    """The trained case's TD heads are depth3-td-s0's tied layer (the standard block equals that model with its
     bootstrap path cut, 1e-10), and a source that does not fit the spec is named."""
     from hooks.ablation import ablate_target_path
     from ictd_interp import HookedICTDTransformer
 
     case = build_case(CASES["trained"], 0)
-    trained = HookedICTDTransformer.from_pretrained("quick-td-s0", dtype="float64")
+    trained = HookedICTDTransformer.from_pretrained("depth3-td-s0", dtype="float64")
     with trained.hooks(fwd_hooks=ablate_target_path(trained)):
         cut = trained(case.clean.prompt)
     assert (case.model(case.clean.prompt) - cut).abs().max() <= 1e-10 and cut.abs().max() > 1e-2
     star = standard_theta_star(circuit_source(CaseSpec("star", d_features=4)))
     assert (star(case.clean.prompt) - cut).abs().max() > 1e-3  # not θ*'s circuit
-    with pytest.raises(ValueError, match="quick-td-s0.*n_layers=3"):
-        circuit_source(CaseSpec("bad", d_features=4, n_layers=2, source="quick-td-s0"))
+    with pytest.raises(ValueError, match="depth3-td-s0.*n_layers=3"):
+        circuit_source(CaseSpec("bad", d_features=4, n_layers=2, source="depth3-td-s0"))

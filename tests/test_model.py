@@ -247,3 +247,16 @@ def test_fast_path_runs_every_hook_when_one_is_registered():
     model.fast_values(prompt)
     handle.remove()
     assert seen[-1] == "torch" and not model.has_any_hook()
+
+
+def test_a_prompt_where_tasks_are_expected_and_a_gamma_mismatch_are_named():
+    from ictd_interp.training.evaluation import msve
+
+    model = make_star()  # gamma 0.9
+    other = make_tasks(gamma=0.5)
+    with pytest.raises(ValueError, match=r"expected a TaskBatch .* got a tensor of shape \(4, 13, 6\)"):
+        model.state_space_values(other.prompt)
+    for call in (lambda: model.state_space_values(other), lambda: msve(model, other)):
+        with pytest.raises(ValueError, match="sampled with gamma = 0.5, but the model was built for gamma = 0.9"):
+            call()
+    assert torch.isfinite(model.state_space_values(make_tasks())).all()

@@ -223,3 +223,7 @@ def test_studies_stack_cells_of_one_shape_only_at_small_batches():
     assert [len(u) for u in units(2, tasks_per_batch=256)] == [1] * 10  # more tasks than a stack may hold
     assert all(len(u) == 1 for u in units(2, grid={"train_depths": ["1:3"]}))
     assert all(len(u) == 1 for u in units(2, grid={"architecture": ["standard"]}))
+    # on a GPU a stack wins at every batch: the presets' 64 tasks stack, up to GPU_STACK_TASKS tasks per stack
+    assert units(2, tasks_per_batch=64, device="cuda") == units(2, tasks_per_batch=4)
+    assert [len(u) for u in units(1, seeds=range(7), grid={"tied": [True]}, tasks_per_batch=20_000,
+                                  device="cuda")] == [2, 2, 3]  # 65,536 // 20,000 = 3 models per stack at most

@@ -18,11 +18,11 @@ from tests.conftest import make_star
 def test_a_folder_that_holds_only_a_failed_request_is_reused(tmp_path):
     out = tmp_path / "x"
     run_folder.claim_output(out, {"command": "analyze", "path": "quick-td-s9"})  # failed right after this
-    claimed = run_folder.claim_output(out, {"command": "analyze", "path": "quick-td-s0"})
-    assert json.loads((claimed / "request.json").read_text())["path"] == "quick-td-s0"
+    claimed = run_folder.claim_output(out, {"command": "analyze", "path": "depth3-td-s0"})
+    assert json.loads((claimed / "request.json").read_text())["path"] == "depth3-td-s0"
     (out / "summary.md").write_text("results")  # once results exist, another request is refused
     with pytest.raises(FileExistsError, match="another request"):
-        run_folder.claim_output(out, {"command": "analyze", "path": "quick-td-s1"})
+        run_folder.claim_output(out, {"command": "analyze", "path": "depth3-td-s1"})
 
 
 def test_a_run_that_never_started_can_be_run_again(tmp_path):
@@ -54,7 +54,7 @@ def test_architecture_standard_takes_its_own_preset_and_a_conflicting_preset_is_
 
 
 def test_load_checkpoint_takes_a_shipped_name():
-    model, metadata = load_checkpoint("quick-td-s0")
+    model, metadata = load_checkpoint("depth3-td-s0")
     assert model.cfg.tied and model.cfg.n_layers == 3 and metadata
 
 
@@ -80,7 +80,7 @@ def test_a_metrics_file_cut_mid_line_keeps_its_complete_lines(tmp_path):
 def test_cli_errors_are_one_line_naming_the_flag_typed(capsys):
     from ictd_interp.cli import main
 
-    assert main(["evaluate", "quick-td-s0", "--out", "unused", "--env", "nonsense"]) == 2
+    assert main(["evaluate", "depth3-td-s0", "--out", "unused", "--env", "nonsense"]) == 2
     assert capsys.readouterr().err.startswith("ictd-interp evaluate: error: --env: must be one of")
     for argv, expected in ((["train", "--ot", "x"], "--ot (did you mean --out"),
                            (["train", "--threads", "0", "--out", "x"], "--threads: must be a "
@@ -115,21 +115,21 @@ def test_cli_warnings_are_one_line_without_a_source_line():
 def test_threads_default_to_one_and_a_resume_keeps_the_runs_own_count(tmp_path):
     import torch
 
-    from ictd_interp.cli.commands import DEFAULT_THREADS, _set_threads
+    from ictd_interp.cli.commands import DEFAULT_THREADS, set_threads
 
     before = torch.get_num_threads()
     run = tmp_path / "run"
     run.mkdir()
     try:
-        _set_threads(None)
+        set_threads(None)
         assert torch.get_num_threads() == DEFAULT_THREADS == 1
         from ictd_interp.config import TrainConfig
 
         run_folder.write_run_config(run, TrainConfig.from_preset("quick"))
         (run / run_folder.METRICS).write_text('{"step": 0, "torch_threads": 2}\n')
-        _set_threads(None, run)  # the count the run was trained with, for a bit-exact resume
+        set_threads(None, run)  # the count the run was trained with, for a bit-exact resume
         assert torch.get_num_threads() == 2
-        _set_threads(1, run)  # an explicit --threads wins
+        set_threads(1, run)  # an explicit --threads wins
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)

@@ -21,23 +21,33 @@ NAMES = pretrained.names()
 REQUIRED = [
     "standard-quick-s0",
     "linear-quick-s0",
+    "depth3-td-s0",
+    "depth3-td-s1",
+    "depth3-td-s2",
+    "depth3-td-s3",
+    "depth3-td-s4",
+    "depth3-neu-s0",
+    "depth3-mc-s0",
+    "depth3-full-s0",
+    "control-quick-s0",
     "quick-td-s0",
     "quick-td-s1",
     "quick-td-s2",
-    "quick-td-s3",
-    "quick-td-s4",
-    "quick-neu-s0",
-    "quick-mc-s0",
-    "quick-full-s0",
-    "control-quick-s0",
+    "flagship-td-s0",
+    "flagship-td-s1",
+    "flagship-td-s2",
 ]
 
 
 def test_the_registry_ships_the_promised_models():
     assert set(REQUIRED) <= set(NAMES)
     listed = {m["name"]: m for m in list_pretrained()}
-    assert listed["quick-td-s0"]["command"].startswith("ictd-interp ")
+    assert listed["depth3-td-s0"]["command"].startswith("ictd-interp ")
     assert all(m["description"] for m in listed.values())
+    # the presets' own models carry the function-space verdict (analyses.cards), the depth-3 ones too
+    assert all(listed[f"{preset}-td-s{seed}"]["learns_in_context"] is not None
+               for preset in ("quick", "flagship") for seed in range(3))
+    assert listed["depth3-td-s0"]["learns_in_context"] is False
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -68,9 +78,9 @@ def _check_retrain(name, tmp_path, steps=None):
 
 
 def test_quick_td_s0_reproduces_its_first_1000_steps(tmp_path):
-    """The default suite retrains a third of quick-td-s0 against the weights the card recorded at that step."""
-    assert pretrained.card("quick-td-s0")["prefix_steps"] == 1000
-    _check_retrain("quick-td-s0", tmp_path, steps=1000)
+    """The default suite retrains a third of depth3-td-s0 against the weights the card recorded at that step."""
+    assert pretrained.card("depth3-td-s0")["prefix_steps"] == 1000
+    _check_retrain("depth3-td-s0", tmp_path, steps=1000)
 
 
 @pytest.mark.slow
@@ -101,25 +111,25 @@ def test_a_retrain_is_bit_exact_on_the_same_kernels_and_within_tolerance_elsewhe
 
 
 def test_names_and_paths_work_everywhere_and_typos_list_the_known_names(tmp_path, capsys):
-    assert main(["analyze", "quick-td-s0", "--out", str(tmp_path / "a")]) == 0
+    assert main(["analyze", "depth3-td-s0", "--out", str(tmp_path / "a")]) == 0
     assert (tmp_path / "a" / "summary.md").exists()
-    path = str(pretrained.pretrained_path("quick-td-s0"))
+    path = str(pretrained.pretrained_path("depth3-td-s0"))
     assert main(["evaluate", path, "--env", "loop", "--n-tasks", "4", "--context-len", "16", "--depth", "4",
                  "--out", str(tmp_path / "e")]) == 0
-    assert main(["evaluate", "quick-td-s0", "--env", "loop", "--n-tasks", "4", "--context-len", "16", "--depth", "4",
+    assert main(["evaluate", "depth3-td-s0", "--env", "loop", "--n-tasks", "4", "--context-len", "16", "--depth", "4",
                  "--out", str(tmp_path / "e2")]) == 0
     capsys.readouterr()
     assert main(["analyze", "quick-td-s9", "--out", str(tmp_path / "b")]) == 2
     err = capsys.readouterr().err
-    assert "no such pretrained model" in err and "quick-td-s0" in err
+    assert "no such pretrained model" in err and "depth3-td-s0" in err
     with pytest.raises(CheckpointNotFoundError, match="Did you mean .*quick-td-s0"):
         HookedICTDTransformer.from_pretrained("quick-td-s")
     assert main(["models"]) == 0
-    assert "quick-td-s0" in capsys.readouterr().out
+    assert "depth3-td-s0" in capsys.readouterr().out
 
 
 def test_dtype_and_device_on_load():
-    model = HookedICTDTransformer.from_pretrained("quick-td-s0", device="cpu", dtype="float64")
+    model = HookedICTDTransformer.from_pretrained("depth3-td-s0", device="cpu", dtype="float64")
     assert model.cfg.dtype == "float64" and model.blocks[0].attn.A.dtype == torch.float64
 
 
@@ -130,7 +140,7 @@ def test_each_class_loads_only_its_own_architecture():
     with pytest.raises(ValueError, match="HookedStandardTransformer.from_pretrained"):
         HookedICTDTransformer.from_pretrained("standard-quick-s0")
     with pytest.raises(ValueError, match="not a standard-architecture model"):
-        HookedStandardTransformer.from_pretrained("quick-td-s0")
+        HookedStandardTransformer.from_pretrained("depth3-td-s0")
 
 
 FLAT_CARDS = json.loads((Path(__file__).parent / "data" / "flat_train_configs.json").read_text())

@@ -169,6 +169,33 @@ def test_transformer_lens_patching_through_the_entry_equals_ours():
         assert abs(heads[l, 0].item() - metric(by_hand).item()) <= 1e-10
 
 
+def test_every_transformer_lens_patching_function_runs_or_is_refused_by_name():
+    model = make_star(n_layers=2)  # the TSM form: its shift is the block's MLP (hook_mlp_out)
+    clean, corrupted, clean_cache, metric = patching_inputs(model)
+    names = sorted(n for n in dir(patching) if n.startswith("get_act_patch_"))
+    assert len(names) >= 20
+    tables = {}
+    for name in names:
+        if "direct_path" in name:
+            with pytest.raises(ValueError, match=f"{name} is not one of TransformerLens's sweeps"):
+                hooks.tl_patching(getattr(patching, name), model, corrupted, clean_cache, metric)
+            continue
+        tables[name] = hooks.tl_patching(getattr(patching, name), model, corrupted, clean_cache, metric,
+                                         results_dtype=torch.float64)
+    n_pos, n_heads = clean.shape[1], model.cfg.n_heads
+    block = tables["get_act_patch_block_every"]
+    assert block.shape == (3, 2, n_pos)
+    assert torch.equal(block[0], tables["get_act_patch_resid_pre"])  # each part as run alone
+    assert torch.equal(block[2], tables["get_act_patch_mlp_out"])
+    heads = tables["get_act_patch_attn_head_all_pos_every"]
+    assert heads.shape == (5, 2, n_heads) and torch.equal(heads[4], tables["get_act_patch_attn_head_pattern_all_pos"])
+    by_pos = tables["get_act_patch_attn_head_by_pos_every"]
+    assert by_pos.shape == (5, 2, n_pos, n_heads)
+    assert torch.equal(by_pos[4], tables["get_act_patch_attn_head_pattern_by_pos"].permute(0, 2, 1))
+    with pytest.raises(ValueError, match="pass reduce/baseline to its parts"):
+        hooks.tl_patching(patching.get_act_patch_block_every, model, corrupted, clean_cache, metric, reduce="none")
+
+
 def test_circuitsvis_view_labels_positions_and_masks_nothing():
     pytest.importorskip("circuitsvis")
     model, prompt = make_star(form="dual"), make_tasks().prompt
@@ -270,7 +297,7 @@ def test_patching_works_on_both_architectures_and_the_direct_call_fails_loudly(a
 def test_dtypes_are_taken_as_strings_or_torch_dtypes_and_cfg_follows_the_weights(dtype):
     from ictd_interp.models.standard import HookedStandardTransformer
 
-    for cls, name in ((HookedICTDTransformer, "quick-td-s0"), (HookedStandardTransformer, "standard-quick-s0")):
+    for cls, name in ((HookedICTDTransformer, "depth3-td-s0"), (HookedStandardTransformer, "standard-quick-s0")):
         model = cls.from_pretrained(name, dtype=dtype)
         assert model.cfg.dtype == "float64" and next(model.parameters()).dtype == torch.float64
         assert model.to(torch.float32).cfg.dtype == "float32"
@@ -333,5 +360,5 @@ def test_from_pretrained_processes_the_shipped_standard_model():
                                                        center_writing_weights=True, fold_value_biases=True)
     assert (folded(prompt) - plain(prompt)).abs().max() <= 1e-10
     assert (folded.ln_final.w == 1).all() and (folded.ln_final.b == 0).all()
-    star = HookedICTDTransformer.from_pretrained("quick-td-s0", fold_ln=True)  # nothing to fold: unchanged
-    assert torch.equal(star(prompt.float()), HookedICTDTransformer.from_pretrained("quick-td-s0")(prompt.float()))
+    star = HookedICTDTransformer.from_pretrained("depth3-td-s0", fold_ln=True)  # nothing to fold: unchanged
+    assert torch.equal(star(prompt.float()), HookedICTDTransformer.from_pretrained("depth3-td-s0")(prompt.float()))

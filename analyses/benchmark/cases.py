@@ -108,8 +108,8 @@ CASES: dict[str, CaseSpec] = {spec.name: spec for spec in (
     CaseSpec("superposed", d_mlp=6, junk_dims=3, mlp_active=0.1,
              description="+ 6 sparse ReLU junk units per layer (each active on 10 % of positions) in 3 junk "
                          "dimensions: 6, 12, 18 features superposed in 3 dimensions after blocks 0, 1, 2"),
-    CaseSpec("trained", d_features=4, silent_heads=1, junk_heads=1, d_mlp=4, junk_dims=2, source="quick-td-s0",
-             description="the TD-trained quick-td-s0's tied layer (read from its weights) in place of θ*'s, with a "
+    CaseSpec("trained", d_features=4, silent_heads=1, junk_heads=1, d_mlp=4, junk_dims=2, source="depth3-td-s0",
+             description="the TD-trained depth3-td-s0's tied layer (read from its weights) in place of θ*'s, with a "
                          "silent head, a junk head and 4 junk MLP units per layer"),
 )}
 

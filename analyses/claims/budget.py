@@ -49,12 +49,12 @@ class Budget:
     neu_lengths: tuple[int, ...] = (10, 30, 100, 300)
     neu_depths: tuple[int, ...] = (1, 3, 12, 24, 96)
     neu_tasks: int = 4096
-    neu_model: str = "quick-td-s0"
+    neu_model: str = "depth3-td-s0"
     seeds: tuple[int, ...] = (0, 1)
     steps: Optional[int] = None
     n_eval_tasks: Optional[int] = None
     objectives: tuple[str, ...] = ("td", "neu", "mc", "supervised")
-    depth_sampling: str = "1:6"
+    depth_sampling: str = "6:18"
     standard_seeds: tuple[int, ...] = ()
     control_objectives: tuple[str, ...] = ("td", "q-learning", "mc", "supervised", "supervised-q-star")
     acting_tasks: int = 256

@@ -20,7 +20,7 @@ RULES = ("A verdict is **holds**, **fails**, or **holds only when …** with the
 TITLES = {
     "theorem1": "Theorem 1: θ* is softmax TD", "assumption51": "Assumption 5.1: C > 0",
     "theorem2_rate": "Theorem 2: geometric rate ≤ 1 − C", "theorem2_floor": "Theorem 2: floor → 0 as n grows",
-    "theorem3": "Theorem 3: θ* minimises NEU", "emergence_weights": "Emergence: weights turn toward θ*",
+    "theorem3": "Theorem 3: θ* minimises NEU", "emergence_weights": "Emergence: pretrained models learn in context",
     "emergence_weight_size": "Emergence: weights as large as θ*'s",
     "emergence_diagonality": "Emergence: attention "
                              "grows diagonal", "emergence_signature": "Emergence: (+, +, −) signature",

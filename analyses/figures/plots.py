@@ -197,11 +197,14 @@ def cosine_curves(steps: Sequence[int], cos_A: Sequence[Sequence[float]], cos_V:
 
 
 def error_vs_depth(curves: Mapping[str, Sequence[float]], fits: Optional[Mapping[str, Any]] = None,
-                   one_minus_c: Optional[float] = None) -> Figure:
+                   one_minus_c: Optional[float] = None, trained_depth: Optional[int] = None) -> Figure:
     """``||v_L - v_pi||_inf`` against depth (log scale); a curve with a fit (a ``GeometricFit``: rate,
     amplitude and floor) gets the fitted ``a rho^L + floor`` drawn dashed beside it. ``1 - C`` is quoted
-    only when the Assumption 5.1 bound applies (``C > 0``)."""
+    only when the Assumption 5.1 bound applies (``C > 0``). ``trained_depth``: a trained model's curve runs past
+    it (its layers repeated), marked by a dotted line."""
     fig, (ax,) = _figure(width=6.2)
+    if trained_depth is not None:
+        ax.axvline(trained_depth, color="grey", lw=0.8, ls=":", label=f"trained depth {trained_depth}")
     for colour, (label, errors) in zip(series_colours(list(curves)), curves.items()):
         depths = np.arange(len(errors))
         ax.plot(depths, errors, color=colour, marker="o", ms=3, label=label.replace("theta*", STAR))
@@ -215,7 +218,8 @@ def error_vs_depth(curves: Mapping[str, Sequence[float]], fits: Optional[Mapping
     title = "Error versus depth"
     if one_minus_c is not None:
         title += rf" ($1 - C$ = {one_minus_c:.3f})" if one_minus_c < 1 else " (C ≤ 0: no contraction bound)"
-    ax.set(title=title, xlabel="depth L (layers)", ylabel=f"{SUP_ERROR} (value units)")
+    ax.set(xlabel="depth L (layers)", ylabel=f"{SUP_ERROR} (value units)")
+    ax.set_title(wrapped(title, 40))
     legend_outside(ax)
     return fig
 

@@ -55,9 +55,9 @@ from ictd_interp.reference.td import feature_scores, same_state_kernel
 IN_FAMILY_FVE = 0.95  # below this fraction of variance explained, the family does not explain the layer
 BETA_RANGE = (0.02, 50.0)  # |beta|, searched on both signs
 # Above this condition number of the (column-normalised) design the fitted coefficients are not
-# reported. Measured on the first 64 evaluation tasks: quick-mc-s0's fits at condition 75 and 119 gave
+# reported. Measured on the first 64 evaluation tasks: depth3-mc-s0's fits at condition 75 and 119 gave
 # effective discounts -0.74 and -0.88 for one tied layer whose weights say -1.10 (a slightly anisotropic
-# kernel, amplified by the conditioning); theta*'s exact layers sit at 20-37, quick-td-s0's at 11-14.
+# kernel, amplified by the conditioning); theta*'s exact layers sit at 20-37, depth3-td-s0's at 11-14.
 MAX_CONDITION = 50.0
 N_BOOT = 200
 ISOTROPIC = 0.95  # cos(A_ff, I) from which one inverse temperature describes the kernel

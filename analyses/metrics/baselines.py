@@ -14,6 +14,7 @@ model's value row), from the context alone (features, states seen, rewards ``R_1
   ``v(s) = mean over visits t of s of (R_{t+1} + gamma v(S_{t+1}))`` on states visited as sources,
   ``constant`` on a state seen only as the query.
 * ``lstd``: linear LSTD(0) on the features, ``w = (sum_k x_{k-1} (x_{k-1} - gamma x_k)^T)^+ sum_k x_{k-1} R_k``.
+* ``lstd_bias``: ``lstd`` on the features with a constant feature 1 appended (a value level of its own).
 * ``best_softmax_td``: softmax TD of the model's depth with the step ``alpha`` and inverse temperature
   ``beta`` that minimise the MSVE on these tasks (an oracle choice of two numbers: a lower bound for
   the family).
@@ -39,11 +40,12 @@ from analyses.metrics.intervals import Interval, Paired, paired, t_interval
 from ictd_interp.tasks.sampling import TaskBatch
 from ictd_interp.reference.td import same_state_kernel, softmax_td
 
-NAMES = ("constant", "tabular_mc", "first_visit_mc", "tabular_td", "lstd", "best_softmax_td")
+NAMES = ("constant", "tabular_mc", "first_visit_mc", "tabular_td", "lstd", "lstd_bias", "best_softmax_td")
 MODEL_ROW = "model"  # the trained model's row of ``compare``'s table, beside the estimators' rows
 LABELS = {"constant": "constant mean(R)/(1−γ)", "tabular_mc": "every-visit tabular Monte-Carlo",
           "first_visit_mc": "first-visit tabular Monte-Carlo",
           "tabular_td": "tabular TD fixed point", "lstd": "linear LSTD on the features",
+          "lstd_bias": "linear LSTD on the features and a bias", "theta_star_limit": "θ*'s depth limit",
           "best_softmax_td": "best softmax TD of the same depth", "theta_star": "θ* at the same depth",
           "td0_construction": "TD(0) construction of the same depth (linear, C = I)",
           "identified_member": "the family member its weights identify"}
@@ -120,7 +122,15 @@ def tabular_td_states(tasks: TaskBatch, gamma: float) -> Float[Tensor, "batch po
 
 
 def lstd(tasks: TaskBatch, gamma: float) -> Float[Tensor, "batch pos"]:
+    return _lstd(tasks.x.double(), tasks, gamma)
+
+
+def lstd_bias(tasks: TaskBatch, gamma: float) -> Float[Tensor, "batch pos"]:
     x = tasks.x.double()
+    return _lstd(torch.cat([x, torch.ones_like(x[..., :1])], dim=-1), tasks, gamma)
+
+
+def _lstd(x: Float[Tensor, "batch pos feature"], tasks: TaskBatch, gamma: float) -> Float[Tensor, "batch pos"]:
     src, nxt = x[:, :-1], x[:, 1:]
     A = einsum(src, src - gamma * nxt, "b k d, b k e -> b d e")
     rhs = einsum(src, tasks.rewards.double(), "b k d, b k -> b d")
@@ -185,7 +195,7 @@ def estimates(tasks: TaskBatch, gamma: float, depth: int) -> tuple[dict[str, Ten
     best = best_softmax_td(tasks, gamma, depth)
     values = {"constant": constant(tasks, gamma), "tabular_mc": tabular_mc(tasks, gamma),
               "first_visit_mc": first_visit_mc(tasks, gamma),
-              "tabular_td": tabular_td(tasks, gamma), "lstd": lstd(tasks, gamma),
+              "tabular_td": tabular_td(tasks, gamma), "lstd": lstd(tasks, gamma), "lstd_bias": lstd_bias(tasks, gamma),
               "best_softmax_td": softmax_td_values(tasks, gamma, depth, best["alpha"], best["beta"])}
     return values, BestSoftmaxTD(best["alpha"], best["beta"])
 

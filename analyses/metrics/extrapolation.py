@@ -14,12 +14,13 @@ from typing import Optional
 
 import numpy as np
 import torch
+from torch import Tensor
 
 from ictd_interp.models import HookedICTDTransformer
 from ictd_interp.models.architectures import ICTDModel, holds_theta_star
 from ictd_interp.models.hook_names import attn_param, get_act_name
 from ictd_interp.tasks.sampling import TaskBatch
-from ictd_interp.training.evaluation import DETAIL, msve, value_msve
+from ictd_interp.training.evaluation import DETAIL, value_msve
 
 
 @dataclass(kw_only=True)  # fields in summary.json's order
@@ -101,12 +102,18 @@ def msve_at_depths(model: ICTDModel, tasks: TaskBatch, depths: list[int]) -> lis
 
 @torch.no_grad()
 def msve_at_depth(model: ICTDModel, tasks: TaskBatch, depth: int) -> float:
-    """MSVE of the model's layers run to ``depth`` (``layer_at_depth``; a standard model repeats its
-    last block: ``values_at_depth``)."""
+    """MSVE of the model's layers run to ``depth`` (``values_at_depth``)."""
+    return value_msve(values_at_depth(model, tasks, depth), tasks)
+
+
+@torch.no_grad()
+def values_at_depth(model: ICTDModel, tasks: TaskBatch, depth: int) -> Tensor:
+    """The value row ``[batch, pos]`` of the model's layers run to ``depth`` (``layer_at_depth``; a standard model
+    repeats its last block: its ``values_at_depth``)."""
+    prompt = tasks.prompt.to(model.device)
     if holds_theta_star(model):
-        return msve(layer_at_depth(model, depth), tasks)
-    values = model.values_at_depth(tasks.prompt.to(model.device), depth)
-    return float((values.double().cpu() - tasks.v_true).pow(2).mean())
+        return layer_at_depth(model, depth)(prompt)
+    return model.values_at_depth(prompt, depth)
 
 
 def extrapolation_verdict(depths: list[int], errors: list[float]) -> tuple[int, bool, str]:

@@ -47,6 +47,11 @@ def star_map(star: HookedICTDTransformer, tasks: TaskBatch) -> IterationMap:
     return iteration_map(star, tasks, 0, theta_star_coefficients(star.cfg.gamma))
 
 
+def star_limit(cfg: ICTDConfig) -> HookedICTDTransformer:
+    """θ*'s one layer of ``cfg``, in float64: what ``depth_limit`` repeats for θ*'s limit."""
+    return HookedICTDTransformer.from_theta_star(replace(cfg, dtype="float64", n_layers=1, tied=True))
+
+
 def theta_star_limit(cfg: ICTDConfig, dist: TaskDistribution, seed: int, at_training_length: IterationMap
                      ) -> DepthLimit:
     """Per context length, the sup error of θ*'s fixed point and its map's spectral radius. At the training
@@ -55,7 +60,7 @@ def theta_star_limit(cfg: ICTDConfig, dist: TaskDistribution, seed: int, at_trai
     trajectories of the longest length (prefixes for the shorter ones)."""
     n_train = dist.context_len
     tasks = sample_from(dist, LIMIT_TASKS, seed=seed, length=max(LIMIT_LENGTHS))
-    star = HookedICTDTransformer.from_theta_star(replace(cfg, dtype="float64", n_layers=1, tied=True))
+    star = star_limit(cfg)
     rows = [_limit_row(n_train, at_training_length, "evaluation")]
     for n in (n for n in LIMIT_LENGTHS if n > n_train):
         prefix = TaskBatch(tasks.mrp, tasks.features, tasks.states[:, : n + 1])

@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 import torch
 
-from analyses.metrics import baselines
+from analyses.metrics import baselines, in_context
 from analyses.metrics.extrapolation import depth_extrapolation
 from analyses.metrics.convergence import CONTEXT_LENGTHS, errors_by_context, sup_error
 from analyses.metrics.diagonality import kernel_diagonality_mean
@@ -21,7 +21,7 @@ from analyses.metrics.linear_family import (IN_FAMILY, FamilyIteration, FamilyRe
                                             identify, td0_model)
 from analyses.metrics.predecessor_metrics import function_readings, random_layer_iws, weight_readings
 from analyses.metrics.site_probes import residual_stack
-from analyses.reports.render import eval_tasks_label
+from analyses.reports.render import answer_lines, eval_tasks_label
 from analyses.summary.sections import DepthCurves, LinearWeights, Summary, TheirReadings
 from analyses.summary.store import build
 from analyses.reports.render import baseline_table, number
@@ -76,7 +76,8 @@ def compute(model: HookedLinearICTD, config: TrainConfig, source: str, curves: O
         "linear": lambda: {"function_r2": 1.0 - float(residual / (values - values.mean()).double().pow(2).sum()),
                            "iteration": convergence(model, layers, tasks), "weights": _weights(model, td),
                            "theirs": their_readings(model, tasks, their_logged)},
-    }, desc="analyze")
+        "in_context": lambda: in_context.assess(model, tasks, out["baselines"], layers[-1], config.tasks.gamma),
+    }, desc="analyze", into=(out := {}))
     return build(Summary, {
         "source": source, "config": config.to_dict(), "model_config": model.cfg.to_dict(),
         "architecture": model.cfg.architecture, "n_eval_tasks": len(tasks),
@@ -170,6 +171,7 @@ def lines(summary: Summary) -> list[str]:
         f"{'tied' if cfg.tied else 'per-layer'} weights, {cfg.activation} activation, λ = {cfg.trace_decay} "
         f"(docs/theory.md §13). Every number below is on {summary.eval_tasks}.",
         "",
+        *answer_lines(summary.in_context),
         "## Which algorithm do its weights run?",
         "",
         "Each layer is fitted by the family member P = p e eᵀ, Q's top-left block "

@@ -10,6 +10,7 @@ from typing import Any, Optional
 
 from analyses.metrics.algorithm_id import MAX_CONDITION, LayerReading
 from analyses.metrics.baselines import LABELS, MODEL_ROW, Baselines
+from analyses.metrics.in_context import PAST, InContext
 from analyses.metrics.intervals import Interval
 from analyses.metrics.neu import NeuGrid, population_table
 from ictd_interp.config.fields import CONTROL_OBJECTIVES
@@ -149,3 +150,33 @@ def eval_tasks_label(config: Any, n_tasks: int) -> str:
             label += (f"; this model was trained toward q* (objective {config.objective}), and every error below is "
                       "still against q of the behaviour policy (docs/theory.md §6)")
     return label
+
+
+def answer_lines(ic: Optional[InContext]) -> list[str]:
+    """summary.md's opening answer block (at most six lines): does the model learn in context, how close its update
+    and weights are to θ*'s, what iterating it does, and its best baseline (docs/theory.md §7a)."""
+    if ic is None:
+        return []
+    d, it = ic.discount, ic.iterated
+    discount = "not identifiable" if d.value is None else (
+        f"{d.value:.3f} (task γ = {d.gamma:g}): {d.verdict}" + (
+            f", bootstrap 95% [{d.interval[0]:.3f}, {d.interval[1]:.3f}]" if d.source == "fit" else ", read exactly "
+            "from the weights"))
+    lines = ["## Answer", "", f"- **{ic.verdict}**",
+             f"- Best baseline: {LABELS.get(ic.best_baseline, ic.best_baseline)}, MSVE {ic.best_baseline_msve:.3g} "
+             f"(the model's {ic.msve.mean:.3g}).",
+             f"- Update: effective discount of the last layer {discount}.",
+             f"- Iterated to {it.depths[1]} layers ({PAST}× its depth) its MSVE goes {it.msve[0]:.3g} → "
+             f"{it.msve[1]:.3g}: **{it.verdict}** (per-task change {it.change.text('+.3g')}; flat within ±5%)."]
+    if ic.cos_A is not None and ic.cosine_nulls:
+        null = "; ".join(_null_text(r) for r in ic.cosine_nulls)
+        lines.append(f"- Weights: lowest-layer cos(A, A*) {ic.cos_A:.3f}, cos(V, V*) {number(ic.cos_V)}; the same "
+                     f"cosines of models that run no TD: {null}.")
+    return lines + [""]
+
+
+def _null_text(row) -> str:
+    if row.cos_A_range is not None:
+        v = "" if row.cos_V_range is None else f", cos V in [{row.cos_V_range[0]:.2f}, {row.cos_V_range[1]:.2f}]"
+        return f"{row.name} ({row.n} seeds) cos A in [{row.cos_A_range[0]:.2f}, {row.cos_A_range[1]:.2f}]{v}"
+    return f"{row.name} {row.cos_A:.3f} / {number(row.cos_V)}"

@@ -15,14 +15,14 @@ from typing import Any, NamedTuple, Optional
 
 import torch
 
-from analyses.metrics import baselines
+from analyses.metrics import baselines, in_context
 from analyses.metrics.algorithm_id import MAX_CONDITION, identify_from_values
 from analyses.metrics.extrapolation import depth_extrapolation
 from analyses.metrics.convergence import CONTEXT_LENGTHS, errors_by_context, sup_error
 from analyses.metrics.diagonality import kernel_diagonality_mean
 from analyses.metrics.heads import (HeadKernel, Signature, head_kernels, most_like, probed_layer_signatures,
                                     probed_signatures)
-from analyses.reports.render import eval_tasks_label
+from analyses.reports.render import answer_lines, eval_tasks_label
 from analyses.summary.sections import Summary
 from analyses.summary.store import build
 from analyses.reports.render import baseline_table, layer_sentence
@@ -118,8 +118,10 @@ def compute(model: ICTDModel, config: TrainConfig, source: str, curves: Optional
                                                extra={"theta_star": star_values}),
         "diagonality": lambda: {"theta_star": kernel_diagonality_mean(star, tasks)[0, 0].item()},
         "convergence": convergence, "circuit": circuit, "algorithm": algorithm,
+        "in_context": lambda: in_context.assess(model, tasks, out["baselines"], out["algorithm"]["layers"][-1],
+                                                config.tasks.gamma),
         "example": lambda: _example(model, star, tasks, kernels()),
-    }, desc="analyze")
+    }, desc="analyze", into=(out := {}))
     return build(Summary, {"source": source, "config": config.to_dict(), "model_config": model.cfg.to_dict(),
                            "architecture": model.cfg.architecture, "n_eval_tasks": len(tasks),
                            "eval_tasks": eval_tasks_label(config, len(tasks)), "curves": curves, **sections})
@@ -276,6 +278,7 @@ def lines(summary: Summary) -> list[str]:
         f"layer signatures and the TD-family fits of the probed updates use the first {SIGNATURE_TASKS} evaluation "
         "tasks.",
         "",
+        *answer_lines(summary.in_context),
         "## Does it implement in-context TD, where, and how close to θ*?",
         "",
         *standard_sentences(summary),

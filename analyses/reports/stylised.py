@@ -12,9 +12,10 @@ from typing import Any, Optional
 
 import torch
 
-from analyses.metrics import baselines
+from analyses.metrics import baselines, cosine_null, in_context
+from analyses.metrics.depth_limit import depth_limit
 from analyses.metrics.algorithm_id import IterationMap, LayerReading, identify_layers, iteration_map, read_layer
-from analyses.metrics.extrapolation import depth_extrapolation, depths_up_to, spectral_depth
+from analyses.metrics.extrapolation import depth_extrapolation, depths_up_to, layer_at_depth, spectral_depth
 from analyses.metrics.convergence import CONTEXT_LENGTHS, errors_by_context, errors_by_depth, fit_geometric
 from analyses.metrics.diagonality import kernel_diagonality_mean, model_margin, state_kernels
 from analyses.metrics.heads import head_kernels, most_like
@@ -24,8 +25,9 @@ from analyses.metrics.probes import activation_cosines, circuit_cosines, predict
 from analyses.reports.render import control_algorithm_sentence, eval_tasks_label
 from analyses.summary.sections import Summary
 from analyses.summary.store import build
-from analyses.reports.render import baseline_table, interval_text, layer_sentence, neu_lines, number, signs_text
-from analyses.metrics.theta_star import DepthLimit, star_map, theta_star_limit
+from analyses.reports.render import (answer_lines, baseline_table, interval_text, layer_sentence, neu_lines, number,
+                                     signs_text)
+from analyses.metrics.theta_star import DepthLimit, star_limit, star_map, theta_star_limit
 from analyses.summary.sections import Algorithm, DepthCurves, Diagonality, Margin
 from analyses.figures import plots
 from analyses.figures.plots import STAR
@@ -63,18 +65,21 @@ def compute(model: HookedICTDTransformer, config: TrainConfig, source: str, curv
         star_depth = (
             errors_by_depth(HookedICTDTransformer.from_theta_star(model.cfg, depth=depth), tasks).mean(-1).tolist()
         )
-        return {"depth": DepthCurves(model=errors_by_depth(model, tasks).mean(-1).tolist(), theta_star=star_depth),
+        deeper = layer_at_depth(model, depth)  # the trained layers run past their depth, as far as θ*'s curve
+        return {"depth": DepthCurves(model=errors_by_depth(deeper, tasks).mean(-1).tolist(), theta_star=star_depth),
                 "theta_star_fit": fit_geometric(star_depth), "one_minus_C": 1 - C.mean().item(),
                 "theta_star_limit": theta_star_limit(model.cfg, config.tasks, config.eval_seed + 2, star_fixed),
                 "context_lengths": list(CONTEXT_LENGTHS),
                 "context": {name: errors_by_context(m, long_tasks, CONTEXT_LENGTHS).mean(-1).tolist()
                             for name, m in (("trained model", model), ("theta* (same depth)", star))}}
 
+    out: dict[str, Any] = {}
     sections = computed(
         {
             "metrics": lambda: evaluate(model, eval_set).to_dict(),
             "baselines": lambda: baselines.compare(
-                model_values, tasks, config.tasks.gamma, model.cfg.n_layers, extra={"theta_star": star_values}
+                model_values, tasks, config.tasks.gamma, model.cfg.n_layers,
+                extra={"theta_star": star_values, "theta_star_limit": depth_limit(star_limit(model.cfg), tasks)},
             ),
             "probes": lambda: {
                 **prediction_gap(model, tasks, star),
@@ -93,6 +98,9 @@ def compute(model: HookedICTDTransformer, config: TrainConfig, source: str, curv
                 "theta_star_min": C.min().item(),
             },
             "algorithm": lambda: algorithm_answers(model, star, tasks, star_fixed),
+            "in_context": lambda: replace(
+                in_context.assess(model, tasks, out["baselines"], out["algorithm"].layers[-1], config.tasks.gamma),
+                **dict(zip(("cos_A", "cos_V"), cosine_null.lowest(model))), cosine_nulls=cosine_null.nulls(model.cfg)),
             "circuit": lambda: {"heads": (heads := head_kernels(model, tasks)), **most_like(heads)},
             "convergence": convergence,
             "neu": lambda: (
@@ -111,6 +119,7 @@ def compute(model: HookedICTDTransformer, config: TrainConfig, source: str, curv
             "example": lambda: _example(model, star, tasks),
         },
         desc="analyze",
+        into=out,
     )
     return build(Summary, {"source": source, "architecture": model.cfg.architecture, "config": config.to_dict(),
                            "model_config": model.cfg.to_dict(), "n_eval_tasks": len(tasks),
@@ -291,6 +300,7 @@ def lines(summary: Summary) -> list[str]:
         f"{summary.eval_tasks}, except where a section names its own sample (θ*'s limit at longer contexts, the NEU "
         "table).",
         "",
+        *answer_lines(summary.in_context),
         "## What does this model compute?",
         "",
         *algorithm_sentences(alg, summary.baselines, summary.gamma),
@@ -345,8 +355,8 @@ def figures(summary: Summary) -> dict[str, plots.Figure]:
         "grouped_kernel": plots.grouped_kernel(ex.grouped_kernel, "grouped kernel $\\hat M_n$ (model, layer 0)"),
         "signature": plots.signature_bars(summary.metrics.signature, tied=tied),
         "error_vs_depth": plots.error_vs_depth(
-            {"theta*": conv.depth.theta_star, "trained model": conv.depth.model},
-            {"theta*": conv.theta_star_fit}, conv.one_minus_C),
+            {"theta*": conv.depth.theta_star, "trained layers (repeated past their depth)": conv.depth.model},
+            {"theta*": conv.theta_star_fit}, conv.one_minus_C, trained_depth=summary.model.n_layers),
     }
     if summary.curves:
         c = summary.curves

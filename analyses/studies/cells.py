@@ -36,6 +36,15 @@ STATUS_FILE = "status.json"
 FINAL = ("done", "failed", "interrupted")
 STACK_MAX_TASKS_PER_BATCH = 16  # where a stack's step loop wins: 2.1x at 4 tasks, 1.25x at 16; ties at 32, 0.76x at 64
 STACK_TASKS = 128  # the most tasks of all a stack's models per step measured winning (4 tasks x 32 models: 2.2x)
+# On a GPU one model's step is launch-bound (4.7 ms whatever its batch, H200) and a stack wins at every batch: with
+# the presets' 64 tasks per model the device saturates near M = 1,024 models (about 65,536 tasks per step)
+GPU_STACK_TASKS = 65_536
+
+
+def stack_rule(device: str) -> tuple[Optional[int], int]:
+    """``(largest tasks_per_batch a stack takes, most tasks of all its models per step)`` on ``device``, measured:
+    ``benchmarks/model_stack.py`` on a CPU, ``benchmarks/device_checks.py --quick`` on a GPU."""
+    return (None, GPU_STACK_TASKS) if device == "cuda" else (STACK_MAX_TASKS_PER_BATCH, STACK_TASKS)
 
 
 def stack_groups(cells: list[Cell], workers: int, previous: Optional[dict[str, list[str]]] = None
@@ -55,7 +64,8 @@ def stack_groups(cells: list[Cell], workers: int, previous: Optional[dict[str, l
             placed.update(c.name for c in kept[-1])
     shapes: list[list[Cell]] = []
     for cell in (c for c in cells if c.name not in placed):
-        fits = cell.config.tasks_per_batch <= STACK_MAX_TASKS_PER_BATCH and stack_refusal([cell.config]) is None
+        largest = stack_rule(cell.config.device)[0]
+        fits = (largest is None or cell.config.tasks_per_batch <= largest) and stack_refusal([cell.config]) is None
         group = next((g for g in shapes if fits and stack_refusal([g[0].config, cell.config]) is None), None)
         if group is None:
             shapes.append([cell])
@@ -63,7 +73,7 @@ def stack_groups(cells: list[Cell], workers: int, previous: Optional[dict[str, l
             group.append(cell)
     units = kept
     for group, share in zip(shapes, _shares(max(workers - len(kept), 1), [len(g) for g in shapes])):
-        most = max(1, STACK_TASKS // group[0].config.tasks_per_batch)  # models per stack
+        most = max(1, stack_rule(group[0].config.device)[1] // group[0].config.tasks_per_batch)  # models per stack
         parts = min(len(group), max(share, math.ceil(len(group) / most)))
         bounds = [len(group) * k // parts for k in range(parts + 1)]
         units.extend(group[a:b] for a, b in zip(bounds, bounds[1:]))

@@ -20,6 +20,7 @@ from analyses.figures.plots import Figure, legend_outside, log_axis, zoom
 from analyses.metrics.intervals import COSINE, METHOD, describe_nonfinite, t_interval
 from analyses.summary.tables import SIGNATURE_COLUMNS, STUDY_COLUMNS, Column
 from analyses.summary.tables import summary_column
+from analyses.studies import phase
 from analyses.studies.results import CELL, CONDITION, DEPTH, REFERENCE_NAME, STATUS, curve_column, read_tables
 from analyses.studies.spec import StudySpec, stored_spec
 from ictd_interp.models.construction import SIGNATURE_INPUTS, SIGNATURE_TEXT
@@ -96,12 +97,15 @@ def write_report(out_dir: Union[str, Path]) -> Path:
         figs["error_vs_depth"] = cells_error_vs_depth(depth, title)
     if not extrapolation.empty:
         figs["depth_extrapolation"] = cells_depth_extrapolation(extrapolation, title)
+    where = phase.fractions(phase.by_cell(results, spec), spec)
+    if (diagram := phase.phase_diagram(where, spec, title)) is not None:
+        figs["phase_diagram"] = diagram
     (out_dir / "figures").mkdir(exist_ok=True)
     for name, fig in figs.items():
         for ext in ("png", "svg"):
             fig.savefig(out_dir / "figures" / f"{name}.{ext}", dpi=120)
     path = out_dir / "study.md"
-    path.write_text(markdown(spec, results, sorted(figs)))
+    path.write_text(markdown(spec, results, sorted(figs), phase.markdown(where)))
     return path
 
 
@@ -225,11 +229,14 @@ def _versus_depth(
     return fig
 
 
-def markdown(spec: StudySpec, results: pd.DataFrame, figures: list[str]) -> str:
+def markdown(spec: StudySpec, results: pd.DataFrame, figures: list[str], where: Optional[list[str]] = None) -> str:
+    """study.md: the settings, ``where`` (``phase.markdown``: where the models learn in context), every column per
+    condition, the cells that did not finish and the figures."""
     cells = results.drop_duplicates("cell")
     lines = [f"# Study `{spec.name}`", "", spec.description, "",
              f"Preset `{spec.preset}`, fixed {spec.fixed or 'nothing'}, grid {spec.grid or 'none'}, "
              f"seeds {spec.seeds}: {len(cells)} cells, {int((cells[STATUS] == 'done').sum())} done.", "",
+             *(where or []),
              "## Final metrics per condition", "",
              f"Each cell: mean over the seeds that finished with its {METHOD} over seeds (n in the second column; "
              "with one seed, no interval; cut to the range the quantity can take: [−1, 1] for cosines and "
@@ -290,6 +297,8 @@ def _summarise(column: Column, done: pd.DataFrame, notes: list[str]) -> str:
     per_cell = done.groupby("cell")[column.key].agg(column.over_layers)
     if column.over_seeds == "count":
         return f"{int(per_cell.astype(bool).sum())}/{len(per_cell)}"
+    if column.over_seeds == "tally":
+        return ", ".join(f"{count} {word}" for word, count in per_cell.value_counts().items())
     if column.over_seeds == "verdicts":  # seeds whose paired per-task interval puts the model below / above
         return f"{int((per_cell == 'lower').sum())}/{len(per_cell)} better, {int((per_cell == 'higher').sum())} worse"
     values = per_cell.astype(float)

@@ -156,8 +156,9 @@ def _run_on_ray(cells, out_dir: Path, session: RaySession, progress: bool, keep_
     previous = {c.name: unit for c in cells if (unit := last_unit(out_dir / "cells" / c.name))}
     for unit in stack_groups(cells, int(ray.cluster_resources().get("CPU", 1)), previous):
         dirs, configs = [str(out_dir / "cells" / c.name) for c in unit], [c.config.to_dict() for c in unit]
-        ref = (alone.remote(dirs[0], configs[0], stop_file, keep_freed_memory) if len(unit) == 1
-               else stacked.remote(dirs, configs, stop_file, keep_freed_memory))
+        gpus = {"num_gpus": 1} if unit[0].config.device == "cuda" else {}  # Ray spreads GPU units over the GPUs
+        ref = (alone.options(**gpus).remote(dirs[0], configs[0], stop_file, keep_freed_memory) if len(unit) == 1
+               else stacked.options(**gpus).remote(dirs, configs, stop_file, keep_freed_memory))
         refs[ref] = unit
     bar = progress_bar(total=len(cells), disable=not progress, desc="study cells")
     counts = {"done": 0, "failed": 0, "interrupted": 0}

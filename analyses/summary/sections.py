@@ -17,6 +17,7 @@ from analyses.metrics.baselines import Baselines
 from analyses.metrics.convergence import GeometricFit
 from analyses.metrics.extrapolation import Extrapolation
 from analyses.metrics.heads import HeadKernel, Signature
+from analyses.metrics.in_context import InContext
 from analyses.metrics.intervals import Interval
 from analyses.metrics.linear_family import FamilyIteration, FamilyReading
 from analyses.metrics.neu import NeuGrid
@@ -194,6 +195,7 @@ class Summary:
     architecture: str = "stylised"
     probes: Optional[Probes] = None
     margin: Optional[Margin] = None
+    in_context: Optional[InContext] = None  # the function-space verdict (analyses.metrics.in_context)
     neu: Optional[NeuGrid] = detail()
     linear: Optional[LinearFamily] = None
     curves: Optional[Curves] = detail()

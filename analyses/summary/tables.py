@@ -90,7 +90,8 @@ def _element(kind: Any) -> Any:
 class Column:
     """One column of a study's table: the flattened field it shows, how a cell's layers reduce to one value
     (``first``, ``min``, ``last``, ``all``) and how the cells of a condition are summarised (``interval``:
-    mean with its t interval over seeds; ``count``: seeds where true; ``verdicts``: paired verdicts), and the
+    mean with its t interval over seeds; ``count``: seeds where true; ``verdicts``: paired verdicts; ``tally``:
+    how many seeds gave each word), and the
     range its values can take, which cuts their interval (``t_interval``'s ``bounds``)."""
 
     label: str
@@ -104,7 +105,12 @@ class Column:
 
 
 STUDY_COLUMNS = (
+    Column("learns in context (seeds)", "in_context.learns_in_context", "first", "count"),
+    Column("better than first-visit MC (paired, per seed)",
+           "baselines.estimators.first_visit_mc.model_minus_baseline.verdict", "first", "verdicts"),
+    Column("iterated to 4× depth (per seed)", "in_context.iterated.verdict", "first", "tally"),
     Column("eval MSVE", "metrics.eval_msve", bounds=NONNEGATIVE),
+    Column("first-visit MC, MSVE", "baselines.estimators.first_visit_mc.msve.mean", bounds=NONNEGATIVE),
     Column("θ* MSVE", "metrics.theta_star_msve", bounds=NONNEGATIVE),
     Column("min cos(A, A*)", "metrics.cos_A", "min", bounds=COSINE),
     Column("min cos(V, V*)", "metrics.cos_V", "min", bounds=COSINE),

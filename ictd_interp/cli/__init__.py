@@ -61,6 +61,10 @@ def preset_help() -> str:
     return "training preset; every flag below overrides it: " + "; ".join(parts)
 
 
+THREADS_HELP = ("torch CPU threads of this process (default: 1; two are somewhat faster on an idle machine and "
+                "several times slower on a busy one, which gets a warning: docs/performance.md, benchmarks/threads.py)")
+
+
 def _path_and_out(p: argparse.ArgumentParser, out_help: str) -> None:
     p.add_argument("path", help="a run folder, a checkpoint folder or a pretrained model's name (see models)")
     p.add_argument("--out", required=True, help=out_help)
@@ -77,9 +81,8 @@ def _training(p: argparse.ArgumentParser, name: str) -> None:
     if name == "train":
         p.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its last checkpoint")
     p.add_argument("--threads", type=positive_int, default=None,
-                   help="torch CPU threads (default: 1, or the count a resumed run was trained with; two are "
-                   "somewhat faster on an idle machine and several times slower on a busy one: docs/performance.md, "
-                   "benchmarks/threads.py; a bit-exact resume needs the same count)")
+                   help=THREADS_HELP.replace("(default: 1;", "(default: 1, or the count a resumed run was trained "
+                                             "with; a bit-exact resume needs the same count;"))
     _allocator_flag(p)
     add_train_args(p)
 
@@ -148,6 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plugin", action="append", default=[], metavar="FILE",
                    help="a Python file that registers methods (register_method); repeatable")
     _ray_and_force(p)
+    for command in sub.choices.values():  # one torch thread by default in every command
+        if not any("--threads" in action.option_strings for action in command._actions):
+            command.add_argument("--threads", type=positive_int, default=None, help=THREADS_HELP)
     return parser
 
 
@@ -184,7 +190,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         command.error(unknown_flags(command, extra))
     try:
         with one_line_warnings(args.command):
+            if args.command not in commands.SETS_OWN_THREADS:
+                commands.set_threads(args.threads)
             return COMMANDS[args.command](args)
+    except KeyboardInterrupt:
+        print(f"ictd-interp {args.command}: interrupted (Ctrl-C); nothing it had finished was lost, re-run the same "
+              "command to do the rest", file=sys.stderr)
+        return 130
     except (ValueError, ImportError, FileNotFoundError, FileExistsError) as err:
         print(f"ictd-interp {args.command}: error: {_as_flag(str(err))}", file=sys.stderr)
         return 2

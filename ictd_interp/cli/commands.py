@@ -50,7 +50,7 @@ def train(args: argparse.Namespace) -> int:
     from ictd_interp.training import run_folder
     from ictd_interp.training.trainer import resume, train
 
-    _set_threads(args.threads, args.resume)
+    set_threads(args.threads, args.resume)
     if args.resume and args.out and Path(args.out).resolve() != Path(args.resume).resolve():
         raise ValueError(f"--out {args.out} with --resume {args.resume}: a resumed run continues in its own folder; "
                          "leave --out out (or train a new run with --out alone)")
@@ -78,7 +78,7 @@ def reproduce(args: argparse.Namespace) -> int:
 
     out, requested = Path(args.out), config_from_args(chosen_preset(args), args)
     run_dir = out / "run"
-    _set_threads(args.threads, run_dir)
+    set_threads(args.threads, run_dir)
     if run_folder.is_run(out):
         raise ValueError(f"{out}: is a training run folder, not a reproduce folder; analyse it with "
                          f"`ictd-interp analyze {out} --out DIR` or choose another --out")
@@ -106,8 +106,9 @@ def models(args: argparse.Namespace) -> int:
     for m in list_pretrained():
         cos = ("" if m["cos_V"] is None else  # a standard-architecture model has no V to compare
                f"; min cos(V, V*) {min(c for c in m['cos_V'] if c is not None):.3f}")
-        print(f"{m['name']:<18} {m['description']} (eval MSVE {m['eval_msve']:.3f}, theta* "
-              f"{m['theta_star_msve']:.3f}{cos})")
+        learns = {True: "learns in context", False: "does not learn in context", None: "no verdict"}
+        print(f"{m['name']:<18} {m['description']} ({learns[m['learns_in_context']]}; eval MSVE "
+              f"{m['eval_msve']:.3f}, theta* {m['theta_star_msve']:.3f}{cos})")
     return 0
 
 
@@ -255,9 +256,10 @@ def _load_features(path: str):
 # when other work shares the cores (benchmarks/threads.py; docs/performance.md). A resumed run keeps the
 # count it was trained with (the bits of a run depend on it).
 DEFAULT_THREADS = 1
+SETS_OWN_THREADS = ("train", "reproduce")  # a resume keeps its run's count; every other command: set_threads first
 
 
-def _set_threads(threads: Optional[int], run_dir: Optional[str | Path] = None) -> None:
+def set_threads(threads: Optional[int], run_dir: Optional[str | Path] = None) -> None:
     """``--threads``, else the count recorded by the run in ``run_dir`` (a resume), else ``DEFAULT_THREADS``;
     a count above one on a machine already busy gets a one-line warning."""
     import os
@@ -300,7 +302,7 @@ def _source(path: str) -> str:
 
 def _model_path(path: str) -> Path:
     """The model a command reads, found before its output folder is claimed: a shipped model's name wins over a
-    folder of that name holding no model (``analyze quick-td-s0 --out quick-td-s0`` claims that folder first, and
+    folder of that name holding no model (``analyze depth3-td-s0 --out depth3-td-s0`` claims that folder first, and
     a re-run finds it there), so an output folder never shadows the model it was asked about."""
     from ictd_interp.io.checkpoint import CONFIG, WEIGHTS
     from ictd_interp.io.pretrained import names, pretrained_path

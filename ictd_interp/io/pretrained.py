@@ -1,4 +1,4 @@
-"""Pretrained models shipped with the package, by name (``from_pretrained("quick-td-s0")``).
+"""Pretrained models shipped with the package, by name (``from_pretrained("depth3-td-s0")``).
 
 Each lives in ``ictd_interp/pretrained/<name>/``: the checkpoint (``model.safetensors`` and its
 header ``config.json``), its training curves (``metrics.jsonl``) and ``card.json``, its provenance: the command that
@@ -38,7 +38,8 @@ def list_pretrained() -> list[dict[str, Any]]:
     for name in names():
         c = card(name)
         out.append({"name": name, "description": c["description"], "command": c["command"],
-                    **{k: c["final_metrics"].get(k) for k in HEADLINE}})  # None: not measured for that architecture
+                    **{k: c["final_metrics"].get(k) for k in HEADLINE},  # None: not measured for that architecture
+                    "learns_in_context": c.get("in_context", {}).get("learns_in_context")})  # analyses.cards
     return out
 
 
@@ -60,7 +61,7 @@ LOOK_ALIKE = str.maketrans({"O": "0", "o": "0", "l": "1", "I": "1"})  # letters 
 
 def closest_names(name: str, known: list[str]) -> list[str]:
     """The known names a mistyped one most likely meant: an exact match once look-alike letters are read
-    as digits (``quick-td-sO`` -> ``quick-td-s0``) first, then difflib's closest (up to three)."""
+    as digits (``quick-td-sO`` -> ``depth3-td-s0``) first, then difflib's closest (up to three)."""
     alike = [k for k in known if k.translate(LOOK_ALIKE) == name.translate(LOOK_ALIKE)]
     return [*alike, *(k for k in difflib.get_close_matches(name, known, n=3) if k not in alike)][:3]
 

@@ -25,7 +25,7 @@ from ictd_interp.models.fused_backward import fused_values
 from ictd_interp.models.masks import attention_mask, value_mask
 from ictd_interp.tasks.prompt import PromptLayout, check_prompt, shift_to_predecessor
 from ictd_interp.models.hook_names import attn_param
-from ictd_interp.models.model_base import check_return_type, select_return
+from ictd_interp.models.model_base import check_return_type, check_tasks, select_return
 from ictd_interp.models.tl_surface import Circuits, TransformerLensSurface
 
 
@@ -312,6 +312,7 @@ class HookedICTDTransformer(TransformerLensSurface, HookedRootModule):
         """
         from ictd_interp.models.state_space import positional_state_values
 
+        check_tasks(self, tasks)
         return positional_state_values(self, tasks, self.cfg.n_layers if depth is None else depth, every_layer)
 
     def check_prompt(self, prompt: Tensor) -> Tensor:

@@ -18,7 +18,7 @@ class Checkpoint(NamedTuple):
 
 
 def load_checkpoint(path: PathLike, device: str = "cpu") -> Checkpoint:
-    """Load a checkpoint folder (or its ``model.safetensors``), or a shipped model by name (``quick-td-s0``),
+    """Load a checkpoint folder (or its ``model.safetensors``), or a shipped model by name (``depth3-td-s0``),
     as ``(model, metadata)``."""
     from ictd_interp.io.pretrained import resolve
 

@@ -21,6 +21,20 @@ RETURN_TYPES = (
 )  # what ``forward`` returns: every position's value, the query's, their sum
 
 
+def check_tasks(model: Any, tasks: Any, what: str = "tasks") -> None:
+    """``tasks`` is a ``TaskBatch`` whose discount is the model's (a model built for one γ shifts its target row by
+    that γ: on tasks of another it computes values for neither), else a one-line error naming the mismatch."""
+    if not hasattr(tasks, "mrp") or not hasattr(tasks, "states"):
+        kind = f"a tensor of shape {tuple(tasks.shape)}" if isinstance(tasks, Tensor) else type(tasks).__name__
+        raise ValueError(f"{what}: expected a TaskBatch (ictd_interp.sample_tasks / sample_from), got {kind}; a "
+                         "prompt tensor goes to the model itself: model(prompt)")
+    gamma = getattr(model.cfg, "gamma", None)
+    if gamma is not None and abs(float(tasks.mrp.gamma) - float(gamma)) > 1e-12:
+        raise ValueError(f"{what}: sampled with gamma = {tasks.mrp.gamma:g}, but the model was built for gamma = "
+                         f"{gamma:g} (its temporal shift writes gamma * v(next)); sample tasks with the model's gamma "
+                         "or build the model with the tasks'")
+
+
 def check_return_type(return_type: str) -> None:
     check_choice("return_type", return_type, RETURN_TYPES)
 

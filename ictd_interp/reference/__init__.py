@@ -5,8 +5,8 @@ SARSA and softmax Q-learning over action columns; linear batch SARSA and actor-c
 against θ* (``metrics``: cosines, the value signature, kernel diagonality, Assumption 5.1's margin). Imports
 ``config``, ``tasks``, ``models``."""
 
-from ictd_interp.reference.metrics import value_signature, weight_cosines
+from ictd_interp.reference.metrics import value_signature, weight_cosines, weight_distances
 from ictd_interp.reference.td import linear_td, same_state_kernel, softmax_td, tabular_td, td_errors
 
 __all__ = ["linear_td", "same_state_kernel", "softmax_td", "tabular_td", "td_errors", "value_signature",
-           "weight_cosines"]
+           "weight_cosines", "weight_distances"]

@@ -44,10 +44,10 @@ def _compare_weights(model, cfg: ICTDConfig, measure) -> dict[str, list[float]]:
     star = layer_star(cfg)
     free_a, free_v = attention_mask(cfg).bool(), value_mask(cfg).bool()
     out: dict[str, list[float]] = {"A": [], "V": []}
-    for layer, block in enumerate(model.blocks):
+    for layer, block in enumerate(model.blocks):  # the weights read on the CPU, where θ* and the masks are built
         ident_v = free_v & identifiable_inputs(cfg, layer)
-        out["A"].append(measure(block.attn.A.detach()[free_a], star["A"][free_a]))
-        out["V"].append(measure(block.attn.V.detach()[ident_v], star["V"][ident_v]))
+        out["A"].append(measure(block.attn.A.detach().cpu()[free_a], star["A"][free_a]))
+        out["V"].append(measure(block.attn.V.detach().cpu()[ident_v], star["V"][ident_v]))
     return out
 
 
@@ -68,7 +68,7 @@ def value_signature(model, cfg: ICTDConfig) -> list[dict]:
     cols = [layout.reward, layout.target, layout.current]
     rows = []
     for layer, block in enumerate(model.blocks):
-        raw = block.attn.V.detach()[0, layout.current, cols].double()
+        raw = block.attn.V.detach()[0, layout.current, cols].double().cpu()
         ident = identifiable_inputs(cfg, layer)[cols]
         scale = raw[ident].abs().max().clamp_min(1e-30)
         entries = [float(v / scale) if ok else None for v, ok in zip(raw, ident)]

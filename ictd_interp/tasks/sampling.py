@@ -167,6 +167,13 @@ class TaskDraws:
                          join([d.steps for d in parts]))
 
 
+    def on_tasks_of(self, pool: "TaskDraws", index: Tensor) -> "TaskDraws":
+        """These draws' trajectories on the chains and features of ``pool``'s tasks ``index`` (copies: building
+        tasks consumes its draws, the pool is kept)."""
+        return TaskDraws(tuple(c[index] for c in pool.chains), None if pool.features is None else pool.features[index],
+                         self.start, self.steps)
+
+
 def draw_tasks(dist: TaskDistribution, n_tasks: int, generator: torch.Generator, length: int) -> TaskDraws:
     """The draws of ``n_tasks`` Boyan-chain tasks with trajectories of ``length`` transitions."""
     if dist.family != "boyan":

@@ -27,6 +27,7 @@ from ictd_interp.training.objectives import OBJECTIVES
 
 BLOCK = 8  # batches drawn together: as cheap per batch as 16 (docs/performance.md, "Choices measured")
 BLOCK_BYTES = 32 * 2**20  # at most this much of prompts built ahead
+POOL_SEED = 7_919  # a finite task pool (``task_pool``) is drawn from seed + POOL_SEED, apart from the batches
 
 
 def block_size(config: TrainConfig, dtype: torch.dtype) -> int:
@@ -38,6 +39,12 @@ def block_size(config: TrainConfig, dtype: torch.dtype) -> int:
     prompt_bytes = (config.tasks_per_batch * (config.windows_per_task + 1) * (t.context_len + 1)
                     * (t.d_features + 3) * dtype.itemsize)
     return max(1, min(BLOCK, BLOCK_BYTES // prompt_bytes))
+
+
+def task_pool(config: TrainConfig, length: int) -> TaskDraws:
+    """The ``config.task_pool`` distinct tasks a run with a finite pool draws from (seeded by ``config.seed``)."""
+    generator = torch.Generator().manual_seed(config.seed + POOL_SEED)
+    return draw_tasks(config.tasks, config.task_pool, generator, length)
 
 
 class BatchStream:
@@ -53,6 +60,7 @@ class BatchStream:
         self._ready: deque[tuple[WindowBatch, Optional[int]]] = deque()
         self._block_start: Optional[Tensor] = None
         self._handed = 0
+        self.pool = task_pool(config, self.length) if config.task_pool else None
 
     def __iter__(self) -> "BatchStream":
         return self
@@ -78,7 +86,7 @@ class BatchStream:
     def _fill(self) -> None:
         cfg = self.config
         needs_values, horizon = self.objective.needs_values, self.objective.mc_horizon(cfg)
-        if self.block == 1:
+        if self.block == 1 and self.pool is None:
             batch = window_batch(cfg.tasks, cfg.tasks_per_batch, cfg.windows_per_task + 1, generator=self.generator,
                                  mc_horizon=horizon, dtype=self.dtype, with_values=needs_values,
                                  values=self.objective.values, action_queries=self.objective.needs_action_queries)
@@ -93,9 +101,11 @@ class BatchStream:
         self._ready.extend((windows.select_tasks(slice(i * b, (i + 1) * b)), depth) for i, depth in enumerate(depths))
 
     def _draw(self, generator: torch.Generator) -> tuple[TaskDraws, Optional[int]]:
-        return draw_tasks(self.config.tasks, self.config.tasks_per_batch, generator, self.length), self._depth(
-            generator
-        )
+        draws = draw_tasks(self.config.tasks, self.config.tasks_per_batch, generator, self.length)
+        if self.pool is not None:  # the same draws as an unlimited run, then the tasks picked from the pool
+            pick = torch.randint(self.config.task_pool, (self.config.tasks_per_batch,), generator=generator)
+            draws = draws.on_tasks_of(self.pool, pick)
+        return draws, self._depth(generator)
 
     def _depth(self, generator: torch.Generator) -> Optional[int]:
         if self.config.depth_range is None:

@@ -13,6 +13,7 @@ from ictd_interp.reference.metrics import diagonality_by_layer, value_signature,
 from ictd_interp.models.architectures import ICTDModel, holds_theta_star
 from ictd_interp.models.construction import SIGNATURE_INPUTS
 from ictd_interp.models.ictd import HookedICTDTransformer
+from ictd_interp.models.model_base import check_tasks
 from ictd_interp.tasks.sampling import TaskBatch
 from ictd_interp.models.hook_names import ends_with
 
@@ -34,6 +35,7 @@ class EvalSet:
 @torch.no_grad()
 def msve(model: ICTDModel, tasks: TaskBatch) -> float:
     """Mean squared value error of the value row against ``v_pi`` over every context position."""
+    check_tasks(model, tasks)
     return value_msve(model(tasks.prompt.to(model.device)), tasks)
 
 
@@ -73,8 +75,10 @@ def evaluate(model: ICTDModel, eval_set: EvalSet) -> EvalMetrics:
     """Every training-time metric of ``model`` on the evaluation tasks: error and kernel diagonality for
     any architecture; the weight probes against θ* (cosines, signature) for the stylised model."""
     cfg, tasks = model.cfg, eval_set.tasks
+    check_tasks(model, tasks, "eval_set.tasks")
     device = model.device
     values, cache = model.run_with_cache(tasks.prompt.to(device), names_filter=ends_with("hook_pattern"))
+    cache = cache.to("cpu")  # read beside the tasks, on the CPU
     diag = diagonality_by_layer(cache, tasks.states, tasks.mrp.n_states, cfg.n_layers, cfg.n_heads)
     common = EvalMetrics(eval_msve=float((values.double().cpu() - tasks.v_true).pow(2).mean()),
                          theta_star_msve=eval_set.theta_star_msve, kernel_diagonality_mean=diag.mean().item(),

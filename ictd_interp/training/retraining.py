@@ -24,7 +24,7 @@ from ictd_interp.training.trainer import train
 
 # The cards' cross-machine tolerance of a retrain, relative to the largest weight. Measured between the CPU the
 # models were first trained on and an AMD EPYC with AVX-512 (same torch 2.13.0, same threads): 6e-8 to
-# 4.5e-7 for the 3,000-step models (quick-full-s0 the largest), and 2.4e-7 on a third machine (AVX-512 +
+# 4.5e-7 for the 3,000-step models (depth3-full-s0 the largest), and 2.4e-7 on a third machine (AVX-512 +
 # AMX), and 3.3e-7 for paper-td-s0 after 30,000 per-layer steps. The stylised cards' 1e-5 leaves a factor 20 above the
 # largest measured drift. The standard architecture (LayerNorm, GELU, 2 threads) drifts more: 4.4e-4 for
 # standard-quick-s0 (its eval MSVE still agrees to 1.3e-7), so its card says 5e-3.

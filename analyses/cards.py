@@ -1,0 +1,99 @@
+"""The shipped models' verdicts: each model's card carries its function-space verdict (``in_context``, docs/theory.md
+§7a) on its own evaluation tasks (a stylised model's last layer read from its weights; another architecture's effective
+discount is left to ``analyze``, which fits it), and a preset's models are shipped with it.
+
+    python -m analyses.cards verdicts            # recompute every card's verdict
+    python -m analyses.cards ship quick 0 1 2    # train the quick preset's seeds into quick-td-s<seed>, with verdicts
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from analyses.analyze import resolve
+from analyses.metrics import baselines, in_context
+from analyses.metrics.algorithm_id import read_layer
+from analyses.metrics.depth_limit import depth_limit
+from analyses.metrics.theta_star import star_limit
+from ictd_interp.config.train import TrainConfig
+from ictd_interp.io.pretrained import CARD, PRETRAINED_DIR, card, names
+from ictd_interp.models import HookedICTDTransformer
+from ictd_interp.models.architectures import holds_theta_star
+from ictd_interp.models.state_space import state_space_unavailable
+from ictd_interp.training.evaluation import EvalSet
+from ictd_interp.training.retraining import reexport
+
+CROSS_MACHINE_RTOL = 1e-5  # as the other stylised cards (ictd_interp.training.retraining)
+
+
+@torch.no_grad()
+def verdict(name: str) -> dict[str, Any]:
+    """The card's ``in_context`` entry of a shipped stylised model: the verdict and the numbers it rests on."""
+    model, config, _, _ = resolve(name)
+    tasks = EvalSet.build(replace(config, device="cpu")).tasks
+    exact = holds_theta_star(model) and state_space_unavailable(model.cfg) is None
+    extra = {}
+    if exact:  # θ* beside it where θ* is a point of its weights; its last layer read exactly from them
+        star = HookedICTDTransformer.from_theta_star(model.cfg)
+        extra = {"theta_star": star(tasks.prompt), "theta_star_limit": depth_limit(star_limit(model.cfg), tasks)}
+    base = baselines.compare(model(tasks.prompt), tasks, config.tasks.gamma, model.cfg.n_layers, extra=extra)
+    last = read_layer(model, model.cfg.n_layers - 1) if exact else None  # other models: `analyze` fits it
+    found = in_context.assess(model, tasks, base, last, config.tasks.gamma)
+    return {"learns_in_context": found.learns_in_context, "verdict": found.verdict,
+            "msve": found.msve.mean, "best_baseline": found.best_baseline,
+            "best_baseline_msve": found.best_baseline_msve, "effective_discount": found.discount.value,
+            "iterated_4x": found.iterated.verdict, "n_tasks": base.n_tasks, "rule": found.rule}
+
+
+def write_verdict(name: str) -> dict[str, Any]:
+    path = PRETRAINED_DIR / name / CARD
+    entry = json.loads(path.read_text())
+    entry["in_context"] = verdict(name)
+    path.write_text(json.dumps(entry, indent=1))
+    return entry["in_context"]
+
+
+def ship(preset: str, seed: int, name: str, description: str) -> dict[str, Any]:
+    """Train ``preset`` at ``seed`` (one thread, as every card) into the shipped folder ``name``, then its verdict."""
+    folder = PRETRAINED_DIR / name
+    folder.mkdir(exist_ok=True)
+    config = TrainConfig.from_preset(preset, seed=seed)
+    (folder / CARD).write_text(json.dumps({
+        "name": name, "description": description,
+        "command": f"ictd-interp train --preset {preset} --seed {seed} --threads 1 --out DIR",
+        "train_config": config.to_dict(), "cross_machine_rtol": CROSS_MACHINE_RTOL,
+        "fingerprint": {"threads": 1}}, indent=1))  # the thread count it trains at; reexport records the rest
+    with tempfile.TemporaryDirectory() as work:
+        reexport(folder, Path(work) / "run")
+    write_verdict(name)
+    return card(name)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="what", required=True)
+    sub.add_parser("verdicts")
+    p = sub.add_parser("ship")
+    p.add_argument("preset")
+    p.add_argument("seeds", type=int, nargs="+")
+    p.add_argument("--description", default=None)
+    args = parser.parse_args()
+    if args.what == "verdicts":
+        for name in names():
+            print(name, write_verdict(name)["verdict"])
+        return
+    for seed in args.seeds:
+        name = f"{args.preset}-td-s{seed}"
+        text = f"{args.description or f'{args.preset} preset (semi-gradient TD)'}, seed {seed}"
+        print(name, ship(args.preset, seed, name, text)["in_context"]["verdict"])
+
+
+if __name__ == "__main__":
+    main()

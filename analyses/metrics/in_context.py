@@ -1,0 +1,169 @@
+"""Does a trained model learn in context? The function-space verdict (docs/theory.md §7a).
+
+Weight cosines with θ* cannot answer this: a model can point its weights at θ*'s and still predict no better than a
+constant. The verdict reads the model's value predictions on held-out tasks only:
+
+* **learns in context** when the model's MSVE is significantly below both the **constant** ``mean(R)/(1-γ)`` (the
+  value level of the context, no attention at all) and **first-visit Monte Carlo** (the simplest estimator that uses
+  which state is where); significant: the paired 95% t interval over tasks of the per-task MSVE difference lies
+  wholly below 0 (``intervals.paired``). Every other baseline is reported beside it, not required.
+* **effective discount** ``b/(-c)`` of the last layer (the one iterated), against the task's γ: exact when read from
+  the weights (the interval is the point), a bootstrap interval over tasks when fitted. ``within γ ± 0.1`` when the
+  interval lies inside, ``above``/``below`` when it lies wholly past that band, else ``undecided``.
+* **iterated past its depth**: the trained layers run to ``PAST`` times the trained depth (a tied model repeats its
+  layer, a per-layer one its last); the per-task change of MSVE from the trained depth, with its t interval:
+  ``falls`` / ``rises`` when the interval lies below / above ``-FLAT`` / ``+FLAT`` times the trained depth's MSVE,
+  ``flat`` when it lies within that band, else ``undecided``; a non-finite error ``rises``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional, Union
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from analyses.metrics.algorithm_id import LayerReading
+from analyses.metrics.cosine_null import NullRow
+from analyses.metrics.baselines import LABELS, MODEL_ROW, Baselines, error_parts
+from analyses.metrics.extrapolation import values_at_depth
+from analyses.metrics.intervals import Interval, t_interval
+from analyses.metrics.linear_family import FamilyReading
+from ictd_interp.models.architectures import ICTDModel
+from ictd_interp.models.model_base import check_tasks
+from ictd_interp.tasks.sampling import TaskBatch
+
+REQUIRED = ("constant", "first_visit_mc")  # the verdict's rule: beat both significantly
+DISCOUNT_BAND = 0.1  # "within γ ± 0.1"
+PAST = 4  # iterated to 4x the trained depth
+FLAT = 0.05  # "flat": the change of MSVE stays within 5% of the trained depth's
+
+
+@dataclass(kw_only=True)  # fields in summary.json's order
+class Discount:
+    """The last layer's effective discount ``b/(-c)`` against γ (None where ``c`` is not identifiable)."""
+
+    value: Optional[float]
+    interval: Optional[list[float]]  # [lo, hi]: the point itself when read exactly from the weights
+    gamma: float
+    source: str  # "weights" (exact) or "fit" (bootstrap over tasks)
+    verdict: str  # "within γ ± 0.1", "above γ", "below γ", "undecided", "not identifiable"
+
+
+@dataclass(kw_only=True)
+class Iterated:
+    """MSVE at the trained depth and at ``PAST`` times it, and the per-task change's interval and verdict."""
+
+    depths: list[int]
+    msve: list[float]
+    change: Interval  # per task: MSVE(deep) - MSVE(trained)
+    verdict: str  # falls | flat | rises | undecided
+
+
+@dataclass(kw_only=True)
+class InContext:
+    """The function-space verdict of one model (this module's docstring has every rule)."""
+
+    learns_in_context: bool
+    verdict: str  # one sentence, the answer first
+    beats: list[str]  # baselines with significantly higher MSVE than the model
+    loses_to: list[str]
+    undecided: list[str]
+    best_baseline: str
+    best_baseline_msve: float
+    msve: Interval
+    discount: Discount
+    iterated: Iterated
+    cos_A: Optional[float] = None  # the lowest layer's weight cosines with θ* (stylised models) ...
+    cos_V: Optional[float] = None
+    cosine_nulls: Optional[list[NullRow]] = None  # ... beside the same cosines of models that run no TD
+    rule: str = (f"learns in context iff the paired 95% t interval over tasks of the per-task MSVE difference lies "
+                 f"below 0 against both {' and '.join(REQUIRED)}")
+
+
+def discount_reading(value: Optional[float], interval: Optional[list[float]], gamma: float, source: str) -> Discount:
+    """``Discount`` with its verdict (``interval`` None: the exact value is its own interval)."""
+    if value is None or not math.isfinite(value):
+        return Discount(value=value, interval=None, gamma=gamma, source=source, verdict="not identifiable")
+    lo, hi = interval if interval is not None else (value, value)
+    if lo >= gamma - DISCOUNT_BAND and hi <= gamma + DISCOUNT_BAND:
+        verdict = f"within γ ± {DISCOUNT_BAND:g}"
+    elif lo > gamma + DISCOUNT_BAND:
+        verdict = "above γ"
+    elif hi < gamma - DISCOUNT_BAND:
+        verdict = "below γ"
+    else:
+        verdict = "undecided"
+    return Discount(value=value, interval=[lo, hi], gamma=gamma, source=source, verdict=verdict)
+
+
+def iterated(trained_values: Tensor, deep_values: Tensor, tasks: TaskBatch, depths: list[int]) -> Iterated:
+    """``Iterated`` from the value rows ``[batch, pos]`` at the trained depth and at ``depths[1]``."""
+    at_trained, deep = error_parts(trained_values, tasks)["msve"], error_parts(deep_values, tasks)["msve"]
+    change = t_interval(deep - at_trained)
+    band = FLAT * float(at_trained.mean())
+    if change.n_nonfinite or not np.isfinite(deep).all():
+        verdict = "rises"
+    elif change.hi < -band:
+        verdict = "falls"
+    elif change.lo > band:
+        verdict = "rises"
+    elif change.lo >= -band and change.hi <= band:
+        verdict = "flat"
+    else:
+        verdict = "undecided"
+    return Iterated(depths=depths, msve=[float(at_trained.mean()), float(np.mean(deep))], change=change,
+                    verdict=verdict)
+
+
+def verdict(base: Baselines, discount: Discount, iterated_: Iterated) -> InContext:
+    """The function-space verdict from the model's baselines table (``baselines.compare``), its last layer's
+    effective discount and its error iterated past the trained depth."""
+    groups: dict[str, list[str]] = {"lower": [], "higher": [], "undecided": []}
+    for name, row in base.estimators.items():
+        if name != MODEL_ROW:
+            groups[row.model_minus_baseline.verdict].append(name)
+    learns = all(name in groups["lower"] for name in REQUIRED)
+    others = {n: r.msve.mean for n, r in base.estimators.items() if n != MODEL_ROW and math.isfinite(r.msve.mean)}
+    best = min(others, key=others.get)
+    model = base.estimators[MODEL_ROW].msve
+    return InContext(learns_in_context=learns, verdict=sentence(learns, base), beats=groups["lower"],
+                     loses_to=groups["higher"], undecided=groups["undecided"], best_baseline=best,
+                     best_baseline_msve=others[best], msve=model, discount=discount, iterated=iterated_)
+
+
+def sentence(learns: bool, base: Baselines) -> str:
+    """``Learns in context: MSVE 0.41 against the constant's 0.58 (−0.17 [−0.22, −0.11]) and ...``."""
+    parts = []
+    for name in REQUIRED:
+        row = base.estimators[name]
+        diff = row.model_minus_baseline.difference
+        parts.append(f"{LABELS[name]} {row.msve.mean:.3g} (difference {diff.text('+.3f')})")
+    head = "Learns in context" if learns else "Does not learn in context"
+    return (f"{head}: MSVE {base.estimators[MODEL_ROW].msve.mean:.3g} on {base.n_tasks} held-out tasks against "
+            + " and ".join(parts) + " (paired 95% t intervals over tasks; it learns in context iff both lie below 0).")
+
+
+def discount_of(last: Optional[Union[LayerReading, FamilyReading]], gamma: float) -> Discount:
+    """``Discount`` of a last layer's reading: a TD-family reading (``algorithm_id``: read from the weights, or
+    fitted with its bootstrap interval), a linear model's family member (read from its weights), or None."""
+    if last is None:
+        return discount_reading(None, None, gamma, "none")
+    source = getattr(last, "source", "weights")
+    interval = getattr(last, "interval", None)
+    return discount_reading(last.effective_discount, interval.effective_discount if source == "fit" and interval
+                            else None, gamma, source)
+
+
+@torch.no_grad()
+def assess(model: ICTDModel, tasks: TaskBatch, base: Baselines, last: Optional[Union[LayerReading, FamilyReading]],
+           gamma: float) -> InContext:
+    """The verdict of ``model`` on ``tasks``: ``base`` its baselines table on them, ``last`` its last layer's reading
+    (``discount_of``)."""
+    check_tasks(model, tasks)
+    depth = model.cfg.n_layers
+    trained, deep = values_at_depth(model, tasks, depth), values_at_depth(model, tasks, PAST * depth)
+    return verdict(base, discount_of(last, gamma), iterated(trained, deep, tasks, [depth, PAST * depth]))

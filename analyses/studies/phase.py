@@ -1,0 +1,111 @@
+"""Where a study's models learn in context: each condition's fraction of seeds with the function-space verdict
+(``analyses.metrics.in_context``), as a table with Wilson intervals and as a phase diagram over the grid.
+
+The diagram's columns are the grid's ``n_layers`` values (else its first setting), its rows every combination of the
+other settings; each square is coloured by the fraction of seeds that learn in context and says ``k/n``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+import pandas as pd
+
+from analyses.figures.plots import Figure
+from analyses.metrics.intervals import proportion_interval, t_interval
+from analyses.studies.results import CELL, STATUS
+from analyses.studies.spec import StudySpec, condition_label
+from analyses.summary.tables import summary_column
+
+LEARNS = summary_column("in_context.learns_in_context")
+DISCOUNT = summary_column("in_context.discount.value")
+MSVE = summary_column("in_context.msve.mean")
+CONSTANT = summary_column("baselines.estimators.constant.msve.mean")
+FIRST_VISIT = summary_column("baselines.estimators.first_visit_mc.msve.mean")
+
+
+def by_cell(results: pd.DataFrame, spec: StudySpec) -> pd.DataFrame:
+    """One row per finished cell with a verdict: its grid values, the verdict, discount and MSVEs."""
+    done = results[(results[STATUS] == "done")].drop_duplicates(CELL)
+    if LEARNS not in done or not done[LEARNS].notna().any():
+        return pd.DataFrame()
+    grid = {cell.name: {k: v for k, v in cell.overrides.items() if k != "seed"} for cell in spec.cells()}
+    keyed = pd.DataFrame([{**grid.get(cell, {}), CELL: cell} for cell in done[CELL]])
+    values = done[[CELL, LEARNS, DISCOUNT, MSVE, CONSTANT, FIRST_VISIT]]
+    return keyed.merge(values, on=CELL)
+
+
+def axes_of(spec: StudySpec) -> tuple[Optional[str], list[str]]:
+    """The diagram's column setting and its row settings."""
+    keys = list(spec.grid)
+    if not keys:
+        return None, []
+    x = "n_layers" if "n_layers" in keys else keys[0]
+    return x, [k for k in keys if k != x]
+
+
+def fractions(cells: pd.DataFrame, spec: StudySpec) -> list[dict[str, Any]]:
+    """Per condition (the grid's order): seeds learning in context with its Wilson interval, the effective
+    discount and MSVE (t intervals over seeds) beside the two baselines the verdict needs."""
+    out = []
+    if cells.empty:
+        return out
+    for condition in spec.conditions():
+        part = cells
+        for key, value in condition.items():
+            part = part[part[key] == value]
+        if part.empty:
+            continue
+        learned = part[LEARNS].astype(bool)
+        discount = part[DISCOUNT].dropna().astype(float)
+        out.append({"condition": condition, "label": condition_label(condition), "learned": int(learned.sum()),
+                    "n": len(part), "share": proportion_interval(int(learned.sum()), len(part)),
+                    "discount": t_interval(discount.to_numpy()) if len(discount) else None,
+                    "msve": t_interval(part[MSVE].astype(float).to_numpy()),
+                    "constant": float(part[CONSTANT].astype(float).mean()),
+                    "first_visit": float(part[FIRST_VISIT].astype(float).mean())})
+    return out
+
+
+def markdown(rows: list[dict[str, Any]]) -> list[str]:
+    """The table of where the models learn in context."""
+    if not rows:
+        return []
+    lines = ["## Where it learns in context", "",
+             "A seed *learns in context* when its MSVE on held-out tasks is below both the constant mean(R)/(1−γ) "
+             "and first-visit Monte Carlo, each by a paired 95% t interval over tasks lying below 0 (docs/theory.md "
+             "§7a). Fraction: Wilson 95% interval over seeds; discount (the last layer's b/(−c), task γ beside it) "
+             "and MSVE: Student-t 95% intervals over seeds; the baselines' MSVE is their mean over the same cells.",
+             "", "| condition | learns in context | fraction [95%] | effective discount | MSVE | constant | "
+             "first-visit MC |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        share, discount = r["share"], r["discount"]
+        lines.append(f"| {r['label']} | {r['learned']}/{r['n']} | {share.mean:.2f} [{share.lo:.2f}, {share.hi:.2f}] "
+                     f"| {discount.text('.3f') if discount else '–'} | {r['msve'].text('.3f')} | "
+                     f"{r['constant']:.3f} | {r['first_visit']:.3f} |")
+    return lines + [""]
+
+
+def phase_diagram(rows: list[dict[str, Any]], spec: StudySpec, title: str) -> Optional[Figure]:
+    """Squares coloured by the fraction of seeds that learn in context, ``k/n`` written in each."""
+    x, others = axes_of(spec)
+    if x is None or not rows:
+        return None
+    columns = list(spec.grid[x])
+    labels = list(dict.fromkeys(condition_label({k: r["condition"][k] for k in others}) for r in rows))
+    share = np.full((len(labels), len(columns)), np.nan)
+    fig = Figure(figsize=(1.3 * len(columns) + 3.2, 0.7 * len(labels) + 1.6), layout="constrained")
+    ax = fig.add_subplot()
+    for r in rows:
+        i = labels.index(condition_label({k: r["condition"][k] for k in others}))
+        j = columns.index(r["condition"][x])
+        share[i, j] = r["learned"] / r["n"]
+        ax.text(j, i, f"{r['learned']}/{r['n']}", ha="center", va="center", fontsize=10,
+                color="white" if share[i, j] < 0.5 else "black")
+    image = ax.imshow(share, cmap="viridis", vmin=0, vmax=1, aspect="auto")
+    ax.set_xticks(range(len(columns)), [str(c) for c in columns])
+    ax.set_yticks(range(len(labels)), labels)
+    ax.set(xlabel=x.replace("_", " "), title=f"{title}: seeds that learn in context")
+    fig.colorbar(image, ax=ax, label="fraction of seeds (beats the constant\nand first-visit MC, paired 95%)")
+    return fig
