@@ -110,11 +110,12 @@ def training_curves(run_dir: Optional[Path]) -> Optional[dict[str, list]]:
 
 
 def analyze(path: Union[str, Path], out_dir: Union[str, Path], neu: bool = True, draw: bool = True,
-            resolved: Optional[Resolved] = None) -> Summary:
+            resolved: Optional[Resolved] = None, stamp: bool = True) -> Summary:
     """Write ``summary.json``, ``summary.md`` and every figure (PNG and SVG) to ``out_dir`` (``neu``: with
     the NEU section, stylised models only; ``draw=False``: the numbers and words without figures, as a
     study cell keeps them, its study drawing across cells); returns the typed summary. ``resolved``: the model
-    at ``path`` already read by ``resolve`` (the CLI reads it before it claims ``out_dir``)."""
+    at ``path`` already read by ``resolve`` (the CLI reads it before it claims ``out_dir``); ``stamp=False``: the
+    figures without the run's name in their corner."""
     model, config, run_dir, metadata = resolved or resolve(path)
     report = report_for(model.cfg.architecture)
     summary = report.compute(model, config, str(path), training_curves(run_dir), metadata, neu)
@@ -123,7 +124,8 @@ def analyze(path: Union[str, Path], out_dir: Union[str, Path], neu: bool = True,
     write_summary(summary, out_dir / "summary.json")
     label = source_label(summary.source)
     for name, fig in figures(summary).items() if draw else ():
-        fig.suptitle(label, fontsize=8, color="dimgray", x=0.01, ha="left")  # which run this figure shows
+        if stamp:  # which run this figure shows (off for a figure going into a paper)
+            fig.suptitle(label, fontsize=8, color="dimgray", x=0.01, ha="left")
         for ext in ("png", "svg"):
             fig.savefig(out_dir / "figures" / f"{name}.{ext}", dpi=120)
     write_with_figures(report.lines(summary), out_dir, drawn=draw)

@@ -4,6 +4,7 @@ discount is left to ``analyze``, which fits it), and a preset's models are shipp
 
     python -m analyses.cards verdicts            # recompute every card's verdict
     python -m analyses.cards ship quick 0 1 2    # train the quick preset's seeds into quick-td-s<seed>, with verdicts
+    python -m analyses.cards ship quick 0 --kind mc --set objective=mc   # a null model: quick-mc-s0
 """
 
 from __future__ import annotations
@@ -60,14 +61,17 @@ def write_verdict(name: str) -> dict[str, Any]:
     return entry["in_context"]
 
 
-def ship(preset: str, seed: int, name: str, description: str) -> dict[str, Any]:
-    """Train ``preset`` at ``seed`` (one thread, as every card) into the shipped folder ``name``, then its verdict."""
+def ship(preset: str, seed: int, name: str, description: str, **settings: Any) -> dict[str, Any]:
+    """Train ``preset`` with flat ``settings`` at ``seed`` (one thread, as every card) into the shipped folder
+    ``name``, then its verdict."""
     folder = PRETRAINED_DIR / name
     folder.mkdir(exist_ok=True)
-    config = TrainConfig.from_preset(preset, seed=seed)
+    config = TrainConfig.from_preset(preset, seed=seed, **settings)
+    flags = "".join(f" --{key.replace('_', '-')}" + ("" if value is True else f" {value}")
+                    for key, value in settings.items())
     (folder / CARD).write_text(json.dumps({
         "name": name, "description": description,
-        "command": f"ictd-interp train --preset {preset} --seed {seed} --threads 1 --out DIR",
+        "command": f"ictd-interp train --preset {preset}{flags} --seed {seed} --threads 1 --out DIR",
         "train_config": config.to_dict(), "cross_machine_rtol": CROSS_MACHINE_RTOL,
         "fingerprint": {"threads": 1}}, indent=1))  # the thread count it trains at; reexport records the rest
     with tempfile.TemporaryDirectory() as work:
@@ -84,15 +88,23 @@ def main() -> None:
     p.add_argument("preset")
     p.add_argument("seeds", type=int, nargs="+")
     p.add_argument("--description", default=None)
+    p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="flat settings (objective=mc, ...)")
+    p.add_argument("--kind", default="td", help="the name's middle part: PRESET-KIND-sSEED")
     args = parser.parse_args()
     if args.what == "verdicts":
         for name in names():
             print(name, write_verdict(name)["verdict"])
         return
+    settings = dict(_setting(item) for item in args.set)
     for seed in args.seeds:
-        name = f"{args.preset}-td-s{seed}"
+        name = f"{args.preset}-{args.kind}-s{seed}"
         text = f"{args.description or f'{args.preset} preset (semi-gradient TD)'}, seed {seed}"
-        print(name, ship(args.preset, seed, name, text)["in_context"]["verdict"])
+        print(name, ship(args.preset, seed, name, text, **settings)["in_context"]["verdict"])
+
+
+def _setting(item: str) -> tuple[str, Any]:
+    key, _, value = item.partition("=")
+    return key, {"true": True, "false": False}.get(value.lower(), value)
 
 
 if __name__ == "__main__":

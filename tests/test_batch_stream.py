@@ -86,3 +86,40 @@ def test_block_size_is_decided_by_family_and_prompt_bytes():
     assert block_size(big, torch.float32) == 1 and 64 * 17 * 1001 * 7 * 4 < BLOCK_BYTES < 2 * 64 * 17 * 1001 * 7 * 4
     # 8 tasks x 17 x 31 x 7 x 8 bytes = 236 kB: the full block
     assert block_size(config(tasks_per_batch=8, windows_per_task=16, context_len=30), torch.float64) == BLOCK
+
+
+def test_a_task_pool_draws_its_tasks_from_that_many_chains_and_shuffled_rewards_keep_their_values():
+    from ictd_interp.config.train import TrainConfig
+    from ictd_interp.training.batch_stream import BatchStream
+
+    def rows(**settings):
+        config = TrainConfig.from_preset("quick", tasks_per_batch=8, **settings)
+        stream = BatchStream(config, torch.Generator().manual_seed(0), torch.float64)
+        batches = [next(stream)[0] for _ in range(12)]
+        return config, torch.cat([b.prompts for b in batches])
+
+    config, plain = rows()
+    _, pooled = rows(task_pool=3)
+    features = lambda p: {tuple(r) for r in p[..., :4].reshape(-1, 4).tolist()}  # noqa: E731
+    assert len(features(pooled)) == 3 * config.tasks.n_states < len(features(plain))  # 3 chains' 10 states each
+    _, shuffled = rows(shuffle_rewards=True)
+    w, reward = config.windows_per_task + 1, config.tasks.d_features
+    first = lambda p: p.view(-1, w, *p.shape[1:])[:, 0]  # noqa: E731 (each task's first window: positions 0..n)
+    # the first batch: the same states and features (its reward order is drawn after them), other rewards
+    assert torch.equal(first(shuffled)[:8, :, :reward], first(plain)[:8, :, :reward])
+    assert not torch.equal(first(shuffled)[:8, :, reward], first(plain)[:8, :, reward])
+    # each reward row is the trajectory's rewards r(S_j) in the order drawn
+    from ictd_interp.tasks.sampling import sample_from
+    from ictd_interp.training.batches import windows_from_tasks
+
+    tasks = sample_from(config.tasks, 4, seed=1, length=config.tasks.context_len + 3)
+    order = torch.rand(4, config.tasks.context_len + 4, generator=torch.Generator().manual_seed(2)).argsort(dim=1)
+    batch = windows_from_tasks(tasks, config.tasks, 4, 0, torch.float64, False, reward_order=order)
+    sequence = torch.gather(tasks.mrp.r, 1, tasks.states)  # r(S_0) ... r(S_{n+3})
+    n = config.tasks.context_len
+    got = batch.prompts.view(4, 4, n + 1, -1)[:, 0, :n, reward]
+    assert torch.equal(got, torch.gather(sequence, 1, order)[:, :n].to(got.dtype))
+    with pytest.raises(ValueError, match="shuffle_rewards: a null of the TD objective"):
+        TrainConfig.from_preset("quick", shuffle_rewards=True, objective="mc")
+    with pytest.raises(ValueError, match="task_pool: a finite pool"):
+        TrainConfig.from_preset("quick", task_pool=4, family="loop")

@@ -337,3 +337,22 @@ def test_every_command_takes_threads_and_defaults_to_one(monkeypatch, tmp_path):
     parser = cli.build_parser()
     for name, command in next(a for a in parser._actions if a.dest == "command").choices.items():
         assert any("--threads" in a.option_strings for a in command._actions), name
+
+
+def test_analyze_without_the_stamp_and_evaluate_lays_out_its_figures_as_analyze(tmp_path):
+    from PIL import Image
+
+    assert main(["analyze", "depth3-td-s0", "--out", str(tmp_path / "a"), "--no-stamp"]) == 0
+    assert main(["analyze", "depth3-td-s0", "--out", str(tmp_path / "b")]) == 0
+    def corner(folder: str) -> list:  # the stamp's place, top left, on white
+        image = Image.open(tmp_path / folder / "figures" / "signature.png").convert("RGBA")
+        white = Image.new("RGBA", image.size, "white")
+        return list(Image.alpha_composite(white, image).convert("L").crop((0, 0, 60, 10)).getdata())
+
+    assert min(corner("a")) > 200 and min(corner("b")) < 200  # blank without the stamp, its text with it
+    request = json.loads((tmp_path / "a" / "request.json").read_text())
+    assert request.get("stamp") is False
+    assert main(["evaluate", "depth3-td-s0", "--env", "loop", "--n-tasks", "4", "--context-len", "12", "--depth", "3",
+                 "--out", str(tmp_path / "e")]) == 0
+    assert (tmp_path / "e" / "figures" / "error_vs_depth.png").exists()
+    assert not (tmp_path / "e" / "error_vs_depth.png").exists()

@@ -259,3 +259,57 @@ def test_the_trained_case_carries_the_shipped_models_layer_and_refuses_a_misfit(
     assert (star(case.clean.prompt) - cut).abs().max() > 1e-3  # not θ*'s circuit
     with pytest.raises(ValueError, match="depth3-td-s0.*n_layers=3"):
         circuit_source(CaseSpec("bad", d_features=4, n_layers=2, source="depth3-td-s0"))
+
+
+def test_every_score_refuses_non_finite_input_by_name():
+    import math
+
+    import torch
+
+    from analyses.benchmark.scores import (NonFinite, angle_degrees, auroc, average_precision, correlations,
+                                           faithfulness, matched_correlations, roc_curve)
+
+    nan, inf = math.nan, math.inf
+    for bad in (nan, inf, -inf):
+        scores = {"a": 1.0, "b": bad, "c": 0.0}
+        for score in (auroc, average_precision, roc_curve):
+            with pytest.raises(NonFinite, match=f"{score.__name__}: 1 of 3 scores are not finite .first: b"):
+                score(scores, {"a"})
+    with pytest.raises(NonFinite, match="angle_degrees: the direction found holds 1 non-finite"):
+        angle_degrees(torch.tensor([1.0, nan]), torch.tensor([1.0, 0.0]))  # min(1, nan) read 0°: exact
+    with pytest.raises(NonFinite, match="faithfulness: the circuit's predictions holds"):
+        faithfulness(torch.tensor([inf, 1.0]), torch.tensor([1.0, 1.0]), torch.tensor([0.0, 0.0]))
+    with pytest.raises(NonFinite, match="correlations: the second sample holds"):
+        correlations(torch.ones(4, 2), torch.tensor([[nan], [1.0], [2.0], [3.0]]))
+    with pytest.raises(NonFinite, match="correlations"):
+        matched_correlations(torch.randn(5, 2), torch.full((5, 2), inf))
+    assert auroc({"a": 1.0, "b": 0.0}, {"a"}) == 1.0 and angle_degrees(torch.ones(2), torch.ones(2)) < 1e-6
+
+
+def test_a_method_returning_nan_fails_its_cell_and_is_never_scored(tmp_path):
+    from analyses.benchmark.evaluate import CellResult, EdgeScores, Roc
+    from analyses.benchmark.report import _edge_methods, failure_lines
+
+    ok = EdgeScores(auroc=1.0, auprc=1.0, roc=Roc([0.0, 1.0], [0.0, 1.0]))
+    cells = [CellResult("plain", 0, 4, 2, {"good": ok, "nan-method": ok}),
+             CellResult("plain", 1, 4, 2, {"good": ok}, {"nan-method": "auroc: 1 of 4 scores are not finite"})]
+    assert _edge_methods(cells) == ["good"]
+    lines = failure_lines(cells)
+    assert any("`nan-method` failed on 1 cell(s); first: plain seed 1: auroc: 1 of 4" in line for line in lines)
+
+
+def test_a_method_that_edits_the_case_in_place_fails_and_the_next_method_sees_the_case_as_built():
+    from analyses.benchmark.evaluate import score_method
+    from analyses.benchmark.scores import MethodFailed
+
+    case = build_case(CASES["distractors"], 0)
+    before = score_method(M.METHODS["activation-patching"], case).auroc
+
+    def vandal(c):
+        with torch.no_grad():
+            next(c.model.parameters()).mul_(0.5)  # an edit a later method would inherit
+        return M.METHODS["activation-patching"].run(c)
+
+    with pytest.raises(MethodFailed, match="'vandal' changed the case's model weights in place"):
+        score_method(M.Method("vandal", M.EDGES, vandal), case)
+    assert score_method(M.METHODS["activation-patching"], case).auroc == before  # put back

@@ -102,7 +102,8 @@ def test_evaluate_cli(tmp_path, capsys):
     args = ["evaluate", str(tmp_path / "c"), "--out", str(tmp_path / "ev"), "--n-tasks", "4", "--context-len", "40",
             "--depth", "4"]
     assert main(args + ["--env", "gym:FrozenLake-v1"]) == 0
-    assert (tmp_path / "ev" / "evaluation.json").exists() and (tmp_path / "ev" / "error_vs_depth.png").exists()
+    assert (tmp_path / "ev" / "evaluation.json").exists()
+    assert (tmp_path / "ev" / "figures" / "error_vs_depth.png").exists()
     assert main(args + ["--env", "loop"]) == 2  # another request into the same folder: refused
     assert main(args + ["--env", "loop", "--force"]) == 0
     assert main(args + ["--env", "gym:FrozenLake-v1", "--feature-kind", "onehot", "--force"]) == 2

@@ -174,7 +174,7 @@ def test_analyze_and_evaluate_take_a_standard_model(tmp_path):
                  "--depth", "4", "--out", str(out)]) == 0
     result = json.loads((out / "evaluation.json").read_text())
     assert "model" not in result["depth"] and len(result["depth"]["theta_star"]) == 5  # no stored per-layer values
-    assert result["context"]["model"][-1] > 0 and (out / "error_vs_context.png").exists()
+    assert result["context"]["model"][-1] > 0 and (out / "figures" / "error_vs_context.png").exists()
 
 
 def test_reproduce_a_tiny_standard_run_writes_the_circuit_report(tmp_path):

@@ -16,7 +16,7 @@ per-site MCC (``per_site``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional, Union
 
 import torch
@@ -29,7 +29,7 @@ from analyses.benchmark.methods import (
 )
 from analyses.benchmark.graph import build_graph
 from analyses.benchmark.scores import (
-    angle_degrees, auroc, average_precision, faithfulness, matched_correlations, roc_curve,
+    MethodFailed, angle_degrees, auroc, average_precision, faithfulness, matched_correlations, roc_curve,
 )
 from analyses.metrics.site_probes import residual_stack
 
@@ -104,6 +104,7 @@ class CellResult:
     edges: int
     true_edges: int
     scores: dict[str, Scores]
+    failed: dict[str, str] = field(default_factory=dict)  # method -> why it was not scored (its output not finite)
 
 def score_edges(case: Case, output: EdgeOutput) -> EdgeScores:
     edges = build_graph(case.model).edges
@@ -209,16 +210,17 @@ def basis_labels(case: Case) -> list[str]:
 
 
 def score_method(method: Method, case: Case) -> Optional[Scores]:
-    """Run ``method`` on ``case`` and score what it returns (None: a feature method on a case without features)."""
+    """Run ``method`` on ``case`` and score what it returns (None: a feature method on a case without features).
+    A method that edits the case's models in place fails (``MethodFailed``) and their weights are put back, so the
+    next method sees the case as built."""
+    if method.kind == FEATURES and not case.truth.features:
+        return None
+    output = _isolated(method, case)
     if method.kind == FEATURES:
-        if not case.truth.features:
-            return None
-        output = method.run(case)
         if not isinstance(output, FeatureOutput):
             raise TypeError(f"method {method.name!r}: a feature method returns FeatureOutput, got "
                             f"{type(output).__name__}")
         return score_features(case, output)
-    output = method.run(case)
     if method.kind == DIRECTIONS:
         if not isinstance(output, DirectionOutput):
             raise TypeError(f"method {method.name!r}: a direction method returns DirectionOutput, got "
@@ -227,3 +229,18 @@ def score_method(method: Method, case: Case) -> Optional[Scores]:
     if not isinstance(output, EdgeOutput):
         raise TypeError(f"method {method.name!r}: an edge method returns EdgeOutput, got {type(output).__name__}")
     return score_edges(case, output)
+
+
+def _isolated(method: Method, case: Case):
+    """``method.run(case)`` with the case's models' weights checked unchanged after it (restored when not)."""
+    models = {"model": case.model, "reference": case.reference}
+    saved = {name: {k: v.detach().clone() for k, v in m.state_dict().items()} for name, m in models.items()}
+    output = method.run(case)
+    changed = [name for name, m in models.items()
+               if any(not torch.equal(v, saved[name][k]) for k, v in m.state_dict().items())]
+    for name in changed:
+        models[name].load_state_dict(saved[name])
+    if changed:
+        raise MethodFailed(f"method {method.name!r} changed the case's {' and '.join(changed)} weights in place; they "
+                           "were put back for the next method, and this one is not scored")
+    return output

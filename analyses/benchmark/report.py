@@ -88,12 +88,31 @@ def seeds_off(cells: Sequence[CellResult], case: str, method: str, variable: str
     return f"{sum(not a < CLOSE_ANGLE for a in angles)}/{len(angles)}"
 
 
+def _scored_everywhere(cells: Sequence[CellResult], kind: type) -> list[str]:
+    """The methods of ``kind`` scored in every cell: one that failed anywhere is listed apart (``failure_lines``)."""
+    return [m for m, score in cells[0].scores.items()
+            if isinstance(score, kind) and all(m in c.scores for c in cells)]
+
+
 def _edge_methods(cells: Sequence[CellResult]) -> list[str]:
-    return [m for m, score in cells[0].scores.items() if isinstance(score, EdgeScores)]
+    return _scored_everywhere(cells, EdgeScores)
 
 
 def _direction_methods(cells: Sequence[CellResult]) -> list[str]:
-    return [m for m, score in cells[0].scores.items() if isinstance(score, DirectionScores)]
+    return _scored_everywhere(cells, DirectionScores)
+
+
+def failure_lines(cells: Sequence[CellResult]) -> list[str]:
+    """Every method that failed on some cell (its output held NaN or an infinity), with the first reason."""
+    failed: dict[str, list[str]] = {}
+    for c in cells:
+        for method, reason in getattr(c, "failed", {}).items():
+            failed.setdefault(method, []).append(f"{c.case} seed {c.seed}: {reason}")
+    if not failed:
+        return []
+    return ["", "## Methods that failed", "", "A method whose output holds NaN or an infinity is not scored on that "
+            "cell; one that failed on any cell is left out of the tables above.", "",
+            *[f"- `{m}` failed on {len(r)} cell(s); first: {r[0]}" for m, r in failed.items()]]
 
 
 def _variables(cells: Sequence[CellResult], method: str) -> list[str]:
@@ -161,6 +180,7 @@ def markdown(cells: Sequence[CellResult], budget: BenchmarkBudget) -> str:
                 vals.insert(2, seeds_off(cells, c, m, var))
                 lines.append(f"| {c} | {var} | " + " | ".join(vals) + f" | {direction_verdict(cells, c, m, var)} |")
     lines += feature_lines(cells)
+    lines += failure_lines(cells)
     lines += ["", "## What the numbers mean", "", reading(cells), ""]
     return "\n".join(lines)
 

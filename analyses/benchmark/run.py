@@ -20,6 +20,7 @@ from analyses.benchmark.cases import CASES, build_case
 from analyses.benchmark.evaluate import CellResult, score_method
 from analyses.benchmark.graph import build_graph
 from analyses.benchmark.methods import METHODS
+from analyses.benchmark.scores import MethodFailed
 from analyses.studies.run import RaySession, check_address
 from analyses.summary.store import build, to_json
 from ictd_interp.io.progress import progress_bar
@@ -70,8 +71,15 @@ def run_cell(case_name: str, seed: int, n_tasks: int, methods: Sequence[str], pl
     for plugin in plugins:
         load_plugin(plugin)
     case = build_case(replace(CASES[case_name], n_tasks=n_tasks), seed)
-    scores = {name: s for name in methods if (s := score_method(METHODS[name], case)) is not None}
-    return to_json(CellResult(case_name, seed, len(build_graph(case.model).edges), len(case.truth.edges), scores))
+    scores, failed = {}, {}
+    for name in methods:
+        try:
+            if (found := score_method(METHODS[name], case)) is not None:
+                scores[name] = found
+        except MethodFailed as err:  # output not finite, the case edited: recorded, never scored
+            failed[name] = str(err)
+    return to_json(CellResult(case_name, seed, len(build_graph(case.model).edges), len(case.truth.edges), scores,
+                              failed))
 
 
 def _request(budget: BenchmarkBudget, methods: Sequence[str], plugins: Sequence[str]) -> dict[str, Any]:

@@ -14,6 +14,9 @@
   feature matched to a distinct latent so that the summed |Pearson r| is largest (the Hungarian algorithm); the
   MCC is the mean over the true features of the matched |r|, a feature left without a latent (fewer latents than
   features) counting 0 (1: every feature is some latent up to scale; a constant latent correlates 0).
+
+Every score refuses NaN and infinities in what it is given (``NonFinite``, naming the score and the input): a method
+that returns one has failed on that cell, and the benchmark records the failure instead of a score.
 """
 
 from __future__ import annotations
@@ -27,8 +30,32 @@ from scipy.optimize import linear_sum_assignment
 from torch import Tensor
 
 
+class MethodFailed(ValueError):
+    """A method failed on a cell (the benchmark records why, and scores nothing of it there)."""
+
+
+class NonFinite(MethodFailed):
+    """A method's output holds NaN or an infinity: the method failed on that cell, and nothing is scored."""
+
+
+def check_scores(score: str, scores: Mapping[Hashable, float]) -> None:
+    """``NonFinite`` naming the score and the first item whose value is NaN or infinite."""
+    bad = [k for k, v in scores.items() if not math.isfinite(float(v))]
+    if bad:
+        raise NonFinite(f"{score}: {len(bad)} of {len(scores)} scores are not finite (first: {bad[0]} = "
+                        f"{scores[bad[0]]}); a method's NaN or inf is a failure, never a rank")
+
+
+def check_tensor(score: str, name: str, values: Tensor) -> None:
+    """``NonFinite`` naming the score and the input when ``values`` holds NaN or an infinity."""
+    if not bool(torch.isfinite(values).all()):
+        raise NonFinite(f"{score}: {name} holds {int((~torch.isfinite(values)).sum())} non-finite entries of "
+                        f"{values.numel()}; a method's NaN or inf is a failure, never a score")
+
+
 def auroc(scores: Mapping[Hashable, float], positives: Collection[Hashable]) -> float:
     """Area under the ROC curve of ``scores`` (higher: more likely in the circuit) against ``positives``."""
+    check_scores("auroc", scores)
     pos = np.asarray([scores[k] for k in scores if k in positives], dtype=float)
     neg = np.asarray([scores[k] for k in scores if k not in positives], dtype=float)
     if not len(pos) or not len(neg):
@@ -39,6 +66,7 @@ def auroc(scores: Mapping[Hashable, float], positives: Collection[Hashable]) -> 
 
 def average_precision(scores: Mapping[Hashable, float], positives: Collection[Hashable]) -> float:
     """AUPRC as average precision; within a block of tied scores the false items are ranked first."""
+    check_scores("average_precision", scores)
     items = sorted(scores, key=lambda k: (-scores[k], k in positives))
     n_pos = sum(k in positives for k in items)
     if not n_pos:
@@ -53,6 +81,7 @@ def average_precision(scores: Mapping[Hashable, float], positives: Collection[Ha
 
 def roc_curve(scores: Mapping[Hashable, float], positives: Collection[Hashable]) -> tuple[list[float], list[float]]:
     """False- and true-positive rates at every threshold (tied scores enter together)."""
+    check_scores("roc_curve", scores)
     n_pos = sum(k in positives for k in scores)
     n_neg = len(scores) - n_pos
     fpr, tpr, tp, fp = [0.0], [0.0], 0, 0
@@ -67,6 +96,8 @@ def roc_curve(scores: Mapping[Hashable, float], positives: Collection[Hashable])
 
 def angle_degrees(found: Tensor, truth: Tensor) -> float:
     """The principal angle between the lines through ``found`` and ``truth`` (``[d]`` each), in degrees."""
+    check_tensor("angle_degrees", "the direction found", found)
+    check_tensor("angle_degrees", "the true direction", truth)
     norm = float(found.norm() * truth.norm())
     if norm == 0.0:
         return 90.0
@@ -76,6 +107,9 @@ def angle_degrees(found: Tensor, truth: Tensor) -> float:
 
 def faithfulness(circuit: Tensor, full: Tensor, corrupted: Tensor) -> float:
     """``1 − mean|circuit − full| / mean|corrupted − full|`` over the tasks' query predictions."""
+    for name, values in (("the circuit's predictions", circuit), ("the full model's", full),
+                         ("the corrupted run's", corrupted)):
+        check_tensor("faithfulness", name, values)
     baseline = float((corrupted - full).abs().mean())
     if baseline == 0.0:
         raise ValueError("faithfulness: the corrupted run gives the full model's answers; nothing to recover")
@@ -85,6 +119,8 @@ def faithfulness(circuit: Tensor, full: Tensor, corrupted: Tensor) -> float:
 def correlations(a: Tensor, b: Tensor) -> Tensor:
     """|Pearson r| of every column of ``a [samples, m]`` with every column of ``b [samples, k]``: ``[m, k]`` (a
     constant column correlates 0)."""
+    check_tensor("correlations", "the first sample", a)
+    check_tensor("correlations", "the second sample", b)
     a, b = a.double() - a.double().mean(0), b.double() - b.double().mean(0)
     norms = a.norm(dim=0)[:, None] * b.norm(dim=0)[None, :]
     return torch.where(norms > 0, (a.T @ b).abs() / norms.clamp_min(1e-300), torch.zeros_like(norms))

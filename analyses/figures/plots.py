@@ -155,22 +155,32 @@ def _layers_once(data: np.ndarray, tied: bool) -> list[tuple[str, np.ndarray]]:
     return [(f"layer {l}", data[:, l]) for l in range(data.shape[1])]
 
 
-def signature_bars(signature: Sequence[Sequence[Optional[float]]], tied: bool = False) -> Figure:
-    """Per layer, the normalised value-row weights on (reward, next value, current value) beside θ*'s (+, +, −)."""
+def signature_bars(signature: Sequence[Sequence[Optional[float]]], tied: bool = False,
+                   gamma: Optional[float] = None) -> Figure:
+    """Per layer, the normalised value-row weights on (reward, next value, current value) beside θ*'s (+, +, −).
+    With ``gamma`` the next-value bar is the weight on v(S') itself (γ times the target row's, which holds γ v(S')),
+    renormalised, so the bars read as the report's numbers: effective discount = next / |current|."""
     data = np.asarray([[np.nan if v is None else v for v in s] for s in signature], dtype=float)
+    if gamma is not None:
+        data[:, 1] *= gamma
+        data /= np.nanmax(np.abs(data), axis=1, keepdims=True)
     layers = _layers_once(data.T, tied)  # rows: input, columns: layer
-    fig, ax = sign_bars([name for name, _ in layers], [list(values) for _, values in layers])
-    ax.set(title="Value-row signature ($\\theta^*$: "
-                 f"{SIGNATURE_TEXT[1:-1]})", xlabel="layer (missing bar: not identifiable)",
-           ylabel="weight / largest |weight|", ylim=(-1.15, 1.15))
+    reference = None if gamma is None else (1.0, gamma, -1.0)  # θ*'s weights on (R, v(S'), v(S)): discount γ
+    fig, ax = sign_bars([name for name, _ in layers], [list(values) for _, values in layers], reference)
+    title = "Value-row signature ($\\theta^*$: " + SIGNATURE_TEXT[1:-1] + ")"
+    if gamma is not None:
+        title += "; next value: the weight on v(S'), so effective discount = next / |current|"
+    ax.set(xlabel="layer (missing bar: not identifiable)", ylabel="weight / largest |weight|", ylim=(-1.15, 1.15))
+    ax.set_title(wrapped(title, 50))
     legend_outside(ax, title="input row")
     return fig
 
 
-def sign_bars(groups: Sequence[str], rows: Sequence[Sequence[float]]) -> tuple[Figure, object]:
-    """Grouped bars of (reward, next value, current value) per group, θ*'s signs first: the drawing both
-    signature figures share (``figures.circuits.probed_signature_bars`` is the other)."""
-    groups, rows = [STAR, *groups], [list(SIGNATURE_SIGNS), *rows]
+def sign_bars(groups: Sequence[str], rows: Sequence[Sequence[float]], reference: Optional[Sequence[float]] = None
+              ) -> tuple[Figure, object]:
+    """Grouped bars of (reward, next value, current value) per group, θ*'s first (``reference``, default its signs):
+    the drawing both signature figures share (``figures.circuits.probed_signature_bars`` is the other)."""
+    groups, rows = [STAR, *groups], [list(reference or SIGNATURE_SIGNS), *rows]
     fig, (ax,) = _figure(width=max(5.5, 0.9 * len(groups) + 2.5))
     width = 0.26
     for k, label in enumerate(SIGNATURE_INPUTS):

@@ -6,8 +6,9 @@ positive multiple of the feature Gram matrix, so ``|cos(A, A*)|`` is near 1 what
 evidence only against its null:
 
 * ``random initialisation``: the model's own config at ``N_INIT`` fresh seeds, untrained (mean and the range);
-* the shipped models trained on the same task family with **other objectives** (``NULL_MODELS``: NEU, Monte-Carlo
-  returns, full masks), read from their weights.
+* the shipped models trained on the same task family with **other objectives** or on **shuffled rewards**
+  (``NULL_MODELS``: the quick preset with Monte-Carlo returns, true values, or each trajectory's rewards permuted in
+  time, so a reward says nothing about its state; the NEU objective at 3 layers), read from their weights.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from ictd_interp.reference.metrics import weight_cosines
 
 N_INIT = 64
 # shipped models that are not TD learners, by what they were trained for (their own configs)
-NULL_MODELS = {"NEU objective": "depth3-neu-s0", "Monte-Carlo objective": "depth3-mc-s0"}
+NULL_MODELS = {"shuffled rewards": "quick-shuffled-s0", "Monte-Carlo objective": "quick-mc-s0",
+               "supervised objective": "quick-supervised-s0", "NEU objective, 3 layers": "depth3-neu-s0"}
 
 
 @dataclass(kw_only=True)  # fields in summary.json's order

@@ -108,9 +108,10 @@ def write_ood(result: Evaluation, out_dir: Union[str, Path]) -> None:
     lines = [title, "", sample_sentence(result), "", result.baselines.sentence, "", *baseline_table(result.baselines),
              "", "## Error against context length and depth", "", *curve_sentences(result), ""]
     (out_dir / "evaluation.md").write_text("\n".join(lines))
+    (out_dir / "figures").mkdir(exist_ok=True)  # as analyze lays its folder out
     for name, fig in ood_figures(result).items():
         for ext in ("png", "svg"):
-            fig.savefig(out_dir / f"{name}.{ext}", dpi=120)
+            fig.savefig(out_dir / "figures" / f"{name}.{ext}", dpi=120)
 
 
 def sample_sentence(result: Evaluation) -> str:
@@ -137,7 +138,7 @@ def curve_sentences(result: Evaluation) -> list[str]:
              f"{course(ctx.model)}; θ* at the same depth {course(ctx.theta_star)}."]
     deepest = len(result.depth.theta_star) - 1
     star = result.depth.theta_star
-    lines.append(f"- Against depth at n = {result.context_len} (figure `error_vs_depth.png`): θ* {star[0]:.3f} "
+    lines.append(f"- Against depth at n = {result.context_len} (figure `figures/error_vs_depth.png`): θ* {star[0]:.3f} "
                  f"at depth 0 → {star[-1]:.3f} at depth {deepest}; a fit a ρ^L + floor over those "
                  f"depths gives ρ = {fit.rate:.3f} and floor {fit.floor:.3f} (the fit's, over the depths it saw)"
                  + (f"; the model {result.depth.model[-1]:.3f} at its depth {len(result.depth.model) - 1}."

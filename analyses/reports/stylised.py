@@ -353,7 +353,7 @@ def figures(summary: Summary) -> dict[str, plots.Figure]:
         "attention": plots.attention_comparison({"trained, layer 0": ex.pattern_model,
                                                  f"{STAR}, layer 0": ex.pattern_theta_star}),
         "grouped_kernel": plots.grouped_kernel(ex.grouped_kernel, "grouped kernel $\\hat M_n$ (model, layer 0)"),
-        "signature": plots.signature_bars(summary.metrics.signature, tied=tied),
+        "signature": plots.signature_bars(summary.metrics.signature, tied=tied, gamma=summary.gamma),
         "error_vs_depth": plots.error_vs_depth(
             {"theta*": conv.depth.theta_star, "trained layers (repeated past their depth)": conv.depth.model},
             {"theta*": conv.theta_star_fit}, conv.one_minus_C, trained_depth=summary.model.n_layers),

@@ -111,8 +111,10 @@ def build_parser() -> argparse.ArgumentParser:
                        ("reproduce", "pretrain a preset, then analyse it (re-run the same command to resume)")):
         _training(sub.add_parser(name, help=text, description=text), name)
     sub.add_parser("models", help="the pretrained models shipped with the package")
-    _path_and_out(sub.add_parser("analyze", help="every metric and figure for a checkpoint or run folder"),
-                  "folder for summary.json, summary.md and figures/")
+    p = sub.add_parser("analyze", help="every metric and figure for a checkpoint or run folder")
+    _path_and_out(p, "folder for summary.json, summary.md and figures/")
+    p.add_argument("--stamp", action=argparse.BooleanOptionalAction, default=True,
+                   help="the run's name in each figure's corner (--no-stamp for a figure going into a paper)")
     p = sub.add_parser("evaluate", help="a checkpoint and theta* on another MRP source (out of distribution)")
     _path_and_out(p, "folder for evaluation.json, evaluation.md and figures")
     add_config_args(p, EvaluateConfig, "evaluation")

@@ -113,7 +113,7 @@ def models(args: argparse.Namespace) -> int:
 
 
 def analyze(args: argparse.Namespace) -> int:
-    _analyze(args.path, args.out, args.force)
+    _analyze(args.path, args.out, args.force, args.stamp)
     return 0
 
 
@@ -313,14 +313,15 @@ def _model_path(path: str) -> Path:
     return pretrained_path(path) if path in names() and not holds_model else local
 
 
-def _analyze(path: str, out: str, force: bool = False) -> None:
+def _analyze(path: str, out: str, force: bool = False, stamp: bool = True) -> None:
     from analyses.analyze import analyze, resolve
     from ictd_interp.training.run_folder import claim_output
 
     model = _model_path(path)
     resolved = resolve(model)  # read before --out is claimed: a model that cannot be loaded clears nothing
-    claim_output(out, {"command": "analyze", "source": _source(path)}, force, inputs=[model])
-    summary = analyze(model, out, resolved=resolved)
+    request = {"command": "analyze", "source": _source(path), **({} if stamp else {"stamp": False})}
+    claim_output(out, request, force, inputs=[model])
+    summary = analyze(model, out, resolved=resolved, stamp=stamp)
     m = summary.metrics
     weights = (f"cos(V, V*) per layer {[round(c, 3) for c in m.cos_V]}, signs (+,+,-) {m.signature_match}, "
                if m.cos_V is not None else "most TD-like head's kernel correlation "

@@ -64,6 +64,9 @@ class TrainConfig:
         task_pool: task diversity: the number of distinct tasks (an MRP and its features) pretraining sees, each
             step's tasks picked uniformly from this pool with fresh trajectories (0: a fresh task every time,
             unlimited). Boyan chains only; the pool is seeded by ``seed``, apart from the evaluation tasks.
+        shuffle_rewards: a null for what pretraining learns: each training trajectory's rewards are permuted in time
+            before its windows are cut, so a reward says nothing about the state it was received in (the TD
+            objective, Boyan chains only; evaluation is on ordinary tasks).
         seed: seeds the training data (the flag --seed also seeds the model's initial weights).
         eval_seed: seeds the fixed evaluation tasks (apart from training, so curves compare across runs).
         n_eval_tasks: evaluation tasks.
@@ -89,6 +92,7 @@ class TrainConfig:
     mc_horizon: int = 40
     train_depths: str = ""
     task_pool: int = 0
+    shuffle_rewards: bool = False
     seed: int = 0
     eval_seed: int = 20260529
     n_eval_tasks: int = 256
@@ -125,6 +129,10 @@ class TrainConfig:
         if self.objective == "mc" and self.mc_horizon < 1:
             raise ValueError(f"mc_horizon: the mc objective needs a horizon >= 1, got {self.mc_horizon}")
         check_positive_int(self, "task_pool", least=0)
+        check_bool(self, "shuffle_rewards")
+        if self.shuffle_rewards and (self.tasks.family != "boyan" or self.objective != "td"):
+            raise ValueError(f"shuffle_rewards: a null of the TD objective on Boyan chains, got objective "
+                             f"{self.objective!r} on {self.tasks.family!r}")
         if self.task_pool and self.tasks.family != "boyan":
             raise ValueError(f"task_pool: a finite pool of tasks is drawn for Boyan chains only, got family "
                              f"{self.tasks.family!r}")

@@ -86,26 +86,34 @@ class BatchStream:
     def _fill(self) -> None:
         cfg = self.config
         needs_values, horizon = self.objective.needs_values, self.objective.mc_horizon(cfg)
-        if self.block == 1 and self.pool is None:
+        if self.block == 1 and self.pool is None and not cfg.shuffle_rewards:
             batch = window_batch(cfg.tasks, cfg.tasks_per_batch, cfg.windows_per_task + 1, generator=self.generator,
                                  mc_horizon=horizon, dtype=self.dtype, with_values=needs_values,
                                  values=self.objective.values, action_queries=self.objective.needs_action_queries)
             self._ready.append((batch, self._depth(self.generator)))
             return
         self._block_start, self._handed = self.generator.get_state(), 0
-        draws, depths = zip(*(self._draw(self.generator) for _ in range(self.block)))
+        drawn, depths = zip(*(self._draw(self.generator) for _ in range(self.block)))
+        draws, orders = zip(*drawn)
         windows = windows_from_tasks(tasks_from_draws(cfg.tasks, TaskDraws.cat(list(draws))), cfg.tasks,
                                      cfg.windows_per_task + 1, horizon, self.dtype, needs_values,
-                                     self.objective.values, self.objective.needs_action_queries)
+                                     self.objective.values, self.objective.needs_action_queries,
+                                     None if orders[0] is None else torch.cat(orders))
         b = cfg.tasks_per_batch
         self._ready.extend((windows.select_tasks(slice(i * b, (i + 1) * b)), depth) for i, depth in enumerate(depths))
 
-    def _draw(self, generator: torch.Generator) -> tuple[TaskDraws, Optional[int]]:
-        draws = draw_tasks(self.config.tasks, self.config.tasks_per_batch, generator, self.length)
+    def _draw(self, generator: torch.Generator) -> tuple[tuple[TaskDraws, Optional[Tensor]], Optional[int]]:
+        """One batch's draws (and, shuffling rewards, each trajectory's order of them), then its depth."""
+        cfg = self.config
+        draws = draw_tasks(cfg.tasks, cfg.tasks_per_batch, generator, self.length)
         if self.pool is not None:  # the same draws as an unlimited run, then the tasks picked from the pool
-            pick = torch.randint(self.config.task_pool, (self.config.tasks_per_batch,), generator=generator)
+            pick = torch.randint(cfg.task_pool, (cfg.tasks_per_batch,), generator=generator)
             draws = draws.on_tasks_of(self.pool, pick)
-        return draws, self._depth(generator)
+        order = None
+        if cfg.shuffle_rewards:
+            span = cfg.tasks.context_len + cfg.windows_per_task + 1
+            order = torch.rand(cfg.tasks_per_batch, span, generator=generator).argsort(dim=1)
+        return (draws, order), self._depth(generator)
 
     def _depth(self, generator: torch.Generator) -> Optional[int]:
         if self.config.depth_range is None:

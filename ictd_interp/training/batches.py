@@ -115,9 +115,10 @@ def window_batch(dist: TaskDistribution, n_tasks: int, n_windows: int, *, genera
 
 def windows_from_tasks(tasks: TaskBatch, dist: TaskDistribution, n_windows: int, mc_horizon: int,
                        dtype: Optional[torch.dtype], with_values: bool, values: str = "v_pi",
-                       action_queries: bool = False) -> WindowBatch:
+                       action_queries: bool = False, reward_order: Optional[Tensor] = None) -> WindowBatch:
     """``window_batch`` on tasks already drawn (row-wise: the windows of a subset of the tasks are that
-    subset's windows)."""
+    subset's windows). ``reward_order [task, n + n_windows]``: each trajectory's rewards permuted in time by it
+    before the windows are cut (a null: a reward then says nothing about its state; ``TrainConfig.shuffle_rewards``)."""
     n, gamma = dist.context_len, dist.gamma
     query_states = tasks.states[:, n : n + n_windows]
     if (values == "q_star" or action_queries) and dist.n_actions is None:
@@ -127,6 +128,9 @@ def windows_from_tasks(tasks: TaskBatch, dist: TaskDistribution, n_windows: int,
     returns = (discounted_returns(reward_of(tasks.states[:, n:-1]), gamma, mc_horizon)[:, :n_windows]
                if mc_horizon > 0 else torch.zeros_like(query_states, dtype=torch.float64))
     rows = prompt_rows(TaskBatch(tasks.mrp, tasks.features, tasks.states[:, : n + n_windows]))
+    if reward_order is not None:
+        reward = PromptLayout(dist.d_features).reward
+        rows[..., reward] = torch.gather(rows[..., reward], 1, reward_order)
     return WindowBatch(
         prompts=sliding_windows(rows, n, dtype),
         query_reward=rows[:, n:, PromptLayout(dist.d_features).reward],
