@@ -61,11 +61,11 @@ from products import MatrixProducts  # benchmarks/products.py (benchmarks/ is th
 
 STYLISED = ("tied", "per_layer")  # the models whose step has a target (fixed_and_marginal)
 COMPILE_MODES = ("default", "max-autotune", "max-autotune-no-cudagraphs")
-CONFIGS = {
-    "tied": ("quick", {}),
+CONFIGS = {  # the tied model at the per-layer one's depth (3), so the two compare step for step
+    "tied": ("quick", {"n_layers": 3}),
     "per_layer": ("paper", {}),
     "standard": ("standard-quick", {}),
-    "tied_autograd": ("quick", {"backward": "autograd"}),
+    "tied_autograd": ("quick", {"n_layers": 3, "backward": "autograd"}),
     "per_layer_autograd": ("paper", {"backward": "autograd"}),
 }
 

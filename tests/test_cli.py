@@ -356,3 +356,14 @@ def test_analyze_without_the_stamp_and_evaluate_lays_out_its_figures_as_analyze(
                  "--out", str(tmp_path / "e")]) == 0
     assert (tmp_path / "e" / "figures" / "error_vs_depth.png").exists()
     assert not (tmp_path / "e" / "error_vs_depth.png").exists()
+
+
+def test_a_module_shadowing_the_toolkits_hooks_is_named_not_used(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "hooks.py").write_text("# a user's own file\n")
+    out = subprocess.run([sys.executable, "-m", "ictd_interp.cli", "models"], cwd=tmp_path, capture_output=True,
+                         text=True)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1
+    assert f"{tmp_path / 'hooks.py'}: a module named 'hooks' shadows ictd-interp's own hooks package" in out.stderr

@@ -140,7 +140,7 @@ def test_a_stacked_runs_checkpoint_holds_the_optimiser_state_of_its_own_run(tmp_
 
 def test_train_stack_refuses_runs_it_cannot_stack_naming_why(tmp_path):
     with pytest.raises(ValueError, match=r"configs\[1\]: differs from configs\[0\] beyond the seeds \(lr"):
-        train_stack([configs()[0], configs(lr=1e-2)[1]], [tmp_path / "a", tmp_path / "b"], progress=False)
+        train_stack([configs()[0], configs(lr=3e-2)[1]], [tmp_path / "a", tmp_path / "b"], progress=False)
     with pytest.raises(ValueError, match="depth-sampled runs"):
         train_stack(configs(train_depths="1:3")[:2], [tmp_path / "a", tmp_path / "b"], progress=False)
     with pytest.raises(ValueError, match="stylised model's paper-mask fast path"):

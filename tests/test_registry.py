@@ -186,6 +186,7 @@ def test_reexport_replaces_a_models_weights_card_and_curves_with_a_fresh_run(tmp
     (folder / "card.json").write_text(json.dumps({**card, "train_config": short.to_dict()}))
     entry = reexport(folder, tmp_path / "run")
     model = load_checkpoint(folder).model
+    torch.set_num_threads(card["fingerprint"]["threads"])  # as reexport trains it (the suite runs on one thread)
     direct = train(short, tmp_path / "direct", progress=False).model
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), direct.state_dict().values()))
     assert entry["final_metrics"]["step"] == 8 and entry["command"] == card["command"]

@@ -23,7 +23,7 @@ from ictd_interp.training.trainer import train
 ray = pytest.importorskip("ray")
 ENV = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONUNBUFFERED": "1"}
 TINY = {"steps": 12, "tasks_per_batch": 4, "windows_per_task": 2, "n_eval_tasks": 8, "eval_every": 4,
-        "checkpoint_every": 4, "n_states": 5, "context_len": 8}
+        "checkpoint_every": 4, "n_states": 5, "context_len": 8, "n_layers": 3}
 
 
 def spec(grid=None, seeds=(0, 1), **fixed):

@@ -19,7 +19,8 @@ from typing import Optional
 import numpy as np
 
 from ictd_interp.config.model import ICTDConfig
-from ictd_interp.io.pretrained import names
+from ictd_interp.io.checkpoint import CONFIG, WEIGHTS
+from ictd_interp.io.pretrained import PRETRAINED_DIR, names
 from ictd_interp.models import HookedICTDTransformer
 from ictd_interp.reference.metrics import weight_cosines
 
@@ -62,7 +63,7 @@ def nulls(cfg: ICTDConfig) -> list[NullRow]:
     """Random initialisation of ``cfg`` and every shipped null model."""
     rows = [random_init(cfg)]
     for name, model_name in NULL_MODELS.items():
-        if model_name in names():
+        if model_name in names() and all((PRETRAINED_DIR / model_name / f).exists() for f in (WEIGHTS, CONFIG)):
             a, v = lowest(HookedICTDTransformer.from_pretrained(model_name))
             rows.append(NullRow(name=f"{name} ({model_name})", n=1, cos_A=a, cos_V=v))
     return rows

@@ -141,9 +141,9 @@ def sentence(learns: bool, base: Baselines) -> str:
     for name in REQUIRED:
         row = base.estimators[name]
         diff = row.model_minus_baseline.difference
-        parts.append(f"{LABELS[name]} {row.msve.mean:.3g} (difference {diff.text('+.3f')})")
+        parts.append(f"{LABELS[name]} {row.msve.mean:.3f} (difference {diff.text('+.3f')})")
     head = "Learns in context" if learns else "Does not learn in context"
-    return (f"{head}: MSVE {base.estimators[MODEL_ROW].msve.mean:.3g} on {base.n_tasks} held-out tasks against "
+    return (f"{head}: MSVE {base.estimators[MODEL_ROW].msve.mean:.3f} on {base.n_tasks} held-out tasks against "
             + " and ".join(parts) + " (paired 95% t intervals over tasks; it learns in context iff both lie below 0).")
 
 

@@ -10,14 +10,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import difflib
+import importlib.util
 import sys
 import warnings
 from collections.abc import Sequence
 from dataclasses import fields
 from importlib import resources
+from pathlib import Path
 from typing import Optional
 
-from analyses.claims.budget import BUDGETS
 from ictd_interp.cli import commands
 from ictd_interp.cli.args import add_config_args, add_train_args, positive_int
 from ictd_interp.cli.configs import ConstructConfig, EvaluateConfig
@@ -141,6 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path", help="a study folder")
     p = sub.add_parser("claims", help="every claim of the paper re-derived with intervals and verdicts (claims.md)")
     p.add_argument("--out", required=True, help="report folder (re-running the same command resumes it)")
+    from analyses.claims.budget import BUDGETS  # after the check that ``analyses`` is the toolkit's own (main)
+
     p.add_argument("--budget", default="quick", choices=sorted(BUDGETS),
                    help="quick: <= 15 min on 2 cores; full: more seeds, longer contexts, the standard model trained")
     _ray_and_force(p)
@@ -184,7 +187,23 @@ def one_line_warnings(command: str):
         warnings.formatwarning = saved
 
 
+def shadowing() -> Optional[str]:
+    """What shadows the toolkit's top-level ``analyses`` or ``hooks`` package (a ``hooks.py`` in the working
+    directory, say), in one line; None when both are the toolkit's own, installed beside ``ictd_interp``."""
+    root = Path(__file__).resolve().parents[2]  # the folder holding ictd_interp, analyses and hooks
+    for name in ("analyses", "hooks"):
+        spec = importlib.util.find_spec(name)
+        origin = Path(spec.origin).resolve() if spec is not None and spec.origin else None
+        if origin is None or root not in origin.parents:
+            return (f"{origin or name}: a module named {name!r} shadows ictd-interp's own {name} package "
+                    f"({root / name}); rename it, or run from another folder")
+    return None
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    if (problem := shadowing()) is not None:
+        print(f"ictd-interp: error: {problem}", file=sys.stderr)
+        return 2
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:

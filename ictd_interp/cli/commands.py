@@ -256,7 +256,9 @@ def _load_features(path: str):
 # when other work shares the cores (benchmarks/threads.py; docs/performance.md). A resumed run keeps the
 # count it was trained with (the bits of a run depend on it).
 DEFAULT_THREADS = 1
-SETS_OWN_THREADS = ("train", "reproduce")  # a resume keeps its run's count; every other command: set_threads first
+# a resume keeps its run's count; ``models`` and ``study-report`` run no torch (and import none): every other command
+# sets its threads first
+SETS_OWN_THREADS = ("train", "reproduce", "models", "study-report")
 
 
 def set_threads(threads: Optional[int], run_dir: Optional[str | Path] = None) -> None:
