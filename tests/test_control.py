@@ -70,3 +70,17 @@ def test_in_context_q_reads_every_pair_as_a_target_of_the_unchanged_context():
     ref = backup_td(x, tasks.rewards, nxt, lambda q: torch.ones_like(q), 0.9, 4)[:, -1]
     assert (in_context_q(star, tasks, 2).reshape(3, 6) - ref[:, 10:]).abs().max() <= 1e-12
     assert (ref[:, :10] - star(tasks.prompt)).abs().max() <= 1e-12  # the context's own values are unchanged
+
+
+def test_a_control_models_report_scores_its_greedy_and_softmax_acting():
+    from analyses.metrics.control import model_acting
+    from ictd_interp import HookedICTDTransformer
+    from ictd_interp.config.train import PRESETS
+
+    dist = PRESETS["control-quick"].tasks
+    model = HookedICTDTransformer.from_pretrained("control-quick-s0", dtype="float64")
+    acting = model_acting(model, dist, seed=3, n_tasks=32)
+    assert set(acting.regret) == {"behaviour", "random", "greedy", "softmax"} and acting.n_tasks == 32
+    assert acting.regret["behaviour"].mean == pytest.approx(acting.regret["random"].mean)  # the behaviour is uniform
+    assert all(r.lo >= -1e-9 for r in acting.regret.values())  # regret against the optimal policy is never negative
+    assert acting.versus["greedy"].verdict == "lower"  # acting greedily on its q beats the behaviour that wrote it

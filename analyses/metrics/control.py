@@ -20,6 +20,7 @@ policy is one step of policy improvement on it, not ``π*``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 import torch
 from jaxtyping import Float
@@ -31,6 +32,8 @@ from ictd_interp.tasks.mdp import MDP, greedy_policy, split_pairs, uniform_polic
 from ictd_interp.tasks.sampling import TaskBatch
 
 Q_SWEEPS, Q_STEP = 50, 0.1
+SOFTMAX_TEMPERATURE = 1.0  # a softmax (Boltzmann) policy's temperature, in value units
+ACTING_TASKS = 256  # the random MDPs a control model's report acts on
 
 
 @torch.no_grad()
@@ -101,17 +104,38 @@ class Acting:
 
 
 def acting_regret(mdp: MDP, tasks: TaskBatch, behaviour: Tensor, q_estimates: dict[str, Tensor],
-                  baseline: str = "behaviour") -> Acting:
-    """Regret of the greedy policy of each ``q_estimates[name]`` (``[batch, s, a]``), beside the behaviour and the
-    uniform random policy, on each task's own MDP; every policy is also compared, task by task, with
-    ``baseline`` (one of those names)."""
+                  baseline: str = "behaviour", softmax: Optional[dict[str, Tensor]] = None) -> Acting:
+    """Regret of the greedy policy of each ``q_estimates[name]`` (``[batch, s, a]``) and of the softmax policy
+    ``softmax(q / SOFTMAX_TEMPERATURE)`` of each ``softmax[name]``, beside the behaviour and the uniform random
+    policy, on each task's own MDP; every policy is also compared, task by task, with ``baseline`` (one of those
+    names)."""
     optimal = mdp.policy_return(greedy_policy(mdp.q_star()))
     policies = {"behaviour": mdp.check_policy(behaviour),
                 "random": mdp.check_policy(uniform_policy(mdp.n_states, mdp.n_actions))}
     policies |= {name: greedy_policy(q) for name, q in q_estimates.items()}
+    policies |= {name: torch.softmax(q.double() / SOFTMAX_TEMPERATURE, dim=-1) for name, q in (softmax or {}).items()}
     if baseline not in policies:
         raise ValueError(f"baseline: must be one of {sorted(policies)}, got {baseline!r}")
     per_task = {name: (optimal - mdp.policy_return(pi)).numpy() for name, pi in policies.items()}
     return Acting(int(optimal.numel()), t_interval(optimal.numpy()),
                   {name: t_interval(r) for name, r in per_task.items()}, baseline,
                   {name: paired(r, per_task[baseline]) for name, r in per_task.items() if name != baseline})
+
+
+@torch.no_grad()
+def model_acting(model, dist, seed: int, n_tasks: int = ACTING_TASKS) -> Acting:
+    """A control model's acting on ``n_tasks`` fresh MDPs of its family (``dist``: a control ``TaskDistribution``),
+    one context each under the uniform behaviour policy: the regret of its greedy and softmax policies on its
+    in-context q, beside the behaviour's and the uniform random policy's, each against the behaviour task by task."""
+    from ictd_interp.tasks.mdp import random_mdps, two_action_chains
+    from ictd_interp.tasks.sampling import sample_from
+
+    generator = torch.Generator().manual_seed(seed)
+    make = {"mdp-random": lambda: random_mdps(n_tasks, dist.n_states, dist.n_actions, dist.gamma,
+                                              generator=generator),
+            "mdp-chain": lambda: two_action_chains(n_tasks, dist.n_states, dist.gamma, generator=generator)}
+    mdp = make[dist.family]()
+    behaviour = uniform_policy(dist.n_states, dist.n_actions)
+    tasks = sample_from(dist, n_tasks, generator=generator, mrp=mdp.pair_mrp(behaviour))
+    q = in_context_q(model, tasks, dist.n_actions)
+    return acting_regret(mdp, tasks, behaviour, {"greedy": q}, softmax={"softmax": q})

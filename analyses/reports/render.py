@@ -180,3 +180,19 @@ def _null_text(row) -> str:
         v = "" if row.cos_V_range is None else f", cos V in [{row.cos_V_range[0]:.2f}, {row.cos_V_range[1]:.2f}]"
         return f"{row.name} ({row.n} seeds) cos A in [{row.cos_A_range[0]:.2f}, {row.cos_A_range[1]:.2f}]{v}"
     return f"{row.name} {row.cos_A:.3f} / {number(row.cos_V)}"
+
+
+def acting_lines(acting) -> list[str]:
+    """A control model acting on its in-context q (``analyses.metrics.control.model_acting``), in words."""
+    if acting is None:
+        return []
+    r, v = acting.regret, acting.versus
+    text = [f"- **Acting** on {acting.n_tasks} fresh MDPs of its family (one context each under the uniform behaviour "
+            f"policy; regret J(π*) − J(π) computed exactly, 95% t intervals over the MDPs, the optimal return "
+            f"{acting.optimal_return.text('.3f')}):"]
+    words = {"lower": "better", "higher": "worse", "undecided": "not told apart"}
+    for name, label in (("greedy", "its greedy policy"), ("softmax", "its softmax policy (temperature 1)")):
+        text.append(f"  {label}: regret {r[name].text('.3f')}; minus the behaviour's, task by task "
+                    f"{v[name].difference.text('+.3f')} ({words[v[name].verdict]}).")
+    text.append(f"  The behaviour policy, uniform over actions, has regret {r['behaviour'].text('.3f')}.")
+    return text

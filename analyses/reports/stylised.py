@@ -13,6 +13,7 @@ from typing import Any, Optional
 import torch
 
 from analyses.metrics import baselines, cosine_null, in_context
+from analyses.metrics.control import model_acting
 from analyses.metrics.depth_limit import depth_limit
 from analyses.metrics.algorithm_id import IterationMap, LayerReading, identify_layers, iteration_map, read_layer
 from analyses.metrics.extrapolation import depth_extrapolation, depths_up_to, layer_at_depth, spectral_depth
@@ -25,8 +26,8 @@ from analyses.metrics.probes import activation_cosines, circuit_cosines, predict
 from analyses.reports.render import control_algorithm_sentence, eval_tasks_label
 from analyses.summary.sections import Summary
 from analyses.summary.store import build
-from analyses.reports.render import (answer_lines, baseline_table, interval_text, layer_sentence, neu_lines, number,
-                                     signs_text)
+from analyses.reports.render import (acting_lines, answer_lines, baseline_table, interval_text, layer_sentence,
+                                     neu_lines, number, signs_text)
 from analyses.metrics.theta_star import DepthLimit, star_limit, star_map, theta_star_limit
 from analyses.summary.sections import Algorithm, DepthCurves, Diagonality, Margin
 from analyses.figures import plots
@@ -101,6 +102,8 @@ def compute(model: HookedICTDTransformer, config: TrainConfig, source: str, curv
             "in_context": lambda: replace(
                 in_context.assess(model, tasks, out["baselines"], out["algorithm"].layers[-1], config.tasks.gamma),
                 **dict(zip(("cos_A", "cos_V"), cosine_null.lowest(model))), cosine_nulls=cosine_null.nulls(model.cfg)),
+            "acting": lambda: (model_acting(model, config.tasks, config.eval_seed + 3)
+                               if config.tasks.n_actions and model.cfg.attention == "softmax" else None),
             "circuit": lambda: {"heads": (heads := head_kernels(model, tasks)), **most_like(heads)},
             "convergence": convergence,
             "neu": lambda: (
@@ -305,6 +308,7 @@ def lines(summary: Summary) -> list[str]:
         "",
         *algorithm_sentences(alg, summary.baselines, summary.gamma),
         *control_algorithm_sentence(summary.training),
+        *acting_lines(summary.acting),
         "",
         *baseline_table(summary.baselines),
         "",

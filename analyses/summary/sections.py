@@ -14,6 +14,7 @@ from typing import Any, Optional, Union
 
 from analyses.metrics.algorithm_id import IterationMap, LayerReading
 from analyses.metrics.baselines import Baselines
+from analyses.metrics.control import Acting
 from analyses.metrics.convergence import GeometricFit
 from analyses.metrics.extrapolation import Extrapolation
 from analyses.metrics.heads import HeadKernel, Signature
@@ -196,6 +197,7 @@ class Summary:
     probes: Optional[Probes] = None
     margin: Optional[Margin] = None
     in_context: Optional[InContext] = None  # the function-space verdict (analyses.metrics.in_context)
+    acting: Optional[Acting] = None  # a control model's greedy and softmax regret (analyses.metrics.control)
     neu: Optional[NeuGrid] = detail()
     linear: Optional[LinearFamily] = None
     curves: Optional[Curves] = detail()
