@@ -10,7 +10,7 @@ import numpy as np
 from matplotlib.ticker import FuncFormatter
 
 from analyses.claims.claim import Claim
-from analyses.figures.plots import Figure, legend_outside, log_axis
+from analyses.figures.plots import Figure, legend_outside, log_axis, wrapped
 from analyses.claims.figure_data import ActingData, DiagonalityData, FloorData, MarginData, Theorem3Data, WeightsData
 from analyses.metrics.intervals import Interval
 from analyses.summary.store import build
@@ -101,9 +101,11 @@ def _emergence_weights(data: dict[str, Any]) -> Figure:
     x = np.arange(len(rows))
     for offset, name, key in ((-0.12, "cos(A, A*)", "cos_A"), (0.12, "cos(V, V*)", "cos_V")):
         _errorbars(ax, x + offset, [getattr(r, key) for r in rows], fmt="o", label=name)
-    ax.axhline(weights.close, color="grey", ls=":", label=f"rule: interval above {weights.close}")
+    if weights.judged:
+        ax.axhline(weights.close, color="grey", ls=":", label=f"rule: interval above {weights.close}")
     ax.set_xticks(x, [r.objective.replace("-", "-\n", 1) if len(r.objective) > 10 else r.objective for r in rows])
-    ax.set(title=weights.title, xlabel="pretraining objective", ylabel="cosine with θ*", ylim=(-1.1, 1.1))
+    ax.set(xlabel="pretraining objective", ylabel="cosine with θ*", ylim=(-1.1, 1.1))
+    ax.set_title(wrapped(weights.title, 60))
     legend_outside(ax, title=f"mean over {weights.seeds} seeds, 95% t interval")
     return fig
 

@@ -68,6 +68,7 @@ class WeightsData:
     close: float
     title: str = "Emergence: trained weights against θ* (lowest layer)"
     objectives: list[ObjectiveWeights]
+    judged: bool = True  # False: the cosines are shown beside each other, not held to ``close``
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from analyses.claims.figure_data import Curve, DiagonalityData, ObjectiveWeights
 from analyses.metrics.intervals import COSINE, NONNEGATIVE, Interval, paired, proportion_interval, t_interval
 from analyses.summary.sections import Summary
 from analyses.studies.results import CELL, CONDITION, STATUS, STEP, curve_column
-from analyses.summary.store import to_json
+from analyses.summary.store import build, to_json
 from analyses.summary.tables import summary_column
 
 LEARNS = summary_column("in_context.learns_in_context")
@@ -92,8 +92,15 @@ def weights(results: pd.DataFrame, seeds: int) -> Claim:
         holds[condition] = bool(share.lo > 0.5)
         numbers.append(f"{_objective(condition)}: {k}/{n} seeds learn in context (Wilson 95% "
                        f"[{share.lo:.0%}, {share.hi:.0%}])")
+    figure = build(WeightsData, base.data)
+    tally = {_objective(c): n.split(": ", 1)[1].split(" seeds", 1)[0] for c, n in zip(holds, numbers)}
+    figure = replace(figure, judged=False, title="Emergence: weight cosines with θ* (lowest layer) per objective, each "
+                     "beside the others' (x: seeds that learn in context)",
+                     objectives=[replace(o, objective=f"{o.objective}\n{tally.get(o.objective, '?')} learn")
+                                 for o in figure.objectives])
     return replace(
         base,
+        data=to_json(figure),
         claim="Emergence: reinforcement pretraining (the TD objective) yields a model that learns in context — it "
               "beats the constant and first-visit Monte Carlo on held-out tasks — not just weights that point at θ*.",
         run=f"The `quick` preset trained with each objective, {seeds} seeds each (a study on Ray: `analyses/claims` "
