@@ -27,8 +27,9 @@ TINY = {"steps": 12, "tasks_per_batch": 4, "windows_per_task": 2, "n_eval_tasks"
 
 
 def spec(grid=None, seeds=(0, 1), **fixed):
-    return {"name": "t", "preset": "quick", "seeds": list(seeds), "fixed": {**TINY, **fixed},
-            "grid": {"tied": [True, False]} if grid is None else grid}
+    grid = {"tied": [True, False]} if grid is None else grid
+    return {"name": "t", "preset": "quick", "seeds": list(seeds),
+            "fixed": {k: v for k, v in {**TINY, **fixed}.items() if k not in grid}, "grid": grid}
 
 
 @pytest.fixture(scope="module")
