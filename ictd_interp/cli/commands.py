@@ -324,11 +324,14 @@ def _analyze(path: str, out: str, force: bool = False, stamp: bool = True) -> No
     request = {"command": "analyze", "source": _source(path), **({} if stamp else {"stamp": False})}
     claim_output(out, request, force, inputs=[model])
     summary = analyze(model, out, resolved=resolved, stamp=stamp)
-    m = summary.metrics
-    weights = (f"cos(V, V*) per layer {[round(c, 3) for c in m.cos_V]}, signs (+,+,-) {m.signature_match}, "
-               if m.cos_V is not None else "most TD-like head's kernel correlation "
+    m, verdict = summary.metrics, summary.in_context
+    once = lambda values: values[:1] if len(set(map(str, values))) == 1 else values  # noqa: E731 (tied: one layer)
+    weights = (f"cos(V, V*) per layer {[round(c, 3) for c in once(m.cos_V)]}, signs (+,+,-) "
+               f"{once(m.signature_match)}, " if m.cos_V is not None else "most TD-like head's kernel correlation "
                f"{summary.circuit.max_td_kernel_correlation:.3f}, ")
-    print(f"{out}/summary.md: {weights}MSVE {m.eval_msve:.4f} (theta* {m.theta_star_msve:.4f})")
+    learns = "" if verdict is None else ("; learns in context" if verdict.learns_in_context else
+                                         "; does not learn in context")
+    print(f"{out}/summary.md: {weights}MSVE {m.eval_msve:.4f} (theta* {m.theta_star_msve:.4f}){learns}")
 
 
 # an architecture's own quick preset, from the registry (one without uses "quick")

@@ -282,7 +282,7 @@ PRESETS: dict[str, TrainConfig] = {
     # a minute on one CPU core; 3 or 6 tied layers do not at this budget (docs/emergence.md).
     "quick": TrainConfig(model=ICTDConfig(d_features=4, tied=True, n_layers=12), steps=1500, lr=1e-2, eval_every=250,
                          checkpoint_every=500, n_eval_tasks=256),
-    # The flagship: 24 tied layers and a longer run, 5-6 minutes on one CPU core; its three shipped seeds learn in
+    # The flagship: 24 tied layers and a longer run, 5.3-6.4 minutes on one CPU core; its three shipped seeds learn in
     # context (docs/emergence.md).
     "flagship": TrainConfig(model=ICTDConfig(d_features=4, tied=True, n_layers=24), steps=4000, lr=5e-3, eval_every=500,
                             checkpoint_every=1000, n_eval_tasks=256),
