@@ -313,3 +313,15 @@ def test_a_method_that_edits_the_case_in_place_fails_and_the_next_method_sees_th
     with pytest.raises(MethodFailed, match="'vandal' changed the case's model weights in place"):
         score_method(M.Method("vandal", M.EDGES, vandal), case)
     assert score_method(M.METHODS["activation-patching"], case).auroc == before  # put back
+
+
+def test_a_method_author_narrows_the_benchmark_to_some_cases_and_seeds(tmp_path, capsys):
+    from analyses.benchmark.run import narrowed
+    from ictd_interp.cli import main
+
+    small = narrowed("quick", ["rotated"], 1)
+    assert small.cases == ("rotated",) and small.seeds == 1 and small.n_tasks == 32
+    with pytest.raises(ValueError, match=r"cases: unknown \['nope'\]"):
+        narrowed("quick", ["nope"])
+    assert main(["methods-benchmark", "--out", str(tmp_path / "b"), "--cases", "nope"]) == 2
+    assert "error: cases: unknown ['nope']; the cases are" in capsys.readouterr().err

@@ -278,7 +278,7 @@ def feature_reading(cells: Sequence[CellResult]) -> list[str]:
 def roc_figure(cells: Sequence[CellResult], seed: int = 0) -> Figure:
     """ROC curves of every edge method against the true edges, one panel per case (benchmark seed ``seed``)."""
     cases, methods = _cases(cells), _edge_methods(cells)
-    fig, axes = _figure(len(cases), width=3.6, height=3.6)
+    fig, axes = _figure(len(cases), width=max(3.6, 7.2 / len(cases)), height=3.6)  # one case: room for the legend
     colours = series_colours(methods)
     for ax, c in zip(axes, cases):
         cell = next(x for x in cells if x.case == c and x.seed == seed)

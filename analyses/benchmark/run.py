@@ -44,6 +44,22 @@ BUDGETS = {"quick": BenchmarkBudget("quick", seeds=5, n_tasks=32),
            "full": BenchmarkBudget("full", seeds=20, n_tasks=64)}
 
 
+def narrowed(budget: str, cases: Optional[Sequence[str]] = None, seeds: Optional[int] = None) -> BenchmarkBudget:
+    """A budget with fewer cases or seeds (a method author's first try: ``--cases``, ``--seeds``); unknown cases and
+    a seed count below 1 are named."""
+    chosen = BUDGETS[budget]
+    if cases is not None:
+        unknown = [c for c in cases if c not in CASES]
+        if unknown or not cases:
+            raise ValueError(f"cases: unknown {unknown or 'none given'}; the cases are {list(CASES)}")
+        chosen = replace(chosen, cases=tuple(cases))
+    if seeds is not None:
+        if seeds < 1:
+            raise ValueError(f"seeds: needs at least 1, got {seeds}")
+        chosen = replace(chosen, seeds=seeds)
+    return chosen
+
+
 def load_plugin(path: Union[str, Path]) -> None:
     """Import a plugin file (it registers its methods with ``register_method``); a file imported once is not
     imported again."""

@@ -213,12 +213,13 @@ def claims(args: argparse.Namespace) -> int:
 
 
 def methods_benchmark(args: argparse.Namespace) -> int:
-    from analyses.benchmark.run import run_benchmark
+    from analyses.benchmark.run import narrowed, run_benchmark
     from analyses.benchmark.report import write_report
 
-    methods = None if args.methods is None else [m.strip() for m in args.methods.split(",") if m.strip()]
-    cells, budget = run_benchmark(args.out, args.budget, methods=methods, plugins=args.plugin, workers=args.workers,
-                                  address=args.address, force=args.force)
+    names = lambda text: None if text is None else [m.strip() for m in text.split(",") if m.strip()]  # noqa: E731
+    budget = narrowed(args.budget, names(args.cases), args.seeds)
+    cells, budget = run_benchmark(args.out, budget, methods=names(args.methods), plugins=args.plugin,
+                                  workers=args.workers, address=args.address, force=args.force)
     path = write_report(cells, budget, Path(args.out))
     print(f"{path}: {len(cells)} cells, methods {', '.join(cells[0].scores)}")
     return 0
