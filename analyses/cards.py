@@ -21,11 +21,9 @@ import torch
 from analyses.analyze import resolve
 from analyses.metrics import baselines, in_context
 from analyses.metrics.algorithm_id import read_layer
-from analyses.metrics.depth_limit import depth_limit
-from analyses.metrics.theta_star import star_limit
+from analyses.metrics.theta_star import theta_star_rows
 from ictd_interp.config.train import TrainConfig
 from ictd_interp.io.pretrained import CARD, PRETRAINED_DIR, card, names
-from ictd_interp.models import HookedICTDTransformer
 from ictd_interp.models.architectures import holds_theta_star
 from ictd_interp.models.state_space import state_space_unavailable
 from ictd_interp.training.evaluation import EvalSet
@@ -40,10 +38,8 @@ def verdict(name: str) -> dict[str, Any]:
     model, config, _, _ = resolve(name)
     tasks = EvalSet.build(replace(config, device="cpu")).tasks
     exact = holds_theta_star(model) and state_space_unavailable(model.cfg) is None
-    extra = {}
-    if exact:  # θ* beside it where θ* is a point of its weights; its last layer read exactly from them
-        star = HookedICTDTransformer.from_theta_star(model.cfg)
-        extra = {"theta_star": star(tasks.prompt), "theta_star_limit": depth_limit(star_limit(model.cfg), tasks)}
+    # θ* beside it where θ* is a point of its weights; its last layer read exactly from them
+    extra = theta_star_rows(model.cfg, tasks) if exact else {}
     base = baselines.compare(model(tasks.prompt), tasks, config.tasks.gamma, model.cfg.n_layers, extra=extra)
     last = read_layer(model, model.cfg.n_layers - 1) if exact else None  # other models: `analyze` fits it
     found = in_context.assess(model, tasks, base, last, config.tasks.gamma)

@@ -12,7 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Optional
 
+import torch
+from torch import Tensor
+
 from analyses.metrics.algorithm_id import IterationMap, iteration_map
+from analyses.metrics.depth_limit import depth_limit
 from analyses.metrics.intervals import Interval
 from ictd_interp.config.model import ICTDConfig
 from ictd_interp.config.tasks import TaskDistribution
@@ -50,6 +54,14 @@ def star_map(star: HookedICTDTransformer, tasks: TaskBatch) -> IterationMap:
 def star_limit(cfg: ICTDConfig) -> HookedICTDTransformer:
     """θ*'s one layer of ``cfg``, in float64: what ``depth_limit`` repeats for θ*'s limit."""
     return HookedICTDTransformer.from_theta_star(replace(cfg, dtype="float64", n_layers=1, tied=True))
+
+
+@torch.no_grad()
+def theta_star_rows(cfg: ICTDConfig, tasks: TaskBatch) -> dict[str, Tensor]:
+    """θ*'s value rows ``[batch, pos]`` on ``tasks`` as a baselines table takes them (``baselines.compare``'s
+    ``extra``): at the depth of ``cfg`` and at its depth limit (``depth_limit``; NaN on a task whose map diverges)."""
+    return {"theta_star": HookedICTDTransformer.from_theta_star(cfg)(tasks.prompt),
+            "theta_star_limit": depth_limit(star_limit(cfg), tasks)}
 
 
 def theta_star_limit(cfg: ICTDConfig, dist: TaskDistribution, seed: int, at_training_length: IterationMap

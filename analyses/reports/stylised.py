@@ -14,7 +14,6 @@ import torch
 
 from analyses.metrics import baselines, cosine_null, in_context
 from analyses.metrics.control import model_acting
-from analyses.metrics.depth_limit import depth_limit
 from analyses.metrics.algorithm_id import IterationMap, LayerReading, identify_layers, iteration_map, read_layer
 from analyses.metrics.extrapolation import depth_extrapolation, depths_up_to, layer_at_depth, spectral_depth
 from analyses.metrics.convergence import CONTEXT_LENGTHS, errors_by_context, errors_by_depth, fit_geometric
@@ -28,7 +27,7 @@ from analyses.summary.sections import Summary
 from analyses.summary.store import build
 from analyses.reports.render import (acting_lines, answer_lines, baseline_table, interval_text, layer_sentence,
                                      neu_lines, number, signs_text)
-from analyses.metrics.theta_star import DepthLimit, star_limit, star_map, theta_star_limit
+from analyses.metrics.theta_star import DepthLimit, star_map, theta_star_limit, theta_star_rows
 from analyses.summary.sections import Algorithm, DepthCurves, Diagonality, Margin
 from analyses.figures import plots
 from analyses.figures.plots import STAR
@@ -59,7 +58,7 @@ def compute(model: HookedICTDTransformer, config: TrainConfig, source: str, curv
     long_tasks = sample_from(config.tasks, 64, seed=config.eval_seed + 1, length=max(CONTEXT_LENGTHS))
     C, star_fixed = model_margin(star, tasks), star_map(star, tasks)
     with torch.no_grad():
-        model_values, star_values = model(tasks.prompt), star(tasks.prompt)
+        model_values = model(tasks.prompt)
     exact = state_space_unavailable(model.cfg) is None
 
     def convergence() -> dict[str, Any]:
@@ -80,7 +79,7 @@ def compute(model: HookedICTDTransformer, config: TrainConfig, source: str, curv
             "metrics": lambda: evaluate(model, eval_set).to_dict(),
             "baselines": lambda: baselines.compare(
                 model_values, tasks, config.tasks.gamma, model.cfg.n_layers,
-                extra={"theta_star": star_values, "theta_star_limit": depth_limit(star_limit(model.cfg), tasks)},
+                extra=theta_star_rows(model.cfg, tasks),
             ),
             "probes": lambda: {
                 **prediction_gap(model, tasks, star),
