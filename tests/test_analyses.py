@@ -242,3 +242,18 @@ def test_a_tied_models_heads_are_drawn_once_not_once_per_layer():
     per_layer = [[[0.2], [0.3]], [[0.4], [0.6]]]
     labels = [l.get_label() for l in figures.diagonality_curve(steps, [0.25, 0.5], 0.9, per_layer).axes[0].get_lines()]
     assert "L0H0" in labels and "L1H0" in labels
+
+
+def test_a_converging_map_whose_error_rises_is_said_to_reach_a_worse_fixed_point():
+    """quick-td-s0's layer contracts (radius < 1 on every task) but its error at 4x depth is far above its best."""
+    from analyses.metrics.theta_star import star_map
+    from analyses.reports.stylised import algorithm_answers
+    from ictd_interp.config.train import TrainConfig
+    from ictd_interp.training.evaluation import EvalSet
+
+    model = HookedICTDTransformer.from_pretrained("quick-td-s0")
+    tasks = EvalSet.build(TrainConfig.from_preset("quick", n_eval_tasks=32)).tasks
+    star = HookedICTDTransformer.from_theta_star(model.cfg)
+    ext = algorithm_answers(model, star, tasks, star_map(star, tasks)).extrapolation
+    assert ext.converges and ext.curve_verdict.startswith("settles on a worse fixed point")
+    assert ext.verdict.startswith("converges when iterated, to a fixed point worse than its error at depth")

@@ -149,7 +149,10 @@ def algorithm_answers(model: HookedICTDTransformer, star: HookedICTDTransformer,
     deepest = spectral_depth(iterated.spectral_radius, model.cfg.n_layers) if iterated else 8 * model.cfg.n_layers
     extrapolation = depth_extrapolation(model, star, tasks, depths_up_to(deepest, model.cfg.n_layers))
     if iterated is not None:  # the spectrum decides; the error curve is shown beside it
-        extrapolation = replace(extrapolation, curve_verdict=extrapolation.verdict, verdict=iterated.verdict,
+        verdict = iterated.verdict
+        if iterated.converges and extrapolation.verdict.startswith("settles on a worse fixed point"):
+            verdict += f", to a fixed point worse than its error at depth {extrapolation.best_depth}"
+        extrapolation = replace(extrapolation, curve_verdict=extrapolation.verdict, verdict=verdict,
                                 converges=iterated.converges,
                                 verdict_from="spectrum of the last layer's map on state values")
     else:
