@@ -43,8 +43,11 @@ def verdict(name: str) -> dict[str, Any]:
     base = baselines.compare(model(tasks.prompt), tasks, config.tasks.gamma, model.cfg.n_layers, extra=extra)
     last = read_layer(model, model.cfg.n_layers - 1) if exact else None  # other models: `analyze` fits it
     found = in_context.assess(model, tasks, base, last, config.tasks.gamma)
+    versus = {name: base.estimators[name].model_minus_baseline.difference for name in in_context.REQUIRED}
     return {"learns_in_context": found.learns_in_context, "verdict": found.verdict,
-            "msve": found.msve.mean, "best_baseline": found.best_baseline,
+            "msve": found.msve.mean, "msve_interval": [found.msve.lo, found.msve.hi],
+            "minus": {name: [d.mean, d.lo, d.hi] for name, d in versus.items()},  # model − baseline, paired 95% t
+            "best_baseline": found.best_baseline,
             "best_baseline_msve": found.best_baseline_msve, "effective_discount": found.discount.value,
             "iterated_4x": found.iterated.verdict, "n_tasks": base.n_tasks, "rule": found.rule}
 
