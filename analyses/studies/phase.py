@@ -95,7 +95,7 @@ def phase_diagram(rows: list[dict[str, Any]], spec: StudySpec, title: str) -> Op
     columns = list(spec.grid[x])
     labels = list(dict.fromkeys(condition_label({k: r["condition"][k] for k in others}) for r in rows))
     share = np.full((len(labels), len(columns)), np.nan)
-    fig = Figure(figsize=(1.3 * len(columns) + 3.2, 0.7 * len(labels) + 1.6), layout="constrained")
+    fig = Figure(figsize=(1.3 * len(columns) + 3.2, max(2.8, 0.7 * len(labels) + 1.6)), layout="constrained")
     ax = fig.add_subplot()
     for r in rows:
         i = labels.index(condition_label({k: r["condition"][k] for k in others}))
@@ -105,7 +105,9 @@ def phase_diagram(rows: list[dict[str, Any]], spec: StudySpec, title: str) -> Op
                 color="white" if share[i, j] < 0.5 else "black")
     image = ax.imshow(share, cmap="viridis", vmin=0, vmax=1, aspect="auto")
     ax.set_xticks(range(len(columns)), [str(c) for c in columns])
-    ax.set_yticks(range(len(labels)), labels)
-    ax.set(xlabel=x.replace("_", " "), title=f"{title}: seeds that learn in context")
-    fig.colorbar(image, ax=ax, label="fraction of seeds (beats the constant\nand first-visit MC, paired 95%)")
+    ax.set_yticks(range(len(labels)), labels if others else [""] * len(labels))  # one row: nothing to name
+    ax.tick_params(axis="y", length=4 if others else 0)
+    ax.set(xlabel=x.replace("_", " "))
+    ax.set_title(f"{title}: seeds that learn in context\n(beat the constant and first-visit MC, paired 95%)")
+    fig.colorbar(image, ax=ax, label="fraction of seeds")
     return fig
