@@ -513,3 +513,21 @@ def test_an_unreachable_ray_address_is_refused_before_any_folder_is_touched(tmp_
     with pytest.raises(ValueError, match="no Ray head answers there"):
         run_claims(out, "quick", address="127.0.0.1:1", force=True)
     assert (out / "claims.md").read_text() == "earlier report"
+
+
+def test_the_phase_table_counts_seeds_that_learn_in_context_per_condition():
+    import pandas as pd
+
+    from analyses.studies import phase
+
+    spec_ = load_spec(spec(grid={"tied": [True, False]}, seeds=[0, 1]))
+    learns = {"tied-True__seed-0": True, "tied-True__seed-1": True, "tied-False__seed-0": False,
+              "tied-False__seed-1": True}
+    results = pd.DataFrame([{"cell": c.name, "condition": c.condition, "status": "done", phase.LEARNS: learns[c.name],
+                             phase.DISCOUNT: 0.9, phase.MSVE: 0.4 + 0.1 * (not learns[c.name]), phase.CONSTANT: 0.6,
+                             phase.FIRST_VISIT: 0.5} for c in spec_.cells()])
+    rows = phase.fractions(phase.by_cell(results, spec_), spec_)
+    assert [(r["label"], r["learned"], r["n"]) for r in rows] == [("tied=True", 2, 2), ("tied=False", 1, 2)]
+    assert rows[1]["msve"].mean == pytest.approx(0.45) and rows[0]["share"].lo > 0.3  # Wilson of 2/2: [0.34, 1]
+    assert "| tied=False | 1/2 | 0.50" in "\n".join(phase.markdown(rows))
+    assert phase.phase_diagram(rows, spec_, "t") is not None
