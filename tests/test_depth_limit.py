@@ -50,3 +50,17 @@ def test_a_per_layer_model_repeats_its_last_layer():
     star = HookedICTDTransformer.from_theta_star(cfg)
     tasks = make_tasks(n_tasks=8, n_states=6, d=6, n=30, feature_kind="onehot", feature_scale=3.0)
     assert (depth_limit(star, tasks) - depth_limit(_star(6), tasks)).abs().max() < 1e-10
+
+
+def test_theta_stars_rows_of_a_full_mask_model_are_the_paper_masks():
+    """θ*'s weights are the same under either mask; its limit is taken under the paper's, which has a state-space
+    form (a full-mask model's analyze once failed here)."""
+    from dataclasses import replace
+
+    from analyses.metrics.theta_star import theta_star_rows
+
+    cfg, tasks = make_cfg(n_layers=3), make_tasks()
+    full, paper = theta_star_rows(replace(cfg, mask="full"), tasks), theta_star_rows(cfg, tasks)
+    for name in ("theta_star", "theta_star_limit"):
+        torch.testing.assert_close(full[name], paper[name], rtol=0, atol=1e-12)
+    assert torch.isfinite(paper["theta_star_limit"]).any()

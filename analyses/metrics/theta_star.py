@@ -52,8 +52,9 @@ def star_map(star: HookedICTDTransformer, tasks: TaskBatch) -> IterationMap:
 
 
 def star_limit(cfg: ICTDConfig) -> HookedICTDTransformer:
-    """θ*'s one layer of ``cfg``, in float64: what ``depth_limit`` repeats for θ*'s limit."""
-    return HookedICTDTransformer.from_theta_star(replace(cfg, dtype="float64", n_layers=1, tied=True))
+    """θ*'s one layer of ``cfg``, in float64: what ``depth_limit`` repeats for θ*'s limit. Under the paper's mask
+    whatever ``cfg``'s: θ*'s weights are the same under either mask, and the full mask has no state-space form."""
+    return HookedICTDTransformer.from_theta_star(replace(cfg, dtype="float64", n_layers=1, tied=True, mask="paper"))
 
 
 @torch.no_grad()
