@@ -12,8 +12,14 @@ training minimises) is biased upward by ``tr Cov(u) / N``; the U-statistic over 
 
 is unbiased for every ``N``. Its interval: the delete-one-group jackknife over ``groups`` equal groups of
 tasks (Student t with ``groups - 1`` degrees of freedom); differences of two models on the same tasks get
-the jackknife of the difference (paired). A cell whose interval is too wide says how many tasks would
-make it narrow enough (``tasks_needed``: the half-width scales at least as fast as ``1/sqrt(N)``).
+the jackknife of the difference (paired). Near a fixed point of the expected update (``E u = 0``) the
+U-statistic is degenerate (a weighted chi-square, not a normal) and the jackknife under-covers, so every
+estimate also carries a **calibrated** interval for ``||E u||^2`` that holds at 0 too: the mean ``u_bar``
+lies within ``r = sqrt(chi2_{p, 95%} lambda_max(S) / N)`` of ``E u`` with probability at least 95%
+(Wald's ellipsoid for the mean, ``p`` parameters, ``S`` the sample covariance, inside its enclosing ball),
+hence ``||E u||^2`` lies in ``[max(0, ||u_bar|| - r)^2, (||u_bar|| + r)^2]``: never below 0, conservative.
+A cell whose interval is too wide says how many tasks would make it narrow enough (``tasks_needed``: the
+half-width scales at least as fast as ``1/sqrt(N)``).
 
 The per-task gradients come from the exact state-space forward (``ictd_interp.models.state_space``),
 with one copy of the weights per task so that one backward pass gives every ``u_i``: the cost is
@@ -60,7 +66,9 @@ CHUNK = 2048  # tasks drawn and differentiated at once (fixed: the draws depend 
 @dataclass(frozen=True, kw_only=True)  # fields in summary.json's order
 class NeuEstimate:
     """A population NEU (the U-statistic) with its delete-one-group jackknife interval over ``groups`` groups
-    of ``n_tasks`` tasks; ``n_nonfinite`` tasks diverged (then every number is NaN and ``groups`` is None)."""
+    of ``n_tasks`` tasks, and the calibrated interval ``[calibrated_lo, calibrated_hi]`` (module docstring;
+    NaN in grids saved before it existed); ``n_nonfinite`` tasks diverged (then every number is NaN and
+    ``groups`` is None)."""
 
     estimate: float
     lo: float
@@ -69,6 +77,8 @@ class NeuEstimate:
     n_tasks: int
     groups: Optional[int] = None
     n_nonfinite: int = 0
+    calibrated_lo: float = math.nan
+    calibrated_hi: float = math.nan
 
     def text(self) -> str:
         """``1.52e-03 [1.41e-03, 1.63e-03]``, or why there is no number."""
@@ -191,15 +201,29 @@ def _diverged(u: np.ndarray) -> np.ndarray:
         return ~np.isfinite(u).all(1) | (np.abs(u).max(1) > OVERFLOW)
 
 
+def calibrated_interval(u: np.ndarray, level: float = 0.95) -> tuple[float, float]:
+    """``||E u||^2`` lies in ``[max(0, ||u_bar|| - r)^2, (||u_bar|| + r)^2]`` with probability at least
+    ``level`` (module docstring: Wald's ellipsoid for the mean inside its enclosing ball), whatever ``E u``,
+    0 included, where the jackknife under-covers."""
+    n, p = u.shape
+    mean = u.mean(0)
+    top = float(np.linalg.eigvalsh(np.atleast_2d(np.cov(u, rowvar=False)))[-1])
+    r = math.sqrt(float(stats.chi2.ppf(level, p)) * max(top, 0.0) / n)
+    norm = float(np.linalg.norm(mean))
+    return max(0.0, norm - r) ** 2, (norm + r) ** 2
+
+
 def neu_interval(u: np.ndarray, groups: int = GROUPS) -> NeuEstimate:
-    """The U-statistic of per-task updates ``u [task, parameter]`` with its jackknife interval; tasks whose
-    update diverges (``_diverged``) make the cell not finite, counted."""
+    """The U-statistic of per-task updates ``u [task, parameter]`` with its jackknife and calibrated
+    intervals; tasks whose update diverges (``_diverged``) make the cell not finite, counted."""
     n_bad = int(_diverged(u).sum())
     if n_bad:
         nan = float("nan")
         return NeuEstimate(estimate=nan, lo=nan, hi=nan, half_width=nan, n_tasks=len(u), n_nonfinite=n_bad)
     full, half = jackknife(np.array_split(u, groups), _u_stat)
-    return NeuEstimate(estimate=full, lo=full - half, hi=full + half, half_width=half, n_tasks=len(u), groups=groups)
+    low, high = calibrated_interval(u)
+    return NeuEstimate(estimate=full, lo=full - half, hi=full + half, half_width=half, n_tasks=len(u), groups=groups,
+                       calibrated_lo=low, calibrated_hi=high)
 
 
 def difference_interval(u: np.ndarray, u_other: np.ndarray, groups: int = GROUPS) -> NeuDifference:
@@ -281,7 +305,8 @@ def zero_predictor_neu(dist: TaskDistribution, context_len: int, depth: int, n_t
     out = neu_interval(g, groups)
     factor = depth**2 if tied else depth
     return replace(out, estimate=out.estimate * factor, lo=out.lo * factor, hi=out.hi * factor,
-                   half_width=out.half_width * factor)
+                   half_width=out.half_width * factor, calibrated_lo=out.calibrated_lo * factor,
+                   calibrated_hi=out.calibrated_hi * factor)
 
 
 def _zero_updates(u_one_layer: np.ndarray, depth: int, tied: bool) -> np.ndarray:
