@@ -20,14 +20,14 @@ from typing import NamedTuple, Optional, Union
 
 from analyses.figures.plots import Figure
 import analyses.reports
-from analyses.reports.drawing import common_figures
-from analyses.reports.render import write_with_figures
+from analyses.reports.shared_figures import common_figures
+from analyses.reports.summary_md import write_with_figures
 from analyses.summary.sections import Summary
 from analyses.summary.store import write_summary
 from ictd_interp.config import ARCHITECTURES, TaskDistribution, TrainConfig
 from ictd_interp.io.checkpoint import CONFIG, CheckpointError
 from ictd_interp.io.pretrained import resolve as resolve_name
-from ictd_interp.models.architectures import ICTDModel
+from ictd_interp.models.registry import ICTDModel
 from ictd_interp.models.loading import load_checkpoint
 from ictd_interp.training.run_folder import METRICS, is_run, latest_checkpoint, load_run_config, read_metrics
 

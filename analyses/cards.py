@@ -21,11 +21,11 @@ import torch
 from analyses.analyze import resolve
 from analyses.metrics import baselines, in_context
 from analyses.metrics.algorithm_id import read_layer
-from analyses.metrics.theta_star import theta_star_rows
+from analyses.metrics.theta_star_limit import theta_star_rows
 from ictd_interp.config.train import TrainConfig
 from ictd_interp.io.pretrained import CARD, PRETRAINED_DIR, card, names
-from ictd_interp.models.architectures import holds_theta_star
-from ictd_interp.models.state_space import state_space_unavailable
+from ictd_interp.models.registry import holds_theta_star
+from ictd_interp.models.fast.state_space import state_space_unavailable
 from ictd_interp.training.evaluation import EvalSet
 from ictd_interp.training.retraining import reexport
 

@@ -42,7 +42,7 @@ BASELINE = "641fead"
 PROBE = """
 import json, sys, tempfile, time, torch
 from ictd_interp.config.train import TrainConfig
-from ictd_interp.models.architectures import build_model
+from ictd_interp.models.registry import build_model
 from ictd_interp.training.allocator import keep_freed_memory
 from ictd_interp.training.batches import window_batch
 from ictd_interp.training.objectives import td_loss

@@ -18,7 +18,7 @@ import sys
 
 import torch
 
-from analyses.metrics.control import acting_regret, in_context_q
+from analyses.metrics.acting import acting_regret, in_context_q
 from analyses.analyze import resolve
 from analyses.metrics.intervals import paired, t_interval
 from ictd_interp.config.train import PRESETS

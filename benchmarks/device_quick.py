@@ -21,8 +21,8 @@ import torch
 from ictd_interp import HookedICTDTransformer, HookedStandardTransformer, ICTDConfig
 from ictd_interp.config import TaskDistribution, TrainConfig
 from ictd_interp.config.standard import StandardConfig
-from ictd_interp.models.chunked import QUERY_CHUNK
-from ictd_interp.models.model_stack import ModelStack
+from ictd_interp.models.fast.chunked_attention import QUERY_CHUNK
+from ictd_interp.models.fast.ictd_stack import ModelStack
 from ictd_interp.tasks.sampling import sample_tasks
 from ictd_interp.training.batches import WindowBatch, window_batch
 from ictd_interp.training.objectives import td_loss

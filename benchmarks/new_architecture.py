@@ -38,7 +38,7 @@ class ToyConfig(LinearICTDConfig):
 ''',
     "ictd_interp/models/toy.py": '''"""The toy architecture's model class."""
 from ictd_interp.config.toy import ToyConfig
-from ictd_interp.models.linear import HookedLinearICTD
+from ictd_interp.models.architectures.linear import HookedLinearICTD
 
 
 class HookedToyLinear(HookedLinearICTD):

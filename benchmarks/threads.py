@@ -27,7 +27,7 @@ import json, sys, tempfile, time, torch
 from ictd_interp.config.train import TrainConfig
 from ictd_interp.training.trainer import train
 from ictd_interp.tasks.sampling import sample_from
-from ictd_interp.models.architectures import build_model
+from ictd_interp.models.registry import build_model
 preset, architecture = sys.argv[1], sys.argv[2]
 threads, steps, forwards = (int(a) for a in sys.argv[3:6])
 torch.set_num_threads(threads)

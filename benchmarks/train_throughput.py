@@ -52,7 +52,7 @@ from typing import Optional
 import torch
 
 from ictd_interp.config.train import TrainConfig
-from ictd_interp.models.architectures import build_model
+from ictd_interp.models.registry import build_model
 from ictd_interp.training.allocator import keep_freed_memory
 from ictd_interp.training.objectives import td_loss
 from ictd_interp.training.batch_stream import BatchStream

@@ -1,5 +1,5 @@
 """Interventions on the ICTD circuit: ablations, attention swaps, value edits, activation patching, and the
-backups that turn θ*'s SARSA into expected SARSA or softmax Q-learning (``control``).
+backups that turn θ*'s SARSA into expected SARSA or softmax Q-learning (``control_backups``).
 
 Every builder returns TransformerLens-style ``(hook_name, fn)`` pairs, used through
 ``model.run_with_hooks`` or the ``model.hooks(...)`` context manager, so no hook outlives its call.
@@ -8,7 +8,7 @@ columns), never ``analyses``.
 """
 
 from hooks.ablation import ablate_heads, ablate_target_path, mean_head, zero_activation, zero_head
-from hooks.control import backup_hooks, expected_sarsa_hooks, never_sources, soft_q_hooks
+from hooks.control_backups import backup_hooks, expected_sarsa_hooks, never_sources, soft_q_hooks
 from hooks.attention import (
     pattern_hooks, replace_pattern, tabular_pattern, temperature, temperature_hooks, theta_star_pattern_hooks,
     uniform_pattern,

@@ -11,7 +11,7 @@ from torch import Tensor
 from transformer_lens.hook_points import HookPoint
 
 from hooks.types import Hooks
-from ictd_interp.models.hook_names import get_act_name
+from ictd_interp.models.architectures.hook_names import get_act_name
 from ictd_interp.models import HookedICTDTransformer
 
 

@@ -8,7 +8,7 @@ from analyses.metrics.algorithm_id import (identify_layer, identify_layers, iter
                                            read_layer, spectral_verdict, state_map)
 from analyses.metrics.extrapolation import (depth_extrapolation, depths_up_to, extrapolation_verdict, layer_at_depth,
                                             spectral_depth)
-from ictd_interp.models.construction import TDCoefficients
+from ictd_interp.models.constructions.theta_star import TDCoefficients
 from ictd_interp import HookedICTDTransformer, ICTDConfig
 from ictd_interp.tasks.sampling import sample_tasks
 from ictd_interp.training.trainer import resume, train

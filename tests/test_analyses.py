@@ -246,7 +246,7 @@ def test_a_tied_models_heads_are_drawn_once_not_once_per_layer():
 
 def test_a_converging_map_whose_error_rises_is_said_to_reach_a_worse_fixed_point():
     """quick-td-s0's layer contracts (radius < 1 on every task) but its error at 4x depth is far above its best."""
-    from analyses.metrics.theta_star import star_map
+    from analyses.metrics.theta_star_limit import star_map
     from analyses.reports.stylised import algorithm_answers
     from ictd_interp.config.train import TrainConfig
     from ictd_interp.training.evaluation import EvalSet

@@ -7,7 +7,7 @@ from analyses.analyze import REPORTS, report_for
 from ictd_interp.config.linear import LinearICTDConfig
 from ictd_interp.config.train import ARCHITECTURES, MODEL_CONFIGS
 from ictd_interp.models import HookedICTDTransformer, HookedLinearICTD, HookedStandardTransformer
-from ictd_interp.models.architectures import build_model, holds_theta_star, model_class
+from ictd_interp.models.registry import build_model, holds_theta_star, model_class
 
 
 def test_each_record_names_its_model_class_and_each_has_a_report():
@@ -26,7 +26,7 @@ def test_only_the_stylised_record_holds_theta_star():
 
 def test_a_record_naming_a_class_of_another_record_is_refused(monkeypatch):
     monkeypatch.setattr(LinearICTDConfig, "original_architecture", "HookedICTDTransformer")
-    monkeypatch.setattr(LinearICTDConfig, "model_module", "ictd_interp.models.ictd")
+    monkeypatch.setattr(LinearICTDConfig, "model_module", "ictd_interp.models.architectures.ictd")
     with pytest.raises(TypeError, match="takes ICTDConfig, not LinearICTDConfig"):
         model_class("linear-ictd")
 

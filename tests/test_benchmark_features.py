@@ -5,10 +5,10 @@ the TransformerLens 3.9 environment) a planted one-feature SAE case and the SAE 
 import pytest
 import torch
 
-from analyses.benchmark.cases import CASES, build_case, feature_values, residual_sites
-from analyses.benchmark.evaluate import score_features, score_method
-from analyses.benchmark.methods import METHODS, FeatureOutput
-from analyses.benchmark.scores import matched_correlations
+from analyses.methods_benchmark.cases import CASES, build_case, feature_values, residual_sites
+from analyses.methods_benchmark.evaluate import score_features, score_method
+from analyses.methods_benchmark.methods import METHODS, FeatureOutput
+from analyses.methods_benchmark.scores import matched_correlations
 from analyses.metrics.site_probes import residual_stack
 
 
@@ -83,7 +83,7 @@ def test_the_random_dictionary_is_as_wide_as_the_sae_and_fires_as_often_as_the_u
 
 def test_a_planted_one_feature_sae_case():
     pytest.importorskip("sae_lens")
-    from analyses.benchmark.sae_plugin import train_sae
+    from analyses.methods_benchmark.sae_plugin import train_sae
 
     gen = torch.Generator().manual_seed(0)
     direction = torch.nn.functional.normalize(torch.randn(4, generator=gen, dtype=torch.float64), dim=0)
@@ -101,7 +101,7 @@ def test_a_planted_one_feature_sae_case():
 
 def test_the_sae_plugin_beats_pca_on_the_superposed_case(superposed):
     pytest.importorskip("sae_lens")
-    import analyses.benchmark.sae_plugin  # noqa: F401 (registers sae and sae-features)
+    import analyses.methods_benchmark.sae_plugin  # noqa: F401 (registers sae and sae-features)
 
     sae, pca = score_method(METHODS["sae-features"], superposed), score_method(METHODS["pca"], superposed)
     assert sae.latents == 36 and sae.mcc > pca.mcc + 0.2
@@ -110,11 +110,11 @@ def test_the_sae_plugin_beats_pca_on_the_superposed_case(superposed):
 def test_a_plugin_loaded_twice_registers_once_and_a_different_method_is_still_refused(tmp_path):
     import importlib.util
 
-    from analyses.benchmark.methods import Method, register_method
-    from analyses.benchmark.run import load_plugin
+    from analyses.methods_benchmark.methods import Method, register_method
+    from analyses.methods_benchmark.run import load_plugin
 
     path = tmp_path / "twice.py"
-    path.write_text("from analyses.benchmark.methods import FeatureOutput, Method, register_method\n"
+    path.write_text("from analyses.methods_benchmark.methods import FeatureOutput, Method, register_method\n"
                     "def twice(case):\n    return FeatureOutput()\n"
                     "register_method(Method('twice-loaded', 'features', twice, 'a test plugin'))\n")
     load_plugin(path)

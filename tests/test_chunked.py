@@ -4,7 +4,7 @@ is taken only where no hook needs the whole pattern."""
 import pytest
 import torch
 
-from ictd_interp.models import chunked
+from ictd_interp.models.fast import chunked_attention as chunked
 from tests.conftest import make_cfg, make_standard, make_tasks
 from ictd_interp import HookedICTDTransformer
 

@@ -13,7 +13,7 @@ import pytest
 from analyses.claims import theory
 from analyses.claims.budget import BUDGETS, Budget
 from analyses.claims.claim import FAILS, HOLDS, conditional, thresholds
-from analyses.claims.render import TITLES
+from analyses.claims.claims_md import TITLES
 from analyses.claims.run import ORDER, run_claims
 from analyses.metrics.intervals import proportion_interval
 
@@ -51,7 +51,7 @@ def test_theorem1_holds_and_its_rule_can_fail(monkeypatch):
 
 
 def test_assumption_51_holds_only_with_sharp_one_hot_features():
-    from analyses.claims.drawing import draw
+    from analyses.claims.claim_figures import draw
     from analyses.figures.plots import text_outside
 
     claim = theory.assumption(TINY)
@@ -220,7 +220,7 @@ def test_the_acting_figure_shows_a_uniform_behaviour_once():
     """The shipped control_acting row: its behaviour is the uniform random policy (the same regret on every task),
     so the figure has one row for both."""
     from analyses.claims.claim import Claim
-    from analyses.claims.drawing import draw
+    from analyses.claims.claim_figures import draw
 
     stored = json.loads((Path(__file__).parents[1] / "docs" / "claims" / "claims.json").read_text())
     claim = Claim(**next(c for c in stored["claims"] if c["id"] == "control_acting"))

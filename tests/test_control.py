@@ -1,9 +1,9 @@
-"""Acting on in-context action values (``analyses.metrics.control``): cases worked by hand and exact limits."""
+"""Acting on in-context action values (``analyses.metrics.acting``): cases worked by hand and exact limits."""
 
 import pytest
 import torch
 
-from analyses.metrics.control import acting_regret, certainty_equivalence_q, in_context_q, q_learning
+from analyses.metrics.acting import acting_regret, certainty_equivalence_q, in_context_q, q_learning
 from ictd_interp import HookedICTDTransformer, ICTDConfig
 from ictd_interp.tasks.mdp import MDP, greedy_policy, random_mdps, split_pairs, uniform_policy
 from ictd_interp.tasks.sampling import control_tasks
@@ -59,7 +59,7 @@ def test_in_context_q_at_the_context_query_is_the_models_own_prediction():
 def test_in_context_q_reads_every_pair_as_a_target_of_the_unchanged_context():
     """Against the reference iteration with one extra target column per pair: SARSA's backup (each source's next
     column, the last source's being the query) with weight 1, so the context is the one given."""
-    from ictd_interp.reference.control import backup_td
+    from ictd_interp.reference.control_iterations import backup_td
 
     mdp = random_mdps(3, 3, 2, 0.9, seed=4)
     phi = torch.randn(6, 4, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
@@ -73,7 +73,7 @@ def test_in_context_q_reads_every_pair_as_a_target_of_the_unchanged_context():
 
 
 def test_a_control_models_report_scores_its_greedy_and_softmax_acting():
-    from analyses.metrics.control import model_acting
+    from analyses.metrics.acting import model_acting
     from ictd_interp import HookedICTDTransformer
     from ictd_interp.config.train import PRESETS
 

@@ -1,4 +1,4 @@
-"""Expected SARSA and softmax Q-learning as θ* with a backup over action columns (``hooks.control``), layer by
+"""Expected SARSA and softmax Q-learning as θ* with a backup over action columns (``hooks.control_backups``), layer by
 layer against loops written here from the equations (float64, 1e-10), and the softmax backup's bounds."""
 
 import math
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from hooks.control import expected_sarsa_hooks, soft_q_hooks
+from hooks.control_backups import expected_sarsa_hooks, soft_q_hooks
 from ictd_interp import HookedICTDTransformer, ICTDConfig
 from ictd_interp.tasks.action_columns import action_column_prompt
 from ictd_interp.tasks.mdp import random_mdps, uniform_policy
@@ -105,7 +105,7 @@ def test_action_columns_hold_the_next_states_pairs():
 
 
 def test_the_reference_backup_iteration_is_the_loop_and_the_hooks():
-    from ictd_interp.reference.control import backup_td, policy_weights, softmax_weights
+    from ictd_interp.reference.control_iterations import backup_td, policy_weights, softmax_weights
 
     tasks, star, cols = case(7)
     pi = torch.softmax(torch.randn(2, 4, A, generator=torch.Generator().manual_seed(8), dtype=torch.float64), -1)
@@ -137,10 +137,10 @@ def _linear_case(seed=0, n=12, d=4):
 def test_linear_sarsa_and_actor_critic_blocks_are_the_loops_layer_by_layer(alpha, beta):
     """``models.linear_control``: critic and actor queries of every pair, after every layer, against
     ``batch_actor_critic`` (a loop over transitions) at 1e-10; the critic alone is SARSA's block."""
-    from ictd_interp.models.linear_construction import linear_model
-    from ictd_interp.models.linear_control import (actor_critic, actor_critic_features, actor_queries, sarsa,
+    from ictd_interp.models.constructions.linear_td import linear_model
+    from ictd_interp.models.constructions.linear_control import (actor_critic, actor_critic_features, actor_queries, sarsa,
                                                    score_features)
-    from ictd_interp.reference.control import batch_actor_critic
+    from ictd_interp.reference.control_iterations import batch_actor_critic
 
     mdp, psi, pi0, n = _linear_case()
     d = psi.shape[-1]
@@ -170,8 +170,8 @@ def test_linear_sarsa_and_actor_critic_blocks_are_the_loops_layer_by_layer(alpha
 def test_from_the_uniform_policy_the_actors_preference_is_the_critics_advantage():
     """With π_0 uniform and features ``e_a ⊗ φ(s)``, ``h(s, a) = (β/α) (q(s, a) − mean_b q(s, b))`` exactly (theory
     §14a), so the actor's greedy policy is the critic's; from a non-uniform π_0 it is not the advantage."""
-    from ictd_interp.models.linear_construction import linear_model
-    from ictd_interp.models.linear_control import actor_critic, actor_critic_features, actor_queries
+    from ictd_interp.models.constructions.linear_td import linear_model
+    from ictd_interp.models.constructions.linear_control import actor_critic, actor_critic_features, actor_queries
 
     mdp, psi, pi0, n = _linear_case(seed=4, n=30)
     alpha, beta = 0.8, 3.0

@@ -57,7 +57,7 @@ def test_theta_stars_rows_of_a_full_mask_model_are_the_paper_masks():
     form (a full-mask model's analyze once failed here)."""
     from dataclasses import replace
 
-    from analyses.metrics.theta_star import theta_star_rows
+    from analyses.metrics.theta_star_limit import theta_star_rows
 
     cfg, tasks = make_cfg(n_layers=3), make_tasks()
     full, paper = theta_star_rows(replace(cfg, mask="full"), tasks), theta_star_rows(cfg, tasks)

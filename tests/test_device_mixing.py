@@ -12,7 +12,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from ictd_interp.config.train import TrainConfig
-from ictd_interp.models.model_stack import ModelStack
+from ictd_interp.models.fast.ictd_stack import ModelStack
 from ictd_interp.training.batches import WindowBatch
 from ictd_interp.training.objectives import td_loss
 from ictd_interp.training.trainer import _step, log_metrics, start_loop
@@ -67,7 +67,7 @@ def test_the_training_step_and_its_metrics_keep_to_the_models_device(tmp_path, a
 
 def test_a_stack_keeps_to_its_device():
     config = TrainConfig.from_preset("quick", n_layers=2, tasks_per_batch=2, windows_per_task=2)
-    from ictd_interp.models.architectures import build_model
+    from ictd_interp.models.registry import build_model
     from ictd_interp.training.batches import window_batch
 
     models = [build_model(replace(config.model, seed=s)).to(FAKE) for s in range(2)]

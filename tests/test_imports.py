@@ -15,7 +15,7 @@ PACKAGES = ("ictd_interp", "hooks", "analyses")
 LAYERS = ["ictd_interp._lazy", "ictd_interp.config", "ictd_interp.io", "ictd_interp.tasks", "ictd_interp.models",
           "ictd_interp.reference", "ictd_interp.training", "hooks", "analyses.metrics", "analyses.figures",
           "analyses.summary", "analyses.reports", "analyses.analyze", "analyses.studies", "analyses.claims",
-          "analyses.benchmark",
+          "analyses.methods_benchmark",
           "ictd_interp.cli"]
 
 

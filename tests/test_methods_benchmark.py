@@ -7,20 +7,20 @@ from dataclasses import replace
 import pytest
 import torch
 
-from analyses.benchmark import methods as M
-from analyses.benchmark.cases import (CASES, CaseSpec, build_case, circuit_source, counterfactual_labels,
+from analyses.methods_benchmark import methods as M
+from analyses.methods_benchmark.cases import (CASES, CaseSpec, build_case, circuit_source, counterfactual_labels,
                                       variable_values)
-from analyses.benchmark.report import (chance_difference, chance_verdict, direction_verdict, seeds_off,
+from analyses.methods_benchmark.report import (chance_difference, chance_verdict, direction_verdict, seeds_off,
                                        write_report)
-from analyses.benchmark.evaluate import (CellResult, Cosines, DirectionScores, FeatureScores, VariableScores,
+from analyses.methods_benchmark.evaluate import (CellResult, Cosines, DirectionScores, FeatureScores, VariableScores,
                                          interchange_r2, score_directions, score_edges, score_method)
-from analyses.benchmark.graph import OUTPUT, build_graph, run_graph
-from analyses.benchmark.run import BenchmarkBudget, run_benchmark
-from analyses.benchmark.scores import angle_degrees, auroc, average_precision, faithfulness, roc_curve
+from analyses.methods_benchmark.graph import OUTPUT, build_graph, run_graph
+from analyses.methods_benchmark.run import BenchmarkBudget, run_benchmark
+from analyses.methods_benchmark.scores import angle_degrees, auroc, average_precision, faithfulness, roc_curve
 from analyses.metrics.intervals import t_interval
 from analyses.metrics.site_probes import residual_stack
 from ictd_interp.cli import main
-from ictd_interp.models.standard_construction import standard_theta_star
+from ictd_interp.models.constructions.standard_theta_star import standard_theta_star
 from tests.conftest import make_standard
 
 
@@ -202,8 +202,8 @@ def test_das_through_pyvene_finds_the_value_direction(monkeypatch):
 
 
 PLUGIN = '''
-from analyses.benchmark.graph import build_graph
-from analyses.benchmark.methods import EdgeOutput, Method, register_method
+from analyses.methods_benchmark.graph import build_graph
+from analyses.methods_benchmark.methods import EdgeOutput, Method, register_method
 
 
 def degree(case):
@@ -234,7 +234,7 @@ def test_a_tiny_benchmark_with_a_plugin_resumes_and_refuses_a_changed_request(tm
     report = write_report(cells, budget, tmp_path / "b").read_text()  # the typed cells, rendered
     assert "| out-degree |" in report and "| rotated | value |" in report and "AUROC 1.000 [1.000, 1.000]" in report
     assert (tmp_path / "b" / "figures" / "directions_linear-probe.png").stat().st_size > 10_000
-    monkeypatch.setattr("analyses.benchmark.run.run_benchmark", lambda *a, **k: (cells, budget))
+    monkeypatch.setattr("analyses.methods_benchmark.run.run_benchmark", lambda *a, **k: (cells, budget))
     assert main(["methods-benchmark", "--out", str(tmp_path / "b")]) == 0  # the command's own summary line
 
 
@@ -266,7 +266,7 @@ def test_every_score_refuses_non_finite_input_by_name():
 
     import torch
 
-    from analyses.benchmark.scores import (NonFinite, angle_degrees, auroc, average_precision, correlations,
+    from analyses.methods_benchmark.scores import (NonFinite, angle_degrees, auroc, average_precision, correlations,
                                            faithfulness, matched_correlations, roc_curve)
 
     nan, inf = math.nan, math.inf
@@ -287,8 +287,8 @@ def test_every_score_refuses_non_finite_input_by_name():
 
 
 def test_a_method_returning_nan_fails_its_cell_and_is_never_scored(tmp_path):
-    from analyses.benchmark.evaluate import CellResult, EdgeScores, Roc
-    from analyses.benchmark.report import _edge_methods, failure_lines
+    from analyses.methods_benchmark.evaluate import CellResult, EdgeScores, Roc
+    from analyses.methods_benchmark.report import _edge_methods, failure_lines
 
     ok = EdgeScores(auroc=1.0, auprc=1.0, roc=Roc([0.0, 1.0], [0.0, 1.0]))
     cells = [CellResult("plain", 0, 4, 2, {"good": ok, "nan-method": ok}),
@@ -299,8 +299,8 @@ def test_a_method_returning_nan_fails_its_cell_and_is_never_scored(tmp_path):
 
 
 def test_a_method_that_edits_the_case_in_place_fails_and_the_next_method_sees_the_case_as_built():
-    from analyses.benchmark.evaluate import score_method
-    from analyses.benchmark.scores import MethodFailed
+    from analyses.methods_benchmark.evaluate import score_method
+    from analyses.methods_benchmark.scores import MethodFailed
 
     case = build_case(CASES["distractors"], 0)
     before = score_method(M.METHODS["activation-patching"], case).auroc
@@ -316,7 +316,7 @@ def test_a_method_that_edits_the_case_in_place_fails_and_the_next_method_sees_th
 
 
 def test_a_method_author_narrows_the_benchmark_to_some_cases_and_seeds(tmp_path, capsys):
-    from analyses.benchmark.run import narrowed
+    from analyses.methods_benchmark.run import narrowed
     from ictd_interp.cli import main
 
     small = narrowed("quick", ["rotated"], 1)

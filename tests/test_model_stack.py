@@ -14,8 +14,8 @@ import torch
 from ictd_interp.config.model import ICTDConfig
 from ictd_interp.config.train import TrainConfig
 from ictd_interp.io.checkpoint import CheckpointError
-from ictd_interp.models.ictd import HookedICTDTransformer
-from ictd_interp.models.model_stack import ModelStack
+from ictd_interp.models.architectures.ictd import HookedICTDTransformer
+from ictd_interp.models.fast.ictd_stack import ModelStack
 from ictd_interp.training.stacked import resume_stack, train_stack
 from ictd_interp.training.trainer import resume, train
 

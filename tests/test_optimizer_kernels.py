@@ -13,7 +13,7 @@ from ictd_interp.training import objectives
 def test_the_multi_tensor_optimiser_updates_bit_for_bit_as_the_per_tensor_loop(optimizer):
     """The trainer's optimiser runs ``foreach=True`` (one kernel per update term over all parameters);
     the shipped models were trained with torch's CPU default, the per-tensor loop: same bits."""
-    from ictd_interp.models.architectures import build_model
+    from ictd_interp.models.registry import build_model
     from ictd_interp.training.batch_stream import BatchStream
     from ictd_interp.training.trainer import make_optimizer
 
@@ -38,7 +38,7 @@ def test_the_multi_tensor_optimiser_updates_bit_for_bit_as_the_per_tensor_loop(o
 def test_the_fused_optimiser_kernel_updates_as_foreach_up_to_rounding(optimizer):
     """``optimizer_kernel="fused"`` (the default) runs the same update as ``foreach`` in another order of
     float operations: float64 weights agree to 1e-13 after 5 steps whose updates are of order lr."""
-    from ictd_interp.models.architectures import build_model
+    from ictd_interp.models.registry import build_model
     from ictd_interp.training.batch_stream import BatchStream
     from ictd_interp.training.trainer import make_optimizer
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from ictd_interp.models.hook_names import get_act_name
+from ictd_interp.models.architectures.hook_names import get_act_name
 from ictd_interp.io.checkpoint import CheckpointError, save_checkpoint
 from ictd_interp.models.loading import load_checkpoint
 from ictd_interp.config.standard import StandardConfig

@@ -11,7 +11,7 @@ from analyses.reports.standard import verdict
 from analyses.metrics.site_probes import (probed_values, quantity_probes, quantity_r2, residual_stack,
                                           value_probes)
 from hooks.ablation import ablate_target_path
-from ictd_interp.models.standard_construction import standard_theta_star
+from ictd_interp.models.constructions.standard_theta_star import standard_theta_star
 from ictd_interp.reference.metrics import kernel_diagonality
 from tests.conftest import make_standard, make_star, make_tasks
 

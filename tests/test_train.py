@@ -244,7 +244,7 @@ def test_cuda_without_a_gpu_is_a_clear_error(tmp_path):
 @pytest.mark.parametrize("objective", ["td", "neu", "mc", "supervised"])
 @pytest.mark.parametrize("architecture", ["stylised", "standard"])
 def test_each_objective_lowers_its_loss_on_a_fixed_batch(objective, architecture):
-    from ictd_interp.models.architectures import build_model
+    from ictd_interp.models.registry import build_model
     from ictd_interp.training.batches import window_batch
     from ictd_interp.training.objectives import OBJECTIVES
 

@@ -7,7 +7,7 @@ import torch
 from transformer_lens import patching
 
 import hooks
-from analyses.figures.attention import attention_view, position_labels
+from analyses.figures.attention_plots import attention_view, position_labels
 from ictd_interp import HookedICTDTransformer
 from tests.conftest import make_cfg, make_star, make_tasks
 
@@ -258,7 +258,7 @@ def test_pyvene_zero_intervention_equals_the_transformer_lens_hook():
 
 
 def _standard_model():
-    from ictd_interp.models.standard import HookedStandardTransformer
+    from ictd_interp.models.architectures.standard import HookedStandardTransformer
     from ictd_interp.config.standard import StandardConfig
 
     return HookedStandardTransformer(StandardConfig(d_features=3, d_model=8, n_heads=2, n_layers=2, d_mlp=8,
@@ -295,7 +295,7 @@ def test_patching_works_on_both_architectures_and_the_direct_call_fails_loudly(a
 
 @pytest.mark.parametrize("dtype", ["float64", torch.float64])
 def test_dtypes_are_taken_as_strings_or_torch_dtypes_and_cfg_follows_the_weights(dtype):
-    from ictd_interp.models.standard import HookedStandardTransformer
+    from ictd_interp.models.architectures.standard import HookedStandardTransformer
 
     for cls, name in ((HookedICTDTransformer, "depth3-td-s0"), (HookedStandardTransformer, "standard-quick-s0")):
         model = cls.from_pretrained(name, dtype=dtype)
@@ -326,9 +326,9 @@ def test_processed_weights_make_direct_attribution_add_up_to_the_value(tied):
     """After fold_ln + center_writing_weights + fold_value_biases (TransformerLens's semantics) the values
     are unchanged, and decompose_resid(apply_ln=True) @ tokens_to_residual_directions() + b_U equals the
     query's value: the attribution a TransformerLens user computes (before: off by the LayerNorm)."""
-    from ictd_interp.models.standard import HookedStandardTransformer
+    from ictd_interp.models.architectures.standard import HookedStandardTransformer
     from ictd_interp.config.standard import StandardConfig
-    from ictd_interp.models.weight_processing import process_weights_
+    from ictd_interp.models.architectures.standard_weights import process_weights_
 
     cfg = StandardConfig(d_features=3, d_model=8, n_heads=2, n_layers=2, d_mlp=8, tied=tied, dtype="float64",
                          init_range=0.5)
@@ -352,7 +352,7 @@ def test_processed_weights_make_direct_attribution_add_up_to_the_value(tied):
 
 
 def test_from_pretrained_processes_the_shipped_standard_model():
-    from ictd_interp.models.standard import HookedStandardTransformer
+    from ictd_interp.models.architectures.standard import HookedStandardTransformer
 
     prompt = make_tasks(d=4, n_states=10).prompt
     plain = HookedStandardTransformer.from_pretrained("standard-quick-s0", dtype="float64")

@@ -11,11 +11,11 @@ import json
 from pathlib import Path
 from typing import Optional, Union
 
-from analyses.claims import control, theory, trained
+from analyses.claims import control_rows, theory, trained
 from analyses.claims.budget import BUDGETS, Budget
 from analyses.claims.claim import Claim
-from analyses.claims.drawing import draw
-from analyses.claims.render import write_claims
+from analyses.claims.claim_figures import draw
+from analyses.claims.claims_md import write_claims
 from analyses.summary.store import read_summary
 from analyses.analyze import analyze
 from analyses.studies.results import CELL, CONDITION, STATUS
@@ -107,7 +107,7 @@ def _steps(budget: Budget, studies: dict[str, Path], out_dir: Path) -> list:
     td = "objective=td"
     return [
         (["theorem1"], lambda: [theory.theorem1(budget)], False),
-        (["control_constructions"], lambda: [control.constructions(budget)], False),
+        (["control_constructions"], lambda: [control_rows.constructions(budget)], False),
         (["assumption51"], lambda: [theory.assumption(budget)], False),
         (["theorem2_rate", "theorem2_floor"], lambda: theory.theorem2(budget), False),
         (
@@ -142,7 +142,7 @@ def _steps(budget: Budget, studies: dict[str, Path], out_dir: Path) -> list:
         ),
         (["finding_same_state_head"], lambda: [_same_state(budget, studies, out_dir)], True),
         (["control_emergence"], lambda: [trained.control_weights(controls().results, len(budget.seeds))], True),
-        (["control_acting"], lambda: [control.acting(budget, _trained_models(controls(), td))], True),
+        (["control_acting"], lambda: [control_rows.acting(budget, _trained_models(controls(), td))], True),
     ]
 
 

@@ -1,6 +1,6 @@
 """Figures drawn from saved numbers (never live models): each function returns a ``Figure`` that shows
 itself in Jupyter. ``plots`` (the report's figures), ``circuits`` (the standard model's circuit search and
-patching), ``attention`` (circuitsvis views), ``control`` (acting and backups). They import the core's
+patching), ``attention_plots`` (circuitsvis views), ``control_plots`` (acting and backups). They import the core's
 constants only, never ``metrics``, ``reports`` or ``studies``. Names are imported on first use.
 """
 
@@ -31,11 +31,11 @@ _EXPORTS = {
     "head_map": "circuits",
     "probed_signature_bars": "circuits",
     "patching_heatmap": "circuits",
-    "regret_bars": "control",
-    "backup_gap": "control",
-    "position_labels": "attention",
-    "OfflineHTML": "attention",
-    "attention_view": "attention",
+    "regret_bars": "control_plots",
+    "backup_gap": "control_plots",
+    "position_labels": "attention_plots",
+    "OfflineHTML": "attention_plots",
+    "attention_view": "attention_plots",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

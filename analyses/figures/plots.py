@@ -14,7 +14,7 @@ import seaborn as sns
 from matplotlib.figure import Figure as MatplotlibFigure
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter, NullLocator
 
-from ictd_interp.models.construction import SIGNATURE_INPUTS, SIGNATURE_SIGNS, SIGNATURE_TEXT
+from ictd_interp.models.constructions.theta_star import SIGNATURE_INPUTS, SIGNATURE_SIGNS, SIGNATURE_TEXT
 
 PALETTE = sns.color_palette("colorblind")
 Numbers = Union[np.ndarray, Sequence]  # figures draw saved numbers: arrays or the nested lists of summary.json

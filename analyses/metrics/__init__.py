@@ -8,7 +8,7 @@ C), ``probes`` and ``value_probes`` (θ* gaps, tuned-lens probes), ``heads`` (pe
 (in-context predictors a model must beat), ``neu`` (population NEU), ``intervals`` (Student-t intervals),
 ``dynamics`` (curves over training), ``linear_family`` (a linear model's place in the predecessor's family),
 ``predecessor_metrics`` (the predecessor's own readings), ``depth_limit`` (values as depth grows),
-``extrapolation`` (layers run beyond their trained depth), ``theta_star`` (θ*'s map and its limit). Names are
+``extrapolation`` (layers run beyond their trained depth), ``theta_star_limit`` (θ*'s map and its limit). Names are
 imported on first use.
 """
 

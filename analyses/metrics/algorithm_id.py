@@ -36,16 +36,16 @@ import torch
 from einops import einsum
 from torch import Tensor
 
-from ictd_interp.models.construction import TDCoefficients
-from ictd_interp.models.hook_names import get_act_name
+from ictd_interp.models.constructions.theta_star import TDCoefficients
+from ictd_interp.models.architectures.hook_names import get_act_name
 
 from analyses.metrics.depth_limit import NEUTRAL_TOL
 from analyses.metrics.diagonality import state_kernels
 from analyses.metrics.intervals import Interval, t_interval
 from analyses.metrics.site_probes import residual_stack
 from ictd_interp.models import HookedICTDTransformer
-from ictd_interp.models.architectures import holds_theta_star
-from ictd_interp.models.state_space import state_space_unavailable
+from ictd_interp.models.registry import holds_theta_star
+from ictd_interp.models.fast.state_space import state_space_unavailable
 from ictd_interp.training.evaluation import DETAIL
 from ictd_interp.tasks.sampling import TaskBatch
 from ictd_interp.config.fields import check_choice

@@ -15,9 +15,9 @@ from torch import Tensor
 from analyses.metrics.diagonality import model_margin
 from ictd_interp.config import ICTDConfig
 from ictd_interp.models import HookedICTDTransformer
-from ictd_interp.models.architectures import ICTDModel
+from ictd_interp.models.registry import ICTDModel
 from ictd_interp.tasks.sampling import TaskBatch
-from ictd_interp.models.hook_names import ends_with
+from ictd_interp.models.architectures.hook_names import ends_with
 
 
 CONTEXT_LENGTHS = (4, 8, 16, 32, 64, 128)  # the reports' error-versus-context lengths

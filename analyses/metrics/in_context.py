@@ -32,8 +32,8 @@ from analyses.metrics.baselines import LABELS, MODEL_ROW, Baselines, error_parts
 from analyses.metrics.extrapolation import values_at_depth
 from analyses.metrics.intervals import Interval, t_interval
 from analyses.metrics.linear_family import FamilyReading
-from ictd_interp.models.architectures import ICTDModel
-from ictd_interp.models.model_base import check_tasks
+from ictd_interp.models.registry import ICTDModel
+from ictd_interp.models.architectures.base import check_tasks
 from ictd_interp.tasks.sampling import TaskBatch
 
 REQUIRED = ("constant", "first_visit_mc")  # the verdict's rule: beat both significantly

@@ -18,8 +18,8 @@ from torch import Tensor
 
 from ictd_interp.reference.metrics import cosine
 from analyses.metrics.intervals import Interval, proportion_interval
-from ictd_interp.models.linear import HookedLinearICTD
-from ictd_interp.models.linear_construction import LinearConstruction, linear_model, td0
+from ictd_interp.models.architectures.linear import HookedLinearICTD
+from ictd_interp.models.constructions.linear_td import LinearConstruction, linear_model, td0
 from ictd_interp.tasks.sampling import TaskBatch
 
 IN_FAMILY = 0.9  # a layer is in the family when the fit explains at least this share of both P and Q

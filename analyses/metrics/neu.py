@@ -21,7 +21,7 @@ hence ``||E u||^2`` lies in ``[max(0, ||u_bar|| - r)^2, (||u_bar|| + r)^2]``: ne
 A cell whose interval is too wide says how many tasks would make it narrow enough (``tasks_needed``: the
 half-width scales at least as fast as ``1/sqrt(N)``).
 
-The per-task gradients come from the exact state-space forward (``ictd_interp.models.state_space``),
+The per-task gradients come from the exact state-space forward (``ictd_interp.models.fast.state_space``),
 with one copy of the weights per task so that one backward pass gives every ``u_i``: the cost is
 independent of ``n`` once the windows are counted, which makes ``n = 1000, L = 384`` with 16k tasks
 affordable. ``tests/test_neu.py`` holds it against autograd through the positional hooked forward.
@@ -55,7 +55,7 @@ from scipy import stats
 
 from ictd_interp.config.tasks import TaskDistribution
 from ictd_interp.models import HookedICTDTransformer
-from ictd_interp.models.state_space import model_weights, state_space_forward, window_counts
+from ictd_interp.models.fast.state_space import model_weights, state_space_forward, window_counts
 from ictd_interp.tasks.sampling import TaskBatch, sample_from
 
 N_WINDOWS = 5  # windows per task (W - 1 = 4 TD errors), as in the NEU training batches

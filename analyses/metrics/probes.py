@@ -14,7 +14,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from ictd_interp.models import HookedICTDTransformer
-from ictd_interp.models.architectures import ICTDModel
+from ictd_interp.models.registry import ICTDModel
 from ictd_interp.reference.metrics import cosine, weight_cosines
 from ictd_interp.tasks.sampling import TaskBatch
 

@@ -27,7 +27,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from ictd_interp.models.architectures import ICTDModel, holds_theta_star
+from ictd_interp.models.registry import ICTDModel, holds_theta_star
 from ictd_interp.config.fields import check_choice
 from ictd_interp.tasks.sampling import TaskBatch
 

@@ -15,8 +15,8 @@ _EXPORTS = {
     "diagonality_sentence": "stylised",
     "td_heads": "standard", "verdict": "standard", "standard_sentences": "standard",
     "linear_layer_sentence": "linear", "their_lines": "linear", "their_readings": "linear",
-    "common_figures": "drawing", "eval_tasks_label": "render",
-    "layer_sentence": "render", "baseline_table": "render", "neu_lines": "render", "write_with_figures": "render",
+    "common_figures": "shared_figures", "eval_tasks_label": "summary_md",
+    "layer_sentence": "summary_md", "baseline_table": "summary_md", "neu_lines": "summary_md", "write_with_figures": "summary_md",
     "evaluate_ood": "ood", "write_ood": "ood", "ood_figures": "ood",
 }
 __all__ = sorted(_EXPORTS)

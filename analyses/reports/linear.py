@@ -21,10 +21,10 @@ from analyses.metrics.linear_family import (IN_FAMILY, FamilyIteration, FamilyRe
                                             identify, td0_model)
 from analyses.metrics.predecessor_metrics import function_readings, random_layer_iws, weight_readings
 from analyses.metrics.site_probes import residual_stack
-from analyses.reports.render import answer_lines, eval_tasks_label
+from analyses.reports.summary_md import answer_lines, eval_tasks_label
 from analyses.summary.sections import DepthCurves, LinearWeights, Summary, TheirReadings
 from analyses.summary.store import build
-from analyses.reports.render import baseline_table, number
+from analyses.reports.summary_md import baseline_table, number
 from analyses.figures import plots
 from ictd_interp.config.train import TrainConfig
 from ictd_interp.io.incontexttd import LOGGED_STEP

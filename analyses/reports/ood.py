@@ -15,13 +15,13 @@ from analyses.figures import plots as figures
 from analyses.metrics.convergence import GeometricFit, errors_by_context, errors_by_depth, fit_geometric
 from analyses.metrics.diagonality import model_margin
 from analyses.metrics.probes import query_gap
-from analyses.reports.render import baseline_table
+from analyses.reports.summary_md import baseline_table
 from analyses.metrics.baselines import Baselines
 from analyses.summary.store import build, to_json
 from ictd_interp.io.progress import computed
 from ictd_interp.models import HookedICTDTransformer
-from ictd_interp.models.architectures import ICTDModel, holds_theta_star
-from ictd_interp.models.state_space import state_space_unavailable
+from ictd_interp.models.registry import ICTDModel, holds_theta_star
+from ictd_interp.models.fast.state_space import state_space_unavailable
 from ictd_interp.tasks.mrp import describe_classes
 from ictd_interp.tasks.sampling import TaskBatch
 

@@ -22,23 +22,23 @@ from analyses.metrics.convergence import CONTEXT_LENGTHS, errors_by_context, sup
 from analyses.metrics.diagonality import kernel_diagonality_mean
 from analyses.metrics.heads import (HeadKernel, Signature, head_kernels, most_like, probed_layer_signatures,
                                     probed_signatures)
-from analyses.reports.render import answer_lines, eval_tasks_label
+from analyses.reports.summary_md import answer_lines, eval_tasks_label
 from analyses.summary.sections import Summary
 from analyses.summary.store import build
-from analyses.reports.render import baseline_table, layer_sentence
+from analyses.reports.summary_md import baseline_table, layer_sentence
 from analyses.summary.sections import Algorithm, Circuit, DepthCurves
 from analyses.figures import circuits, plots
 from analyses.figures.plots import STAR
-from ictd_interp.models.construction import SIGNATURE_TEXT
+from ictd_interp.models.constructions.theta_star import SIGNATURE_TEXT
 from analyses.metrics.site_probes import (LinearProbes, probe_errors_by_depth, probed_values, quantity_probes,
                                           quantity_r2, residual_stack, value_probes)
 from ictd_interp.tasks.sampling import sample_from
 from ictd_interp.models import HookedICTDTransformer
-from ictd_interp.models.architectures import ICTDModel
+from ictd_interp.models.registry import ICTDModel
 from ictd_interp.training.evaluation import EvalSet, evaluate
 from ictd_interp.config.train import TrainConfig
 from ictd_interp.io.progress import computed
-from ictd_interp.models.hook_names import ends_with
+from ictd_interp.models.architectures.hook_names import ends_with
 
 ARCHITECTURE = "standard"  # the architecture of this report (found by analyses.analyze)
 # A tied standard block has no linear map to read a spectrum from: its error curve runs to 32x its depth

@@ -13,29 +13,29 @@ from typing import Any, Optional
 import torch
 
 from analyses.metrics import baselines, cosine_null, in_context
-from analyses.metrics.control import model_acting
+from analyses.metrics.acting import model_acting
 from analyses.metrics.algorithm_id import IterationMap, LayerReading, identify_layers, iteration_map, read_layer
 from analyses.metrics.extrapolation import depth_extrapolation, depths_up_to, layer_at_depth, spectral_depth
 from analyses.metrics.convergence import CONTEXT_LENGTHS, errors_by_context, errors_by_depth, fit_geometric
 from analyses.metrics.diagonality import kernel_diagonality_mean, model_margin, state_kernels
 from analyses.metrics.heads import head_kernels, most_like
 from analyses.metrics.neu import neu_grid
-from ictd_interp.models.state_space import state_space_unavailable
+from ictd_interp.models.fast.state_space import state_space_unavailable
 from analyses.metrics.probes import activation_cosines, circuit_cosines, prediction_gap, sensitivity_cosine
-from analyses.reports.render import control_algorithm_sentence, eval_tasks_label
+from analyses.reports.summary_md import control_algorithm_sentence, eval_tasks_label
 from analyses.summary.sections import Summary
 from analyses.summary.store import build
-from analyses.reports.render import (acting_lines, answer_lines, baseline_table, interval_text, layer_sentence,
+from analyses.reports.summary_md import (acting_lines, answer_lines, baseline_table, interval_text, layer_sentence,
                                      neu_lines, number, signs_text)
-from analyses.metrics.theta_star import DepthLimit, star_map, theta_star_limit, theta_star_rows
+from analyses.metrics.theta_star_limit import DepthLimit, star_map, theta_star_limit, theta_star_rows
 from analyses.summary.sections import Algorithm, DepthCurves, Diagonality, Margin
 from analyses.figures import plots
 from analyses.figures.plots import STAR
-from ictd_interp.models.construction import SIGNATURE_INPUTS, SIGNATURE_TEXT
+from ictd_interp.models.constructions.theta_star import SIGNATURE_INPUTS, SIGNATURE_TEXT
 from ictd_interp.config import TrainConfig
 from ictd_interp.io.progress import computed
 from ictd_interp.models import HookedICTDTransformer
-from ictd_interp.models.hook_names import ends_with
+from ictd_interp.models.architectures.hook_names import ends_with
 from ictd_interp.tasks.sampling import TaskBatch, sample_from
 from analyses.metrics.convergence import GeometricFit
 from ictd_interp.training.evaluation import EvalSet, evaluate

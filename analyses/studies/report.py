@@ -23,7 +23,7 @@ from analyses.summary.tables import summary_column
 from analyses.studies import phase
 from analyses.studies.results import CELL, CONDITION, DEPTH, REFERENCE_NAME, STATUS, curve_column, read_tables
 from analyses.studies.spec import StudySpec, stored_spec
-from ictd_interp.models.construction import SIGNATURE_INPUTS, SIGNATURE_TEXT
+from ictd_interp.models.constructions.theta_star import SIGNATURE_INPUTS, SIGNATURE_TEXT
 
 DISCOUNT = summary_column("algorithm.layers.effective_discount")
 IN_FAMILY = summary_column("algorithm.layers.in_family")

@@ -14,7 +14,7 @@ from typing import Any, Optional, Union
 
 from analyses.metrics.algorithm_id import IterationMap, LayerReading
 from analyses.metrics.baselines import Baselines
-from analyses.metrics.control import Acting
+from analyses.metrics.acting import Acting
 from analyses.metrics.convergence import GeometricFit
 from analyses.metrics.extrapolation import Extrapolation
 from analyses.metrics.heads import HeadKernel, Signature
@@ -23,7 +23,7 @@ from analyses.metrics.intervals import Interval
 from analyses.metrics.linear_family import FamilyIteration, FamilyReading
 from analyses.metrics.neu import NeuGrid
 from analyses.metrics.predecessor_metrics import WeightReadings
-from analyses.metrics.theta_star import DepthLimit
+from analyses.metrics.theta_star_limit import DepthLimit
 from ictd_interp.config.train import MODEL_CONFIGS, TrainConfig
 from ictd_interp.training.evaluation import DETAIL, PER_LAYER, EvalMetrics
 
@@ -197,7 +197,7 @@ class Summary:
     probes: Optional[Probes] = None
     margin: Optional[Margin] = None
     in_context: Optional[InContext] = None  # the function-space verdict (analyses.metrics.in_context)
-    acting: Optional[Acting] = None  # a control model's greedy and softmax regret (analyses.metrics.control)
+    acting: Optional[Acting] = None  # a control model's greedy and softmax regret (analyses.metrics.acting)
     neu: Optional[NeuGrid] = detail()
     linear: Optional[LinearFamily] = None
     curves: Optional[Curves] = detail()

@@ -14,7 +14,7 @@ from typing import Any, Optional, Union
 from analyses.metrics.intervals import COSINE, NONNEGATIVE
 from analyses.summary.sections import Summary
 from analyses.summary.store import written
-from ictd_interp.models.construction import SIGNATURE_INPUTS
+from ictd_interp.models.constructions.theta_star import SIGNATURE_INPUTS
 
 
 def flatten(summary: Summary) -> tuple[dict[str, Any], list[dict[str, Any]]]:

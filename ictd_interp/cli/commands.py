@@ -166,7 +166,7 @@ def import_incontexttd(args: argparse.Namespace) -> int:
     or (``--all-steps``) one checkpoint per logged step in ``--out/step-XXXXXX``."""
     from ictd_interp.io.checkpoint import save_checkpoint
     from ictd_interp.io.incontexttd import read_incontexttd
-    from ictd_interp.models.architectures import build_model
+    from ictd_interp.models.registry import build_model
     from ictd_interp.training.run_folder import claim_output, write_request
 
     run = read_incontexttd(args.path, n_layers=args.n_layers, gamma=args.gamma, activation=args.activation)
@@ -213,8 +213,8 @@ def claims(args: argparse.Namespace) -> int:
 
 
 def methods_benchmark(args: argparse.Namespace) -> int:
-    from analyses.benchmark.run import narrowed, run_benchmark
-    from analyses.benchmark.report import write_report
+    from analyses.methods_benchmark.run import narrowed, run_benchmark
+    from analyses.methods_benchmark.report import write_report
 
     names = lambda text: None if text is None else [m.strip() for m in text.split(",") if m.strip()]  # noqa: E731
     budget = narrowed(args.budget, names(args.cases), args.seeds)

@@ -71,7 +71,7 @@ class ICTDConfig(ModelConfigIO):
     architecture = "stylised"  # not a field: which model class a config builds (the registry's key)
     description = "the paper's model: the residual stream is the prompt, theta* a point of it"
     quick_preset = "quick"  # this architecture's own minutes-on-2-cores preset
-    model_module = "ictd_interp.models.ictd"  # where its model class (``original_architecture``) lives
+    model_module = "ictd_interp.models.architectures.ictd"  # where its model class (``original_architecture``) lives
     holds_theta_star = True  # θ* is a point of its weights: readings against θ*'s weights and value row apply
     # TransformerLens-compatible fields its utilities read (HookedTransformerConfig names).
     n_key_value_heads = None  # no grouped-query attention

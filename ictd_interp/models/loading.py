@@ -9,7 +9,7 @@ from typing import Any, NamedTuple, Optional
 import torch
 
 from ictd_interp.io.checkpoint import CONFIG, CheckpointError, PathLike, StoredCheckpoint, read_checkpoint
-from ictd_interp.models.architectures import ICTDModel, config_from_dict, model_class
+from ictd_interp.models.registry import ICTDModel, config_from_dict, model_class
 
 
 class Checkpoint(NamedTuple):

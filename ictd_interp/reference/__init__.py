@@ -1,6 +1,6 @@
 """What models are compared with: the TD algorithms themselves (``td``: softmax-weighted, linear and
 tabular TD, their kernels and TD errors), the predecessor's preconditioned batch TD family as plain loops
-(``preconditioned``: TD(0), TD(lambda), residual gradient, average-reward TD), control (``control``: expected
+(``preconditioned``: TD(0), TD(lambda), residual gradient, average-reward TD), control (``control_iterations``: expected
 SARSA and softmax Q-learning over action columns; linear batch SARSA and actor-critic) and weight-space metrics
 against θ* (``metrics``: cosines, the value signature, kernel diagonality, Assumption 5.1's margin). Imports
 ``config``, ``tasks``, ``models``."""

@@ -12,9 +12,9 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from ictd_interp.config.model import ICTDConfig
-from ictd_interp.models.masks import attention_mask, value_mask
+from ictd_interp.models.architectures.ictd_masks import attention_mask, value_mask
 from ictd_interp.tasks.prompt import PromptLayout
-from ictd_interp.models.construction import SIGNATURE_SIGNS, layer_star
+from ictd_interp.models.constructions.theta_star import SIGNATURE_SIGNS, layer_star
 
 
 def cosine(a: Tensor, b: Tensor) -> float:

@@ -10,12 +10,12 @@ from torch import Tensor
 
 from ictd_interp.tasks.sampling import sample_from
 from ictd_interp.reference.metrics import diagonality_by_layer, value_signature, weight_cosines, weight_distances
-from ictd_interp.models.architectures import ICTDModel, holds_theta_star
-from ictd_interp.models.construction import SIGNATURE_INPUTS
-from ictd_interp.models.ictd import HookedICTDTransformer
-from ictd_interp.models.model_base import check_tasks
+from ictd_interp.models.registry import ICTDModel, holds_theta_star
+from ictd_interp.models.constructions.theta_star import SIGNATURE_INPUTS
+from ictd_interp.models.architectures.ictd import HookedICTDTransformer
+from ictd_interp.models.architectures.base import check_tasks
 from ictd_interp.tasks.sampling import TaskBatch
-from ictd_interp.models.hook_names import ends_with
+from ictd_interp.models.architectures.hook_names import ends_with
 
 
 @dataclass

@@ -21,8 +21,8 @@ from torch import Tensor
 
 from ictd_interp.config.fields import OBJECTIVE_NAMES
 from ictd_interp.training.batches import WindowBatch
-from ictd_interp.models.architectures import ICTDModel
-from ictd_interp.models.model_stack import ModelStack
+from ictd_interp.models.registry import ICTDModel
+from ictd_interp.models.fast.ictd_stack import ModelStack
 
 Trainable = Union[ICTDModel, ModelStack]  # one model, or a stack of models with its stacked batch
 

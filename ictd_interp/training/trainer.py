@@ -28,7 +28,7 @@ from ictd_interp.models.loading import load_checkpoint
 from ictd_interp.training.allocator import apply_allocator_choice
 from ictd_interp.training.batch_stream import BatchStream
 from ictd_interp.training.evaluation import EvalSet, evaluate
-from ictd_interp.models.architectures import ICTDModel, build_model
+from ictd_interp.models.registry import ICTDModel, build_model
 from ictd_interp.training.objectives import OBJECTIVES
 from ictd_interp.config.train import TrainConfig
 

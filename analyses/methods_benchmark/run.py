@@ -16,11 +16,11 @@ from pathlib import Path
 from collections.abc import Sequence
 from typing import Any, Optional, Union
 
-from analyses.benchmark.cases import CASES, build_case
-from analyses.benchmark.evaluate import CellResult, score_method
-from analyses.benchmark.graph import build_graph
-from analyses.benchmark.methods import METHODS
-from analyses.benchmark.scores import MethodFailed
+from analyses.methods_benchmark.cases import CASES, build_case
+from analyses.methods_benchmark.evaluate import CellResult, score_method
+from analyses.methods_benchmark.graph import build_graph
+from analyses.methods_benchmark.methods import METHODS
+from analyses.methods_benchmark.scores import MethodFailed
 from analyses.studies.run import RaySession, check_address
 from analyses.summary.store import build, to_json
 from ictd_interp.io.progress import progress_bar

@@ -8,7 +8,7 @@ stream into latents and the latents' decoder directions), scored on the cases wi
 ``register_method`` adds one to ``METHODS``; an outside method is one file
 that calls it (README, "Score your own method"). The benchmark scores outputs, never the method's own claims.
 
-Built in (the graph adapter of ``analyses.benchmark.graph`` in the place of ``auto-circuit``'s patchable model):
+Built in (the graph adapter of ``analyses.methods_benchmark.graph`` in the place of ``auto-circuit``'s patchable model):
 
 * ``activation-patching`` — exact edge patching, the reference: each edge alone carries the corrupted
   sender's output; score ``mean_tasks |Δ prediction|``.
@@ -30,7 +30,7 @@ Built in (the graph adapter of ``analyses.benchmark.graph`` in the place of ``au
   fire as often as the planted units are built to (``CaseSpec.mlp_active`` of the fit positions); what the
   matching alone gives a dictionary that wide.
 
-Sparse autoencoders trained with SAELens (``sae``, ``sae-features``) are a plugin, ``analyses/benchmark/
+Sparse autoencoders trained with SAELens (``sae``, ``sae-features``) are a plugin, ``analyses/methods_benchmark/
 sae_plugin.py``: SAELens needs ``transformer-lens<4``.
 """
 
@@ -44,8 +44,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from analyses.benchmark.cases import Case, counterfactual_labels, residual_sites, source_prompts, variable_values
-from analyses.benchmark.graph import Edge, build_graph, run_graph
+from analyses.methods_benchmark.cases import Case, counterfactual_labels, residual_sites, source_prompts, variable_values
+from analyses.methods_benchmark.graph import Edge, build_graph, run_graph
 from analyses.metrics.site_probes import fit_probes, residual_stack
 
 EDGES, DIRECTIONS, FEATURES = "edges", "directions", "features"

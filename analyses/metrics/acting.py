@@ -27,7 +27,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from analyses.metrics.intervals import Interval, Paired, paired, t_interval
-from hooks.control import never_sources
+from hooks.control_backups import never_sources
 from ictd_interp.tasks.mdp import MDP, greedy_policy, split_pairs, uniform_policy
 from ictd_interp.tasks.sampling import TaskBatch
 

@@ -24,9 +24,9 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
-from ictd_interp.models.fast_path import paper_mask_values, reduced_weights
-from ictd_interp.models.fused_backward import fused_values
-from ictd_interp.models.ictd import HookedICTDTransformer
+from ictd_interp.models.fast.ictd_fast_path import paper_mask_values, reduced_weights
+from ictd_interp.models.fast.ictd_fused_backward import fused_values
+from ictd_interp.models.architectures.ictd import HookedICTDTransformer
 
 
 def check_stackable(models: list[HookedICTDTransformer]) -> None:

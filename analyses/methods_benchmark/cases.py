@@ -32,15 +32,15 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from analyses.benchmark.graph import OUTPUT, Edge, head_name, mlp_name
+from analyses.methods_benchmark.graph import OUTPUT, Edge, head_name, mlp_name
 from ictd_interp.config import ICTDConfig, TaskDistribution
 from ictd_interp.config.standard import StandardConfig
-from ictd_interp.models.hook_names import get_act_name
-from ictd_interp.models.ictd import HookedICTDTransformer
-from ictd_interp.models.standard import HookedStandardTransformer
+from ictd_interp.models.architectures.hook_names import get_act_name
+from ictd_interp.models.architectures.ictd import HookedICTDTransformer
+from ictd_interp.models.architectures.standard import HookedStandardTransformer
 from analyses.metrics.site_probes import residual_stack
-from ictd_interp.models.standard_construction import standard_theta_star, theta_star_weights
-from ictd_interp.models.state_space import state_space_unavailable
+from ictd_interp.models.constructions.standard_theta_star import standard_theta_star, theta_star_weights
+from ictd_interp.models.fast.state_space import state_space_unavailable
 from ictd_interp.tasks import TaskBatch, sample_from
 
 ROLES = ("td", "silent", "junk", "cancelling", "mlp-junk")

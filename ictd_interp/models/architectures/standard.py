@@ -25,12 +25,12 @@ from torch import Tensor, nn
 from transformer_lens.HookedRootModule import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
-from ictd_interp.models.chunked import chunked_attention, use_chunks
+from ictd_interp.models.fast.chunked_attention import chunked_attention, use_chunks
 from ictd_interp.tasks.prompt import PromptLayout, check_prompt
 from ictd_interp.config.standard import StandardConfig
-from ictd_interp.models.model_base import check_return_type, select_return
-from ictd_interp.models.tl_surface import Circuits, TransformerLensSurface
-from ictd_interp.models.weight_processing import process_weights_
+from ictd_interp.models.architectures.base import check_return_type, select_return
+from ictd_interp.models.architectures.tl_surface import Circuits, TransformerLensSurface
+from ictd_interp.models.architectures.standard_weights import process_weights_
 
 
 def _weight(cfg: StandardConfig, *shape: int) -> nn.Parameter:

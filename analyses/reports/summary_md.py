@@ -183,7 +183,7 @@ def _null_text(row) -> str:
 
 
 def acting_lines(acting) -> list[str]:
-    """A control model acting on its in-context q (``analyses.metrics.control.model_acting``), in words."""
+    """A control model acting on its in-context q (``analyses.metrics.acting.model_acting``), in words."""
     if acting is None:
         return []
     r, v = acting.regret, acting.versus

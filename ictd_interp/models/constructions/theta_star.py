@@ -25,7 +25,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from ictd_interp.config.model import ICTDConfig
-from ictd_interp.models.hook_names import attn_param
+from ictd_interp.models.architectures.hook_names import attn_param
 from ictd_interp.tasks.prompt import PromptLayout
 
 

@@ -21,14 +21,14 @@ from typing import Optional, Union
 
 import torch
 
-from analyses.benchmark.cases import (
+from analyses.methods_benchmark.cases import (
     Case, counterfactual_labels, feature_values, residual_sites, source_prompts, variable_values,
 )
-from analyses.benchmark.methods import (
+from analyses.methods_benchmark.methods import (
     DIRECTIONS, FEATURES, DirectionOutput, EdgeOutput, FeatureOutput, Method, patched_prediction, runs,
 )
-from analyses.benchmark.graph import build_graph
-from analyses.benchmark.scores import (
+from analyses.methods_benchmark.graph import build_graph
+from analyses.methods_benchmark.scores import (
     MethodFailed, angle_degrees, auroc, average_precision, faithfulness, matched_correlations, roc_curve,
 )
 from analyses.metrics.site_probes import residual_stack

@@ -1,4 +1,4 @@
-"""Figures of in-context control (``analyses.metrics.control``, ``hooks.control``): from saved numbers."""
+"""Figures of in-context control (``analyses.metrics.acting``, ``hooks.control_backups``): from saved numbers."""
 
 from __future__ import annotations
 

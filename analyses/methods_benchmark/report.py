@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 import seaborn as sns
 
-from analyses.benchmark.cases import CASES
-from analyses.benchmark.evaluate import CellResult, DirectionScores, EdgeScores, FeatureScores
+from analyses.methods_benchmark.cases import CASES
+from analyses.methods_benchmark.evaluate import CellResult, DirectionScores, EdgeScores, FeatureScores
 from analyses.figures.plots import Figure, _figure, legend_outside, series_colours, text_outside, wrapped
 from analyses.metrics.intervals import METHOD as INTERVAL_METHOD
 from analyses.metrics.intervals import Interval, t_interval
 
 if TYPE_CHECKING:
-    from analyses.benchmark.run import BenchmarkBudget
+    from analyses.methods_benchmark.run import BenchmarkBudget
 
 EDGE_COLUMNS = ("auroc", "auprc", "precision", "recall", "circuit_edges", "faithfulness")
 RECOVERS, CHANCE = 0.95, 0.5

@@ -4,7 +4,7 @@ SAELens needs ``transformer-lens<4`` (it imports ``transformer_lens.HookedTransf
 removed), so it cannot share the default environment; this file is a plugin, imported only where SAELens is:
 
     .venv-tl3/bin/pip install -c constraints.txt "sae-lens>=6"        # the TransformerLens 3.9 environment
-    .venv-tl3/bin/ictd-interp methods-benchmark --out DIR --plugin analyses/benchmark/sae_plugin.py \\
+    .venv-tl3/bin/ictd-interp methods-benchmark --out DIR --plugin analyses/methods_benchmark/sae_plugin.py \\
         --methods sae,linear-probe
 
 (``.venv-tl3`` is what ``tests/test_transformer_lens_3.py`` builds.) For every variable and every site where it
@@ -24,9 +24,9 @@ import torch
 from sae_lens import StandardTrainingSAE, StandardTrainingSAEConfig
 from sae_lens.saes.sae import TrainStepInput
 
-from analyses.benchmark.cases import Case, residual_sites, variable_values
-from analyses.benchmark.scores import correlations
-from analyses.benchmark.methods import (DICTIONARY_WIDTH, DIRECTIONS, FEATURES, DirectionOutput, FeatureOutput, Method,
+from analyses.methods_benchmark.cases import Case, residual_sites, variable_values
+from analyses.methods_benchmark.scores import correlations
+from analyses.methods_benchmark.methods import (DICTIONARY_WIDTH, DIRECTIONS, FEATURES, DirectionOutput, FeatureOutput, Method,
                                        register_method)
 from analyses.metrics.site_probes import residual_stack
 

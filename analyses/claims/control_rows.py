@@ -1,5 +1,5 @@
 """Beyond the paper: θ* runs control algorithms exactly (docs/theory.md §14). One row: on random MDPs, θ* is
-softmax SARSA on the state-action chain, and with a backup over action columns (``hooks.control``) expected
+softmax SARSA on the state-action chain, and with a backup over action columns (``hooks.control_backups``) expected
 SARSA and softmax Q-learning, each layer against the reference iterations (``ictd_interp.reference``)."""
 
 from __future__ import annotations
@@ -9,16 +9,16 @@ import torch
 from analyses.claims.budget import Budget
 from analyses.claims.claim import FAILS, HOLDS, Claim, conditional
 from analyses.claims.figure_data import ActingData
-from analyses.metrics.control import acting_regret, certainty_equivalence_q, in_context_q, q_learning
+from analyses.metrics.acting import acting_regret, certainty_equivalence_q, in_context_q, q_learning
 from analyses.claims.theory import EXACT, GAMMA
 from analyses.summary.store import to_json
-from hooks.control import expected_sarsa_hooks, soft_q_hooks
+from hooks.control_backups import expected_sarsa_hooks, soft_q_hooks
 from ictd_interp.config import ICTDConfig
 from ictd_interp.config.train import PRESETS
 from ictd_interp.models import HookedICTDTransformer
-from ictd_interp.models.linear_construction import linear_model
-from ictd_interp.models.linear_control import actor_critic, actor_critic_features, actor_queries, score_features
-from ictd_interp.reference.control import backup_td, batch_actor_critic, policy_weights, softmax_weights
+from ictd_interp.models.constructions.linear_td import linear_model
+from ictd_interp.models.constructions.linear_control import actor_critic, actor_critic_features, actor_queries, score_features
+from ictd_interp.reference.control_iterations import backup_td, batch_actor_critic, policy_weights, softmax_weights
 from ictd_interp.reference.td import softmax_td
 from ictd_interp.tasks.action_columns import action_column_prompt
 from ictd_interp.tasks.mdp import pair_features, random_mdps, uniform_policy
@@ -124,7 +124,7 @@ ACTING_LAYERS = 10  # θ*'s depth in the acting row (SARSA iterations on the con
 
 def acting(budget: Budget, trained: dict[str, HookedICTDTransformer]) -> Claim:
     """Greedy regret of in-context action values on the control-quick preset's task family, each policy paired
-    task by task with the behaviour policy's (``analyses.metrics.control.acting_regret``)."""
+    task by task with the behaviour policy's (``analyses.metrics.acting.acting_regret``)."""
     dist = PRESETS["control-quick"].tasks
     gen = torch.Generator().manual_seed(17)
     mdp = random_mdps(budget.acting_tasks, dist.n_states, N_ACTIONS, dist.gamma, generator=gen)
@@ -150,7 +150,7 @@ def acting(budget: Budget, trained: dict[str, HookedICTDTransformer]) -> Claim:
         "control models improves on the behaviour policy that wrote the context.",
         f"{act.n_tasks} random two-action MDPs of {dist.n_states} states (γ = {dist.gamma}), one context each of "
         f"{dist.context_len} uniform-behaviour transitions with the control-quick preset's features; each model's "
-        "in-context q at one extra never-source column per pair (`analyses.metrics.control.in_context_q`), its greedy "
+        "in-context q at one extra never-source column per pair (`analyses.metrics.acting.in_context_q`), its greedy "
         "policy's regret J(π*) − J(π) computed exactly on the task's MDP; beside them certainty-equivalence control "
         "and tabular Q-learning on the same context. The trained models: the control study's TD-objective seeds.",
         "holds for a policy when its regret is lower than the behaviour policy's task by task (the paired 95% t "

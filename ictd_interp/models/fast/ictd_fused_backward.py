@@ -45,7 +45,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from ictd_interp.config.model import ICTDConfig
-from ictd_interp.models.fast_path import Tape, paper_mask_values
+from ictd_interp.models.fast.ictd_fast_path import Tape, paper_mask_values
 from ictd_interp.tasks.prompt import PromptLayout
 
 

@@ -12,7 +12,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from ictd_interp.config.fields import check_choice
-from ictd_interp.models.chunked import hooked
+from ictd_interp.models.fast.chunked_attention import hooked
 
 RETURN_TYPES = (
     "values",
