@@ -8,7 +8,7 @@ many models stepped in one process against one process per model).
 Each step runs in its own process; its output is written to ``DIR/<step>.log`` (``DIR`` defaults to a temporary
 folder) and a JSON summary is printed: each step's exit code and seconds, and the device's name. With ``--device
 cpu`` the same steps run on the CPU: the tests then hold float32 against float64, and the suite runs them so
-(tests/test_device.py).
+(tests/unit/test_device.py).
 
 ``--quick`` fits a short lease (about 4 minutes on a GPU): the checks of ``device_quick.py`` in this process, one
 JSON line each (pass/fail with its largest error; one model's step in ms; stacked model·steps/s at M = 1, 64 and
@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
-TESTS = ["tests/test_device.py", "tests/test_train.py::test_a_short_cuda_run_matches_the_cpu_run"]
+TESTS = ["tests/unit/test_device.py", "tests/integration/test_train.py::test_a_short_cuda_run_matches_the_cpu_run"]
 
 
 def steps(device: str) -> dict[str, list[str]]:

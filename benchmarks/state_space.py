@@ -9,7 +9,7 @@ Each (forward, n) runs in a fresh process. After the tasks are built the process
 long trajectories, higher than the forward's, no longer hides it. Times: the forward alone (the tasks are drawn
 first, their drawing timed apart as ``draw_seconds``).
 Both forwards are float64 on the CPU; where both run, the largest difference of the tasks' query values
-is printed (``query_max_difference``; every position is compared at 1e-12 in tests/test_state_space.py).
+is printed (``query_max_difference``; every position is compared at 1e-12 in tests/unit/test_state_space.py).
 """
 
 from __future__ import annotations

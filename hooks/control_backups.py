@@ -14,7 +14,7 @@ expected SARSA's or soft Q-learning's, with every action column's value updated 
 softmax backup is an attention over the next state's action columns with scores ``β v``; for every column set
 ``max v − log(a) / β ≤ Σ softmax(β v) v ≤ max v`` (the entropy of the weights is at most ``log a``), so as
 ``β → ∞`` it is Q-learning's ``max`` with a per-backup error at most ``log(a) / β``
-(tests/test_control_constructions.py checks both bounds and the limit).
+(tests/unit/test_control_constructions.py checks both bounds and the limit).
 
 Three hooks per layer: the action columns are removed from the sources (``hook_attn_scores``), the values
 after attention are read (``hook_resid_mid``), the shift is replaced (``tsm.hook_shifted``).

@@ -59,15 +59,20 @@ def make_standard(**overrides) -> HookedStandardTransformer:
                                                        "dtype": "float64", **overrides}))
 
 
-# ---- tiers: ``-m unit`` (pure functions and single forwards: the inner loop, under a minute) and
-# ``-m integration`` (training, the CLI, subprocesses, Ray, notebooks, whole reports); ``-m slow`` as declared.
+# ---- tiers are folders: ``tests/unit`` (pure functions and single forwards: the inner loop, under a minute on
+# one core), ``tests/integration`` (training, optimisation, the CLI, subprocesses, Ray, notebooks, whole reports)
+# and ``tests/slow`` (minutes each; with the slow cases of other folders, ``-m slow``). Each test gets its folder's
+# marker; a unit test whose code trains, optimises, analyses or runs the CLI, a subprocess, Ray or a notebook is
+# refused at collection.
 INTEGRATION = re.compile(r"\b(main|_cli|train|resume|train_stack|resume_stack|run_study|run_claims|run_benchmark|das|"
-                         r"analyze|reexport|retrain\w*|write_ood|cell)\(|subprocess|\bray\.|nbclient|notebook|Popen")
+                         r"analyze|reexport|retrain\w*|write_ood|cell|train_sae|_das\w*)\(|\.step\(\)|subprocess|"
+                         r"\bray\.|nbclient|notebook|Popen")
+TIERS = ("unit", "integration", "slow")
 
 
 def tier_of(source: str) -> str:
-    """``integration`` when a test's code (or a fixture it uses) trains, resumes, analyses, runs the CLI, a
-    subprocess, Ray or a notebook; ``unit`` otherwise."""
+    """``integration`` when a test's code (or a fixture it uses) trains, optimises (an optimiser's ``step()``, DAS,
+    an SAE), resumes, analyses, runs the CLI, a subprocess, Ray or a notebook; ``unit`` otherwise."""
     return "integration" if INTEGRATION.search(source) else "unit"
 
 
@@ -94,5 +99,10 @@ def _sources(item) -> str:
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if "slow" not in item.keywords:
-            item.add_marker(tier_of(_sources(item)))
+        tier = item.path.parent.name
+        if tier not in TIERS:
+            raise pytest.UsageError(f"{item.path}: a test lives in tests/unit, tests/integration or tests/slow")
+        item.add_marker(tier)
+        if tier == "unit" and tier_of(_sources(item)) != "unit":
+            raise pytest.UsageError(f"{item.nodeid}: trains, analyses or runs the CLI, a subprocess, Ray or a "
+                                    "notebook; it belongs in tests/integration")

@@ -7,7 +7,7 @@ value: one input), every MLP, and ``output`` (the final LayerNorm and read-out).
 ``Σ_u out_u + biases``, and patching the edge replaces ``out_u`` by ``u``'s output on the corrupted prompts
 in ``v``'s input alone (ACDC's and edge attribution patching's convention: later nodes then see the
 change through the edges that remain). With no patch the graph forward is the hooked forward
-(tests/test_methods_benchmark.py, float64, 1e-12). This is the small graph adapter the methods share, in
+(tests/unit/test_methods_benchmark.py, float64, 1e-12). This is the small graph adapter the methods share, in
 the place of ``auto-circuit``'s patchable model.
 """
 

@@ -7,7 +7,7 @@ removed), so it cannot share the default environment; this file is a plugin, imp
     .venv-tl3/bin/ictd-interp methods-benchmark --out DIR --plugin analyses/methods_benchmark/sae_plugin.py \\
         --methods sae,linear-probe
 
-(``.venv-tl3`` is what ``tests/test_transformer_lens_3.py`` builds.) For every variable and every site where it
+(``.venv-tl3`` is what ``tests/slow/test_transformer_lens_3.py`` builds.) For every variable and every site where it
 lies exactly, a SAELens ``StandardTrainingSAE`` (ReLU latents, ``SAE_WIDTH × d_model`` of them, L1 penalty
 ``SAE_L1``) is trained on the residual stream at that site over the fit prompts (every position a sample), with
 SAELens's own loss and ``SAE_STEPS`` full-batch Adam steps. The SAE's answer for the variable is the latent whose

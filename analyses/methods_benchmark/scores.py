@@ -1,5 +1,5 @@
 """Scores of a method against a case's ground truth, as small pure functions with hand-worked tests
-(tests/test_methods_benchmark.py).
+(tests/unit/test_methods_benchmark.py).
 
 * ``auroc``: the probability that a true edge outranks a false one, ties counted one half (Mann–Whitney U / (P N));
   a random ranking scores 0.5 in expectation, a perfect one 1.

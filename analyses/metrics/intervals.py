@@ -4,7 +4,7 @@ Every interval of a mean here is a two-sided Student-t interval, ``mean ± t_{n-
 cut to the range the quantity can take where one is given (cosines and correlations ``[-1, 1]``)
 (a fraction gets a Wilson score interval, ``proportion_interval``: sound at 0 and 1).
 On normal data it covers the true mean with probability 0.95 at every sample size (a percentile
-bootstrap over 2-5 seeds covers it only about 50-85 % of the time: ``tests/test_baselines.py``
+bootstrap over 2-5 seeds covers it only about 50-85 % of the time: ``tests/unit/test_baselines.py``
 simulates both). Over hundreds of tasks the t interval is the usual large-sample interval.
 
 Non-finite values (a diverged seed, an ``inf`` error) are never dropped silently: the mean of a sample

@@ -24,7 +24,7 @@ half-width scales at least as fast as ``1/sqrt(N)``).
 The per-task gradients come from the exact state-space forward (``ictd_interp.models.fast.state_space``),
 with one copy of the weights per task so that one backward pass gives every ``u_i``: the cost is
 independent of ``n`` once the windows are counted, which makes ``n = 1000, L = 384`` with 16k tasks
-affordable. ``tests/test_neu.py`` holds it against autograd through the positional hooked forward.
+affordable. ``tests/unit/test_neu.py`` holds it against autograd through the positional hooked forward.
 
 **The zero predictor in closed form** (``A = V = 0``: every value stays 0, so ``delta_t = r(S_{t+n})``).
 With ``V = 0`` the scores never reach the output, so ``grad_A v^ = 0``; each layer's current row of ``V``

@@ -192,7 +192,7 @@ def verdict(circuit: Circuit, algorithm: Algorithm) -> str:
 
 
 # A standard model without positional embeddings is equivariant to any reordering of its context's columns
-# (tests/test_standard.py): it cannot tell which state follows which, so no update of it can bootstrap on v(S_{j+1}).
+# (tests/unit/test_standard.py): it cannot tell which state follows which, so no update of it can bootstrap on v(S_{j+1}).
 UNORDERED = ("**It cannot see the order of its context:** with no positional embedding (`pos_embed = false`) and no "
              "temporal shift, reordering the context's columns reorders its outputs and nothing else, so it never "
              "observes which state follows which. TD's bootstrap on v(S_{j+1}) is out of its reach by construction: "

@@ -126,7 +126,7 @@ def sample_from(dist: TaskDistribution, n_tasks: int, *, seed: Optional[int] = N
     Draws, in this order from one generator: the family's MRPs (unless ``mrp`` is given: one shared or one per
     task; ``dist.family`` is then unused), the features (unless ``features`` is given: ``[states, d]`` shared
     or ``[batch, states, d]``), the trajectories. Boyan chains with random features go through
-    ``draw_tasks``/``tasks_from_draws``, which draw exactly the same numbers (tests/test_task_distribution.py)."""
+    ``draw_tasks``/``tasks_from_draws``, which draw exactly the same numbers (tests/unit/test_task_distribution.py)."""
     gen = resolve_generator(seed, generator)
     n = dist.context_len if length is None else length
     if features is None and mrp is None and dist.family == "boyan":

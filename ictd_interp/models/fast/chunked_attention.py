@@ -4,7 +4,7 @@ The full forward holds the ``[batch, head, query, source]`` scores and pattern: 
 and task at n = 10⁵ in float64. Each query's softmax reads only its own row of scores, so the rows can be
 computed ``QUERY_CHUNK`` queries at a time and dropped once their ``z`` is written: the same values (each row's
 scores, softmax and weighted sum are the same sums; the matrix products' blocking may round differently, within
-1e-12 in float64: tests/test_chunked.py), O(QUERY_CHUNK · n) memory per head and task. The attention modules take
+1e-12 in float64: tests/unit/test_chunked.py), O(QUERY_CHUNK · n) memory per head and task. The attention modules take
 this path only when the context is longer than ``QUERY_CHUNK`` (so every shorter forward is the full one, bit
 for bit) and no hook is attached to ``hook_attn_scores`` or ``hook_pattern`` (a hook there needs the whole
 tensor: then the full forward runs, at its cost). Peak memory against n: ``benchmarks/long_context.py``.

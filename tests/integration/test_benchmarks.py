@@ -1,0 +1,153 @@
+"""The throughput benchmark runs and reports what it promises (a smoke run: one round, one repeat;
+its numbers are ratios for a reader, never asserted as timings)."""
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCHMARK = ROOT / "benchmarks" / "train_throughput.py"
+
+
+def benchmark_module(name: str = "train_throughput"):
+    """A benchmark's own code, loaded from its file (benchmarks/ is not a package; its scripts import
+    each other from their folder, as when run)."""
+    if str(BENCHMARK.parent) not in sys.path:
+        sys.path.insert(0, str(BENCHMARK.parent))
+    spec = importlib.util.spec_from_file_location(name, BENCHMARK.parent / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_throughput_benchmark_reports_every_figure_in_one_run():
+    out = subprocess.run([sys.executable, str(BENCHMARK), "--rounds", "1",
+                          "--repeats", "1", "--threads", "1"], capture_output=True, text=True, check=True, cwd=ROOT)
+    result = json.loads(out.stdout)
+    assert result["device"] == "cpu" and result["threads"] == 1
+    models = {"tied", "per_layer", "standard", "tied_autograd", "per_layer_autograd"}
+    assert result["prompts_per_step"] == {"tied": 64 * 17, "per_layer": 64 * 17, "standard": 16 * 17,
+                                          "tied_autograd": 64 * 17, "per_layer_autograd": 64 * 17}
+    assert result["allocator_keeps_freed_memory"] is sys.platform.startswith("linux")
+    for key in ("model_step_ms", "model_step_samples_per_s", "model_step_fraction_of_gemm_rate", "full_over_model_step",
+                "full_step_ms", "data_ms"):
+        assert set(result[key]) == models and min(result[key].values()) > 0, key
+    model, full = result["model_step_ms"]["standard"], result["full_step_ms"]["standard"]  # the share is their ratio
+    assert result["full_over_model_step"]["standard"] == pytest.approx(model / full, rel=0.02)
+    assert result["gemm_1024_gflop_per_s"] > 0 and result["hooked_over_bare_forward"] > 0
+    ms = result["model_step_ms"]  # the two backwards' ratio is the ratio of their step times
+    assert result["autograd_over_fused_model_step"]["tied"] == pytest.approx(ms["tied_autograd"] / ms["tied"], rel=0.02)
+    stylised = round(133641 / 1e6, 4)
+    assert result["analytic_mflop_per_sample"] == {
+        "tied": stylised,
+        "per_layer": stylised,
+        "standard": round(6083316 / 1e6, 4),
+        "tied_autograd": stylised,
+        "per_layer_autograd": stylised,
+    }
+    gemm = result["gemm_1024_gflop_per_s"]  # GFLOP/s = MFLOP per ms
+    for name, line in result["fixed_and_marginal"].items():  # a line through one task's step and the whole batch's
+        assert line["one_task_prompts"] == 17, name
+        fixed, marginal = line["fixed_ms"], line["marginal_us_per_prompt"] / 1e3
+        assert fixed + 17 * marginal == pytest.approx(line["one_task_ms"], abs=2e-3), name
+        assert fixed + 64 * 17 * marginal == pytest.approx(ms[name], abs=0.02), name
+        assert line["marginal_fraction_of_gemm_rate"] == pytest.approx(stylised / marginal / gemm, rel=0.01), name
+    for name, products in result["products"].items():  # the share is the products' time over the model step's
+        assert products["calls"] > 0 and products["gflop"] > 0, name
+        assert products["share_of_model_step"] == pytest.approx(products["ms"] / ms[name], rel=0.02), name
+    # standard-quick's products by hand: N = 272 prompts of P = 31 positions (S = 30 sources), T = N P tokens,
+    # d_model 32, H = 2 heads of 16, MLP 64; a product [m, k] @ [k, n] costs 2 m k n.
+    N, P, S, H = 272, 31, 30, 2
+    T = N * P
+    read_in, read_out = 2 * T * 7 * 32, 2 * N * 32
+    full_layer = 2 * T * 32 * 96 + 2 * (2 * H * N * P * 16 * S) + 2 * T * 32 * 32 + 2 * (2 * T * 32 * 64)
+    query_layer = (
+        2 * N * 32 * 32 + 2 * N * S * 32 * 64 + 2 * (2 * H * N * 16 * S) + 2 * N * 32 * 32 + 2 * (2 * N * 32 * 64)
+    )
+    forward = (
+        read_in + 2 * full_layer + query_layer + read_out
+    )  # q, k and v in one product; the last layer at the query
+    # backward: each product twice (d input, d weight), but the read-in once (the prompt needs no gradient)
+    assert result["products"]["standard"]["gflop"] == round((3 * forward - read_in) / 1e9, 4) == 1.1442
+    samples_per_s = result["model_step_samples_per_s"]["standard"]  # the fraction is the rate times the count
+    assert result["model_step_fraction_of_gemm_rate"]["standard"] == pytest.approx(
+        samples_per_s * 6083316 / (result["gemm_1024_gflop_per_s"] * 1e9), rel=0.01)
+
+
+def test_a_compile_mode_without_compile_is_refused_by_name():
+    out = subprocess.run([sys.executable, str(BENCHMARK), "--compile-mode", "max-autotune-no-cudagraphs"],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 2 and "--compile-mode: only with --compile" in out.stderr and not out.stdout
+
+
+@pytest.mark.skipif(not (ROOT / ".git").exists(), reason="against.py checks a commit out of this git repository")
+def test_against_reports_both_trees_and_the_products_ceiling():
+    """This tree against itself (HEAD), one round of two steps: every model's three timings in both trees,
+    the ratios the report derives from them, and ``train_ceiling`` = old ``train()`` step / new products."""
+    worktrees = subprocess.run(["git", "worktree", "list"], capture_output=True, text=True, cwd=ROOT).stdout
+    out = subprocess.run([sys.executable, str(BENCHMARK.parent / "against.py"), "HEAD", "--rounds", "1", "--steps", "2",
+                          "--threads", "1"], capture_output=True, text=True, check=True, cwd=ROOT)
+    result = json.loads(out.stdout)
+    assert result["against"] == "HEAD" and result["rounds"] == 1
+    for model in ("standard", "tied", "per_layer"):
+        for what in ("train", "model", "products"):
+            row = result[f"{what}_{model}"]
+            assert row["old_ms"] > 0 and row["new_ms"] > 0, (what, model)
+            assert row["old_over_new"] == pytest.approx(row["old_ms"] / row["new_ms"], rel=0.02)
+        old_train, new_products = result[f"train_{model}"]["old_ms"], result[f"products_{model}"]["new_ms"]
+        assert result["train_ceiling"][model] == pytest.approx(old_train / new_products, rel=0.02)
+    # the old tree's checkout is gone again
+    assert subprocess.run(["git", "worktree", "list"], capture_output=True, text=True, cwd=ROOT).stdout == worktrees
+
+
+def test_the_threads_benchmark_times_one_cell_of_an_architecture():
+    threads = benchmark_module("threads")
+    result = threads.cell("quick", "linear-ictd", 1, 4, 2)  # 4 steps: 3 step-to-step intervals timed
+    assert set(result) == {"steps_per_s", "forward_ms"} and result["steps_per_s"] > 0 and result["forward_ms"] > 0
+    assert set(threads.ARCHITECTURES) == {"stylised tied "
+                                          "(quick)", "standard (standard-quick)", "linear (quick, linear-ictd)"}
+
+
+@pytest.mark.skipif(not (ROOT / ".git").exists(), reason="the benchmark clones this git checkout")
+def test_a_fourth_architecture_is_three_new_files_and_one_registration_line():
+    """Issue 43's measure: the toy architecture (benchmarks/new_architecture.py, a throwaway copy of this tree)
+    trains and analyses end to end with 3 new files and the registry's one line (with its import) changed."""
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "new_architecture.py"), "--steps", "10"],
+                         capture_output=True, text=True, check=True)
+    shape = json.loads(out.stdout)
+    assert shape["error"] is None and shape["train_ok"] and shape["analyze_ok"]
+    assert len(shape["new_files"]) == 3
+    assert shape["changed_files"] == {"ictd_interp/config/train.py": 3}  # 1 line replaced by it and its import
+    assert shape["summary_first_line"].startswith("# ICTD analysis of") and shape["architecture"] == "toy-linear"
+
+
+def test_the_device_checks_run_as_one_command_and_refuse_a_missing_gpu(tmp_path):
+    script = str(ROOT / "benchmarks" / "device_checks.py")
+    out = subprocess.run([sys.executable, script, "--device", "cpu", "--only", "tests", "--out", str(tmp_path)],
+                         capture_output=True, text=True)
+    report = json.loads(out.stdout)
+    assert out.returncode == 0 and report["steps"]["tests"]["returncode"] == 0
+    assert "6 passed" in (tmp_path / "tests.log").read_text()
+    if not torch.cuda.is_available():
+        refused = subprocess.run([sys.executable, script, "--device", "cuda"], capture_output=True, text=True)
+        assert refused.returncode != 0 and "torch sees no CUDA device" in refused.stderr
+
+
+def test_the_model_stack_benchmark_times_both_ways_and_states_the_studies_rule():
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "model_stack.py"), "--models", "2", "--batches",
+                          "4", "--steps", "10", "--rounds", "1"], capture_output=True, text=True, check=True)
+    report = json.loads(out.stdout)
+    (row,) = report["rows"]
+    assert row["tasks_per_batch"] == 4 and report["studies_rule"] == {"STACK_MAX_TASKS_PER_BATCH": 16,
+                                                                      "STACK_TASKS": 128}
+    for way in ("step_loop", "whole_run"):
+        alone, stacked = row[f"{way}_alone_models_steps_per_s"], row[f"{way}_stacked_models_steps_per_s"]
+        assert alone > 0 and stacked > 0
+        lo, hi = row[f"{way}_alone_over_stacked_rounds_min_max"]
+        assert lo == hi == row[f"{way}_alone_over_stacked"]
+    assert row["step_loop_alone_models_steps_per_s"] > row["whole_run_alone_models_steps_per_s"]

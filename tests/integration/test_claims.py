@@ -1,0 +1,40 @@
+"""The claims report: its verdict rules worked by hand, the theorem rows on θ*, and a tiny budget end to end
+on Ray (resumed, refused when the budget changes). The quick budget in full is a slow test."""
+
+import json
+
+import pytest
+
+from analyses.claims.budget import BUDGETS, Budget
+from analyses.claims.claim import HOLDS
+from analyses.claims.claims_md import TITLES
+from analyses.claims.run import ORDER, run_claims
+
+TINY = Budget("tiny", theorem1_lengths=(5,), theorem1_scales=(1.0,), theorem1_depth=3, margin_scales=(1.0, 5.0),
+              margin_tasks=8, limit_lengths=(30, 100), limit_tasks=6, neu_lengths=(10, 30), neu_depths=(1, 3),
+              neu_tasks=256, seeds=(0, 1), steps=30, n_eval_tasks=16, objectives=("td", "neu"),
+              control_objectives=("td",), acting_tasks=16,
+              extra={"tasks_per_batch": 8, "windows_per_task": 2, "eval_every": 10, "checkpoint_every": 10})
+
+
+def test_a_tiny_budget_end_to_end_resumed_and_refused_when_changed(tmp_path, monkeypatch):
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    rows = run_claims(tmp_path / "c", TINY, workers=2, progress=False)
+    assert [r.id for r in rows] == list(ORDER) and set(TITLES) == set(ORDER)
+    by_id = {r.id: r for r in rows}
+    assert by_id["theorem1"].verdict == HOLDS and by_id["theorem2_rate"].verdict == "holds on every task with C > 0"
+    text = (tmp_path / "c" / "claims.md").read_text()
+    assert all(TITLES[i] in text for i in ORDER) and text.count("**Rule.**") == len(ORDER)
+    for row in rows:
+        assert row.verdict and row.numbers and row.rule
+        if row.figure:
+            assert (tmp_path / "c" / "figures" / f"{row.figure}.png").stat().st_size > 10_000
+    saved = json.loads((tmp_path / "c" / "claims.json").read_text())
+    assert saved["budget"]["name"] == "tiny" and len(saved["claims"]) == len(ORDER)
+    stamps = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "c" / "rows").iterdir()}
+    again = run_claims(tmp_path / "c", TINY, workers=2, progress=False)  # resumed: every row reused
+    as_json = lambda claims: json.loads(json.dumps([c.to_dict() for c in claims], default=str))  # noqa: E731
+    assert as_json(again) == as_json(rows)
+    assert {p.name: p.stat().st_mtime_ns for p in (tmp_path / "c" / "rows").iterdir()} == stamps
+    with pytest.raises(FileExistsError, match="budget"):
+        run_claims(tmp_path / "c", BUDGETS["quick"], progress=False)

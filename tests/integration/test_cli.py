@@ -1,0 +1,236 @@
+import json
+
+import pytest
+
+from ictd_interp.cli import main
+from ictd_interp.config.train import TrainConfig
+
+
+def test_construct_cli_and_bad_config(capsys):
+    assert main(["construct", "--n-tasks", "2", "--context-len", "20", "--max-depth", "4"]) == 0
+    assert "depth L" in capsys.readouterr().out
+    assert main(["construct", "--d-features", "4"]) == 2  # one-hot needs d >= n_states
+    assert "d_features" in capsys.readouterr().err
+
+
+def test_train_and_resume_from_the_cli(tmp_path, capsys):
+    args = ["train", "--preset", "quick", "--out", str(tmp_path / "r"), "--steps", "2", "--tasks-per-batch", "4",
+            "--windows-per-task", "2", "--n-eval-tasks", "4", "--eval-every", "1", "--no-tied", "--seed", "3"]
+    assert main(args) == 0
+    config = json.loads((tmp_path / "r" / "train_config.json").read_text())
+    assert (config["steps"], config["model"]["tied"], config["seed"], config["model"]["seed"], config["lr"]) == \
+        (2, False, 3, 3, 1e-2)
+    assert main(["train", "--resume", str(tmp_path / "r")]) == 0
+    assert "finished at step 2" in capsys.readouterr().out
+    assert main(args) == 2  # the folder already holds a run
+    assert main(["train", "--steps", "2"]) == 2  # no --out
+
+
+TINY = ["--steps", "2", "--tasks-per-batch", "4", "--windows-per-task", "2", "--n-eval-tasks", "8", "--eval-every", "1"]
+
+
+def test_reproduce_writes_run_and_analysis_and_never_serves_a_different_request(tmp_path, capsys):
+    """One folder through its life (two analyses: each costs seconds): written, refused for other options,
+    re-analysed for the same request, and never mistaken for a training folder."""
+    out = tmp_path / "quick"
+    assert main(["reproduce", "--out", str(out), *TINY]) == 0
+    assert (out / "run" / "final" / "model.safetensors").exists()
+    summary = json.loads((out / "analysis" / "summary.json").read_text())
+    logged = [json.loads(line) for line in (out / "run" / "metrics.jsonl").read_text().splitlines()]
+    # the analysis reads the trained model: its error on the same evaluation tasks is the last logged one
+    assert summary["metrics"]["eval_msve"] == pytest.approx(logged[-1]["eval_msve"], rel=1e-6)
+    assert logged[-1]["step"] == 2 and summary["config"]["steps"] == 2
+    assert f"{summary['metrics']['eval_msve']:.4f}" in (out / "analysis" / "summary.md").read_text()
+    capsys.readouterr()
+    assert main(["reproduce", "--out", str(out), *TINY, "--seed", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "seed: 0 -> 1" in err and "another --out" in err
+    assert main(["reproduce", "--out", str(out), *TINY[:-2], "--eval-every", "2", "--steps", "3"]) == 2
+    err = capsys.readouterr().err
+    assert "steps: 2 -> 3" in err and "eval_every: 1 -> 2" in err
+    (out / "analysis" / "request.json").unlink()  # an analysis written before request.json existed
+    assert main(["reproduce", "--out", str(out), *TINY]) == 0  # the same request re-analyses the stored run
+    assert (out / "analysis" / "request.json").exists()  # and refreshes the request
+    assert main(["train", "--out", str(out), *TINY]) == 2  # a reproduce folder is not a training folder
+    assert "not empty and not a training run" in capsys.readouterr().err
+    assert main(["train", "--resume", str(out / "run"), "--steps", "350"]) == 2
+    assert "steps: 2 -> 350" in capsys.readouterr().err
+    assert main(["reproduce", "--out", str(out / "run"), *TINY]) == 2
+    assert "is a training run folder" in capsys.readouterr().err
+
+
+def test_corrupt_run_files_name_the_file(tmp_path, capsys):
+    run = tmp_path / "r"
+    assert main(["train", "--out", str(run), *TINY, "--checkpoint-every", "1"]) == 0
+    (run / "train_config.json").write_text('{"steps": 2,')
+    assert main(["train", "--resume", str(run)]) == 2
+    assert f"{run / 'train_config.json'}: corrupt or truncated JSON" in capsys.readouterr().err
+
+
+def test_a_truncated_training_state_falls_back_to_the_previous_checkpoint(tmp_path):
+    import shutil
+
+    import pytest
+
+    from ictd_interp.training.trainer import resume, train
+
+    cfg = TrainConfig.from_flat(
+        steps=4, tasks_per_batch=4, windows_per_task=2, n_eval_tasks=8, eval_every=2, checkpoint_every=2
+    )
+    full = train(cfg, tmp_path / "full", progress=False)
+    train(cfg, tmp_path / "cut", progress=False)
+    shutil.rmtree(tmp_path / "cut" / "final")
+    state = tmp_path / "cut" / "checkpoints" / "step_0000004" / "training_state.pt"
+    state.write_bytes(state.read_bytes()[:100])
+    with pytest.warns(UserWarning, match="step_0000004: unusable checkpoint.*set aside as unusable_step_0000004"):
+        resumed = resume(tmp_path / "cut", progress=False)
+    assert resumed.step == 4
+    kept = tmp_path / "cut" / "checkpoints" / "unusable_step_0000004" / "training_state.pt"
+    assert len(kept.read_bytes()) == 100  # the cut file is kept as it was, beside the re-written step_0000004
+    assert all((a == b).all() for a, b in zip(full.model.parameters(), resumed.model.parameters()))
+    for garbled in (b"", b"not a pickle at all"):  # torch.load raises other errors on these
+        shutil.rmtree(tmp_path / "cut" / "final")
+        state.write_bytes(garbled)
+        with pytest.warns(UserWarning, match="step_0000004: unusable checkpoint"):
+            assert resume(tmp_path / "cut", progress=False).step == 4
+
+
+def test_a_request_that_cannot_run_clears_nothing_even_forced(tmp_path, capsys):
+    """The model, its features and --out are checked before the output folder is claimed: a bad input with
+    --force leaves the earlier results, the checkpoint it names and a user's files as they were."""
+    import numpy as np
+
+    from ictd_interp.io.checkpoint import save_checkpoint
+    from tests.conftest import make_star
+
+    earlier = tmp_path / "earlier"
+    earlier.mkdir()
+    (earlier / "request.json").write_text(json.dumps({"command": "analyze", "source": "depth3-td-s1"}))
+    (earlier / "summary.md").write_text("earlier results")
+    assert main(["analyze", str(tmp_path / "no-such-model"), "--out", str(earlier), "--force"]) == 2
+    assert "no-such-model" in capsys.readouterr().err
+    assert (earlier / "summary.md").read_text() == "earlier results"
+
+    save_checkpoint(make_star(), tmp_path / "ck")
+    assert main(["evaluate", str(tmp_path / "ck"), "--out", str(tmp_path / "ck"), "--force"]) == 2
+    assert "holds the input" in capsys.readouterr().err and (tmp_path / "ck" / "model.safetensors").exists()
+
+    common = ["evaluate", "depth3-td-s0", "--n-tasks", "4", "--context-len", "20", "--depth", "2",
+              "--out", str(earlier), "--force", "--features"]
+    bad = np.full((10, 4), 0.5)
+    bad[2, 1] = np.nan
+    np.save(tmp_path / "nan.npy", bad)
+    np.save(tmp_path / "huge.npy", np.full((10, 4), 1e200))
+    (tmp_path / "text.npy").write_text("0.1 0.2\n")
+    np.save(tmp_path / "bool.npy", np.ones((10, 4), dtype=bool))
+    for name, says in (("nan.npy", "must be finite numbers (1 entries are NaN or inf)"),
+                       ("bool.npy", "must be real numbers, got dtype bool"),
+                       ("huge.npy", "inner products (the attention scores) overflow float64"),
+                       ("text.npy", "not a .npy file")):
+        assert main([*common, str(tmp_path / name)]) == 2
+        err = capsys.readouterr().err
+        assert f"{tmp_path / name}: " in err and says in err and "Traceback" not in err
+    np.save(tmp_path / "shape.npy", np.zeros((3, 4)))
+    assert main([*common, str(tmp_path / "shape.npy")]) == 2
+    assert f"{tmp_path / 'shape.npy'}: features: expected shape" in capsys.readouterr().err
+    assert (earlier / "summary.md").read_text() == "earlier results"
+
+    (tmp_path / "afile").write_text("x")
+    assert main(["train", "--preset", "quick", "--steps", "2", "--out", str(tmp_path / "afile" / "run")]) == 2
+    err = capsys.readouterr().err
+    assert "afile" in err and "Traceback" not in err
+
+
+def test_settings_stored_beside_weights_are_blamed_on_their_file(tmp_path, capsys):
+    """A corrupt setting in a checkpoint's config.json names that file, not a flag the user never typed."""
+    from ictd_interp.io.checkpoint import save_checkpoint
+    from tests.conftest import make_star
+
+    save_checkpoint(make_star(), tmp_path / "ck", task={"context_len": -1})
+    assert main(["analyze", str(tmp_path / "ck"), "--out", str(tmp_path / "a")]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'ck' / 'config.json'}: the stored training settings are invalid" in err
+    assert "--context-len" not in err and not (tmp_path / "a").exists()
+    header = json.loads((tmp_path / "ck" / "config.json").read_text())
+    header["architecture"] = "foo"
+    (tmp_path / "ck" / "config.json").write_text(json.dumps(header))
+    assert main(["analyze", str(tmp_path / "ck"), "--out", str(tmp_path / "a")]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'ck' / 'config.json'}: the stored architecture" in err and "--architecture" not in err
+
+
+def test_evaluate_validates_its_numbers_and_never_overwrites_another_request(tmp_path, capsys):
+    common = ["evaluate", "depth3-td-s0", "--n-tasks", "4", "--context-len", "20", "--depth", "2"]
+    assert main([*common, "--n-tasks", "0", "--out", str(tmp_path / "z")]) == 2
+    assert "--n-tasks: must be an integer >= 2, got 0" in capsys.readouterr().err
+    assert main([*common, "--env", "gym:NotAnEnv-v0", "--out", str(tmp_path / "g")]) == 2
+    assert "no such Gymnasium environment" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["train", "--threads", "0", "--out", str(tmp_path / "t")])
+    assert "--threads: must be a whole number >= 1" in capsys.readouterr().err
+    assert main([*common, "--env", "loop", "--out", str(tmp_path / "e")]) == 0
+    result = json.loads((tmp_path / "e" / "evaluation.json").read_text())
+    assert result["context_lengths"][-1] == 20 and "terminal" not in result["settings"]
+    assert "baselines" in result and (tmp_path / "e" / "evaluation.md").exists()
+    assert main([*common, "--env", "random", "--out", str(tmp_path / "e")]) == 2
+    assert "env: 'loop' -> 'random'" in capsys.readouterr().err
+    assert json.loads((tmp_path / "e" / "evaluation.json").read_text())["environment"] == "loop"  # kept
+    assert main([*common, "--env", "random", "--out", str(tmp_path / "e"), "--force"]) == 0
+
+
+def test_ctrl_c_in_any_command_is_one_line_and_exit_130(monkeypatch, capsys, tmp_path):
+    from ictd_interp import cli
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    for command in ("analyze", "evaluate"):
+        monkeypatch.setitem(cli.COMMANDS, command, interrupted)
+    assert cli.main(["analyze", "depth3-td-s0", "--out", str(tmp_path / "a")]) == 130
+    assert cli.main(["evaluate", "depth3-td-s0", "--env", "loop", "--out", str(tmp_path / "e")]) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all(line.startswith("ictd-interp ") and "interrupted (Ctrl-C)" in line for line in err)
+
+
+def test_every_command_takes_threads_and_defaults_to_one(monkeypatch, tmp_path):
+    import torch
+
+    from ictd_interp import cli
+
+    seen = {}
+    monkeypatch.setitem(cli.COMMANDS, "analyze", lambda args: seen.setdefault("threads", torch.get_num_threads()) and 0)
+    torch.set_num_threads(2)
+    assert cli.main(["analyze", "depth3-td-s0", "--out", str(tmp_path / "a")]) == 0 and seen["threads"] == 1
+    parser = cli.build_parser()
+    for name, command in next(a for a in parser._actions if a.dest == "command").choices.items():
+        assert any("--threads" in a.option_strings for a in command._actions), name
+
+
+def test_analyze_without_the_stamp_and_evaluate_lays_out_its_figures_as_analyze(tmp_path):
+    from PIL import Image
+
+    assert main(["analyze", "depth3-td-s0", "--out", str(tmp_path / "a"), "--no-stamp"]) == 0
+    assert main(["analyze", "depth3-td-s0", "--out", str(tmp_path / "b")]) == 0
+    def corner(folder: str) -> list:  # the stamp's place, top left, on white
+        image = Image.open(tmp_path / folder / "figures" / "signature.png").convert("RGBA")
+        white = Image.new("RGBA", image.size, "white")
+        return list(Image.alpha_composite(white, image).convert("L").crop((0, 0, 60, 10)).getdata())
+
+    assert min(corner("a")) > 200 and min(corner("b")) < 200  # blank without the stamp, its text with it
+    request = json.loads((tmp_path / "a" / "request.json").read_text())
+    assert request.get("stamp") is False
+    assert main(["evaluate", "depth3-td-s0", "--env", "loop", "--n-tasks", "4", "--context-len", "12", "--depth", "3",
+                 "--out", str(tmp_path / "e")]) == 0
+    assert (tmp_path / "e" / "figures" / "error_vs_depth.png").exists()
+    assert not (tmp_path / "e" / "error_vs_depth.png").exists()
+
+
+def test_a_module_shadowing_the_toolkits_hooks_is_named_not_used(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "hooks.py").write_text("# a user's own file\n")
+    out = subprocess.run([sys.executable, "-m", "ictd_interp.cli", "models"], cwd=tmp_path, capture_output=True,
+                         text=True)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1
+    assert f"{tmp_path / 'hooks.py'}: a module named 'hooks' shadows ictd-interp's own hooks package" in out.stderr

@@ -1,0 +1,38 @@
+"""Lint that runs: ruff with the project's own settings (pyproject's ``[tool.ruff]``: pyflakes, syntax errors,
+bugbear and the declared 120-character line length) over the code, the tests, the benchmarks and the
+notebooks; and the rule that fails on a line one character too long."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[2]
+RUFF = shutil.which("ruff") or str(Path(sys.executable).parent / "ruff")
+
+
+@pytest.mark.skipif(not Path(RUFF).exists(), reason="ruff is in the [test] extra")
+def test_the_tree_passes_ruff_with_the_declared_line_length():
+    out = subprocess.run([RUFF, "check", "--output-format", "concise", "."], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout[-3000:]
+
+
+@pytest.mark.skipif(not Path(RUFF).exists(), reason="ruff is in the [test] extra")
+def test_the_line_length_rule_fails_on_121_characters(tmp_path):
+    (tmp_path / "long.py").write_text("x = '" + "a" * 115 + "'\n")  # 121 characters
+    out = subprocess.run([RUFF, "check", "--config", str(ROOT / "pyproject.toml"), str(tmp_path / "long.py")],
+                         capture_output=True, text=True)
+    assert out.returncode == 1 and "E501" in out.stdout
+
+
+def test_the_tier_rule_sends_training_the_cli_and_ray_to_integration():
+    from tests.conftest import tier_of
+
+    for code in ("train(cfg, tmp)", "main(args)", "subprocess.run(x)", "ray.init()", "_cli('study')", "retrain(n)",
+                 "opt.step()", "train_sae(acts, seed=0)", "M._das_at(case, site, 0)"):
+        assert tier_of(code) == "integration", code
+    for code in ("model(prompt)", "errors_by_depth(star, tasks)", "constrained(x)", "maintain(y)", "loss.backward()",
+                 "cfg.step_size"):
+        assert tier_of(code) == "unit", code

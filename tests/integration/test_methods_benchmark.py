@@ -1,0 +1,96 @@
+"""The methods benchmark: the graph adapter against the hooked forward, the planted cases against θ*'s circuit,
+the scores on cases worked by hand, the exact methods at the values they must have, and the command."""
+
+import json
+
+import pytest
+
+from analyses.methods_benchmark import methods as M
+from analyses.methods_benchmark.cases import (CASES, build_case)
+from analyses.methods_benchmark.report import (write_report)
+from analyses.methods_benchmark.evaluate import (CellResult)
+from analyses.methods_benchmark.run import BenchmarkBudget, run_benchmark
+from analyses.methods_benchmark.scores import angle_degrees
+from ictd_interp.cli import main
+
+
+@pytest.fixture(scope="module")
+def distractors():
+    return build_case(CASES["distractors"], 0)
+
+
+def test_das_through_pyvene_finds_the_value_direction(monkeypatch):
+    pytest.importorskip("pyvene")
+    monkeypatch.setattr(M, "DAS_STEPS", 150)
+    monkeypatch.setattr(M, "DAS_RESTARTS", 1)
+    case = build_case(CASES["rotated"], 0)
+    loss, axis = M._das_at(case, "blocks.1.hook_resid_post", 0)
+    assert loss < 1e-6 and angle_degrees(axis, case.truth.directions["value"]) < 0.5
+    assert not case.model.has_any_hook()  # pyvene's hooks are gone after each call
+
+
+PLUGIN = '''
+from analyses.methods_benchmark.graph import build_graph
+from analyses.methods_benchmark.methods import EdgeOutput, Method, register_method
+
+
+def degree(case):
+    """Score an edge by how many edges leave its destination (a structural guess, no forward pass)."""
+    edges = build_graph(case.model).edges
+    return EdgeOutput({(u, v): float(sum(e[0] == v for e in edges)) for u, v in edges})
+
+
+register_method(Method("out-degree", "edges", degree, "edges into busy readers first"))
+'''
+
+
+def test_a_tiny_benchmark_with_a_plugin_resumes_and_refuses_a_changed_request(tmp_path, monkeypatch):
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    plugin = tmp_path / "my_method.py"
+    plugin.write_text(PLUGIN)
+    budget = BenchmarkBudget("tiny", seeds=2, n_tasks=8, cases=("rotated", "distractors"))
+    methods = ["activation-patching", "out-degree", "linear-probe"]
+    cells, _ = run_benchmark(tmp_path / "b", budget, methods=methods, plugins=[plugin], workers=2, progress=False)
+    assert len(cells) == 4 and {c.case for c in cells} == {"rotated", "distractors"}
+    assert all(c.scores["activation-patching"].auroc == 1.0 for c in cells)
+    written = {p: p.stat().st_mtime_ns for p in (tmp_path / "b" / "cells").iterdir()}
+    again, _ = run_benchmark(tmp_path / "b", budget, methods=methods, plugins=[plugin], progress=False)
+    assert again == cells and {p: p.stat().st_mtime_ns for p in written} == written  # nothing recomputed
+    with pytest.raises(FileExistsError, match="methods"):
+        run_benchmark(tmp_path / "b", budget, methods=methods[:1], progress=False)
+    assert json.loads((tmp_path / "b" / "cells" / "rotated-s0.json").read_text())["true_edges"] == 9
+    report = write_report(cells, budget, tmp_path / "b").read_text()  # the typed cells, rendered
+    assert "| out-degree |" in report and "| rotated | value |" in report and "AUROC 1.000 [1.000, 1.000]" in report
+    assert (tmp_path / "b" / "figures" / "directions_linear-probe.png").stat().st_size > 10_000
+    monkeypatch.setattr("analyses.methods_benchmark.run.run_benchmark", lambda *a, **k: (cells, budget))
+    assert main(["methods-benchmark", "--out", str(tmp_path / "b")]) == 0  # the command's own summary line
+
+
+def test_the_command_names_an_unknown_method(tmp_path, capsys):
+    assert main(["methods-benchmark", "--out", str(tmp_path / "m"), "--methods", "probe,acdc"]) == 2
+    assert "methods: unknown ['probe']" in capsys.readouterr().err
+    assert not (tmp_path / "m").exists()
+
+
+def test_a_method_returning_nan_fails_its_cell_and_is_never_scored(tmp_path):
+    from analyses.methods_benchmark.evaluate import EdgeScores, Roc
+    from analyses.methods_benchmark.report import _edge_methods, failure_lines
+
+    ok = EdgeScores(auroc=1.0, auprc=1.0, roc=Roc([0.0, 1.0], [0.0, 1.0]))
+    cells = [CellResult("plain", 0, 4, 2, {"good": ok, "nan-method": ok}),
+             CellResult("plain", 1, 4, 2, {"good": ok}, {"nan-method": "auroc: 1 of 4 scores are not finite"})]
+    assert _edge_methods(cells) == ["good"]
+    lines = failure_lines(cells)
+    assert any("`nan-method` failed on 1 cell(s); first: plain seed 1: auroc: 1 of 4" in line for line in lines)
+
+
+def test_a_method_author_narrows_the_benchmark_to_some_cases_and_seeds(tmp_path, capsys):
+    from analyses.methods_benchmark.run import narrowed
+    from ictd_interp.cli import main
+
+    small = narrowed("quick", ["rotated"], 1)
+    assert small.cases == ("rotated",) and small.seeds == 1 and small.n_tasks == 32
+    with pytest.raises(ValueError, match=r"cases: unknown \['nope'\]"):
+        narrowed("quick", ["nope"])
+    assert main(["methods-benchmark", "--out", str(tmp_path / "b"), "--cases", "nope"]) == 2
+    assert "error: cases: unknown ['nope']; the cases are" in capsys.readouterr().err

@@ -1,0 +1,143 @@
+"""Many models in one process: the fast path's model axis, ``ModelStack`` and ``train_stack`` against each model's
+own forward and run (float64), resume, refusals, and which study cells are stacked."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import torch
+
+from ictd_interp.config.train import TrainConfig
+from ictd_interp.io.checkpoint import CheckpointError
+from ictd_interp.training.stacked import resume_stack, train_stack
+from ictd_interp.training.trainer import resume, train
+
+SMALL = {"steps": 24, "eval_every": 8, "checkpoint_every": 8, "tasks_per_batch": 4, "windows_per_task": 3,
+         "n_eval_tasks": 8, "n_states": 5, "context_len": 6, "dtype": "float64"}
+
+
+def configs(seeds=(0, 1, 2), preset="quick", **settings):
+    return [TrainConfig.from_preset(preset, seed=s, **{**SMALL, **settings}) for s in seeds]
+
+
+def rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    a, b = a.detach(), b.detach()
+    return float((a - b).abs().max() / b.abs().max().clamp_min(1e-300))
+
+
+def final_state(run) -> dict:
+    return {k: v.clone() for k, v in run.model.state_dict().items()}
+
+
+@pytest.mark.parametrize("objective,preset", [("td", "quick"), ("neu", "quick"), ("mc", "paper"),
+                                              ("supervised", "quick"), ("q-learning", "control-quick"),
+                                              ("supervised-q-star", "control-quick")])
+def test_each_run_of_a_stack_reaches_its_own_runs_weights(tmp_path, objective, preset):
+    cfgs = configs(seeds=(0, 1), preset=preset, objective=objective, steps=16)
+    stacked = train_stack(cfgs, [tmp_path / f"s{i}" for i in range(2)], progress=False)
+    for i, (config, run) in enumerate(zip(cfgs, stacked)):
+        alone = train(config, tmp_path / f"a{i}", progress=False)
+        for name, weight in final_state(alone).items():
+            assert rel(run.model.state_dict()[name], weight) < 1e-11, name
+        assert [m["step"] for m in run.metrics] == [m["step"] for m in alone.metrics]
+        assert run.metrics[-1]["loss"] == pytest.approx(alone.metrics[-1]["loss"], rel=1e-11)
+        assert run.metrics[-1]["models_in_process"] == 2 and "models_in_process" not in alone.metrics[-1]
+
+
+def test_a_stopped_stack_resumes_to_the_uninterrupted_stacks_weights_and_each_run_resumes_alone(tmp_path):
+    cfgs = configs()
+    whole = train_stack(cfgs, [tmp_path / f"w{i}" for i in range(3)], progress=False)
+    polls = iter(range(10**6))
+    stopped = train_stack(cfgs, [tmp_path / f"p{i}" for i in range(3)], progress=False,
+                          stop=lambda: next(polls) >= 10)  # stops after step 10: checkpoint at step 10
+    assert all(r.interrupted and r.step == 10 for r in stopped)
+    assert (tmp_path / "p1" / "checkpoints" / "step_0000010").exists()
+    for i in range(3):  # a run of a stack continues alone, as any run (its own optimiser state was saved)
+        alone = resume(tmp_path / f"p{i}", progress=False)
+        for name, weight in final_state(whole[i]).items():
+            assert rel(alone.model.state_dict()[name], weight) < 1e-11
+    polls = iter(range(10**6))
+    train_stack(cfgs, [tmp_path / f"q{i}" for i in range(3)], progress=False, stop=lambda: next(polls) >= 10)
+    resumed = resume_stack([tmp_path / f"q{i}" for i in range(3)], progress=False)
+    for run, done in zip(resumed, whole):  # together: bit for bit
+        assert all(torch.equal(run.model.state_dict()[k], v) for k, v in final_state(done).items())
+        metrics = [json.loads(line) for line in (run.out_dir / "metrics.jsonl").read_text().splitlines()]
+        assert [m["step"] for m in metrics] == [0, 8, 16, 24]
+        assert [m["loss"] for m in metrics] == [m["loss"] for m in done.metrics]
+
+
+def test_a_stacked_runs_checkpoint_holds_the_optimiser_state_of_its_own_run(tmp_path):
+    cfgs = configs(seeds=(3, 4), steps=8)
+    train_stack(cfgs, [tmp_path / "s0", tmp_path / "s1"], progress=False)
+    train(cfgs[1], tmp_path / "alone", progress=False)
+    states = [torch.load(d / "checkpoints" / "step_0000008" / "training_state.pt", weights_only=True)
+              for d in (tmp_path / "s1", tmp_path / "alone")]
+    assert states[0]["step"] == states[1]["step"] == 8
+    assert torch.equal(states[0]["generator"], states[1]["generator"])  # the run's own data, in its order
+    stacked, alone = (s["optimizer"]["state"] for s in states)
+    assert stacked.keys() == alone.keys() and len(alone) == 2  # the tied model's A and V
+    for k in alone:
+        assert float(stacked[k]["step"]) == float(alone[k]["step"]) == 8
+        assert rel(stacked[k]["exp_avg"], alone[k]["exp_avg"]) < 1e-11
+        assert rel(stacked[k]["exp_avg_sq"], alone[k]["exp_avg_sq"]) < 1e-11
+
+
+def test_train_stack_refuses_runs_it_cannot_stack_naming_why(tmp_path):
+    with pytest.raises(ValueError, match=r"configs\[1\]: differs from configs\[0\] beyond the seeds \(lr"):
+        train_stack([configs()[0], configs(lr=3e-2)[1]], [tmp_path / "a", tmp_path / "b"], progress=False)
+    with pytest.raises(ValueError, match="depth-sampled runs"):
+        train_stack(configs(train_depths="1:3")[:2], [tmp_path / "a", tmp_path / "b"], progress=False)
+    with pytest.raises(ValueError, match="stylised model's paper-mask fast path"):
+        train_stack(configs(preset="standard-quick")[:2], [tmp_path / "a", tmp_path / "b"], progress=False)
+    with pytest.raises(ValueError, match="would share a folder"):
+        train_stack(configs()[:2], [tmp_path / "a", tmp_path / "a"], progress=False)
+    assert not (tmp_path / "a").exists()  # refused before any folder is written
+    train(configs()[0], tmp_path / "r0", progress=False)  # checkpoints at 8, 16, 24
+    polls = iter(range(10**6))
+    train(configs()[1], tmp_path / "r1", progress=False, stop=lambda: next(polls) >= 5)  # one at 5
+    with pytest.raises(CheckpointError, match=r"no step at which every run has a usable checkpoint.*r0.*r1"):
+        resume_stack([tmp_path / "r0", tmp_path / "r1"], progress=False)
+
+
+def test_a_stack_killed_between_its_runs_checkpoint_writes_resumes_from_the_step_they_share(tmp_path):
+    cfgs = configs()
+    whole = train_stack(cfgs, [tmp_path / f"w{i}" for i in range(3)], progress=False)
+    polls = iter(range(10**6))
+    dirs = [tmp_path / f"p{i}" for i in range(3)]
+    train_stack(cfgs, dirs, progress=False, stop=lambda: next(polls) >= 10)  # checkpoints at 8 and 10
+    for d in dirs[1:]:  # as if killed after run 0 wrote step 10: runs 1 and 2 stand at step 8
+        shutil.rmtree(d / "checkpoints" / "step_0000010")
+    resumed = resume_stack(dirs, progress=False)
+    for run, done in zip(resumed, whole):  # from step 8, all three: bit for bit the uninterrupted stack
+        assert all(torch.equal(run.model.state_dict()[k], v) for k, v in final_state(done).items())
+        metrics = [json.loads(line) for line in (run.out_dir / "metrics.jsonl").read_text().splitlines()]
+        assert [m["loss"] for m in metrics] == [m["loss"] for m in done.metrics]
+    assert not (dirs[0] / "checkpoints" / "step_0000010").exists()  # no later resume can start from it ...
+    assert (dirs[0] / "checkpoints" / "superseded_step_0000010" / "model.safetensors").exists()  # ... kept
+
+
+def test_a_stack_that_cannot_agree_on_a_step_changes_no_runs_metrics_or_checkpoints(tmp_path):
+    dirs = [tmp_path / f"p{i}" for i in range(3)]
+    polls = iter(range(10**6))
+    train_stack(configs(), dirs, progress=False, stop=lambda: next(polls) >= 10)  # checkpoints at 8 and 10
+    for d in dirs[1:]:
+        shutil.rmtree(d / "checkpoints" / "step_0000010")
+    (dirs[1] / "checkpoints" / "step_0000008" / "model.safetensors").write_bytes(b"cut")  # run 1's only one
+    metrics = (dirs[0] / "metrics.jsonl").read_text()
+    with pytest.warns(UserWarning, match="unusable checkpoint"), pytest.raises(CheckpointError, match="p1"):
+        resume_stack(dirs, progress=False)
+    assert (dirs[0] / "metrics.jsonl").read_text() == metrics  # run 0 ahead: nothing of it dropped
+    assert (dirs[0] / "checkpoints" / "step_0000010").exists()
+    assert resume(dirs[0], progress=False).metrics[-1]["step"] == 24  # it continues alone from step 10
+
+
+@pytest.mark.parametrize("optimizer,weight_decay", [("sgd", 0.0), ("sgd", 1e-2), ("adamw", 1e-2)])
+def test_every_optimiser_updates_each_model_of_a_stack_as_its_own_run(tmp_path, optimizer, weight_decay):
+    cfgs = configs(seeds=(0, 1), steps=16, optimizer=optimizer, weight_decay=weight_decay, lr=1e-2)
+    stacked = train_stack(cfgs, [tmp_path / f"s{i}" for i in range(2)], progress=False)
+    for i, (config, run) in enumerate(zip(cfgs, stacked)):
+        alone = train(config, tmp_path / f"a{i}", progress=False)
+        for name, weight in final_state(alone).items():
+            assert rel(run.model.state_dict()[name], weight) < 1e-11, name

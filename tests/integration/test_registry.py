@@ -1,0 +1,79 @@
+"""Shipped pretrained models: they load, their cards tell the truth, and their commands reproduce them."""
+
+import json
+import warnings
+
+import pytest
+import torch
+
+from ictd_interp import HookedICTDTransformer
+from ictd_interp.io import pretrained
+from ictd_interp.training.retraining import retrain
+from ictd_interp.training.trainer import train
+from ictd_interp.io.checkpoint import CheckpointNotFoundError
+from ictd_interp.models.loading import load_checkpoint
+from ictd_interp.cli import main
+from ictd_interp.training.evaluation import EvalSet, evaluate
+from ictd_interp.config.train import TrainConfig
+
+
+def _check_retrain(name, tmp_path, steps=None):
+    result = retrain(name, tmp_path / name, steps=steps)
+    how = ("bit for bit (this machine's fingerprint equals the card's)" if result["mode"] == "bit-exact" else
+           f"within {result['tolerance']:g} of the largest weight "
+           f"(fingerprint differs: {'; '.join(result['differences'])})")
+    warnings.warn(f"{name}: retrain compared {how}; max |dw| "
+                  f"{result['max_abs']:.3g} ({result['max_rel']:.3g} relative)",
+                  stacklevel=2)
+    assert result["passes"], result
+
+
+def test_quick_td_s0_reproduces_its_first_1000_steps(tmp_path):
+    """The default suite retrains a third of depth3-td-s0 against the weights the card recorded at that step."""
+    assert pretrained.card("depth3-td-s0")["prefix_steps"] == 1000
+    _check_retrain("depth3-td-s0", tmp_path, steps=1000)
+
+
+def test_names_and_paths_work_everywhere_and_typos_list_the_known_names(tmp_path, capsys):
+    assert main(["analyze", "depth3-td-s0", "--out", str(tmp_path / "a")]) == 0
+    assert (tmp_path / "a" / "summary.md").exists()
+    path = str(pretrained.pretrained_path("depth3-td-s0"))
+    assert main(["evaluate", path, "--env", "loop", "--n-tasks", "4", "--context-len", "16", "--depth", "4",
+                 "--out", str(tmp_path / "e")]) == 0
+    assert main(["evaluate", "depth3-td-s0", "--env", "loop", "--n-tasks", "4", "--context-len", "16", "--depth", "4",
+                 "--out", str(tmp_path / "e2")]) == 0
+    capsys.readouterr()
+    assert main(["analyze", "quick-td-s9", "--out", str(tmp_path / "b")]) == 2
+    err = capsys.readouterr().err
+    assert "no such pretrained model" in err and "depth3-td-s0" in err
+    with pytest.raises(CheckpointNotFoundError, match="Did you mean .*quick-td-s0"):
+        HookedICTDTransformer.from_pretrained("quick-td-s")
+    assert main(["models"]) == 0
+    assert "depth3-td-s0" in capsys.readouterr().out
+
+
+def test_reexport_replaces_a_models_weights_card_and_curves_with_a_fresh_run(tmp_path):
+    """What a change of training's bits does to every shipped model: the card's config retrained, its weights,
+    curves and final metrics replaced, its name, command and tolerance kept."""
+    import shutil
+
+    from ictd_interp.training.retraining import reexport
+
+    folder = tmp_path / "linear-quick-s0"
+    shutil.copytree(pretrained.pretrained_path("linear-quick-s0"), folder)
+    card = json.loads((folder / "card.json").read_text())
+    short = TrainConfig.from_dict(card["train_config"]).with_flat(
+        steps=8, eval_every=4, checkpoint_every=4, n_eval_tasks=8
+    )
+    (folder / "card.json").write_text(json.dumps({**card, "train_config": short.to_dict()}))
+    entry = reexport(folder, tmp_path / "run")
+    model = load_checkpoint(folder).model
+    torch.set_num_threads(card["fingerprint"]["threads"])  # as reexport trains it (the suite runs on one thread)
+    direct = train(short, tmp_path / "direct", progress=False).model
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), direct.state_dict().values()))
+    assert entry["final_metrics"]["step"] == 8 and entry["command"] == card["command"]
+    assert entry["final_metrics"]["eval_msve"] == pytest.approx(
+        evaluate(model, EvalSet.build(short)).eval_msve, rel=1e-6
+    )
+    assert json.loads((folder / "card.json").read_text()) == json.loads(json.dumps(entry))
+    assert len((folder / "metrics.jsonl").read_text().splitlines()) == 3  # steps 0, 4, 8

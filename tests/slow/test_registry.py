@@ -1,0 +1,27 @@
+"""Shipped pretrained models: they load, their cards tell the truth, and their commands reproduce them."""
+
+import warnings
+
+import pytest
+
+from ictd_interp.io import pretrained
+from ictd_interp.training.retraining import retrain
+
+NAMES = pretrained.names()
+
+
+def _check_retrain(name, tmp_path, steps=None):
+    result = retrain(name, tmp_path / name, steps=steps)
+    how = ("bit for bit (this machine's fingerprint equals the card's)" if result["mode"] == "bit-exact" else
+           f"within {result['tolerance']:g} of the largest weight "
+           f"(fingerprint differs: {'; '.join(result['differences'])})")
+    warnings.warn(f"{name}: retrain compared {how}; max |dw| "
+                  f"{result['max_abs']:.3g} ({result['max_rel']:.3g} relative)",
+                  stacklevel=2)
+    assert result["passes"], result
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", NAMES)
+def test_every_model_is_reproduced_by_its_recorded_config(name, tmp_path):
+    _check_retrain(name, tmp_path)

@@ -1,0 +1,71 @@
+"""The throughput benchmark runs and reports what it promises (a smoke run: one round, one repeat;
+its numbers are ratios for a reader, never asserted as timings)."""
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCHMARK = ROOT / "benchmarks" / "train_throughput.py"
+
+
+def benchmark_module(name: str = "train_throughput"):
+    """A benchmark's own code, loaded from its file (benchmarks/ is not a package; its scripts import
+    each other from their folder, as when run)."""
+    if str(BENCHMARK.parent) not in sys.path:
+        sys.path.insert(0, str(BENCHMARK.parent))
+    spec = importlib.util.spec_from_file_location(name, BENCHMARK.parent / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_analytic_flop_counts_worked_out_by_hand():
+    bench = benchmark_module()
+    # P = 31 positions, d = 4, one head, per layer: scores 2*4*31^2 = 7688, softmax 5*31^2 = 4805,
+    # pattern @ value row 2*31^2 = 1922, value row 2*(4+3)*31 = 434 -> 14849; 3 layers, x3 for backward.
+    assert bench.flops_per_sample(4, 30, 3) == 3 * 3 * 14849 == 133641
+    # standard-quick, per layer: qkv 6*32*32*31 = 190464, scores and pattern @ v 4*32*31*30 = 119040,
+    # softmax 5*2*31*30 = 9300, output 2*32*32*31 = 63488, MLP 4*32*64*31 = 253952, GELU 8*64*31 = 15872,
+    # LayerNorms 16*32*31 = 15872 -> 667988; read-in 2*7*32*31 = 13888, final LN + read-out 10*32*31 = 9920.
+    assert bench.standard_flops_per_sample(4, 30, 3, 32, 2, 16, 64) == 3 * (13888 + 3 * 667988 + 9920) == 6083316
+
+
+def test_matrix_products_are_recorded_counted_and_replayed_alone():
+    products_module = benchmark_module("products")
+    f64 = torch.float64
+    a, b = torch.randn(3, 4, dtype=f64), torch.randn(4, 5, dtype=f64, requires_grad=True)
+    batched = torch.randn(2, 3, 4, dtype=f64)
+    with products_module.MatrixProducts() as products:
+        out = (a @ b).sum() + (batched @ b).sum() + torch.addmm(torch.ones(5, dtype=f64), a, b).exp().sum()
+        out.backward()  # the backward's products too: d b from each of the three
+    names = sorted(func.overloadpacket.__name__ for func, _, _ in products.calls)
+    assert len(names) == 6 and names.count("addmm") == 1, names
+    # forward: a @ b 2*3*4*5 = 120, the batched product 2*(2*3)*4*5 = 240 (as mm or bmm), addmm 120;
+    # backward, d b = a^T g: 2*4*3*5 = 120 twice and 2*4*(2*3)*5 = 240 for the batched input
+    assert products.flops == 120 + 240 + 120 + 120 + 240 + 120
+    first, a_then = products.calls[0][1], a.clone()
+    a.add_(1.0)  # the operands are copies: a replay runs the step's own products, not today's tensors
+    assert torch.equal(first[0], a_then) and torch.equal(first[1], b.detach())
+    products.replay()  # runs outside any mode: nothing more is recorded
+    assert len(products.calls) == 6
+
+
+def test_the_quick_device_checks_print_one_json_line_each_and_pass_on_the_cpu(capsys):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import device_quick
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    lines = device_quick.run("cpu", stacked={"sizes": (1, 3), "steps": 2}, step_ms={"steps": 2})
+    printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert printed == lines and len(lines) == 10
+    checked = [line for line in lines if "max_error" in line]
+    assert len(checked) == 7 and all(line["pass"] and line["max_error"] < 1e-4 for line in checked)
+    assert [line["models"] for line in lines if "models" in line] == [1, 3]
+    assert all(line["model_steps_per_s"] > 0 for line in lines if "models" in line)
+    failed = device_quick.run("cpu", only=("stacked",), stacked={"sizes": (0,)})  # an empty stack cannot be built
+    assert failed[-1]["pass"] is False and failed[-1]["check"] == "stacked"

@@ -1,0 +1,191 @@
+"""The claims report: its verdict rules worked by hand, the theorem rows on θ*, and a tiny budget end to end
+on Ray (resumed, refused when the budget changes). The quick budget in full is a slow test."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from analyses.claims import theory
+from analyses.claims.budget import Budget
+from analyses.claims.claim import FAILS, HOLDS, conditional, thresholds
+from analyses.metrics.intervals import proportion_interval
+
+TINY = Budget("tiny", theorem1_lengths=(5,), theorem1_scales=(1.0,), theorem1_depth=3, margin_scales=(1.0, 5.0),
+              margin_tasks=8, limit_lengths=(30, 100), limit_tasks=6, neu_lengths=(10, 30), neu_depths=(1, 3),
+              neu_tasks=256, seeds=(0, 1), steps=30, n_eval_tasks=16, objectives=("td", "neu"),
+              control_objectives=("td",), acting_tasks=16,
+              extra={"tasks_per_batch": 8, "windows_per_task": 2, "eval_every": 10, "checkpoint_every": 10})
+
+
+def test_wilson_intervals_worked_by_hand():
+    # p = 5/10, z = 1.96: centre (0.5 + 0.192) / 1.384 = 0.5, half 1.96 sqrt(0.025 + 0.0096) / 1.384 = 0.2634
+    assert (proportion_interval(5, 10).lo, proportion_interval(5, 10).hi) == pytest.approx((0.2366, 0.7634), abs=1e-4)
+    assert proportion_interval(0, 10).hi == pytest.approx(0.2775, abs=1e-4) and proportion_interval(0, 10).lo == 0
+    assert proportion_interval(10, 10).lo == pytest.approx(0.7225, abs=1e-4)
+    with pytest.raises(ValueError, match="successes"):
+        proportion_interval(3, 2)
+
+
+def test_verdicts_name_the_condition_found():
+    assert conditional({"a": True, "b": True}, str) == HOLDS and conditional({"a": False}, str) == FAILS
+    assert conditional({"a": True, "b": False}, lambda good: " or ".join(good)) == "holds only when a"
+    grid = [(n, L) for n in (10, 30, 100) for L in (1, 3, 12)]
+    assert thresholds([(100, 3), (100, 12)], grid, ("n", "L")) == "n ≥ 100 and L ≥ 3"
+    assert thresholds([(30, 12), (100, 12)], grid, ("n", "L")) == "n ≥ 30 and L ≥ 12"
+    assert thresholds([(10, 12), (100, 1)], grid, ("n", "L")) == "at (n = 10, L = 12), (n = 100, L = 1)"
+
+
+def test_theorem1_holds_and_its_rule_can_fail(monkeypatch):
+    claim = theory.theorem1(TINY)
+    assert claim.verdict == HOLDS and claim.data["max_error"] <= 1e-10 and len(claim.data["rows"]) == 4
+    original = theory.softmax_td
+    monkeypatch.setattr(theory, "softmax_td", lambda *a: original(*a) + 1e-8)  # a reference off by 1e-8
+    assert theory.theorem1(TINY).verdict == FAILS
+
+
+def test_assumption_51_holds_only_with_sharp_one_hot_features():
+    from analyses.claims.claim_figures import draw
+    from analyses.figures.plots import text_outside
+
+    claim = theory.assumption(TINY)
+    assert claim.verdict == "holds only when onehot features at scale ≥ 5"
+    rows = {(r["kind"], r["scale"]): r for r in claim.data["settings"]}
+    assert rows[("uniform", 1.0)]["fraction_positive"]["mean"] == 0.0
+    assert rows[("onehot", 5.0)]["fraction_positive"]["mean"] == 1.0
+    fig = draw(claim)  # from the row's saved data
+    assert fig.axes[0].get_xlabel().startswith("feature scale") and text_outside(fig) == []
+
+
+def test_a_budget_needs_two_seeds_for_an_interval():
+    with pytest.raises(ValueError, match="seeds"):
+        Budget("one", seeds=(0,))
+
+
+def test_a_fraction_of_one_keeps_its_interval_around_it():
+    """10/10: the Wilson bound rounds to 0.999...9; the interval must still contain the fraction (the figure
+    draws its error bars from it)."""
+    iv = proportion_interval(10, 10)
+    assert iv.lo <= iv.mean <= iv.hi and iv.mean == 1.0
+
+
+def test_the_signature_counts_seeds_not_a_tied_models_layers():
+    """5 seeds x 3 tied layers: 5 independent units, so 5/5 has the Wilson interval of 5 ([0.566, 1]: lower bound
+    n / (n + z^2) = 5 / 8.84), not of 15; a seed with one layer off does not count."""
+    import pandas as pd
+
+    from analyses.claims.trained import SIGNATURE_MATCH, signature
+    from analyses.studies.results import CELL, CONDITION, STATUS
+
+    rows = [{CONDITION: c, CELL: f"{c}-seed-{s}", STATUS: "done",
+             SIGNATURE_MATCH: c == "objective=td" or (s, layer) != (0, 1)}
+            for c in ("objective=td", "objective=mc") for s in range(5) for layer in range(3)]
+    claim = signature(pd.DataFrame(rows))
+    td, mc = claim.data["objective=td"], claim.data["objective=mc"]
+    assert (td["seeds_with_signature"], td["seeds"], mc["seeds_with_signature"], mc["seeds"]) == (5, 5, 4, 5)
+    assert td["lo"] == pytest.approx(5 / (5 + 1.959964**2), abs=1e-4)
+    assert claim.verdict == "holds only when the objective is td" and "5/5 seeds" in claim.numbers[0]
+
+
+def test_the_constant_baseline_reads_not_shown_when_no_seed_decides():
+    from analyses.claims.trained import constant_baseline_claim
+    from analyses.metrics.intervals import t_interval
+
+    model, const = t_interval([0.6, 0.65, 0.7]), t_interval([0.55, 0.55, 0.55])
+    undecided = constant_baseline_claim(model, const, 0, 0, 5, 5, 256)
+    assert undecided.verdict == "not shown: 0 of 5 seeds significantly better, 0 significantly worse, 5 undecided"
+    assert "p = 0.0625" in undecided.numbers[0] and "256 evaluation tasks" in undecided.run  # 2 / 2^5
+    assert constant_baseline_claim(model, const, 5, 0, 5, 0, 256).verdict == HOLDS
+    assert constant_baseline_claim(model, const, 0, 5, 5, 5, 256).verdict == FAILS
+    assert "p = 1" in constant_baseline_claim(model, const, 1, 1, 4, 2, 256).numbers[0]  # 2 of 4 worse: no sign
+
+
+def test_theorem2_counts_a_contraction_only_below_the_limits_tolerance():
+    """A radius of 1 − 1e-10 has no depth limit (depth_limit's tolerance is 1e-9): it is not counted as contracting."""
+    rows = theory.LimitRows(radius=[[0.9, 1 - 1e-10, 0.95]], neutral=[[False, False, False]], C=[0.05, -0.9, 0.02])
+    claim = theory._rate_claim({("uniform", 5.0): rows}, TINY, 100)
+    assert "2/3 tasks contract, ρ < 1 − 1e-09" in claim.numbers[1]
+    assert claim.verdict == "holds on every task with C > 0" and claim.data["tested"] == 2
+    assert "slack 1 − C − ρ is 0.040 at the median (smallest 0.030): a loose bound here" in claim.numbers[0]
+
+
+def test_theorem3_is_consistent_with_the_limit_only_when_neu_falls_at_every_n():
+    """The shipped full-budget grid (docs/claims) re-read: its verdict, and the same grid with θ*'s NEU at the
+    largest (n, L) raised above the next-smaller n's, which the rule must refuse."""
+    from dataclasses import replace
+
+    grid = _saved_neu_grid()
+    claim = theory.theorem3_claim(grid, "depth3-td-s0")
+    assert claim.verdict == ("consistent with the limit; not a minimiser at L ≤ 1 (at every n measured); "
+                             "beaten at 4 of 5 n at L = 3; beaten at 4 of 5 n at L = 12")
+    assert "Of the 60 comparisons, 53 have an interval; at 95%, about 3 of those" in claim.rule
+    assert any("interval lies below 0 at (n = 1000, L = 96), (n = 1000, L = 384)" in n for n in claim.numbers)
+    far = max(grid.rows, key=lambda r: (r.depth, r.context_len))
+    # the rule reads the bound |NEU| <= max(|lo|, |hi|), not the estimate's sign: n = 300's bound is 1.09e-2
+    raised = replace(far, theta_star=replace(far.theta_star, estimate=5e-3, lo=-2e-2, hi=3e-2))
+    worse = replace(grid, rows=[raised if r is far else r for r in grid.rows])
+    assert theory.theorem3_claim(worse, "depth3-td-s0").verdict == "not shown: the limit rule is not met on this grid"
+    flipped = replace(far, theta_star=replace(far.theta_star, estimate=-far.theta_star.estimate))
+    same = replace(grid, rows=[flipped if r is far else r for r in grid.rows])
+    assert theory.theorem3_claim(same, "depth3-td-s0").verdict == claim.verdict  # a noise draw's sign decides nothing
+    assert not any("θ*/zero" in n for n in claim.numbers)
+    small_zero = replace(far, zero=replace(far.zero, estimate=1.0))  # bound 2.0e-3 of zero's 1.0: not below 1e-3
+    short = replace(grid, rows=[small_zero if r is far else r for r in grid.rows])
+    assert theory.theorem3_claim(short, "depth3-td-s0").verdict.startswith("not shown")
+
+
+def _saved_neu_grid():
+    from analyses.claims.figure_data import Theorem3Data
+    from analyses.summary.store import build
+
+    stored = json.loads((Path(__file__).parents[2] / "docs" / "claims" / "claims.json").read_text())
+    return build(Theorem3Data, next(c for c in stored["claims"] if c["id"] == "theorem3")["data"]).grid
+
+
+def test_not_a_minimiser_names_every_depth_beaten_at_most_n():
+    rows = [r for r in _saved_neu_grid().rows if r.context_len in (10, 30, 100) and r.depth in (1, 3, 12)]
+    beaten = [r for r in rows if r.depth in (1, 12) or (r.depth == 3 and r.context_len > 10)]
+    assert theory._not_minimiser(rows, beaten) == ("; not a minimiser at L ≤ 1 (at every n measured); beaten at 2 "
+                                                   "of 3 n at L = 3; beaten at every n at L = 12")
+    assert theory._not_minimiser(rows, [r for r in rows if r.depth == 12]) == "; beaten at every n at L = 12"
+
+
+def test_the_floor_leaves_out_contexts_without_a_limit(monkeypatch):
+    """A task whose limit is not finite is not counted among the contexts compared with the tabular fixed point."""
+    original = theory.limit_spectrum
+
+    def one_without_limit(star, prefix):
+        values, spectrum = original(star, prefix)
+        values[0] = float("nan")
+        return values, spectrum
+
+    kept = theory._limit_rows("onehot", 5.0, TINY)
+    monkeypatch.setattr(theory, "limit_spectrum", one_without_limit)
+    cut = theory._limit_rows("onehot", 5.0, TINY)
+    for k, c in zip(kept.query_source, cut.query_source):
+        assert c == k - 1 or c == k  # task 0 counted before only where its query state was a source
+    assert sum(kept.query_source) - sum(cut.query_source) >= 1
+    assert all(g is not None and math.isfinite(g) for g in cut.tabular_gap)
+
+
+def test_the_same_state_row_reads_the_most_td_like_head_itself_when_known():
+    from analyses.claims.trained import same_state_claim
+
+    claim = same_state_claim([0.98, 0.97, 0.99], [0.69, 0.70, 0.68], "3 seeds", [0.10, 0.12, 0.08])
+    assert claim.verdict == HOLDS and claim.data["td_head_tabular_minus_td"] == [0.10, 0.12, 0.08]
+    assert "the most TD-like head itself, tabular − softmax-TD correlation: +0.10 [+0.05, +0.15]" in claim.numbers[1]
+    assert len(same_state_claim([0.98, 0.97], [0.69, 0.70], "2 seeds").numbers) == 1  # heads unknown: no line
+
+
+def test_the_acting_figure_shows_a_uniform_behaviour_once():
+    """The shipped control_acting row: its behaviour is the uniform random policy (the same regret on every task),
+    so the figure has one row for both."""
+    from analyses.claims.claim import Claim
+    from analyses.claims.claim_figures import draw
+
+    stored = json.loads((Path(__file__).parents[2] / "docs" / "claims" / "claims.json").read_text())
+    claim = Claim(**next(c for c in stored["claims"] if c["id"] == "control_acting"))
+    assert claim.data["regret"]["random"] == claim.data["regret"]["behaviour"]
+    labels = [t.get_text() for t in draw(claim).axes[0].get_yticklabels()]
+    assert "behaviour = uniform random" in labels and "random" not in labels and "behaviour" not in labels

@@ -1,0 +1,136 @@
+from pathlib import Path
+
+import pytest
+
+from ictd_interp.cli.args import field_help
+from ictd_interp.cli.commands import construction_table
+from ictd_interp.cli.configs import ConstructConfig
+from ictd_interp.config import TaskDistribution
+
+
+def test_construct_shows_geometric_decay_to_a_floor():
+    tasks = TaskDistribution(d_features=10, feature_kind="onehot", feature_scale=3.0, context_len=100)
+    table = construction_table(ConstructConfig(tasks=tasks, n_tasks=4, max_depth=32))
+    rows = [line.split() for line in table.splitlines() if line.strip()[:1].isdigit()]
+    depths, errors = [int(r[0]) for r in rows], [float(r[1]) for r in rows]
+    assert depths == [1, 2, 4, 8, 16, 32]
+    assert all(a > b for a, b in zip(errors, errors[1:]))  # decays ...
+    # ... onto a floor (measured 1.70, 1.36, 1.12, 0.81, 0.57, 0.50): the last doubling of depth
+    # gains far less than the first, and the fitted floor is most of the final error.
+    assert errors[-2] - errors[-1] < (errors[0] - errors[1]) / 3
+    words = next(line for line in table.splitlines() if line.startswith("fitted")).split()
+    rate, floor = float(words[3].rstrip(",")), float(words[5].rstrip(";"))
+    assert 0.5 < rate < 1.0 and 0.5 * errors[-1] < floor < 1.1 * errors[-1]
+    assert "Assumption 5.1 margin C" in table
+
+
+def test_every_flat_training_setting_is_a_flag_with_its_own_help():
+    from ictd_interp.cli import build_parser
+    from ictd_interp.config.train import flat_fields
+
+    train = next(a for a in build_parser()._subparsers._group_actions[0].choices.items() if a[0] == "train")[1]
+    helps = {a.dest: a.help for a in train._actions}
+    for name in flat_fields():
+        assert name in helps and len(helps[name]) > 20, name
+    assert helps["d_model"].startswith("standard architecture:") and helps["mask"].startswith("stylised architecture:")
+    assert len({helps[n] for n in flat_fields()}) == len(flat_fields())  # no two settings share a text
+
+
+def test_field_help_reads_google_docstrings_at_any_indentation():
+    class Tabbed:
+        """Summary.
+
+            Args:
+                alpha: first line
+                    continued here.
+                beta, gamma: shared text.
+            """
+
+    assert field_help(Tabbed) == {"alpha": "first line continued here.", "beta": "shared text.",
+                                  "gamma": "shared text."}
+
+
+def test_report_sentences_interpret_the_margin():
+    from analyses.reports.stylised import margin_sentence
+    from analyses.summary.sections import Margin
+
+    negative = margin_sentence(Margin(model_mean=-0.9, theta_star_mean=-0.88, theta_star_min=-0.95), 1.88, 0.87, 0.9)
+    assert "does not apply" in negative and "1 − C = 1.880" in negative
+    positive = margin_sentence(Margin(model_mean=0.0, theta_star_mean=0.02, theta_star_min=0.01), 0.98, 0.93, 0.9)
+    assert "bounds θ*'s error by a geometric rate" in positive and "0.930" in positive
+
+
+def test_help_lines_are_distinct_and_presets_are_listed():
+    from ictd_interp.cli import preset_help
+
+    text = preset_help()
+    assert ("quick (stylised: checkpoint_every: 1000 -> 500, lr: 0.001 -> 0.01, model.n_layers: 3 -> 12, model.tied: "
+            "False -> True, steps: 4000 -> 1500)") in text
+    assert "paper (stylised: checkpoint_every: 1000 -> 5000" in text and "standard-quick (standard: " in text
+
+
+def test_an_output_folder_serves_one_request_unless_forced(tmp_path):
+    """Same request: reused; another request, a run folder or unknown files: refused, naming the
+    difference; --force replaces (clearing what the other request left)."""
+    from ictd_interp.training.run_folder import claim_output
+
+    out = tmp_path / "a"
+    claim_output(out, {"command": "analyze", "source": "depth3-td-s0"})
+    (out / "figures").mkdir()
+    claim_output(out, {"command": "analyze", "source": "depth3-td-s0"})  # the same request again
+    with pytest.raises(FileExistsError, match=r"another request \(source: 'depth3-td-s0' -> 'depth3-td-s1'\).*--force"):
+        claim_output(out, {"command": "analyze", "source": "depth3-td-s1"})
+    claim_output(out, {"command": "analyze", "source": "depth3-td-s1"}, force=True)
+    assert sorted(p.name for p in out.iterdir()) == ["request.json"]
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep me")
+    for force in (False, True):  # files ictd-interp did not write are never cleared, --force or not
+        with pytest.raises(FileExistsError, match="holds no request.json") as refused:
+            claim_output(tmp_path / "mine", {"command": "evaluate"}, force=force)
+        assert "--force" not in str(refused.value)
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(ValueError, match="afile: is a file, not a folder"):
+        claim_output(tmp_path / "afile", {"command": "evaluate"})
+    with pytest.raises(ValueError, match="afile is a file, so no folder can be made under it"):
+        claim_output(tmp_path / "afile" / "sub", {"command": "evaluate"})
+    claims = tmp_path / "claims"  # another command's results (hours of training runs): never replaced by force
+    claim_output(claims, {"command": "claims", "budget": "quick"})
+    (claims / "studies").mkdir()
+    with pytest.raises(FileExistsError, match="holds the results of `claims`, not of `analyze`") as refused:
+        claim_output(claims, {"command": "analyze", "source": "x"}, force=True)
+    assert "--force" not in str(refused.value) and (claims / "studies").is_dir()
+    legacy = tmp_path / "legacy"  # what analyze wrote before request.json existed: replaceable
+    (legacy / "figures").mkdir(parents=True)
+    (legacy / "summary.json").write_text("{}")
+    claim_output(legacy, {"command": "analyze", "source": "x"}, force=True)
+    assert sorted(p.name for p in legacy.iterdir()) == ["request.json"]
+    (legacy / "request.json").unlink()
+    (legacy / "summary.json").write_text("{}")
+    (legacy / "run").mkdir()  # ... but not with anything else in it
+    with pytest.raises(FileExistsError, match="holds no request.json"):
+        claim_output(legacy, {"command": "analyze", "source": "y"}, force=True)
+    (tmp_path / "odd").mkdir()
+    (tmp_path / "odd" / "request.json").write_text("[1]")
+    (tmp_path / "odd" / "x").write_text("")
+    with pytest.raises(ValueError, match="request.json: not a request"):
+        claim_output(tmp_path / "odd", {"command": "analyze"}, force=True)
+    out.joinpath("model").mkdir()
+    with pytest.raises(ValueError, match="holds the input"):  # the model it reads lives in the folder
+        claim_output(out, {"command": "analyze", "source": "x"}, force=True, inputs=[out / "model"])
+    assert (out / "model").is_dir()
+
+
+def test_an_output_folder_named_after_a_shipped_model_never_shadows_it(tmp_path, monkeypatch):
+    """``analyze depth3-td-s0 --out depth3-td-s0`` claims ./depth3-td-s0 before reading the model: the name still
+    means the shipped model, on the first run and on a re-run; a folder of that name holding a model is used."""
+    from ictd_interp.cli.commands import _model_path
+    from ictd_interp.io.pretrained import pretrained_path
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "depth3-td-s0").mkdir()
+    (tmp_path / "depth3-td-s0" / "request.json").write_text("{}")  # what claiming the output folder leaves
+    assert _model_path("depth3-td-s0") == pretrained_path("depth3-td-s0")
+    (tmp_path / "depth3-td-s0" / "config.json").write_text("{}")  # now the folder holds a checkpoint: it is used
+    assert _model_path("depth3-td-s0") == Path("depth3-td-s0")
+    assert _model_path("my-run") == Path("my-run")  # not a shipped name: the path as given

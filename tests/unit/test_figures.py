@@ -1,0 +1,41 @@
+"""Every figure a reader sees keeps its text on the canvas (titles, labels, ticks, legends, colorbars)."""
+
+
+import pandas as pd
+
+from analyses.figures import plots as figures
+from analyses.figures.circuits import patching_heatmap
+
+
+def test_the_check_finds_a_title_that_runs_off_the_canvas():
+    fig, (ax,) = figures._figure(width=3.0)
+    ax.set_title("Error versus depth (gym:FrozenLake-v1, policy: uniform random over actions) " * 2)
+    assert figures.text_outside(fig) != []
+    ax.set_title(figures.wrapped(ax.get_title(), 28))
+    assert figures.text_outside(fig) == []
+
+
+def test_patching_heatmap_colorbar_label_fits():
+    table = pd.DataFrame([{"hook": f"blocks.{l}.hook_resid_pre", "position": p, "recovered": (l + p) / 40}
+                          for l in range(2) for p in range(31)])
+    assert figures.text_outside(patching_heatmap(table)) == []
+
+
+def test_log_ticks_read_as_plain_numbers_or_powers_of_ten():
+    from analyses.figures.plots import tick_text
+
+    assert [tick_text(x) for x in (0.05, 1000, 1e5, 1e6, 2e-5, 3e7)] == ["0.05", "1000", "100000", "10⁶", "2×10⁻⁵",
+                                                                        "3×10⁷"]
+    assert [tick_text(x, powers=True) for x in (100, 1e5, 1e6, 1e-5)] == ["10²", "10⁵", "10⁶", "10⁻⁵"]
+
+
+def test_a_log_axis_reaching_a_million_writes_every_decade_as_a_power():
+    from analyses.figures.plots import Figure, log_axis
+
+    ax = Figure().add_subplot()
+    ax.plot([30, 1e6], [1, 2])
+    ax.set_xscale("log")
+    log_axis(ax.xaxis)
+    ax.figure.canvas.draw()
+    labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    assert "10³" in labels and "10⁶" in labels and "1000" not in labels and "100000" not in labels

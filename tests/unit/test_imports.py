@@ -1,0 +1,151 @@
+"""The import graph: layers, no circles (function-level imports included), the core free of ``analyses`` and
+``hooks`` except its CLI, and a CLI parser that needs no torch."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[2]
+PACKAGES = ("ictd_interp", "hooks", "analyses")
+# Layers, lowest first: a module may import only its own layer and those before it. The CLI composes
+# everything (inside its command functions); ``ictd_interp/__init__`` and ``_lazy`` export lazily.
+LAYERS = ["ictd_interp._lazy", "ictd_interp.config", "ictd_interp.io", "ictd_interp.tasks", "ictd_interp.models",
+          "ictd_interp.reference", "ictd_interp.training", "hooks", "analyses.metrics", "analyses.figures",
+          "analyses.summary", "analyses.reports", "analyses.analyze", "analyses.studies", "analyses.claims",
+          "analyses.methods_benchmark",
+          "ictd_interp.cli"]
+
+
+def module_name(path: Path, root: Path = ROOT) -> str:
+    return ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+
+
+def imports(path: Path, modules: set[str]) -> set[str]:
+    """Every module of ours ``path`` imports, at module level or inside a function: ``from a.b import c``
+    counts ``a.b.c`` when it is a module, else ``a.b``."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found |= {f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
+                      for a in node.names}
+    return {m for m in found if m.split(".")[0] in PACKAGES}
+
+
+def graph(root: Path = ROOT) -> dict[str, set[str]]:
+    paths = {module_name(p, root): p for package in PACKAGES for p in (root / package).rglob("*.py")}
+    return {name: imports(path, set(paths)) - {name} for name, path in paths.items()}
+
+
+def layer(module: str) -> int:
+    matches = [i for i, prefix in enumerate(LAYERS) if module == prefix or module.startswith(prefix + ".")]
+    return matches[-1] if matches else -1  # -1: a package root (ictd_interp, analyses), lazy exports only
+
+
+def find_cycle(edges: dict[str, set[str]]) -> list[str]:
+    state: dict[str, int] = {}
+
+    def visit(module: str, path: list[str]) -> list[str]:
+        state[module] = 1
+        for dep in sorted(edges.get(module, ())):
+            if state.get(dep) == 1:
+                return path + [module, dep]
+            if dep not in state and (found := visit(dep, path + [module])):
+                return found
+        state[module] = 2
+        return []
+
+    for module in sorted(edges):
+        if module not in state and (found := visit(module, [])):
+            return found
+    return []
+
+
+def test_no_import_circle_even_through_function_level_imports():
+    edges = graph()
+    assert len(edges) > 60 and edges["ictd_interp.training.trainer"]  # the graph was read
+    assert find_cycle(edges) == []
+
+
+def test_every_import_goes_down_the_layers():
+    edges = graph()
+    wrong = [f"{m} -> {d}" for m, deps in edges.items() for d in deps
+             if layer(m) >= 0 and layer(d) > layer(m)]
+    assert wrong == []
+
+
+def test_modules_import_the_sub_package_they_need_not_a_package_root():
+    """``from ictd_interp import X`` inside the package would run the lazy root: modules name their source."""
+    edges = graph()
+    roots = {"ictd_interp", "analyses"}
+    assert [f"{m} -> {d}" for m, deps in edges.items() for d in deps if d in roots and m not in roots] == []
+
+
+def test_the_checker_finds_circles_and_layer_breaks(tmp_path):
+    """The checks above would fail on a tree with a function-level circle or an upward import."""
+    for package in PACKAGES:
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("")
+    (tmp_path / "ictd_interp" / "a.py").write_text("from ictd_interp import b\n")
+    (tmp_path / "ictd_interp" / "b.py").write_text("def f():\n    from ictd_interp.a import x\n")
+    (tmp_path / "hooks" / "h.py").write_text("def g():\n    import analyses.metrics\n")
+    edges = graph(tmp_path)
+    assert find_cycle(edges) in (["ictd_interp.a", "ictd_interp.b", "ictd_interp.a"],
+                                 ["ictd_interp.b", "ictd_interp.a", "ictd_interp.b"])
+    assert layer("analyses.metrics") > layer("hooks.h")
+
+
+def imported_layers(folder: str, edges: dict[str, set[str]]) -> set[str]:
+    """The layers (``LAYERS``) other than its own that the modules of ``folder`` import."""
+    own = LAYERS[layer(folder)] if layer(folder) >= 0 else folder
+    used = {dep for src, deps in edges.items() if src == folder or src.startswith(folder + ".") for dep in deps}
+    return {LAYERS[layer(dep)] for dep in used if layer(dep) >= 0 and LAYERS[layer(dep)] != own
+            and not LAYERS[layer(dep)].startswith(own + ".") and LAYERS[layer(dep)] != "ictd_interp._lazy"}
+
+
+@pytest.mark.parametrize("package", ["ictd_interp", "analyses", "hooks"])
+def test_every_folder_names_each_layer_it_imports(package):
+    """A folder's docstring names every other layer its modules import (by its last name: ``config``,
+    ``metrics``), so the docstring cannot drift from the code it describes."""
+    edges = graph()
+    for init in (ROOT / package).rglob("__init__.py"):
+        folder = module_name(init)
+        if folder in ("ictd_interp", "analyses", "ictd_interp.cli"):  # lazy exports; the CLI composes every layer
+            continue
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        missing = sorted(name for name in imported_layers(folder, edges) if name.rsplit(".", 1)[-1] not in doc)
+        assert len(doc) > 80 and not missing, f"{init}: its docstring does not name {missing}"
+
+
+def test_the_docstring_rule_fails_on_a_folder_that_hides_an_import():
+    edges = {"analyses.reports.x": {"analyses.metrics.m", "ictd_interp.models.a"}, "analyses.metrics.m": set()}
+    assert imported_layers("analyses.reports", edges) == {"analyses.metrics", "ictd_interp.models"}
+
+
+def test_analyses_and_hooks_are_type_checked_at_runtime():
+    """tests/conftest.py installs jaxtyping's checks on ``analyses`` and ``hooks`` (the core's come from
+    pyproject's --jaxtyping-packages): a wrong shape or dtype fails at the call, naming the parameter."""
+    import torch
+    from jaxtyping import TypeCheckError
+
+    from analyses.metrics.diagonality import self_attention_mass
+    from hooks.attention import tabular_pattern
+
+    with pytest.raises(TypeCheckError, match="pattern"):
+        self_attention_mass(torch.zeros(2, 3), torch.zeros(2, 3, dtype=torch.long))  # pattern needs [batch, q, k]
+    with pytest.raises(TypeCheckError, match="states"):
+        tabular_pattern(torch.zeros(2, 3))  # states must be integers
+
+
+def test_no_package_exports_a_name_that_is_also_one_of_its_modules():
+    """``from analyses.reports import analyze`` must never give a module once that module has been
+    imported (Python sets a package's attribute to its submodule): exported names and module names differ."""
+    import importlib
+
+    for init in [p for package in PACKAGES for p in (ROOT / package).rglob("__init__.py")]:
+        package = module_name(init)
+        modules = {p.stem for p in init.parent.glob("*.py")} | {p.name for p in init.parent.iterdir() if p.is_dir()}
+        exported = set(getattr(importlib.import_module(package), "__all__", []))
+        assert exported & modules == set(), package

@@ -1,0 +1,248 @@
+"""The methods benchmark: the graph adapter against the hooked forward, the planted cases against θ*'s circuit,
+the scores on cases worked by hand, the exact methods at the values they must have, and the command."""
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+from analyses.methods_benchmark import methods as M
+from analyses.methods_benchmark.cases import (CASES, CaseSpec, build_case, circuit_source, counterfactual_labels,
+                                      variable_values)
+from analyses.methods_benchmark.report import (chance_difference, chance_verdict, direction_verdict, seeds_off,
+                                       write_report)
+from analyses.methods_benchmark.evaluate import (CellResult, Cosines, DirectionScores, FeatureScores, VariableScores,
+                                         interchange_r2, score_directions, score_edges, score_method)
+from analyses.methods_benchmark.graph import OUTPUT, build_graph, run_graph
+from analyses.methods_benchmark.run import BenchmarkBudget
+from analyses.methods_benchmark.scores import angle_degrees, auroc, average_precision, faithfulness, roc_curve
+from analyses.metrics.intervals import t_interval
+from analyses.metrics.site_probes import residual_stack
+from ictd_interp.models.constructions.standard_theta_star import standard_theta_star
+from tests.conftest import make_standard
+
+
+@pytest.fixture(scope="module")
+def distractors():
+    return build_case(CASES["distractors"], 0)
+
+
+@pytest.mark.parametrize("overrides", [{}, {"layer_norm": False, "n_heads": 4, "d_head": 3}, {"d_mlp": 0}])
+def test_the_graph_forward_is_the_hooked_forward(overrides):
+    model = make_standard(**overrides)
+    prompt = torch.randn(3, 9, model.cfg.d_prompt, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    prompt[..., -2:] = 0.0  # value rows are 0 at input
+    out, pred = run_graph(model, prompt)
+    assert (pred - model(prompt)[:, -1]).abs().max() <= 1e-12
+    _, cache = model.run_with_cache(prompt)
+    for h in range(model.cfg.n_heads):
+        assert (out[f"a1.h{h}"] - cache["result", 1][:, :, h]).abs().max() <= 1e-12
+    graph = build_graph(model)
+    writers = 1 + model.cfg.n_layers * (model.cfg.n_heads + (0 if model.cfg.attn_only else 1))
+    assert len(graph.nodes) == writers and sum(v == OUTPUT for _, v in graph.edges) == writers
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_a_planted_case_computes_theta_stars_circuit_and_its_truth_holds(name):
+    case = build_case(CASES[name], 1)
+    plain = standard_theta_star(circuit_source(case.spec))  # θ*'s circuit, or the trained model's
+    assert (case.model(case.clean.prompt) - plain(case.clean.prompt)).abs().max() <= 1e-10
+    resid = residual_stack(case.model, case.held_out.prompt)
+    values = variable_values(case, case.held_out)
+    sites = ["blocks.0.hook_resid_pre"] + [f"blocks.{l}.hook_resid_post" for l in range(3)]
+    for variable, direction in case.truth.directions.items():
+        assert direction.norm().item() == pytest.approx(1.0, abs=1e-12)
+        for site in case.truth.sites[variable]:
+            s = sites.index(site)
+            assert (resid[s] @ direction - values[variable][s]).abs().max() <= 1e-10
+    assert case.truth.edges <= set(build_graph(case.model).edges)
+    assert case.truth.nodes == {"embed", "a0.h0", "a1.h0", "a2.h0"}
+
+
+def test_exact_patching_sees_exactly_the_planted_edges_where_nothing_cancels(distractors):
+    scores = M.activation_patching(distractors).scores
+    false = [v for e, v in scores.items() if e not in distractors.truth.edges]
+    assert max(false) <= 1e-12 and min(scores[e] for e in distractors.truth.edges) > 1e-3
+    assert len(false) == 118 - 9
+    row = score_edges(distractors, M.acdc(distractors))
+    assert row.auroc == 1.0 and row.precision == 1.0 and row.recall == 1.0
+    assert row.faithfulness == pytest.approx(1.0, abs=1e-10)
+
+
+def test_cancelling_heads_fool_single_edge_patching():
+    case = build_case(CASES["cancelling"], 0)
+    scores = M.activation_patching(case).scores
+    pair = [("embed", "a0.h2"), ("a0.h2", OUTPUT), ("a0.h3", OUTPUT)]
+    assert all(scores[e] > 1e-3 for e in pair)  # one head of the pair alone changes the answer
+    r = M.runs(case)
+    both = M.patched_prediction(case, r, {("a0.h2", OUTPUT), ("a0.h3", OUTPUT)})
+    assert (both - r.pred).abs().max() <= 1e-10  # the two together add nothing
+
+
+def test_auroc_and_average_precision_on_cases_worked_by_hand():
+    assert auroc({"a": 0.9, "b": 0.1}, {"a"}) == 1.0
+    assert auroc({"a": 0.1, "b": 0.9}, {"a"}) == 0.0
+    assert auroc({"a": 0.5, "b": 0.5}, {"a"}) == 0.5
+    # two true (0.9, 0.7) against two false (0.8, 0.1): pairs won 1 + 1 + 0 + 1 = 3 of 4
+    assert auroc({"t1": 0.9, "f1": 0.8, "t2": 0.7, "f2": 0.1}, {"t1", "t2"}) == 0.75
+    # ranks T F T F: precision 1/1 at the first true, 2/3 at the second
+    assert average_precision({"t1": 0.9, "f1": 0.8, "t2": 0.7, "f2": 0.1}, {"t1", "t2"}) == pytest.approx(5 / 6)
+    assert average_precision({"t": 0.5, "f": 0.5}, {"t"}) == 0.5  # a tie counts against the method
+    assert roc_curve({"t1": 0.9, "f1": 0.8, "t2": 0.7}, {"t1", "t2"}) == ([0.0, 0.0, 1.0, 1.0], [0.0, 0.5, 0.5, 1.0])
+    with pytest.raises(ValueError, match="needs true and false"):
+        auroc({"a": 1.0}, {"a"})
+
+
+def test_angles_and_faithfulness_by_hand():
+    assert angle_degrees(torch.tensor([1.0, 0.0]), torch.tensor([1.0, 1.0])) == pytest.approx(45.0)
+    assert angle_degrees(torch.tensor([-2.0, 0.0]), torch.tensor([1.0, 0.0])) == pytest.approx(0.0)
+    assert angle_degrees(torch.tensor([0.0, 1.0]), torch.tensor([1.0, 0.0])) == pytest.approx(90.0)
+    full, corrupted = torch.tensor([1.0, 2.0]), torch.tensor([3.0, 0.0])
+    assert faithfulness(torch.tensor([1.5, 1.5]), full, corrupted) == pytest.approx(0.75)
+    assert faithfulness(full, full, corrupted) == 1.0 and faithfulness(corrupted, full, corrupted) == 0.0
+
+
+def _cell(case: str, seed: int, angle: float, worst: float, mcc: float, chance: float) -> CellResult:
+    direction = DirectionScores({"value": VariableScores(angle, worst, 1.0, 1.0)},
+                                Cosines(["value @ blocks.0.hook_resid_post"], ["value"], [[0.9]]))
+    feature = lambda m: FeatureScores(m, 0.3, [m], 18, 36)  # noqa: E731
+    return CellResult(case, seed, 10, 9, {"das": direction, "sae-features": feature(mcc),
+                                          "random-dictionary": feature(chance)})
+
+
+def test_direction_and_feature_verdicts_follow_the_written_rules_on_cells_made_by_hand():
+    # angles 1, 2, 3 degrees: mean 2, sd 1, t(0.975, 2) = 4.303, interval 2 +- 2.48 cut at 0 -> [0, 4.48] < 5: close
+    close = [_cell("a", s, a, 2 * a, 0.8, 0.7) for s, a in enumerate((1.0, 2.0, 3.0))]
+    assert direction_verdict(close, "a", "das", "value") == "close" and seeds_off(close, "a", "das", "value") == "0/3"
+    # one seed at 30 degrees: mean 11, interval contains 5: undecided, one seed counted off
+    mixed = close[:2] + [_cell("a", 2, 30.0, 80.0, 0.8, 0.7)]
+    assert direction_verdict(mixed, "a", "das", "value") == "undecided"
+    assert seeds_off(mixed, "a", "das", "value") == "1/3"
+    # mean 4 below 5, but sd 4.36: interval 4 +- 10.8 crosses 5: undecided, not close; an angle of exactly 5 is off
+    wide = [_cell("a", s, a, a, 0.8, 0.7) for s, a in enumerate((1.0, 2.0, 9.0))]
+    assert direction_verdict(wide, "a", "das", "value") == "undecided"
+    assert seeds_off(wide[:2] + [_cell("a", 2, 5.0, 5.0, 0.8, 0.7)], "a", "das", "value") == "1/3"
+    nan = [_cell("a", s, a, a, 0.8, 0.7) for s, a in enumerate((1e-6, float("nan"), 1e-6))]
+    assert direction_verdict(nan, "a", "das", "value") != "exact" and seeds_off(nan, "a", "das", "value") == "1/3"
+    far = [_cell("a", s, a, a, 0.8, 0.7) for s, a in enumerate((40.0, 41.0, 42.0))]
+    assert direction_verdict(far, "a", "das", "value") == "misses"
+    exact = [_cell("a", s, 1e-6, 2e-6, 0.8, 0.7) for s in range(3)]
+    assert direction_verdict(exact, "a", "das", "value") == "exact"
+    # MCC less the random dictionary's, seed by seed: the baseline moves between seeds (0.5, 0.7, 0.9) and the
+    # method sits 0.1, 0.12, 0.08 above it -> mean 0.1, sd 0.02, +- 0.0497: above chance (unpaired, the two sets of
+    # scores overlap and could not decide)
+    paired = [_cell("a", s, 1.0, 1.0, b + d, b) for s, (b, d) in enumerate(((0.5, 0.1), (0.7, 0.12), (0.9, 0.08)))]
+    diff = chance_difference(paired, "sae-features", "a")
+    assert diff.mean == pytest.approx(0.1) and diff.hi - diff.mean == pytest.approx(4.303 * 0.02 / 3**0.5, rel=1e-3)
+    assert chance_verdict(diff) == "above chance" and chance_difference(paired, "random-dictionary", "a") is None
+    noisy = [_cell("a", s, 1.0, 1.0, 0.8 + d, 0.8) for s, d in enumerate((0.1, -0.12, 0.05))]
+    assert chance_verdict(chance_difference(noisy, "sae-features", "a")) == "not above chance"
+    assert chance_verdict(chance_difference(paired[:1], "sae-features", "a")) == "no interval against chance"
+    narrow = [replace(c, scores={**c.scores, "sae-features": replace(c.scores["sae-features"], latents=9)})
+              for c in paired]  # fewer latents than the baseline: not compared
+    assert chance_difference(narrow, "sae-features", "a") is None
+
+
+def test_a_report_without_edge_methods_has_no_edge_section(tmp_path):
+    cells = [_cell(c, s, 1.0 + s, 2.0 + s, 0.8 + 0.01 * s, 0.7) for c in ("rotated", "superposed") for s in range(3)]
+    report = write_report(cells, BenchmarkBudget("tiny", seeds=3, n_tasks=8), tmp_path).read_text()
+    assert "## Edge methods" not in report and "roc.png" not in report and "| rotated | value |" in report
+    assert "| sae-features | superposed | 18 / 36 | 0.810 [" in report and "**partial; above chance**" in report
+    assert (tmp_path / "figures" / "directions_das.png").exists() and not (tmp_path / "figures" / "roc.png").exists()
+
+
+def test_a_random_ranking_scores_one_half_within_its_interval(distractors):
+    values = [auroc(M.random_ranking(build_case(CASES["distractors"], s)).scores, distractors.truth.edges)
+              for s in range(12)]
+    iv = t_interval(values)
+    assert iv.lo <= 0.5 <= iv.hi and iv.hi - iv.lo < 0.3
+
+
+def test_a_probe_recovers_the_rotation_and_a_shuffled_rotation_fails(distractors):
+    row = score_method(M.METHODS["linear-probe"], distractors).variables
+    assert row["reward"].max_angle <= 1e-5 and row["value"].max_angle <= 1e-5
+    assert row["value"].r2 == pytest.approx(1.0, abs=1e-10) and row["value"].iia == pytest.approx(1.0, abs=1e-10)
+    other = build_case(CASES["distractors"], 7)  # the same circuit behind another rotation
+    assert angle_degrees(other.truth.directions["value"], distractors.truth.directions["value"]) > 10.0
+    shuffled = M.DirectionOutput({k: v[torch.randperm(len(v), generator=torch.Generator().manual_seed(0))]
+                                  for k, v in M.linear_probe(distractors).directions.items()})
+    assert score_directions(distractors, shuffled).variables["value"].angle > 10.0
+
+
+def test_interchange_along_the_true_direction_is_the_counterfactual(distractors):
+    site = "blocks.1.hook_resid_post"
+    assert interchange_r2(distractors, "value", site, distractors.truth.directions["value"]) == pytest.approx(
+        1.0, abs=1e-10)
+    assert interchange_r2(distractors, "value", site, distractors.truth.directions["reward"]) < 0.9
+    labels = counterfactual_labels(distractors, distractors.held_out, "value", site)
+    assert (labels - distractors.model(distractors.held_out.prompt)[:, -1]).abs().max() > 1e-3
+
+
+def test_methods_and_cases_are_validated():
+    with pytest.raises(ValueError, match="kind must be"):
+        M.Method("x", "nodes", lambda case: None)
+    with pytest.raises(ValueError, match="already registered"):
+        M.register_method(M.Method("acdc", "edges", lambda case: None))
+    with pytest.raises(ValueError, match="junk_dims"):
+        CaseSpec("bad", junk_heads=1)
+    with pytest.raises(ValueError, match="no score for"):
+        score_edges(build_case(CASES["rotated"], 0), M.EdgeOutput({}))
+
+
+def test_the_trained_case_carries_the_shipped_models_layer_and_refuses_a_misfit():
+    """The trained case's TD heads are depth3-td-s0's tied layer (the standard block equals that model with its
+    bootstrap path cut, 1e-10), and a source that does not fit the spec is named."""
+    from hooks.ablation import ablate_target_path
+    from ictd_interp import HookedICTDTransformer
+
+    case = build_case(CASES["trained"], 0)
+    trained = HookedICTDTransformer.from_pretrained("depth3-td-s0", dtype="float64")
+    with trained.hooks(fwd_hooks=ablate_target_path(trained)):
+        cut = trained(case.clean.prompt)
+    assert (case.model(case.clean.prompt) - cut).abs().max() <= 1e-10 and cut.abs().max() > 1e-2
+    star = standard_theta_star(circuit_source(CaseSpec("star", d_features=4)))
+    assert (star(case.clean.prompt) - cut).abs().max() > 1e-3  # not θ*'s circuit
+    with pytest.raises(ValueError, match="depth3-td-s0.*n_layers=3"):
+        circuit_source(CaseSpec("bad", d_features=4, n_layers=2, source="depth3-td-s0"))
+
+
+def test_every_score_refuses_non_finite_input_by_name():
+    import math
+
+    import torch
+
+    from analyses.methods_benchmark.scores import (NonFinite, angle_degrees, auroc, average_precision, correlations,
+                                           faithfulness, matched_correlations, roc_curve)
+
+    nan, inf = math.nan, math.inf
+    for bad in (nan, inf, -inf):
+        scores = {"a": 1.0, "b": bad, "c": 0.0}
+        for score in (auroc, average_precision, roc_curve):
+            with pytest.raises(NonFinite, match=f"{score.__name__}: 1 of 3 scores are not finite .first: b"):
+                score(scores, {"a"})
+    with pytest.raises(NonFinite, match="angle_degrees: the direction found holds 1 non-finite"):
+        angle_degrees(torch.tensor([1.0, nan]), torch.tensor([1.0, 0.0]))  # min(1, nan) read 0°: exact
+    with pytest.raises(NonFinite, match="faithfulness: the circuit's predictions holds"):
+        faithfulness(torch.tensor([inf, 1.0]), torch.tensor([1.0, 1.0]), torch.tensor([0.0, 0.0]))
+    with pytest.raises(NonFinite, match="correlations: the second sample holds"):
+        correlations(torch.ones(4, 2), torch.tensor([[nan], [1.0], [2.0], [3.0]]))
+    with pytest.raises(NonFinite, match="correlations"):
+        matched_correlations(torch.randn(5, 2), torch.full((5, 2), inf))
+    assert auroc({"a": 1.0, "b": 0.0}, {"a"}) == 1.0 and angle_degrees(torch.ones(2), torch.ones(2)) < 1e-6
+
+
+def test_a_method_that_edits_the_case_in_place_fails_and_the_next_method_sees_the_case_as_built():
+    from analyses.methods_benchmark.evaluate import score_method
+    from analyses.methods_benchmark.scores import MethodFailed
+
+    case = build_case(CASES["distractors"], 0)
+    before = score_method(M.METHODS["activation-patching"], case).auroc
+
+    def vandal(c):
+        with torch.no_grad():
+            next(c.model.parameters()).mul_(0.5)  # an edit a later method would inherit
+        return M.METHODS["activation-patching"].run(c)
+
+    with pytest.raises(MethodFailed, match="'vandal' changed the case's model weights in place"):
+        score_method(M.Method("vandal", M.EDGES, vandal), case)
+    assert score_method(M.METHODS["activation-patching"], case).auroc == before  # put back

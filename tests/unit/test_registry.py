@@ -1,0 +1,137 @@
+"""Shipped pretrained models: they load, their cards tell the truth, and their commands reproduce them."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from ictd_interp import HookedICTDTransformer, list_pretrained
+from ictd_interp.io import pretrained, provenance
+from ictd_interp.models.loading import load_checkpoint
+from ictd_interp.training.evaluation import EvalSet, evaluate
+from ictd_interp.config.train import TrainConfig
+
+NAMES = pretrained.names()
+REQUIRED = [
+    "standard-quick-s0",
+    "linear-quick-s0",
+    "depth3-td-s0",
+    "depth3-td-s1",
+    "depth3-td-s2",
+    "depth3-td-s3",
+    "depth3-td-s4",
+    "depth3-neu-s0",
+    "depth3-mc-s0",
+    "depth3-full-s0",
+    "control-quick-s0",
+    "quick-td-s0",
+    "quick-td-s1",
+    "quick-td-s2",
+    "flagship-td-s0",
+    "flagship-td-s1",
+    "flagship-td-s2",
+]
+
+
+def test_the_registry_ships_the_promised_models():
+    assert set(REQUIRED) <= set(NAMES)
+    listed = {m["name"]: m for m in list_pretrained()}
+    assert listed["depth3-td-s0"]["command"].startswith("ictd-interp ")
+    assert all(m["description"] for m in listed.values())
+    # the presets' own models carry the function-space verdict (analyses.cards), the depth-3 ones too
+    assert all(listed[f"{preset}-td-s{seed}"]["learns_in_context"] is not None
+               for preset in ("quick", "flagship") for seed in range(3))
+    assert listed["depth3-td-s0"]["learns_in_context"] is False
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_shipped_model_loads_and_its_card_matches_evaluate(name):
+    model = load_checkpoint(pretrained.pretrained_path(name)).model  # runs checkpoint validation
+    assert not model.training
+    card = pretrained.card(name)
+    config = TrainConfig.from_dict(card["train_config"])
+    assert model.cfg == config.model
+    metrics = evaluate(model, EvalSet.build(config)).to_dict()
+    assert metrics["eval_msve"] == pytest.approx(card["final_metrics"]["eval_msve"], rel=1e-5)
+    for key in ("cos_V", "kernel_diagonality_mean"):  # what the card says about this architecture
+        if key in card["final_metrics"]:
+            assert metrics[key] == pytest.approx(card["final_metrics"][key], abs=1e-5, nan_ok=True)
+    assert ("cos_V" in metrics) == (card["train_config"].get("architecture", "stylised") == "stylised")
+    assert card["package_version"] and card["torch_threads"] >= 1
+
+
+def test_every_card_records_what_decides_the_bits():
+    for name in NAMES:
+        fp = pretrained.card(name)["fingerprint"]
+        assert set(fp) >= set(provenance.BIT_DECIDING) and fp["threads"] >= 1, name
+        assert 0 < pretrained.card(name)["cross_machine_rtol"] <= 1e-2
+
+
+def test_a_retrain_is_bit_exact_on_the_same_kernels_and_within_tolerance_elsewhere(monkeypatch, tmp_path):
+    """The comparison's two modes, decided by the fingerprint: a tiny drift fails bit-exact and passes the
+    tolerance; a large one fails both."""
+    here = provenance.fingerprint(threads=1)
+    assert provenance.differences(here, dict(here)) == []
+    other = {**here, "isa_flags": [*here["isa_flags"], "amx_tile"]}
+    assert provenance.differences(other, here) == [f"isa_flags: {other['isa_flags']!r} -> {here['isa_flags']!r}"]
+    w = {"a": torch.tensor([2.0, -1.0])}
+    ulp = {"a": torch.tensor([2.0 + 2.4e-7, -1.0])}
+    drift = provenance.weight_drift(w, ulp)
+    assert not drift["bit_equal"] and drift["max_rel"] == pytest.approx(1.2e-7, rel=1e-2)
+    assert provenance.weight_drift(w, dict(w))["bit_equal"]
+
+
+def test_dtype_and_device_on_load():
+    model = HookedICTDTransformer.from_pretrained("depth3-td-s0", device="cpu", dtype="float64")
+    assert model.cfg.dtype == "float64" and model.blocks[0].attn.A.dtype == torch.float64
+
+
+def test_each_class_loads_only_its_own_architecture():
+    from ictd_interp.models.architectures.standard import HookedStandardTransformer
+
+    assert isinstance(HookedStandardTransformer.from_pretrained("standard-quick-s0"), HookedStandardTransformer)
+    with pytest.raises(ValueError, match="HookedStandardTransformer.from_pretrained"):
+        HookedICTDTransformer.from_pretrained("standard-quick-s0")
+    with pytest.raises(ValueError, match="not a standard-architecture model"):
+        HookedStandardTransformer.from_pretrained("depth3-td-s0")
+
+
+FLAT_CARDS = json.loads((Path(__file__).parents[1] / "data" / "flat_train_configs.json").read_text())
+
+
+@pytest.mark.parametrize("name", sorted(FLAT_CARDS))
+def test_every_card_of_the_flat_layout_migrates_value_for_value(name):
+    """The cards of the release before the nesting (flat ``train_config``, kept in tests/data): every setting
+    lands where it belongs, unchanged (the standard model's init_scale was its init_range); the other
+    architectures' fields (at their defaults) go; and the migrated config is the one the re-exported card records."""
+    from dataclasses import fields
+
+    from ictd_interp.config import MODEL_CONFIGS
+
+    flat = FLAT_CARDS[name]
+    assert "model" not in flat  # the old layout
+    config = TrainConfig.from_dict(flat)
+    nested = config.to_dict()
+    values = {**nested["model"], **nested["tasks"], **{k: v for k, v in nested.items() if k not in ("model", "tasks")}}
+    renamed = {"init_scale": "init_range"} if config.architecture == "standard" else {}
+    dropped = {f.name for a, c in MODEL_CONFIGS.items() if a != config.architecture for f in fields(c)}
+    dropped -= set(values) | set(renamed)
+    for key, value in flat.items():
+        if key not in dropped:
+            assert values[renamed.get(key, key)] == value, key
+    assert TrainConfig.from_dict(nested) == config == TrainConfig.from_dict(pretrained.card(name)["train_config"])
+    assert config.model == load_checkpoint(pretrained.pretrained_path(name)).model.cfg
+
+
+def test_every_card_command_builds_the_config_the_card_records():
+    """The command a card prints is the run it describes: parsed by the CLI, it builds the card's config
+    (the stylised ones say ``--backward autograd``: they were trained before the fused backward)."""
+    from ictd_interp.cli import build_parser
+    from ictd_interp.cli.args import config_from_args
+    from ictd_interp.config.train import PRESETS
+
+    for name in NAMES:
+        card = pretrained.card(name)
+        args = build_parser().parse_args(card["command"].split()[1:])
+        assert config_from_args(PRESETS[args.preset], args) == TrainConfig.from_dict(card["train_config"]), name

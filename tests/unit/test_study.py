@@ -1,0 +1,187 @@
+"""Studies on Ray: tables equal the cells' own files, cells equal standalone runs, faults lose nothing."""
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from analyses.studies.spec import StudySpecError, load_spec
+from ictd_interp.training.trainer import train
+
+TINY = {"steps": 12, "tasks_per_batch": 4, "windows_per_task": 2, "n_eval_tasks": 8, "eval_every": 4,
+        "checkpoint_every": 4, "n_states": 5, "context_len": 8, "n_layers": 3}
+
+
+def spec(grid=None, seeds=(0, 1), **fixed):
+    grid = {"tied": [True, False]} if grid is None else grid
+    return {"name": "t", "preset": "quick", "seeds": list(seeds),
+            "fixed": {k: v for k, v in {**TINY, **fixed}.items() if k not in grid}, "grid": grid}
+
+
+def standalone(config, out: Path) -> dict:
+    """The same config trained outside the study, on one torch thread like a study cell."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        train(config, out, progress=False)
+    finally:
+        torch.set_num_threads(threads)
+    return load_file(str(out / "final" / "model.safetensors"))
+
+
+def test_bad_specs_name_the_cell_and_the_field(tmp_path):
+    with pytest.raises(StudySpecError, match=r"fixed\.stepz: unknown TrainConfig setting"):
+        load_spec(spec(stepz=3))
+    with pytest.raises(StudySpecError, match=r"cell objective-tdd__seed-0: objective"):
+        load_spec(spec(grid={"objective": ["td", "tdd"]}))
+    with pytest.raises(StudySpecError, match=r"grid\.objective: must be a non-empty list"):
+        load_spec(spec(grid={"objective": []}))
+    with pytest.raises(StudySpecError, match="seeds"):
+        load_spec(spec(seeds=[]))
+    path = tmp_path / "bad.toml"
+    path.write_text('preset = "quick"\nseeds = [0]\n[grid]\nn_layers = [0]\n')
+    with pytest.raises(StudySpecError, match=rf"{path}: cell n_layers-0__seed-0: n_layers"):
+        load_spec(path)
+    with pytest.raises(StudySpecError, match="built-in: \\['architectures', 'depth'"):
+        load_spec("no-such-study")
+    with pytest.raises(StudySpecError, match=rf"{tmp_path}: a folder; give a study spec \(a .toml file\)"):
+        load_spec(tmp_path)
+    assert len(load_spec("objectives").cells()) == 8
+
+
+def test_a_damaged_results_table_never_replaces_the_report(tmp_path):
+    """study-report on a results.csv that no longer lists the study's cells (cut short) is an error naming the
+    file; the saved study.md stays."""
+    from analyses.studies.report import write_report
+
+    spec_dict = {"name": "cut", "preset": "quick", "fixed": {}, "grid": {"objective": ["td", "neu"]}, "seeds": [0]}
+    (tmp_path / "spec.json").write_text(json.dumps(spec_dict))
+    cells = [c.name for c in load_spec(spec_dict).cells()]
+    (tmp_path / "results.csv").write_text(f"cell,condition,status,layer\n{cells[0]},objective=td,not started,\n")
+    for name in ("curves", "depth", "extrapolation"):
+        (tmp_path / f"{name}.csv").write_text("")
+    (tmp_path / "study.md").write_text("the saved report")
+    says = rf"results.csv: does not list the study's 2 cells \(missing 1, e.g. {cells[1]}"
+    with pytest.raises(ValueError, match=says):
+        write_report(tmp_path)
+    assert (tmp_path / "study.md").read_text() == "the saved report"
+    full = "".join(f"{cell},objective={cell[10:13]},done,{layer},0.5\n" for cell in cells for layer in range(3))
+    (tmp_path / "results.csv").write_text("cell,condition,status,layer,metrics.eval_msve\n" + full[:-9])
+    with pytest.raises(ValueError, match="results.csv: cut short"):  # cut inside its last row
+        write_report(tmp_path)
+    assert (tmp_path / "study.md").read_text() == "the saved report"
+    (tmp_path / "spec.json").write_text('{"name": ')
+    with pytest.raises(ValueError, match="spec.json: corrupt or truncated JSON"):
+        write_report(tmp_path)
+
+
+def test_the_cli_lists_every_built_in_study():
+    from analyses.studies.spec import builtin_studies
+    from ictd_interp.cli import build_parser
+
+    assert len(builtin_studies()) >= 7
+    study = build_parser()._subparsers._group_actions[0].choices["study"]
+    spec_help = next(a.help for a in study._actions if a.dest == "spec")
+    assert spec_help.endswith(", ".join(sorted(builtin_studies())))
+
+
+def test_weight_probe_figures_show_only_the_cells_that_have_weights(tmp_path, monkeypatch):
+    """A study mixing architectures: a standard cell has no cosines nor value-row signature, so those
+    figures show the stylised condition alone (no empty panel, no legend entry without a line)."""
+    import pandas as pd
+
+    from analyses.studies.report import write_report
+
+    spec_dict = {"name": "mixed", "preset": "quick", "fixed": {}, "grid": {"objective": ["td", "neu"]}, "seeds": [0]}
+    ids = list(zip(("stylised", "standard"), (cell.name for cell in load_spec(spec_dict).cells())))
+    pd.DataFrame([{"cell": c, "condition": cond, "seed": 0, "status": "done", "error": None, "layer": 0,
+                   "metrics.eval_msve": 0.5, "metrics.theta_star_msve": 2.6,
+                   "metrics.signature.reward": 1.0 if cond == "stylised" else None,
+                   "metrics.signature.next value": 0.9 if cond == "stylised" else None,
+                   "metrics.signature.current value": -0.8 if cond == "stylised" else None} for cond, c in ids]
+                 ).to_csv(tmp_path / "results.csv", index=False)
+    pd.DataFrame(
+        [
+            {
+                "cell": c,
+                "condition": cond,
+                "step": step,
+                "layer": 0,
+                "eval_msve": 1.0 / (step + 1),
+                "theta_star_msve": 2.6,
+                "kernel_diagonality_mean": 0.2,
+                "cos_A": 0.5 + step / 10 if cond == "stylised" else None,
+                "cos_V": 0.4 + step / 10 if cond == "stylised" else None,
+            }
+            for cond, c in ids
+            for step in (0, 1)
+        ]
+    ).to_csv(tmp_path / "curves.csv", index=False)
+    for name in ("depth", "extrapolation"):
+        (tmp_path / f"{name}.csv").write_text("")
+    (tmp_path / "spec.json").write_text(json.dumps(spec_dict))
+    from analyses.studies import report as study_report
+
+    drawn = {}
+    for name in ("signature", "cells_cosine_curves"):
+        original = getattr(study_report, name)
+        monkeypatch.setattr(study_report, name, lambda data, title, name=name, original=original:
+                            drawn.setdefault(name, data) is not None and original(data, title))
+    write_report(tmp_path)
+    assert set(drawn["signature"]["condition"]) == {"stylised"} == set(drawn["cells_cosine_curves"]["condition"])
+    assert (tmp_path / "figures" / "signature.png").exists() and (
+        tmp_path / "figures" / "msve_over_training.png"
+    ).exists()
+    text = (tmp_path / "study.md").read_text()
+    assert "| standard |" in text and "figures/cosines_over_training.png" in text
+
+
+def test_study_table_gives_t_intervals_and_names_a_diverged_seed():
+    """Two seeds with MSVE 0.5 and 0.7: mean 0.6, t_{1,.975} = 12.706, s = 0.1414 -> half-width 1.271, cut at
+    0 below (an MSVE is never negative). A third condition's seed with an infinite MSVE is named, never averaged
+    away."""
+    import math
+
+    from analyses.studies.report import _table_row
+
+    def rows(condition, msves):
+        return pd.DataFrame([{"condition": condition, "cell": f"{condition}-s{i}", "status": "done", "layer": 0,
+                              "metrics.eval_msve": m} for i, m in enumerate(msves)])
+
+    line, notes = _table_row("two", rows("two", [0.5, 0.7]))
+    half = 12.706205 * math.sqrt(0.02) / math.sqrt(2)
+    assert f"0.600 [0.000, {0.6 + half:.3f}]" in line and notes == []
+    line, notes = _table_row("bad", rows("bad", [0.5, float("inf"), 0.6]))
+    assert "not finite (1 of 3 diverged)" in line
+    assert notes == ["metrics.eval_msve: 1 of 3 seeds diverged (bad-s1)"]
+
+
+def test_a_cell_counts_as_running_only_while_its_process_lives(tmp_path):
+    from analyses.studies.cells import is_running as _is_running, write_status as _write_status
+
+    alive = _write_status(tmp_path / "a", "running")
+    assert _is_running(alive)
+    dead = {**alive, "pid": 2**22 + 12345}  # no such process
+    assert not _is_running(dead) and not _is_running({**alive, "status": "done"})
+    assert _is_running({**dead, "host": "another-node"})  # a remote node's pid is not ours to check
+
+
+def test_the_phase_table_counts_seeds_that_learn_in_context_per_condition():
+    import pandas as pd
+
+    from analyses.studies import phase
+
+    spec_ = load_spec(spec(grid={"tied": [True, False]}, seeds=[0, 1]))
+    learns = {"tied-True__seed-0": True, "tied-True__seed-1": True, "tied-False__seed-0": False,
+              "tied-False__seed-1": True}
+    results = pd.DataFrame([{"cell": c.name, "condition": c.condition, "status": "done", phase.LEARNS: learns[c.name],
+                             phase.DISCOUNT: 0.9, phase.MSVE: 0.4 + 0.1 * (not learns[c.name]), phase.CONSTANT: 0.6,
+                             phase.FIRST_VISIT: 0.5} for c in spec_.cells()])
+    rows = phase.fractions(phase.by_cell(results, spec_), spec_)
+    assert [(r["label"], r["learned"], r["n"]) for r in rows] == [("tied=True", 2, 2), ("tied=False", 1, 2)]
+    assert rows[1]["msve"].mean == pytest.approx(0.45) and rows[0]["share"].lo > 0.3  # Wilson of 2/2: [0.34, 1]
+    assert "| tied=False | 1/2 | 0.50" in "\n".join(phase.markdown(rows))
+    assert phase.phase_diagram(rows, spec_, "t") is not None
