@@ -234,43 +234,63 @@ LIMIT_SHARE = 1e-3  # at the largest (n, L), θ*'s |NEU| must be below this shar
 
 
 def _limit_rule(grid: NeuGrid) -> tuple[bool, list[str]]:
-    """Theorem 3 as stated, a limit in n then L: at the largest depth θ*'s |NEU| falls at every step of n (a
-    diverged estimate counting as infinite) to below ``LIMIT_SHARE`` of the zero predictor's at the largest n,
-    and at the largest (n, L) θ* is below the zero predictor and the trained model (paired intervals)."""
+    """Theorem 3 as stated, a limit in n then L: at the largest depth the upper end of θ*'s calibrated
+    interval falls at every step of n (a diverged estimate counting as infinite) to below ``LIMIT_SHARE`` of
+    the zero predictor's NEU at the largest n, and at the largest (n, L) θ* is below the zero predictor and the
+    trained model (paired intervals)."""
     rows = grid.rows
     L, lengths = max(r.depth for r in rows), sorted({r.context_len for r in rows})
     cell = {(r.context_len, r.depth): r for r in rows}
     far = cell[(lengths[-1], L)]
-    star_far = far.theta_star
     ladder = [_bound(cell[(n, L)].theta_star) for n in lengths]
-    relative = ladder[-1] / far.zero.estimate  # a bound's share, never a noise draw's sign
+    relative = ladder[-1] / far.zero.estimate
     falls = all(b < a for a, b in zip(ladder, ladder[1:])) and relative < LIMIT_SHARE
     below_zero = far.theta_star_minus_zero.verdict == "lower"
     versus_model = far.theta_star_minus_model
     below_model = versus_model is None or versus_model.verdict == "lower"
-    lines = [f"n = {lengths[-1]}, L = {L} (the cell nearest the theorem's regime): θ* {star_far.text()}, zero "
-             f"predictor {far.zero.text()}; θ* − zero {far.theta_star_minus_zero.text()}"
+    lines = [f"n = {lengths[-1]}, L = {L} (the cell nearest the theorem's regime): θ* {_calibrated(far.theta_star)}"
+             f", zero predictor {far.zero.text()}; θ* − zero {far.theta_star_minus_zero.text()}"
              + (f"; θ* − trained model {versus_model.text()}" if versus_model is not None else ""),
-             f"at L = {L}, θ*'s |NEU| bound (its interval's largest magnitude) from n = {lengths[0]} to n = "
-             f"{lengths[-1]}: " + ", ".join(f"{b:.1e} (n = {n})" for b, n in zip(ladder, lengths))
+             f"at L = {L}, the upper end of θ*'s calibrated 95% interval from n = {lengths[0]} to n = {lengths[-1]}: "
+             + ", ".join(f"{b:.1e} (n = {n})" for b, n in zip(ladder, lengths))
              + (f" — it falls at every step of n, to {relative:.1e} of the zero predictor's NEU" if falls else
-                f" — it does not fall at every step of n to below {LIMIT_SHARE:g} of the zero predictor's NEU")
-             + ". The estimate's sign near 0 is noise (NEU ≥ 0; the jackknife under-covers a degenerate "
-             "U-statistic), so the rule reads the bound, and a step counts only when the whole interval at the "
-             "longer context lies within a smaller magnitude than at the shorter one: a step the noise could reverse "
-             "does not count"]
+                f" — it does not fall at every step of n to below {LIMIT_SHARE:g} of the zero predictor's NEU"),
+             _step_power([cell[(n, L)].theta_star for n in lengths], lengths)]
     below = [f"(n = {r.context_len}, L = {r.depth})" for r in rows if r.theta_star.hi < 0]
     if below:
-        lines.append(f"θ*'s interval lies below 0 at {', '.join(below)}, although NEU ≥ 0: near θ* the expected "
-                     "update is about 0, where the U-statistic is degenerate and the jackknife interval under-covers; "
-                     "θ*'s intervals near 0 give the estimate's scale, not a calibrated 95%")
+        lines.append(f"θ*'s jackknife interval lies below 0 at {', '.join(below)}, although NEU ≥ 0: near θ* the "
+                     "expected update is about 0, where the U-statistic is degenerate and the jackknife under-covers; "
+                     "the rule reads the calibrated interval, which never goes below 0")
     return falls and below_zero and below_model, lines
 
 
+def _calibrated(estimate) -> str:
+    """``-1.3e-03 (calibrated 95% [0, 2.1e-03])``: the U-statistic and the interval the rule reads."""
+    if estimate.n_nonfinite or not math.isfinite(estimate.calibrated_hi):
+        return estimate.text()
+    return f"{estimate.estimate:.2e} (calibrated 95% [{estimate.calibrated_lo:.1e}, {estimate.calibrated_hi:.1e}])"
+
+
+def _step_power(ladder: list, lengths: list[int]) -> str:
+    """Which steps of n show θ*'s NEU itself falling (the longer context's calibrated interval wholly below the
+    shorter's) and, for the rest, the smallest NEU at the shorter context a fall from it to 0 must exceed to be
+    shown with this many tasks (its interval's upper end: below it the sample cannot tell the NEU from 0)."""
+    shown, blind = [], []
+    for (a, n), (b, m) in zip(zip(ladder, lengths), zip(ladder[1:], lengths[1:])):
+        if b.calibrated_hi < a.calibrated_lo:
+            shown.append(f"{n} → {m}")
+        else:
+            blind.append(f"{n} → {m} (NEU at n = {n} within [{a.calibrated_lo:.1e}, {a.calibrated_hi:.1e}])")
+    return ("the NEU itself is shown to fall at " + (", ".join(shown) or "no step")
+            + (f"; at {', '.join(blind)} the tasks cannot tell a fall from none: only the bound falls there, and a "
+               "fall smaller than the interval's upper end is invisible to this sample" if blind else ""))
+
+
 def _bound(estimate) -> float:
-    """The largest |NEU| an estimate's interval admits (infinite when not finite): the scale the rule compares."""
-    values = (estimate.lo, estimate.hi)
-    return max(abs(v) for v in values) if all(math.isfinite(v) for v in values) else math.inf
+    """The upper end of an estimate's calibrated interval (infinite when not finite): the scale the rule
+    compares, never a noise draw's sign."""
+    value = estimate.calibrated_hi
+    return value if not estimate.n_nonfinite and math.isfinite(value) else math.inf
 
 
 def _not_minimiser(rows: list[NeuCell], beaten: list[NeuCell]) -> str:
@@ -343,9 +363,12 @@ def theorem3_claim(grid: NeuGrid, name: str) -> Claim:
         "of θ*, the zero predictor (also in closed form) and the "
         f"trained `{name}` (its tied layer run L times) on n ∈ {lengths} × L ∈ {depths}, "
         f"{grid.n_tasks:,} Boyan tasks (d = 4, γ = {GAMMA}) × {grid.windows_per_task} windows per cell, the same tasks "
-        f"for the three models (paired); 95% intervals by the delete-one-group jackknife over {grid.groups} groups.",
+        f"for the three models (paired); 95% intervals by the delete-one-group jackknife over {grid.groups} groups, "
+        "and "
+        "for θ*'s NEU alone an interval calibrated near 0 (`analyses.metrics.neu.calibrated_interval`).",
         "a finite grid can only approach the limit, so the verdict reads **consistent with the limit** when (1) at "
-        f"the largest depth the bound on θ*'s |NEU| (its 95% interval's largest magnitude) falls at every step of n "
+        "the largest depth the upper end of θ*'s calibrated 95% interval for its NEU (Wald's ellipsoid for the mean "
+        "update, which covers at 0 too, where the jackknife does not) falls at every step of n "
         f"(a diverging estimate counts as infinite) to below "
         f"{LIMIT_SHARE:g} of the zero predictor's NEU at the largest n (NEU ≥ 0, and 0 only at a fixed point of "
         "the expected update), and (2) at the largest (n, L) θ*'s NEU is below the zero predictor's and the trained "

@@ -111,8 +111,8 @@ def test_theorem2_counts_a_contraction_only_below_the_limits_tolerance():
 
 
 def test_theorem3_is_consistent_with_the_limit_only_when_neu_falls_at_every_n():
-    """The shipped full-budget grid (docs/claims) re-read: its verdict, and the same grid with θ*'s NEU at the
-    largest (n, L) raised above the next-smaller n's, which the rule must refuse."""
+    """The shipped full-budget grid (docs/claims) re-read: its verdict, and the same grid with θ*'s calibrated
+    interval at the largest (n, L) raised above the next-smaller n's, which the rule must refuse."""
     from dataclasses import replace
 
     grid = _saved_neu_grid()
@@ -120,19 +120,34 @@ def test_theorem3_is_consistent_with_the_limit_only_when_neu_falls_at_every_n():
     assert claim.verdict == ("consistent with the limit; not a minimiser at L ≤ 1 (at every n measured); "
                              "beaten at 4 of 5 n at L = 3; beaten at 4 of 5 n at L = 12")
     assert "Of the 60 comparisons, 53 have an interval; at 95%, about 3 of those" in claim.rule
-    assert any("interval lies below 0 at (n = 1000, L = 96), (n = 1000, L = 384)" in n for n in claim.numbers)
+    assert any("jackknife interval lies below 0 at (n = 1000, L = 96), (n = 1000, L = 384)" in n
+               for n in claim.numbers)
+    assert any(n.startswith("the NEU itself is shown to fall at no step; at 10 → 30") for n in claim.numbers)
     far = max(grid.rows, key=lambda r: (r.depth, r.context_len))
-    # the rule reads the bound |NEU| <= max(|lo|, |hi|), not the estimate's sign: n = 300's bound is 1.09e-2
-    raised = replace(far, theta_star=replace(far.theta_star, estimate=5e-3, lo=-2e-2, hi=3e-2))
+    # the rule reads the calibrated interval's upper end: n = 300's is 7.8e-2
+    raised = replace(far, theta_star=replace(far.theta_star, calibrated_hi=0.1))
     worse = replace(grid, rows=[raised if r is far else r for r in grid.rows])
     assert theory.theorem3_claim(worse, "depth3-td-s0").verdict == "not shown: the limit rule is not met on this grid"
     flipped = replace(far, theta_star=replace(far.theta_star, estimate=-far.theta_star.estimate))
     same = replace(grid, rows=[flipped if r is far else r for r in grid.rows])
     assert theory.theorem3_claim(same, "depth3-td-s0").verdict == claim.verdict  # a noise draw's sign decides nothing
     assert not any("θ*/zero" in n for n in claim.numbers)
-    small_zero = replace(far, zero=replace(far.zero, estimate=1.0))  # bound 2.0e-3 of zero's 1.0: not below 1e-3
+    small_zero = replace(far, zero=replace(far.zero, estimate=1.0))  # bound 4.9e-2 of zero's 1.0: not below 1e-3
     short = replace(grid, rows=[small_zero if r is far else r for r in grid.rows])
     assert theory.theorem3_claim(short, "depth3-td-s0").verdict.startswith("not shown")
+
+
+def test_a_step_of_n_is_shown_only_when_the_longer_contexts_interval_lies_below_the_shorters():
+    from analyses.metrics.neu import NeuEstimate
+
+    def est(lo, hi):
+        return NeuEstimate(estimate=(lo + hi) / 2, lo=lo, hi=hi, half_width=(hi - lo) / 2, n_tasks=64,
+                           calibrated_lo=lo, calibrated_hi=hi)
+
+    text = theory._step_power([est(1.0, 2.0), est(0.0, 0.5), est(0.0, 0.4)], [10, 30, 100])
+    assert text == ("the NEU itself is shown to fall at 10 → 30; at 30 → 100 (NEU at n = 30 within [0.0e+00, "
+                    "5.0e-01]) the tasks cannot tell a fall from none: only the bound falls there, and a fall smaller "
+                    "than the interval's upper end is invisible to this sample")
 
 
 def _saved_neu_grid():
