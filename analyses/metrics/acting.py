@@ -127,14 +127,11 @@ def model_acting(model, dist, seed: int, n_tasks: int = ACTING_TASKS) -> Acting:
     """A control model's acting on ``n_tasks`` fresh MDPs of its family (``dist``: a control ``TaskDistribution``),
     one context each under the uniform behaviour policy: the regret of its greedy and softmax policies on its
     in-context q, beside the behaviour's and the uniform random policy's, each against the behaviour task by task."""
-    from ictd_interp.tasks.mdp import random_mdps, two_action_chains
+    from ictd_interp.tasks.families import family_mdps
     from ictd_interp.tasks.sampling import sample_from
 
     generator = torch.Generator().manual_seed(seed)
-    make = {"mdp-random": lambda: random_mdps(n_tasks, dist.n_states, dist.n_actions, dist.gamma,
-                                              generator=generator),
-            "mdp-chain": lambda: two_action_chains(n_tasks, dist.n_states, dist.gamma, generator=generator)}
-    mdp = make[dist.family]()
+    mdp = family_mdps(dist, n_tasks, generator)
     behaviour = uniform_policy(dist.n_states, dist.n_actions)
     tasks = sample_from(dist, n_tasks, generator=generator, mrp=mdp.pair_mrp(behaviour))
     q = in_context_q(model, tasks, dist.n_actions)

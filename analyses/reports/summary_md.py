@@ -13,7 +13,7 @@ from analyses.metrics.baselines import LABELS, MODEL_ROW, Baselines
 from analyses.metrics.in_context import PAST, InContext
 from analyses.metrics.intervals import Interval
 from analyses.metrics.neu import NeuGrid, population_table
-from ictd_interp.config.fields import CONTROL_OBJECTIVES
+from ictd_interp.config.registry import FAMILIES, OBJECTIVES
 
 MAX_CONDITION_TEXT = f"{MAX_CONDITION:.0f}"
 
@@ -128,7 +128,7 @@ def control_algorithm_sentence(config: Any) -> list[str]:
     if config.tasks.n_actions is None:
         return []
     toward = (f" It was trained toward q* (objective {config.objective}); that moves the weights its layers reach, "
-              "not the form of their update." if config.objective in CONTROL_OBJECTIVES else "")
+              "not the form of their update." if OBJECTIVES[config.objective].control else "")
     return ["- **Which control algorithm.** On the state-action chain each layer's bootstrap (the shift) reads the "
             "value the context holds at the next pair (S_{k+1}, A_{k+1}), the action the behaviour took: a layer read "
             "above as a TD step is a **SARSA** step, which estimates q of the behaviour. Expected SARSA and "
@@ -142,11 +142,11 @@ def eval_tasks_label(config: Any, n_tasks: int) -> str:
     t = config.tasks
     label = (f"{n_tasks} held-out {t.family} tasks (evaluation seed {config.eval_seed}; s = {t.n_states}, "
              f"d = {t.d_features}, n = {t.context_len}, γ = {t.gamma}, {t.feature_kind} features × {t.feature_scale})")
-    if t.family.startswith("mdp-"):
+    if t.family in FAMILIES and FAMILIES[t.family].control:
         label += (f" — control tasks: the state-action chain of two-action MDPs of {t.n_states} states under the "
                   "uniform behaviour policy, so a \"state\" below is a state-action pair, v_π is q of that policy and "
                   "TD is SARSA (docs/theory.md §14)")
-        if config.objective in CONTROL_OBJECTIVES:
+        if OBJECTIVES[config.objective].control:
             label += (f"; this model was trained toward q* (objective {config.objective}), and every error below is "
                       "still against q of the behaviour policy (docs/theory.md §6)")
     return label

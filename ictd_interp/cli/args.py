@@ -14,6 +14,7 @@ from dataclasses import MISSING, fields, replace
 from typing import Any
 
 from ictd_interp.config import ARCHITECTURES, MODEL_CONFIGS, TaskDistribution, TrainConfig
+from ictd_interp.config.registry import FAMILIES, OBJECTIVES, listing
 from ictd_interp.config.train import flat_fields
 
 
@@ -33,11 +34,14 @@ def field_help(cls: type) -> dict[str, str]:
         elif name and line.strip():
             for key in name.split(","):
                 helps[key.strip()] += " " + line.strip()
+    lists = {"<families>": listing(FAMILIES), "<objectives>": listing(OBJECTIVES)}  # the registry's, never a copy
+    for marker, text in lists.items():
+        helps = {k: v.replace(marker, text) for k, v in helps.items()}
     return {k: v.replace("``", "") for k, v in helps.items()}
 
 
 def _add_flag(group, name: str, default: Any, text: str) -> None:
-    flag = "--" + name.replace("_", "-")
+    flag, text = "--" + name.replace("_", "-"), text.replace("%", "%%")  # argparse formats help with %
     if isinstance(default, bool):
         group.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=None, help=text)
     else:

@@ -44,7 +44,7 @@ class EvaluateConfig:
     settings are a TaskDistribution's (validated by it) whose d_features is the model's.
 
     Args:
-        env: boyan, loop, random, random-sparse or gym:ENV_ID (e.g. gym:FrozenLake-v1).
+        env: <families>, or gym:ENV_ID (e.g. gym:FrozenLake-v1).
         n_tasks: tasks (fresh MRPs for families; one MRP, fresh features, for Gymnasium).
         n_states: states of the MRP families (Gymnasium sets its own).
         gamma: discount (the model's own temporal shift uses the gamma it was built with).

@@ -7,7 +7,7 @@ nested with the optimisation settings, and its ``PRESETS``). Each has ``to_dict`
 choice and shared check is written once in ``fields``.
 """
 
-from ictd_interp.config.fields import FEATURE_KINDS, FORMS, OBJECTIVE_NAMES
+from ictd_interp.config.fields import FEATURE_KINDS, FORMS
 from ictd_interp.config.linear import LinearICTDConfig
 from ictd_interp.config.model import ICTDConfig
 from ictd_interp.config.standard import StandardConfig
@@ -19,7 +19,6 @@ __all__ = [
     "FEATURE_KINDS",
     "FORMS",
     "MODEL_CONFIGS",
-    "OBJECTIVE_NAMES",
     "PRESETS",
     "ICTDConfig",
     "LinearICTDConfig",

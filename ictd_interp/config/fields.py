@@ -11,12 +11,8 @@ BACKWARDS = ("fused", "autograd")  # how the stylised fast path is differentiate
 MASKS = ("paper", "full")
 DTYPES = ("float32", "float64")
 FEATURE_KINDS = ("uniform", "onehot")
-FAMILIES = ("boyan", "loop", "random", "random-sparse", "mdp-random", "mdp-chain")  # and gym:ENV_ID
 TERMINALS = ("restart", "absorbing")
-# ictd_interp.training.objectives.OBJECTIVES, by name; the last two learn action values of a control family only
-OBJECTIVE_NAMES = ("td", "neu", "mc", "supervised", "q-learning", "supervised-q-star")
-CONTROL_OBJECTIVES = ("q-learning", "supervised-q-star")
-CONTROL_ACTIONS = 2  # actions of every state of the control families (mdp-random, mdp-chain)
+CONTROL_ACTIONS = 2  # actions of every state of the control families (registry.FAMILIES' control entries)
 OPTIMIZERS = ("adam", "adamw", "sgd")
 OPTIMIZER_KERNELS = ("fused", "foreach")  # how the optimiser update runs (TrainConfig.optimizer_kernel)
 DEVICES = ("cpu", "cuda")

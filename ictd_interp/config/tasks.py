@@ -13,16 +13,16 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ictd_interp.config.fields import (
-    CONTROL_ACTIONS, FAMILIES, FEATURE_KINDS, TERMINALS, check_choice, check_gamma, check_onehot, check_positive_int,
+    CONTROL_ACTIONS, FEATURE_KINDS, TERMINALS, check_choice, check_gamma, check_onehot, check_positive_int,
     from_dict_strict,
 )
+from ictd_interp.config.registry import FAMILIES
 
 
 @dataclass(frozen=True)
 class TaskDistribution:
     """Args:
-        family: boyan, loop, random, random-sparse, gym:ENV_ID, or a control family (mdp-random, mdp-chain: the
-            state-action chain of two-action MDPs of ``n_states`` states under the uniform behaviour policy).
+        family: <families>, or gym:ENV_ID (e.g. gym:FrozenLake-v1).
         n_states: states per MRP (a Gymnasium environment sets its own).
         d_features: feature dimension d.
         context_len: n, transitions in each prompt.
@@ -43,7 +43,7 @@ class TaskDistribution:
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES and not self.family.startswith("gym:"):
-            raise ValueError(f"family: must be one of {FAMILIES} or gym:ENV_ID (e.g. gym:FrozenLake-v1), "
+            raise ValueError(f"family: must be one of {tuple(FAMILIES)} or gym:ENV_ID (e.g. gym:FrozenLake-v1), "
                              f"got {self.family!r}")
         check_choice("feature_kind", self.feature_kind, FEATURE_KINDS)
         check_choice("terminal", self.terminal, TERMINALS)
@@ -59,7 +59,7 @@ class TaskDistribution:
     @property
     def n_actions(self):
         """``CONTROL_ACTIONS`` for a control family (its "states" are state-action pairs), else None."""
-        return CONTROL_ACTIONS if self.family.startswith("mdp-") else None
+        return CONTROL_ACTIONS if self.family in FAMILIES and FAMILIES[self.family].control else None
 
     def check_onehot(self, n_states: int) -> None:
         """The one place that checks one-hot features fit: ``d_features >= n_states``."""

@@ -13,9 +13,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Union, get_args
 
 from ictd_interp.config.fields import (
-    CONTROL_OBJECTIVES,
     DEVICES,
-    OBJECTIVE_NAMES,
     OPTIMIZER_KERNELS,
     OPTIMIZERS,
     check_bool,
@@ -25,6 +23,7 @@ from ictd_interp.config.fields import (
 )
 from ictd_interp.config.linear import LinearICTDConfig
 from ictd_interp.config.model import ICTDConfig
+from ictd_interp.config.registry import FAMILIES, OBJECTIVES
 from ictd_interp.config.standard import StandardConfig
 from ictd_interp.config.tasks import TaskDistribution
 
@@ -46,9 +45,7 @@ class TrainConfig:
         model: the model's config: ICTDConfig (stylised: the residual stream is the prompt, theta* is a point of it),
             StandardConfig (a pre-LN transformer with MLPs) or LinearICTDConfig (the predecessor's linear model).
         tasks: the task distribution trained and evaluated on.
-        objective: loss: td (semi-gradient TD; SARSA on a control family), neu (norm of the expected update), mc
-            (Monte-Carlo return), supervised (true v_pi; q_pi of the behaviour on a control family), and on a control
-            family q-learning (semi-gradient, bootstrapping on max_a q^(S', a)) or supervised-q-star (true q*).
+        objective: the loss: <objectives>.
         tasks_per_batch: B, fresh tasks per step.
         windows_per_task: W, TD windows per task (W + 1 prompts share one forward pass).
         steps: optimiser steps.
@@ -111,7 +108,7 @@ class TrainConfig:
             if getattr(self.model, name) != getattr(self.tasks, name):
                 raise ValueError(f"{name}: the model has {getattr(self.model, name)!r}, the tasks "
                                  f"{getattr(self.tasks, name)!r}; they must agree")
-        check_choice("objective", self.objective, OBJECTIVE_NAMES)
+        check_choice("objective", self.objective, tuple(OBJECTIVES))
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
         check_choice("optimizer_kernel", self.optimizer_kernel, OPTIMIZER_KERNELS)
         check_choice("device", self.device, DEVICES)
@@ -123,9 +120,10 @@ class TrainConfig:
             raise ValueError(f"lr: must be > 0, got {self.lr}")
         if not self.weight_decay >= 0:
             raise ValueError(f"weight_decay: must be >= 0, got {self.weight_decay}")
-        if self.objective in CONTROL_OBJECTIVES and self.tasks.n_actions is None:
+        if OBJECTIVES[self.objective].control and self.tasks.n_actions is None:
+            controls = " or ".join(f.name for f in FAMILIES.values() if f.control)
             raise ValueError(f"objective: {self.objective!r} learns action values: it needs a control family "
-                             f"(--family mdp-random or mdp-chain), got {self.tasks.family!r}")
+                             f"(--family {controls}), got {self.tasks.family!r}")
         if self.objective == "mc" and self.mc_horizon < 1:
             raise ValueError(f"mc_horizon: the mc objective needs a horizon >= 1, got {self.mc_horizon}")
         check_positive_int(self, "task_pool", least=0)

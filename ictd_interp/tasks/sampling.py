@@ -18,14 +18,14 @@ from ictd_interp.tasks.features import make_features, uniform_features
 from ictd_interp.tasks.mrp import (
     MRP,
     BoyanUniforms,
-    boyan_chains,
     boyan_from_uniforms,
     boyan_uniforms,
     resolve_generator,
 )
 from ictd_interp.tasks._types import ArrayLike, as_tensor
-from ictd_interp.tasks.mdp import MDP, random_mdps, two_action_chains, uniform_policy
-from ictd_interp.tasks.sources import from_gymnasium, loop_mrps, random_mrps
+from ictd_interp.tasks.mdp import MDP
+from ictd_interp.tasks.families import registered_mrps
+from ictd_interp.tasks.sources import from_gymnasium
 from ictd_interp.tasks.prompt import build_prompt, context_inputs
 from ictd_interp.config.tasks import TaskDistribution
 from ictd_interp.tasks.trajectory import sample_trajectories, trajectories_from_uniforms, trajectory_uniforms
@@ -94,21 +94,11 @@ def sample_tasks(
 
 
 def family_mrps(dist: TaskDistribution, n_tasks: int, generator: torch.Generator) -> MRP:
-    """The MRPs of a distribution's family: a fresh one per task, or a Gymnasium environment's one."""
+    """The MRPs of a distribution's family: a fresh one per task (``ictd_interp.tasks.families``), or a
+    Gymnasium environment's one."""
     if dist.family.startswith("gym:"):
         return gym_mrp(dist.family[4:], dist.gamma, dist.terminal)
-    makers = {"boyan": lambda: boyan_chains(n_tasks, dist.n_states, dist.gamma, generator),
-              "loop": lambda: loop_mrps(n_tasks, dist.n_states, dist.gamma, generator=generator),
-              "random": lambda: random_mrps(n_tasks, dist.n_states, dist.gamma, generator=generator),
-              "random-sparse": lambda: random_mrps(n_tasks, dist.n_states, dist.gamma, density=0.2,
-                                                   generator=generator),
-              # control: the state-action chain of two-action MDPs under the uniform behaviour policy
-              # (its value is q of that policy; TD on it is SARSA: docs/theory.md §14)
-              "mdp-random": lambda: random_mdps(n_tasks, dist.n_states, dist.n_actions, dist.gamma, generator=generator)
-              .pair_mrp(uniform_policy(dist.n_states, dist.n_actions)),
-              "mdp-chain": lambda: two_action_chains(n_tasks, dist.n_states, dist.gamma, generator=generator)
-              .pair_mrp(uniform_policy(dist.n_states, dist.n_actions))}
-    return makers[dist.family]()
+    return registered_mrps(dist, n_tasks, generator)
 
 
 @lru_cache(maxsize=8)

@@ -14,6 +14,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from ictd_interp.tasks.prompt import PromptLayout
+from ictd_interp.config.registry import FAMILIES
 from ictd_interp.config.tasks import TaskDistribution
 from ictd_interp.tasks.mdp import MDP
 from ictd_interp.tasks.sampling import TaskBatch, sample_from
@@ -122,7 +123,8 @@ def windows_from_tasks(tasks: TaskBatch, dist: TaskDistribution, n_windows: int,
     n, gamma = dist.context_len, dist.gamma
     query_states = tasks.states[:, n : n + n_windows]
     if (values == "q_star" or action_queries) and dist.n_actions is None:
-        raise ValueError(f"family: {dist.family!r} is no control family (mdp-random, mdp-chain): its windows have "
+        controls = [f.name for f in FAMILIES.values() if f.control]
+        raise ValueError(f"family: {dist.family!r} is no control family ({', '.join(controls)}): its windows have "
                          "no action values")
     reward_of = lambda s: torch.gather(tasks.mrp.r, 1, s)  # noqa: E731
     returns = (discounted_returns(reward_of(tasks.states[:, n:-1]), gamma, mc_horizon)[:, :n_windows]

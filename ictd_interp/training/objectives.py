@@ -19,7 +19,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from ictd_interp.config.fields import OBJECTIVE_NAMES
+from ictd_interp.config import registry
+from ictd_interp.config.registry import load
 from ictd_interp.training.batches import WindowBatch
 from ictd_interp.models.registry import ICTDModel
 from ictd_interp.models.fast.ictd_stack import ModelStack
@@ -100,9 +101,9 @@ def q_learning_loss(model: Trainable, batch: WindowBatch, depth: Optional[int] =
 
 @dataclass(frozen=True)
 class Objective:
-    """A pretraining objective: its loss and what its batches need: Monte-Carlo returns (the
-    trajectories are then extended by ``mc_horizon`` transitions), the true values (``values``: ``v_pi`` of the
-    chain, or ``q_star`` of a control task), each action's query features (``needs_action_queries``)."""
+    """A registered objective (``ictd_interp.config.registry.OBJECTIVES``) ready to call: its loss and what its
+    batches need: Monte-Carlo returns (the trajectories are then extended by ``mc_horizon`` transitions), the true
+    values (``values``: ``v_pi`` of the chain, or ``q_star`` of a control task), each action's query features."""
 
     name: str
     loss: Callable[..., Tensor]
@@ -118,12 +119,10 @@ class Objective:
         return config.mc_horizon if self.needs_returns else 0
 
 
-OBJECTIVES: dict[str, Objective] = {o.name: o for o in (
-    Objective("td", td_loss), Objective("neu", neu_loss), Objective("mc", mc_loss, needs_returns=True),
-    Objective("supervised", supervised_loss, needs_values=True),
-    Objective("q-learning", q_learning_loss, needs_action_queries=True),
-    Objective("supervised-q-star", supervised_loss, needs_values=True, values="q_star"))}
-assert tuple(OBJECTIVES) == OBJECTIVE_NAMES, "config.OBJECTIVE_NAMES names every objective, in order"
+# Read from the registry once this module's losses exist (each entry names one of them).
+OBJECTIVES: dict[str, Objective] = {
+    e.name: Objective(e.name, load(e.loss), e.needs_returns, e.needs_values, e.values, e.needs_action_queries)
+    for e in registry.OBJECTIVES.values()}
 
 
 def expected_update(model: Trainable, batch: WindowBatch, create_graph: bool = False,

@@ -1,0 +1,59 @@
+"""One registry per kind of plug-in, and what is registered is the list: validation, the CLI's help, the sampler,
+the trainer and the docs read MRP families and objectives from ``ictd_interp.config.registry`` and methods from
+``analyses.methods_benchmark.methods.METHODS``."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from ictd_interp.config import TaskDistribution, TrainConfig
+from ictd_interp.config.registry import FAMILIES, OBJECTIVES, Family, listing, load, markdown, register
+from ictd_interp.tasks.sampling import family_mrps
+from ictd_interp.training.objectives import OBJECTIVES as LOSSES
+
+ROOT = Path(__file__).parents[2]
+
+
+def test_the_guide_shows_the_registered_families_and_objectives():
+    guide = (ROOT / "docs" / "guide.md").read_text()
+    for table in (FAMILIES, OBJECTIVES):
+        assert "\n".join(markdown(table)) in guide
+
+
+def test_the_benchmark_docs_name_every_built_in_method():
+    from analyses.methods_benchmark.methods import METHODS
+
+    docs = (ROOT / "docs" / "methods_benchmark.md").read_text()
+    assert [m for m in METHODS if f"`{m}`" not in docs] == []
+
+
+def test_help_texts_list_the_registry():
+    from ictd_interp.cli.args import field_help
+    from ictd_interp.cli.configs import EvaluateConfig
+
+    assert listing(FAMILIES) in field_help(TaskDistribution)["family"]
+    assert listing(FAMILIES) in field_help(EvaluateConfig)["env"]
+    assert listing(OBJECTIVES) in field_help(TrainConfig)["objective"]
+    assert "mdp-chain (" in listing(FAMILIES) and "supervised-q-star (" in listing(OBJECTIVES)
+
+
+def test_validation_reads_the_registry(monkeypatch):
+    with pytest.raises(ValueError, match=r"family: must be one of \('boyan', 'loop'.*'mdp-chain'\)"):
+        TaskDistribution(family="ring")
+    assert TaskDistribution(family="mdp-chain", n_states=4).n_actions == 2
+    assert TaskDistribution(family="loop").n_actions is None
+    monkeypatch.setitem(FAMILIES, "ring", Family("ring", "a plain ring", "ictd_interp.tasks.families:loop"))
+    ring = TaskDistribution(family="ring", n_states=5)  # registered: accepted and sampled
+    assert family_mrps(ring, 3, torch.Generator().manual_seed(0)).P.shape == (3, 5, 5)
+    with pytest.raises(ValueError, match="'q-learning' learns action values: it needs a control family "
+                                         r"\(--family mdp-random or mdp-chain\)"):
+        TrainConfig.from_preset("quick", objective="q-learning")
+
+
+def test_every_entry_loads_and_a_taken_name_is_refused():
+    for entry in FAMILIES.values():
+        assert callable(load(entry.make))
+    assert {name: LOSSES[name].loss for name in OBJECTIVES} == {name: load(e.loss) for name, e in OBJECTIVES.items()}
+    with pytest.raises(ValueError, match="'boyan': already registered"):
+        register(Family("boyan", "again", "ictd_interp.tasks.families:boyan"))
