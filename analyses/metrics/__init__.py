@@ -23,7 +23,6 @@ _EXPORTS = {
     "t_interval": "intervals",
     "Paired": "intervals",
     "paired": "intervals",
-    "seed_caption": "intervals",
     "describe_nonfinite": "intervals",
     "proportion_interval": "intervals",
     "context_lengths": "convergence",

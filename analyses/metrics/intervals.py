@@ -96,14 +96,6 @@ def paired(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, lev
     return Paired(diff, verdict)
 
 
-def seed_caption(n_seeds: int, n_nonfinite: int = 0, unit: str = "seeds") -> str:
-    """What every figure and table over seeds says about its interval."""
-    text = f"mean over {n_seeds} {unit} with its {METHOD}"
-    if n_nonfinite:
-        text += f"; {n_nonfinite} of {n_seeds} {unit} not finite (diverged), counted, never dropped"
-    return text
-
-
 def describe_nonfinite(names: Sequence[str], values: Sequence[Optional[float]]) -> Optional[str]:
     """``"1 of 5 seeds diverged (cell-s3)"`` or None when every value is finite."""
     bad = [n for n, v in zip(names, values) if v is None or not math.isfinite(v)]

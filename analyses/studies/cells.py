@@ -99,10 +99,8 @@ def run_stacked_cells(cell_dirs: list[str], configs: list[dict[str, Any]], stop_
     checkpoints: the diverging one fails alone, the others finish."""
     import torch
 
-    from analyses.analyze import analyze
     from ictd_interp.config.train import TrainConfig
     from ictd_interp.io.checkpoint import CheckpointError
-    from ictd_interp.training import run_folder
     from ictd_interp.training.allocator import apply_allocator_choice
     from ictd_interp.training.stacked import open_stack, reopen_stack, step_stack
     from ictd_interp.training.trainer import TrainingDiverged
@@ -118,17 +116,8 @@ def run_stacked_cells(cell_dirs: list[str], configs: list[dict[str, Any]], stop_
     if any(read_status(c).get("status") == "done" for c in cells):  # a retry after some finished: never redone
         return one_by_one()
     cfgs = [TrainConfig.from_dict(c) for c in configs]
-    for run_dir in run_dirs:
-        if run_folder.config_path(run_dir).exists() and run_folder.latest_checkpoint(run_dir) is None:
-            shutil.rmtree(run_dir)  # stopped before its first checkpoint: only step 0's log to redo
-    started = [run_folder.config_path(r).exists() for r in run_dirs]
-    ours = all(sorted(last_unit(c) or names) == sorted(names) for c in cells)  # last stepped as this unit
-    if ours and any(started) and not all(started):  # killed between the runs' first checkpoints: all from step 0
-        for run_dir in (r for r, begun in zip(run_dirs, started) if begun):
-            set_aside_run(run_dir)
-        started = [False] * len(cells)
-    if any(started) and (not all(started) or not ours or any(run_folder.load_run_config(r).differences(c)
-                                                             for r, c in zip(run_dirs, cfgs))):
+    started = _stack_start(cells, cfgs)
+    if started is None:
         return one_by_one()
     earlier, together, paths = {c: attempts(c) for c in cells}, {"models_in_process": len(cells)}, {}
 
@@ -155,21 +144,46 @@ def run_stacked_cells(cell_dirs: list[str], configs: list[dict[str, Any]], stop_
         return one_by_one()
     except Exception as err:
         return failed(err)
-    statuses = []
-    for cell, run in zip(cells, runs):
-        info = {"wall_time": time.perf_counter() - started_at, "earlier_attempts": earlier[cell],
-                "trained_in": ended(paths[cell], run.step), **together}
-        if run.interrupted:
-            statuses.append(write_status(cell, "interrupted", **info))
-            continue
-        try:
-            analyze(run.out_dir, cell / "analysis", neu=False, draw=False)
-        except Exception as err:
-            statuses.append(write_status(cell, "failed", error=f"{type(err).__name__}: {err}",
-                                          trace=traceback.format_exc(limit=-3), **info))
-            continue
-        statuses.append(write_status(cell, "done", **info))
-    return statuses
+    return [_analyse_stacked(cell, run, {"wall_time": time.perf_counter() - started_at,
+                                         "earlier_attempts": earlier[cell], "trained_in": ended(paths[cell], run.step),
+                                         **together}) for cell, run in zip(cells, runs)]
+
+
+def _stack_start(cells: list[Path], cfgs: list) -> Optional[list[bool]]:
+    """Whether each cell's run has begun, once the stack can (re)start together; None when the cells must
+    continue one by one (some started and some not after another unit stepped them, or a stored run holds other
+    settings). Runs stopped before their first checkpoint are cleared; if this unit was killed between its runs'
+    first checkpoints, every run starts again from step 0."""
+    from ictd_interp.training import run_folder
+
+    run_dirs, names = [c / "run" for c in cells], [c.name for c in cells]
+    for run_dir in run_dirs:
+        if run_folder.config_path(run_dir).exists() and run_folder.latest_checkpoint(run_dir) is None:
+            shutil.rmtree(run_dir)  # stopped before its first checkpoint: only step 0's log to redo
+    started = [run_folder.config_path(r).exists() for r in run_dirs]
+    ours = all(sorted(last_unit(c) or names) == sorted(names) for c in cells)  # last stepped as this unit
+    if ours and any(started) and not all(started):  # killed between the runs' first checkpoints: all from step 0
+        for run_dir in (r for r, begun in zip(run_dirs, started) if begun):
+            set_aside_run(run_dir)
+        started = [False] * len(cells)
+    if any(started) and (not all(started) or not ours or any(run_folder.load_run_config(r).differences(c)
+                                                             for r, c in zip(run_dirs, cfgs))):
+        return None
+    return started
+
+
+def _analyse_stacked(cell: Path, run, info: dict[str, Any]) -> dict[str, Any]:
+    """A stacked cell's status once its training stopped: interrupted, or analysed (done or failed)."""
+    from analyses.analyze import analyze
+
+    if run.interrupted:
+        return write_status(cell, "interrupted", **info)
+    try:
+        analyze(run.out_dir, cell / "analysis", neu=False, draw=False)
+    except Exception as err:
+        return write_status(cell, "failed", error=f"{type(err).__name__}: {err}", trace=traceback.format_exc(limit=-3),
+                            **info)
+    return write_status(cell, "done", **info)
 
 
 def run_cell(cell_dir: str, config: dict[str, Any], stop_file: str, keep_freed_memory: bool = False,

@@ -14,36 +14,11 @@ from ictd_interp.config.train import MODEL_CONFIGS, PRESETS, TrainConfig
 
 
 def construct(args: argparse.Namespace) -> int:
-    print(construction_table(config_from_args(ConstructConfig(), args)))
+    from analyses.reports.construction import construction_table
+
+    cfg = config_from_args(ConstructConfig(), args)
+    print(construction_table(cfg.model, cfg.tasks, cfg.n_tasks, cfg.seed, cfg.max_depth))
     return 0
-
-
-def construction_table(cfg: ConstructConfig) -> str:
-    """The table of ``||v_L - v_pi||_inf`` versus depth for theta*, with the margin ``C``."""
-    from analyses.metrics.convergence import errors_by_depth, fit_geometric
-    from analyses.metrics.diagonality import model_margin
-    from ictd_interp.io.progress import computed
-    from ictd_interp.models import HookedICTDTransformer
-    from ictd_interp.tasks import sample_from
-
-    dist = cfg.tasks
-    done: dict = {}
-    computed({"tasks": lambda: sample_from(dist, cfg.n_tasks, seed=cfg.seed),
-                     "theta*": lambda: HookedICTDTransformer.from_theta_star(cfg.model),
-                     "errors by depth": lambda: errors_by_depth(done["theta*"], done["tasks"]).mean(-1),
-                     "margin C": lambda: model_margin(done["theta*"], done["tasks"])}, desc="construct", into=done)
-    errors, C = done["errors by depth"], done["margin C"]
-    fit = fit_geometric(errors.tolist())
-    depths = [2**k for k in range(cfg.max_depth.bit_length()) if 2**k <= cfg.max_depth]
-    lines = [f"theta* ({cfg.form} form) on {cfg.n_tasks} {dist.family} tasks, s={dist.n_states}, n={dist.context_len}, "
-             f"{dist.feature_kind} features x{dist.feature_scale}, gamma={dist.gamma}",
-             f"Assumption 5.1 margin C: mean {C.mean():.4f}, min {C.min():.4f} "
-             f"(holds when 0 < C < (1-gamma)/2 = {(1 - dist.gamma) / 2:.3f}; "
-             f"{int((C > 0).sum())}/{len(C)} tasks have C > 0)",
-             f"{'depth L':>8}  {'||v_L - v_pi||_inf':>20}"]
-    lines += [f"{L:>8}  {errors[L]:>20.6f}" for L in depths]
-    lines.append(f"fitted geometric rate {fit.rate:.4f}, floor {fit.floor:.6f}; 1 - C = {1 - C.mean():.4f}")
-    return "\n".join(lines)
 
 
 def train(args: argparse.Namespace) -> int:

@@ -3,14 +3,15 @@ from pathlib import Path
 import pytest
 
 from ictd_interp.cli.args import field_help
-from ictd_interp.cli.commands import construction_table
+from analyses.reports.construction import construction_table
 from ictd_interp.cli.configs import ConstructConfig
 from ictd_interp.config import TaskDistribution
 
 
 def test_construct_shows_geometric_decay_to_a_floor():
     tasks = TaskDistribution(d_features=10, feature_kind="onehot", feature_scale=3.0, context_len=100)
-    table = construction_table(ConstructConfig(tasks=tasks, n_tasks=4, max_depth=32))
+    cfg = ConstructConfig(tasks=tasks, n_tasks=4, max_depth=32)
+    table = construction_table(cfg.model, cfg.tasks, cfg.n_tasks, cfg.seed, cfg.max_depth)
     rows = [line.split() for line in table.splitlines() if line.strip()[:1].isdigit()]
     depths, errors = [int(r[0]) for r in rows], [float(r[1]) for r in rows]
     assert depths == [1, 2, 4, 8, 16, 32]
