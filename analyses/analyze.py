@@ -12,14 +12,14 @@ draws every figure from those saved numbers (PNG and SVG) and writes ``summary.m
 from __future__ import annotations
 
 import pkgutil
-from pathlib import Path
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import import_module
+from pathlib import Path
 from typing import NamedTuple, Optional, Union
 
-from analyses.figures.plots import Figure
 import analyses.reports
+from analyses.figures.plots import Figure
 from analyses.reports.shared_figures import common_figures
 from analyses.reports.summary_md import write_with_figures
 from analyses.summary.sections import Summary
@@ -27,9 +27,10 @@ from analyses.summary.store import write_summary
 from ictd_interp.config import ARCHITECTURES, TaskDistribution, TrainConfig
 from ictd_interp.io.checkpoint import CONFIG, CheckpointError
 from ictd_interp.io.pretrained import resolve as resolve_name
-from ictd_interp.models.registry import ICTDModel
 from ictd_interp.models.loading import load_checkpoint
+from ictd_interp.models.registry import ICTDModel
 from ictd_interp.training.run_folder import METRICS, is_run, latest_checkpoint, load_run_config, read_metrics
+
 
 @dataclass(frozen=True)
 class Report:
@@ -60,9 +61,13 @@ REPORTS = find_reports()
 def report_for(architecture: str) -> Report:
     """The report of ``architecture``; an architecture registered without one is named with where to add it."""
     if architecture not in REPORTS:
-        raise ValueError(f"architecture {architecture!r} (one of {', '.join(ARCHITECTURES)}) has no report: add "
-                         f"analyses/reports/<name>.py with ARCHITECTURE = {architecture!r}, compute, lines, figures")
+        raise ValueError(
+            f"architecture {architecture!r} (one of {', '.join(ARCHITECTURES)}) has no report: add "
+            f"analyses/reports/<name>.py with ARCHITECTURE = {architecture!r}, compute, lines, figures"
+        )
     return REPORTS[architecture]
+
+
 CURVES = ("step", "eval_msve", "cos_A", "cos_V", "kernel_diagonality_mean", "kernel_diagonality_heads")
 
 
@@ -86,8 +91,10 @@ def resolve(path: Union[str, Path]) -> Resolved:
             raise CheckpointError(f"{path}: run directory without any checkpoint yet")
         return Resolved(load_checkpoint(ckpt).model, load_run_config(path), path, {})
     if not (path / CONFIG).exists() and not path.is_file():
-        raise CheckpointError(f"{path}: neither a run directory (train_config.json + metrics.jsonl) nor a "
-                              f"checkpoint ({CONFIG} + model.safetensors)")
+        raise CheckpointError(
+            f"{path}: neither a run directory (train_config.json + metrics.jsonl) nor a "
+            f"checkpoint ({CONFIG} + model.safetensors)"
+        )
     model, meta = load_checkpoint(path)
     cfg = type(model.cfg).from_dict(model.cfg.to_dict())  # the config's own copy, not the model's object
     try:  # settings stored beside the weights: an error names the file, not a flag nobody typed
@@ -109,8 +116,14 @@ def training_curves(run_dir: Optional[Path]) -> Optional[dict[str, list]]:
     return {key: [r[key] for r in rows] for key in CURVES if key in rows[0]}
 
 
-def analyze(path: Union[str, Path], out_dir: Union[str, Path], neu: bool = True, draw: bool = True,
-            resolved: Optional[Resolved] = None, stamp: bool = True) -> Summary:
+def analyze(
+    path: Union[str, Path],
+    out_dir: Union[str, Path],
+    neu: bool = True,
+    draw: bool = True,
+    resolved: Optional[Resolved] = None,
+    stamp: bool = True,
+) -> Summary:
     """Write ``summary.json``, ``summary.md`` and every figure (PNG and SVG) to ``out_dir`` (``neu``: with
     the NEU section, stylised models only; ``draw=False``: the numbers and words without figures, as a
     study cell keeps them, its study drawing across cells); returns the typed summary. ``resolved``: the model

@@ -24,8 +24,8 @@ from analyses.metrics.algorithm_id import read_layer
 from analyses.metrics.theta_star_limit import theta_star_rows
 from ictd_interp.config.train import TrainConfig
 from ictd_interp.io.pretrained import CARD, PRETRAINED_DIR, card, names
-from ictd_interp.models.registry import holds_theta_star
 from ictd_interp.models.fast.state_space import state_space_unavailable
+from ictd_interp.models.registry import holds_theta_star
 from ictd_interp.training.evaluation import EvalSet
 from ictd_interp.training.retraining import reexport
 
@@ -44,12 +44,19 @@ def verdict(name: str) -> dict[str, Any]:
     last = read_layer(model, model.cfg.n_layers - 1) if exact else None  # other models: `analyze` fits it
     found = in_context.assess(model, tasks, base, last, config.tasks.gamma)
     versus = {name: base.estimators[name].model_minus_baseline.difference for name in in_context.REQUIRED}
-    return {"learns_in_context": found.learns_in_context, "verdict": found.verdict,
-            "msve": found.msve.mean, "msve_interval": [found.msve.lo, found.msve.hi],
-            "minus": {name: [d.mean, d.lo, d.hi] for name, d in versus.items()},  # model − baseline, paired 95% t
-            "best_baseline": found.best_baseline,
-            "best_baseline_msve": found.best_baseline_msve, "effective_discount": found.discount.value,
-            "iterated_4x": found.iterated.verdict, "n_tasks": base.n_tasks, "rule": found.rule}
+    return {
+        "learns_in_context": found.learns_in_context,
+        "verdict": found.verdict,
+        "msve": found.msve.mean,
+        "msve_interval": [found.msve.lo, found.msve.hi],
+        "minus": {name: [d.mean, d.lo, d.hi] for name, d in versus.items()},  # model − baseline, paired 95% t
+        "best_baseline": found.best_baseline,
+        "best_baseline_msve": found.best_baseline_msve,
+        "effective_discount": found.discount.value,
+        "iterated_4x": found.iterated.verdict,
+        "n_tasks": base.n_tasks,
+        "rule": found.rule,
+    }
 
 
 def write_verdict(name: str) -> dict[str, Any]:
@@ -66,13 +73,22 @@ def ship(preset: str, seed: int, name: str, description: str, **settings: Any) -
     folder = PRETRAINED_DIR / name
     folder.mkdir(exist_ok=True)
     config = TrainConfig.from_preset(preset, seed=seed, **settings)
-    flags = "".join(f" --{key.replace('_', '-')}" + ("" if value is True else f" {value}")
-                    for key, value in settings.items())
-    (folder / CARD).write_text(json.dumps({
-        "name": name, "description": description,
-        "command": f"ictd-interp train --preset {preset}{flags} --seed {seed} --threads 1 --out DIR",
-        "train_config": config.to_dict(), "cross_machine_rtol": CROSS_MACHINE_RTOL,
-        "fingerprint": {"threads": 1}}, indent=1))  # the thread count it trains at; reexport records the rest
+    flags = "".join(
+        f" --{key.replace('_', '-')}" + ("" if value is True else f" {value}") for key, value in settings.items()
+    )
+    (folder / CARD).write_text(
+        json.dumps(
+            {
+                "name": name,
+                "description": description,
+                "command": f"ictd-interp train --preset {preset}{flags} --seed {seed} --threads 1 --out DIR",
+                "train_config": config.to_dict(),
+                "cross_machine_rtol": CROSS_MACHINE_RTOL,
+                "fingerprint": {"threads": 1},
+            },
+            indent=1,
+        )
+    )  # the thread count it trains at; reexport records the rest
     with tempfile.TemporaryDirectory() as work:
         reexport(folder, Path(work) / "run")
     write_verdict(name)

@@ -102,9 +102,14 @@ def time_tree(tree: Path, threads: int, steps: int, compiled: bool) -> dict[str,
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(tree), str(ROOT / "benchmarks")]),
     }  # products.py: this tree's
-    done = subprocess.run([sys.executable, "-c", PROBE, str(threads), str(steps), "compile" if compiled else "eager"],
-                          cwd=tree, env=env,
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, str(threads), str(steps), "compile" if compiled else "eager"],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -118,11 +123,17 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         old = Path(tmp) / "old"
-        subprocess.run(["git", "worktree", "add", "--detach", str(old), args.rev], cwd=ROOT, check=True,
-                       capture_output=True)
+        subprocess.run(
+            ["git", "worktree", "add", "--detach", str(old), args.rev], cwd=ROOT, check=True, capture_output=True
+        )
         try:
-            rounds = [(time_tree(old, args.threads, args.steps, args.compile),
-                       time_tree(ROOT, args.threads, args.steps, args.compile)) for _ in range(args.rounds)]
+            rounds = [
+                (
+                    time_tree(old, args.threads, args.steps, args.compile),
+                    time_tree(ROOT, args.threads, args.steps, args.compile),
+                )
+                for _ in range(args.rounds)
+            ]
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(old)], cwd=ROOT, check=True)
     result = {"against": args.rev, "rounds": args.rounds, "threads": args.threads}
@@ -130,12 +141,16 @@ def main() -> None:
         base = name if name in rounds[0][0] else name.removesuffix("_compiled")  # compiled: against the old eager
         old_ms = statistics.median(o[base] for o, _ in rounds)
         new_ms = statistics.median(n[name] for _, n in rounds)
-        result[name] = {"old_ms": round(old_ms, 2), "new_ms": round(new_ms, 2),
-                        "old_over_new": round(statistics.median(o[base] / n[name] for o, n in rounds), 3),
-                        "ratio_of_medians": round(old_ms / new_ms, 3)}
+        result[name] = {
+            "old_ms": round(old_ms, 2),
+            "new_ms": round(new_ms, 2),
+            "old_over_new": round(statistics.median(o[base] / n[name] for o, n in rounds), 3),
+            "ratio_of_medians": round(old_ms / new_ms, 3),
+        }
     models = [k.removeprefix("products_") for k in rounds[0][1] if k.startswith("products_")]
-    result["train_ceiling"] = {m: round(statistics.median(o["train_" + m] / n["products_" + m] for o, n in rounds), 3)
-                               for m in models}
+    result["train_ceiling"] = {
+        m: round(statistics.median(o["train_" + m] / n["products_" + m] for o, n in rounds), 3) for m in models
+    }
     print(json.dumps(result, indent=1))
 
 

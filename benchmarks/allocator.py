@@ -57,12 +57,21 @@ def main() -> None:
     runs: dict[str, list[dict]] = {"default": [], "kept": []}
     for _ in range(args.pairs):
         for mode in runs:
-            out = subprocess.run([sys.executable, "-c", STEP, mode, str(args.threads), str(args.steps), args.preset],
-                                 capture_output=True, text=True, check=True)
+            out = subprocess.run(
+                [sys.executable, "-c", STEP, mode, str(args.threads), str(args.steps), args.preset],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             runs[mode].append(json.loads(out.stdout))
-    result = {mode: {"kept": rows[0]["kept"], "s_per_step": statistics.median(r["s_per_step"] for r in rows),
-                     "faults_per_step": statistics.median(r["faults_per_step"] for r in rows)}
-              for mode, rows in runs.items()}
+    result = {
+        mode: {
+            "kept": rows[0]["kept"],
+            "s_per_step": statistics.median(r["s_per_step"] for r in rows),
+            "faults_per_step": statistics.median(r["faults_per_step"] for r in rows),
+        }
+        for mode, rows in runs.items()
+    }
     result["default_over_kept_time"] = result["default"]["s_per_step"] / result["kept"]["s_per_step"]
     result["setting"] = vars(args)
     print(json.dumps(result, indent=1))

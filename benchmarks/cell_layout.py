@@ -50,16 +50,23 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=400)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    rounds = [(cells(args.preset, args.steps, 2, together=False), cells(args.preset, args.steps, 1, together=True))
-              for _ in range(args.rounds)]
+    rounds = [
+        (cells(args.preset, args.steps, 2, together=False), cells(args.preset, args.steps, 1, together=True))
+        for _ in range(args.rounds)
+    ]
     ratios = [seq / side for seq, side in rounds]
-    print(json.dumps({
-        "setting": vars(args),
-        "sequential_2_threads_s": round(statistics.median(seq for seq, _ in rounds), 2),
-        "side_by_side_1_thread_s": round(statistics.median(side for _, side in rounds), 2),
-        "sequential_over_side_by_side": round(statistics.median(ratios), 3),
-        "rounds_min_max": [round(min(ratios), 3), round(max(ratios), 3)],
-    }, indent=1))
+    print(
+        json.dumps(
+            {
+                "setting": vars(args),
+                "sequential_2_threads_s": round(statistics.median(seq for seq, _ in rounds), 2),
+                "side_by_side_1_thread_s": round(statistics.median(side for _, side in rounds), 2),
+                "sequential_over_side_by_side": round(statistics.median(ratios), 3),
+                "rounds_min_max": [round(min(ratios), 3), round(max(ratios), 3)],
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

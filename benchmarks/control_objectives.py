@@ -18,8 +18,8 @@ import sys
 
 import torch
 
-from analyses.metrics.acting import acting_regret, in_context_q
 from analyses.analyze import resolve
+from analyses.metrics.acting import acting_regret, in_context_q
 from analyses.metrics.intervals import paired, t_interval
 from ictd_interp.config.train import PRESETS
 from ictd_interp.tasks.mdp import random_mdps, uniform_policy
@@ -49,14 +49,31 @@ def main() -> None:
         estimates[run] = in_context_q(model, tasks, dist.n_actions)
     act = acting_regret(mdp, tasks, behaviour, estimates, baseline=args.runs[0])
     first = args.runs[0]
-    out = {"tasks": args.tasks, "seed": SEED, "family": dist.family, "reference": first, "models": {
-        run: {**{f"sq_error_vs_{n}": t_interval(e).to_dict() for n, e in errors[run].items()},
-              "greedy_regret": act.regret[run].to_dict(),
-              **({} if run == first else {
-                  **{f"sq_error_vs_{n}_minus_reference": paired(e, errors[first][n]).to_dict()
-                     for n, e in errors[run].items()},
-                  "regret_minus_reference": act.versus[run].to_dict()})}
-        for run in args.runs}, "behaviour_regret": act.regret["behaviour"].to_dict()}
+    out = {
+        "tasks": args.tasks,
+        "seed": SEED,
+        "family": dist.family,
+        "reference": first,
+        "models": {
+            run: {
+                **{f"sq_error_vs_{n}": t_interval(e).to_dict() for n, e in errors[run].items()},
+                "greedy_regret": act.regret[run].to_dict(),
+                **(
+                    {}
+                    if run == first
+                    else {
+                        **{
+                            f"sq_error_vs_{n}_minus_reference": paired(e, errors[first][n]).to_dict()
+                            for n, e in errors[run].items()
+                        },
+                        "regret_minus_reference": act.versus[run].to_dict(),
+                    }
+                ),
+            }
+            for run in args.runs
+        },
+        "behaviour_regret": act.regret["behaviour"].to_dict(),
+    }
     json.dump(out, sys.stdout, indent=1)
     print()
 

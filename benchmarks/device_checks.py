@@ -38,8 +38,16 @@ def steps(device: str) -> dict[str, list[str]]:
     return {
         "tests": [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow", *TESTS],
         "train_throughput": [python, "benchmarks/train_throughput.py", "--device", device],
-        "long_context": [python, "benchmarks/long_context.py", "--device", device, "--lengths", "1000", "10000",
-                         "100000"],
+        "long_context": [
+            python,
+            "benchmarks/long_context.py",
+            "--device",
+            device,
+            "--lengths",
+            "1000",
+            "10000",
+            "100000",
+        ],
         "model_stack": [python, "benchmarks/model_stack.py", "--device", device],
     }
 
@@ -52,8 +60,10 @@ def main() -> None:
     parser.add_argument("--only", nargs="+", choices=tuple(steps("cpu")), default=None)
     args = parser.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("--device cuda: torch sees no CUDA device on this machine (torch.cuda.is_available() is "
-                         "False); run it where a GPU is, or --device cpu")
+        raise SystemExit(
+            "--device cuda: torch sees no CUDA device on this machine (torch.cuda.is_available() is "
+            "False); run it where a GPU is, or --device cpu"
+        )
     if args.quick:
         import device_quick  # beside this script
 
@@ -62,8 +72,13 @@ def main() -> None:
     out = args.out or Path(tempfile.mkdtemp(prefix="device_checks_"))
     out.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "ICTD_TEST_DEVICE": args.device, "PYTHONUNBUFFERED": "1"}
-    report = {"device": args.device, "name": torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu",
-              "torch": torch.__version__, "logs": str(out), "steps": {}}
+    report = {
+        "device": args.device,
+        "name": torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu",
+        "torch": torch.__version__,
+        "logs": str(out),
+        "steps": {},
+    }
     for name, command in steps(args.device).items():
         if args.only and name not in args.only:
             continue
@@ -71,8 +86,11 @@ def main() -> None:
         with open(out / f"{name}.log", "w") as log:
             code = subprocess.run(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
         report["steps"][name] = {"returncode": code, "seconds": round(time.perf_counter() - start, 1)}
-        print(f"{name}: exit {code} in {report['steps'][name]['seconds']} s ({out / f'{name}.log'})",
-              file=sys.stderr, flush=True)
+        print(
+            f"{name}: exit {code} in {report['steps'][name]['seconds']} s ({out / f'{name}.log'})",
+            file=sys.stderr,
+            flush=True,
+        )
     json.dump(report, sys.stdout, indent=1)
     print()
     sys.exit(max((s["returncode"] for s in report["steps"].values()), default=0))

@@ -5,8 +5,8 @@ Usage: python benchmarks/long_context.py [--threads 2] [--lengths 1000 10000 100
 Each row runs in a fresh process (peak RSS only grows): θ* (stylised, TSM, d = 4, 3 layers) and a standard model
 (d_model 16, 2 heads, 3 layers, MLPs, LayerNorm), one task, float32, under ``torch.no_grad``. ``full``: a no-op
 hook on every ``hook_pattern`` makes the model hold the whole pattern (what a cached run does); ``chunked``: no
-hook, so contexts longer than ``ictd_interp.models.fast.chunked_attention.QUERY_CHUNK`` run over query chunks. ``added_mb``
-is the peak RSS minus the RSS before the forward (model, prompt and libraries). The full forward is skipped
+hook, so contexts longer than ``ictd_interp.models.fast.chunked_attention.QUERY_CHUNK`` run over query chunks.
+``added_mb`` is the peak RSS minus the RSS before the forward (model, prompt and libraries). The full forward is skipped
 beyond ``--full-up-to`` (at n = 10⁵ it would hold 40 GB of float32 scores per head and layer). On ``--device
 cuda`` the model and prompt live on the GPU and ``added_mb`` is the peak of ``torch.cuda.max_memory_allocated``
 during the forward minus what was allocated before it.
@@ -55,8 +55,15 @@ def one(architecture: str, n: int, path: str, threads: int, device: str = "cpu")
         model(prompt)
         peak = _memory_mb(device)  # on CUDA this synchronises first, so the clock stops after the forward
         seconds = time.perf_counter() - start
-    return {"architecture": architecture, "n": n, "path": path, "device": device, "forward_seconds": round(seconds, 3),
-            "peak_mb": round(peak), "added_mb": round(peak - before)}
+    return {
+        "architecture": architecture,
+        "n": n,
+        "path": path,
+        "device": device,
+        "forward_seconds": round(seconds, 3),
+        "peak_mb": round(peak),
+        "added_mb": round(peak - before),
+    }
 
 
 def main() -> None:
@@ -74,9 +81,23 @@ def main() -> None:
     for architecture in ("stylised", "standard"):
         for n in sorted(args.lengths):
             for path in ("full", "chunked") if n <= args.full_up_to else ("chunked",):
-                out = subprocess.run([sys.executable, __file__, "--threads", str(args.threads), "--device", args.device,
-                                      "--one", architecture, str(n), path], capture_output=True, text=True,
-                                     check=True).stdout
+                out = subprocess.run(
+                    [
+                        sys.executable,
+                        __file__,
+                        "--threads",
+                        str(args.threads),
+                        "--device",
+                        args.device,
+                        "--one",
+                        architecture,
+                        str(n),
+                        path,
+                    ],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                ).stdout
                 rows.append(json.loads(out.strip().splitlines()[-1]))
                 print(json.dumps(rows[-1]), flush=True)
 

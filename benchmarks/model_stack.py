@@ -57,8 +57,22 @@ with tempfile.TemporaryDirectory() as tmp:
 def seconds(args: argparse.Namespace, batch: int, seeds: list[int]) -> tuple[float, float]:
     """Wall seconds of the step loop and of the whole ``train`` (one seed) or ``train_stack`` (several), in a
     fresh process."""
-    out = subprocess.run([sys.executable, "-c", RUN, args.preset, str(args.threads), str(args.steps), str(batch),
-                          args.device, *map(str, seeds)], check=True, capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            RUN,
+            args.preset,
+            str(args.threads),
+            str(args.steps),
+            str(batch),
+            args.device,
+            *map(str, seeds),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     loop, whole = json.loads(out.stdout.strip().splitlines()[-1])
     return loop, whole
 
@@ -73,10 +87,12 @@ def measure(args: argparse.Namespace, batch: int) -> dict:
     for k, name in enumerate(("step_loop", "whole_run")):
         ratios = [a[k] / s[k] for a, s in rounds]
         rate = lambda t: round(args.models * args.steps / t, 1)  # noqa: E731
-        row |= {f"{name}_alone_models_steps_per_s": rate(statistics.median(a[k] for a, _ in rounds)),
-                f"{name}_stacked_models_steps_per_s": rate(statistics.median(s[k] for _, s in rounds)),
-                f"{name}_alone_over_stacked": round(statistics.median(ratios), 3),
-                f"{name}_alone_over_stacked_rounds_min_max": [round(min(ratios), 3), round(max(ratios), 3)]}
+        row |= {
+            f"{name}_alone_models_steps_per_s": rate(statistics.median(a[k] for a, _ in rounds)),
+            f"{name}_stacked_models_steps_per_s": rate(statistics.median(s[k] for _, s in rounds)),
+            f"{name}_alone_over_stacked": round(statistics.median(ratios), 3),
+            f"{name}_alone_over_stacked_rounds_min_max": [round(min(ratios), 3), round(max(ratios), 3)],
+        }
     return row
 
 
@@ -97,9 +113,16 @@ def main() -> None:
         rows.append(measure(args, batch))
         bar.update(1)
     bar.close()
-    print(json.dumps({"setting": vars(args), "rows": rows,
-                      "studies_rule": {"STACK_MAX_TASKS_PER_BATCH": STACK_MAX_TASKS_PER_BATCH,
-                                       "STACK_TASKS": STACK_TASKS}}, indent=1))
+    print(
+        json.dumps(
+            {
+                "setting": vars(args),
+                "rows": rows,
+                "studies_rule": {"STACK_MAX_TASKS_PER_BATCH": STACK_MAX_TASKS_PER_BATCH, "STACK_TASKS": STACK_TASKS},
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -60,16 +60,21 @@ def add_toy(tree: Path) -> None:
     old = "ModelConfig = Union[ICTDConfig, StandardConfig, LinearICTDConfig]"
     if old not in source:
         raise SystemExit(f"{REGISTRY}: the registration line {old!r} is not there; update this benchmark")
-    registry.write_text(source.replace(
-        old, "from ictd_interp.config.toy import ToyConfig  # noqa: E402\n"
-             "ModelConfig = Union[ICTDConfig, StandardConfig, LinearICTDConfig, ToyConfig]"))
+    registry.write_text(
+        source.replace(
+            old,
+            "from ictd_interp.config.toy import ToyConfig  # noqa: E402\n"
+            "ModelConfig = Union[ICTDConfig, StandardConfig, LinearICTDConfig, ToyConfig]",
+        )
+    )
 
 
 def touched(tree: Path) -> dict:
     git = ["git", "-C", str(tree)]
     subprocess.run([*git, "add", "-A"], check=True, capture_output=True)
-    numstat = subprocess.run([*git, "diff", "--cached", "--numstat", "HEAD"], check=True, capture_output=True,
-                             text=True).stdout.split("\n")
+    numstat = subprocess.run(
+        [*git, "diff", "--cached", "--numstat", "HEAD"], check=True, capture_output=True, text=True
+    ).stdout.split("\n")
     rows = [line.split("\t") for line in numstat if line]
     changed = {path: int(add) + int(rem) for add, rem, path in rows if path not in NEW_FILES}
     return {"new_files": sorted(p for *_, p in rows if p in NEW_FILES), "changed_files": changed}
@@ -77,9 +82,13 @@ def touched(tree: Path) -> dict:
 
 def copy_uncommitted(tree: Path) -> None:
     """This tree's uncommitted work into the clone: changed and new files copied, deleted ones deleted."""
-    listed = lambda *flags: [n for n in subprocess.run(  # noqa: E731
-        ["git", "-C", str(ROOT), "ls-files", "-z", *flags], check=True, capture_output=True, text=True
-    ).stdout.split("\0") if n]
+    listed = lambda *flags: [
+        n
+        for n in subprocess.run(  # noqa: E731
+            ["git", "-C", str(ROOT), "ls-files", "-z", *flags], check=True, capture_output=True, text=True
+        ).stdout.split("\0")
+        if n
+    ]
     deleted = set(listed("-d"))
     for name in deleted:
         (tree / name).unlink(missing_ok=True)
@@ -90,8 +99,9 @@ def copy_uncommitted(tree: Path) -> None:
 
 def run(tree: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    return subprocess.run([sys.executable, "-m", "ictd_interp.cli", *args], cwd=tree, env=env,
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "ictd_interp.cli", *args], cwd=tree, env=env, capture_output=True, text=True
+    )
 
 
 def main() -> None:
@@ -103,21 +113,57 @@ def main() -> None:
         subprocess.run(["git", "clone", "-q", str(ROOT), str(tree)], check=True)
         copy_uncommitted(tree)
         subprocess.run(["git", "-C", str(tree), "add", "-A"], check=True)
-        subprocess.run(["git", "-C", str(tree), "-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "base",
-                        "--allow-empty"], check=True)
+        subprocess.run(
+            [
+                "git",
+                "-C",
+                str(tree),
+                "-c",
+                "user.name=b",
+                "-c",
+                "user.email=b@b",
+                "commit",
+                "-qm",
+                "base",
+                "--allow-empty",
+            ],
+            check=True,
+        )
         add_toy(tree)
         shape = touched(tree)
-        trained = run(tree, "train", "--architecture", "toy-linear", "--steps", str(steps), "--n-eval-tasks", "16",
-                      "--eval-every", str(steps), "--out", str(Path(tmp) / "run"))
-        analysed = run(tree, "analyze", str(Path(tmp) / "run"), "--out", str(Path(tmp) / "analysis")) \
-            if trained.returncode == 0 else trained
+        trained = run(
+            tree,
+            "train",
+            "--architecture",
+            "toy-linear",
+            "--steps",
+            str(steps),
+            "--n-eval-tasks",
+            "16",
+            "--eval-every",
+            str(steps),
+            "--out",
+            str(Path(tmp) / "run"),
+        )
+        analysed = (
+            run(tree, "analyze", str(Path(tmp) / "run"), "--out", str(Path(tmp) / "analysis"))
+            if trained.returncode == 0
+            else trained
+        )
         summary = Path(tmp) / "analysis" / "summary.md"
         written = Path(tmp) / "analysis" / "summary.json"
-        json.dump({**shape, "train_ok": trained.returncode == 0, "analyze_ok": analysed.returncode == 0,
-                   "architecture": json.loads(written.read_text())["architecture"] if written.exists() else None,
-                   "error": None if analysed.returncode == 0 else analysed.stderr[-2000:],
-                   "summary_first_line": summary.read_text().splitlines()[0] if summary.exists() else None},
-                  sys.stdout, indent=1)
+        json.dump(
+            {
+                **shape,
+                "train_ok": trained.returncode == 0,
+                "analyze_ok": analysed.returncode == 0,
+                "architecture": json.loads(written.read_text())["architecture"] if written.exists() else None,
+                "error": None if analysed.returncode == 0 else analysed.stderr[-2000:],
+                "summary_first_line": summary.read_text().splitlines()[0] if summary.exists() else None,
+            },
+            sys.stdout,
+            indent=1,
+        )
         print()
 
 

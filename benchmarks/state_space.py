@@ -55,14 +55,24 @@ def one(kind: str, n: int, tasks: int, depth: int, threads: int) -> dict:
         if kind == "state_space":
             values = star.state_space_values(batch, depth=depth)
         else:
-            deep = HookedICTDTransformer.from_theta_star(ICTDConfig(d_features=4, n_layers=depth, tied=True,
-                                                                    dtype="float64"))
+            deep = HookedICTDTransformer.from_theta_star(
+                ICTDConfig(d_features=4, n_layers=depth, tied=True, dtype="float64")
+            )
             values = deep(batch.prompt)
     seconds = time.perf_counter() - start
     peak = _status_mb("VmHWM")
-    return {"forward": kind, "n": n, "tasks": tasks, "depth": depth, "draw_seconds": round(draw, 3),
-            "forward_seconds": round(seconds, 4), "peak_rss_mb": round(peak, 1), "forward_mb": round(peak - base, 1),
-            "query_mean": float(values[:, -1].mean()), "query_values": values[:, -1].tolist()}
+    return {
+        "forward": kind,
+        "n": n,
+        "tasks": tasks,
+        "depth": depth,
+        "draw_seconds": round(draw, 3),
+        "forward_seconds": round(seconds, 4),
+        "peak_rss_mb": round(peak, 1),
+        "forward_mb": round(peak - base, 1),
+        "query_mean": float(values[:, -1].mean()),
+        "query_values": values[:, -1].tolist(),
+    }
 
 
 def main() -> None:
@@ -82,17 +92,34 @@ def main() -> None:
         for kind in ("state_space", "positional"):
             if kind == "positional" and n > args.positional_up_to:
                 continue
-            out = subprocess.run([sys.executable, __file__, "--one", kind, str(n), "--tasks", str(args.tasks),
-                                  "--depth", str(args.depth), "--threads", str(args.threads)],
-                                 capture_output=True, text=True, check=True)
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--one",
+                    kind,
+                    str(n),
+                    "--tasks",
+                    str(args.tasks),
+                    "--depth",
+                    str(args.depth),
+                    "--threads",
+                    str(args.threads),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
     for n in args.lengths:  # the two forwards side by side where both ran
         pair = {r["forward"]: r for r in rows if r["n"] == n}
         if len(pair) == 2:
-            pair["positional"]["time_ratio"] = round(pair["positional"]["forward_seconds"]
-                                                     / pair["state_space"]["forward_seconds"], 1)
+            pair["positional"]["time_ratio"] = round(
+                pair["positional"]["forward_seconds"] / pair["state_space"]["forward_seconds"], 1
+            )
             pair["positional"]["query_max_difference"] = max(
-                abs(a - b) for a, b in zip(pair["positional"]["query_values"], pair["state_space"]["query_values"]))
+                abs(a - b) for a, b in zip(pair["positional"]["query_values"], pair["state_space"]["query_values"])
+            )
     for row in rows:
         del row["query_values"]
     print(json.dumps(rows, indent=1))

@@ -27,11 +27,22 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    spec = {"name": "overhead", "preset": "quick", "seeds": [0, 1], "grid": {"tied": [True, False]},
-            "fixed": {"steps": args.steps, "eval_every": max(1, args.steps // 4), "n_eval_tasks": 64}}
+    spec = {
+        "name": "overhead",
+        "preset": "quick",
+        "seeds": [0, 1],
+        "grid": {"tied": [True, False]},
+        "fixed": {"steps": args.steps, "eval_every": max(1, args.steps // 4), "n_eval_tasks": 64},
+    }
     start = time.perf_counter()
-    ray.init(address="local", num_cpus=args.workers, include_dashboard=False, log_to_driver=False,
-             _node_ip_address="127.0.0.1", configure_logging=False)
+    ray.init(
+        address="local",
+        num_cpus=args.workers,
+        include_dashboard=False,
+        log_to_driver=False,
+        _node_ip_address="127.0.0.1",
+        configure_logging=False,
+    )
     ray_startup = time.perf_counter() - start
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
@@ -42,11 +53,23 @@ def main() -> None:
         ]
     ray.shutdown()
     ideal = sum(cell_times) / args.workers
-    print(json.dumps({"cells": len(cell_times), "workers": args.workers, "steps": args.steps,
-                      "done": int((study.results.drop_duplicates("cell")["status"] == "done").sum()),
-                      "ray_startup_s": round(ray_startup, 2), "study_wall_s": round(wall, 2),
-                      "cell_times_s": [round(t, 2) for t in cell_times], "ideal_s": round(ideal, 2),
-                      "ratio": round(wall / ideal, 3), "target_ratio": 1.2}, indent=1))
+    print(
+        json.dumps(
+            {
+                "cells": len(cell_times),
+                "workers": args.workers,
+                "steps": args.steps,
+                "done": int((study.results.drop_duplicates("cell")["status"] == "done").sum()),
+                "ray_startup_s": round(ray_startup, 2),
+                "study_wall_s": round(wall, 2),
+                "cell_times_s": [round(t, 2) for t in cell_times],
+                "ideal_s": round(ideal, 2),
+                "ratio": round(wall / ideal, 3),
+                "target_ratio": 1.2,
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

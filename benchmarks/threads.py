@@ -48,14 +48,21 @@ with torch.no_grad():
 print(json.dumps({"steps_per_s": (len(marks) - 1) / (marks[-1] - marks[0]), "forward_ms": forward_ms}))
 """
 
-ARCHITECTURES = {"stylised tied (quick)": ("quick", "-"), "standard (standard-quick)": ("standard-quick", "-"),
-                 "linear (quick, linear-ictd)": ("quick", "linear-ictd")}
+ARCHITECTURES = {
+    "stylised tied (quick)": ("quick", "-"),
+    "standard (standard-quick)": ("standard-quick", "-"),
+    "linear (quick, linear-ictd)": ("quick", "linear-ictd"),
+}
 SPIN = "while True: pass"
 
 
 def cell(preset: str, architecture: str, threads: int, steps: int, forwards: int) -> dict:
-    out = subprocess.run([sys.executable, "-c", CELL, preset, architecture, str(threads), str(steps), str(forwards)],
-                         check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", CELL, preset, architecture, str(threads), str(steps), str(forwards)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -66,12 +73,17 @@ def measure(args, load: int) -> dict:
         for name, (preset, architecture) in ARCHITECTURES.items():
             runs = {1: [], 2: []}
             for round_ in range(args.rounds):
-                for threads in ((1, 2) if round_ % 2 == 0 else (2, 1)):
+                for threads in (1, 2) if round_ % 2 == 0 else (2, 1):
                     runs[threads].append(cell(preset, architecture, threads, args.steps, args.forwards))
-            median = {t: {k: statistics.median(r[k] for r in rs) for k in ("steps_per_s", "forward_ms")}
-                      for t, rs in runs.items()}
-            results[name] = {"1_thread": median[1], "2_threads": median[2],
-                             "two_over_one": round(median[2]["steps_per_s"] / median[1]["steps_per_s"], 3)}
+            median = {
+                t: {k: statistics.median(r[k] for r in rs) for k in ("steps_per_s", "forward_ms")}
+                for t, rs in runs.items()
+            }
+            results[name] = {
+                "1_thread": median[1],
+                "2_threads": median[2],
+                "two_over_one": round(median[2]["steps_per_s"] / median[1]["steps_per_s"], 3),
+            }
         return {"load_average_1min_at_end": round(os.getloadavg()[0], 2), "architectures": results}
     finally:
         for spinner in spinners:
@@ -85,8 +97,17 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--load", type=int, default=2, help="busy processes beside the cell when loaded")
     args = parser.parse_args()
-    print(json.dumps({"setting": vars(args), "cpus": os.cpu_count(), "idle": measure(args, 0),
-                      "loaded": measure(args, args.load)}, indent=1))
+    print(
+        json.dumps(
+            {
+                "setting": vars(args),
+                "cpus": os.cpu_count(),
+                "idle": measure(args, 0),
+                "loaded": measure(args, args.load),
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -50,14 +50,14 @@ import time
 from typing import Optional
 
 import torch
+from products import MatrixProducts  # benchmarks/products.py (benchmarks/ is the script's folder)
 
 from ictd_interp.config.train import TrainConfig
 from ictd_interp.models.registry import build_model
 from ictd_interp.training.allocator import keep_freed_memory
-from ictd_interp.training.objectives import td_loss
 from ictd_interp.training.batch_stream import BatchStream
+from ictd_interp.training.objectives import td_loss
 from ictd_interp.training.trainer import make_optimizer
-from products import MatrixProducts  # benchmarks/products.py (benchmarks/ is the script's folder)
 
 STYLISED = ("tied", "per_layer")  # the models whose step has a target (fixed_and_marginal)
 COMPILE_MODES = ("default", "max-autotune", "max-autotune-no-cudagraphs")
@@ -88,8 +88,15 @@ def standard_flops_per_sample(d: int, n: int, layers: int, d_model: int, heads: 
     4 D M P, GELU about 8 M P, two LayerNorms about 16 D P; final LayerNorm 8 D P and read-out 2 D P.
     Backward about twice forward: x 3. (standard-quick: 6.1 MFLOP.)"""
     P, S, D, HE = n + 1, n, d_model, heads * d_head
-    per_layer = (6 * D * HE * P + 4 * HE * P * S + 5 * heads * P * S + 2 * HE * D * P + 4 * D * d_mlp * P
-                 + 8 * d_mlp * P + 16 * D * P)
+    per_layer = (
+        6 * D * HE * P
+        + 4 * HE * P * S
+        + 5 * heads * P * S
+        + 2 * HE * D * P
+        + 4 * D * d_mlp * P
+        + 8 * d_mlp * P
+        + 16 * D * P
+    )
     return 3.0 * (2 * (d + 3) * D * P + layers * per_layer + 10 * D * P)
 
 
@@ -249,10 +256,13 @@ def main() -> None:
     def fixed_and_marginal(name: str) -> dict[str, float]:  # a line through one task's step and the whole batch's
         few = benches[name].batch.n_windows
         marginal = (med[f"model_{name}"] - med[f"one_task_{name}"]) / (samples[name] - few)
-        return {"one_task_prompts": few, "one_task_ms": round(med[f"one_task_{name}"] * 1e3, 3),
-                "fixed_ms": round((med[f"one_task_{name}"] - few * marginal) * 1e3, 3),
-                "marginal_us_per_prompt": round(marginal * 1e6, 3),
-                "marginal_fraction_of_gemm_rate": round(flops[name] / marginal / gemm, 4)}
+        return {
+            "one_task_prompts": few,
+            "one_task_ms": round(med[f"one_task_{name}"] * 1e3, 3),
+            "fixed_ms": round((med[f"one_task_{name}"] - few * marginal) * 1e3, 3),
+            "marginal_us_per_prompt": round(marginal * 1e6, 3),
+            "marginal_fraction_of_gemm_rate": round(flops[name] / marginal / gemm, 4),
+        }
 
     result = {
         "device": dev,

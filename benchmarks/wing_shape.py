@@ -19,9 +19,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BRANCH = re.compile(r'architecture ?== ?"|is_stylised\(|"linear-ictd"')
-READERS = ("analyses/reports/summary_md.py", "analyses/reports/shared_figures.py", "analyses/reports/stylised.py",
-           "analyses/reports/standard.py", "analyses/reports/linear.py", "analyses/claims/trained.py",
-           "analyses/claims/claims_md.py", "analyses/studies/report.py")
+READERS = (
+    "analyses/reports/summary_md.py",
+    "analyses/reports/shared_figures.py",
+    "analyses/reports/stylised.py",
+    "analyses/reports/standard.py",
+    "analyses/reports/linear.py",
+    "analyses/claims/trained.py",
+    "analyses/claims/claims_md.py",
+    "analyses/studies/report.py",
+)
 LINE_LIMIT, FILE_LIMIT = 120, 400
 
 
@@ -33,9 +40,13 @@ def python_files() -> list[Path]:
 
 def string_key_reads(path: Path) -> int:
     tree = ast.parse(path.read_text())
-    return sum(isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load)
-               and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str)
-               for node in ast.walk(tree))
+    return sum(
+        isinstance(node, ast.Subscript)
+        and isinstance(node.ctx, ast.Load)
+        and isinstance(node.slice, ast.Constant)
+        and isinstance(node.slice.value, str)
+        for node in ast.walk(tree)
+    )
 
 
 def claims_import_reports() -> list[str]:
@@ -49,15 +60,29 @@ def claims_import_reports() -> list[str]:
 
 def main() -> None:
     files = python_files()
-    branches = [f"{p.relative_to(ROOT)}:{i}" for p in files if p.parts[len(ROOT.parts)] in ("ictd_interp", "analyses")
-                for i, line in enumerate(p.read_text().splitlines(), 1) if BRANCH.search(line)]
+    branches = [
+        f"{p.relative_to(ROOT)}:{i}"
+        for p in files
+        if p.parts[len(ROOT.parts)] in ("ictd_interp", "analyses")
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if BRANCH.search(line)
+    ]
     reads = {name: string_key_reads(ROOT / name) for name in READERS if (ROOT / name).exists()}
     long_lines = sum(len(line) > LINE_LIMIT for p in files for line in p.read_text().splitlines())
     big = {str(p.relative_to(ROOT)): n for p in files if (n := len(p.read_text().splitlines())) > FILE_LIMIT}
-    json.dump({"architecture_branches": len(branches), "branch_lines": branches,
-               "string_key_reads": reads, "string_key_reads_total": sum(reads.values()),
-               "claims_imports_of_reports": claims_import_reports(),
-               f"lines_over_{LINE_LIMIT}": long_lines, f"files_over_{FILE_LIMIT}_lines": big}, sys.stdout, indent=1)
+    json.dump(
+        {
+            "architecture_branches": len(branches),
+            "branch_lines": branches,
+            "string_key_reads": reads,
+            "string_key_reads_total": sum(reads.values()),
+            "claims_imports_of_reports": claims_import_reports(),
+            f"lines_over_{LINE_LIMIT}": long_lines,
+            f"files_over_{FILE_LIMIT}_lines": big,
+        },
+        sys.stdout,
+        indent=1,
+    )
     print()
 
 

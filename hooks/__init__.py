@@ -8,18 +8,41 @@ columns), never ``analyses``.
 """
 
 from hooks.ablation import ablate_heads, ablate_target_path, mean_head, zero_activation, zero_head
-from hooks.control_backups import backup_hooks, expected_sarsa_hooks, never_sources, soft_q_hooks
 from hooks.attention import (
-    pattern_hooks, replace_pattern, tabular_pattern, temperature, temperature_hooks, theta_star_pattern_hooks,
+    pattern_hooks,
+    replace_pattern,
+    tabular_pattern,
+    temperature,
+    temperature_hooks,
+    theta_star_pattern_hooks,
     uniform_pattern,
 )
+from hooks.control_backups import backup_hooks, expected_sarsa_hooks, never_sources, soft_q_hooks
 from hooks.patching import activation_patching, query_prediction, tl_patching
 from hooks.value import flip_weight_hooks, read_td_errors, scale_update, scale_update_hooks
 
 __all__ = [
-    "ablate_heads", "ablate_target_path", "activation_patching", "backup_hooks", "expected_sarsa_hooks",
-    "flip_weight_hooks", "mean_head", "never_sources",
-    "pattern_hooks", "query_prediction", "read_td_errors", "replace_pattern",
-    "scale_update", "scale_update_hooks", "soft_q_hooks", "tabular_pattern", "temperature", "temperature_hooks",
-    "theta_star_pattern_hooks", "tl_patching", "uniform_pattern", "zero_activation", "zero_head",
+    "ablate_heads",
+    "ablate_target_path",
+    "activation_patching",
+    "backup_hooks",
+    "expected_sarsa_hooks",
+    "flip_weight_hooks",
+    "mean_head",
+    "never_sources",
+    "pattern_hooks",
+    "query_prediction",
+    "read_td_errors",
+    "replace_pattern",
+    "scale_update",
+    "scale_update_hooks",
+    "soft_q_hooks",
+    "tabular_pattern",
+    "temperature",
+    "temperature_hooks",
+    "theta_star_pattern_hooks",
+    "tl_patching",
+    "uniform_pattern",
+    "zero_activation",
+    "zero_head",
 ]

@@ -31,6 +31,7 @@ from ictd_interp.models.architectures.ictd import HookedICTDTransformer
 from ictd_interp.reference.control_iterations import Weights, policy_weights, softmax_weights
 from ictd_interp.tasks.action_columns import ActionColumns
 
+
 def never_sources(model, columns: slice) -> Hooks:
     """Every layer's attention treats ``columns`` as targets only (their scores as sources are ``-inf``), as the
     query is: extra columns that read the context without changing it."""
@@ -54,6 +55,7 @@ def backup_hooks(model: HookedICTDTransformer, columns: ActionColumns, weights: 
         def fn(resid: Tensor, hook) -> Tensor:
             seen[layer] = resid[..., layout.current]
             return resid
+
         return fn
 
     def backup(layer: int):
@@ -64,6 +66,7 @@ def backup_hooks(model: HookedICTDTransformer, columns: ActionColumns, weights: 
             out = torch.zeros_like(shifted)
             out[..., layout.target] = target
             return out
+
         return fn
 
     hooks = never_sources(model, columns.action_slice)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from importlib.metadata import version
 from collections.abc import Callable, Sequence
+from importlib.metadata import version
 from typing import Any, Optional
 
 import pandas as pd
@@ -17,8 +17,8 @@ import torch
 from torch import Tensor
 from transformer_lens.hook_points import HookPoint
 
-from ictd_interp.models.registry import ICTDModel
 from ictd_interp.models.architectures.patching_guard import token_patching_allowed
+from ictd_interp.models.registry import ICTDModel
 
 
 def query_prediction(values: Tensor) -> Tensor:
@@ -48,8 +48,12 @@ def _patch_hook(clean: Tensor, positions: Sequence[int], axis: int, rows: Option
 
 @torch.no_grad()
 def activation_patching(
-    model: ICTDModel, clean: Tensor, corrupted: Tensor, hook_names: Optional[Sequence[str]] = None,
-    positions: Optional[Sequence[int]] = None, rows: Optional[Sequence[int]] = None,
+    model: ICTDModel,
+    clean: Tensor,
+    corrupted: Tensor,
+    hook_names: Optional[Sequence[str]] = None,
+    positions: Optional[Sequence[int]] = None,
+    rows: Optional[Sequence[int]] = None,
     metric: Callable[[Tensor], Tensor] = query_prediction,
 ) -> pd.DataFrame:
     """Patch clean activations into the corrupted run, hook by hook and position by position.
@@ -101,30 +105,50 @@ def _labels(model: ICTDModel, n_prompt: int, size: int) -> Optional[list[str]]:
 # an attention pattern's sweep indexes (layer, head, dest_pos), moved to (layer, pos, head) as TransformerLens does
 EVERY = {
     "get_act_patch_block_every": ("get_act_patch_resid_pre", "get_act_patch_attn_out", "get_act_patch_mlp_out"),
-    "get_act_patch_attn_head_all_pos_every": tuple(f"get_act_patch_attn_head_{part}_all_pos"
-                                                   for part in ("out", "q", "k", "v", "pattern")),
-    "get_act_patch_attn_head_by_pos_every": tuple(f"get_act_patch_attn_head_{part}_by_pos"
-                                                  for part in ("out", "q", "k", "v", "pattern")),
+    "get_act_patch_attn_head_all_pos_every": tuple(
+        f"get_act_patch_attn_head_{part}_all_pos" for part in ("out", "q", "k", "v", "pattern")
+    ),
+    "get_act_patch_attn_head_by_pos_every": tuple(
+        f"get_act_patch_attn_head_{part}_by_pos" for part in ("out", "q", "k", "v", "pattern")
+    ),
 }
 
 
-def _every(name: str, model: ICTDModel, corrupted: Tensor, clean_cache, metric: Callable[[Tensor], Tensor],
-           results_dtype: Optional[torch.dtype], **kwargs) -> Tensor:
+def _every(
+    name: str,
+    model: ICTDModel,
+    corrupted: Tensor,
+    clean_cache,
+    metric: Callable[[Tensor], Tensor],
+    results_dtype: Optional[torch.dtype],
+    **kwargs,
+) -> Tensor:
     """A stacked sweep run part by part through ``tl_patching``: ``[patch_type, *axes]``."""
     from transformer_lens import patching
 
     if kwargs:
-        raise ValueError(f"{', '.join(sorted(kwargs))}: {name} is run part by part here; pass reduce/baseline to "
-                         f"its parts ({', '.join(EVERY[name])}) instead")
-    parts = [tl_patching(getattr(patching, part), model, corrupted, clean_cache, metric, results_dtype)
-             for part in EVERY[name]]
+        raise ValueError(
+            f"{', '.join(sorted(kwargs))}: {name} is run part by part here; pass reduce/baseline to "
+            f"its parts ({', '.join(EVERY[name])}) instead"
+        )
+    parts = [
+        tl_patching(getattr(patching, part), model, corrupted, clean_cache, metric, results_dtype)
+        for part in EVERY[name]
+    ]
     if name.endswith("by_pos_every"):
         parts[-1] = parts[-1].permute(0, 2, 1)  # pattern: [layer, head, dest_pos] -> [layer, pos, head]
     return torch.stack(parts)
 
 
-def tl_patching(patch_fn: Callable, model: ICTDModel, corrupted: Tensor, clean_cache,
-                metric: Callable[[Tensor], Tensor], results_dtype: Optional[torch.dtype] = None, **kwargs) -> Any:
+def tl_patching(
+    patch_fn: Callable,
+    model: ICTDModel,
+    corrupted: Tensor,
+    clean_cache,
+    metric: Callable[[Tensor], Tensor],
+    results_dtype: Optional[torch.dtype] = None,
+    **kwargs,
+) -> Any:
     """Run one of TransformerLens's ``patching.get_act_patch_*`` functions on our model.
 
     TransformerLens infers the position axis from the input's *last* dimension (token ids
@@ -146,14 +170,18 @@ def tl_patching(patch_fn: Callable, model: ICTDModel, corrupted: Tensor, clean_c
     if name in EVERY:
         return _every(name, model, corrupted, clean_cache, metric, results_dtype, **kwargs)
     if not hasattr(patch_fn, "keywords") or "index_axis_names" not in patch_fn.keywords:
-        raise ValueError(f"patch_fn: {name or repr(patch_fn)} is not one of TransformerLens's sweeps over index axes "
-                         f"(get_act_patch_* partials) or their stacks ({', '.join(EVERY)}); the direct-path "
-                         "functions patch one source-to-destination path with their own arguments: call them on "
-                         "the model yourself")
+        raise ValueError(
+            f"patch_fn: {name or repr(patch_fn)} is not one of TransformerLens's sweeps over index axes "
+            f"(get_act_patch_* partials) or their stacks ({', '.join(EVERY)}); the direct-path "
+            "functions patch one source-to-destination path with their own arguments: call them on "
+            "the model yourself"
+        )
     accepted = inspect.signature(getattr(patch_fn, "func", patch_fn)).parameters
     if unknown := sorted(set(kwargs) - set(accepted)):
-        raise ValueError(f"{', '.join(unknown)}: not an option of TransformerLens {version('transformer-lens')}'s "
-                         "patching functions (reduce and baseline came with TransformerLens 4)")
+        raise ValueError(
+            f"{', '.join(unknown)}: not an option of TransformerLens {version('transformer-lens')}'s "
+            "patching functions (reduce and baseline came with TransformerLens 4)"
+        )
     axes = list(patch_fn.keywords["index_axis_names"])
     n_resid = clean_cache["blocks.0.hook_resid_pre"].shape[1]  # residual columns (linear model: 2n + 1)
     sizes = {
@@ -173,8 +201,15 @@ def tl_patching(patch_fn: Callable, model: ICTDModel, corrupted: Tensor, clean_c
         torch.set_default_dtype(results_dtype)
     try:
         with token_patching_allowed():
-            flat = patch_fn(model, corrupted, clean_cache, metric, index_axis_names=None,
-                            index_df=make_df_from_ranges(shape, axes), **kwargs)
+            flat = patch_fn(
+                model,
+                corrupted,
+                clean_cache,
+                metric,
+                index_axis_names=None,
+                index_df=make_df_from_ranges(shape, axes),
+                **kwargs,
+            )
     finally:
         torch.set_default_dtype(previous)
     if isinstance(flat, Tensor):
@@ -182,5 +217,5 @@ def tl_patching(patch_fn: Callable, model: ICTDModel, corrupted: Tensor, clean_c
     # TransformerLens 4's PatchingResult (reduce="none", baseline=True or several metrics): the same
     # cells, with the flat row axis unfolded into the named axes
     lead = 1 if flat.has_metric_axis else 0
-    values = flat.values.reshape(*flat.values.shape[:lead], *shape, *flat.values.shape[lead + 1:])
+    values = flat.values.reshape(*flat.values.shape[:lead], *shape, *flat.values.shape[lead + 1 :])
     return dataclasses.replace(flat, values=values, axis_names=axes)

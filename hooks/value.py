@@ -11,9 +11,8 @@ from torch import Tensor
 from transformer_lens.hook_points import HookPoint
 
 from hooks.types import Hooks
-from ictd_interp.models.architectures.hook_names import get_act_name
 from ictd_interp.models import HookedICTDTransformer
-from ictd_interp.models.architectures.hook_names import ends_with
+from ictd_interp.models.architectures.hook_names import ends_with, get_act_name
 
 ENTRIES = ("reward", "target", "current")
 
@@ -32,8 +31,9 @@ def scale_update_hooks(alpha: float, layers: Sequence[int]) -> Hooks:
     return [(get_act_name("attn_out", l), scale_update(alpha)) for l in layers]
 
 
-def flip_weight_hooks(model: HookedICTDTransformer, entry: str, layers: Optional[Sequence[int]] = None,
-                      head: int = 0) -> Hooks:
+def flip_weight_hooks(
+    model: HookedICTDTransformer, entry: str, layers: Optional[Sequence[int]] = None, head: int = 0
+) -> Hooks:
     """Flip the sign of the current-value row's weight on one input row (``reward``, ``target`` or
     ``current``) through ``hook_v``: ``v_cur -= 2 V[cur, c] z_c``. The layer input ``z`` is read at
     ``hook_resid_pre`` in the same forward pass, so no weight is touched."""

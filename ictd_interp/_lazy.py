@@ -4,8 +4,8 @@ A package lists ``name -> submodule``; ``from package import name`` then imports
 so ``ictd-interp --help`` and config validation never pay for torch or TransformerLens.
 """
 
-from importlib import import_module
 from collections.abc import Callable
+from importlib import import_module
 from typing import Any, no_type_check
 
 

@@ -55,8 +55,9 @@ def make_star(**overrides) -> HookedICTDTransformer:
 
 
 def make_standard(**overrides) -> HookedStandardTransformer:
-    return HookedStandardTransformer(StandardConfig(**{"d_features": 3, "d_model": 8, "n_layers": 2, "d_mlp": 8,
-                                                       "dtype": "float64", **overrides}))
+    return HookedStandardTransformer(
+        StandardConfig(**{"d_features": 3, "d_model": 8, "n_layers": 2, "d_mlp": 8, "dtype": "float64", **overrides})
+    )
 
 
 # ---- tiers are folders: ``tests/unit`` (pure functions and single forwards: the inner loop, under a minute on
@@ -64,9 +65,11 @@ def make_standard(**overrides) -> HookedStandardTransformer:
 # and ``tests/slow`` (minutes each; with the slow cases of other folders, ``-m slow``). Each test gets its folder's
 # marker; a unit test whose code trains, optimises, analyses or runs the CLI, a subprocess, Ray or a notebook is
 # refused at collection.
-INTEGRATION = re.compile(r"\b(main|_cli|train|resume|train_stack|resume_stack|run_study|run_claims|run_benchmark|das|"
-                         r"analyze|reexport|retrain\w*|write_ood|cell|train_sae|_das\w*)\(|\.step\(\)|subprocess|"
-                         r"\bray\.|nbclient|notebook|Popen")
+INTEGRATION = re.compile(
+    r"\b(main|_cli|train|resume|train_stack|resume_stack|run_study|run_claims|run_benchmark|das|"
+    r"analyze|reexport|retrain\w*|write_ood|cell|train_sae|_das\w*)\(|\.step\(\)|subprocess|"
+    r"\bray\.|nbclient|notebook|Popen"
+)
 TIERS = ("unit", "integration", "slow")
 
 
@@ -78,9 +81,12 @@ def tier_of(source: str) -> str:
 
 def _sources(item) -> str:
     """The test's code, the fixtures of ours it uses, and the helpers of its own module it calls (and theirs)."""
-    functions = [item.function] + [fixture.func for name in item.fixturenames
-                                    for fixture in item._fixtureinfo.name2fixturedefs.get(name, ())
-                                    if fixture.func.__module__.startswith("tests")]
+    functions = [item.function] + [
+        fixture.func
+        for name in item.fixturenames
+        for fixture in item._fixtureinfo.name2fixturedefs.get(name, ())
+        if fixture.func.__module__.startswith("tests")
+    ]
     seen, parts = set(), []
     while functions:
         fn = functions.pop()
@@ -89,11 +95,17 @@ def _sources(item) -> str:
         seen.add(fn)
         source = inspect.getsource(fn)
         parts.append(source)
-        called = {n.func.id for n in ast.walk(ast.parse(textwrap.dedent(source)))
-                  if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+        called = {
+            n.func.id
+            for n in ast.walk(ast.parse(textwrap.dedent(source)))
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+        }
         module = inspect.getmodule(fn)
-        functions += [getattr(module, name) for name in called if inspect.isfunction(getattr(module, name, None))
-                      and getattr(module, name).__module__ == module.__name__]
+        functions += [
+            getattr(module, name)
+            for name in called
+            if inspect.isfunction(getattr(module, name, None)) and getattr(module, name).__module__ == module.__name__
+        ]
     return "\n".join(parts)
 
 
@@ -104,5 +116,7 @@ def pytest_collection_modifyitems(config, items):
             raise pytest.UsageError(f"{item.path}: a test lives in tests/unit, tests/integration or tests/slow")
         item.add_marker(tier)
         if tier == "unit" and tier_of(_sources(item)) != "unit":
-            raise pytest.UsageError(f"{item.nodeid}: trains, analyses or runs the CLI, a subprocess, Ray or a "
-                                    "notebook; it belongs in tests/integration")
+            raise pytest.UsageError(
+                f"{item.nodeid}: trains, analyses or runs the CLI, a subprocess, Ray or a "
+                "notebook; it belongs in tests/integration"
+            )

@@ -10,11 +10,25 @@ alone: Theorems 1-3, Assumption 5.1), ``control`` (θ* running SARSA, expected S
 from ictd_interp._lazy import lazy_exports
 
 _EXPORTS = {
-    "Claim": "claim", "conditional": "claim", "thresholds": "claim", "Budget": "budget", "theorem1": "theory",
-    "assumption": "theory", "theorem2": "theory", "theorem3": "theory", "weights": "trained",
-    "diagonality": "trained", "signature": "trained", "iterated": "trained", "constant_baseline": "trained",
-    "depth_sampling": "trained", "same_state_head": "trained", "draw": "claim_figures", "table": "claims_md",
-    "write_claims": "claims_md", "run_claims": "run",
+    "Claim": "claim",
+    "conditional": "claim",
+    "thresholds": "claim",
+    "Budget": "budget",
+    "theorem1": "theory",
+    "assumption": "theory",
+    "theorem2": "theory",
+    "theorem3": "theory",
+    "weights": "trained",
+    "diagonality": "trained",
+    "signature": "trained",
+    "iterated": "trained",
+    "constant_baseline": "trained",
+    "depth_sampling": "trained",
+    "same_state_head": "trained",
+    "draw": "claim_figures",
+    "table": "claims_md",
+    "write_claims": "claims_md",
+    "run_claims": "run",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

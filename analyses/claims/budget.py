@@ -14,28 +14,28 @@ from ictd_interp.config.train import TrainConfig
 @dataclass(frozen=True)
 class Budget:
     """Args:
-        name: quick, full, or a custom name.
-        theorem1_lengths: context lengths n at which θ* is compared with softmax TD layer by layer.
-        theorem1_scales: feature scales of that comparison (uniform and one-hot features, both forms).
-        theorem1_depth: layers compared.
-        margin_scales: feature scales at which Assumption 5.1's margin C is measured (uniform and one-hot).
-        margin_tasks: tasks per (kind, scale).
-        limit_lengths: context lengths of θ*'s computed limit (the fixed point of its map).
-        limit_tasks: tasks of that computation.
-        neu_lengths: context lengths n of Theorem 3's population NEU grid.
-        neu_depths: depths L of that grid.
-        neu_tasks: tasks per grid cell (the same tasks for θ*, the zero predictor and the model; jackknife intervals).
-        neu_model: the shipped TD-trained model compared at its own depth.
-        seeds: seeds of every trained condition.
-        steps: training steps of every trained condition (the quick preset otherwise).
-        n_eval_tasks: evaluation tasks of every trained cell.
-        objectives: pretraining objectives of the emergence rows.
-        depth_sampling: the tied model trained at depths drawn from LO:HI each step, against its fixed depth.
-        standard_seeds: seeds of the standard architecture trained (empty: the shipped standard-quick-s0).
-        control_objectives: pretraining objectives of the control emergence row (the control-quick preset: on the
-            state-action chain TD is SARSA's objective, q-learning bootstraps on the best next action, MC regresses
-            on returns, supervised on q of the behaviour, supervised-q-star on q*).
-        acting_tasks: random MDPs on which the acting row scores each greedy policy's regret.
+    name: quick, full, or a custom name.
+    theorem1_lengths: context lengths n at which θ* is compared with softmax TD layer by layer.
+    theorem1_scales: feature scales of that comparison (uniform and one-hot features, both forms).
+    theorem1_depth: layers compared.
+    margin_scales: feature scales at which Assumption 5.1's margin C is measured (uniform and one-hot).
+    margin_tasks: tasks per (kind, scale).
+    limit_lengths: context lengths of θ*'s computed limit (the fixed point of its map).
+    limit_tasks: tasks of that computation.
+    neu_lengths: context lengths n of Theorem 3's population NEU grid.
+    neu_depths: depths L of that grid.
+    neu_tasks: tasks per grid cell (the same tasks for θ*, the zero predictor and the model; jackknife intervals).
+    neu_model: the shipped TD-trained model compared at its own depth.
+    seeds: seeds of every trained condition.
+    steps: training steps of every trained condition (the quick preset otherwise).
+    n_eval_tasks: evaluation tasks of every trained cell.
+    objectives: pretraining objectives of the emergence rows.
+    depth_sampling: the tied model trained at depths drawn from LO:HI each step, against its fixed depth.
+    standard_seeds: seeds of the standard architecture trained (empty: the shipped standard-quick-s0).
+    control_objectives: pretraining objectives of the control emergence row (the control-quick preset: on the
+        state-action chain TD is SARSA's objective, q-learning bootstraps on the best next action, MC regresses
+        on returns, supervised on q of the behaviour, supervised-q-star on q*).
+    acting_tasks: random MDPs on which the acting row scores each greedy policy's regret.
     """
 
     name: str
@@ -61,8 +61,17 @@ class Budget:
     extra: dict[str, Any] = field(default_factory=dict)  # fixed training settings of every study (tests)
 
     def __post_init__(self) -> None:
-        for name in ("theorem1_lengths", "theorem1_scales", "margin_scales", "limit_lengths", "neu_lengths",
-                     "neu_depths", "seeds", "objectives", "control_objectives"):
+        for name in (
+            "theorem1_lengths",
+            "theorem1_scales",
+            "margin_scales",
+            "limit_lengths",
+            "neu_lengths",
+            "neu_depths",
+            "seeds",
+            "objectives",
+            "control_objectives",
+        ):
             if not getattr(self, name):
                 raise ValueError(f"{name}: needs at least one value")
         if self.neu_tasks < 64:
@@ -81,35 +90,65 @@ class Budget:
 
     def studies(self) -> dict[str, dict[str, Any]]:
         """The studies this budget trains, as study specs (``analyses.studies``)."""
-        fixed = {**({"steps": self.steps} if self.steps else {}),
-                 **({"n_eval_tasks": self.n_eval_tasks} if self.n_eval_tasks else {}), **self.extra}
+        fixed = {
+            **({"steps": self.steps} if self.steps else {}),
+            **({"n_eval_tasks": self.n_eval_tasks} if self.n_eval_tasks else {}),
+            **self.extra,
+        }
         specs = {
-            "objectives": {"name": "claims-objectives", "preset": "quick", "seeds": list(self.seeds),
-                           "fixed": dict(fixed), "grid": {"objective": list(self.objectives)},
-                           "description": "Does θ* emerge under every pretraining objective?"},
-            "depth_sampling": {"name": "claims-depth-sampling", "preset": "quick", "seeds": list(self.seeds),
-                               "fixed": dict(fixed), "grid": {"train_depths": ["", self.depth_sampling]},
-                               "description": "A tied layer trained at one depth versus at depths drawn each step."},
-            "control_objectives": {"name": "claims-control-objectives", "preset": "control-quick",
-                                   "seeds": list(self.seeds), "fixed": dict(fixed),
-                                   "grid": {"objective": list(self.control_objectives)},
-                                   "description": "Does θ* emerge for control (TD on the state-action chain is "
-                                                  "SARSA's objective; Q-learning's and q* targets beside it)?"},
+            "objectives": {
+                "name": "claims-objectives",
+                "preset": "quick",
+                "seeds": list(self.seeds),
+                "fixed": dict(fixed),
+                "grid": {"objective": list(self.objectives)},
+                "description": "Does θ* emerge under every pretraining objective?",
+            },
+            "depth_sampling": {
+                "name": "claims-depth-sampling",
+                "preset": "quick",
+                "seeds": list(self.seeds),
+                "fixed": dict(fixed),
+                "grid": {"train_depths": ["", self.depth_sampling]},
+                "description": "A tied layer trained at one depth versus at depths drawn each step.",
+            },
+            "control_objectives": {
+                "name": "claims-control-objectives",
+                "preset": "control-quick",
+                "seeds": list(self.seeds),
+                "fixed": dict(fixed),
+                "grid": {"objective": list(self.control_objectives)},
+                "description": "Does θ* emerge for control (TD on the state-action chain is "
+                "SARSA's objective; Q-learning's and q* targets beside it)?",
+            },
         }
         if self.standard_seeds:
-            specs["architectures"] = {"name": "claims-architectures", "preset": "standard-quick",
-                                      "seeds": list(self.standard_seeds), "fixed": dict(fixed),
-                                      "grid": {"architecture": ["standard"]},
-                                      "description": "The standard architecture on the same tasks."}
+            specs["architectures"] = {
+                "name": "claims-architectures",
+                "preset": "standard-quick",
+                "seeds": list(self.standard_seeds),
+                "fixed": dict(fixed),
+                "grid": {"architecture": ["standard"]},
+                "description": "The standard architecture on the same tasks.",
+            }
         return specs
 
 
 BUDGETS = {
     "quick": Budget("quick"),
-    "full": Budget("full", theorem1_lengths=(5, 30, 100, 300), theorem1_scales=(0.5, 1.0, 2.0, 3.0, 5.0),
-                   theorem1_depth=16, margin_tasks=256,
-                   limit_lengths=(30, 100, 300, 1000, 3000, 10000, 100000, 1000000),
-                   limit_tasks=64,
-                   neu_lengths=(10, 30, 100, 300, 1000), neu_depths=(1, 3, 12, 24, 96, 384), neu_tasks=16384,
-                   seeds=(0, 1, 2, 3, 4), standard_seeds=(0, 1, 2), acting_tasks=1024),
+    "full": Budget(
+        "full",
+        theorem1_lengths=(5, 30, 100, 300),
+        theorem1_scales=(0.5, 1.0, 2.0, 3.0, 5.0),
+        theorem1_depth=16,
+        margin_tasks=256,
+        limit_lengths=(30, 100, 300, 1000, 3000, 10000, 100000, 1000000),
+        limit_tasks=64,
+        neu_lengths=(10, 30, 100, 300, 1000),
+        neu_depths=(1, 3, 12, 24, 96, 384),
+        neu_tasks=16384,
+        seeds=(0, 1, 2, 3, 4),
+        standard_seeds=(0, 1, 2),
+        acting_tasks=1024,
+    ),
 }

@@ -10,8 +10,8 @@ import numpy as np
 from matplotlib.ticker import FuncFormatter
 
 from analyses.claims.claim import Claim
-from analyses.figures.plots import Figure, legend_outside, log_axis, wrapped
 from analyses.claims.figure_data import ActingData, DiagonalityData, FloorData, MarginData, Theorem3Data, WeightsData
+from analyses.figures.plots import Figure, legend_outside, log_axis, wrapped
 from analyses.metrics.intervals import Interval
 from analyses.summary.store import build
 
@@ -33,11 +33,16 @@ def _assumption51(data: dict[str, Any]) -> Figure:
     fig, ax = _axes((7, 3.8))
     for kind, marker in (("uniform", "o"), ("onehot", "s")):
         rows = [r for r in margin.settings if r.kind == kind]
-        _errorbars(ax, [r.scale for r in rows], [r.fraction_positive for r in rows], marker=marker,
-                   label=f"{kind} features")
-    ax.set(title="Assumption 5.1: how often "
-                 "the margin C is positive", xlabel="feature scale β (kernel inverse temperature β²)",
-           ylabel=f"fraction of {margin.tasks} tasks with C > 0", ylim=(-0.05, 1.05), xscale="log")
+        _errorbars(
+            ax, [r.scale for r in rows], [r.fraction_positive for r in rows], marker=marker, label=f"{kind} features"
+        )
+    ax.set(
+        title="Assumption 5.1: how often the margin C is positive",
+        xlabel="feature scale β (kernel inverse temperature β²)",
+        ylabel=f"fraction of {margin.tasks} tasks with C > 0",
+        ylim=(-0.05, 1.05),
+        xscale="log",
+    )
     log_axis(ax.xaxis)
     legend_outside(ax, title="95% Wilson interval")
     return fig
@@ -52,12 +57,18 @@ def _theorem2_floor(data: dict[str, Any]) -> Figure:
         ax.plot(lengths, row.floor_mean, marker=marker, ls=ls, mfc="none", label=f"{row.kind} ×{row.scale:g}")
     first = floor.settings[0].floor_mean[0]
     ax.plot(lengths, first * np.sqrt(lengths[0] / lengths), color="grey", ls=":", label="∝ 1/√n")
-    ax.set(title="Theorem 2: θ*'s depth limit against context length",
-           xlabel="context length n", ylabel="sup error of θ*'s depth limit", xscale="log", yscale="log")
+    ax.set(
+        title="Theorem 2: θ*'s depth limit against context length",
+        xlabel="context length n",
+        ylabel="sup error of θ*'s depth limit",
+        xscale="log",
+        yscale="log",
+    )
     log_axis(ax.xaxis)
     log_axis(ax.yaxis)
-    legend_outside(ax, title="features (mean over tasks);\none kind's scales "
-                             "coincide:\nthe limit is the tabular\nTD fixed point")
+    legend_outside(
+        ax, title="features (mean over tasks);\none kind's scales coincide:\nthe limit is the tabular\nTD fixed point"
+    )
     return fig
 
 
@@ -75,9 +86,14 @@ def _theorem3(data: dict[str, Any]) -> Figure:
         keys = ("estimate", "calibrated_lo", "calibrated_hi") if calibrated else ("estimate", "lo", "hi")
         est, lo, hi = (np.asarray([getattr(r.theta_star, key) for r in cells], dtype=float) / zero for key in keys)
         inside = np.isfinite(est) & (np.abs(est) < top)
-        line = ax.errorbar(x[inside], est[inside], yerr=[np.clip(est - lo, 0, None)[inside],
-                                                         np.clip(hi - est, 0, None)[inside]],
-                           marker="o", capsize=3, label=f"L = {L}")
+        line = ax.errorbar(
+            x[inside],
+            est[inside],
+            yerr=[np.clip(est - lo, 0, None)[inside], np.clip(hi - est, 0, None)[inside]],
+            marker="o",
+            capsize=3,
+            label=f"L = {L}",
+        )
         if (~inside).any():
             ax.plot(x[~inside], np.full((~inside).sum(), top), "^", color=line[0].get_color(), clip_on=False)
     ax.axhline(1, color="grey", ls=":", lw=1)
@@ -85,14 +101,19 @@ def _theorem3(data: dict[str, Any]) -> Figure:
     ax.set_yscale("symlog", linthresh=1e-4)
     ax.set_ylim(-1e-1, top)
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.set(title="Theorem 3: θ*'s population NEU relative to the zero predictor's",
-           xlabel="context length "
-                  "n", ylabel="NEU(θ*) / NEU(zero predictor)\n(1: as high; 0: θ*'s NEU vanishes; symlog)",
-           xscale="log")
+    ax.set(
+        title="Theorem 3: θ*'s population NEU relative to the zero predictor's",
+        xlabel="context length n",
+        ylabel="NEU(θ*) / NEU(zero predictor)\n(1: as high; 0: θ*'s NEU vanishes; symlog)",
+        xscale="log",
+    )
     log_axis(ax.xaxis)
-    legend_outside(ax, title=f"depth ({grid.n_tasks:,} tasks per cell;\npoint: the unbiased U-statistic,\n"
-                             "below 0 only by noise;\nbar: calibrated 95% interval,\nnever below 0;\n"
-                             "▲ off the axis: θ* diverges there)")
+    legend_outside(
+        ax,
+        title=f"depth ({grid.n_tasks:,} tasks per cell;\npoint: the unbiased U-statistic,\n"
+        "below 0 only by noise;\nbar: calibrated 95% interval,\nnever below 0;\n"
+        "▲ off the axis: θ* diverges there)",
+    )
     return fig
 
 
@@ -117,8 +138,11 @@ def _emergence_diagonality(data: dict[str, Any]) -> Figure:
     fig, ax = _axes()
     for objective, curve in diagonality.curves.items():
         ax.plot(curve.step, curve.mean, label=objective)
-    ax.set(title=f"Kernel diagonality over training (mean over {diagonality.seeds} seeds)", xlabel="training step",
-           ylabel="attention mass on the query's own state")
+    ax.set(
+        title=f"Kernel diagonality over training (mean over {diagonality.seeds} seeds)",
+        xlabel="training step",
+        ylabel="attention mass on the query's own state",
+    )
     legend_outside(ax, title="objective")
     return fig
 
@@ -138,15 +162,21 @@ def _control_acting(data: dict[str, Any]) -> Figure:
     ax.errorbar(means, y, xerr=[np.nan_to_num(means - lo), np.nan_to_num(hi - means)], fmt="o", capsize=3)
     ax.axvline(0, color="grey", ls=":", lw=1)
     ax.set_yticks(y, names)
-    ax.set(title=f"Acting on in-context action values ({acting.n_tasks} random MDPs)",
-           xlabel="regret J(π*) − J(π) of the greedy policy\n(mean over tasks, 95% t interval; 0 = optimal)")
+    ax.set(
+        title=f"Acting on in-context action values ({acting.n_tasks} random MDPs)",
+        xlabel="regret J(π*) − J(π) of the greedy policy\n(mean over tasks, 95% t interval; 0 = optimal)",
+    )
     return fig
 
 
 DRAW: dict[str, Callable[[dict[str, Any]], Figure]] = {
-    "assumption51": _assumption51, "theorem2_floor": _theorem2_floor, "theorem3": _theorem3,
-    "emergence_weights": _emergence_weights, "emergence_diagonality": _emergence_diagonality,
-    "control_emergence": _emergence_weights, "control_acting": _control_acting,
+    "assumption51": _assumption51,
+    "theorem2_floor": _theorem2_floor,
+    "theorem3": _theorem3,
+    "emergence_weights": _emergence_weights,
+    "emergence_diagonality": _emergence_diagonality,
+    "control_emergence": _emergence_weights,
+    "control_acting": _control_acting,
 }
 
 

@@ -9,20 +9,25 @@ import torch
 from analyses.claims.budget import Budget
 from analyses.claims.claim import FAILS, HOLDS, Claim, conditional
 from analyses.claims.figure_data import ActingData
-from analyses.metrics.acting import acting_regret, certainty_equivalence_q, in_context_q, q_learning
 from analyses.claims.theory import EXACT, GAMMA
+from analyses.metrics.acting import acting_regret, certainty_equivalence_q, in_context_q, q_learning
 from analyses.summary.store import to_json
 from hooks.control_backups import expected_sarsa_hooks, soft_q_hooks
 from ictd_interp.config import ICTDConfig
 from ictd_interp.config.train import PRESETS
 from ictd_interp.models import HookedICTDTransformer
+from ictd_interp.models.constructions.linear_control import (
+    actor_critic,
+    actor_critic_features,
+    actor_queries,
+    score_features,
+)
 from ictd_interp.models.constructions.linear_td import linear_model
-from ictd_interp.models.constructions.linear_control import actor_critic, actor_critic_features, actor_queries, score_features
 from ictd_interp.reference.control_iterations import backup_td, batch_actor_critic, policy_weights, softmax_weights
 from ictd_interp.reference.td import softmax_td
 from ictd_interp.tasks.action_columns import action_column_prompt
-from ictd_interp.tasks.mdp import pair_features, random_mdps, uniform_policy
 from ictd_interp.tasks.features import make_features
+from ictd_interp.tasks.mdp import pair_features, random_mdps, uniform_policy
 from ictd_interp.tasks.sampling import control_tasks, sample_from
 
 N_STATES, D_STATE, N_ACTIONS = 4, 3, 2
@@ -39,8 +44,10 @@ def _features(kind: str, n_actions: int, seed: int) -> torch.Tensor:
 def _layer_error(star: HookedICTDTransformer, prompt: torch.Tensor, hooks, reference: torch.Tensor) -> float:
     with star.hooks(fwd_hooks=hooks):
         _, cache = star.run_with_cache(prompt, names_filter=lambda n: n.endswith("hook_resid_post"))
-    return max(float((cache["resid_post", l][..., star.layout.current] - reference[:, l + 1]).abs().max())
-               for l in range(star.cfg.n_layers))
+    return max(
+        float((cache["resid_post", l][..., star.layout.current] - reference[:, l + 1]).abs().max())
+        for l in range(star.cfg.n_layers)
+    )
 
 
 ALPHA, BETA = 0.7, 2.5  # the linear actor-critic's critic and actor steps in the constructions row
@@ -48,11 +55,14 @@ ALPHA, BETA = 0.7, 2.5  # the linear actor-critic's critic and actor steps in th
 
 def _linear_errors(mdp, psi: torch.Tensor, pi0: torch.Tensor, n: int, depth: int) -> dict[str, float]:
     """The linear SARSA and actor-critic blocks after each layer against the loop, at every pair."""
-    tasks = control_tasks(mdp, uniform_policy(N_STATES, mdp.n_actions), actor_critic_features(psi, pi0), n,
-                          seed=n + 2)
+    tasks = control_tasks(mdp, uniform_policy(N_STATES, mdp.n_actions), actor_critic_features(psi, pi0), n, seed=n + 2)
     g = score_features(psi, pi0)  # [task, pair, d]
-    loops = [batch_actor_critic(psi[tasks.states[b]], g[b, tasks.states[b, :-1]], tasks.rewards[b], GAMMA, ALPHA,
-                                BETA, depth) for b in range(len(tasks))]
+    loops = [
+        batch_actor_critic(
+            psi[tasks.states[b]], g[b, tasks.states[b, :-1]], tasks.rewards[b], GAMMA, ALPHA, BETA, depth
+        )
+        for b in range(len(tasks))
+    ]
     critic_q, actor_q = actor_critic_features(psi, pi0), actor_queries(psi).expand(len(tasks), -1, -1)
     errors = {"linear SARSA": 0.0, "linear actor-critic": 0.0}
     for layer in range(1, depth + 1):
@@ -74,22 +84,34 @@ def constructions(budget: Budget) -> Claim:
         for kind in ("uniform", "onehot"):
             for n in budget.theorem1_lengths:
                 mdp = random_mdps(3, N_STATES, n_actions, GAMMA, seed=n)
-                tasks = control_tasks(mdp, uniform_policy(N_STATES, n_actions), _features(kind, n_actions, n), n,
-                                      seed=n + 1)
-                star = HookedICTDTransformer.from_theta_star(ICTDConfig(d_features=tasks.features.shape[-1],
-                                                                        n_layers=depth, gamma=GAMMA, dtype="float64"))
-                errors = {"SARSA": _layer_error(star, tasks.prompt, [],
-                                                softmax_td(tasks.x, tasks.rewards, GAMMA, depth))}
+                tasks = control_tasks(
+                    mdp, uniform_policy(N_STATES, n_actions), _features(kind, n_actions, n), n, seed=n + 1
+                )
+                star = HookedICTDTransformer.from_theta_star(
+                    ICTDConfig(d_features=tasks.features.shape[-1], n_layers=depth, gamma=GAMMA, dtype="float64")
+                )
+                errors = {
+                    "SARSA": _layer_error(star, tasks.prompt, [], softmax_td(tasks.x, tasks.rewards, GAMMA, depth))
+                }
                 cols = action_column_prompt(tasks, n_actions)
                 x = cols.prompt[..., : tasks.features.shape[-1]]
-                pi = torch.softmax(torch.randn(3, N_STATES, n_actions, generator=torch.Generator().manual_seed(n),
-                                               dtype=torch.float64), -1)
+                pi = torch.softmax(
+                    torch.randn(
+                        3, N_STATES, n_actions, generator=torch.Generator().manual_seed(n), dtype=torch.float64
+                    ),
+                    -1,
+                )
                 ref = backup_td(x, tasks.rewards, cols.next_columns, policy_weights(pi, cols.next_states), GAMMA, depth)
                 errors["expected SARSA"] = _layer_error(star, cols.prompt, expected_sarsa_hooks(star, cols, pi), ref)
                 errors["softmax Q"] = max(
-                    _layer_error(star, cols.prompt, soft_q_hooks(star, cols, beta),
-                                 backup_td(x, tasks.rewards, cols.next_columns, softmax_weights(beta), GAMMA, depth))
-                    for beta in BETAS)
+                    _layer_error(
+                        star,
+                        cols.prompt,
+                        soft_q_hooks(star, cols, beta),
+                        backup_td(x, tasks.rewards, cols.next_columns, softmax_weights(beta), GAMMA, depth),
+                    )
+                    for beta in BETAS
+                )
                 errors |= _linear_errors(mdp, _features(kind, n_actions, n), pi, n, depth)
                 rows.append({"actions": n_actions, "kind": kind, "n": n, **errors})
                 worst = {k: max(worst[k], errors[k]) for k in worst}
@@ -112,11 +134,19 @@ def constructions(budget: Budget) -> Claim:
         "algorithm (absolute for θ*'s; for the linear blocks relative to max(1, |reference|), their values growing "
         "with depth).",
         HOLDS if holds else FAILS,
-        [f"{name}: largest " + ("|block layer l − loop iterate l| / max(1, |loop|) " if name.startswith("linear")
-                                 else "|θ* layer l − reference iterate l+1| ") + f"{err:.1e}"
-         for name, err in worst.items()]
+        [
+            f"{name}: largest "
+            + (
+                "|block layer l − loop iterate l| / max(1, |loop|) "
+                if name.startswith("linear")
+                else "|θ* layer l − reference iterate l+1| "
+            )
+            + f"{err:.1e}"
+            for name, err in worst.items()
+        ]
         + ["softmax Q-learning is Q-learning's max backup to within log(a)/β per backup (docs/theory.md §14)"],
-        {"worst": worst, "bound": EXACT, "rows": rows})
+        {"worst": worst, "bound": EXACT, "rows": rows},
+    )
 
 
 ACTING_LAYERS = 10  # θ*'s depth in the acting row (SARSA iterations on the context)
@@ -130,20 +160,25 @@ def acting(budget: Budget, trained: dict[str, HookedICTDTransformer]) -> Claim:
     mdp = random_mdps(budget.acting_tasks, dist.n_states, N_ACTIONS, dist.gamma, generator=gen)
     behaviour = uniform_policy(dist.n_states, N_ACTIONS)
     tasks = sample_from(dist, budget.acting_tasks, generator=gen, mrp=mdp.pair_mrp(behaviour))
-    star = HookedICTDTransformer.from_theta_star(ICTDConfig(d_features=dist.d_features, n_layers=ACTING_LAYERS,
-                                                            gamma=dist.gamma, dtype="float64"))
+    star = HookedICTDTransformer.from_theta_star(
+        ICTDConfig(d_features=dist.d_features, n_layers=ACTING_LAYERS, gamma=dist.gamma, dtype="float64")
+    )
     sources = {f"θ* ({ACTING_LAYERS} layers of softmax SARSA)": star, **trained}
     estimates = {name: in_context_q(model, tasks, N_ACTIONS) for name, model in sources.items()}
     estimates |= {"certainty equivalence": certainty_equivalence_q(mdp, tasks), "Q-learning": q_learning(mdp, tasks)}
     act = acting_regret(mdp, tasks, behaviour, estimates, baseline="behaviour")
     versus_ce = acting_regret(mdp, tasks, behaviour, estimates, baseline="certainty equivalence").versus
     holds = {name: act.versus[name].verdict == "lower" for name in sources}
-    numbers = [f"{name}: regret {act.regret[name].text('.3f')}; minus the behaviour's, task by task "
-               f"{act.versus[name].difference.text('.3f')} ({act.versus[name].verdict}); minus certainty "
-               f"equivalence's {versus_ce[name].difference.text('.3f')} ({versus_ce[name].verdict})"
-               for name in sources]
-    numbers += [f"{name}: regret {act.regret[name].text('.3f')}" for name in
-                ("certainty equivalence", "Q-learning", "behaviour")]
+    numbers = [
+        f"{name}: regret {act.regret[name].text('.3f')}; minus the behaviour's, task by task "
+        f"{act.versus[name].difference.text('.3f')} ({act.versus[name].verdict}); minus certainty "
+        f"equivalence's {versus_ce[name].difference.text('.3f')} ({versus_ce[name].verdict})"
+        for name in sources
+    ]
+    numbers += [
+        f"{name}: regret {act.regret[name].text('.3f')}"
+        for name in ("certainty equivalence", "Q-learning", "behaviour")
+    ]
     return Claim(
         "control_acting",
         "Beyond the paper: acting greedily on the in-context action values of θ* (softmax SARSA) and of the TD-trained "
@@ -156,7 +191,8 @@ def acting(budget: Budget, trained: dict[str, HookedICTDTransformer]) -> Claim:
         "holds for a policy when its regret is lower than the behaviour policy's task by task (the paired 95% t "
         "interval of the difference lies below 0); the comparison with certainty equivalence is reported, not ruled "
         "on (SARSA evaluates the behaviour's q, so its greedy policy is one improvement step, not π*).",
-        conditional(holds, lambda good: "the policy is " + " or ".join(good)), numbers,
+        conditional(holds, lambda good: "the policy is " + " or ".join(good)),
+        numbers,
         to_json(ActingData(act.n_tasks, act.optimal_return, dict(act.regret))),
-        "control_acting")
-
+        "control_acting",
+    )

@@ -11,15 +11,15 @@ import json
 from pathlib import Path
 from typing import Optional, Union
 
+from analyses.analyze import analyze
 from analyses.claims import control_rows, theory, trained
 from analyses.claims.budget import BUDGETS, Budget
 from analyses.claims.claim import Claim
 from analyses.claims.claim_figures import draw
 from analyses.claims.claims_md import write_claims
-from analyses.summary.store import read_summary
-from analyses.analyze import analyze
 from analyses.studies.results import CELL, CONDITION, STATUS
 from analyses.studies.run import RaySession, check_address, load_study, run_study
+from analyses.summary.store import read_summary
 from ictd_interp.io.progress import progress_bar
 from ictd_interp.models import HookedICTDTransformer
 from ictd_interp.training.run_folder import claim_output, final_dir
@@ -48,8 +48,14 @@ class ClaimsInterrupted(Exception):
     """Ctrl-C during a study: its cells checkpointed, nothing computed from it; the same command resumes."""
 
 
-def run_claims(out_dir: Union[str, Path], budget: Union[str, Budget] = "quick", workers: Optional[int] = None,
-               address: Optional[str] = None, progress: bool = True, force: bool = False) -> list[Claim]:
+def run_claims(
+    out_dir: Union[str, Path],
+    budget: Union[str, Budget] = "quick",
+    workers: Optional[int] = None,
+    address: Optional[str] = None,
+    progress: bool = True,
+    force: bool = False,
+) -> list[Claim]:
     """Run (or resume) the claims report into ``out_dir``; returns its rows in order."""
     budget = _budget(budget)
     if address is not None and force:
@@ -64,8 +70,9 @@ def run_claims(out_dir: Union[str, Path], budget: Union[str, Budget] = "quick", 
         for name, spec in specs.items():  # Ray: resumable, finished cells reused
             study = run_study(spec, studies[name], progress=progress, keep_freed_memory=True, session=session)
             if study.interrupted:  # no row is computed from a study that has not finished
-                raise ClaimsInterrupted(f"{out_dir}: interrupted while running the {name} study; run the same "
-                                        "command again to continue")
+                raise ClaimsInterrupted(
+                    f"{out_dir}: interrupted while running the {name} study; run the same command again to continue"
+                )
             complete = complete and study.failed.empty
     finally:
         session.close()
@@ -149,9 +156,13 @@ def _steps(budget: Budget, studies: dict[str, Path], out_dir: Path) -> list:
 def _trained_models(study, condition: str) -> dict[str, HookedICTDTransformer]:
     """The finished models of one condition of a study, by seed (float64: the acting row's precision)."""
     done = study.results[(study.results[CONDITION] == condition) & (study.results[STATUS] == "done")]
-    return {f"trained, {condition.replace('objective=', '')} objective, seed {cell.rsplit('seed-', 1)[-1]}":
-            HookedICTDTransformer.from_pretrained(final_dir(study.out_dir / "cells" / cell / "run"), dtype="float64")
-            for cell in dict.fromkeys(done[CELL])}
+    objective = condition.replace("objective=", "")
+    return {
+        f"trained, {objective} objective, seed {cell.rsplit('seed-', 1)[-1]}": HookedICTDTransformer.from_pretrained(
+            final_dir(study.out_dir / "cells" / cell / "run"), dtype="float64"
+        )
+        for cell in dict.fromkeys(done[CELL])
+    }
 
 
 def _same_state(budget: Budget, studies: dict[str, Path], out_dir: Path) -> Claim:
@@ -162,8 +173,9 @@ def _same_state(budget: Budget, studies: dict[str, Path], out_dir: Path) -> Clai
     else:
         folder = out_dir / "analysis" / "standard-quick-s0"
         path = folder / "summary.json"
-        summaries = [read_summary(path) if path.exists()
-                     else analyze("standard-quick-s0", folder, neu=False, draw=False)]  # numbers only
+        summaries = [
+            read_summary(path) if path.exists() else analyze("standard-quick-s0", folder, neu=False, draw=False)
+        ]  # numbers only
         source = "the shipped standard-quick-s0 (one seed; --budget full trains three)"
     return trained.same_state_head(summaries, source)
 

@@ -40,13 +40,16 @@ def theorem1(budget: Budget) -> Claim:
                     star = HookedICTDTransformer.from_theta_star(cfg)
                     _, cache = star.run_with_cache(tasks.prompt)
                     ref = softmax_td(tasks.x, tasks.rewards, GAMMA, budget.theorem1_depth)
-                    err = max(float((cache["resid_post", l][..., star.layout.current] - ref[:, l + 1]).abs().max())
-                              for l in range(budget.theorem1_depth))
+                    err = max(
+                        float((cache["resid_post", l][..., star.layout.current] - ref[:, l + 1]).abs().max())
+                        for l in range(budget.theorem1_depth)
+                    )
                     rows.append({"form": form, "kind": kind, "scale": scale, "n": n, "max_error": err})
                     worst = max(worst, err)
     settings = len(rows)
     return Claim(
-        "theorem1", "Theorem 1: θ* implements softmax-weighted TD: its layer l computes TD iterate l + 1 exactly, "
+        "theorem1",
+        "Theorem 1: θ* implements softmax-weighted TD: its layer l computes TD iterate l + 1 exactly, "
         "in both forms (temporal shift and dual head).",
         f"θ* (float64, {budget.theorem1_depth} layers) against the reference iteration `softmax_td` on {settings} "
         f"settings: forms tsm and dual × uniform and one-hot features × scales {list(budget.theorem1_scales)} × "
@@ -54,15 +57,19 @@ def theorem1(budget: Budget) -> Claim:
         f"holds when the largest absolute difference over every setting, task, position and layer is ≤ {EXACT:g} "
         "(float64 rounding).",
         HOLDS if worst <= EXACT else FAILS,
-        [f"largest |θ* layer l − softmax TD iterate l+1|: {worst:.1e} over {settings} settings × "
-         f"{budget.theorem1_depth} layers (bound {EXACT:g})"],
-        {"max_error": worst, "bound": EXACT, "rows": rows})
+        [
+            f"largest |θ* layer l − softmax TD iterate l+1|: {worst:.1e} over {settings} settings × "
+            f"{budget.theorem1_depth} layers (bound {EXACT:g})"
+        ],
+        {"max_error": worst, "bound": EXACT, "rows": rows},
+    )
 
 
 def _tasks(kind: str, scale: float, n_tasks: int, seed: int, length: Optional[int] = None) -> TaskBatch:
     """The θ* rows' Boyan chains with the given features; trajectories of ``length`` transitions."""
-    dist = TaskDistribution(n_states=N_STATES, d_features=D, context_len=30, gamma=GAMMA, feature_kind=kind,
-                            feature_scale=scale)
+    dist = TaskDistribution(
+        n_states=N_STATES, d_features=D, context_len=30, gamma=GAMMA, feature_kind=kind, feature_scale=scale
+    )
     return sample_from(dist, n_tasks, seed=seed, length=length)
 
 
@@ -86,21 +93,29 @@ def assumption(budget: Budget) -> Claim:
             scales = [s for k, s in good if k == kind]
             if scales:
                 rest = [s for s in budget.margin_scales if s >= min(scales)]
-                parts.append(f"{kind} features at scale ≥ {min(scales):g}" if rest == scales
-                             else f"{kind} features at scale {', '.join(f'{s:g}' for s in scales)}")
+                parts.append(
+                    f"{kind} features at scale ≥ {min(scales):g}"
+                    if rest == scales
+                    else f"{kind} features at scale {', '.join(f'{s:g}' for s in scales)}"
+                )
         return " or ".join(parts)
 
-    numbers = [f"{kind}, scale {s:g}: C > 0 on {t.fraction_positive.mean:.0%} of {budget.margin_tasks} tasks "
-               f"[{t.fraction_positive.lo:.0%}, {t.fraction_positive.hi:.0%}], mean C {t.C_mean.mean:+.3f}"
-               for (kind, s), t in table.items()]
+    numbers = [
+        f"{kind}, scale {s:g}: C > 0 on {t.fraction_positive.mean:.0%} of {budget.margin_tasks} tasks "
+        f"[{t.fraction_positive.lo:.0%}, {t.fraction_positive.hi:.0%}], mean C {t.C_mean.mean:+.3f}"
+        for (kind, s), t in table.items()
+    ]
     return Claim(
-        "assumption51", "Assumption 5.1: the population kernel is diagonal enough, C = min_s M(s, s) − (1 + γ)/2 > 0.",
+        "assumption51",
+        "Assumption 5.1: the population kernel is diagonal enough, C = min_s M(s, s) − (1 + γ)/2 > 0.",
         f"C of θ*'s kernel (A = I) on {budget.margin_tasks} Boyan chains ({N_STATES} states, d = {D}, γ = {GAMMA}) per "
         f"feature kind and scale {list(budget.margin_scales)} (`analyses.metrics.model_margin`).",
         "holds in a setting when every one of its tasks has C > 0 (the fraction's 95% Wilson interval is shown).",
-        conditional(holds, describe), numbers,
+        conditional(holds, describe),
+        numbers,
         to_json(MarginData(budget.margin_tasks, list(table.values()))),
-        "assumption51")
+        "assumption51",
+    )
 
 
 @dataclass
@@ -152,20 +167,37 @@ def _rate_claim(data: dict[tuple[str, float], LimitRows], budget: Budget, n_max:
         slack += (1 - C[positive] - rho[positive]).tolist()
         tested, within = tested + int(positive.sum()), within + ok
         neutral = int(np.sum(d.neutral[-1]))
-        numbers.append(f"{kind} ×{scale:g}: ρ {t_interval(rho).text('.3f')} at n = {n_max} "
-                       f"({int((rho < 1 - NEUTRAL_TOL).sum())}/{len(rho)} tasks contract, ρ < 1 − {NEUTRAL_TOL:g}; "
-                       f"{neutral} also have the neutral eigenvalue 1); "
-                       f"C > 0 on {int(positive.sum())}/{len(C)}"
-                       + (f", ρ ≤ 1 − C on {ok}/{int(positive.sum())} of those" if positive.any() else
-                          ": the bound does not apply"))
-    verdict = ("holds on every task with C > 0" if tested and within == tested else
-               "not tested (no task has C > 0)" if not tested else
-               f"fails on {tested - within} of {tested} tasks with C > 0")
-    numbers.insert(0, f"ρ ≤ 1 − C on {within}/{tested} tasks with C > 0 (all settings, n = {n_max})"
-                   + (f"; the bound's slack 1 − C − ρ is {np.median(slack):.3f} at the median (smallest "
-                      f"{min(slack):.3f})" + (": a loose bound here" if min(slack) > 0.01 else "") if slack else ""))
+        numbers.append(
+            f"{kind} ×{scale:g}: ρ {t_interval(rho).text('.3f')} at n = {n_max} "
+            f"({int((rho < 1 - NEUTRAL_TOL).sum())}/{len(rho)} tasks contract, ρ < 1 − {NEUTRAL_TOL:g}; "
+            f"{neutral} also have the neutral eigenvalue 1); "
+            f"C > 0 on {int(positive.sum())}/{len(C)}"
+            + (
+                f", ρ ≤ 1 − C on {ok}/{int(positive.sum())} of those"
+                if positive.any()
+                else ": the bound does not apply"
+            )
+        )
+    verdict = (
+        "holds on every task with C > 0"
+        if tested and within == tested
+        else "not tested (no task has C > 0)"
+        if not tested
+        else f"fails on {tested - within} of {tested} tasks with C > 0"
+    )
+    numbers.insert(
+        0,
+        f"ρ ≤ 1 − C on {within}/{tested} tasks with C > 0 (all settings, n = {n_max})"
+        + (
+            f"; the bound's slack 1 − C − ρ is {np.median(slack):.3f} at the median (smallest "
+            f"{min(slack):.3f})" + (": a loose bound here" if min(slack) > 0.01 else "")
+            if slack
+            else ""
+        ),
+    )
     return Claim(
-        "theorem2_rate", "Theorem 2 (rate): θ*'s error falls geometrically with depth, at rate at most 1 − C when "
+        "theorem2_rate",
+        "Theorem 2 (rate): θ*'s error falls geometrically with depth, at rate at most 1 − C when "
         "Assumption 5.1 holds (C > 0).",
         f"The spectral radius ρ of the moving part of θ*'s map on the context's state values (the asymptotic rate of "
         f"its error in depth; a state never a source adds the neutral eigenvalue 1, which never moves: "
@@ -174,8 +206,11 @@ def _rate_claim(data: dict[tuple[str, float], LimitRows], budget: Budget, n_max:
         "only (the bound at each finite depth and n is not checked).",
         "the bound is tested on every task with C > 0 (where C ≤ 0 it says nothing); holds when ρ ≤ 1 − C on every "
         "one of them. A weak test: where Assumption 5.1 holds, C < (1 − γ)/2, so the bound 1 − C exceeds (1 + γ)/2 "
-        f"= {(1 + GAMMA) / 2:g} here: only a radius between {(1 + GAMMA) / 2:g} and 1 could fail it.", verdict, numbers,
-        {"settings": [f"{k} ×{s:g}" for k, s in data], "tested": tested, "within": within})
+        f"= {(1 + GAMMA) / 2:g} here: only a radius between {(1 + GAMMA) / 2:g} and 1 could fail it.",
+        verdict,
+        numbers,
+        {"settings": [f"{k} ×{s:g}" for k, s in data], "tested": tested, "within": within},
+    )
 
 
 def theorem2(budget: Budget) -> list[Claim]:
@@ -193,14 +228,24 @@ def theorem2(budget: Budget) -> list[Claim]:
         floor_ok[(kind, scale)] = slope is not None and slope.hi < 0
         diverged = [int(np.isnan(row).sum()) for row in floors]
         floor_numbers.append(
-            f"{kind} ×{scale:g}: sup error of θ*'s depth limit (mean over tasks) " + ", ".join(
-                f"{np.nanmean(floors[i]):.3f} (n = {int(n)}" + (f", {diverged[i]} of {floors.shape[1]} tasks without a "
-                                                                  "limit: radius ≥ 1 "
-                                                                  f"− {NEUTRAL_TOL:g}" if diverged[i] else "")
-                + ")" for i, n in enumerate(lengths))
-            + (f"; slope of log error vs log n {slope.text('.2f')} over {slope.n} tasks"
-               + (" (contains −1/2: ≈ 1/√n)" if slope.lo <= -0.5 <= slope.hi else "") if slope else
-               "; too few converging tasks for a slope"))
+            f"{kind} ×{scale:g}: sup error of θ*'s depth limit (mean over tasks) "
+            + ", ".join(
+                f"{np.nanmean(floors[i]):.3f} (n = {int(n)}"
+                + (
+                    f", {diverged[i]} of {floors.shape[1]} tasks without a limit: radius ≥ 1 − {NEUTRAL_TOL:g}"
+                    if diverged[i]
+                    else ""
+                )
+                + ")"
+                for i, n in enumerate(lengths)
+            )
+            + (
+                f"; slope of log error vs log n {slope.text('.2f')} over {slope.n} tasks"
+                + (" (contains −1/2: ≈ 1/√n)" if slope.lo <= -0.5 <= slope.hi else "")
+                if slope
+                else "; too few converging tasks for a slope"
+            )
+        )
     gaps = [g for d in data.values() for g in d.tabular_gap if g is not None]
     sources = sum(sum(d.query_source) for d in data.values())
     contexts = len(data) * len(lengths) * budget.limit_tasks
@@ -211,7 +256,8 @@ def theorem2(budget: Budget) -> list[Claim]:
         "whose limit exists: the "
         "floor is tabular estimation error; the kernel and C set only the rate. Where the query state is not a "
         "source, its value is free in the tabular equations and θ*'s kernel picks it; contexts without a limit are "
-        "left out.")
+        "left out."
+    )
     describe = lambda good: " or ".join(f"{k} features at scale {s:g}" for k, s in good)  # noqa: E731
     floor = Claim(
         "theorem2_floor",
@@ -223,8 +269,13 @@ def theorem2(budget: Budget) -> list[Claim]:
         "holds in a setting when the 95% t interval of the per-task slope lies below 0 (the floor falls with n).",
         conditional(floor_ok, describe),
         floor_numbers,
-        to_json(FloorData(list(budget.limit_lengths), max(gaps), [
-            FloorSetting(k, s, np.nanmean(v[0], 1).tolist(), v[1]) for (k, s), v in slopes.items()])),
+        to_json(
+            FloorData(
+                list(budget.limit_lengths),
+                max(gaps),
+                [FloorSetting(k, s, np.nanmean(v[0], 1).tolist(), v[1]) for (k, s), v in slopes.items()],
+            )
+        ),
         "theorem2_floor",
     )
     return [_rate_claim(data, budget, int(lengths[-1])), floor]
@@ -248,19 +299,26 @@ def _limit_rule(grid: NeuGrid) -> tuple[bool, list[str]]:
     below_zero = far.theta_star_minus_zero.verdict == "lower"
     versus_model = far.theta_star_minus_model
     below_model = versus_model is None or versus_model.verdict == "lower"
-    lines = [f"n = {lengths[-1]}, L = {L} (the cell nearest the theorem's regime): θ* {_calibrated(far.theta_star)}"
-             f", zero predictor {far.zero.text()}; θ* − zero {far.theta_star_minus_zero.text()}"
-             + (f"; θ* − trained model {versus_model.text()}" if versus_model is not None else ""),
-             f"at L = {L}, the upper end of θ*'s calibrated 95% interval from n = {lengths[0]} to n = {lengths[-1]}: "
-             + ", ".join(f"{b:.1e} (n = {n})" for b, n in zip(ladder, lengths))
-             + (f" — it falls at every step of n, to {relative:.1e} of the zero predictor's NEU" if falls else
-                f" — it does not fall at every step of n to below {LIMIT_SHARE:g} of the zero predictor's NEU"),
-             _step_power([cell[(n, L)].theta_star for n in lengths], lengths)]
+    lines = [
+        f"n = {lengths[-1]}, L = {L} (the cell nearest the theorem's regime): θ* {_calibrated(far.theta_star)}"
+        f", zero predictor {far.zero.text()}; θ* − zero {far.theta_star_minus_zero.text()}"
+        + (f"; θ* − trained model {versus_model.text()}" if versus_model is not None else ""),
+        f"at L = {L}, the upper end of θ*'s calibrated 95% interval from n = {lengths[0]} to n = {lengths[-1]}: "
+        + ", ".join(f"{b:.1e} (n = {n})" for b, n in zip(ladder, lengths))
+        + (
+            f" — it falls at every step of n, to {relative:.1e} of the zero predictor's NEU"
+            if falls
+            else f" — it does not fall at every step of n to below {LIMIT_SHARE:g} of the zero predictor's NEU"
+        ),
+        _step_power([cell[(n, L)].theta_star for n in lengths], lengths),
+    ]
     below = [f"(n = {r.context_len}, L = {r.depth})" for r in rows if r.theta_star.hi < 0]
     if below:
-        lines.append(f"θ*'s jackknife interval lies below 0 at {', '.join(below)}, although NEU ≥ 0: near θ* the "
-                     "expected update is about 0, where the U-statistic is degenerate and the jackknife under-covers; "
-                     "the rule reads the calibrated interval, which never goes below 0")
+        lines.append(
+            f"θ*'s jackknife interval lies below 0 at {', '.join(below)}, although NEU ≥ 0: near θ* the "
+            "expected update is about 0, where the U-statistic is degenerate and the jackknife under-covers; "
+            "the rule reads the calibrated interval, which never goes below 0"
+        )
     return falls and below_zero and below_model, lines
 
 
@@ -281,9 +339,16 @@ def _step_power(ladder: list, lengths: list[int]) -> str:
             shown.append(f"{n} → {m}")
         else:
             blind.append(f"{n} → {m} (NEU at n = {n} within [{a.calibrated_lo:.1e}, {a.calibrated_hi:.1e}])")
-    return ("the NEU itself is shown to fall at " + (", ".join(shown) or "no step")
-            + (f"; at {', '.join(blind)} the tasks cannot tell a fall from none: only the bound falls there, and a "
-               "fall smaller than the interval's upper end is invisible to this sample" if blind else ""))
+    return (
+        "the NEU itself is shown to fall at "
+        + (", ".join(shown) or "no step")
+        + (
+            f"; at {', '.join(blind)} the tasks cannot tell a fall from none: only the bound falls there, and a "
+            "fall smaller than the interval's upper end is invisible to this sample"
+            if blind
+            else ""
+        )
+    )
 
 
 def _bound(estimate) -> float:
@@ -306,15 +371,19 @@ def _not_minimiser(rows: list[NeuCell], beaten: list[NeuCell]) -> str:
         shallow = L
     most = [L for L in depths if (shallow is None or L > shallow) and lost[L] > len(lengths) / 2]
     parts = [f"not a minimiser at L ≤ {shallow} (at every n measured)"] if shallow is not None else []
-    parts += [f"beaten at {'every n' if lost[L] == len(lengths) else f'{lost[L]} of {len(lengths)} n'} at L = {L}"
-              for L in most]
+    parts += [
+        f"beaten at {'every n' if lost[L] == len(lengths) else f'{lost[L]} of {len(lengths)} n'} at L = {L}"
+        for L in most
+    ]
     return "".join(f"; {p}" for p in parts)
 
 
 def _versus(cell: NeuCell) -> dict[str, NeuDifference]:
     """θ*'s paired differences in a cell, by what θ* is compared with."""
-    return {"zero": cell.theta_star_minus_zero,
-            **({"model": cell.theta_star_minus_model} if cell.theta_star_minus_model is not None else {})}
+    return {
+        "zero": cell.theta_star_minus_zero,
+        **({"model": cell.theta_star_minus_model} if cell.theta_star_minus_model is not None else {}),
+    }
 
 
 def _cell_groups(rows: list[NeuCell]) -> tuple[list[NeuCell], list[NeuCell], list[str]]:
@@ -324,22 +393,40 @@ def _cell_groups(rows: list[NeuCell]) -> tuple[list[NeuCell], list[NeuCell], lis
     beaten = [r for r, v in zip(rows, verdicts) if "higher" in v]
     undecided = [r for r in rows if r not in minimiser and r not in beaten]
     cells = lambda rs: ", ".join(f"(n = {r.context_len}, L = {r.depth})" for r in rs) or "none"  # noqa: E731
-    return minimiser, beaten, [
-        f"θ* below both the zero predictor and the trained model (a finite-(n, L) minimiser among the three) at "
-        f"{cells(minimiser)}",
-        f"θ* above one of them (not a minimiser) at {cells(beaten)}",
-        "undecided at " + (", ".join(
-            f"(n = {r.context_len}, L = {r.depth}: "
-            + "; ".join(f"vs {k} {d.text()}" for k, d in _versus(r).items() if d.verdict == "undecided") + ")"
-            for r in undecided) or "none"),
-    ]
+    return (
+        minimiser,
+        beaten,
+        [
+            f"θ* below both the zero predictor and the trained model (a finite-(n, L) minimiser among the three) at "
+            f"{cells(minimiser)}",
+            f"θ* above one of them (not a minimiser) at {cells(beaten)}",
+            "undecided at "
+            + (
+                ", ".join(
+                    f"(n = {r.context_len}, L = {r.depth}: "
+                    + "; ".join(f"vs {k} {d.text()}" for k, d in _versus(r).items() if d.verdict == "undecided")
+                    + ")"
+                    for r in undecided
+                )
+                or "none"
+            ),
+        ],
+    )
 
 
 def theorem3(budget: Budget, model: Optional[HookedICTDTransformer]) -> Claim:
     cfg = ICTDConfig(d_features=4, n_layers=1, tied=model.cfg.tied if model is not None else True, dtype="float64")
     dist = TaskDistribution(d_features=4, gamma=GAMMA)
-    grid = neu_grid(cfg, dist, model, lengths=budget.neu_lengths, depths=budget.neu_depths, n_tasks=budget.neu_tasks,
-                    seed=3, progress=True)
+    grid = neu_grid(
+        cfg,
+        dist,
+        model,
+        lengths=budget.neu_lengths,
+        depths=budget.neu_depths,
+        n_tasks=budget.neu_tasks,
+        seed=3,
+        progress=True,
+    )
     return theorem3_claim(grid, budget.neu_model if model is not None else "none")
 
 
@@ -349,13 +436,17 @@ def theorem3_claim(grid: NeuGrid, name: str) -> Claim:
     holds, numbers = _limit_rule(grid)
     minimiser, beaten, groups = _cell_groups(grid.rows)
     numbers += groups
-    verdict = ("consistent with the limit" + _not_minimiser(grid.rows, beaten) if holds
-               else "not shown: the limit rule is not met on this grid")
+    verdict = (
+        "consistent with the limit" + _not_minimiser(grid.rows, beaten)
+        if holds
+        else "not shown: the limit rule is not met on this grid"
+    )
     lengths, depths = sorted({r.context_len for r in grid.rows}), sorted({r.depth for r in grid.rows})
     comparisons = sum(len(_versus(r)) for r in grid.rows)
     tested = sum(d.note is None for r in grid.rows for d in _versus(r).values())  # decided by an interval
     return Claim(
-        "theorem3", "Theorem 3: θ* minimises the norm of the expected update (NEU) in the limit of long contexts "
+        "theorem3",
+        "Theorem 3: θ* minimises the norm of the expected update (NEU) in the limit of long contexts "
         "(n → ∞) and then deep models (L → ∞); nothing is claimed at a finite (n, L).",
         "Population NEU ‖E u‖² (the unbiased U-statistic over all "
         "pairs of tasks, `analyses.metrics.neu.population_neu`, "
@@ -378,5 +469,8 @@ def theorem3_claim(grid: NeuGrid, name: str) -> Claim:
         f"exceed 1e50 (the model's values diverge) has no interval and ranks above any finite one. Of the "
         f"{comparisons} comparisons, {tested} have an interval; at 95%, about {0.05 * tested:.0f} of those are "
         "expected to exclude 0 by chance: a single cell decides nothing alone.",
-        verdict, numbers, to_json(Theorem3Data(grid, [[r.context_len, r.depth] for r in minimiser])),
-        "theorem3")
+        verdict,
+        numbers,
+        to_json(Theorem3Data(grid, [[r.context_len, r.depth] for r in minimiser])),
+        "theorem3",
+    )

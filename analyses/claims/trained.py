@@ -15,8 +15,8 @@ import pandas as pd
 from analyses.claims.claim import FAILS, HOLDS, Claim, conditional
 from analyses.claims.figure_data import Curve, DiagonalityData, ObjectiveWeights, WeightsData
 from analyses.metrics.intervals import COSINE, NONNEGATIVE, Interval, paired, proportion_interval, t_interval
-from analyses.summary.sections import Summary
 from analyses.studies.results import CELL, CONDITION, STATUS, STEP, curve_column
+from analyses.summary.sections import Summary
 from analyses.summary.store import build, to_json
 from analyses.summary.tables import summary_column
 
@@ -43,11 +43,14 @@ def _per_cell(results: pd.DataFrame, column: str, how: str) -> pd.DataFrame:
     return done.groupby(["condition", "cell"], sort=False)[column].agg(how).reset_index()
 
 
-def _by_condition(results: pd.DataFrame, column: str, how: str, bounds: Optional[tuple[float, float]] = None
-                  ) -> dict[str, Interval]:
+def _by_condition(
+    results: pd.DataFrame, column: str, how: str, bounds: Optional[tuple[float, float]] = None
+) -> dict[str, Interval]:
     cells = _per_cell(results, column, how)
-    return {c: t_interval(part[column].astype(float).to_numpy(), bounds=bounds)
-            for c, part in cells.groupby("condition", sort=False)}
+    return {
+        c: t_interval(part[column].astype(float).to_numpy(), bounds=bounds)
+        for c, part in cells.groupby("condition", sort=False)
+    }
 
 
 def _objective(condition: str) -> str:
@@ -66,60 +69,90 @@ def _weights(results: pd.DataFrame, seeds: int, claim_id: str, claim: str, run: 
     """Direction: the weight cosines (scale-free), the lowest layer's, over seeds per objective."""
     cos_a, cos_v = _by_condition(results, COS_A, "min", COSINE), _by_condition(results, COS_V, "min", COSINE)
     holds = {c: cos_a[c].lo >= CLOSE and cos_v[c].lo >= CLOSE for c in cos_a if c in cos_v}
-    numbers = [f"{_objective(c)}: min over layers cos(A, A*) {cos_a[c].text('.3f')}, cos(V, V*) {cos_v[c].text('.3f')}"
-               for c in holds]
+    numbers = [
+        f"{_objective(c)}: min over layers cos(A, A*) {cos_a[c].text('.3f')}, cos(V, V*) {cos_v[c].text('.3f')}"
+        for c in holds
+    ]
     return Claim(
-        claim_id, claim, run + "; the last checkpoint's cosines, the lowest layer's (a model is only as close as its "
-        "worst layer).",
+        claim_id,
+        claim,
+        run + "; the last checkpoint's cosines, the lowest layer's (a model is only as close as its worst layer).",
         f"holds for an objective when the 95% t intervals over seeds of both cosines lie above {CLOSE}.",
-        conditional(holds, _objectives), numbers,
-        to_json(WeightsData(seeds=seeds, close=CLOSE, title=title, objectives=[
-            ObjectiveWeights(_objective(c), cos_a[c], cos_v[c]) for c in holds])),
-        claim_id)
+        conditional(holds, _objectives),
+        numbers,
+        to_json(
+            WeightsData(
+                seeds=seeds,
+                close=CLOSE,
+                title=title,
+                objectives=[ObjectiveWeights(_objective(c), cos_a[c], cos_v[c]) for c in holds],
+            )
+        ),
+        claim_id,
+    )
 
 
 def weights(results: pd.DataFrame, seeds: int) -> Claim:
     """Emergence judged in function space: the seeds that learn in context (``analyses.metrics.in_context``), per
     objective; each objective's weight cosines are printed beside the other objectives' (their null: a cosine near 1
     that a non-TD objective reaches too says nothing about TD)."""
-    base = _weights(results, seeds, "emergence_weights", "", "", "Emergence: trained weights against θ* (lowest "
-                    "layer; every objective's, so each cosine stands beside its null)")
+    base = _weights(
+        results,
+        seeds,
+        "emergence_weights",
+        "",
+        "",
+        "Emergence: trained weights against θ* (lowest "
+        "layer; every objective's, so each cosine stands beside its null)",
+    )
     learned = _per_cell(results, LEARNS, "first")
     holds, numbers = {}, []
     for condition, part in learned.groupby("condition", sort=False):
         k, n = int(part[LEARNS].astype(bool).sum()), len(part)
         share = proportion_interval(k, n)
         holds[condition] = bool(share.lo > 0.5)
-        numbers.append(f"{_objective(condition)}: {k}/{n} seeds learn in context (Wilson 95% "
-                       f"[{share.lo:.0%}, {share.hi:.0%}])")
+        numbers.append(
+            f"{_objective(condition)}: {k}/{n} seeds learn in context (Wilson 95% [{share.lo:.0%}, {share.hi:.0%}])"
+        )
     figure = build(WeightsData, base.data)
     tally = {_objective(c): n.split(": ", 1)[1].split(" seeds", 1)[0] for c, n in zip(holds, numbers)}
-    figure = replace(figure, judged=False, title="Emergence: weight cosines with θ* (lowest layer) per objective, each "
-                     "beside the others' (x: seeds that learn in context)",
-                     objectives=[replace(o, objective=f"{o.objective}\n{tally.get(o.objective, '?')} learn")
-                                 for o in figure.objectives])
+    figure = replace(
+        figure,
+        judged=False,
+        title="Emergence: weight cosines with θ* (lowest layer) per objective, each "
+        "beside the others' (x: seeds that learn in context)",
+        objectives=[
+            replace(o, objective=f"{o.objective}\n{tally.get(o.objective, '?')} learn") for o in figure.objectives
+        ],
+    )
     return replace(
         base,
         data=to_json(figure),
         claim="Emergence: reinforcement pretraining (the TD objective) yields a model that learns in context — it "
-              "beats the constant and first-visit Monte Carlo on held-out tasks — not just weights that point at θ*.",
+        "beats the constant and first-visit Monte Carlo on held-out tasks — not just weights that point at θ*.",
         run=f"The `quick` preset trained with each objective, {seeds} seeds each (a study on Ray: `analyses/claims` "
-            "runs it into the report folder's studies/objectives); each seed judged on its own held-out tasks.",
+        "runs it into the report folder's studies/objectives); each seed judged on its own held-out tasks.",
         rule="holds for an objective when the Wilson 95% interval of the fraction of its seeds that learn in context "
-             "(MSVE below both the constant and first-visit MC, paired 95% t intervals over tasks) lies above 1/2; "
-             "the cosines are shown, not judged: every objective's stands beside the others' as their null.",
+        "(MSVE below both the constant and first-visit MC, paired 95% t intervals over tasks) lies above 1/2; "
+        "the cosines are shown, not judged: every objective's stands beside the others' as their null.",
         verdict=conditional(holds, _objectives) if holds else "not measured (no cell carries the verdict)",
-        numbers=numbers + [f"cosines, {line}" for line in base.numbers])
+        numbers=numbers + [f"cosines, {line}" for line in base.numbers],
+    )
 
 
 def control_weights(results: pd.DataFrame, seeds: int) -> Claim:
-    return _weights(results, seeds, "control_emergence", "Beyond the paper: pretraining on state-action chains turns "
-                    "the weights toward θ* (softmax SARSA) when the objective is SARSA's TD objective (Q-learning's TD "
-                    "objective and regression on q* measured beside it).",
-                    f"The `control-quick` preset (random two-action MDPs of 4 states, uniform behaviour, the "
-                    f"state-action chain as the MRP) trained with each objective, {seeds} seeds each (the report "
-                    "folder's studies/control_objectives)",
-                    "Control emergence: trained weights against θ* (lowest layer)")
+    return _weights(
+        results,
+        seeds,
+        "control_emergence",
+        "Beyond the paper: pretraining on state-action chains turns "
+        "the weights toward θ* (softmax SARSA) when the objective is SARSA's TD objective (Q-learning's TD "
+        "objective and regression on q* measured beside it).",
+        f"The `control-quick` preset (random two-action MDPs of 4 states, uniform behaviour, the "
+        f"state-action chain as the MRP) trained with each objective, {seeds} seeds each (the report "
+        "folder's studies/control_objectives)",
+        "Control emergence: trained weights against θ* (lowest layer)",
+    )
 
 
 def weight_size(results: pd.DataFrame, seeds: int, gamma: float) -> Claim:
@@ -134,22 +167,37 @@ def weight_size(results: pd.DataFrame, seeds: int, gamma: float) -> Claim:
         disc = discount.get(c)
         near = disc is not None and gamma - DISCOUNT_TOL <= disc.lo and disc.hi <= gamma + DISCOUNT_TOL
         holds[c] = dist_a[c].hi <= SIZE_CLOSE and dist_v[c].hi <= SIZE_CLOSE and near
-        numbers.append(f"{_objective(c)}: max over layers ‖A − A*‖/‖A*‖ {dist_a[c].text('.2f')}, ‖V − V*‖/‖V*‖ "
-                       f"{dist_v[c].text('.2f')}; effective discount "
-                       f"{disc.text('.2f') if disc else 'not identifiable'} "
-                       f"(θ*: {gamma:g})")
+        numbers.append(
+            f"{_objective(c)}: max over layers ‖A − A*‖/‖A*‖ {dist_a[c].text('.2f')}, ‖V − V*‖/‖V*‖ "
+            f"{dist_v[c].text('.2f')}; effective discount "
+            f"{disc.text('.2f') if disc else 'not identifiable'} "
+            f"(θ*: {gamma:g})"
+        )
     return Claim(
-        "emergence_weight_size", "Emergence (size): the trained weights are θ*'s in size too (small relative distance, "
+        "emergence_weight_size",
+        "Emergence (size): the trained weights are θ*'s in size too (small relative distance, "
         "and the effective discount b/(−c) of the value row equal to γ).",
         f"The same study ({seeds} seeds per objective): the largest relative distance over layers and the last layer's "
         "effective discount (read from its weights).",
         "holds for an objective when both relative distances' 95% "
         f"t intervals over seeds lie below {SIZE_CLOSE} and the "
         f"effective discount's lies within γ ± {DISCOUNT_TOL}.",
-        conditional(holds, _objectives), numbers,
-        {"seeds": seeds, "size_close": SIZE_CLOSE, "objectives": [
-            {"objective": _objective(c), "dist_A": dist_a[c].to_dict(), "dist_V": dist_v[c].to_dict(),
-             "effective_discount": discount[c].to_dict() if c in discount else None} for c in holds]})
+        conditional(holds, _objectives),
+        numbers,
+        {
+            "seeds": seeds,
+            "size_close": SIZE_CLOSE,
+            "objectives": [
+                {
+                    "objective": _objective(c),
+                    "dist_A": dist_a[c].to_dict(),
+                    "dist_V": dist_v[c].to_dict(),
+                    "effective_discount": discount[c].to_dict() if c in discount else None,
+                }
+                for c in holds
+            ],
+        },
+    )
 
 
 def contraction_line(last: dict[str, float], gamma: float) -> str:
@@ -157,41 +205,52 @@ def contraction_line(last: dict[str, float], gamma: float) -> str:
     objective): Assumption 5.1 needs every state's ``M(s, s) > (1 + γ) / 2``, and a mean is at least the minimum."""
     need, top = (1 + gamma) / 2, max(last, key=last.get)
     verdict = "so no objective's kernel meets" if last[top] < need else "which does not show that the kernels meet"
-    return (f"Assumption 5.1 (Theorem 2's contraction) needs M(s, s) > (1 + γ)/2 = {need:.2f} at every state; the "
-            f"largest mean diagonality at the end is {last[top]:.3f} ({top}), {verdict} it in this regime (θ*'s "
-            "neither: the Assumption 5.1 row)")
+    return (
+        f"Assumption 5.1 (Theorem 2's contraction) needs M(s, s) > (1 + γ)/2 = {need:.2f} at every state; the "
+        f"largest mean diagonality at the end is {last[top]:.3f} ({top}), {verdict} it in this regime (θ*'s "
+        "neither: the Assumption 5.1 row)"
+    )
 
 
 def diagonality_run(seeds: int, n_tasks: int) -> str:
     """What the diagonality row ran (its saved rows are re-read by this same sentence)."""
-    return (f"Kernel diagonality (the mean over visited states of the grouped kernel's M(s, s)) on the {n_tasks} "
-            f"evaluation tasks at step 0 and at the last step, per seed ({seeds} seeds per objective, the same study "
-            "as above).")
+    return (
+        f"Kernel diagonality (the mean over visited states of the grouped kernel's M(s, s)) on the {n_tasks} "
+        f"evaluation tasks at step 0 and at the last step, per seed ({seeds} seeds per objective, the same study "
+        "as above)."
+    )
 
 
 def diagonality(curves: pd.DataFrame, seeds: int, gamma: float, n_tasks: int) -> Claim:
-    per_cell = (
-        curves.groupby([CONDITION, CELL, STEP], sort=False)[DIAGONALITY].first().reset_index()
-    )
+    per_cell = curves.groupby([CONDITION, CELL, STEP], sort=False)[DIAGONALITY].first().reset_index()
     change, holds, numbers, curves_by_objective = {}, {}, [], {}
     for c, part in per_cell.groupby("condition", sort=False):
         curves_by_objective[_objective(c)] = part.groupby(STEP)[DIAGONALITY].mean()
         first, last = part.sort_values(STEP).groupby(CELL)[DIAGONALITY].agg(["first", "last"]).to_numpy(float).T
         change[c] = paired(last, first)
         holds[c] = change[c].verdict == "higher"
-        numbers.append(f"{_objective(c)}: diagonality {t_interval(first).text('.3f')} at step 0 → "
-                       f"{t_interval(last).text('.3f')} at "
-                       f"the end; change {change[c].difference.text('.3f')}")
+        numbers.append(
+            f"{_objective(c)}: diagonality {t_interval(first).text('.3f')} at step 0 → "
+            f"{t_interval(last).text('.3f')} at "
+            f"the end; change {change[c].difference.text('.3f')}"
+        )
     numbers.append(contraction_line({o: float(s.iloc[-1]) for o, s in curves_by_objective.items()}, gamma))
     return Claim(
-        "emergence_diagonality", "Emergence: attention becomes increasingly diagonal (mass on the query's own state) "
-        "during training.",
+        "emergence_diagonality",
+        "Emergence: attention becomes increasingly diagonal (mass on the query's own state) during training.",
         diagonality_run(seeds, n_tasks),
         "holds for an objective when the paired 95% t interval over seeds of (last − first) lies above 0.",
-        conditional(holds, _objectives), numbers,
-        to_json(DiagonalityData(seeds, {_objective(c): v for c, v in change.items()},
-                                {o: Curve(s.index.tolist(), s.tolist()) for o, s in curves_by_objective.items()})),
-        "emergence_diagonality")
+        conditional(holds, _objectives),
+        numbers,
+        to_json(
+            DiagonalityData(
+                seeds,
+                {_objective(c): v for c, v in change.items()},
+                {o: Curve(s.index.tolist(), s.tolist()) for o, s in curves_by_objective.items()},
+            )
+        ),
+        "emergence_diagonality",
+    )
 
 
 def signature(results: pd.DataFrame) -> Claim:
@@ -212,15 +271,20 @@ def signature_claim(counts: dict[str, tuple[int, int]]) -> Claim:
     for c, (k, n) in counts.items():
         fraction = proportion_interval(k, n)
         holds[c], data[c] = k == n, {"seeds_with_signature": k, "seeds": n, **fraction.to_dict()}
-        numbers.append(f"{_objective(c)}: {k}/{n} seeds have TD's signs in every layer, {fraction.mean:.0%} "
-                       f"[{fraction.lo:.0%}, {fraction.hi:.0%}] (95% Wilson interval over seeds)")
+        numbers.append(
+            f"{_objective(c)}: {k}/{n} seeds have TD's signs in every layer, {fraction.mean:.0%} "
+            f"[{fraction.lo:.0%}, {fraction.hi:.0%}] (95% Wilson interval over seeds)"
+        )
     return Claim(
-        "emergence_signature", "Emergence: the value row's weights on (reward, next value, current value) take TD's "
-        "signs (+, +, −).",
+        "emergence_signature",
+        "Emergence: the value row's weights on (reward, next value, current value) take TD's signs (+, +, −).",
         "The identifiable entries of each layer's value row, per seed (the same study); a seed counts when every "
         "layer has the signs (a tied model's layers share one weight, so seeds, not layers, are the sample).",
         "holds for an objective when every seed has the signs in every layer.",
-        conditional(holds, _objectives), numbers, data)
+        conditional(holds, _objectives),
+        numbers,
+        data,
+    )
 
 
 def _done_cells(results: pd.DataFrame, condition: str) -> pd.DataFrame:
@@ -237,14 +301,19 @@ def iterated(results: pd.DataFrame, condition: str) -> Claim:
     best = cells[BEST_DEPTH].astype(float).to_numpy()
     k, n = int(cells[CONVERGES].astype(bool).sum()), len(cells)
     return Claim(
-        "finding_iteration", "This project: the TD-trained layer is a convergent TD iteration (running it deeper than "
+        "finding_iteration",
+        "This project: the TD-trained layer is a convergent TD iteration (running it deeper than "
         "it was trained approaches v_π).",
         "The spectrum of the learned layer's map on state values (ρ(T) < 1 on every evaluation task), per seed, "
         "and the depth where its MSVE is lowest (`analyses.metrics.algorithm_id`).",
         "holds when every seed's last layer converges when iterated; fails when none does.",
-        _by_seeds(k, n), [f"{k}/{n} seeds converge when iterated; best depth {t_interval(best).text('.1f')} "
-                  f"(trained depth {int(cells[TRAINED_DEPTH].iloc[0])})"],
-        {"converging_seeds": k, "seeds": n, "best_depth": t_interval(best).to_dict()})
+        _by_seeds(k, n),
+        [
+            f"{k}/{n} seeds converge when iterated; best depth {t_interval(best).text('.1f')} "
+            f"(trained depth {int(cells[TRAINED_DEPTH].iloc[0])})"
+        ],
+        {"converging_seeds": k, "seeds": n, "best_depth": t_interval(best).to_dict()},
+    )
 
 
 def constant_baseline(results: pd.DataFrame, condition: str, n_tasks: int) -> Claim:
@@ -253,18 +322,31 @@ def constant_baseline(results: pd.DataFrame, condition: str, n_tasks: int) -> Cl
     model = t_interval(cells[EVAL_MSVE].astype(float).to_numpy(), bounds=NONNEGATIVE)
     const = t_interval(cells[CONSTANT_MSVE].astype(float).to_numpy(), bounds=NONNEGATIVE)
     point_worse = int((cells[EVAL_MSVE].astype(float) > cells[CONSTANT_MSVE].astype(float)).sum())
-    return constant_baseline_claim(model, const, int((verdicts == "lower").sum()), int((verdicts == "higher").sum()),
-                                   len(cells), point_worse, n_tasks)
+    return constant_baseline_claim(
+        model,
+        const,
+        int((verdicts == "lower").sum()),
+        int((verdicts == "higher").sum()),
+        len(cells),
+        point_worse,
+        n_tasks,
+    )
 
 
-def constant_baseline_claim(model: Interval, const: Interval, lower: int, higher: int, n: int, point_worse: int,
-                            n_tasks: int) -> Claim:
+def constant_baseline_claim(
+    model: Interval, const: Interval, lower: int, higher: int, n: int, point_worse: int, n_tasks: int
+) -> Claim:
     """The constant-baseline row from its counts: seeds significantly better (``lower``) and worse (``higher``)
     than the constant, of ``n``; ``point_worse`` seeds whose point estimate is worse; ``n_tasks`` per seed."""
-    verdict = (HOLDS if n and lower == n else FAILS if n and higher == n else
-               f"not shown: {lower} of {n} seeds significantly better, {higher} significantly worse, "
-               f"{n - lower - higher} undecided")
-    sign_p = min(1.0, 2 * sum(math.comb(n, k) for k in range(max(point_worse, n - point_worse), n + 1)) / 2 ** n)
+    verdict = (
+        HOLDS
+        if n and lower == n
+        else FAILS
+        if n and higher == n
+        else f"not shown: {lower} of {n} seeds significantly better, {higher} significantly worse, "
+        f"{n - lower - higher} undecided"
+    )
+    sign_p = min(1.0, 2 * sum(math.comb(n, k) for k in range(max(point_worse, n - point_worse), n + 1)) / 2**n)
     return Claim(
         "finding_baseline",
         "This project: the TD-trained model beats the constant in-context predictor "
@@ -281,8 +363,15 @@ def constant_baseline_claim(model: Interval, const: Interval, lower: int, higher
             f"estimate is worse than the constant's in {point_worse} of {n} seeds (two-sided sign test p = "
             f"{sign_p:.3g})"
         ],
-        {"model": model.to_dict(), "constant": const.to_dict(), "better": lower, "worse": higher, "seeds": n,
-         "point_worse": point_worse, "n_tasks": n_tasks},
+        {
+            "model": model.to_dict(),
+            "constant": const.to_dict(),
+            "better": lower,
+            "worse": higher,
+            "seeds": n,
+            "point_worse": point_worse,
+            "n_tasks": n_tasks,
+        },
     )
 
 
@@ -293,12 +382,14 @@ def depth_sampling(results: pd.DataFrame, fixed: str, sampled: str) -> Claim:
 
     (k_fixed, n_fixed), (k, n) = count(fixed), count(sampled)
     return Claim(
-        "finding_depth_sampling", "This project: training the tied layer at depths drawn each step makes it "
-        "converge when iterated.",
+        "finding_depth_sampling",
+        "This project: training the tied layer at depths drawn each step makes it converge when iterated.",
         f"The quick preset with `--train-depths` ({sampled}) against its fixed depth ({fixed}), same seeds.",
         "holds when every depth-sampled seed's layer converges when iterated (ρ(T) < 1 on every task).",
-        _by_seeds(k, n), [f"depth-sampled: {k}/{n} seeds converge; fixed depth: {k_fixed}/{n_fixed}"],
-        {"sampled": [k, n], "fixed": [k_fixed, n_fixed]})
+        _by_seeds(k, n),
+        [f"depth-sampled: {k}/{n} seeds converge; fixed depth: {k_fixed}/{n_fixed}"],
+        {"sampled": [k, n], "fixed": [k_fixed, n_fixed]},
+    )
 
 
 def same_state_head(summaries: list[Summary], source: str) -> Claim:
@@ -326,14 +417,20 @@ def same_state_claim(tab: list[float], td: list[float], source: str, td_head: Op
     tab_, td_ = np.asarray(tab), np.asarray(td)
     if len(tab) >= 2:
         diff = paired(tab_, td_)
-        verdict = (HOLDS if diff.verdict == "higher" else FAILS if diff.verdict == "lower"
-                   else f"{FAILS} (undecided: the interval contains 0)")
+        verdict = (
+            HOLDS
+            if diff.verdict == "higher"
+            else FAILS
+            if diff.verdict == "lower"
+            else f"{FAILS} (undecided: the interval contains 0)"
+        )
         text = f"tabular − softmax-TD correlation {diff.difference.text('.2f')}"
     else:
         verdict = f"{HOLDS if tab[0] > td[0] else FAILS} in the one seed measured"
         text = "one seed: no interval"
     return Claim(
-        "finding_same_state_head", "This project: the standard transformer's attention is more same-state "
+        "finding_same_state_head",
+        "This project: the standard transformer's attention is more same-state "
         "(tabular) than TD-like: its most same-state head correlates more with the tabular kernel than its most "
         "TD-like head with θ*'s softmax kernel (the two may be different heads). The model has no positional "
         "embedding, so it cannot see which state follows which: per-state averaging is within its reach, TD's "
@@ -341,10 +438,20 @@ def same_state_claim(tab: list[float], td: list[float], source: str, td_head: Op
         f"Per seed, the largest correlation of any head's pattern with each kernel ({source}).",
         "holds when the paired 95% t interval over seeds of (largest tabular − largest softmax-TD correlation) lies "
         "above 0 (with one seed, by the single value, said so).",
-        verdict, [f"most same-state head {t_interval(tab_, bounds=COSINE).text('.2f')}, "
-                  f"most TD-like head {t_interval(td_, bounds=COSINE).text('.2f')} "
-                  f"({len(tab)} seed{'s' if len(tab) > 1 else ''}); {text}"]
-        + ([f"the most TD-like head itself, tabular − softmax-TD correlation: "
-            f"{t_interval(td_head).text('+.2f') if len(td_head) >= 2 else f'{td_head[0]:+.2f} (one seed)'} "
-            "(above 0: that head is closer to the same-state kernel)"] if td_head else []),
-        {"tabular": list(tab), "td": list(td), **({"td_head_tabular_minus_td": list(td_head)} if td_head else {})})
+        verdict,
+        [
+            f"most same-state head {t_interval(tab_, bounds=COSINE).text('.2f')}, "
+            f"most TD-like head {t_interval(td_, bounds=COSINE).text('.2f')} "
+            f"({len(tab)} seed{'s' if len(tab) > 1 else ''}); {text}"
+        ]
+        + (
+            [
+                f"the most TD-like head itself, tabular − softmax-TD correlation: "
+                f"{t_interval(td_head).text('+.2f') if len(td_head) >= 2 else f'{td_head[0]:+.2f} (one seed)'} "
+                "(above 0: that head is closer to the same-state kernel)"
+            ]
+            if td_head
+            else []
+        ),
+        {"tabular": list(tab), "td": list(td), **({"td_head_tabular_minus_td": list(td_head)} if td_head else {})},
+    )

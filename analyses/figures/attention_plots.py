@@ -6,7 +6,6 @@ from pathlib import Path
 
 from transformer_lens.ActivationCache import ActivationCache
 
-
 __all__ = ["attention_view", "position_labels"]
 
 
@@ -31,8 +30,11 @@ class OfflineHTML:
     def save(self, path) -> Path:
         """A complete HTML page holding the view."""
         path = Path(path)
-        path.write_text(f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{self.title}</title></head>"
-                        f"<body>{self.html}</body></html>", encoding="utf-8")
+        path.write_text(
+            f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{self.title}</title></head>"
+            f"<body>{self.html}</body></html>",
+            encoding="utf-8",
+        )
         return path
 
 
@@ -47,6 +49,10 @@ def attention_view(cache: ActivationCache, layer: int, prompt_index: int = 0) ->
         raise ImportError("attention_view needs circuitsvis: pip install 'ictd-interp[viz]'") from None
     pattern = cache["pattern", layer][prompt_index]  # [head, query_pos, key_pos]
     names = [f"L{layer}H{h}" for h in range(pattern.shape[0])]
-    view = cv.attention.attention_heads(attention=pattern.float(), tokens=position_labels(pattern.shape[-1]),
-                                        attention_head_names=names, mask_upper_tri=False)
+    view = cv.attention.attention_heads(
+        attention=pattern.float(),
+        tokens=position_labels(pattern.shape[-1]),
+        attention_head_names=names,
+        mask_upper_tri=False,
+    )
     return OfflineHTML(view.local_src, f"attention, layer {layer}")

@@ -6,14 +6,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import seaborn as sns
-
 import pandas as pd
+import seaborn as sns
 
 from analyses.figures.plots import STAR, Figure, _figure, legend_outside, log_axis, series_colours, sign_bars
 
-QUANTITY_LABELS = {"reward": "$R_{j+1}$", "v_current": r"$v_\pi(S_j)$", "v_next": r"$v_\pi(S_{j+1})$",
-                   "td_error": r"$\delta_{j+1}$"}
+QUANTITY_LABELS = {
+    "reward": "$R_{j+1}$",
+    "v_current": r"$v_\pi(S_j)$",
+    "v_next": r"$v_\pi(S_{j+1})$",
+    "td_error": r"$\delta_{j+1}$",
+}
 
 
 def site_labels(n_sites: int) -> list[str]:
@@ -29,8 +32,11 @@ def probe_error_vs_depth(curves: Mapping[str, Sequence[float]]) -> Figure:
     ax.set_xticks(np.arange(n_sites), site_labels(n_sites))
     ax.set_yscale("log")
     log_axis(ax.yaxis)
-    ax.set(title="Value error versus depth (read by a linear probe)", xlabel="residual stream site (blocks run)",
-           ylabel=r"MSVE against $v_\pi$ (value units$^2$)")
+    ax.set(
+        title="Value error versus depth (read by a linear probe)",
+        xlabel="residual stream site (blocks run)",
+        ylabel=r"MSVE against $v_\pi$ (value units$^2$)",
+    )
     legend_outside(ax)
     return fig
 
@@ -40,9 +46,18 @@ def probe_map(r2: Mapping[str, Sequence[float]], title: str) -> Figure:
     names = list(r2)
     data = np.asarray([r2[n] for n in names], dtype=float).T
     fig, (ax,) = _figure(width=5.6, height=0.55 * len(data) + 1.8)
-    sns.heatmap(data, ax=ax, cmap="viridis", vmin=0.0, vmax=1.0, annot=True, fmt=".2f",
-                xticklabels=[QUANTITY_LABELS.get(n, n) for n in names], yticklabels=site_labels(len(data)),
-                cbar_kws={"label": "held-out $R^2$"})
+    sns.heatmap(
+        data,
+        ax=ax,
+        cmap="viridis",
+        vmin=0.0,
+        vmax=1.0,
+        annot=True,
+        fmt=".2f",
+        xticklabels=[QUANTITY_LABELS.get(n, n) for n in names],
+        yticklabels=site_labels(len(data)),
+        cbar_kws={"label": "held-out $R^2$"},
+    )
     ax.set(title=title, xlabel="quantity at context column j", ylabel="residual stream site")
     return fig
 
@@ -67,11 +82,14 @@ def probed_signature_bars(rows: Sequence[Any], title: str) -> Figure:
     groups = [f"L{r.layer}H{r.head}" if r.head is not None else f"layer {r.layer}" for r in rows]
     read = [[None if n is None else g for g, n in zip(r.raw, r.normalised)] for r in rows]  # n/a: not drawn
     scale = max((abs(g) for row in read for g in row if g is not None), default=1.0) or 1.0
-    fig, ax = sign_bars(groups, [[np.nan if g is None else float(np.clip(g / scale, -3, 3)) for g in row]
-                                 for row in read])
-    ax.set(title=title, xlabel=("layer L, head H" if rows[0].head is not None else "layer")
-           + " (missing bar: not identifiable)",
-           ylabel="probed-value move / largest |move|")
+    fig, ax = sign_bars(
+        groups, [[np.nan if g is None else float(np.clip(g / scale, -3, 3)) for g in row] for row in read]
+    )
+    ax.set(
+        title=title,
+        xlabel=("layer L, head H" if rows[0].head is not None else "layer") + " (missing bar: not identifiable)",
+        ylabel="probed-value move / largest |move|",
+    )
     legend_outside(ax, title="perturbed input")
     return fig
 

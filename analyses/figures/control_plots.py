@@ -10,8 +10,9 @@ import numpy as np
 from analyses.figures.plots import Figure, _figure, legend_outside, log_axis, series_colours
 
 
-def regret_bars(names: Sequence[str], means: Sequence[float], lows: Sequence[float], highs: Sequence[float],
-                title: str) -> Figure:
+def regret_bars(
+    names: Sequence[str], means: Sequence[float], lows: Sequence[float], highs: Sequence[float], title: str
+) -> Figure:
     """Regret ``J(π*) − J(π)`` per policy, a mean over tasks with its interval (0: optimal)."""
     fig, (ax,) = _figure(width=7.2, height=0.45 * len(names) + 1.6)
     y = np.arange(len(names))[::-1]
@@ -28,8 +29,13 @@ def backup_gap(betas: Sequence[float], gaps: Sequence[float], n_actions: int) ->
     b = np.asarray(betas, dtype=float)
     ax.plot(b, gaps, marker="o", label="largest gap observed")
     ax.plot(b, math.log(n_actions) / b, color="grey", ls="--", label=f"bound log({n_actions}) / β")
-    ax.set(xscale="log", yscale="log", xlabel="inverse temperature β of the backup",
-           ylabel="max q − softmax backup", title="Softmax backup against Q-learning's max")
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="inverse temperature β of the backup",
+        ylabel="max q − softmax backup",
+        title="Softmax backup against Q-learning's max",
+    )
     log_axis(ax.xaxis)
     legend_outside(ax)
     return fig

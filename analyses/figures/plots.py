@@ -26,6 +26,7 @@ def series_colours(labels: Sequence[str]) -> list:
     """One colour per series by what it is, the same in every figure: a trained model blue, θ* green, a
     TD(0) or tabular construction orange; any other series (or a second of one kind) takes the next
     colour not given out, in order."""
+
     def role(label: str) -> Optional[int]:
         text = label.lower()
         if "theta" in text or "θ*" in label or STAR in label:
@@ -99,8 +100,16 @@ def attention_comparison(patterns: Mapping[str, Numbers]) -> Figure:
     vmax = float(max(np.max(p) for p in patterns.values()))
     for ax, (name, data) in zip(axes, patterns.items()):
         ticks = max(1, len(data) // 8)
-        sns.heatmap(np.asarray(data), ax=ax, cmap="viridis", vmin=0.0, vmax=vmax, xticklabels=ticks, yticklabels=ticks,
-                    cbar_kws={"label": "attention weight"})
+        sns.heatmap(
+            np.asarray(data),
+            ax=ax,
+            cmap="viridis",
+            vmin=0.0,
+            vmax=vmax,
+            xticklabels=ticks,
+            yticklabels=ticks,
+            cbar_kws={"label": "attention weight"},
+        )
         ax.set(title=name, xlabel="source position i", ylabel="query position j")
     return fig
 
@@ -111,15 +120,28 @@ def grouped_kernel(M: Numbers, title: str = r"grouped kernel $\hat M_n$") -> Fig
     fig, (ax,) = _figure()
     data = np.asarray(M, dtype=float)
     data[np.all(data == 0, axis=1)] = np.nan  # rows of unvisited states (saved as 0 in summary.json)
-    sns.heatmap(data, ax=ax, cmap="viridis", vmin=0.0, annot=len(data) <= 12, fmt=".2f", mask=np.isnan(data),
-                cbar_kws={"label": "attention mass"})
+    sns.heatmap(
+        data,
+        ax=ax,
+        cmap="viridis",
+        vmin=0.0,
+        annot=len(data) <= 12,
+        fmt=".2f",
+        mask=np.isnan(data),
+        cbar_kws={"label": "attention mass"},
+    )
     ax.set(title=title, xlabel="source state $s'$", ylabel="query state $s$ (blank: not visited)")
     return fig
 
 
-def diagonality_curve(steps: Sequence[int], values: Sequence[float], gamma: float,
-                      heads: Optional[Sequence] = None, theta_star: Optional[float] = None,
-                      final_heads: Optional[Sequence] = None) -> Figure:
+def diagonality_curve(
+    steps: Sequence[int],
+    values: Sequence[float],
+    gamma: float,
+    heads: Optional[Sequence] = None,
+    theta_star: Optional[float] = None,
+    final_heads: Optional[Sequence] = None,
+) -> Figure:
     """Kernel diagonality over training with the ``(1 + gamma)/2`` level of Assumption 5.1 and, when
     given, theta*'s own diagonality on the same tasks (what the features allow). ``heads``
     (``[step][layer][head]``) draws every head when there is more than one (a same-state head hides in a
@@ -133,17 +155,32 @@ def diagonality_curve(steps: Sequence[int], values: Sequence[float], gamma: floa
         per_head = per_head[:, :1]
     if per_head is not None and per_head.ndim == 3 and per_head.shape[1] * per_head.shape[2] > 1:
         for k, (l, h) in enumerate(np.ndindex(*per_head.shape[1:])):
-            ax.plot(steps, per_head[:, l, h], color=PALETTE[(k + 4) % len(PALETTE)], lw=1,
-                    label=f"all layers (tied) H{h}" if tied else f"L{l}H{h}")
+            ax.plot(
+                steps,
+                per_head[:, l, h],
+                color=PALETTE[(k + 4) % len(PALETTE)],
+                lw=1,
+                label=f"all layers (tied) H{h}" if tied else f"L{l}H{h}",
+            )
     elif final_heads is not None and sum(len(row) for row in final_heads) > 1:
         for k, (l, h) in enumerate((l, h) for l, row in enumerate(final_heads) for h in range(len(row))):
-            ax.plot([steps[-1]], [final_heads[l][h]], ls="none", marker="D", color=PALETTE[(k + 4) % len(PALETTE)],
-                    label=f"L{l}H{h} (final model)")
+            ax.plot(
+                [steps[-1]],
+                [final_heads[l][h]],
+                ls="none",
+                marker="D",
+                color=PALETTE[(k + 4) % len(PALETTE)],
+                label=f"L{l}H{h} (final model)",
+            )
     ax.axhline((1 + gamma) / 2, color=PALETTE[3], ls="--", label=rf"$(1+\gamma)/2$ = {(1 + gamma) / 2:.2f}")
     if theta_star is not None:
         ax.axhline(theta_star, color=PALETTE[2], ls=":", label=f"{STAR} on these tasks = {theta_star:.2f}")
-    ax.set(title="Kernel diagonality over training", xlabel="training step",
-           ylabel=r"mean $\hat M_n(s, s)$ (fraction)", ylim=(0, 1.02))
+    ax.set(
+        title="Kernel diagonality over training",
+        xlabel="training step",
+        ylabel=r"mean $\hat M_n(s, s)$ (fraction)",
+        ylim=(0, 1.02),
+    )
     legend_outside(ax)
     return fig
 
@@ -155,8 +192,9 @@ def _layers_once(data: np.ndarray, tied: bool) -> list[tuple[str, np.ndarray]]:
     return [(f"layer {l}", data[:, l]) for l in range(data.shape[1])]
 
 
-def signature_bars(signature: Sequence[Sequence[Optional[float]]], tied: bool = False,
-                   gamma: Optional[float] = None) -> Figure:
+def signature_bars(
+    signature: Sequence[Sequence[Optional[float]]], tied: bool = False, gamma: Optional[float] = None
+) -> Figure:
     """Per layer, the normalised value-row weights on (reward, next value, current value) beside θ*'s (+, +, −).
     With ``gamma`` the next-value bar is the weight on v(S') itself (γ times the target row's, which holds γ v(S')),
     renormalised, so the bars read as the report's numbers: effective discount = next / |current|."""
@@ -176,8 +214,9 @@ def signature_bars(signature: Sequence[Sequence[Optional[float]]], tied: bool = 
     return fig
 
 
-def sign_bars(groups: Sequence[str], rows: Sequence[Sequence[float]], reference: Optional[Sequence[float]] = None
-              ) -> tuple[Figure, object]:
+def sign_bars(
+    groups: Sequence[str], rows: Sequence[Sequence[float]], reference: Optional[Sequence[float]] = None
+) -> tuple[Figure, object]:
     """Grouped bars of (reward, next value, current value) per group, θ*'s first (``reference``, default its signs):
     the drawing both signature figures share (``figures.circuits.probed_signature_bars`` is the other)."""
     groups, rows = [STAR, *groups], [list(reference or SIGNATURE_SIGNS), *rows]
@@ -190,8 +229,9 @@ def sign_bars(groups: Sequence[str], rows: Sequence[Sequence[float]], reference:
     return fig, ax
 
 
-def cosine_curves(steps: Sequence[int], cos_A: Sequence[Sequence[float]], cos_V: Sequence[Sequence[float]],
-                  tied: bool = False) -> Figure:
+def cosine_curves(
+    steps: Sequence[int], cos_A: Sequence[Sequence[float]], cos_V: Sequence[Sequence[float]], tied: bool = False
+) -> Figure:
     """Weight-space cosine with theta* over training, one line per layer (once when tied), the axis
     zoomed to the data so that 0.98 and 0.99 stay apart."""
     fig, axes = _figure(2, width=4.8)
@@ -200,14 +240,17 @@ def cosine_curves(steps: Sequence[int], cos_A: Sequence[Sequence[float]], cos_V:
         for k, (label, values) in enumerate(_layers_once(data, tied)):
             ax.plot(steps, values, color=PALETTE[k % len(PALETTE)], label=label)
         ax.axhline(1.0, color="grey", lw=0.8, ls=":")
-        ax.set(title=rf"$\cos({name}, {name}^*)$", xlabel="training step", ylabel="cosine similarity",
-               ylim=zoom(data))
+        ax.set(title=rf"$\cos({name}, {name}^*)$", xlabel="training step", ylabel="cosine similarity", ylim=zoom(data))
     legend_outside(axes[-1])
     return fig
 
 
-def error_vs_depth(curves: Mapping[str, Sequence[float]], fits: Optional[Mapping[str, Any]] = None,
-                   one_minus_c: Optional[float] = None, trained_depth: Optional[int] = None) -> Figure:
+def error_vs_depth(
+    curves: Mapping[str, Sequence[float]],
+    fits: Optional[Mapping[str, Any]] = None,
+    one_minus_c: Optional[float] = None,
+    trained_depth: Optional[int] = None,
+) -> Figure:
     """``||v_L - v_pi||_inf`` against depth (log scale); a curve with a fit (a ``GeometricFit``: rate,
     amplitude and floor) gets the fitted ``a rho^L + floor`` drawn dashed beside it. ``1 - C`` is quoted
     only when the Assumption 5.1 bound applies (``C > 0``). ``trained_depth``: a trained model's curve runs past
@@ -220,8 +263,14 @@ def error_vs_depth(curves: Mapping[str, Sequence[float]], fits: Optional[Mapping
         ax.plot(depths, errors, color=colour, marker="o", ms=3, label=label.replace("theta*", STAR))
         fit = (fits or {}).get(label)
         if fit is not None:
-            ax.plot(depths, fit.amplitude * fit.rate ** depths + fit.floor, color=colour, ls="--", lw=1,
-                    label=r"fit $a\rho^L$ + floor:" + "\n" + rf"$\rho$ = {fit.rate:.3f}, floor {fit.floor:.3g}")
+            ax.plot(
+                depths,
+                fit.amplitude * fit.rate**depths + fit.floor,
+                color=colour,
+                ls="--",
+                lw=1,
+                label=r"fit $a\rho^L$ + floor:" + "\n" + rf"$\rho$ = {fit.rate:.3f}, floor {fit.floor:.3g}",
+            )
     ax.set_yscale("log")
     log_axis(ax.yaxis)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -249,9 +298,13 @@ def depth_extrapolation(
     ax.plot(depths, model, color=mine, marker="o", ms=4, label=name)
     ax.plot(depths, theta_star, color=theirs, marker="s", ms=3, ls="--", label=reference)
     ax.axvline(trained_depth, color="grey", lw=0.8, ls=":", label=f"trained depth {trained_depth}")
-    ax.set(xscale="log", yscale="log", title=wrapped("Run beyond its trained "
-                                                     f"depth: {verdict}", 55), xlabel="depth (layers applied)",
-           ylabel=r"MSVE against $v_\pi$")
+    ax.set(
+        xscale="log",
+        yscale="log",
+        title=wrapped(f"Run beyond its trained depth: {verdict}", 55),
+        xlabel="depth (layers applied)",
+        ylabel=r"MSVE against $v_\pi$",
+    )
     log_axis(ax.xaxis)
     log_axis(ax.yaxis)
     legend_outside(ax)
@@ -271,8 +324,9 @@ def error_vs_context(lengths: Sequence[int], curves: Mapping[str, Sequence[float
             label=label.replace("theta_star", STAR).replace("theta*", STAR),
         )
     ax.set(xscale="log", yscale="log", xlabel="context length n (transitions)", ylabel=f"{SUP_ERROR} (value units)")
-    ax.set_title(wrapped("Error versus context length" + (f" ({where})" if where else ""), 50),
-                 fontsize=9 if where else None)
+    ax.set_title(
+        wrapped("Error versus context length" + (f" ({where})" if where else ""), 50), fontsize=9 if where else None
+    )
     log_axis(ax.xaxis)
     log_axis(ax.yaxis)
     legend_outside(ax)
@@ -286,8 +340,11 @@ def predicted_vs_true(predicted: Mapping[str, Numbers], true: Numbers) -> Figure
         ax.scatter(true, pred, s=8, alpha=0.6, color=colour, label=label.replace("theta_star", STAR))
     lo, hi = float(np.min(true)), float(np.max(true))
     ax.plot([lo, hi], [lo, hi], color="black", lw=0.8, ls="--", label="y = x")
-    ax.set(title="Predicted versus true value", xlabel=r"$v_\pi$(query state) (value units)",
-           ylabel="predicted value (value units)")
+    ax.set(
+        title="Predicted versus true value",
+        xlabel=r"$v_\pi$(query state) (value units)",
+        ylabel="predicted value (value units)",
+    )
     legend_outside(ax)
     return fig
 
@@ -299,15 +356,22 @@ def scale_sweep(rows: Sequence[Mapping[str, float]], depth: int) -> Figure:
     axes[0].plot(scales, [r["margin_mean"] for r in rows], color=PALETTE[0], marker="o", label="mean C")
     axes[0].plot(scales, [r["margin_min"] for r in rows], color=PALETTE[1], marker="s", label="min C")
     axes[0].axhline(0, color="black", lw=0.8)
-    axes[0].set(title="Assumption 5.1 margin (holds above 0)", xlabel="feature scale β (kernel inverse temperature β²)",
-                ylabel="margin C")
+    axes[0].set(
+        title="Assumption 5.1 margin (holds above 0)",
+        xlabel="feature scale β (kernel inverse temperature β²)",
+        ylabel="margin C",
+    )
     axes[0].legend()
     for k, key in enumerate(("error_depth_1", f"error_depth_{depth}")):
         axes[1].plot(
             scales, [r[key] for r in rows], color=PALETTE[k], marker="o", label=f"depth {key.rsplit('_', 1)[-1]}"
         )
-    axes[1].set(yscale="log", title=f"{STAR} error", xlabel="feature scale β (kernel inverse temperature β²)",
-                ylabel=f"{SUP_ERROR} (value units)")
+    axes[1].set(
+        yscale="log",
+        title=f"{STAR} error",
+        xlabel="feature scale β (kernel inverse temperature β²)",
+        ylabel=f"{SUP_ERROR} (value units)",
+    )
     log_axis(axes[1].yaxis)
     axes[1].legend()
     return fig
@@ -371,17 +435,30 @@ def linear_weights(P: Numbers, Q: Numbers, P_td: Numbers, Q_td: Numbers, d: int)
     (score ``z_i^T Q z_j``)."""
     fig = Figure(figsize=(9.0, 8.0), layout="constrained")
     names = [r"$\phi$"] * d + [r"$\gamma\phi'$"] * d + ["r"]
-    panels = (("trained P (layer 0; sign: P[-1, -1] ≥ 0)", P, "P"), ("trained Q (layer 0; same sign)", Q, "Q"),
-              ("TD(0) construction P", P_td, "P"), ("TD(0) construction Q (C = I)", Q_td, "Q"))
+    panels = (
+        ("trained P (layer 0; sign: P[-1, -1] ≥ 0)", P, "P"),
+        ("trained Q (layer 0; same sign)", Q, "Q"),
+        ("TD(0) construction P", P_td, "P"),
+        ("TD(0) construction Q (C = I)", Q_td, "Q"),
+    )
     for i, (title, W, kind) in enumerate(panels):
         ax = fig.add_subplot(2, 2, i + 1)
         data = np.asarray(W, dtype=float)
         bound = float(np.abs(data).max()) or 1.0
-        sns.heatmap(data, ax=ax, cmap="RdBu_r", vmin=-bound, vmax=bound, square=True, xticklabels=names,
-                    yticklabels=names, cbar_kws={"label": "weight", "shrink": 0.8})
+        sns.heatmap(
+            data,
+            ax=ax,
+            cmap="RdBu_r",
+            vmin=-bound,
+            vmax=bound,
+            square=True,
+            xticklabels=names,
+            yticklabels=names,
+            cbar_kws={"label": "weight", "shrink": 0.8},
+        )
         for edge in (d, 2 * d):
             ax.axhline(edge, color="black", lw=0.6)
             ax.axvline(edge, color="black", lw=0.6)
-        labels = (("column entry read", "row written") if kind == "P" else ("query entry $z_j$", "source entry $z_i$"))
+        labels = ("column entry read", "row written") if kind == "P" else ("query entry $z_j$", "source entry $z_i$")
         ax.set(title=title, xlabel=labels[0], ylabel=labels[1])
     return fig

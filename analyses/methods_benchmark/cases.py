@@ -33,12 +33,12 @@ from jaxtyping import Float
 from torch import Tensor
 
 from analyses.methods_benchmark.graph import OUTPUT, Edge, head_name, mlp_name
+from analyses.metrics.site_probes import residual_stack
 from ictd_interp.config import ICTDConfig, TaskDistribution
 from ictd_interp.config.standard import StandardConfig
 from ictd_interp.models.architectures.hook_names import get_act_name
 from ictd_interp.models.architectures.ictd import HookedICTDTransformer
 from ictd_interp.models.architectures.standard import HookedStandardTransformer
-from analyses.metrics.site_probes import residual_stack
 from ictd_interp.models.constructions.standard_theta_star import standard_theta_star, theta_star_weights
 from ictd_interp.models.fast.state_space import state_space_unavailable
 from ictd_interp.tasks import TaskBatch, sample_from
@@ -81,11 +81,14 @@ class CaseSpec:
             if not isinstance(getattr(self, key), int) or getattr(self, key) < 0:
                 raise ValueError(f"case {self.name!r}: {key} must be an integer >= 0, got {getattr(self, key)!r}")
         if not 0.0 <= self.mlp_active < 1.0 or (self.mlp_active and not self.d_mlp):
-            raise ValueError(f"case {self.name!r}: mlp_active must lie in [0, 1) and needs d_mlp >= 1, got "
-                             f"{self.mlp_active!r} with d_mlp={self.d_mlp}")
+            raise ValueError(
+                f"case {self.name!r}: mlp_active must lie in [0, 1) and needs d_mlp >= 1, got "
+                f"{self.mlp_active!r} with d_mlp={self.d_mlp}"
+            )
         if (self.junk_heads or self.d_mlp) and not self.junk_dims:
-            raise ValueError(f"case {self.name!r}: junk heads and MLP units write into junk dimensions; "
-                             "set junk_dims >= 1")
+            raise ValueError(
+                f"case {self.name!r}: junk heads and MLP units write into junk dimensions; set junk_dims >= 1"
+            )
 
     @property
     def n_heads(self) -> int:
@@ -99,19 +102,46 @@ class CaseSpec:
         return asdict(self)
 
 
-CASES: dict[str, CaseSpec] = {spec.name: spec for spec in (
-    CaseSpec("rotated", description="θ*'s circuit alone, behind a random rotation"),
-    CaseSpec("distractors", silent_heads=1, junk_heads=2, d_mlp=8, junk_dims=4,
-             description="+ a silent head, two junk heads and 8 junk MLP units per layer, 4 junk dimensions"),
-    CaseSpec("cancelling", junk_heads=1, cancelling_pairs=1, junk_dims=2,
-             description="+ a pair of heads per layer whose writes cancel exactly, and a junk head"),
-    CaseSpec("superposed", d_mlp=6, junk_dims=3, mlp_active=0.1,
-             description="+ 6 sparse ReLU junk units per layer (each active on 10 % of positions) in 3 junk "
-                         "dimensions: 6, 12, 18 features superposed in 3 dimensions after blocks 0, 1, 2"),
-    CaseSpec("trained", d_features=4, silent_heads=1, junk_heads=1, d_mlp=4, junk_dims=2, source="depth3-td-s0",
-             description="the TD-trained depth3-td-s0's tied layer (read from its weights) in place of θ*'s, with a "
-                         "silent head, a junk head and 4 junk MLP units per layer"),
-)}
+CASES: dict[str, CaseSpec] = {
+    spec.name: spec
+    for spec in (
+        CaseSpec("rotated", description="θ*'s circuit alone, behind a random rotation"),
+        CaseSpec(
+            "distractors",
+            silent_heads=1,
+            junk_heads=2,
+            d_mlp=8,
+            junk_dims=4,
+            description="+ a silent head, two junk heads and 8 junk MLP units per layer, 4 junk dimensions",
+        ),
+        CaseSpec(
+            "cancelling",
+            junk_heads=1,
+            cancelling_pairs=1,
+            junk_dims=2,
+            description="+ a pair of heads per layer whose writes cancel exactly, and a junk head",
+        ),
+        CaseSpec(
+            "superposed",
+            d_mlp=6,
+            junk_dims=3,
+            mlp_active=0.1,
+            description="+ 6 sparse ReLU junk units per layer (each active on 10 % of positions) in 3 junk "
+            "dimensions: 6, 12, 18 features superposed in 3 dimensions after blocks 0, 1, 2",
+        ),
+        CaseSpec(
+            "trained",
+            d_features=4,
+            silent_heads=1,
+            junk_heads=1,
+            d_mlp=4,
+            junk_dims=2,
+            source="depth3-td-s0",
+            description="the TD-trained depth3-td-s0's tied layer (read from its weights) in place of θ*'s, with a "
+            "silent head, a junk head and 4 junk MLP units per layer",
+        ),
+    )
+}
 
 
 @dataclass(frozen=True)
@@ -156,8 +186,12 @@ def random_rotation(n: int, generator: torch.Generator) -> Float[Tensor, "n n"]:
 
 def _roles(spec: CaseSpec) -> list[str]:
     """Each head's role in a layer, in head order."""
-    return ["td"] + ["silent"] * spec.silent_heads + ["junk"] * spec.junk_heads + ["cancelling"] * (
-        2 * spec.cancelling_pairs)
+    return (
+        ["td"]
+        + ["silent"] * spec.silent_heads
+        + ["junk"] * spec.junk_heads
+        + ["cancelling"] * (2 * spec.cancelling_pairs)
+    )
 
 
 def _plant(spec: CaseSpec, weights: dict[str, Tensor], generator: torch.Generator) -> None:
@@ -212,24 +246,31 @@ def _truth(spec: CaseSpec, model: HookedStandardTransformer, Q: Tensor) -> Groun
     if spec.mlp_active:  # after block l, the units of blocks 0..l, each along its (rotated) write direction
         writes = [b.mlp.W_out.detach() / b.mlp.W_out.detach().norm(dim=-1, keepdim=True) for b in model.blocks]
         features = {sites[l + 1]: torch.cat(writes[: l + 1]) for l in range(spec.n_layers)}
-    return GroundTruth(frozenset(edges), roles,
-                       {"reward": Q[layout.reward].clone(), "value": Q[layout.current].clone()},
-                       {"reward": sites, "value": sites[1:]}, features)
+    return GroundTruth(
+        frozenset(edges),
+        roles,
+        {"reward": Q[layout.reward].clone(), "value": Q[layout.current].clone()},
+        {"reward": sites, "value": sites[1:]},
+        features,
+    )
 
 
 def circuit_source(spec: CaseSpec) -> HookedICTDTransformer:
     """The stylised model whose layers the case's TD heads carry (float64): θ* of the spec's depth, or the
     shipped model ``spec.source``, refused, naming why, where its layer is not a fixed map or does not fit."""
     if spec.source == THETA_STAR:
-        return HookedICTDTransformer.from_theta_star(ICTDConfig(d_features=spec.d_features, n_layers=spec.n_layers,
-                                                                dtype="float64"))
+        return HookedICTDTransformer.from_theta_star(
+            ICTDConfig(d_features=spec.d_features, n_layers=spec.n_layers, dtype="float64")
+        )
     model = HookedICTDTransformer.from_pretrained(spec.source, dtype="float64")
     reason = state_space_unavailable(model.cfg)
     if reason is not None:
         raise ValueError(f"case {spec.name!r}: source {spec.source!r} is not a fixed map of the prompt ({reason})")
     if (model.cfg.d_features, model.cfg.n_layers) != (spec.d_features, spec.n_layers):
-        raise ValueError(f"case {spec.name!r}: source {spec.source!r} has d_features={model.cfg.d_features}, "
-                         f"n_layers={model.cfg.n_layers}; the case says {spec.d_features}, {spec.n_layers}")
+        raise ValueError(
+            f"case {spec.name!r}: source {spec.source!r} has d_features={model.cfg.d_features}, "
+            f"n_layers={model.cfg.n_layers}; the case says {spec.d_features}, {spec.n_layers}"
+        )
     return model
 
 
@@ -237,9 +278,18 @@ def build_case(spec: CaseSpec, seed: int) -> Case:
     """The case's model and tasks for one benchmark seed (everything drawn from ``seed``)."""
     gen = torch.Generator().manual_seed(seed)
     m = spec.d_features + 3
-    cfg = StandardConfig(d_features=spec.d_features, d_model=m + spec.junk_dims, d_head=m, n_heads=spec.n_heads,
-                         n_layers=spec.n_layers, d_mlp=spec.d_mlp, layer_norm=False, dtype="float64", seed=seed,
-                         act_fn="relu" if spec.mlp_active else "gelu")
+    cfg = StandardConfig(
+        d_features=spec.d_features,
+        d_model=m + spec.junk_dims,
+        d_head=m,
+        n_heads=spec.n_heads,
+        n_layers=spec.n_layers,
+        d_mlp=spec.d_mlp,
+        layer_norm=False,
+        dtype="float64",
+        seed=seed,
+        act_fn="relu" if spec.mlp_active else "gelu",
+    )
     star = circuit_source(spec)
     weights = theta_star_weights(star, cfg)
     _plant(spec, weights, gen)
@@ -251,8 +301,7 @@ def build_case(spec: CaseSpec, seed: int) -> Case:
     fit = draw(2)
     if spec.mlp_active:
         _calibrate_sparsity(model, fit, spec.mlp_active)
-    return Case(spec, seed, model, _truth(spec, model, Q), draw(0), draw(1), fit, draw(3), Q,
-                standard_theta_star(star))
+    return Case(spec, seed, model, _truth(spec, model, Q), draw(0), draw(1), fit, draw(3), Q, standard_theta_star(star))
 
 
 @torch.no_grad()

@@ -22,14 +22,32 @@ from typing import Optional, Union
 import torch
 
 from analyses.methods_benchmark.cases import (
-    Case, counterfactual_labels, feature_values, residual_sites, source_prompts, variable_values,
-)
-from analyses.methods_benchmark.methods import (
-    DIRECTIONS, FEATURES, DirectionOutput, EdgeOutput, FeatureOutput, Method, patched_prediction, runs,
+    Case,
+    counterfactual_labels,
+    feature_values,
+    residual_sites,
+    source_prompts,
+    variable_values,
 )
 from analyses.methods_benchmark.graph import build_graph
+from analyses.methods_benchmark.methods import (
+    DIRECTIONS,
+    FEATURES,
+    DirectionOutput,
+    EdgeOutput,
+    FeatureOutput,
+    Method,
+    patched_prediction,
+    runs,
+)
 from analyses.methods_benchmark.scores import (
-    MethodFailed, angle_degrees, auroc, average_precision, faithfulness, matched_correlations, roc_curve,
+    MethodFailed,
+    angle_degrees,
+    auroc,
+    average_precision,
+    faithfulness,
+    matched_correlations,
+    roc_curve,
 )
 from analyses.metrics.site_probes import residual_stack
 
@@ -106,6 +124,7 @@ class CellResult:
     scores: dict[str, Scores]
     failed: dict[str, str] = field(default_factory=dict)  # method -> why it was not scored (its output not finite)
 
+
 def score_edges(case: Case, output: EdgeOutput) -> EdgeScores:
     edges = build_graph(case.model).edges
     missing = [e for e in edges if e not in output.scores]
@@ -113,15 +132,23 @@ def score_edges(case: Case, output: EdgeOutput) -> EdgeScores:
         raise ValueError(f"edge method: no score for {len(missing)} of {len(edges)} edges (first: {missing[0]})")
     scores = {e: float(output.scores[e]) for e in edges}
     fpr, tpr = roc_curve(scores, case.truth.edges)
-    ranking = {"auroc": auroc(scores, case.truth.edges), "auprc": average_precision(scores, case.truth.edges),
-               "roc": Roc(fpr, tpr)}
+    ranking = {
+        "auroc": auroc(scores, case.truth.edges),
+        "auprc": average_precision(scores, case.truth.edges),
+        "roc": Roc(fpr, tpr),
+    }
     if output.circuit is None:
         return EdgeScores(**ranking)
     found, true = set(output.circuit), case.truth.edges
     r = runs(case)
     kept = patched_prediction(case, r, set(edges) - found)
-    return EdgeScores(**ranking, precision=len(found & true) / max(len(found), 1), recall=len(found & true) / len(true),
-                      circuit_edges=float(len(found)), faithfulness=faithfulness(kept, r.pred, r.pred_corrupted))
+    return EdgeScores(
+        **ranking,
+        precision=len(found & true) / max(len(found), 1),
+        recall=len(found & true) / len(true),
+        circuit_edges=float(len(found)),
+        faithfulness=faithfulness(kept, r.pred, r.pred_corrupted),
+    )
 
 
 def _r2(readout: torch.Tensor, target: torch.Tensor) -> float:
@@ -170,11 +197,15 @@ def score_directions(case: Case, output: DirectionOutput) -> DirectionScores:
             angles.append(angle_degrees(found, case.truth.directions[name]))
             r2s.append(_r2(resid[s] @ found.double(), values[name][s]))
             iia.append(interchange_r2(case, name, site, found))
-        variables[name] = VariableScores(sum(angles) / len(angles), max(angles), sum(r2s) / len(r2s),
-                                         sum(iia) / len(iia))
+        variables[name] = VariableScores(
+            sum(angles) / len(angles), max(angles), sum(r2s) / len(r2s), sum(iia) / len(iia)
+        )
     found = torch.stack([d.double() / d.norm() for d in output.directions.values()])
-    cosines = Cosines([f"{name} @ {site}" for name, site in output.directions], basis_labels(case),
-                      (found @ case.rotation.T).abs().tolist())  # |cos| with every unrotated basis axis
+    cosines = Cosines(
+        [f"{name} @ {site}" for name, site in output.directions],
+        basis_labels(case),
+        (found @ case.rotation.T).abs().tolist(),
+    )  # |cos| with every unrotated basis axis
     return DirectionScores(variables, cosines)
 
 
@@ -191,8 +222,10 @@ def score_features(case: Case, output: FeatureOutput) -> FeatureScores:
         codes = output.encoders[site](resid[sites.index(site)].reshape(-1, resid.shape[-1]))
         decoder = output.decoders[site].double()
         if codes.shape != (true.shape[0], decoder.shape[0]):
-            raise ValueError(f"feature method: at {site} {tuple(codes.shape)} latents for {true.shape[0]} samples and "
-                             f"{decoder.shape[0]} decoder rows")
+            raise ValueError(
+                f"feature method: at {site} {tuple(codes.shape)} latents for {true.shape[0]} samples and "
+                f"{decoder.shape[0]} decoder rows"
+            )
         mcc, match = matched_correlations(true, codes)
         unit = decoder / decoder.norm(dim=-1, keepdim=True).clamp_min(1e-300)
         features, latent = torch.tensor(list(match)), torch.tensor(list(match.values()))
@@ -218,13 +251,15 @@ def score_method(method: Method, case: Case) -> Optional[Scores]:
     output = _isolated(method, case)
     if method.kind == FEATURES:
         if not isinstance(output, FeatureOutput):
-            raise TypeError(f"method {method.name!r}: a feature method returns FeatureOutput, got "
-                            f"{type(output).__name__}")
+            raise TypeError(
+                f"method {method.name!r}: a feature method returns FeatureOutput, got {type(output).__name__}"
+            )
         return score_features(case, output)
     if method.kind == DIRECTIONS:
         if not isinstance(output, DirectionOutput):
-            raise TypeError(f"method {method.name!r}: a direction method returns DirectionOutput, got "
-                            f"{type(output).__name__}")
+            raise TypeError(
+                f"method {method.name!r}: a direction method returns DirectionOutput, got {type(output).__name__}"
+            )
         return score_directions(case, output)
     if not isinstance(output, EdgeOutput):
         raise TypeError(f"method {method.name!r}: an edge method returns EdgeOutput, got {type(output).__name__}")
@@ -236,11 +271,14 @@ def _isolated(method: Method, case: Case):
     models = {"model": case.model, "reference": case.reference}
     saved = {name: {k: v.detach().clone() for k, v in m.state_dict().items()} for name, m in models.items()}
     output = method.run(case)
-    changed = [name for name, m in models.items()
-               if any(not torch.equal(v, saved[name][k]) for k, v in m.state_dict().items())]
+    changed = [
+        name for name, m in models.items() if any(not torch.equal(v, saved[name][k]) for k, v in m.state_dict().items())
+    ]
     for name in changed:
         models[name].load_state_dict(saved[name])
     if changed:
-        raise MethodFailed(f"method {method.name!r} changed the case's {' and '.join(changed)} weights in place; they "
-                           "were put back for the next method, and this one is not scored")
+        raise MethodFailed(
+            f"method {method.name!r} changed the case's {' and '.join(changed)} weights in place; they "
+            "were put back for the next method, and this one is not scored"
+        )
     return output

@@ -64,8 +64,9 @@ def build_graph(model: HookedStandardTransformer) -> Graph:
     return Graph(tuple(nodes), tuple(destinations), tuple(edges))
 
 
-def _head(model: HookedStandardTransformer, layer: int, head: int,
-          x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
+def _head(
+    model: HookedStandardTransformer, layer: int, head: int, x: Float[Tensor, "batch pos d_model"]
+) -> Float[Tensor, "batch pos d_model"]:
     """One head's write from its own input (the block's ``ln1`` applied to it), as ``StandardAttention``."""
     block = model.blocks[layer]
     attn, x = block.attn, block.ln1(x)
@@ -83,9 +84,13 @@ def _mlp(model: HookedStandardTransformer, layer: int, x: Tensor) -> Tensor:
     return block.mlp(block.ln2(x))
 
 
-def run_graph(model: HookedStandardTransformer, prompt: Float[Tensor, "batch pos d_prompt"],
-              patched: Optional[dict[Edge, Tensor]] = None, embed: Optional[Tensor] = None,
-              probes: Optional[dict[str, Tensor]] = None) -> tuple[dict[str, Tensor], Float[Tensor, "batch"]]:
+def run_graph(
+    model: HookedStandardTransformer,
+    prompt: Float[Tensor, "batch pos d_prompt"],
+    patched: Optional[dict[Edge, Tensor]] = None,
+    embed: Optional[Tensor] = None,
+    probes: Optional[dict[str, Tensor]] = None,
+) -> tuple[dict[str, Tensor], Float[Tensor, "batch"]]:
     """Every node's output and the query prediction. ``patched[(u, v)]`` is the value ``u`` writes into ``v``'s
     input instead of its own output (its output on the corrupted prompts); ``embed`` replaces the read-in's
     output (integrated gradients interpolate it); ``probes[v]``, zeros with ``requires_grad``, is added to

@@ -36,15 +36,21 @@ sae_plugin.py``: SAELens needs ``transformer-lens<4``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Optional, Union
 
 import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from analyses.methods_benchmark.cases import Case, counterfactual_labels, residual_sites, source_prompts, variable_values
+from analyses.methods_benchmark.cases import (
+    Case,
+    counterfactual_labels,
+    residual_sites,
+    source_prompts,
+    variable_values,
+)
 from analyses.methods_benchmark.graph import Edge, build_graph, run_graph
 from analyses.metrics.site_probes import fit_probes, residual_stack
 
@@ -85,8 +91,9 @@ class Method:
 
     def __post_init__(self) -> None:
         if self.kind not in (EDGES, DIRECTIONS, FEATURES):
-            raise ValueError(f"method {self.name!r}: kind must be {EDGES!r}, {DIRECTIONS!r} or {FEATURES!r}, got "
-                             f"{self.kind!r}")
+            raise ValueError(
+                f"method {self.name!r}: kind must be {EDGES!r}, {DIRECTIONS!r} or {FEATURES!r}, got {self.kind!r}"
+            )
         if not self.name or not self.name.replace("-", "").replace("_", "").isalnum():
             raise ValueError(f"method name: letters, digits, '-' and '_' only, got {self.name!r}")
 
@@ -136,8 +143,9 @@ def patched_prediction(case: Case, r: Runs, edges: frozenset[Edge] | set[Edge]) 
 
 def activation_patching(case: Case) -> EdgeOutput:
     r = runs(case)
-    return EdgeOutput({e: float((patched_prediction(case, r, {e}) - r.pred).abs().mean())
-                       for e in build_graph(case.model).edges})
+    return EdgeOutput(
+        {e: float((patched_prediction(case, r, {e}) - r.pred).abs().mean()) for e in build_graph(case.model).edges}
+    )
 
 
 def _input_gradients(case: Case, embed: Optional[Tensor] = None) -> dict[str, Tensor]:
@@ -152,8 +160,12 @@ def _input_gradients(case: Case, embed: Optional[Tensor] = None) -> dict[str, Te
 
 
 def _attribution(case: Case, r: Runs, grads: dict[str, Tensor]) -> EdgeOutput:
-    return EdgeOutput({(u, v): float(((r.corrupted[u] - r.clean[u]) * grads[v]).sum((1, 2)).abs().mean())
-                       for u, v in build_graph(case.model).edges})
+    return EdgeOutput(
+        {
+            (u, v): float(((r.corrupted[u] - r.clean[u]) * grads[v]).sum((1, 2)).abs().mean())
+            for u, v in build_graph(case.model).edges
+        }
+    )
 
 
 def edge_attribution_patching(case: Case) -> EdgeOutput:
@@ -255,10 +267,12 @@ def _das_at(case: Case, site: str, seed: int) -> tuple[float, Tensor]:
     labels = counterfactual_labels(case, case.fit, "value", site)
     with torch.random.fork_rng():
         torch.manual_seed(seed)
-        inter = pyvene.LowRankRotatedSpaceIntervention(embed_dim=case.model.cfg.d_model,
-                                                       low_rank_dimension=1).to(torch.float64)
-    model = pyvene.IntervenableModel({"component": pyvene_component(site),
-                                      "intervention": lambda b, s=None: inter(b, s)}, model=case.model)
+        inter = pyvene.LowRankRotatedSpaceIntervention(embed_dim=case.model.cfg.d_model, low_rank_dimension=1).to(
+            torch.float64
+        )
+    model = pyvene.IntervenableModel(
+        {"component": pyvene_component(site), "intervention": lambda b, s=None: inter(b, s)}, model=case.model
+    )
     model.disable_model_gradients()
     opt = torch.optim.Adam(inter.parameters(), lr=DAS_LR)
     for _ in range(DAS_STEPS):
@@ -297,7 +311,11 @@ for _method in (
     Method("linear-probe", DIRECTIONS, linear_probe, "least-squares probe per site"),
     Method("das", DIRECTIONS, das, f"DAS through pyvene (1-D, {DAS_STEPS} Adam steps, best of {DAS_RESTARTS})"),
     Method("pca", FEATURES, pca, "principal directions per site (the dense linear baseline)"),
-    Method("random-dictionary", FEATURES, random_dictionary,
-           f"{DICTIONARY_WIDTH}× wide random ReLU directions, firing as often as the planted units (chance)"),
+    Method(
+        "random-dictionary",
+        FEATURES,
+        random_dictionary,
+        f"{DICTIONARY_WIDTH}× wide random ReLU directions, firing as often as the planted units (chance)",
+    ),
 ):
     register_method(_method)

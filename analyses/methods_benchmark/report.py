@@ -4,17 +4,17 @@ directions against the true basis)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 import seaborn as sns
 
+from analyses.figures.plots import Figure, _figure, legend_outside, series_colours, text_outside, wrapped
 from analyses.methods_benchmark.cases import CASES
 from analyses.methods_benchmark.evaluate import CellResult, DirectionScores, EdgeScores, FeatureScores
-from analyses.figures.plots import Figure, _figure, legend_outside, series_colours, text_outside, wrapped
 from analyses.metrics.intervals import METHOD as INTERVAL_METHOD
 from analyses.metrics.intervals import Interval, t_interval
 
@@ -27,19 +27,25 @@ LINE_STYLES = ("-", "--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)))  # overlapping cur
 EXACT_ANGLE, CLOSE_ANGLE = 1e-3, 5.0
 FEATURES_RECOVERED = 0.9  # a feature method recovers the superposed features when its MCC interval lies above
 FEATURE_CHANCE = "random-dictionary"  # the feature methods' chance baseline (methods.py), compared seed by seed
-RULES = (f"An edge method **recovers** the circuit of a case when its AUROC's interval lies above {RECOVERS}; it "
-         f"is **not above chance** when the interval contains {CHANCE}, **below chance** when it lies below; "
-         f"otherwise **partial**. A direction method is "
-         f"**exact** when its worst angle on every seed is below {EXACT_ANGLE}°, **close** when the interval of its "
-         f"mean angle lies below {CLOSE_ANGLE}°, **misses** when it lies above, else **undecided** (the seeds "
-         f"whose angle is {CLOSE_ANGLE}° or more are counted beside it). A feature method **recovers** the planted "
-         f"units when its MCC interval lies above {FEATURES_RECOVERED}, else it is **partial**; it is **above "
-         f"chance** when its MCC less the `{FEATURE_CHANCE}` baseline's (as many latents), seed by seed, has an "
-         "interval above 0 (**not above chance** when it contains 0, **below chance** when it lies below).")
+RULES = (
+    f"An edge method **recovers** the circuit of a case when its AUROC's interval lies above {RECOVERS}; it "
+    f"is **not above chance** when the interval contains {CHANCE}, **below chance** when it lies below; "
+    f"otherwise **partial**. A direction method is "
+    f"**exact** when its worst angle on every seed is below {EXACT_ANGLE}°, **close** when the interval of its "
+    f"mean angle lies below {CLOSE_ANGLE}°, **misses** when it lies above, else **undecided** (the seeds "
+    f"whose angle is {CLOSE_ANGLE}° or more are counted beside it). A feature method **recovers** the planted "
+    f"units when its MCC interval lies above {FEATURES_RECOVERED}, else it is **partial**; it is **above "
+    f"chance** when its MCC less the `{FEATURE_CHANCE}` baseline's (as many latents), seed by seed, has an "
+    "interval above 0 (**not above chance** when it contains 0, **below chance** when it lies below)."
+)
 
 
-BOUNDS = {"angle": (0.0, 90.0), "max_angle": (0.0, 90.0), "circuit_edges": (0.0, float("inf")),
-          "iia": (-float("inf"), 1.0)}  # by score name; everything else in [0, 1] (faithfulness at most 1)
+BOUNDS = {
+    "angle": (0.0, 90.0),
+    "max_angle": (0.0, 90.0),
+    "circuit_edges": (0.0, float("inf")),
+    "iia": (-float("inf"), 1.0),
+}  # by score name; everything else in [0, 1] (faithfulness at most 1)
 
 
 def _bounded(values: list[float], key: str) -> Interval:
@@ -90,8 +96,7 @@ def seeds_off(cells: Sequence[CellResult], case: str, method: str, variable: str
 
 def _scored_everywhere(cells: Sequence[CellResult], kind: type) -> list[str]:
     """The methods of ``kind`` scored in every cell: one that failed anywhere is listed apart (``failure_lines``)."""
-    return [m for m, score in cells[0].scores.items()
-            if isinstance(score, kind) and all(m in c.scores for c in cells)]
+    return [m for m, score in cells[0].scores.items() if isinstance(score, kind) and all(m in c.scores for c in cells)]
 
 
 def _edge_methods(cells: Sequence[CellResult]) -> list[str]:
@@ -110,9 +115,15 @@ def failure_lines(cells: Sequence[CellResult]) -> list[str]:
             failed.setdefault(method, []).append(f"{c.case} seed {c.seed}: {reason}")
     if not failed:
         return []
-    return ["", "## Methods that failed", "", "A method whose output holds NaN or an infinity is not scored on that "
-            "cell; one that failed on any cell is left out of the tables above.", "",
-            *[f"- `{m}` failed on {len(r)} cell(s); first: {r[0]}" for m, r in failed.items()]]
+    return [
+        "",
+        "## Methods that failed",
+        "",
+        "A method whose output holds NaN or an infinity is not scored on that "
+        "cell; one that failed on any cell is left out of the tables above.",
+        "",
+        *[f"- `{m}` failed on {len(r)} cell(s); first: {r[0]}" for m, r in failed.items()],
+    ]
 
 
 def _variables(cells: Sequence[CellResult], method: str) -> list[str]:
@@ -125,26 +136,44 @@ def _cases(cells: Sequence[CellResult]) -> list[str]:
 
 def markdown(cells: Sequence[CellResult], budget: BenchmarkBudget) -> str:
     cases, seeds = _cases(cells), budget.seeds
-    lines = ["# Methods benchmark: interpretability methods against circuits known exactly", "",
-             f"Budget `{budget.name}`: {seeds} benchmark seeds per case, {budget.n_tasks} clean and as many "
-             f"corrupted prompts (independent Boyan-chain tasks) per seed. Every number is a mean over the seeds "
-             f"with its {INTERVAL_METHOD} in brackets, cut to the score's range (an angle's at 0°, an AUROC's "
-             "at 1).", "", "## Cases", ""]
+    lines = [
+        "# Methods benchmark: interpretability methods against circuits known exactly",
+        "",
+        f"Budget `{budget.name}`: {seeds} benchmark seeds per case, {budget.n_tasks} clean and as many "
+        f"corrupted prompts (independent Boyan-chain tasks) per seed. Every number is a mean over the seeds "
+        f"with its {INTERVAL_METHOD} in brackets, cut to the score's range (an angle's at 0°, an AUROC's "
+        "at 1).",
+        "",
+        "## Cases",
+        "",
+    ]
     for c in cases:
         spec, cell = CASES[c], next(x for x in cells if x.case == c)
-        lines.append(f"- **{c}**: {spec.description} ({spec.n_layers} layers, {spec.n_heads} head"
-                     f"{'s' if spec.n_heads > 1 else ''} per layer, d_model {spec.d_features + 3 + spec.junk_dims}; "
-                     f"{cell.true_edges} true edges of {cell.edges})")
-    lines += ["", f"With {seeds} seeds an interval's half-width is t(0.975, {seeds - 1})·sd/√{seeds}: a wide one "
-              "decides little" + (", and the `full` budget (20 seeds) narrows it" if budget.name != "full" else "")
-              + ". A case with one false edge makes AUROC coarse (each seed's value is a multiple of 1/(true × false "
-              "edges))."]
+        lines.append(
+            f"- **{c}**: {spec.description} ({spec.n_layers} layers, {spec.n_heads} head"
+            f"{'s' if spec.n_heads > 1 else ''} per layer, d_model {spec.d_features + 3 + spec.junk_dims}; "
+            f"{cell.true_edges} true edges of {cell.edges})"
+        )
+    lines += [
+        "",
+        f"With {seeds} seeds an interval's half-width is t(0.975, {seeds - 1})·sd/√{seeds}: a wide one "
+        "decides little"
+        + (", and the `full` budget (20 seeds) narrows it" if budget.name != "full" else "")
+        + ". A case with one false edge makes AUROC coarse (each seed's value is a multiple of 1/(true × false "
+        "edges)).",
+    ]
     lines += ["", "## Rules", "", RULES]
     if _edge_methods(cells):
-        lines += ["", "## Edge methods: ranking the computation graph's edges against the true circuit", "",
-                  "AUROC: the chance that a true edge outranks a false one (0.5: chance); AUPRC: average precision "
-                  "(chance: the share of true edges).", "",
-                  "| method | " + " | ".join(cases) + " |", "|" + "---|" * (len(cases) + 1)]
+        lines += [
+            "",
+            "## Edge methods: ranking the computation graph's edges against the true circuit",
+            "",
+            "AUROC: the chance that a true edge outranks a false one (0.5: chance); AUPRC: average precision "
+            "(chance: the share of true edges).",
+            "",
+            "| method | " + " | ".join(cases) + " |",
+            "|" + "---|" * (len(cases) + 1),
+        ]
     for m in _edge_methods(cells):
         row = [m]
         for c in cases:
@@ -153,27 +182,39 @@ def markdown(cells: Sequence[CellResult], budget: BenchmarkBudget) -> str:
         lines.append("| " + " | ".join(row) + " |")
     circuit_methods = [m for m in _edge_methods(cells) if cells[0].scores[m].faithfulness is not None]
     if circuit_methods:
-        lines += ["", "Methods that return a circuit: its precision and recall against the true edges, its size "
-                  "and its faithfulness (1: the circuit alone, every other edge patched to the corrupted run, "
-                  "gives the full model's answers; 0: no better than the corrupted run).", "",
-                  "| method | case | precision | recall | edges | faithfulness |", "|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            "Methods that return a circuit: its precision and recall against the true edges, its size "
+            "and its faithfulness (1: the circuit alone, every other edge patched to the corrupted run, "
+            "gives the full model's answers; 0: no better than the corrupted run).",
+            "",
+            "| method | case | precision | recall | edges | faithfulness |",
+            "|---|---|---|---|---|---|",
+        ]
         for m in circuit_methods:
             for c in cases:
-                vals = [interval(cells, c, m, k).text(".3g") for k in ("precision", "recall", "circuit_edges",
-                                                                         "faithfulness")]
+                vals = [
+                    interval(cells, c, m, k).text(".3g")
+                    for k in ("precision", "recall", "circuit_edges", "faithfulness")
+                ]
                 lines.append(f"| {m} | {c} | " + " | ".join(vals) + " |")
     for m in _direction_methods(cells):
-        lines += ["", f"## Direction method `{m}`: the variables' directions in the rotated residual stream", "",
-                  "Angle: the principal angle (degrees) between the direction found and the true one, averaged "
-                  "over the sites where the variable lies exactly on it; worst site: each seed's largest angle over "
-                  "those sites, averaged over the seeds; R²: the share of "
-                  "the true variable's variance on held-out tasks explained by the read-out along the direction "
-                  "found; IIA: interchange-intervention accuracy, ``1 − MSE / Var`` of the model's predictions "
-                  "when the component along the direction is swapped from another task's prompt, against the "
-                  "causal model's counterfactual (held-out pairs): an R² of the counterfactual, 1 when exact, below "
-                  "0 when worse than predicting its mean.", "",
-                  f"| case | variable | angle (°) | worst site (°) | seeds ≥ {CLOSE_ANGLE:g}° | R² | IIA | verdict |",
-                  "|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            f"## Direction method `{m}`: the variables' directions in the rotated residual stream",
+            "",
+            "Angle: the principal angle (degrees) between the direction found and the true one, averaged "
+            "over the sites where the variable lies exactly on it; worst site: each seed's largest angle over "
+            "those sites, averaged over the seeds; R²: the share of "
+            "the true variable's variance on held-out tasks explained by the read-out along the direction "
+            "found; IIA: interchange-intervention accuracy, ``1 − MSE / Var`` of the model's predictions "
+            "when the component along the direction is swapped from another task's prompt, against the "
+            "causal model's counterfactual (held-out pairs): an R² of the counterfactual, 1 when exact, below "
+            "0 when worse than predicting its mean.",
+            "",
+            f"| case | variable | angle (°) | worst site (°) | seeds ≥ {CLOSE_ANGLE:g}° | R² | IIA | verdict |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for c in cases:
             for var in _variables(cells, m):
                 vals = [variable_interval(cells, c, m, var, k).text(".3g") for k in ("angle", "max_angle", "r2", "iia")]
@@ -200,23 +241,30 @@ def feature_lines(cells: Sequence[CellResult]) -> list[str]:
     table = _feature_rows(cells)
     if not table:
         return []
-    lines = ["", "## Feature methods: superposed sparse units recovered", "",
-             "MCC: each planted unit matched to a distinct latent so that the summed |Pearson r| on held-out "
-             "positions is largest, the mean matched |r| (a unit without a latent counts 0), averaged over the "
-             "sites after each block; decoder |cos|: the matched latents' decoder directions against the units' "
-             "write directions (a random direction's expected |cos| in d dimensions is about √(2/(π d))); the "
-             f"paired columns: the method's score less `{FEATURE_CHANCE}`'s on the same seeds, for a method with "
-             "as many latents (a narrower one, such as the principal directions, can match fewer units).", "",
-             f"| method | case | features / latents (last site) | MCC | MCC − {FEATURE_CHANCE} (paired) | "
-             "decoder \\|cos\\| | \\|cos\\| − the same (paired) | verdict |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "",
+        "## Feature methods: superposed sparse units recovered",
+        "",
+        "MCC: each planted unit matched to a distinct latent so that the summed |Pearson r| on held-out "
+        "positions is largest, the mean matched |r| (a unit without a latent counts 0), averaged over the "
+        "sites after each block; decoder |cos|: the matched latents' decoder directions against the units' "
+        "write directions (a random direction's expected |cos| in d dimensions is about √(2/(π d))); the "
+        f"paired columns: the method's score less `{FEATURE_CHANCE}`'s on the same seeds, for a method with "
+        "as many latents (a narrower one, such as the principal directions, can match fewer units).",
+        "",
+        f"| method | case | features / latents (last site) | MCC | MCC − {FEATURE_CHANCE} (paired) | "
+        "decoder \\|cos\\| | \\|cos\\| − the same (paired) | verdict |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for (m, case), rows in table.items():
         mcc, cos = _bounded([r.mcc for r in rows], "mcc"), _bounded([r.cosine for r in rows], "cosine")
         diff, cos_diff = chance_difference(cells, m, case), chance_difference(cells, m, case, "cosine")
         verdict = feature_verdict(mcc) + ("" if diff is None else f"; {chance_verdict(diff)}")
-        lines.append(f"| {m} | {case} | {rows[0].features} / {rows[0].latents} | {mcc.text('.3f')} | "
-                     f"{'—' if diff is None else diff.text('+.3f')} | {cos.text('.3f')} | "
-                     f"{'—' if cos_diff is None else cos_diff.text('+.3f')} | **{verdict}** |")
+        lines.append(
+            f"| {m} | {case} | {rows[0].features} / {rows[0].latents} | {mcc.text('.3f')} | "
+            f"{'—' if diff is None else diff.text('+.3f')} | {cos.text('.3f')} | "
+            f"{'—' if cos_diff is None else cos_diff.text('+.3f')} | **{verdict}** |"
+        )
     return lines
 
 
@@ -227,8 +275,11 @@ def feature_verdict(mcc: Interval) -> str:
 def chance_difference(cells: Sequence[CellResult], method: str, case: str, key: str = "mcc") -> Interval | None:
     """A feature method's score (``FeatureScores`` field ``key``) less the chance baseline's, seed by seed (None:
     it is the baseline, no baseline was run, or the two have different numbers of latents)."""
-    pairs = [(c.scores[method], c.scores[FEATURE_CHANCE]) for c in cells
-             if c.case == case and method in c.scores and FEATURE_CHANCE in c.scores]
+    pairs = [
+        (c.scores[method], c.scores[FEATURE_CHANCE])
+        for c in cells
+        if c.case == case and method in c.scores and FEATURE_CHANCE in c.scores
+    ]
     if method == FEATURE_CHANCE or not pairs or any(a.latents != b.latents for a, b in pairs):
         return None
     return t_interval([getattr(a, key) - getattr(b, key) for a, b in pairs])
@@ -247,15 +298,20 @@ def reading(cells: Sequence[CellResult]) -> str:
         verdicts = {m: edge_verdict(interval(cells, c, m, "auroc")) for m in _edge_methods(cells)}
         good = [m for m, v in verdicts.items() if v == "recovers" and m != "random"]
         bad = [f"{m} ({v})" for m, v in verdicts.items() if v != "recovers" and m != "random"]
-        parts.append(f"On **{c}**, " + (f"{', '.join(good)} recover the circuit" if good else "no edge method "
-                     "recovers the circuit") + (f"; not {', '.join(bad)}" if bad and good else
-                                                f": {', '.join(bad)}" if bad else "")
-                     + (f"; the random baseline is {verdicts['random']}" if "random" in verdicts else "") + ".")
+        parts.append(
+            f"On **{c}**, "
+            + (f"{', '.join(good)} recover the circuit" if good else "no edge method recovers the circuit")
+            + (f"; not {', '.join(bad)}" if bad and good else f": {', '.join(bad)}" if bad else "")
+            + (f"; the random baseline is {verdicts['random']}" if "random" in verdicts else "")
+            + "."
+        )
     if parts:
-        parts.append("Single-edge patching and its gradient estimates score each edge alone: a pair of heads whose "
-                     "writes cancel has large single-edge effects and none together, so wherever a case has such "
-                     "pairs these methods rank some of the pairs' edges above true edges (a method that tests "
-                     "edges jointly might tell them apart; none is benchmarked here).")
+        parts.append(
+            "Single-edge patching and its gradient estimates score each edge alone: a pair of heads whose "
+            "writes cancel has large single-edge effects and none together, so wherever a case has such "
+            "pairs these methods rank some of the pairs' edges above true edges (a method that tests "
+            "edges jointly might tell them apart; none is benchmarked here)."
+        )
     return " ".join(parts + feature_reading(cells))
 
 
@@ -267,12 +323,15 @@ def feature_reading(cells: Sequence[CellResult]) -> list[str]:
     words = []
     for (m, case), iv in found.items():
         diff = chance_difference(cells, m, case)
-        words.append(f"{m} on {case} reaches MCC {iv.text('.3f')}"
-                     + (" (recovers the superposed units)" if feature_verdict(iv) == "recovers" else "")
-                     + ("" if diff is None else f", {diff.text('+.3f')} against {FEATURE_CHANCE}: "
-                                                f"{chance_verdict(diff)}"))
-    return ["Feature methods: " + "; ".join(words) + " (1: every planted unit is one latent; principal directions "
-            "can match at most as many units as the residual has dimensions)."]
+        words.append(
+            f"{m} on {case} reaches MCC {iv.text('.3f')}"
+            + (" (recovers the superposed units)" if feature_verdict(iv) == "recovers" else "")
+            + ("" if diff is None else f", {diff.text('+.3f')} against {FEATURE_CHANCE}: {chance_verdict(diff)}")
+        )
+    return [
+        "Feature methods: " + "; ".join(words) + " (1: every planted unit is one latent; principal directions "
+        "can match at most as many units as the residual has dimensions)."
+    ]
 
 
 def roc_figure(cells: Sequence[CellResult], seed: int = 0) -> Figure:
@@ -284,11 +343,15 @@ def roc_figure(cells: Sequence[CellResult], seed: int = 0) -> Figure:
         cell = next(x for x in cells if x.case == c and x.seed == seed)
         for k, (colour, m) in enumerate(zip(colours, methods)):
             roc = cell.scores[m].roc
-            ax.plot(roc.fpr, roc.tpr, color=colour, ls=LINE_STYLES[k % len(LINE_STYLES)], lw=1.8,
-                    label=m)
+            ax.plot(roc.fpr, roc.tpr, color=colour, ls=LINE_STYLES[k % len(LINE_STYLES)], lw=1.8, label=m)
         ax.plot([0, 1], [0, 1], color="grey", ls=":", lw=1)
-        ax.set(title=c, xlabel="false-positive rate (edges)", ylabel="true-positive rate" if ax is axes[0] else "",
-               xlim=(-0.02, 1.02), ylim=(-0.02, 1.02))
+        ax.set(
+            title=c,
+            xlabel="false-positive rate (edges)",
+            ylabel="true-positive rate" if ax is axes[0] else "",
+            xlim=(-0.02, 1.02),
+            ylim=(-0.02, 1.02),
+        )
     legend_outside(axes[-1], title=f"seed {seed}; dotted: chance")
     return fig
 
@@ -304,8 +367,13 @@ def auroc_figure(cells: Sequence[CellResult]) -> Figure:
         err = np.nan_to_num([[i.mean - i.lo for i in iv], [i.hi - i.mean for i in iv]])
         ax.bar(x, [i.mean for i in iv], width, yerr=err, color=colour, capsize=2, label=m)
     ax.axhline(CHANCE, color="grey", ls=":", lw=1, label="chance")
-    ax.set(xticks=range(len(cases)), xticklabels=cases, ylim=(0, 1.05), ylabel="AUROC against the true edges",
-           title=f"Edge rankings against the planted circuit ({len({x.seed for x in cells})} seeds)")
+    ax.set(
+        xticks=range(len(cases)),
+        xticklabels=cases,
+        ylim=(0, 1.05),
+        ylabel="AUROC against the true edges",
+        title=f"Edge rankings against the planted circuit ({len({x.seed for x in cells})} seeds)",
+    )
     legend_outside(ax, title="95% interval over seeds")
     return fig
 
@@ -316,10 +384,23 @@ def direction_figure(cells: Sequence[CellResult], method: str, case: str, seed: 
     cell = next(x for x in cells if x.case == case and x.seed == seed)
     cos = cell.scores[method].cosines
     fig, (ax,) = _figure(width=max(0.45 * len(cos.axes) + 4.2, 6.0), height=max(0.32 * len(cos.labels) + 1.8, 3.0))
-    sns.heatmap(np.asarray(cos.matrix), ax=ax, vmin=0, vmax=1, cmap="mako", annot=len(cos.axes) <= 12,
-                fmt=".2f", xticklabels=cos.axes, yticklabels=cos.labels, cbar_kws={"label": "|cos|"})
-    ax.set(title=wrapped(f"{method} on {case} (seed {seed}): each direction found against the true axes", 50),
-           xlabel="axis of the unrotated residual stream", ylabel="variable @ site")
+    sns.heatmap(
+        np.asarray(cos.matrix),
+        ax=ax,
+        vmin=0,
+        vmax=1,
+        cmap="mako",
+        annot=len(cos.axes) <= 12,
+        fmt=".2f",
+        xticklabels=cos.axes,
+        yticklabels=cos.labels,
+        cbar_kws={"label": "|cos|"},
+    )
+    ax.set(
+        title=wrapped(f"{method} on {case} (seed {seed}): each direction found against the true axes", 50),
+        xlabel="axis of the unrotated residual stream",
+        ylabel="variable @ site",
+    )
     return fig
 
 
@@ -336,7 +417,7 @@ def write_report(cells: Sequence[CellResult], budget: BenchmarkBudget, out_dir: 
             raise RuntimeError(f"figure {name}: clipped {clipped}")
         fig.savefig(figures / f"{name}.png", dpi=120)
     path = Path(out_dir) / "report.md"
-    path.write_text(markdown(cells, budget) + "\n" + "\n".join(
-        f"![{name}](figures/{name}.png)" for name in drawn) + "\n")
+    path.write_text(
+        markdown(cells, budget) + "\n" + "\n".join(f"![{name}](figures/{name}.png)" for name in drawn) + "\n"
+    )
     return path
-

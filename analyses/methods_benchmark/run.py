@@ -11,9 +11,9 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from collections.abc import Sequence
 from typing import Any, Optional, Union
 
 from analyses.methods_benchmark.cases import CASES, build_case
@@ -40,8 +40,10 @@ class BenchmarkBudget:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
 
-BUDGETS = {"quick": BenchmarkBudget("quick", seeds=5, n_tasks=32),
-           "full": BenchmarkBudget("full", seeds=20, n_tasks=64)}
+BUDGETS = {
+    "quick": BenchmarkBudget("quick", seeds=5, n_tasks=32),
+    "full": BenchmarkBudget("full", seeds=20, n_tasks=64),
+}
 
 
 def narrowed(budget: str, cases: Optional[Sequence[str]] = None, seeds: Optional[int] = None) -> BenchmarkBudget:
@@ -94,19 +96,30 @@ def run_cell(case_name: str, seed: int, n_tasks: int, methods: Sequence[str], pl
                 scores[name] = found
         except MethodFailed as err:  # output not finite, the case edited: recorded, never scored
             failed[name] = str(err)
-    return to_json(CellResult(case_name, seed, len(build_graph(case.model).edges), len(case.truth.edges), scores,
-                              failed))
+    return to_json(
+        CellResult(case_name, seed, len(build_graph(case.model).edges), len(case.truth.edges), scores, failed)
+    )
 
 
 def _request(budget: BenchmarkBudget, methods: Sequence[str], plugins: Sequence[str]) -> dict[str, Any]:
-    return {"command": "methods-benchmark", "budget": budget.to_dict(), "methods": list(methods),
-            "plugins": [str(Path(p).resolve()) for p in plugins]}
+    return {
+        "command": "methods-benchmark",
+        "budget": budget.to_dict(),
+        "methods": list(methods),
+        "plugins": [str(Path(p).resolve()) for p in plugins],
+    }
 
 
-def run_benchmark(out_dir: Union[str, Path], budget: Union[str, BenchmarkBudget] = "quick",
-                  methods: Optional[Sequence[str]] = None, plugins: Sequence[Union[str, Path]] = (),
-                  workers: Optional[int] = None, address: Optional[str] = None, progress: bool = True,
-                  force: bool = False) -> tuple[list[CellResult], BenchmarkBudget]:
+def run_benchmark(
+    out_dir: Union[str, Path],
+    budget: Union[str, BenchmarkBudget] = "quick",
+    methods: Optional[Sequence[str]] = None,
+    plugins: Sequence[Union[str, Path]] = (),
+    workers: Optional[int] = None,
+    address: Optional[str] = None,
+    progress: bool = True,
+    force: bool = False,
+) -> tuple[list[CellResult], BenchmarkBudget]:
     """Run (or resume) the benchmark into ``out_dir``; returns every cell's scores and the budget (for
     ``report.write_report``)."""
     budget = BUDGETS[budget] if isinstance(budget, str) and budget in BUDGETS else budget
@@ -156,8 +169,9 @@ def _run_on_ray(out: Path, todo, budget: BenchmarkBudget, methods, plugins, work
                     cell = ray.get(ref)
                 except Exception as err:  # a method's error, raised in the worker: name the cell and the cause
                     cause = getattr(err, "cause", None) or err
-                    raise ValueError(f"{out}: cell {refs[ref][0]}-s{refs[ref][1]} failed "
-                                     f"({type(cause).__name__}: {cause})") from None
+                    raise ValueError(
+                        f"{out}: cell {refs[ref][0]}-s{refs[ref][1]} failed ({type(cause).__name__}: {cause})"
+                    ) from None
                 _cell_path(out, *refs[ref]).write_text(json.dumps(cell, indent=1))
                 bar.update(1)
     finally:

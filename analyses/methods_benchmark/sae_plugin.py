@@ -25,9 +25,16 @@ from sae_lens import StandardTrainingSAE, StandardTrainingSAEConfig
 from sae_lens.saes.sae import TrainStepInput
 
 from analyses.methods_benchmark.cases import Case, residual_sites, variable_values
+from analyses.methods_benchmark.methods import (
+    DICTIONARY_WIDTH,
+    DIRECTIONS,
+    FEATURES,
+    DirectionOutput,
+    FeatureOutput,
+    Method,
+    register_method,
+)
 from analyses.methods_benchmark.scores import correlations
-from analyses.methods_benchmark.methods import (DICTIONARY_WIDTH, DIRECTIONS, FEATURES, DirectionOutput, FeatureOutput, Method,
-                                       register_method)
 from analyses.metrics.site_probes import residual_stack
 
 SAE_WIDTH = DICTIONARY_WIDTH  # as wide as the random dictionary, its chance baseline
@@ -38,13 +45,27 @@ def train_sae(acts: torch.Tensor, seed: int) -> StandardTrainingSAE:
     """A SAELens standard SAE fitted to ``acts [samples, d]`` (float32, full batch, seeded)."""
     with torch.random.fork_rng():
         torch.manual_seed(seed)
-        sae = StandardTrainingSAE(StandardTrainingSAEConfig(d_in=acts.shape[-1], d_sae=SAE_WIDTH * acts.shape[-1],
-                                                            l1_coefficient=SAE_L1, dtype="float32", device="cpu"))
+        sae = StandardTrainingSAE(
+            StandardTrainingSAEConfig(
+                d_in=acts.shape[-1],
+                d_sae=SAE_WIDTH * acts.shape[-1],
+                l1_coefficient=SAE_L1,
+                dtype="float32",
+                device="cpu",
+            )
+        )
     x = acts.float()
     opt = torch.optim.Adam(sae.parameters(), lr=SAE_LR)
     for step in range(SAE_STEPS):
-        out = sae.training_forward_pass(TrainStepInput(sae_in=x, coefficients={"l1": SAE_L1}, dead_neuron_mask=None,
-                                                       n_training_steps=step, is_logging_step=False))
+        out = sae.training_forward_pass(
+            TrainStepInput(
+                sae_in=x,
+                coefficients={"l1": SAE_L1},
+                dead_neuron_mask=None,
+                n_training_steps=step,
+                is_logging_step=False,
+            )
+        )
         opt.zero_grad()
         out.loss.backward()
         opt.step()
@@ -90,7 +111,20 @@ def sae_features(case: Case) -> FeatureOutput:
     return out
 
 
-register_method(Method("sae-features", FEATURES, sae_features, f"SAELens standard SAE per site ({SAE_WIDTH}× "
-                                                                 f"wide, L1 {SAE_L1}): its latents as features"))
-register_method(Method("sae", DIRECTIONS, sae, f"SAELens standard SAE per site ({SAE_WIDTH}× wide, L1 {SAE_L1}, "
-                                               f"{SAE_STEPS} steps): the latent most correlated with the variable"))
+register_method(
+    Method(
+        "sae-features",
+        FEATURES,
+        sae_features,
+        f"SAELens standard SAE per site ({SAE_WIDTH}× wide, L1 {SAE_L1}): its latents as features",
+    )
+)
+register_method(
+    Method(
+        "sae",
+        DIRECTIONS,
+        sae,
+        f"SAELens standard SAE per site ({SAE_WIDTH}× wide, L1 {SAE_L1}, "
+        f"{SAE_STEPS} steps): the latent most correlated with the variable",
+    )
+)

@@ -42,15 +42,19 @@ def check_scores(score: str, scores: Mapping[Hashable, float]) -> None:
     """``NonFinite`` naming the score and the first item whose value is NaN or infinite."""
     bad = [k for k, v in scores.items() if not math.isfinite(float(v))]
     if bad:
-        raise NonFinite(f"{score}: {len(bad)} of {len(scores)} scores are not finite (first: {bad[0]} = "
-                        f"{scores[bad[0]]}); a method's NaN or inf is a failure, never a rank")
+        raise NonFinite(
+            f"{score}: {len(bad)} of {len(scores)} scores are not finite (first: {bad[0]} = "
+            f"{scores[bad[0]]}); a method's NaN or inf is a failure, never a rank"
+        )
 
 
 def check_tensor(score: str, name: str, values: Tensor) -> None:
     """``NonFinite`` naming the score and the input when ``values`` holds NaN or an infinity."""
     if not bool(torch.isfinite(values).all()):
-        raise NonFinite(f"{score}: {name} holds {int((~torch.isfinite(values)).sum())} non-finite entries of "
-                        f"{values.numel()}; a method's NaN or inf is a failure, never a score")
+        raise NonFinite(
+            f"{score}: {name} holds {int((~torch.isfinite(values)).sum())} non-finite entries of "
+            f"{values.numel()}; a method's NaN or inf is a failure, never a score"
+        )
 
 
 def auroc(scores: Mapping[Hashable, float], positives: Collection[Hashable]) -> float:
@@ -107,8 +111,11 @@ def angle_degrees(found: Tensor, truth: Tensor) -> float:
 
 def faithfulness(circuit: Tensor, full: Tensor, corrupted: Tensor) -> float:
     """``1 − mean|circuit − full| / mean|corrupted − full|`` over the tasks' query predictions."""
-    for name, values in (("the circuit's predictions", circuit), ("the full model's", full),
-                         ("the corrupted run's", corrupted)):
+    for name, values in (
+        ("the circuit's predictions", circuit),
+        ("the full model's", full),
+        ("the corrupted run's", corrupted),
+    ):
         check_tensor("faithfulness", name, values)
     baseline = float((corrupted - full).abs().mean())
     if baseline == 0.0:

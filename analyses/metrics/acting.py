@@ -51,7 +51,7 @@ def in_context_q(model, tasks: TaskBatch, n_actions: int) -> Float[Tensor, "batc
     first = prompt.shape[1] - 1  # the query's column: it and every pair column are never sources
 
     values = model.run_with_hooks(torch.cat([prompt, extra], dim=1), fwd_hooks=never_sources(model, slice(first, None)))
-    return values[:, first + 1:].double().view(batch, -1, n_actions)
+    return values[:, first + 1 :].double().view(batch, -1, n_actions)
 
 
 def _transitions(tasks: TaskBatch, n_actions: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -76,8 +76,9 @@ def certainty_equivalence_q(mdp: MDP, tasks: TaskBatch) -> Float[Tensor, "batch 
     return MDP(P, r, mdp.mu0.expand(batch, s), mdp.gamma).q_star()
 
 
-def q_learning(mdp: MDP, tasks: TaskBatch, sweeps: int = Q_SWEEPS, step: float = Q_STEP
-               ) -> Float[Tensor, "batch state action"]:
+def q_learning(
+    mdp: MDP, tasks: TaskBatch, sweeps: int = Q_SWEEPS, step: float = Q_STEP
+) -> Float[Tensor, "batch state action"]:
     """Tabular Q-learning replaying each context's transitions in order, ``sweeps`` times."""
     S, A, R, S2 = _transitions(tasks, mdp.n_actions)
     batch, n = S.shape
@@ -103,23 +104,35 @@ class Acting:
     versus: dict[str, Paired]
 
 
-def acting_regret(mdp: MDP, tasks: TaskBatch, behaviour: Tensor, q_estimates: dict[str, Tensor],
-                  baseline: str = "behaviour", softmax: Optional[dict[str, Tensor]] = None) -> Acting:
+def acting_regret(
+    mdp: MDP,
+    tasks: TaskBatch,
+    behaviour: Tensor,
+    q_estimates: dict[str, Tensor],
+    baseline: str = "behaviour",
+    softmax: Optional[dict[str, Tensor]] = None,
+) -> Acting:
     """Regret of the greedy policy of each ``q_estimates[name]`` (``[batch, s, a]``) and of the softmax policy
     ``softmax(q / SOFTMAX_TEMPERATURE)`` of each ``softmax[name]``, beside the behaviour and the uniform random
     policy, on each task's own MDP; every policy is also compared, task by task, with ``baseline`` (one of those
     names)."""
     optimal = mdp.policy_return(greedy_policy(mdp.q_star()))
-    policies = {"behaviour": mdp.check_policy(behaviour),
-                "random": mdp.check_policy(uniform_policy(mdp.n_states, mdp.n_actions))}
+    policies = {
+        "behaviour": mdp.check_policy(behaviour),
+        "random": mdp.check_policy(uniform_policy(mdp.n_states, mdp.n_actions)),
+    }
     policies |= {name: greedy_policy(q) for name, q in q_estimates.items()}
     policies |= {name: torch.softmax(q.double() / SOFTMAX_TEMPERATURE, dim=-1) for name, q in (softmax or {}).items()}
     if baseline not in policies:
         raise ValueError(f"baseline: must be one of {sorted(policies)}, got {baseline!r}")
     per_task = {name: (optimal - mdp.policy_return(pi)).numpy() for name, pi in policies.items()}
-    return Acting(int(optimal.numel()), t_interval(optimal.numpy()),
-                  {name: t_interval(r) for name, r in per_task.items()}, baseline,
-                  {name: paired(r, per_task[baseline]) for name, r in per_task.items() if name != baseline})
+    return Acting(
+        int(optimal.numel()),
+        t_interval(optimal.numpy()),
+        {name: t_interval(r) for name, r in per_task.items()},
+        baseline,
+        {name: paired(r, per_task[baseline]) for name, r in per_task.items() if name != baseline},
+    )
 
 
 @torch.no_grad()

@@ -36,21 +36,20 @@ import torch
 from einops import einsum
 from torch import Tensor
 
-from ictd_interp.models.constructions.theta_star import TDCoefficients
-from ictd_interp.models.architectures.hook_names import get_act_name
-
 from analyses.metrics.depth_limit import NEUTRAL_TOL
 from analyses.metrics.diagonality import state_kernels
 from analyses.metrics.intervals import Interval, t_interval
 from analyses.metrics.site_probes import residual_stack
-from ictd_interp.models import HookedICTDTransformer
-from ictd_interp.models.registry import holds_theta_star
-from ictd_interp.models.fast.state_space import state_space_unavailable
-from ictd_interp.training.evaluation import DETAIL
-from ictd_interp.tasks.sampling import TaskBatch
 from ictd_interp.config.fields import check_choice
+from ictd_interp.models import HookedICTDTransformer
+from ictd_interp.models.architectures.hook_names import get_act_name
+from ictd_interp.models.constructions.theta_star import TDCoefficients
+from ictd_interp.models.fast.state_space import state_space_unavailable
+from ictd_interp.models.registry import holds_theta_star
 from ictd_interp.reference.metrics import cosine, identifiable_inputs
 from ictd_interp.reference.td import feature_scores, same_state_kernel
+from ictd_interp.tasks.sampling import TaskBatch
+from ictd_interp.training.evaluation import DETAIL
 
 IN_FAMILY_FVE = 0.95  # below this fraction of variance explained, the family does not explain the layer
 BETA_RANGE = (0.02, 50.0)  # |beta|, searched on both signs
@@ -160,8 +159,8 @@ def identify_layer(scores: Tensor, rewards: Tensor, v_in: Tensor, dv: Tensor, la
     log_beta = _golden(lambda g: loss(sign, g), start - step, start + step)
     return _fit(kernel(sign, log_beta), rewards, v_in, dv, with_values, layer, beta=sign * math.exp(log_beta))
 
-def identify_layer_tabular(states: Tensor, rewards: Tensor, v_in: Tensor, dv: Tensor, layer: int = 0
-                           ) -> LayerReading:
+
+def identify_layer_tabular(states: Tensor, rewards: Tensor, v_in: Tensor, dv: Tensor, layer: int = 0) -> LayerReading:
     """As ``identify_layer`` with the tabular (same-state) kernel in place of the softmax family:
     tabular TD with free ``(a, b, c)``. A model whose heads attend to same-state sources is judged
     against this family too."""
@@ -169,25 +168,39 @@ def identify_layer_tabular(states: Tensor, rewards: Tensor, v_in: Tensor, dv: Te
     return _fit(same_state_kernel(states), rewards, v_in, dv, with_values, layer, beta=None)
 
 
-def _fit(kernel: Tensor, rewards: Tensor, v_in: Tensor, dv: Tensor, with_values: bool, layer: int,
-         beta: Optional[float]) -> LayerReading:
+def _fit(
+    kernel: Tensor, rewards: Tensor, v_in: Tensor, dv: Tensor, with_values: bool, layer: int, beta: Optional[float]
+) -> LayerReading:
     residual, coef = _solve(kernel, rewards, v_in, dv, with_values)
     total = float(((dv - dv.mean()) ** 2).sum())
     fve = 1 - residual / total if total > 0 else float("nan")
     design = _design(kernel, rewards, v_in, with_values).numpy()
     cond = condition_number(design)
-    return LayerReading(layer=layer, source="fit", **_coefficients(coef, with_values), beta=beta, fve=fve,
-                        rms_residual=math.sqrt(residual / dv.numel()), in_family=bool(fve >= IN_FAMILY_FVE),
-                        condition_number=cond, identifiable=bool(cond <= MAX_CONDITION),
-                        interval=_bootstrap(design.reshape(*dv.shape, -1), dv.numpy(), with_values))
+    return LayerReading(
+        layer=layer,
+        source="fit",
+        **_coefficients(coef, with_values),
+        beta=beta,
+        fve=fve,
+        rms_residual=math.sqrt(residual / dv.numel()),
+        in_family=bool(fve >= IN_FAMILY_FVE),
+        condition_number=cond,
+        identifiable=bool(cond <= MAX_CONDITION),
+        interval=_bootstrap(design.reshape(*dv.shape, -1), dv.numpy(), with_values),
+    )
 
 
 def _coefficients(coef, with_values: bool) -> dict[str, Optional[float]]:
     """``LayerReading``'s coefficient fields from ``(a, b, c)``."""
     a = float(coef[0])
     b, c = (float(coef[1]), float(coef[2])) if with_values else (None, None)
-    return {"step": a, "b": b, "c": c, "effective_discount": b / -c if with_values and c != 0 else None,
-            "current_weight": c / a if with_values and a != 0 else None}
+    return {
+        "step": a,
+        "b": b,
+        "c": c,
+        "effective_discount": b / -c if with_values and c != 0 else None,
+        "current_weight": c / a if with_values and a != 0 else None,
+    }
 
 
 def condition_number(design: np.ndarray) -> float:
@@ -206,8 +219,9 @@ def _bootstrap(design: np.ndarray, dv: np.ndarray, with_values: bool) -> Coeffic
     counts = np.stack([np.bincount(row, minlength=n_tasks) for row in picks])
     gram = np.einsum("tpi,tpj->tij", design, design)  # [task, col, col]
     moment = np.einsum("tpi,tp->ti", design, dv)  # [task, col]
-    coefs = np.einsum("rij,rj->ri", np.linalg.pinv(np.einsum("rt,tij->rij", counts, gram)),
-                      np.einsum("rt,ti->ri", counts, moment))
+    coefs = np.einsum(
+        "rij,rj->ri", np.linalg.pinv(np.einsum("rt,tij->rij", counts, gram)), np.einsum("rt,ti->ri", counts, moment)
+    )
     draws = [_coefficients(coef, with_values) for coef in coefs]
     out = {}
     for key in ("step", "effective_discount", "current_weight"):
@@ -228,8 +242,11 @@ def identify_from_values(values: Tensor, tasks: TaskBatch, kernel: str = "softma
     standard model's probed values: ``analyses.metrics.site_probes``)."""
     check_choice("kernel", kernel, ("softmax", "tabular"))
     scores, rewards = feature_scores(tasks.x.double()), tasks.rewards.double()
-    fit = (lambda v, dv, l: identify_layer(scores, rewards, v, dv, l)) if kernel == "softmax" else \
-        (lambda v, dv, l: identify_layer_tabular(tasks.states, rewards, v, dv, l))
+    fit = (
+        (lambda v, dv, l: identify_layer(scores, rewards, v, dv, l))
+        if kernel == "softmax"
+        else (lambda v, dv, l: identify_layer_tabular(tasks.states, rewards, v, dv, l))
+    )
     return [fit(values[layer], values[layer + 1] - values[layer], layer) for layer in range(values.shape[0] - 1)]
 
 
@@ -244,15 +261,27 @@ def read_layer(model: HookedICTDTransformer, layer: int) -> LayerReading:
     coef = [float(row[lay.reward]), cfg.gamma * float(row[lay.target]), float(row[lay.current])]
     eye = torch.eye(cfg.d_features, dtype=torch.float64)
     isotropy = cosine(A, eye)
-    return LayerReading(layer=layer, source="weights", **_coefficients(coef, identifiable),
-                        beta=float(torch.trace(A)) / cfg.d_features, kernel_isotropy=isotropy,
-                        feature_drive=row[lay.features].tolist(), in_family=bool(abs(isotropy) >= ISOTROPIC),
-                        fve=None, identifiable=True)
+    return LayerReading(
+        layer=layer,
+        source="weights",
+        **_coefficients(coef, identifiable),
+        beta=float(torch.trace(A)) / cfg.d_features,
+        kernel_isotropy=isotropy,
+        feature_drive=row[lay.features].tolist(),
+        in_family=bool(abs(isotropy) >= ISOTROPIC),
+        fve=None,
+        identifiable=True,
+    )
 
 
 @torch.no_grad()
-def iteration_map(model: HookedICTDTransformer, tasks: TaskBatch, layer: int, coefficients: TDCoefficients,
-                  drive: Optional[list[float]] = None) -> IterationMap:
+def iteration_map(
+    model: HookedICTDTransformer,
+    tasks: TaskBatch,
+    layer: int,
+    coefficients: TDCoefficients,
+    drive: Optional[list[float]] = None,
+) -> IterationMap:
     """Per task, the layer's map on the values of the context's states ``v <- T v + M^ (a r + X w)``,
     ``T = I + c M^_n + b P^_n``: its spectral radius and, where it converges, the sup distance of its limit
     from ``v_pi``. A stylised layer the state-space forward covers (TSM, paper mask, softmax) is read from its
@@ -276,8 +305,9 @@ def _weights_map(model: HookedICTDTransformer, tasks: TaskBatch, layer: int) -> 
     return replace(_map(spectrum.radius, per_task), neutral_tasks=int(sum(spectrum.neutral)))
 
 
-def state_map(pattern: Tensor, tasks: TaskBatch, a: float, b: float, c: float,
-              drive: Optional[list[float]] = None) -> IterationMap:
+def state_map(
+    pattern: Tensor, tasks: TaskBatch, a: float, b: float, c: float, drive: Optional[list[float]] = None
+) -> IterationMap:
     """``iteration_map`` from a pattern ``[batch, query_pos, key_pos]``. The map acts on the states the
     context holds (any position ``S_0..S_n``): a state seen only as the query is still updated, and its
     value feeds the last transition's target. Its radius is taken on the part that moves (``moving_map``), so
@@ -329,9 +359,13 @@ def moving_map(T: Tensor, rtol: float = 1e-10) -> tuple[Tensor, Tensor]:
 
 def _map(radii: list[float], per_task: list[Optional[float]]) -> IterationMap:
     distances = [e for e in per_task if e is not None]
-    return IterationMap(**vars(spectral_verdict(radii)), spectral_radius=radii, fixed_point_errors=per_task,
-                        fixed_point_error=float(np.mean(distances)) if distances else None,
-                        fixed_point_error_interval=t_interval(distances) if len(distances) > 1 else None)
+    return IterationMap(
+        **vars(spectral_verdict(radii)),
+        spectral_radius=radii,
+        fixed_point_errors=per_task,
+        fixed_point_error=float(np.mean(distances)) if distances else None,
+        fixed_point_error_interval=t_interval(distances) if len(distances) > 1 else None,
+    )
 
 
 def spectral_verdict(radii: list[float]) -> Spectrum:
@@ -345,6 +379,11 @@ def spectral_verdict(radii: list[float]) -> Spectrum:
         verdict = "diverges when iterated"
     else:
         verdict = f"converges when iterated on {fraction:.0%} of tasks only"
-    return Spectrum(spectral_radius_mean=float(r.mean()), spectral_radius_min=float(r.min()),
-                    spectral_radius_max=float(r.max()), fraction_contracting=fraction, converges=fraction == 1.0,
-                    verdict=verdict)
+    return Spectrum(
+        spectral_radius_mean=float(r.mean()),
+        spectral_radius_min=float(r.min()),
+        spectral_radius_max=float(r.max()),
+        fraction_contracting=fraction,
+        converges=fraction == 1.0,
+        verdict=verdict,
+    )

@@ -37,18 +37,24 @@ from jaxtyping import Float
 from torch import Tensor
 
 from analyses.metrics.intervals import Interval, Paired, paired, t_interval
-from ictd_interp.tasks.sampling import TaskBatch
 from ictd_interp.reference.td import same_state_kernel, softmax_td
+from ictd_interp.tasks.sampling import TaskBatch
 
 NAMES = ("constant", "tabular_mc", "first_visit_mc", "tabular_td", "lstd", "lstd_bias", "best_softmax_td")
 MODEL_ROW = "model"  # the trained model's row of ``compare``'s table, beside the estimators' rows
-LABELS = {"constant": "constant mean(R)/(1−γ)", "tabular_mc": "every-visit tabular Monte-Carlo",
-          "first_visit_mc": "first-visit tabular Monte-Carlo",
-          "tabular_td": "tabular TD fixed point", "lstd": "linear LSTD on the features",
-          "lstd_bias": "linear LSTD on the features and a bias", "theta_star_limit": "θ*'s depth limit",
-          "best_softmax_td": "best softmax TD of the same depth", "theta_star": "θ* at the same depth",
-          "td0_construction": "TD(0) construction of the same depth (linear, C = I)",
-          "identified_member": "the family member its weights identify"}
+LABELS = {
+    "constant": "constant mean(R)/(1−γ)",
+    "tabular_mc": "every-visit tabular Monte-Carlo",
+    "first_visit_mc": "first-visit tabular Monte-Carlo",
+    "tabular_td": "tabular TD fixed point",
+    "lstd": "linear LSTD on the features",
+    "lstd_bias": "linear LSTD on the features and a bias",
+    "theta_star_limit": "θ*'s depth limit",
+    "best_softmax_td": "best softmax TD of the same depth",
+    "theta_star": "θ* at the same depth",
+    "td0_construction": "TD(0) construction of the same depth (linear, C = I)",
+    "identified_member": "the family member its weights identify",
+}
 
 
 def constant(tasks: TaskBatch, gamma: float) -> Float[Tensor, "batch pos"]:
@@ -193,10 +199,15 @@ class Baselines:
 def estimates(tasks: TaskBatch, gamma: float, depth: int) -> tuple[dict[str, Tensor], BestSoftmaxTD]:
     """Every baseline's values on ``tasks``, and the (alpha, beta) chosen for ``best_softmax_td``."""
     best = best_softmax_td(tasks, gamma, depth)
-    values = {"constant": constant(tasks, gamma), "tabular_mc": tabular_mc(tasks, gamma),
-              "first_visit_mc": first_visit_mc(tasks, gamma),
-              "tabular_td": tabular_td(tasks, gamma), "lstd": lstd(tasks, gamma), "lstd_bias": lstd_bias(tasks, gamma),
-              "best_softmax_td": softmax_td_values(tasks, gamma, depth, best["alpha"], best["beta"])}
+    values = {
+        "constant": constant(tasks, gamma),
+        "tabular_mc": tabular_mc(tasks, gamma),
+        "first_visit_mc": first_visit_mc(tasks, gamma),
+        "tabular_td": tabular_td(tasks, gamma),
+        "lstd": lstd(tasks, gamma),
+        "lstd_bias": lstd_bias(tasks, gamma),
+        "best_softmax_td": softmax_td_values(tasks, gamma, depth, best["alpha"], best["beta"]),
+    }
     return values, BestSoftmaxTD(best["alpha"], best["beta"])
 
 
@@ -209,8 +220,9 @@ def error_parts(values: Tensor, tasks: TaskBatch) -> dict[str, np.ndarray]:
     return {"msve": msve.numpy(), "level": level.numpy(), "shape": (msve - level).numpy()}
 
 
-def compare(model_values: Tensor, tasks: TaskBatch, gamma: float, depth: int,
-            extra: Optional[dict[str, Tensor]] = None) -> Baselines:
+def compare(
+    model_values: Tensor, tasks: TaskBatch, gamma: float, depth: int, extra: Optional[dict[str, Tensor]] = None
+) -> Baselines:
     """The model beside every baseline (and the ``extra`` estimators, e.g. theta*) on the same tasks."""
     base, chosen = estimates(tasks, gamma, depth)
     model = error_parts(model_values, tasks)
@@ -218,8 +230,9 @@ def compare(model_values: Tensor, tasks: TaskBatch, gamma: float, depth: int,
     for name, values in {**base, **(extra or {})}.items():
         parts = error_parts(values, tasks)
         rows[name] = _row(parts, paired(model["msve"], parts["msve"]))
-    return Baselines(n_tasks=len(tasks), depth=depth, estimators=rows, best_softmax_td=chosen,
-                     sentence=sentence(rows, len(tasks)))
+    return Baselines(
+        n_tasks=len(tasks), depth=depth, estimators=rows, best_softmax_td=chosen, sentence=sentence(rows, len(tasks))
+    )
 
 
 def _row(parts: dict[str, np.ndarray], versus: Optional[Paired] = None) -> Estimate:
@@ -239,6 +252,7 @@ def sentence(rows: dict[str, Estimate], n_tasks: int) -> str:
         parts.append("is worse than " + ", ".join(groups["higher"]))
     if groups["undecided"]:
         parts.append("cannot be told apart from " + ", ".join(groups["undecided"]))
-    return (f"On these {n_tasks} tasks the model " + "; ".join(parts) + " (paired 95% t interval of the per-task "
-            "MSVE difference: it decides only when it excludes 0).")
-
+    return (
+        f"On these {n_tasks} tasks the model " + "; ".join(parts) + " (paired 95% t interval of the per-task "
+        "MSVE difference: it decides only when it excludes 0)."
+    )

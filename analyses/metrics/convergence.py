@@ -3,8 +3,8 @@ versus context length ``n``, with a fitted geometric rate to set beside ``1 - C`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Optional, Union
 
 import numpy as np
@@ -15,10 +15,9 @@ from torch import Tensor
 from analyses.metrics.diagonality import model_margin
 from ictd_interp.config import ICTDConfig
 from ictd_interp.models import HookedICTDTransformer
+from ictd_interp.models.architectures.hook_names import ends_with
 from ictd_interp.models.registry import ICTDModel
 from ictd_interp.tasks.sampling import TaskBatch
-from ictd_interp.models.architectures.hook_names import ends_with
-
 
 CONTEXT_LENGTHS = (4, 8, 16, 32, 64, 128)  # the reports' error-versus-context lengths
 
@@ -34,8 +33,9 @@ def sup_error(values: Float[Tensor, "batch pos"], tasks: TaskBatch) -> Float[Ten
 
 
 @torch.no_grad()
-def errors_by_depth(model: HookedICTDTransformer, tasks: TaskBatch, state_space: bool = False
-                    ) -> Float[Tensor, "depth batch"]:
+def errors_by_depth(
+    model: HookedICTDTransformer, tasks: TaskBatch, state_space: bool = False
+) -> Float[Tensor, "depth batch"]:
     """Row ``L`` is the error after ``L`` layers (row 0: ``v_0 = 0``), from one cached forward, or (chosen
     with ``state_space``) from the exact state-space forward (``state_space_values``: float64, no ``n x n``)."""
     rows = [sup_error(torch.zeros_like(tasks.v_true), tasks)]
@@ -48,8 +48,9 @@ def errors_by_depth(model: HookedICTDTransformer, tasks: TaskBatch, state_space:
 
 
 @torch.no_grad()
-def errors_by_context(model: ICTDModel, tasks: TaskBatch, lengths: Sequence[int], state_space: bool = False
-                      ) -> Float[Tensor, "length batch"]:
+def errors_by_context(
+    model: ICTDModel, tasks: TaskBatch, lengths: Sequence[int], state_space: bool = False
+) -> Float[Tensor, "length batch"]:
     """Final-layer error on the prefixes ``S_0..S_n`` of the tasks' trajectories, for each ``n`` (``state_space``:
     through the exact state-space forward)."""
     longest = tasks.states.shape[1] - 1
@@ -100,7 +101,14 @@ def feature_scale_sweep(
         tasks = tasks_for_scale(scale)
         errors = errors_by_depth(model, tasks).mean(-1)
         C = model_margin(model, tasks)
-        rows.append({"scale": float(scale), "margin_mean": float(C.mean()), "margin_min": float(C.min()),
-                     "frac_tasks_assumption": float((C > 0).double().mean()),
-                     "error_depth_1": float(errors[1]), f"error_depth_{depth}": float(errors[depth])})
+        rows.append(
+            {
+                "scale": float(scale),
+                "margin_mean": float(C.mean()),
+                "margin_min": float(C.min()),
+                "frac_tasks_assumption": float((C > 0).double().mean()),
+                "error_depth_1": float(errors[1]),
+                f"error_depth_{depth}": float(errors[depth]),
+            }
+        )
     return rows

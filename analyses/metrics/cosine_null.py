@@ -26,8 +26,12 @@ from ictd_interp.reference.metrics import weight_cosines
 
 N_INIT = 64
 # shipped models that are not TD learners, by what they were trained for (their own configs)
-NULL_MODELS = {"shuffled rewards": "quick-shuffled-s0", "Monte-Carlo objective": "quick-mc-s0",
-               "supervised objective": "quick-supervised-s0", "NEU objective, 3 layers": "depth3-neu-s0"}
+NULL_MODELS = {
+    "shuffled rewards": "quick-shuffled-s0",
+    "Monte-Carlo objective": "quick-mc-s0",
+    "supervised objective": "quick-supervised-s0",
+    "NEU objective, 3 layers": "depth3-neu-s0",
+}
 
 
 @dataclass(kw_only=True)  # fields in summary.json's order
@@ -54,9 +58,14 @@ def random_init(cfg: ICTDConfig, n: int = N_INIT) -> NullRow:
     pairs = [lowest(HookedICTDTransformer(replace(cfg, seed=1000 + i))) for i in range(n)]
     a = np.array([p[0] for p in pairs])
     v = np.array([p[1] for p in pairs if p[1] is not None])
-    return NullRow(name="random initialisation", n=n, cos_A=float(a.mean()),
-                   cos_A_range=[float(a.min()), float(a.max())], cos_V=float(v.mean()) if len(v) else None,
-                   cos_V_range=[float(v.min()), float(v.max())] if len(v) else None)
+    return NullRow(
+        name="random initialisation",
+        n=n,
+        cos_A=float(a.mean()),
+        cos_A_range=[float(a.min()), float(a.max())],
+        cos_V=float(v.mean()) if len(v) else None,
+        cos_V_range=[float(v.min()), float(v.max())] if len(v) else None,
+    )
 
 
 def nulls(cfg: ICTDConfig) -> list[NullRow]:

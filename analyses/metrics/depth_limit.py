@@ -81,8 +81,10 @@ def limit_from(model, tasks: TaskBatch, start: Tensor, layer: int) -> tuple[Tens
             out[t] = start[t] - kernel[t][:, s] @ z
             reason.append(None)
         else:
-            reason.append(f"the map's moving part has spectral radius {rho:.6f} >= 1: the values "
-                          + ("stay on a neutral direction" if abs(rho - 1) <= NEUTRAL_TOL else "diverge"))
+            reason.append(
+                f"the map's moving part has spectral radius {rho:.6f} >= 1: the values "
+                + ("stay on a neutral direction" if abs(rho - 1) <= NEUTRAL_TOL else "diverge")
+            )
     return out, LimitSpectrum(radius, neutral, reason)
 
 
@@ -97,8 +99,9 @@ def limit_spectrum(model, tasks: TaskBatch) -> tuple[Float[Tensor, "batch pos"],
     else:
         A, w = model_weights(model)
         counts = transition_counts(tasks.states, tasks.mrp.n_states).unsqueeze(1)
-        start = state_space_forward(A, w, tasks.features.double(), tasks.mrp.r.double(), counts, model.cfg.gamma,
-                                    n_layers - 1)[:, 0]
+        start = state_space_forward(
+            A, w, tasks.features.double(), tasks.mrp.r.double(), counts, model.cfg.gamma, n_layers - 1
+        )[:, 0]
     values, spectrum = limit_from(model, tasks, start, n_layers - 1)
     return torch.gather(values, 1, tasks.states), spectrum
 

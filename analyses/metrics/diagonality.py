@@ -14,14 +14,24 @@ from torch import Tensor
 from ictd_interp.models import HookedICTDTransformer
 from ictd_interp.models.architectures.hook_names import ends_with
 from ictd_interp.reference.metrics import (
-    assumption_margin, diagonality_by_layer, grouped_kernel, kernel_diagonality, population_kernel,
+    assumption_margin,
+    diagonality_by_layer,
+    grouped_kernel,
+    kernel_diagonality,
+    population_kernel,
 )
 from ictd_interp.reference.td import same_state
 from ictd_interp.tasks.sampling import TaskBatch
 
 __all__ = [
-    "kernel_diagonality", "kernel_diagonality_mean", "self_attention_mass", "population_kernel",
-    "assumption_margin", "model_margin", "onehot_margin", "state_kernels",
+    "kernel_diagonality",
+    "kernel_diagonality_mean",
+    "self_attention_mass",
+    "population_kernel",
+    "assumption_margin",
+    "model_margin",
+    "onehot_margin",
+    "state_kernels",
 ]
 
 

@@ -26,8 +26,13 @@ def checkpoint_probes(run_dir: Union[str, Path]) -> list[dict[str, Any]]:
     out = []
     for folder in sorted((run_dir / "checkpoints").glob("step_*")):
         model = load_checkpoint(folder).model
-        out.append({"step": int(folder.name.split("_")[1]), **evaluate(model, eval_set).to_dict(),
-                    **prediction_gap(model, eval_set.tasks, star),
-                    "sensitivity_cosine": sensitivity_cosine(model, eval_set.tasks, star),
-                    "circuits": circuit_cosines(model, star)})
+        out.append(
+            {
+                "step": int(folder.name.split("_")[1]),
+                **evaluate(model, eval_set).to_dict(),
+                **prediction_gap(model, eval_set.tasks, star),
+                "sensitivity_cosine": sensitivity_cosine(model, eval_set.tasks, star),
+                "circuits": circuit_cosines(model, star),
+            }
+        )
     return out

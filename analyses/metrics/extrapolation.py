@@ -17,8 +17,8 @@ import torch
 from torch import Tensor
 
 from ictd_interp.models import HookedICTDTransformer
-from ictd_interp.models.registry import ICTDModel, holds_theta_star
 from ictd_interp.models.architectures.hook_names import attn_param, get_act_name
+from ictd_interp.models.registry import ICTDModel, holds_theta_star
 from ictd_interp.tasks.sampling import TaskBatch
 from ictd_interp.training.evaluation import DETAIL, value_msve
 
@@ -68,13 +68,20 @@ def layer_at_depth(model: HookedICTDTransformer, depth: int) -> HookedICTDTransf
     cfg = type(model.cfg).from_dict({**model.cfg.to_dict(), "n_layers": depth})
     deeper = type(model)(cfg).to(model.device)
     trained, last = model.state_dict(), model.cfg.n_layers - 1
-    deeper.load_state_dict({attn_param(l, name): trained[attn_param(min(l, last), name)]
-                            for l in range(depth) for name in ("A", "V")})
+    deeper.load_state_dict(
+        {attn_param(l, name): trained[attn_param(min(l, last), name)] for l in range(depth) for name in ("A", "V")}
+    )
     return deeper
 
 
-def depth_extrapolation(model: ICTDModel, star: ICTDModel, tasks: TaskBatch, depths: Optional[list[int]] = None,
-                        factor: int = 8, reference_name: str = "theta*") -> Extrapolation:
+def depth_extrapolation(
+    model: ICTDModel,
+    star: ICTDModel,
+    tasks: TaskBatch,
+    depths: Optional[list[int]] = None,
+    factor: int = 8,
+    reference_name: str = "theta*",
+) -> Extrapolation:
     """MSVE of the model's layers and of a construction (``star``, named ``reference_name``: theta*, or a
     linear model's TD(0) construction) run to each depth (default: 1 .. ``factor`` x the trained depth),
     with the verdict the error curve gives (``extrapolation_verdict``)."""
@@ -82,9 +89,16 @@ def depth_extrapolation(model: ICTDModel, star: ICTDModel, tasks: TaskBatch, dep
     depths = depths or depths_up_to(factor * trained, trained)
     errors = msve_at_depths(model, tasks, depths)
     best_depth, converges, verdict = extrapolation_verdict(depths, errors)
-    return Extrapolation(trained_depth=trained, depths=depths, model=errors,
-                         reference=msve_at_depths(star, tasks, depths), reference_name=reference_name,
-                         best_depth=best_depth, converges=converges, verdict=verdict)
+    return Extrapolation(
+        trained_depth=trained,
+        depths=depths,
+        model=errors,
+        reference=msve_at_depths(star, tasks, depths),
+        reference_name=reference_name,
+        best_depth=best_depth,
+        converges=converges,
+        verdict=verdict,
+    )
 
 
 @torch.no_grad()

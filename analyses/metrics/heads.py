@@ -28,14 +28,12 @@ from torch import Tensor
 
 from analyses.metrics.algorithm_id import MAX_CONDITION
 from analyses.metrics.site_probes import LinearProbes
-from ictd_interp.models.architectures.hook_names import get_act_name
+from ictd_interp.models.architectures.hook_names import ends_with, get_act_name
+from ictd_interp.models.constructions.theta_star import SIGNATURE_SIGNS
 from ictd_interp.models.registry import ICTDModel
 from ictd_interp.reference.metrics import cosine, kernel_diagonality, query_rows
-from ictd_interp.tasks.sampling import TaskBatch
 from ictd_interp.reference.td import same_state_kernel, softmax_kernel
-from ictd_interp.models.architectures.hook_names import ends_with
-
-from ictd_interp.models.constructions.theta_star import SIGNATURE_SIGNS
+from ictd_interp.tasks.sampling import TaskBatch
 
 
 @dataclass
@@ -61,6 +59,7 @@ class Signature:
     normalised: list[Optional[float]]
     matches_td: bool
 
+
 SIGNATURE = ("reward", "v_next", "v_current")  # value_probes' quantity names, in SIGNATURE_INPUTS' order
 
 
@@ -76,8 +75,10 @@ def tabular_kernel(tasks: TaskBatch) -> Float[Tensor, "batch query_pos key_pos"]
 
 def most_like(rows: list[HeadKernel]) -> dict[str, float]:
     """The highest correlation any head reaches with each reference kernel (study tables)."""
-    return {"max_td_kernel_correlation": max(r.td_kernel_correlation for r in rows),
-            "max_tabular_kernel_correlation": max(r.tabular_kernel_correlation for r in rows)}
+    return {
+        "max_td_kernel_correlation": max(r.td_kernel_correlation for r in rows),
+        "max_tabular_kernel_correlation": max(r.tabular_kernel_correlation for r in rows),
+    }
 
 
 def correlation(a: Tensor, b: Tensor) -> float:
@@ -100,14 +101,21 @@ def head_kernels(model: ICTDModel, tasks: TaskBatch) -> list[HeadKernel]:
         sign = model.pattern_sign(layer) if hasattr(model, "pattern_sign") else 1.0
         pattern = sign * query_rows(cache["pattern", layer], tasks.states.shape[1]).double().cpu()
         for head in range(pattern.shape[1]):
-            rows.append(HeadKernel(layer, head, correlation(pattern[:, head, :, :-1], reference),
-                                   correlation(pattern[:, head, :, :-1], tabular),
-                                   kernel_diagonality(pattern[:, head], tasks.states, n_states).mean().item()))
+            rows.append(
+                HeadKernel(
+                    layer,
+                    head,
+                    correlation(pattern[:, head, :, :-1], reference),
+                    correlation(pattern[:, head, :, :-1], tabular),
+                    kernel_diagonality(pattern[:, head], tasks.states, n_states).mean().item(),
+                )
+            )
     return rows
 
 
-def _perturbed_run(model: ICTDModel, tasks: TaskBatch, layer: int, directions: dict[str, Tensor],
-                   keep: str) -> tuple[Tensor, Tensor, Tensor]:
+def _perturbed_run(
+    model: ICTDModel, tasks: TaskBatch, layer: int, directions: dict[str, Tensor], keep: str
+) -> tuple[Tensor, Tensor, Tensor]:
     """Run ``tasks`` with ``eps @ dual`` (``eps`` zeros, requiring grad; one scalar per entry of ``SIGNATURE``;
     ``dual`` the dual basis of ``directions``: ``eps_k`` moves probe ``k``'s reading by ``eps_k`` and the others'
     not at all) added to the layer's input at every context column. Returns ``eps``, the perturbed input and the
@@ -126,8 +134,9 @@ def _perturbed_run(model: ICTDModel, tasks: TaskBatch, layer: int, directions: d
     def capture(act: Tensor, hook) -> None:
         captured["out"] = act
 
-    model.run_with_hooks(tasks.prompt.to(device), fwd_hooks=[(get_act_name("resid_pre", layer), perturb),
-                                                             (keep, capture)])
+    model.run_with_hooks(
+        tasks.prompt.to(device), fwd_hooks=[(get_act_name("resid_pre", layer), perturb), (keep, capture)]
+    )
     return eps, captured["in"], captured["out"]
 
 
@@ -152,14 +161,22 @@ def _signature_row(raw: list[float], layer: int, head: Optional[int] = None, rea
     separated: ``read`` false), and whether their signs are TD's (never when unread)."""
     scale = abs(raw[0]) if raw[0] != 0 else 1.0
     normalised = [g / scale if read else None for g in raw]
-    return Signature(layer=layer, head=head, raw=raw, normalised=normalised,
-                     matches_td=read and all((g > 0) == (s > 0) and g != 0
-                                             for g, s in zip(normalised, SIGNATURE_SIGNS)))
+    return Signature(
+        layer=layer,
+        head=head,
+        raw=raw,
+        normalised=normalised,
+        matches_td=read and all((g > 0) == (s > 0) and g != 0 for g, s in zip(normalised, SIGNATURE_SIGNS)),
+    )
 
 
-def head_signatures(model: ICTDModel, tasks: TaskBatch, layer: int,
-                    directions: dict[str, Float[Tensor, "d_model"]], readout: Float[Tensor, "d_model"]
-                    ) -> list[Signature]:
+def head_signatures(
+    model: ICTDModel,
+    tasks: TaskBatch,
+    layer: int,
+    directions: dict[str, Float[Tensor, "d_model"]],
+    readout: Float[Tensor, "d_model"],
+) -> list[Signature]:
     """Per head of ``layer``: the directional derivatives of ``readout . result_h`` (summed over
     positions, averaged over tasks) along each of ``directions`` (keys ``SIGNATURE``) added to the
     layer's input at every context column; ``normalised`` divides by the reward's magnitude."""
@@ -172,8 +189,14 @@ def head_signatures(model: ICTDModel, tasks: TaskBatch, layer: int,
     return [_signature_row(raw, layer=layer, head=h, read=read) for h, raw in enumerate(grads.double().cpu().tolist())]
 
 
-def layer_signature(model: ICTDModel, tasks: TaskBatch, layer: int, directions: dict[str, Tensor],
-                    readout_in: Tensor, readout_out: Tensor) -> Signature:
+def layer_signature(
+    model: ICTDModel,
+    tasks: TaskBatch,
+    layer: int,
+    directions: dict[str, Tensor],
+    readout_in: Tensor,
+    readout_out: Tensor,
+) -> Signature:
     """The whole layer's update of the probed value (attention, MLP and residual path together):
     directional derivatives of ``readout_out . resid_post - readout_in . resid_pre`` (summed over
     positions, averaged over tasks) along ``directions`` at every context column of the layer's input.
@@ -185,16 +208,30 @@ def layer_signature(model: ICTDModel, tasks: TaskBatch, layer: int, directions: 
     return _signature_row(grad.double().cpu().tolist(), layer=layer, read=readable(directions))
 
 
-def probed_layer_signatures(model: ICTDModel, tasks: TaskBatch, quantity: dict[str, LinearProbes],
-                            value: LinearProbes) -> list[Signature]:
+def probed_layer_signatures(
+    model: ICTDModel, tasks: TaskBatch, quantity: dict[str, LinearProbes], value: LinearProbes
+) -> list[Signature]:
     """``layer_signature`` of every layer, with the probes' directions and read-outs."""
-    return [layer_signature(model, tasks, layer, {n: quantity[n].unit_directions()[layer] for n in SIGNATURE},
-                            value.weights[layer], value.weights[layer + 1])
-            for layer in range(model.cfg.n_layers)]
+    return [
+        layer_signature(
+            model,
+            tasks,
+            layer,
+            {n: quantity[n].unit_directions()[layer] for n in SIGNATURE},
+            value.weights[layer],
+            value.weights[layer + 1],
+        )
+        for layer in range(model.cfg.n_layers)
+    ]
 
 
-def probed_signatures(model: ICTDModel, tasks: TaskBatch, quantity: dict[str, LinearProbes],
-                      value: LinearProbes, layers: Optional[list[int]] = None) -> list[Signature]:
+def probed_signatures(
+    model: ICTDModel,
+    tasks: TaskBatch,
+    quantity: dict[str, LinearProbes],
+    value: LinearProbes,
+    layers: Optional[list[int]] = None,
+) -> list[Signature]:
     """``head_signatures`` with directions from the TD-quantity probes at each layer's input (site
     ``l``) and the read-out from the value probe at its output (site ``l + 1``)."""
     rows = []

@@ -27,13 +27,13 @@ import torch
 from torch import Tensor
 
 from analyses.metrics.algorithm_id import LayerReading
-from analyses.metrics.cosine_null import NullRow
 from analyses.metrics.baselines import LABELS, MODEL_ROW, Baselines, error_parts
+from analyses.metrics.cosine_null import NullRow
 from analyses.metrics.extrapolation import values_at_depth
 from analyses.metrics.intervals import Interval, t_interval
 from analyses.metrics.linear_family import FamilyReading
-from ictd_interp.models.registry import ICTDModel
 from ictd_interp.models.architectures.base import check_tasks
+from ictd_interp.models.registry import ICTDModel
 from ictd_interp.tasks.sampling import TaskBatch
 
 REQUIRED = ("constant", "first_visit_mc")  # the verdict's rule: beat both significantly
@@ -80,8 +80,10 @@ class InContext:
     cos_A: Optional[float] = None  # the lowest layer's weight cosines with θ* (stylised models) ...
     cos_V: Optional[float] = None
     cosine_nulls: Optional[list[NullRow]] = None  # ... beside the same cosines of models that run no TD
-    rule: str = (f"learns in context iff the paired 95% t interval over tasks of the per-task MSVE difference lies "
-                 f"below 0 against both {' and '.join(REQUIRED)}")
+    rule: str = (
+        f"learns in context iff the paired 95% t interval over tasks of the per-task MSVE difference lies "
+        f"below 0 against both {' and '.join(REQUIRED)}"
+    )
 
 
 def discount_reading(value: Optional[float], interval: Optional[list[float]], gamma: float, source: str) -> Discount:
@@ -115,8 +117,9 @@ def iterated(trained_values: Tensor, deep_values: Tensor, tasks: TaskBatch, dept
         verdict = "flat"
     else:
         verdict = "undecided"
-    return Iterated(depths=depths, msve=[float(at_trained.mean()), float(np.mean(deep))], change=change,
-                    verdict=verdict)
+    return Iterated(
+        depths=depths, msve=[float(at_trained.mean()), float(np.mean(deep))], change=change, verdict=verdict
+    )
 
 
 def verdict(base: Baselines, discount: Discount, iterated_: Iterated) -> InContext:
@@ -130,9 +133,18 @@ def verdict(base: Baselines, discount: Discount, iterated_: Iterated) -> InConte
     others = {n: r.msve.mean for n, r in base.estimators.items() if n != MODEL_ROW and math.isfinite(r.msve.mean)}
     best = min(others, key=others.get)
     model = base.estimators[MODEL_ROW].msve
-    return InContext(learns_in_context=learns, verdict=sentence(learns, base), beats=groups["lower"],
-                     loses_to=groups["higher"], undecided=groups["undecided"], best_baseline=best,
-                     best_baseline_msve=others[best], msve=model, discount=discount, iterated=iterated_)
+    return InContext(
+        learns_in_context=learns,
+        verdict=sentence(learns, base),
+        beats=groups["lower"],
+        loses_to=groups["higher"],
+        undecided=groups["undecided"],
+        best_baseline=best,
+        best_baseline_msve=others[best],
+        msve=model,
+        discount=discount,
+        iterated=iterated_,
+    )
 
 
 def sentence(learns: bool, base: Baselines) -> str:
@@ -143,8 +155,11 @@ def sentence(learns: bool, base: Baselines) -> str:
         diff = row.model_minus_baseline.difference
         parts.append(f"{LABELS[name]} {row.msve.mean:.3f} (difference {diff.text('+.3f')})")
     head = "Learns in context" if learns else "Does not learn in context"
-    return (f"{head}: MSVE {base.estimators[MODEL_ROW].msve.mean:.3f} on {base.n_tasks} held-out tasks against "
-            + " and ".join(parts) + " (paired 95% t intervals over tasks; it learns in context iff both lie below 0).")
+    return (
+        f"{head}: MSVE {base.estimators[MODEL_ROW].msve.mean:.3f} on {base.n_tasks} held-out tasks against "
+        + " and ".join(parts)
+        + " (paired 95% t intervals over tasks; it learns in context iff both lie below 0)."
+    )
 
 
 def discount_of(last: Optional[Union[LayerReading, FamilyReading]], gamma: float) -> Discount:
@@ -154,13 +169,19 @@ def discount_of(last: Optional[Union[LayerReading, FamilyReading]], gamma: float
         return discount_reading(None, None, gamma, "none")
     source = getattr(last, "source", "weights")
     interval = getattr(last, "interval", None)
-    return discount_reading(last.effective_discount, interval.effective_discount if source == "fit" and interval
-                            else None, gamma, source)
+    return discount_reading(
+        last.effective_discount, interval.effective_discount if source == "fit" and interval else None, gamma, source
+    )
 
 
 @torch.no_grad()
-def assess(model: ICTDModel, tasks: TaskBatch, base: Baselines, last: Optional[Union[LayerReading, FamilyReading]],
-           gamma: float) -> InContext:
+def assess(
+    model: ICTDModel,
+    tasks: TaskBatch,
+    base: Baselines,
+    last: Optional[Union[LayerReading, FamilyReading]],
+    gamma: float,
+) -> InContext:
     """The verdict of ``model`` on ``tasks``: ``base`` its baselines table on them, ``last`` its last layer's reading
     (``discount_of``)."""
     check_tasks(model, tasks)

@@ -51,8 +51,9 @@ class Interval:
         return f"{format(self.mean, spec)} [{format(self.lo, spec)}, {format(self.hi, spec)}]"
 
 
-def t_interval(values: Sequence[float] | np.ndarray, level: float = LEVEL,
-               bounds: Optional[tuple[float, float]] = None) -> Interval:
+def t_interval(
+    values: Sequence[float] | np.ndarray, level: float = LEVEL, bounds: Optional[tuple[float, float]] = None
+) -> Interval:
     """The mean and its Student-t interval; NaN bounds for fewer than two values. ``bounds``: the range the
     quantity can take (a cosine's ``(-1, 1)``, an error's ``(0, inf)``): the interval is cut to it, which keeps
     its coverage (the true mean lies in the range), so a cosine near 1 never reads ``[0.97, 1.01]``."""

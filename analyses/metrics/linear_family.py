@@ -16,10 +16,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ictd_interp.reference.metrics import cosine
 from analyses.metrics.intervals import Interval, proportion_interval
 from ictd_interp.models.architectures.linear import HookedLinearICTD
 from ictd_interp.models.constructions.linear_td import LinearConstruction, linear_model, td0
+from ictd_interp.reference.metrics import cosine
 from ictd_interp.tasks.sampling import TaskBatch
 
 IN_FAMILY = 0.9  # a layer is in the family when the fit explains at least this share of both P and Q
@@ -58,8 +58,7 @@ class FamilyIteration:
     median_radius: float
 
 
-def identify_layer(P: Tensor, Q: Tensor, d: int, gamma: float, symmetric: bool = True, layer: int = 0
-                   ) -> FamilyReading:
+def identify_layer(P: Tensor, Q: Tensor, d: int, gamma: float, symmetric: bool = True, layer: int = 0) -> FamilyReading:
     """The family member closest to one layer's ``(P, Q)`` (least squares on each block, ``C`` from
     ``Q``'s top-left block), with the share of each matrix it explains and the cosines with TD(0)'s. With the
     identity activation (``symmetric``) the layer is unchanged by ``(P, Q) -> (-P, -Q)``, and the cosines are
@@ -75,13 +74,25 @@ def identify_layer(P: Tensor, Q: Tensor, d: int, gamma: float, symmetric: bool =
     member = member_weights(p, -B11.T, kappa, rho, d)
     C_eff = p * -B11.T
     step = float(torch.trace(C_eff) / d)
-    off = float((C_eff - step * torch.eye(d, dtype=C_eff.dtype)).norm() / C_eff.norm()) if C_eff.norm() > 0 else \
-        float("nan")
+    off = (
+        float((C_eff - step * torch.eye(d, dtype=C_eff.dtype)).norm() / C_eff.norm())
+        if C_eff.norm() > 0
+        else float("nan")
+    )
     P_explained, Q_explained = _explained(P, member.P), _explained(Q, member.Q)
-    return FamilyReading(layer=layer, cos_P_td0=cosine(sign * P, reference.P), cos_Q_td0=cosine(sign * Q, reference.Q),
-                         step=step, kappa=kappa, effective_discount=gamma * kappa, rg_share=rho,
-                         preconditioner_off_identity=off, P_explained=P_explained, Q_explained=Q_explained,
-                         in_family=P_explained >= IN_FAMILY and Q_explained >= IN_FAMILY)
+    return FamilyReading(
+        layer=layer,
+        cos_P_td0=cosine(sign * P, reference.P),
+        cos_Q_td0=cosine(sign * Q, reference.Q),
+        step=step,
+        kappa=kappa,
+        effective_discount=gamma * kappa,
+        rg_share=rho,
+        preconditioner_off_identity=off,
+        P_explained=P_explained,
+        Q_explained=Q_explained,
+        in_family=P_explained >= IN_FAMILY and Q_explained >= IN_FAMILY,
+    )
 
 
 def member_weights(p: float, C: Tensor, kappa: float, rho: float, d: int) -> LinearConstruction:
@@ -101,8 +112,10 @@ def _explained(W: Tensor, fit: Tensor) -> float:
 def identify(model: HookedLinearICTD) -> list[FamilyReading]:
     """``identify_layer`` for every layer (one row for tied weights, said so by ``layer``)."""
     cfg = model.cfg
-    return [identify_layer(a.P.detach(), a.Q.detach(), cfg.d_features, cfg.gamma, cfg.activation == "identity", l)
-            for l, a in enumerate(model.unique_attention())]
+    return [
+        identify_layer(a.P.detach(), a.Q.detach(), cfg.d_features, cfg.gamma, cfg.activation == "identity", l)
+        for l, a in enumerate(model.unique_attention())
+    ]
 
 
 def identified_model(model: HookedLinearICTD) -> HookedLinearICTD:
@@ -122,8 +135,9 @@ def td0_model(model: HookedLinearICTD) -> HookedLinearICTD:
     return linear_model([td0(model.cfg.d_features)] * model.cfg.n_layers, gamma=model.cfg.gamma)
 
 
-def iteration_radius(row: FamilyReading, P: Tensor, Q: Tensor, tasks: TaskBatch, gamma: float,
-                     movement: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+def iteration_radius(
+    row: FamilyReading, P: Tensor, Q: Tensor, tasks: TaskBatch, gamma: float, movement: bool = False
+) -> Tensor | tuple[Tensor, Tensor]:
     """Per task, the spectral radius of the identified layer's map on ``w``: ``G = I - (p/n) C A`` with
     ``A = sum_i (phi_i - rho gamma phi'_i)(phi_i - kappa gamma phi'_i)^T``; the update converges when
     iterated on that context exactly when it is below 1. ``movement``: also ``||G - I||_2``, the most one
@@ -150,10 +164,15 @@ def convergence(model: HookedLinearICTD, rows: list[FamilyReading], tasks: TaskB
     1 on a task where the layer acts), with its Wilson interval; the tasks where it is neutral (its map moves
     ``w`` by at most ``NEUTRAL_MOVEMENT`` of its size: ``||G - I||_2 <= NEUTRAL_MOVEMENT``); the median radius."""
     attn = model.unique_attention()[-1]
-    radius, moves = iteration_radius(rows[-1], attn.P.detach(), attn.Q.detach(), tasks, model.cfg.gamma,
-                                     movement=True)
+    radius, moves = iteration_radius(rows[-1], attn.P.detach(), attn.Q.detach(), tasks, model.cfg.gamma, movement=True)
     neutral = moves <= NEUTRAL_MOVEMENT
     converging = int(((radius < 1) & ~neutral).sum())
-    return FamilyIteration(layer=rows[-1].layer, tasks=len(radius), converging=converging,
-                           neutral=int(neutral.sum()), neutral_tolerance=NEUTRAL_MOVEMENT,
-                           share=proportion_interval(converging, len(radius)), median_radius=float(radius.median()))
+    return FamilyIteration(
+        layer=rows[-1].layer,
+        tasks=len(radius),
+        converging=converging,
+        neutral=int(neutral.sum()),
+        neutral_tolerance=NEUTRAL_MOVEMENT,
+        share=proportion_interval(converging, len(radius)),
+        median_radius=float(radius.median()),
+    )

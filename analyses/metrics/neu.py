@@ -104,8 +104,9 @@ class NeuDifference:
     def text(self) -> str:
         if self.note is not None:
             return f"{self.verdict} ({self.note})"
-        need = (f"; {self.tasks_needed:,} tasks would decide were this estimate the true value"
-                if self.tasks_needed else "")
+        need = (
+            f"; {self.tasks_needed:,} tasks would decide were this estimate the true value" if self.tasks_needed else ""
+        )
         return f"{self.estimate:+.1e} [{self.lo:+.1e}, {self.hi:+.1e}]: {self.verdict}{need}"
 
 
@@ -147,8 +148,9 @@ def zero_model(cfg) -> HookedICTDTransformer:
     return model
 
 
-def per_task_updates(model: HookedICTDTransformer, tasks: TaskBatch, context_len: int, depth: int,
-                     n_windows: int = N_WINDOWS) -> torch.Tensor:
+def per_task_updates(
+    model: HookedICTDTransformer, tasks: TaskBatch, context_len: int, depth: int, n_windows: int = N_WINDOWS
+) -> torch.Tensor:
     """``u_i`` of the module docstring for every task ``[task, parameter]`` (float64): the gradient of
     each unique layer's free entries in parameter order: per layer ``A``'s feature block, then ``V``'s current row.
     The trajectories must
@@ -156,8 +158,10 @@ def per_task_updates(model: HookedICTDTransformer, tasks: TaskBatch, context_len
     if not model.cfg.tied and depth != model.cfg.n_layers:
         raise ValueError(f"depth: a per-layer model runs at its own depth {model.cfg.n_layers}, got {depth}")
     if tasks.states.shape[1] != context_len + n_windows:
-        raise ValueError(f"tasks: trajectories of {context_len + n_windows - 1} transitions expected for "
-                         f"n = {context_len} and {n_windows} windows, got {tasks.states.shape[1] - 1}")
+        raise ValueError(
+            f"tasks: trajectories of {context_len + n_windows - 1} transitions expected for "
+            f"n = {context_len} and {n_windows} windows, got {tasks.states.shape[1] - 1}"
+        )
     A0, w0 = model_weights(model)
     B = len(tasks)
     A = A0.expand(B, -1, -1, -1).clone().requires_grad_(True)
@@ -222,8 +226,16 @@ def neu_interval(u: np.ndarray, groups: int = GROUPS) -> NeuEstimate:
         return NeuEstimate(estimate=nan, lo=nan, hi=nan, half_width=nan, n_tasks=len(u), n_nonfinite=n_bad)
     full, half = jackknife(np.array_split(u, groups), _u_stat)
     low, high = calibrated_interval(u)
-    return NeuEstimate(estimate=full, lo=full - half, hi=full + half, half_width=half, n_tasks=len(u), groups=groups,
-                       calibrated_lo=low, calibrated_hi=high)
+    return NeuEstimate(
+        estimate=full,
+        lo=full - half,
+        hi=full + half,
+        half_width=half,
+        n_tasks=len(u),
+        groups=groups,
+        calibrated_lo=low,
+        calibrated_hi=high,
+    )
 
 
 def difference_interval(u: np.ndarray, u_other: np.ndarray, groups: int = GROUPS) -> NeuDifference:
@@ -233,9 +245,15 @@ def difference_interval(u: np.ndarray, u_other: np.ndarray, groups: int = GROUPS
     if a_bad or b_bad:
         verdict = "lower" if b_bad and not a_bad else "higher" if a_bad and not b_bad else "undecided"
         nan = float("nan")
-        return NeuDifference(estimate=nan, lo=nan, hi=nan, half_width=nan, verdict=verdict, tasks_needed=None,
-                             note="not finite: " + ("the other model's values diverge" if b_bad
-                                                    else "this model's values diverge"))
+        return NeuDifference(
+            estimate=nan,
+            lo=nan,
+            hi=nan,
+            half_width=nan,
+            verdict=verdict,
+            tasks_needed=None,
+            note="not finite: " + ("the other model's values diverge" if b_bad else "this model's values diverge"),
+        )
     k, both = u.shape[1], np.concatenate([u, u_other], axis=1)
     full, half = jackknife(np.array_split(both, groups), lambda x: _u_stat(x[:, :k]) - _u_stat(x[:, k:]))
     lo, hi = full - half, full + half
@@ -260,8 +278,15 @@ def cell_tasks(dist: TaskDistribution, context_len: int, n_tasks: int, seed: int
         yield sample_from(at, min(CHUNK, n_tasks - start), generator=gen, length=context_len + n_windows - 1)
 
 
-def updates_of(models: Mapping[str, HookedICTDTransformer], dist: TaskDistribution, context_len: int, depth: int,
-               n_tasks: int, seed: int, n_windows: int = N_WINDOWS) -> dict[str, np.ndarray]:
+def updates_of(
+    models: Mapping[str, HookedICTDTransformer],
+    dist: TaskDistribution,
+    context_len: int,
+    depth: int,
+    n_tasks: int,
+    seed: int,
+    n_windows: int = N_WINDOWS,
+) -> dict[str, np.ndarray]:
     """Per-task updates of several models on the same seeded tasks (a paired comparison)."""
     parts: dict[str, list] = {name: [] for name in models}
     for tasks in cell_tasks(dist, context_len, n_tasks, seed, n_windows):
@@ -270,8 +295,16 @@ def updates_of(models: Mapping[str, HookedICTDTransformer], dist: TaskDistributi
     return {name: np.concatenate(p) for name, p in parts.items()}
 
 
-def population_neu(model: HookedICTDTransformer, dist: TaskDistribution, context_len: int, depth: int,
-                   n_tasks: int, seed: int, n_windows: int = N_WINDOWS, groups: int = GROUPS) -> NeuEstimate:
+def population_neu(
+    model: HookedICTDTransformer,
+    dist: TaskDistribution,
+    context_len: int,
+    depth: int,
+    n_tasks: int,
+    seed: int,
+    n_windows: int = N_WINDOWS,
+    groups: int = GROUPS,
+) -> NeuEstimate:
     """Unbiased ``||E u||^2`` of ``model`` run at ``depth`` on ``n_tasks`` tasks of ``dist`` with context
     length ``context_len``, with its 95% jackknife interval."""
     u = updates_of({"model": model}, dist, context_len, depth, n_tasks, seed, n_windows)["model"]
@@ -297,16 +330,31 @@ def zero_predictor_g(tasks: TaskBatch, context_len: int, n_windows: int = N_WIND
     return total / ((n_windows - 1) * n)
 
 
-def zero_predictor_neu(dist: TaskDistribution, context_len: int, depth: int, n_tasks: int, seed: int,
-                       tied: bool = True, n_windows: int = N_WINDOWS, groups: int = GROUPS) -> NeuEstimate:
+def zero_predictor_neu(
+    dist: TaskDistribution,
+    context_len: int,
+    depth: int,
+    n_tasks: int,
+    seed: int,
+    tied: bool = True,
+    n_windows: int = N_WINDOWS,
+    groups: int = GROUPS,
+) -> NeuEstimate:
     """The zero predictor's ``||E u||^2`` from its closed form (module docstring), over ``n_tasks`` MRPs."""
-    g = np.concatenate([zero_predictor_g(t, context_len, n_windows).numpy()
-                        for t in cell_tasks(dist, context_len, n_tasks, seed, 1)])
+    g = np.concatenate(
+        [zero_predictor_g(t, context_len, n_windows).numpy() for t in cell_tasks(dist, context_len, n_tasks, seed, 1)]
+    )
     out = neu_interval(g, groups)
     factor = depth**2 if tied else depth
-    return replace(out, estimate=out.estimate * factor, lo=out.lo * factor, hi=out.hi * factor,
-                   half_width=out.half_width * factor, calibrated_lo=out.calibrated_lo * factor,
-                   calibrated_hi=out.calibrated_hi * factor)
+    return replace(
+        out,
+        estimate=out.estimate * factor,
+        lo=out.lo * factor,
+        hi=out.hi * factor,
+        half_width=out.half_width * factor,
+        calibrated_lo=out.calibrated_lo * factor,
+        calibrated_hi=out.calibrated_hi * factor,
+    )
 
 
 def _zero_updates(u_one_layer: np.ndarray, depth: int, tied: bool) -> np.ndarray:
@@ -315,9 +363,18 @@ def _zero_updates(u_one_layer: np.ndarray, depth: int, tied: bool) -> np.ndarray
     return u_one_layer * depth if tied else np.tile(u_one_layer, (1, depth))
 
 
-def neu_grid(cfg, dist: TaskDistribution, model: HookedICTDTransformer | None = None,
-             lengths: tuple[int, ...] = (10, 30, 100), depths: tuple[int, ...] = (1, 3, 12), n_tasks: int = 4096,
-             seed: int = 0, n_windows: int = N_WINDOWS, groups: int = GROUPS, progress: bool = False) -> NeuGrid:
+def neu_grid(
+    cfg,
+    dist: TaskDistribution,
+    model: HookedICTDTransformer | None = None,
+    lengths: tuple[int, ...] = (10, 30, 100),
+    depths: tuple[int, ...] = (1, 3, 12),
+    n_tasks: int = 4096,
+    seed: int = 0,
+    n_windows: int = N_WINDOWS,
+    groups: int = GROUPS,
+    progress: bool = False,
+) -> NeuGrid:
     """Population NEU of θ*, the zero predictor and ``model`` on every ``(n, L)``, all on the same seeded
     tasks per ``n`` (paired). A tied ``model`` runs its layer ``L`` times in every cell; a per-layer one only
     at its own depth. The zero predictor is also given by its closed form (``zero_predictor_neu``, 4x the
@@ -329,8 +386,9 @@ def neu_grid(cfg, dist: TaskDistribution, model: HookedICTDTransformer | None = 
     rows = []
     bar = progress_bar(total=len(lengths) * len(depths), disable=not progress, desc="neu")
     for n in lengths:
-        zero_one = updates_of({"zero": zero_model(replace(star_cfg, n_layers=1))}, dist, n, 1, n_tasks, seed + n,
-                              n_windows)["zero"]
+        zero_one = updates_of(
+            {"zero": zero_model(replace(star_cfg, n_layers=1))}, dist, n, 1, n_tasks, seed + n, n_windows
+        )["zero"]
         for L in depths:
             models = {
                 "theta_star": HookedICTDTransformer.from_theta_star(star_cfg if tied else replace(star_cfg, n_layers=L))
@@ -339,30 +397,47 @@ def neu_grid(cfg, dist: TaskDistribution, model: HookedICTDTransformer | None = 
                 models["model"] = model
             u = updates_of(models, dist, n, L, n_tasks, seed + n, n_windows)
             u["zero"] = _zero_updates(zero_one, L, tied)
-            rows.append(NeuCell(
-                context_len=n, depth=L, theta_star=neu_interval(u["theta_star"], groups),
-                model=neu_interval(u["model"], groups) if "model" in u else None, zero=neu_interval(u["zero"], groups),
-                zero_closed_form=zero_predictor_neu(dist, n, L, 4 * n_tasks, seed + n + 1, tied, n_windows, groups),
-                theta_star_minus_zero=difference_interval(u["theta_star"], u["zero"], groups),
-                theta_star_minus_model=difference_interval(u["theta_star"], u["model"], groups) if "model" in u
-                else None))
+            rows.append(
+                NeuCell(
+                    context_len=n,
+                    depth=L,
+                    theta_star=neu_interval(u["theta_star"], groups),
+                    model=neu_interval(u["model"], groups) if "model" in u else None,
+                    zero=neu_interval(u["zero"], groups),
+                    zero_closed_form=zero_predictor_neu(dist, n, L, 4 * n_tasks, seed + n + 1, tied, n_windows, groups),
+                    theta_star_minus_zero=difference_interval(u["theta_star"], u["zero"], groups),
+                    theta_star_minus_model=difference_interval(u["theta_star"], u["model"], groups)
+                    if "model" in u
+                    else None,
+                )
+            )
             bar.update(1)
     bar.close()
-    return NeuGrid(n_tasks=n_tasks, windows_per_task=n_windows, groups=groups, tied=tied,
-                   model_depth=model.cfg.n_layers if model is not None else None, rows=rows,
-                   sentence=neu_sentence(rows))
+    return NeuGrid(
+        n_tasks=n_tasks,
+        windows_per_task=n_windows,
+        groups=groups,
+        tied=tied,
+        model_depth=model.cfg.n_layers if model is not None else None,
+        rows=rows,
+        sentence=neu_sentence(rows),
+    )
 
 
 def _cells(rows: list[NeuCell], verdict: str) -> str:
-    return ", ".join(f"(n={r.context_len}, L={r.depth})" for r in rows
-                     if r.theta_star_minus_zero.verdict == verdict) or "none"
+    return (
+        ", ".join(f"(n={r.context_len}, L={r.depth})" for r in rows if r.theta_star_minus_zero.verdict == verdict)
+        or "none"
+    )
 
 
 def neu_sentence(rows: list[NeuCell]) -> str:
     """Where θ*'s population NEU is below or above the zero predictor's (paired jackknife interval)."""
-    return (f"θ*'s population NEU is below the zero predictor's (paired 95% jackknife interval over the same tasks) at "
-            f"{_cells(rows, 'lower')}; above it at {_cells(rows, 'higher')}; undecided at {_cells(rows, 'undecided')}. "
-            "Theorem 3 makes θ* a minimiser only as n → ∞ and then L → ∞, not at a finite (n, L).")
+    return (
+        f"θ*'s population NEU is below the zero predictor's (paired 95% jackknife interval over the same tasks) at "
+        f"{_cells(rows, 'lower')}; above it at {_cells(rows, 'higher')}; undecided at {_cells(rows, 'undecided')}. "
+        "Theorem 3 makes θ* a minimiser only as n → ∞ and then L → ∞, not at a finite (n, L)."
+    )
 
 
 def population_table(result: NeuGrid) -> list[str]:
@@ -373,7 +448,9 @@ def population_table(result: NeuGrid) -> list[str]:
     ]
     for r in result.rows:
         model, versus = r.model.text() if r.model else "–", r.theta_star_minus_model
-        lines.append(f"| {r.context_len} | {r.depth} | {r.theta_star.text()} | {r.zero.text()} "
-                     f"({r.zero_closed_form.text()}) | {model} | {r.theta_star_minus_zero.text()} | "
-                     f"{versus.text() if versus else '–'} |")
+        lines.append(
+            f"| {r.context_len} | {r.depth} | {r.theta_star.text()} | {r.zero.text()} "
+            f"({r.zero_closed_form.text()}) | {model} | {r.theta_star_minus_zero.text()} | "
+            f"{versus.text() if versus else '–'} |"
+        )
     return lines

@@ -51,12 +51,18 @@ def weight_readings(P: Float[Tensor, "row col"], Q: Float[Tensor, "row col"], d:
     P, Q = P.detach().double(), Q.detach().double()
     size = (2 * d + 1) ** 2
     upper_left, upper_right = float(torch.trace(Q[:d, :d])), float(torch.trace(Q[:d, d : 2 * d]))
-    return WeightReadings(float(P[-1, -1]), float((P.abs().sum() - P[-1, -1].abs()) / (size - 1)), upper_left,
-                          upper_right, float((Q.abs().sum() - upper_right - upper_left) / (size - 2 * d)))
+    return WeightReadings(
+        float(P[-1, -1]),
+        float((P.abs().sum() - P[-1, -1].abs()) / (size - 1)),
+        upper_left,
+        upper_right,
+        float((Q.abs().sum() - upper_right - upper_left) / (size - 2 * d)),
+    )
 
 
-def state_values(model: HookedLinearICTD, tasks: TaskBatch, query_grad: bool = False
-                 ) -> tuple[Float[Tensor, "batch state"], Float[Tensor, "batch state d_feat"] | None]:
+def state_values(
+    model: HookedLinearICTD, tasks: TaskBatch, query_grad: bool = False
+) -> tuple[Float[Tensor, "batch state"], Float[Tensor, "batch state d_feat"] | None]:
     """``v(s)`` for every state of each task's MRP, with ``phi(s)`` as the query on the task's context (their
     ``fit_value_func``: ``HookedLinearICTD.query_values``), and with ``query_grad`` each value's gradient with
     respect to its query's features."""
@@ -79,8 +85,9 @@ class FunctionReadings:
     VD: Interval
 
 
-def function_readings(model: HookedLinearICTD, tasks: TaskBatch, alpha: float = 1.0,
-                      per_task: bool = False) -> FunctionReadings | dict[str, list[float]]:
+def function_readings(
+    model: HookedLinearICTD, tasks: TaskBatch, alpha: float = 1.0, per_task: bool = False
+) -> FunctionReadings | dict[str, list[float]]:
     """IWS, SS and VD per task (module docstring), against the TD(0) construction with step ``alpha``;
     means with 95% t intervals over the tasks (``per_task``: the lists of per-task values instead)."""
     td = td0_model(model).to(model.blocks[0].attn.P.dtype)
@@ -94,8 +101,7 @@ def function_readings(model: HookedLinearICTD, tasks: TaskBatch, alpha: float = 
     D = torch.diag_embed(mu)
     w_tf = torch.linalg.solve(phi.mT @ D @ phi, phi.mT @ D @ v_tf.unsqueeze(-1)).squeeze(-1)
     w_td = g_td[:, 0]  # the TD model is linear in its query: one gradient for every state
-    scores = {"IWS": _cos(w_tf, w_td), "SS": (mu * _cos(g_tf, g_td)).sum(-1),
-                "VD": (mu * (v_tf - v_td) ** 2).sum(-1)}
+    scores = {"IWS": _cos(w_tf, w_td), "SS": (mu * _cos(g_tf, g_td)).sum(-1), "VD": (mu * (v_tf - v_td) ** 2).sum(-1)}
     if per_task:
         return {name: values.tolist() for name, values in scores.items()}
     return FunctionReadings(alpha, len(tasks), **{name: t_interval(values.tolist()) for name, values in scores.items()})

@@ -27,8 +27,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from ictd_interp.models.registry import ICTDModel, holds_theta_star
 from ictd_interp.config.fields import check_choice
+from ictd_interp.models.registry import ICTDModel, holds_theta_star
 from ictd_interp.tasks.sampling import TaskBatch
 
 VALUE_TARGETS = ("output", "v_pi", "stored")
@@ -63,16 +63,21 @@ def residual_stack(model: ICTDModel, prompt: Tensor) -> Float[Tensor, "site batc
     return torch.stack(sites).double().cpu()
 
 
-def fit_probes(resid: Float[Tensor, "site batch pos d_model"], target: Float[Tensor, "site batch pos"],
-               name: str, source_dtype: torch.dtype = torch.float64) -> LinearProbes:
+def fit_probes(
+    resid: Float[Tensor, "site batch pos d_model"],
+    target: Float[Tensor, "site batch pos"],
+    name: str,
+    source_dtype: torch.dtype = torch.float64,
+) -> LinearProbes:
     """Least squares per site, rank-revealing (``numpy.linalg.lstsq`` with ``RCOND[source_dtype]``: the
     minimum-norm solution on the directions the residual stream really has)."""
     weights, bias, ranks = [], [], []
     for site in range(resid.shape[0]):
         X = resid[site].reshape(-1, resid.shape[-1]).double().numpy()
         design = np.concatenate([X, np.ones((X.shape[0], 1))], axis=1)
-        coef, _, rank, _ = np.linalg.lstsq(design, target[site].reshape(-1).double().numpy(),
-                                           rcond=RCOND.get(source_dtype, 1e-5))
+        coef, _, rank, _ = np.linalg.lstsq(
+            design, target[site].reshape(-1).double().numpy(), rcond=RCOND.get(source_dtype, 1e-5)
+        )
         weights.append(coef[:-1])
         bias.append(coef[-1])
         ranks.append(int(rank))
@@ -83,8 +88,9 @@ def _dtype(model: ICTDModel) -> torch.dtype:
     return next(model.parameters()).dtype
 
 
-def value_targets(model: ICTDModel, tasks: TaskBatch, target: str,
-                  resid: Float[Tensor, "site batch pos d_model"]) -> Float[Tensor, "site batch pos"]:
+def value_targets(
+    model: ICTDModel, tasks: TaskBatch, target: str, resid: Float[Tensor, "site batch pos d_model"]
+) -> Float[Tensor, "site batch pos"]:
     check_choice("target", target, VALUE_TARGETS)
     n_sites = resid.shape[0]
     if target == "stored":
@@ -118,15 +124,21 @@ def td_quantities(tasks: TaskBatch, gamma: float) -> dict[str, Float[Tensor, "ba
     """The TD quantities of each context column ``j < n`` (module docstring)."""
     v = tasks.v_true.double()
     reward = tasks.rewards.double()
-    return {"reward": reward, "v_current": v[:, :-1], "v_next": v[:, 1:],
-            "td_error": reward + gamma * v[:, 1:] - v[:, :-1]}
+    return {
+        "reward": reward,
+        "v_current": v[:, :-1],
+        "v_next": v[:, 1:],
+        "td_error": reward + gamma * v[:, 1:] - v[:, :-1],
+    }
 
 
 def quantity_probes(model: ICTDModel, fit_tasks: TaskBatch) -> dict[str, LinearProbes]:
     """A probe per TD quantity and site, fitted on the context columns of ``fit_tasks``."""
     resid = residual_stack(model, fit_tasks.prompt)[:, :, :-1]
-    return {name: fit_probes(resid, target.expand(resid.shape[0], -1, -1), name, _dtype(model))
-            for name, target in td_quantities(fit_tasks, model.cfg.gamma).items()}
+    return {
+        name: fit_probes(resid, target.expand(resid.shape[0], -1, -1), name, _dtype(model))
+        for name, target in td_quantities(fit_tasks, model.cfg.gamma).items()
+    }
 
 
 def quantity_r2(model: ICTDModel, probes: dict[str, LinearProbes], tasks: TaskBatch) -> dict[str, list[float]]:

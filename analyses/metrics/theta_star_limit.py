@@ -61,12 +61,15 @@ def star_limit(cfg: ICTDConfig) -> HookedICTDTransformer:
 def theta_star_rows(cfg: ICTDConfig, tasks: TaskBatch) -> dict[str, Tensor]:
     """θ*'s value rows ``[batch, pos]`` on ``tasks`` as a baselines table takes them (``baselines.compare``'s
     ``extra``): at the depth of ``cfg`` and at its depth limit (``depth_limit``; NaN on a task whose map diverges)."""
-    return {"theta_star": HookedICTDTransformer.from_theta_star(cfg)(tasks.prompt),
-            "theta_star_limit": depth_limit(star_limit(cfg), tasks)}
+    return {
+        "theta_star": HookedICTDTransformer.from_theta_star(cfg)(tasks.prompt),
+        "theta_star_limit": depth_limit(star_limit(cfg), tasks),
+    }
 
 
-def theta_star_limit(cfg: ICTDConfig, dist: TaskDistribution, seed: int, at_training_length: IterationMap
-                     ) -> DepthLimit:
+def theta_star_limit(
+    cfg: ICTDConfig, dist: TaskDistribution, seed: int, at_training_length: IterationMap
+) -> DepthLimit:
     """Per context length, the sup error of θ*'s fixed point and its map's spectral radius. At the training
     length ``dist.context_len``, ``at_training_length`` (its map on the evaluation tasks, as a report's first
     section quotes it); at the longer ``LIMIT_LENGTHS``, on ``LIMIT_TASKS`` other tasks (``seed``) with
@@ -82,6 +85,11 @@ def theta_star_limit(cfg: ICTDConfig, dist: TaskDistribution, seed: int, at_trai
 
 
 def _limit_row(n: int, result: IterationMap, tasks: str) -> LimitRow:
-    return LimitRow(context_len=n, tasks=tasks, fixed_point_error=result.fixed_point_error,
-                    fixed_point_error_interval=result.fixed_point_error_interval,
-                    spectral_radius_mean=result.spectral_radius_mean, fraction_contracting=result.fraction_contracting)
+    return LimitRow(
+        context_len=n,
+        tasks=tasks,
+        fixed_point_error=result.fixed_point_error,
+        fixed_point_error_interval=result.fixed_point_error_interval,
+        spectral_radius_mean=result.spectral_radius_mean,
+        fraction_contracting=result.fraction_contracting,
+    )

@@ -11,13 +11,25 @@ from ictd_interp._lazy import lazy_exports
 
 _EXPORTS = {
     "algorithm_answers": "stylised",
-    "algorithm_sentences": "stylised", "limit_sentence": "stylised", "margin_sentence": "stylised",
+    "algorithm_sentences": "stylised",
+    "limit_sentence": "stylised",
+    "margin_sentence": "stylised",
     "diagonality_sentence": "stylised",
-    "td_heads": "standard", "verdict": "standard", "standard_sentences": "standard",
-    "linear_layer_sentence": "linear", "their_lines": "linear", "their_readings": "linear",
-    "common_figures": "shared_figures", "eval_tasks_label": "summary_md",
-    "layer_sentence": "summary_md", "baseline_table": "summary_md", "neu_lines": "summary_md", "write_with_figures": "summary_md",
-    "evaluate_ood": "ood", "write_ood": "ood", "ood_figures": "ood",
+    "td_heads": "standard",
+    "verdict": "standard",
+    "standard_sentences": "standard",
+    "linear_layer_sentence": "linear",
+    "their_lines": "linear",
+    "their_readings": "linear",
+    "common_figures": "shared_figures",
+    "eval_tasks_label": "summary_md",
+    "layer_sentence": "summary_md",
+    "baseline_table": "summary_md",
+    "neu_lines": "summary_md",
+    "write_with_figures": "summary_md",
+    "evaluate_ood": "ood",
+    "write_ood": "ood",
+    "ood_figures": "ood",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -3,25 +3,25 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Optional, Union
 
 import torch
 from torch import Tensor
 
-from analyses.metrics import baselines
 from analyses.figures import plots as figures
+from analyses.metrics import baselines
+from analyses.metrics.baselines import Baselines
 from analyses.metrics.convergence import GeometricFit, errors_by_context, errors_by_depth, fit_geometric
 from analyses.metrics.diagonality import model_margin
 from analyses.metrics.probes import query_gap
 from analyses.reports.summary_md import baseline_table
-from analyses.metrics.baselines import Baselines
 from analyses.summary.store import build, to_json
 from ictd_interp.io.progress import computed
 from ictd_interp.models import HookedICTDTransformer
-from ictd_interp.models.registry import ICTDModel, holds_theta_star
 from ictd_interp.models.fast.state_space import state_space_unavailable
+from ictd_interp.models.registry import ICTDModel, holds_theta_star
 from ictd_interp.tasks.mrp import describe_classes
 from ictd_interp.tasks.sampling import TaskBatch
 
@@ -71,27 +71,48 @@ def evaluate_ood(model: ICTDModel, tasks: TaskBatch, depth: int, lengths: list[i
     independent of the context length), else from the positional forward."""
     star = HookedICTDTransformer.from_theta_star(model.cfg)
     star_deep = HookedICTDTransformer.from_theta_star(model.cfg, depth=depth)
-    exact = {"model": holds_theta_star(model) and state_space_unavailable(model.cfg) is None,
-             "theta_star": state_space_unavailable(star.cfg) is None}
+    exact = {
+        "model": holds_theta_star(model) and state_space_unavailable(model.cfg) is None,
+        "theta_star": state_space_unavailable(star.cfg) is None,
+    }
     star_depth = errors_by_depth(star_deep, tasks, state_space=exact["theta_star"]).mean(-1).tolist()
     if bool(tasks.mrp.has_unique_stationary.all()):
-        margin = Margins(theta_star=model_margin(star, tasks).mean().item(),
-                         model=model_margin(model, tasks).mean().item() if holds_theta_star(model) else None)
+        margin = Margins(
+            theta_star=model_margin(star, tasks).mean().item(),
+            model=model_margin(model, tasks).mean().item() if holds_theta_star(model) else None,
+        )
     else:  # e.g. absorbing terminals: Assumption 5.1's population kernel needs a unique mu_pi
         first = int((~tasks.mrp.has_unique_stationary).nonzero()[0, 0])
         margin = Margins(unavailable=f"no unique stationary distribution: {describe_classes(tasks.mrp.P[first])}")
     mine, theirs = _values(model, tasks, exact["model"]), _values(star, tasks, exact["theta_star"])
     context = lambda m, ok: errors_by_context(m, tasks, lengths, ok).mean(-1).tolist()  # noqa: E731
-    sections = computed({
-        "depth": lambda: Curves(theta_star=star_depth, model=errors_by_depth(model, tasks, exact["model"]).mean(
-            -1).tolist() if holds_theta_star(model) else None),
-        "context": lambda: Curves(theta_star=context(star, exact["theta_star"]), model=context(model, exact["model"])),
-        "gap": lambda: query_gap(mine[:, -1], theirs[:, -1], tasks),
-        "baselines": lambda: baselines.compare(mine, tasks, tasks.mrp.gamma, model.cfg.n_layers,
-                                               extra={"theta_star": theirs}),
-    }, desc="evaluate")
-    return Evaluation(n_states=tasks.mrp.n_states, n_tasks=len(tasks), context_len=tasks.states.shape[1] - 1,
-                      margin=margin, theta_star_fit=fit_geometric(star_depth), context_lengths=lengths, **sections)
+    sections = computed(
+        {
+            "depth": lambda: Curves(
+                theta_star=star_depth,
+                model=errors_by_depth(model, tasks, exact["model"]).mean(-1).tolist()
+                if holds_theta_star(model)
+                else None,
+            ),
+            "context": lambda: Curves(
+                theta_star=context(star, exact["theta_star"]), model=context(model, exact["model"])
+            ),
+            "gap": lambda: query_gap(mine[:, -1], theirs[:, -1], tasks),
+            "baselines": lambda: baselines.compare(
+                mine, tasks, tasks.mrp.gamma, model.cfg.n_layers, extra={"theta_star": theirs}
+            ),
+        },
+        desc="evaluate",
+    )
+    return Evaluation(
+        n_states=tasks.mrp.n_states,
+        n_tasks=len(tasks),
+        context_len=tasks.states.shape[1] - 1,
+        margin=margin,
+        theta_star_fit=fit_geometric(star_depth),
+        context_lengths=lengths,
+        **sections,
+    )
 
 
 @torch.no_grad()
@@ -105,8 +126,20 @@ def write_ood(result: Evaluation, out_dir: Union[str, Path]) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "evaluation.json").write_text(json.dumps(to_json(result), indent=1))
     title = f"# Out-of-distribution evaluation of `{result.source}` on {result.environment}"
-    lines = [title, "", sample_sentence(result), "", result.baselines.sentence, "", *baseline_table(result.baselines),
-             "", "## Error against context length and depth", "", *curve_sentences(result), ""]
+    lines = [
+        title,
+        "",
+        sample_sentence(result),
+        "",
+        result.baselines.sentence,
+        "",
+        *baseline_table(result.baselines),
+        "",
+        "## Error against context length and depth",
+        "",
+        *curve_sentences(result),
+        "",
+    ]
     (out_dir / "evaluation.md").write_text("\n".join(lines))
     (out_dir / "figures").mkdir(exist_ok=True)  # as analyze lays its folder out
     for name, fig in ood_figures(result).items():
@@ -118,11 +151,13 @@ def sample_sentence(result: Evaluation) -> str:
     """Which tasks, how many, and at which depth every number below is read."""
     s = result.settings
     features = f"{s.get('feature_kind', '?')} features × {s.get('feature_scale', '?')}"
-    return (f"{result.n_tasks} tasks from `{result.environment}` (policy: {result.policy or 'n/a'}), {result.n_states} "
-            f"states, one trajectory of {result.context_len} transitions per task, γ = {s.get('gamma', '?')}, "
-            f"{features}, seed {s.get('seed', '?')}. The model runs at its own depth ({result.baselines.depth} layers) "
-            "and θ* at the same depth unless a line says otherwise; errors are over the context's positions 0..n, "
-            "the query included, and every curve is a mean over the tasks.")
+    return (
+        f"{result.n_tasks} tasks from `{result.environment}` (policy: {result.policy or 'n/a'}), {result.n_states} "
+        f"states, one trajectory of {result.context_len} transitions per task, γ = {s.get('gamma', '?')}, "
+        f"{features}, seed {s.get('seed', '?')}. The model runs at its own depth ({result.baselines.depth} layers) "
+        "and θ* at the same depth unless a line says otherwise; errors are over the context's positions 0..n, "
+        "the query included, and every curve is a mean over the tasks."
+    )
 
 
 def curve_sentences(result: Evaluation) -> list[str]:
@@ -131,23 +166,34 @@ def curve_sentences(result: Evaluation) -> list[str]:
 
     def course(curve: list[float]) -> str:
         best = min(range(len(curve)), key=curve.__getitem__)
-        return (f"{curve[0]:.3f} at n = {n[0]} → {curve[-1]:.3f} at n = {n[-1]}"
-                + (f" (lowest {curve[best]:.3f} at n = {n[best]})" if 0 < best < len(curve) - 1 else ""))
+        return f"{curve[0]:.3f} at n = {n[0]} → {curve[-1]:.3f} at n = {n[-1]}" + (
+            f" (lowest {curve[best]:.3f} at n = {n[best]})" if 0 < best < len(curve) - 1 else ""
+        )
 
-    lines = [f"- Sup error ‖v_L − v_π‖∞ against the context length (figure `error_vs_context.png`): the model "
-             f"{course(ctx.model)}; θ* at the same depth {course(ctx.theta_star)}."]
+    lines = [
+        f"- Sup error ‖v_L − v_π‖∞ against the context length (figure `error_vs_context.png`): the model "
+        f"{course(ctx.model)}; θ* at the same depth {course(ctx.theta_star)}."
+    ]
     deepest = len(result.depth.theta_star) - 1
     star = result.depth.theta_star
-    lines.append(f"- Against depth at n = {result.context_len} (figure `figures/error_vs_depth.png`): θ* {star[0]:.3f} "
-                 f"at depth 0 → {star[-1]:.3f} at depth {deepest}; a fit a ρ^L + floor over those "
-                 f"depths gives ρ = {fit.rate:.3f} and floor {fit.floor:.3f} (the fit's, over the depths it saw)"
-                 + (f"; the model {result.depth.model[-1]:.3f} at its depth {len(result.depth.model) - 1}."
-                    if result.depth.model else "."))
+    lines.append(
+        f"- Against depth at n = {result.context_len} (figure `figures/error_vs_depth.png`): θ* {star[0]:.3f} "
+        f"at depth 0 → {star[-1]:.3f} at depth {deepest}; a fit a ρ^L + floor over those "
+        f"depths gives ρ = {fit.rate:.3f} and floor {fit.floor:.3f} (the fit's, over the depths it saw)"
+        + (
+            f"; the model {result.depth.model[-1]:.3f} at its depth {len(result.depth.model) - 1}."
+            if result.depth.model
+            else "."
+        )
+    )
     m = result.margin
-    lines.append(f"- Assumption 5.1 margin C (mean over the tasks): θ* {m.theta_star:+.3f}"
-                 + (f", the model's kernel {m.model:+.3f}" if m.model is not None else "")
-                 + ("; C ≤ 0: Theorem 2's contraction bound does not apply." if m.theta_star <= 0 else ".")
-                 if m.unavailable is None else f"- Assumption 5.1 margin: not computed ({m.unavailable}).")
+    lines.append(
+        f"- Assumption 5.1 margin C (mean over the tasks): θ* {m.theta_star:+.3f}"
+        + (f", the model's kernel {m.model:+.3f}" if m.model is not None else "")
+        + ("; C ≤ 0: Theorem 2's contraction bound does not apply." if m.theta_star <= 0 else ".")
+        if m.unavailable is None
+        else f"- Assumption 5.1 margin: not computed ({m.unavailable})."
+    )
     return lines
 
 
@@ -159,10 +205,16 @@ def ood_figures(result: Union[Evaluation, dict[str, Any]]) -> dict[str, Any]:
     if result.depth.model is not None:
         curves["trained model"] = result.depth.model
     depth_fig = figures.error_vs_depth(curves, fits)
-    depth_fig.axes[0].set_title(figures.wrapped(f"Error versus depth at n = {result.context_len} "
-                                                f"({result.environment}; mean over {result.n_tasks} tasks)", 50),
-                                fontsize=9)
+    depth_fig.axes[0].set_title(
+        figures.wrapped(
+            f"Error versus depth at n = {result.context_len} ({result.environment}; mean over {result.n_tasks} tasks)",
+            50,
+        ),
+        fontsize=9,
+    )
     context = {"trained model": result.context.model, "theta_star": result.context.theta_star}
     where = f"{result.environment}, depth {result.baselines.depth}; mean over {result.n_tasks} tasks"
-    return {"error_vs_depth": depth_fig,
-            "error_vs_context": figures.error_vs_context(result.context_lengths, context, where)}
+    return {
+        "error_vs_depth": depth_fig,
+        "error_vs_context": figures.error_vs_context(result.context_lengths, context, where),
+    }

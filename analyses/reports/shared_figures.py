@@ -10,10 +10,13 @@ from analyses.summary.sections import Summary
 def common_figures(summary: Summary) -> dict[str, plots.Figure]:
     """Error against context length, predictions against v_pi, and (where measured) the depth extrapolation."""
     ex, conv, ext = summary.example, summary.convergence, summary.algorithm.extrapolation
-    out = {"error_vs_context": plots.error_vs_context(conv.context_lengths, conv.context),
-           "predicted_vs_true": plots.predicted_vs_true(ex.predicted, ex.true)}
+    out = {
+        "error_vs_context": plots.error_vs_context(conv.context_lengths, conv.context),
+        "predicted_vs_true": plots.predicted_vs_true(ex.predicted, ex.true),
+    }
     if ext is not None:
         reference = plots.STAR if ext.reference_name == "theta*" else ext.reference_name
-        out["depth_extrapolation"] = plots.depth_extrapolation(ext.depths, ext.model, ext.reference,
-                                                               ext.trained_depth, ext.verdict, reference=reference)
+        out["depth_extrapolation"] = plots.depth_extrapolation(
+            ext.depths, ext.model, ext.reference, ext.trained_depth, ext.verdict, reference=reference
+        )
     return out

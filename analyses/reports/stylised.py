@@ -12,32 +12,45 @@ from typing import Any, Optional
 
 import torch
 
+from analyses.figures import plots
+from analyses.figures.plots import STAR
 from analyses.metrics import baselines, cosine_null, in_context
 from analyses.metrics.acting import model_acting
 from analyses.metrics.algorithm_id import IterationMap, LayerReading, identify_layers, iteration_map, read_layer
-from analyses.metrics.extrapolation import depth_extrapolation, depths_up_to, layer_at_depth, spectral_depth
-from analyses.metrics.convergence import CONTEXT_LENGTHS, errors_by_context, errors_by_depth, fit_geometric
+from analyses.metrics.convergence import (
+    CONTEXT_LENGTHS,
+    GeometricFit,
+    errors_by_context,
+    errors_by_depth,
+    fit_geometric,
+)
 from analyses.metrics.diagonality import kernel_diagonality_mean, model_margin, state_kernels
+from analyses.metrics.extrapolation import depth_extrapolation, depths_up_to, layer_at_depth, spectral_depth
 from analyses.metrics.heads import head_kernels, most_like
 from analyses.metrics.neu import neu_grid
-from ictd_interp.models.fast.state_space import state_space_unavailable
 from analyses.metrics.probes import activation_cosines, circuit_cosines, prediction_gap, sensitivity_cosine
-from analyses.reports.summary_md import control_algorithm_sentence, eval_tasks_label
-from analyses.summary.sections import Summary
-from analyses.summary.store import build
-from analyses.reports.summary_md import (acting_lines, answer_lines, baseline_table, interval_text, layer_sentence,
-                                     neu_lines, number, signs_text)
 from analyses.metrics.theta_star_limit import DepthLimit, star_map, theta_star_limit, theta_star_rows
-from analyses.summary.sections import Algorithm, DepthCurves, Diagonality, Margin
-from analyses.figures import plots
-from analyses.figures.plots import STAR
-from ictd_interp.models.constructions.theta_star import SIGNATURE_INPUTS, SIGNATURE_TEXT
+from analyses.reports.summary_md import (
+    acting_lines,
+    answer_lines,
+    baseline_table,
+    control_algorithm_sentence,
+    eval_tasks_label,
+    interval_text,
+    layer_sentence,
+    neu_lines,
+    number,
+    signs_text,
+)
+from analyses.summary.sections import Algorithm, DepthCurves, Diagonality, Margin, Summary
+from analyses.summary.store import build
 from ictd_interp.config import TrainConfig
 from ictd_interp.io.progress import computed
 from ictd_interp.models import HookedICTDTransformer
 from ictd_interp.models.architectures.hook_names import ends_with
+from ictd_interp.models.constructions.theta_star import SIGNATURE_INPUTS, SIGNATURE_TEXT
+from ictd_interp.models.fast.state_space import state_space_unavailable
 from ictd_interp.tasks.sampling import TaskBatch, sample_from
-from analyses.metrics.convergence import GeometricFit
 from ictd_interp.training.evaluation import EvalSet, evaluate
 
 ARCHITECTURE = "stylised"  # the architecture of this report (found by analyses.analyze)
@@ -47,8 +60,14 @@ FIT_TASKS = 64  # the function-space fit (and its bootstrap) runs on the first 6
 NEU_LONG, NEU_DEEP, NEU_TASKS = 100, (12, 96), 2048
 
 
-def compute(model: HookedICTDTransformer, config: TrainConfig, source: str, curves: Optional[dict[str, list]],
-            metadata: Optional[dict[str, Any]] = None, neu: bool = True) -> Summary:
+def compute(
+    model: HookedICTDTransformer,
+    config: TrainConfig,
+    source: str,
+    curves: Optional[dict[str, list]],
+    metadata: Optional[dict[str, Any]] = None,
+    neu: bool = True,
+) -> Summary:
     """Every number of the report of a stylised model (``neu=False`` leaves out the NEU section, the slowest;
     ``metadata``, the checkpoint's, is not read: the stylised report needs nothing from it)."""
     eval_set = EvalSet.build(replace(config, device="cpu"))
@@ -66,19 +85,27 @@ def compute(model: HookedICTDTransformer, config: TrainConfig, source: str, curv
             errors_by_depth(HookedICTDTransformer.from_theta_star(model.cfg, depth=depth), tasks).mean(-1).tolist()
         )
         deeper = layer_at_depth(model, depth)  # the trained layers run past their depth, as far as θ*'s curve
-        return {"depth": DepthCurves(model=errors_by_depth(deeper, tasks).mean(-1).tolist(), theta_star=star_depth),
-                "theta_star_fit": fit_geometric(star_depth), "one_minus_C": 1 - C.mean().item(),
-                "theta_star_limit": theta_star_limit(model.cfg, config.tasks, config.eval_seed + 2, star_fixed),
-                "context_lengths": list(CONTEXT_LENGTHS),
-                "context": {name: errors_by_context(m, long_tasks, CONTEXT_LENGTHS).mean(-1).tolist()
-                            for name, m in (("trained model", model), ("theta* (same depth)", star))}}
+        return {
+            "depth": DepthCurves(model=errors_by_depth(deeper, tasks).mean(-1).tolist(), theta_star=star_depth),
+            "theta_star_fit": fit_geometric(star_depth),
+            "one_minus_C": 1 - C.mean().item(),
+            "theta_star_limit": theta_star_limit(model.cfg, config.tasks, config.eval_seed + 2, star_fixed),
+            "context_lengths": list(CONTEXT_LENGTHS),
+            "context": {
+                name: errors_by_context(m, long_tasks, CONTEXT_LENGTHS).mean(-1).tolist()
+                for name, m in (("trained model", model), ("theta* (same depth)", star))
+            },
+        }
 
     out: dict[str, Any] = {}
     sections = computed(
         {
             "metrics": lambda: evaluate(model, eval_set).to_dict(),
             "baselines": lambda: baselines.compare(
-                model_values, tasks, config.tasks.gamma, model.cfg.n_layers,
+                model_values,
+                tasks,
+                config.tasks.gamma,
+                model.cfg.n_layers,
                 extra=theta_star_rows(model.cfg, tasks),
             ),
             "probes": lambda: {
@@ -100,9 +127,14 @@ def compute(model: HookedICTDTransformer, config: TrainConfig, source: str, curv
             "algorithm": lambda: algorithm_answers(model, star, tasks, star_fixed),
             "in_context": lambda: replace(
                 in_context.assess(model, tasks, out["baselines"], out["algorithm"].layers[-1], config.tasks.gamma),
-                **dict(zip(("cos_A", "cos_V"), cosine_null.lowest(model))), cosine_nulls=cosine_null.nulls(model.cfg)),
-            "acting": lambda: (model_acting(model, config.tasks, config.eval_seed + 3)
-                               if config.tasks.n_actions and model.cfg.attention == "softmax" else None),
+                **dict(zip(("cos_A", "cos_V"), cosine_null.lowest(model))),
+                cosine_nulls=cosine_null.nulls(model.cfg),
+            ),
+            "acting": lambda: (
+                model_acting(model, config.tasks, config.eval_seed + 3)
+                if config.tasks.n_actions and model.cfg.attention == "softmax"
+                else None
+            ),
             "circuit": lambda: {"heads": (heads := head_kernels(model, tasks)), **most_like(heads)},
             "convergence": convergence,
             "neu": lambda: (
@@ -123,13 +155,24 @@ def compute(model: HookedICTDTransformer, config: TrainConfig, source: str, curv
         desc="analyze",
         into=out,
     )
-    return build(Summary, {"source": source, "architecture": model.cfg.architecture, "config": config.to_dict(),
-                           "model_config": model.cfg.to_dict(), "n_eval_tasks": len(tasks),
-                           "eval_tasks": eval_tasks_label(config, len(tasks)), "curves": curves, **sections})
+    return build(
+        Summary,
+        {
+            "source": source,
+            "architecture": model.cfg.architecture,
+            "config": config.to_dict(),
+            "model_config": model.cfg.to_dict(),
+            "n_eval_tasks": len(tasks),
+            "eval_tasks": eval_tasks_label(config, len(tasks)),
+            "curves": curves,
+            **sections,
+        },
+    )
 
 
-def algorithm_answers(model: HookedICTDTransformer, star: HookedICTDTransformer, tasks: TaskBatch,
-                      star_fixed: IterationMap) -> Algorithm:
+def algorithm_answers(
+    model: HookedICTDTransformer, star: HookedICTDTransformer, tasks: TaskBatch, star_fixed: IterationMap
+) -> Algorithm:
     """Which algorithm each layer runs (read from the weights where the layer is a fixed linear map,
     fitted otherwise), what iterating the last layer does (from the spectrum of its map), the error
     curve run as deep as that spectrum needs, and theta*'s own map and fixed point on the same tasks."""
@@ -152,14 +195,22 @@ def algorithm_answers(model: HookedICTDTransformer, star: HookedICTDTransformer,
         verdict = iterated.verdict
         if iterated.converges and extrapolation.verdict.startswith("settles on a worse fixed point"):
             verdict += f", to a fixed point worse than its error at depth {extrapolation.best_depth}"
-        extrapolation = replace(extrapolation, curve_verdict=extrapolation.verdict, verdict=verdict,
-                                converges=iterated.converges,
-                                verdict_from="spectrum of the last layer's map on state values")
+        extrapolation = replace(
+            extrapolation,
+            curve_verdict=extrapolation.verdict,
+            verdict=verdict,
+            converges=iterated.converges,
+            verdict_from="spectrum of the last layer's map on state values",
+        )
     else:
         extrapolation = replace(extrapolation, verdict_from="error curve (no linear map could be read or fitted)")
-    return Algorithm(source="weights" if reason is None else "fit", exact_read_unavailable=reason, layers=layers,
-                     extrapolation=extrapolation,
-                     theta_star_map=replace(star_fixed, spectral_radius=None, fixed_point_errors=None))
+    return Algorithm(
+        source="weights" if reason is None else "fit",
+        exact_read_unavailable=reason,
+        layers=layers,
+        extrapolation=extrapolation,
+        theta_star_map=replace(star_fixed, spectral_radius=None, fixed_point_errors=None),
+    )
 
 
 @torch.no_grad()
@@ -169,10 +220,13 @@ def _example(model: HookedICTDTransformer, star: HookedICTDTransformer, tasks) -
     _, mine = model.run_with_cache(prompt[:1], names_filter=ends_with("hook_pattern"))
     _, ref = star.run_with_cache(prompt[:1], names_filter=ends_with("hook_pattern"))
     M, _ = state_kernels(mine["pattern", 0][:, 0].double(), tasks.states[:1], tasks.mrp.n_states)
-    return {"pattern_model": mine["pattern", 0][0, 0].tolist(), "pattern_theta_star": ref["pattern", 0][0, 0].tolist(),
-            "grouped_kernel": M[0].nan_to_num(0.0).tolist(),
-            "predicted": {"model": model(prompt)[:, -1].tolist(), "theta_star": star(prompt)[:, -1].tolist()},
-            "true": tasks.v_true[:, -1].tolist()}
+    return {
+        "pattern_model": mine["pattern", 0][0, 0].tolist(),
+        "pattern_theta_star": ref["pattern", 0][0, 0].tolist(),
+        "grouped_kernel": M[0].nan_to_num(0.0).tolist(),
+        "predicted": {"model": model(prompt)[:, -1].tolist(), "theta_star": star(prompt)[:, -1].tolist()},
+        "true": tasks.v_true[:, -1].tolist(),
+    }
 
 
 # ---- words (summary.md) ----------------------------------------------------------------------------------
@@ -183,28 +237,41 @@ def algorithm_sentences(alg: Algorithm, base: Baselines, gamma: float) -> list[s
     ext = alg.extrapolation
     lines = [f"- **At its trained depth ({ext.trained_depth} layers).** " + base.sentence]
     if alg.exact_read_unavailable:
-        lines.append(f"- Its layers are not a fixed linear map of the values ({alg.exact_read_unavailable}): "
-                     "the TD coefficients below are a least-squares fit in function space.")
-    lines.append(f"- **Iterated beyond its trained depth** the learned layer {ext.verdict} (decided from the "
-                 f"{ext.verdict_from}; the rule: it converges when iterated iff the map's radius is below 1 on every "
-                 f"task, diverges iff above 1 on every task). MSVE {ext.model[-1]:.3g} at depth {ext.depths[-1]}, "
-                 f"the depth the spectrum needs to show (θ* {ext.reference[-1]:.3g})."
-                 + _neutral_note(alg.layers[-1].iteration))
+        lines.append(
+            f"- Its layers are not a fixed linear map of the values ({alg.exact_read_unavailable}): "
+            "the TD coefficients below are a least-squares fit in function space."
+        )
+    lines.append(
+        f"- **Iterated beyond its trained depth** the learned layer {ext.verdict} (decided from the "
+        f"{ext.verdict_from}; the rule: it converges when iterated iff the map's radius is below 1 on every "
+        f"task, diverges iff above 1 on every task). MSVE {ext.model[-1]:.3g} at depth {ext.depths[-1]}, "
+        f"the depth the spectrum needs to show (θ* {ext.reference[-1]:.3g})." + _neutral_note(alg.layers[-1].iteration)
+    )
     if not ext.converges:
-        lines.append("  The learned update is a finite-depth estimator, not a convergent TD algorithm: running it "
-                     "longer makes it worse, whatever its weight cosine with θ* says.")
+        lines.append(
+            "  The learned update is a finite-depth estimator, not a convergent TD algorithm: running it "
+            "longer makes it worse, whatever its weight cosine with θ* says."
+        )
     star = alg.theta_star_map
     if star:
-        lines.append(f"- θ*'s map on the same tasks {star.verdict} (radius {star.spectral_radius_mean:.3f} on "
-                     "average" + _neutral_note(star, "; ") + ")"
-                     + (f"; its depth limit is {_limit_text(star)} from v_π (sup norm, mean over the evaluation "
-                        f"tasks whose map contracts ({_share(star)}), 95% t interval)."
-                        if star.fixed_point_error is not None else "."))
+        lines.append(
+            f"- θ*'s map on the same tasks {star.verdict} (radius {star.spectral_radius_mean:.3f} on "
+            "average"
+            + _neutral_note(star, "; ")
+            + ")"
+            + (
+                f"; its depth limit is {_limit_text(star)} from v_π (sup norm, mean over the evaluation "
+                f"tasks whose map contracts ({_share(star)}), 95% t interval)."
+                if star.fixed_point_error is not None
+                else "."
+            )
+        )
     for first, last, row in distinct_layers(alg.layers):
         sentence = layer_sentence(row, gamma)
         if last > first:
-            sentence = sentence.replace(f"Layer {first}: ", f"Layers {first}–{last} (one tied layer, the same "
-                                        "weights at every depth): ", 1)
+            sentence = sentence.replace(
+                f"Layer {first}: ", f"Layers {first}–{last} (one tied layer, the same weights at every depth): ", 1
+            )
         lines.append("- " + sentence)
     return lines
 
@@ -213,8 +280,10 @@ def _neutral_note(iteration: Optional[IterationMap], lead: str = " ") -> str:
     neutral = iteration.neutral_tasks if iteration else None
     if not neutral:
         return ""
-    text = (f"on {neutral} tasks the map has the eigenvalue 1 exactly (a state that is never a source adds it), a "
-            "direction the layer never moves, left out of the radius")
+    text = (
+        f"on {neutral} tasks the map has the eigenvalue 1 exactly (a state that is never a source adds it), a "
+        "direction the layer never moves, left out of the radius"
+    )
     return lead + (text[0].upper() + text[1:] + "." if lead == " " else text)
 
 
@@ -251,52 +320,73 @@ def _share(result: IterationMap) -> str:
 def limit_sentence(limit: DepthLimit, fit: GeometricFit) -> str:
     """θ*'s limit computed (fixed point of its map) beside the geometric fit over a few depths."""
     rows = limit.rows
-    floors = ", ".join(f"{_limit_text(r)} (n = {r.context_len}, ρ {r.spectral_radius_mean:.3f}"
-                       + (", the evaluation tasks" if r.tasks == "evaluation" else "") + ")" for r in rows)
+    floors = ", ".join(
+        f"{_limit_text(r)} (n = {r.context_len}, ρ {r.spectral_radius_mean:.3f}"
+        + (", the evaluation tasks" if r.tasks == "evaluation" else "")
+        + ")"
+        for r in rows
+    )
     asymptotic = rows[0].spectral_radius_mean
     rate = fit.rate
     same = abs(rate - asymptotic) < 0.02
     longer = [r.context_len for r in rows if r.tasks != "evaluation"]
-    where = (f"at the training length on the evaluation tasks (the number quoted above), at n = "
-             f"{', '.join(map(str, longer))} on {limit.n_tasks} other tasks with longer trajectories"
-             if longer and len(longer) < len(rows) else f"on {limit.n_tasks} tasks")
-    return (f"θ*'s limit as depth grows, computed as the fixed point of its map {where} (sup error, mean over the "
-            f"contracting tasks with its 95% t interval): {floors}. The "
-            f"geometric fit over the report's depths gives rate {rate:.3f} and "
-            f"floor {fit.floor:.3f}; " + ("that rate is the asymptotic one (ρ of the map)." if same else
-            f"that rate is not the asymptotic one (ρ of θ*'s map ≈ {asymptotic:.3f}): the fit describes only the "
-            "depths it saw, and its floor is not the limit."))
+    where = (
+        f"at the training length on the evaluation tasks (the number quoted above), at n = "
+        f"{', '.join(map(str, longer))} on {limit.n_tasks} other tasks with longer trajectories"
+        if longer and len(longer) < len(rows)
+        else f"on {limit.n_tasks} tasks"
+    )
+    return (
+        f"θ*'s limit as depth grows, computed as the fixed point of its map {where} (sup error, mean over the "
+        f"contracting tasks with its 95% t interval): {floors}. The "
+        f"geometric fit over the report's depths gives rate {rate:.3f} and "
+        f"floor {fit.floor:.3f}; "
+        + (
+            "that rate is the asymptotic one (ρ of the map)."
+            if same
+            else f"that rate is not the asymptotic one (ρ of θ*'s map ≈ {asymptotic:.3f}): the fit describes only the "
+            "depths it saw, and its floor is not the limit."
+        )
+    )
 
 
 def margin_sentence(margin: Margin, one_minus_c: float, rate: float, gamma: float) -> str:
     C = margin.theta_star_mean
     if C <= 0:
-        return (f"The Assumption 5.1 margin of θ*'s kernel, C = {C:+.3f} (mean over the tasks; the worst "
-                f"{margin.theta_star_min:+.3f}), is not positive: the population kernel's diagonal is below "
-                f"(1+γ)/2 = {(1 + gamma) / 2:.3f}, so Theorem 2's contraction bound (rate 1 − C = {one_minus_c:.3f} "
-                f"> 1) does not apply here, and says nothing about θ*'s error, which the fit shows falling with depth "
-                f"at rate {rate:.3f} over the depths it saw. On Boyan chains of 10 states with d = 10, one-hot "
-                "features (they need d ≥ the number of states) at scale 3 give C > 0 on 95% of tasks and at "
-                "scale 5 on all (docs/theory.md §5).")
-    return (f"The Assumption 5.1 margin of θ*'s kernel, C = {C:+.3f} (mean over the tasks; the worst "
-            f"{margin.theta_star_min:+.3f}), is positive: where C > 0, Theorem 2 bounds θ*'s error by a geometric "
-            f"rate 1 − C = {one_minus_c:.3f}; the fitted rate is {rate:.3f}.")
+        return (
+            f"The Assumption 5.1 margin of θ*'s kernel, C = {C:+.3f} (mean over the tasks; the worst "
+            f"{margin.theta_star_min:+.3f}), is not positive: the population kernel's diagonal is below "
+            f"(1+γ)/2 = {(1 + gamma) / 2:.3f}, so Theorem 2's contraction bound (rate 1 − C = {one_minus_c:.3f} "
+            f"> 1) does not apply here, and says nothing about θ*'s error, which the fit shows falling with depth "
+            f"at rate {rate:.3f} over the depths it saw. On Boyan chains of 10 states with d = 10, one-hot "
+            "features (they need d ≥ the number of states) at scale 3 give C > 0 on 95% of tasks and at "
+            "scale 5 on all (docs/theory.md §5)."
+        )
+    return (
+        f"The Assumption 5.1 margin of θ*'s kernel, C = {C:+.3f} (mean over the tasks; the worst "
+        f"{margin.theta_star_min:+.3f}), is positive: where C > 0, Theorem 2 bounds θ*'s error by a geometric "
+        f"rate 1 − C = {one_minus_c:.3f}; the fitted rate is {rate:.3f}."
+    )
 
 
 def diagonality_sentence(diag: Diagonality, model_mean: float) -> str:
-    return (f"Kernel diagonality (attention mass a query puts on its own state): model {model_mean:.3f}, θ* "
-            f"{diag.theta_star:.3f} on the same tasks, against the level (1+γ)/2 = {diag.threshold:.3f} that "
-            "Assumption 5.1 asks of the population kernel. θ*'s value is set by the features alone; a model's value "
-            "near it says its kernel is as diagonal, not that it is θ*'s kernel. Sharper features raise both.")
+    return (
+        f"Kernel diagonality (attention mass a query puts on its own state): model {model_mean:.3f}, θ* "
+        f"{diag.theta_star:.3f} on the same tasks, against the level (1+γ)/2 = {diag.threshold:.3f} that "
+        "Assumption 5.1 asks of the population kernel. θ*'s value is set by the features alone; a model's value "
+        "near it says its kernel is as diagonal, not that it is θ*'s kernel. Sharper features raise both."
+    )
 
 
 def lines(summary: Summary) -> list[str]:
     m, p, cfg = summary.metrics, summary.probes, summary.model
     conv, alg, ext = summary.convergence, summary.algorithm, summary.algorithm.extrapolation
     tied = cfg.tied
-    signature = ([f"- layers 0–{len(m.signature) - 1} (tied): {signs_text(m.signature[0])}"]
-                 if tied and all(s == m.signature[0] for s in m.signature) else
-                 [f"- layer {l}: {signs_text(s)}" for l, s in enumerate(m.signature)])
+    signature = (
+        [f"- layers 0–{len(m.signature) - 1} (tied): {signs_text(m.signature[0])}"]
+        if tied and all(s == m.signature[0] for s in m.signature)
+        else [f"- layer {l}: {signs_text(s)}" for l, s in enumerate(m.signature)]
+    )
     return [
         f"# ICTD analysis of `{summary.source}`",
         "",
@@ -356,18 +446,22 @@ def lines(summary: Summary) -> list[str]:
 def figures(summary: Summary) -> dict[str, plots.Figure]:
     ex, conv, tied = summary.example, summary.convergence, summary.model.tied
     out = {
-        "attention": plots.attention_comparison({"trained, layer 0": ex.pattern_model,
-                                                 f"{STAR}, layer 0": ex.pattern_theta_star}),
+        "attention": plots.attention_comparison(
+            {"trained, layer 0": ex.pattern_model, f"{STAR}, layer 0": ex.pattern_theta_star}
+        ),
         "grouped_kernel": plots.grouped_kernel(ex.grouped_kernel, "grouped kernel $\\hat M_n$ (model, layer 0)"),
         "signature": plots.signature_bars(summary.metrics.signature, tied=tied, gamma=summary.gamma),
         "error_vs_depth": plots.error_vs_depth(
             {"theta*": conv.depth.theta_star, "trained layers (repeated past their depth)": conv.depth.model},
-            {"theta*": conv.theta_star_fit}, conv.one_minus_C, trained_depth=summary.model.n_layers),
+            {"theta*": conv.theta_star_fit},
+            conv.one_minus_C,
+            trained_depth=summary.model.n_layers,
+        ),
     }
     if summary.curves:
         c = summary.curves
-        out["diagonality_over_training"] = plots.diagonality_curve(c.step, c.kernel_diagonality_mean,
-                                                                   summary.gamma, c.kernel_diagonality_heads,
-                                                                   summary.diagonality.theta_star)
+        out["diagonality_over_training"] = plots.diagonality_curve(
+            c.step, c.kernel_diagonality_mean, summary.gamma, c.kernel_diagonality_heads, summary.diagonality.theta_star
+        )
         out["cosine_over_training"] = plots.cosine_curves(c.step, c.cos_A, c.cos_V, tied=tied)
     return out

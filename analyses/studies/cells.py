@@ -47,8 +47,7 @@ def stack_rule(device: str) -> tuple[Optional[int], int]:
     return (None, GPU_STACK_TASKS) if device == "cuda" else (STACK_MAX_TASKS_PER_BATCH, STACK_TASKS)
 
 
-def stack_groups(cells: list[Cell], workers: int, previous: Optional[dict[str, list[str]]] = None
-                 ) -> list[list[Cell]]:
+def stack_groups(cells: list[Cell], workers: int, previous: Optional[dict[str, list[str]]] = None) -> list[list[Cell]]:
     """``cells`` in units of work: a list of one cell runs alone (``run_cell``), a longer one as a stack
     (``run_stacked_cells``). A started cell keeps the unit of its last stretch (``previous``: cell name -> the
     cells it was stepped with, itself included), with those of them still in ``cells``. The others: cells of
@@ -90,8 +89,9 @@ def _shares(workers: int, sizes: list[int]) -> list[int]:
     return shares
 
 
-def run_stacked_cells(cell_dirs: list[str], configs: list[dict[str, Any]], stop_file: str,
-                      keep_freed_memory: bool = False) -> list[dict[str, Any]]:
+def run_stacked_cells(
+    cell_dirs: list[str], configs: list[dict[str, Any]], stop_file: str, keep_freed_memory: bool = False
+) -> list[dict[str, Any]]:
     """Train cells of one shape as one stack (or resume them together), then analyse each; runs inside a Ray
     worker on one torch thread. Cells whose runs cannot continue together (some started, some not, no step at
     which all have a checkpoint, a stored run with other settings, a last stretch in another unit) or whose
@@ -111,8 +111,10 @@ def run_stacked_cells(cell_dirs: list[str], configs: list[dict[str, Any]], stop_
     run_dirs, stop, names = [c / "run" for c in cells], (lambda: Path(stop_file).exists()), [c.name for c in cells]
     if stop():
         return [write_status(c, "interrupted") for c in cells]
-    one_by_one = lambda: [run_cell(str(c), cfg, stop_file, keep_freed_memory, started_at)  # noqa: E731
-                          for c, cfg in zip(cells, configs)]
+    one_by_one = lambda: [
+        run_cell(str(c), cfg, stop_file, keep_freed_memory, started_at)  # noqa: E731
+        for c, cfg in zip(cells, configs)
+    ]
     if any(read_status(c).get("status") == "done" for c in cells):  # a retry after some finished: never redone
         return one_by_one()
     cfgs = [TrainConfig.from_dict(c) for c in configs]
@@ -123,9 +125,19 @@ def run_stacked_cells(cell_dirs: list[str], configs: list[dict[str, Any]], stop_
 
     def failed(err: Exception) -> list[dict[str, Any]]:
         trace, wall = traceback.format_exc(limit=-3), time.perf_counter() - started_at
-        return [write_status(c, "failed", error=f"{type(err).__name__}: {err}", trace=trace, wall_time=wall,
-                             earlier_attempts=earlier[c], **together,
-                             **({"trained_in": ended(paths[c], c / "run")} if c in paths else {})) for c in cells]
+        return [
+            write_status(
+                c,
+                "failed",
+                error=f"{type(err).__name__}: {err}",
+                trace=trace,
+                wall_time=wall,
+                earlier_attempts=earlier[c],
+                **together,
+                **({"trained_in": ended(paths[c], c / "run")} if c in paths else {}),
+            )
+            for c in cells
+        ]
 
     try:
         loops = reopen_stack(run_dirs) if all(started) else open_stack(cfgs, run_dirs)
@@ -144,9 +156,19 @@ def run_stacked_cells(cell_dirs: list[str], configs: list[dict[str, Any]], stop_
         return one_by_one()
     except Exception as err:
         return failed(err)
-    return [_analyse_stacked(cell, run, {"wall_time": time.perf_counter() - started_at,
-                                         "earlier_attempts": earlier[cell], "trained_in": ended(paths[cell], run.step),
-                                         **together}) for cell, run in zip(cells, runs)]
+    return [
+        _analyse_stacked(
+            cell,
+            run,
+            {
+                "wall_time": time.perf_counter() - started_at,
+                "earlier_attempts": earlier[cell],
+                "trained_in": ended(paths[cell], run.step),
+                **together,
+            },
+        )
+        for cell, run in zip(cells, runs)
+    ]
 
 
 def _stack_start(cells: list[Path], cfgs: list) -> Optional[list[bool]]:
@@ -166,8 +188,11 @@ def _stack_start(cells: list[Path], cfgs: list) -> Optional[list[bool]]:
         for run_dir in (r for r, begun in zip(run_dirs, started) if begun):
             set_aside_run(run_dir)
         started = [False] * len(cells)
-    if any(started) and (not all(started) or not ours or any(run_folder.load_run_config(r).differences(c)
-                                                             for r, c in zip(run_dirs, cfgs))):
+    if any(started) and (
+        not all(started)
+        or not ours
+        or any(run_folder.load_run_config(r).differences(c) for r, c in zip(run_dirs, cfgs))
+    ):
         return None
     return started
 
@@ -181,13 +206,19 @@ def _analyse_stacked(cell: Path, run, info: dict[str, Any]) -> dict[str, Any]:
     try:
         analyze(run.out_dir, cell / "analysis", neu=False, draw=False)
     except Exception as err:
-        return write_status(cell, "failed", error=f"{type(err).__name__}: {err}", trace=traceback.format_exc(limit=-3),
-                            **info)
+        return write_status(
+            cell, "failed", error=f"{type(err).__name__}: {err}", trace=traceback.format_exc(limit=-3), **info
+        )
     return write_status(cell, "done", **info)
 
 
-def run_cell(cell_dir: str, config: dict[str, Any], stop_file: str, keep_freed_memory: bool = False,
-             started_at: Optional[float] = None) -> dict[str, Any]:
+def run_cell(
+    cell_dir: str,
+    config: dict[str, Any],
+    stop_file: str,
+    keep_freed_memory: bool = False,
+    started_at: Optional[float] = None,
+) -> dict[str, Any]:
     """Train (or resume) and analyse one cell; runs inside a Ray worker on one torch thread (``started_at``: the
     start of its unit, when it continues a stack's work)."""
     import torch
@@ -227,17 +258,30 @@ def run_cell(cell_dir: str, config: dict[str, Any], stop_file: str, keep_freed_m
         run = run_loop(loop, progress=False, stop=stop)
         path = ended(path, run.step)
         if run.interrupted:
-            return write_status(cell, "interrupted", wall_time=time.perf_counter() - started, trained_in=path,
-                                models_in_process=1)
+            return write_status(
+                cell, "interrupted", wall_time=time.perf_counter() - started, trained_in=path, models_in_process=1
+            )
         # NEU per (n, L): analyses.metrics.neu.neu_grid, not per cell; figures: the study's, across cells
         analyze(run_dir, cell / "analysis", neu=False, draw=False)
     except Exception as err:
         trace = traceback.format_exc(limit=-3)
-        return write_status(cell, "failed", error=f"{type(err).__name__}: {err}", trace=trace,
-                            wall_time=time.perf_counter() - started, earlier_attempts=earlier,
-                            **({} if path is None else {"trained_in": ended(path, run_dir)}))
-    return write_status(cell, "done", wall_time=time.perf_counter() - started, earlier_attempts=earlier,
-                        trained_in=path, models_in_process=1)
+        return write_status(
+            cell,
+            "failed",
+            error=f"{type(err).__name__}: {err}",
+            trace=trace,
+            wall_time=time.perf_counter() - started,
+            earlier_attempts=earlier,
+            **({} if path is None else {"trained_in": ended(path, run_dir)}),
+        )
+    return write_status(
+        cell,
+        "done",
+        wall_time=time.perf_counter() - started,
+        earlier_attempts=earlier,
+        trained_in=path,
+        models_in_process=1,
+    )
 
 
 def trained_in(cell: Path, step: int, cells: list[str]) -> list[dict[str, Any]]:

@@ -59,12 +59,19 @@ def fractions(cells: pd.DataFrame, spec: StudySpec) -> list[dict[str, Any]]:
             continue
         learned = part[LEARNS].astype(bool)
         discount = part[DISCOUNT].dropna().astype(float)
-        out.append({"condition": condition, "label": condition_label(condition), "learned": int(learned.sum()),
-                    "n": len(part), "share": proportion_interval(int(learned.sum()), len(part)),
-                    "discount": t_interval(discount.to_numpy()) if len(discount) else None,
-                    "msve": t_interval(part[MSVE].astype(float).to_numpy()),
-                    "constant": float(part[CONSTANT].astype(float).mean()),
-                    "first_visit": float(part[FIRST_VISIT].astype(float).mean())})
+        out.append(
+            {
+                "condition": condition,
+                "label": condition_label(condition),
+                "learned": int(learned.sum()),
+                "n": len(part),
+                "share": proportion_interval(int(learned.sum()), len(part)),
+                "discount": t_interval(discount.to_numpy()) if len(discount) else None,
+                "msve": t_interval(part[MSVE].astype(float).to_numpy()),
+                "constant": float(part[CONSTANT].astype(float).mean()),
+                "first_visit": float(part[FIRST_VISIT].astype(float).mean()),
+            }
+        )
     return out
 
 
@@ -72,18 +79,24 @@ def markdown(rows: list[dict[str, Any]]) -> list[str]:
     """The table of where the models learn in context."""
     if not rows:
         return []
-    lines = ["## Where it learns in context", "",
-             "A seed *learns in context* when its MSVE on held-out tasks is below both the constant mean(R)/(1−γ) "
-             "and first-visit Monte Carlo, each by a paired 95% t interval over tasks lying below 0 (docs/theory.md "
-             "§7a). Fraction: Wilson 95% interval over seeds; discount (the last layer's b/(−c), task γ beside it) "
-             "and MSVE: Student-t 95% intervals over seeds; the baselines' MSVE is their mean over the same cells.",
-             "", "| condition | learns in context | fraction [95%] | effective discount | MSVE | constant | "
-             "first-visit MC |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "## Where it learns in context",
+        "",
+        "A seed *learns in context* when its MSVE on held-out tasks is below both the constant mean(R)/(1−γ) "
+        "and first-visit Monte Carlo, each by a paired 95% t interval over tasks lying below 0 (docs/theory.md "
+        "§7a). Fraction: Wilson 95% interval over seeds; discount (the last layer's b/(−c), task γ beside it) "
+        "and MSVE: Student-t 95% intervals over seeds; the baselines' MSVE is their mean over the same cells.",
+        "",
+        "| condition | learns in context | fraction [95%] | effective discount | MSVE | constant | first-visit MC |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         share, discount = r["share"], r["discount"]
-        lines.append(f"| {r['label']} | {r['learned']}/{r['n']} | {share.mean:.2f} [{share.lo:.2f}, {share.hi:.2f}] "
-                     f"| {discount.text('.3f') if discount else '–'} | {r['msve'].text('.3f')} | "
-                     f"{r['constant']:.3f} | {r['first_visit']:.3f} |")
+        lines.append(
+            f"| {r['label']} | {r['learned']}/{r['n']} | {share.mean:.2f} [{share.lo:.2f}, {share.hi:.2f}] "
+            f"| {discount.text('.3f') if discount else '–'} | {r['msve'].text('.3f')} | "
+            f"{r['constant']:.3f} | {r['first_visit']:.3f} |"
+        )
     return lines + [""]
 
 
@@ -101,8 +114,15 @@ def phase_diagram(rows: list[dict[str, Any]], spec: StudySpec, title: str) -> Op
         i = labels.index(condition_label({k: r["condition"][k] for k in others}))
         j = columns.index(r["condition"][x])
         share[i, j] = r["learned"] / r["n"]
-        ax.text(j, i, f"{r['learned']}/{r['n']}", ha="center", va="center", fontsize=10,
-                color="white" if share[i, j] < 0.5 else "black")
+        ax.text(
+            j,
+            i,
+            f"{r['learned']}/{r['n']}",
+            ha="center",
+            va="center",
+            fontsize=10,
+            color="white" if share[i, j] < 0.5 else "black",
+        )
     image = ax.imshow(share, cmap="viridis", vmin=0, vmax=1, aspect="auto")
     ax.set_xticks(range(len(columns)), [str(c) for c in columns])
     ax.set_yticks(range(len(labels)), labels if others else [""] * len(labels))  # one row: nothing to name

@@ -18,11 +18,10 @@ from matplotlib.ticker import MaxNLocator
 
 from analyses.figures.plots import Figure, legend_outside, log_axis, zoom
 from analyses.metrics.intervals import COSINE, METHOD, describe_nonfinite, t_interval
-from analyses.summary.tables import SIGNATURE_COLUMNS, STUDY_COLUMNS, Column
-from analyses.summary.tables import summary_column
 from analyses.studies import phase
 from analyses.studies.results import CELL, CONDITION, DEPTH, REFERENCE_NAME, STATUS, curve_column, read_tables
 from analyses.studies.spec import StudySpec, stored_spec
+from analyses.summary.tables import SIGNATURE_COLUMNS, STUDY_COLUMNS, Column, summary_column
 from ictd_interp.models.constructions.theta_star import SIGNATURE_INPUTS, SIGNATURE_TEXT
 
 DISCOUNT = summary_column("algorithm.layers.effective_discount")
@@ -31,16 +30,25 @@ STAR_DIAGONALITY = summary_column("diagonality.theta_star")
 
 SEED_LINES = 5  # below this many seeds, every seed's own line is drawn beside the mean
 FEW_POINTS = 6  # a curve with this many points or fewer gets markers (two evaluations are not a trend)
-CAPTION = ("Lines: mean over seeds; bands: Student-t 95% interval of that mean (n = number of seeds per condition, "
-           "in the table; a cosine's cut to [−1, 1]); on log axes (MSVE) the geometric mean and the interval of "
-           "log10 values; thin lines: each seed, when a condition has fewer than 5.")
+CAPTION = (
+    "Lines: mean over seeds; bands: Student-t 95% interval of that mean (n = number of seeds per condition, "
+    "in the table; a cosine's cut to [−1, 1]); on log axes (MSVE) the geometric mean and the interval of "
+    "log10 values; thin lines: each seed, when a condition has fewer than 5."
+)
 COS_A, STAR_MSVE = curve_column("cos_A"), curve_column("theta_star_msve")
 INPUT = "input"  # the signature table's long form: which input a weight is on
 PALETTE = "colorblind"
 
 
-def band_lines(ax, data: pd.DataFrame, x: str, y: str, marker: Optional[str] = None, log: bool = False,
-               bounds: Optional[tuple[float, float]] = None) -> dict[str, tuple]:
+def band_lines(
+    ax,
+    data: pd.DataFrame,
+    x: str,
+    y: str,
+    marker: Optional[str] = None,
+    log: bool = False,
+    bounds: Optional[tuple[float, float]] = None,
+) -> dict[str, tuple]:
     """One line per condition (mean over its cells) with its t band, and each seed's own line when the
     condition has fewer than ``SEED_LINES`` cells; returns the colours. A non-finite value makes that
     point's mean non-finite (drawn as a gap), it is never averaged away. ``log``: for errors spanning
@@ -48,8 +56,13 @@ def band_lines(ax, data: pd.DataFrame, x: str, y: str, marker: Optional[str] = N
     t band over a few seeds would otherwise reach below 0); ``bounds``: the range of ``y`` (``t_interval``)."""
     colors = dict(zip(data[CONDITION].unique(), sns.color_palette(PALETTE)))
     for condition, part in data.groupby("condition", sort=False):
-        rows = [(xv, t_interval(_log10(group[y]) if log else group[y].to_numpy(dtype=float),
-                                bounds=None if log else bounds)) for xv, group in part.groupby(x)]
+        rows = [
+            (
+                xv,
+                t_interval(_log10(group[y]) if log else group[y].to_numpy(dtype=float), bounds=None if log else bounds),
+            )
+            for xv, group in part.groupby(x)
+        ]
         xs = np.array([r[0] for r in rows])
         mean, lo, hi = (np.array([getattr(r[1], k) for r in rows]) for k in ("mean", "lo", "hi"))
         if log:
@@ -84,9 +97,14 @@ def write_report(out_dir: Union[str, Path]) -> Path:
         figs["cosines_over_training"] = cells_cosine_curves(weighted, title)
     if not curves.empty:
         figs["diagonality_over_training"] = curve(
-            curves, "kernel_diagonality_mean", "kernel diagonality (fraction)", title,
+            curves,
+            "kernel_diagonality_mean",
+            "kernel diagonality (fraction)",
+            title,
             {"$\\theta^*$ on these tasks (mean over cells)": results[STAR_DIAGONALITY].mean()}
-            if STAR_DIAGONALITY in results else None)
+            if STAR_DIAGONALITY in results
+            else None,
+        )
         figs["msve_over_training"] = msve_curves(curves, title)
     done = results[results[STATUS] == "done"]
     first = SIGNATURE_COLUMNS[0]
@@ -116,14 +134,19 @@ def _check_cells(path: Path, results: pd.DataFrame, spec: StudySpec) -> None:
     found = set(results[CELL].dropna()) if {CELL, STATUS} <= set(results.columns) else set()
     text = path.read_bytes()
     if not text.endswith(b"\n") or (found and results[STATUS].isna().any()):
-        raise ValueError(f"{path}: cut short (its last row is incomplete); the report is left as it was: run the "
-                         "study command again to rebuild the tables from its cells")
+        raise ValueError(
+            f"{path}: cut short (its last row is incomplete); the report is left as it was: run the "
+            "study command again to rebuild the tables from its cells"
+        )
     if found != expected:
         missing, foreign = sorted(expected - found), sorted(found - expected)
-        raise ValueError(f"{path}: does not list the study's {len(expected)} cells (missing {len(missing)}"
-                         + (f", e.g. {missing[0]}" if missing else "") + (f"; unknown {foreign[:3]}" if foreign else "")
-                         + "); the report is left as it was: run the study command again to rebuild the tables "
-                         "from its cells")
+        raise ValueError(
+            f"{path}: does not list the study's {len(expected)} cells (missing {len(missing)}"
+            + (f", e.g. {missing[0]}" if missing else "")
+            + (f"; unknown {foreign[:3]}" if foreign else "")
+            + "); the report is left as it was: run the study command again to rebuild the tables "
+            "from its cells"
+        )
 
 
 def _cell_mean_over_layers(curves: pd.DataFrame, column: str) -> pd.DataFrame:
@@ -143,8 +166,9 @@ def cells_cosine_curves(curves: pd.DataFrame, title: str) -> Figure:
     return fig
 
 
-def curve(curves: pd.DataFrame, column: str, label: str, title: str,
-          references: Optional[dict[str, float]] = None) -> Figure:
+def curve(
+    curves: pd.DataFrame, column: str, label: str, title: str, references: Optional[dict[str, float]] = None
+) -> Figure:
     """One training curve per condition; ``references`` adds labelled horizontal lines."""
     fig = Figure(figsize=(7.5, 4), layout="constrained")
     ax = fig.add_subplot()
@@ -164,8 +188,12 @@ def msve_curves(curves: pd.DataFrame, title: str) -> Figure:
     for condition, star in curves.groupby(CONDITION, sort=False)[STAR_MSVE].mean().items():
         ax.axhline(star, color=colors[condition], ls="--", lw=1)
     ax.plot([], [], color="grey", ls="--", label="$\\theta^*$ at the same depth")
-    ax.set(title=f"{title}: evaluation MSVE (dashed: $\\theta^*$)", xlabel="training step",
-           ylabel="MSVE against $v_\\pi$", yscale="log")
+    ax.set(
+        title=f"{title}: evaluation MSVE (dashed: $\\theta^*$)",
+        xlabel="training step",
+        ylabel="MSVE against $v_\\pi$",
+        yscale="log",
+    )
     log_axis(ax.yaxis)
     legend_outside(ax)
     return fig
@@ -173,18 +201,38 @@ def msve_curves(curves: pd.DataFrame, title: str) -> Figure:
 
 def signature(done: pd.DataFrame, title: str) -> Figure:
     """Final normalised (reward, next value, current value) weights per layer: bars = mean, dots = seeds."""
-    long = done.melt(id_vars=["condition", "cell", "layer"], value_vars=list(SIGNATURE_COLUMNS), var_name=INPUT,
-                     value_name="weight")
+    long = done.melt(
+        id_vars=["condition", "cell", "layer"], value_vars=list(SIGNATURE_COLUMNS), var_name=INPUT, value_name="weight"
+    )
     long[INPUT] = long[INPUT].str.rsplit(".", n=1).str[-1]
     conditions = list(done[CONDITION].unique())
     fig = Figure(figsize=(max(7.0, 3.6 * len(conditions)), 4), layout="constrained")
     axes = np.atleast_1d(fig.subplots(1, len(conditions), sharey=True))
     for ax, condition in zip(axes, conditions):
         part = long[long[CONDITION] == condition]
-        sns.barplot(data=part, x="layer", y="weight", hue="input", hue_order=SIGNATURE_INPUTS, ax=ax, palette=PALETTE,
-                    errorbar=None, alpha=0.6)
-        sns.stripplot(data=part, x="layer", y="weight", hue="input", hue_order=SIGNATURE_INPUTS, dodge=True, ax=ax,
-                      palette=PALETTE, size=3, legend=False)
+        sns.barplot(
+            data=part,
+            x="layer",
+            y="weight",
+            hue="input",
+            hue_order=SIGNATURE_INPUTS,
+            ax=ax,
+            palette=PALETTE,
+            errorbar=None,
+            alpha=0.6,
+        )
+        sns.stripplot(
+            data=part,
+            x="layer",
+            y="weight",
+            hue="input",
+            hue_order=SIGNATURE_INPUTS,
+            dodge=True,
+            ax=ax,
+            palette=PALETTE,
+            size=3,
+            legend=False,
+        )
         ax.axhline(0, color="black", lw=0.6)
         ax.set(title=condition, xlabel="layer", ylabel=f"normalised weight ($\\theta^*$: {SIGNATURE_TEXT[1:-1]})")
         legend_outside(ax, keep=ax is axes[-1])
@@ -194,8 +242,12 @@ def signature(done: pd.DataFrame, title: str) -> Figure:
 
 def cells_error_vs_depth(depth: pd.DataFrame, title: str) -> Figure:
     """The error after each trained layer, beside theta*'s."""
-    return _versus_depth(depth.dropna(subset=["model"]), f"{title}: error after each layer",
-                         "$\\|v_L - v_\\pi\\|_\\infty$ (mean over tasks)", log_depth=False)
+    return _versus_depth(
+        depth.dropna(subset=["model"]),
+        f"{title}: error after each layer",
+        "$\\|v_L - v_\\pi\\|_\\infty$ (mean over tasks)",
+        log_depth=False,
+    )
 
 
 def cells_depth_extrapolation(table: pd.DataFrame, title: str) -> Figure:
@@ -203,8 +255,13 @@ def cells_depth_extrapolation(table: pd.DataFrame, title: str) -> Figure:
     each construction the cells compare with (θ*; a linear model's TD(0) construction), never averaged together."""
     if "reference" not in table:  # a study folder of schema 2: its construction curve was always named theta_star
         table = table.rename(columns={"theta_star": "reference"}).assign(reference_name="theta*")
-    return _versus_depth(table, f"{title}: learned layers run beyond their trained depth", "MSVE against $v_\\pi$",
-                         log_depth=True, reference="reference")
+    return _versus_depth(
+        table,
+        f"{title}: learned layers run beyond their trained depth",
+        "MSVE against $v_\\pi$",
+        log_depth=True,
+        reference="reference",
+    )
 
 
 def _versus_depth(
@@ -218,8 +275,13 @@ def _versus_depth(
         mean = rows.groupby("depth")[reference].mean().reset_index()
         label = ("$\\theta^*$" if name == "theta*" else name) + " (mean over cells)"
         ax.plot(mean[DEPTH], mean[reference], color="grey", ls=ls, label=label)
-    ax.set(title=title, xlabel="depth (layers applied)", ylabel=ylabel, yscale="log",
-           xscale="log" if log_depth else "linear")
+    ax.set(
+        title=title,
+        xlabel="depth (layers applied)",
+        ylabel=ylabel,
+        yscale="log",
+        xscale="log" if log_depth else "linear",
+    )
     if log_depth:
         log_axis(ax.xaxis)
     else:
@@ -233,30 +295,40 @@ def markdown(spec: StudySpec, results: pd.DataFrame, figures: list[str], where: 
     """study.md: the settings, ``where`` (``phase.markdown``: where the models learn in context), every column per
     condition, the cells that did not finish and the figures."""
     cells = results.drop_duplicates("cell")
-    lines = [f"# Study `{spec.name}`", "", spec.description, "",
-             f"Preset `{spec.preset}`, fixed {spec.fixed or 'nothing'}, grid {spec.grid or 'none'}, "
-             f"seeds {spec.seeds}: {len(cells)} cells, {int((cells[STATUS] == 'done').sum())} done.", "",
-             *(where or []),
-             "## Final metrics per condition", "",
-             f"Each cell: mean over the seeds that finished with its {METHOD} over seeds (n in the second column; "
-             "with one seed, no interval; cut to the range the quantity can take: [−1, 1] for cosines and "
-             "correlations, ≥ 0 for errors); a seed whose value is not finite is named below the table. Cosines are "
-             "the lowest layer's (a model is only as close to θ* as its worst layer); MSVE is against v_π on held-out "
-             "tasks. The constant baseline mean(R)/(1−γ) is computed on each cell's own evaluation tasks.", "",
-             "The last columns say what the learned update is: its effective discount b/(−c) at the last layer "
-             "(read from the weights where the layer is a fixed linear map, fitted otherwise; θ*: the task's γ; "
-             "outside [0, 1) the update is no TD contraction), how many seeds' last layer converges when iterated "
-             "(ρ(T) < 1 on every evaluation task; for a model with no linear map, from its error curve), the MSVE "
-             "of the best softmax TD of the same depth and that of the constant in-context predictor.", "",
-             "The most TD-like head's correlation with the softmax-TD kernel (θ*: 1) and the most same-state "
-             "head's with the tabular kernel are measured from attention patterns, so they compare architectures; "
-             "a discount is shown only for a last layer the TD family "
-             "describes (a fit explaining ≥ 95% of its update, or "
-             "weights whose kernel is one temperature of ⟨x, x'⟩); weight "
-             "cosines and the value-row signature exist only for the "
-             "stylised model (–: not applicable).", "",
-             "| condition | seeds done | failed | " + " | ".join(c.label for c in STUDY_COLUMNS) + " |",
-             "|---|---|---|" + "---|" * len(STUDY_COLUMNS)]
+    lines = [
+        f"# Study `{spec.name}`",
+        "",
+        spec.description,
+        "",
+        f"Preset `{spec.preset}`, fixed {spec.fixed or 'nothing'}, grid {spec.grid or 'none'}, "
+        f"seeds {spec.seeds}: {len(cells)} cells, {int((cells[STATUS] == 'done').sum())} done.",
+        "",
+        *(where or []),
+        "## Final metrics per condition",
+        "",
+        f"Each cell: mean over the seeds that finished with its {METHOD} over seeds (n in the second column; "
+        "with one seed, no interval; cut to the range the quantity can take: [−1, 1] for cosines and "
+        "correlations, ≥ 0 for errors); a seed whose value is not finite is named below the table. Cosines are "
+        "the lowest layer's (a model is only as close to θ* as its worst layer); MSVE is against v_π on held-out "
+        "tasks. The constant baseline mean(R)/(1−γ) is computed on each cell's own evaluation tasks.",
+        "",
+        "The last columns say what the learned update is: its effective discount b/(−c) at the last layer "
+        "(read from the weights where the layer is a fixed linear map, fitted otherwise; θ*: the task's γ; "
+        "outside [0, 1) the update is no TD contraction), how many seeds' last layer converges when iterated "
+        "(ρ(T) < 1 on every evaluation task; for a model with no linear map, from its error curve), the MSVE "
+        "of the best softmax TD of the same depth and that of the constant in-context predictor.",
+        "",
+        "The most TD-like head's correlation with the softmax-TD kernel (θ*: 1) and the most same-state "
+        "head's with the tabular kernel are measured from attention patterns, so they compare architectures; "
+        "a discount is shown only for a last layer the TD family "
+        "describes (a fit explaining ≥ 95% of its update, or "
+        "weights whose kernel is one temperature of ⟨x, x'⟩); weight "
+        "cosines and the value-row signature exist only for the "
+        "stylised model (–: not applicable).",
+        "",
+        "| condition | seeds done | failed | " + " | ".join(c.label for c in STUDY_COLUMNS) + " |",
+        "|---|---|---|" + "---|" * len(STUDY_COLUMNS),
+    ]
     notes = []
     for condition, part in results.groupby("condition", sort=False):
         row, note = _table_row(condition, part)
@@ -267,8 +339,10 @@ def markdown(spec: StudySpec, results: pd.DataFrame, figures: list[str], where: 
     failed = cells[cells[STATUS] != "done"]
     if not failed.empty:
         lines += ["", "## Cells that did not finish", ""]
-        lines += [f"- `{r.cell}`: {r.status}" + (f" — {r.error}" if isinstance(r.error, str) else "")
-                  for r in failed.itertuples()]
+        lines += [
+            f"- `{r.cell}`: {r.status}" + (f" — {r.error}" if isinstance(r.error, str) else "")
+            for r in failed.itertuples()
+        ]
     lines += ["", "## Figures", "", CAPTION, ""]
     lines += [f"### {name.replace('_', ' ')}\n\n![{name}](figures/{name}.png)\n" for name in figures]
     return "\n".join(lines) + "\n"

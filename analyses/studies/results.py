@@ -13,19 +13,17 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from dataclasses import fields
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from analyses.summary.store import read_summary
-
-from analyses.summary.tables import flatten
 from analyses.studies.spec import StudySpec
+from analyses.summary.store import read_summary
+from analyses.summary.tables import flatten
 from ictd_interp.training import run_folder
 from ictd_interp.training.evaluation import EvalMetrics
-
 
 # the tables' own columns, beside the summary's flattened fields (``schema.summary_column``)
 CELL, CONDITION, STATUS, ERROR, LAYER, STEP = "cell", "condition", "status", "error", "layer", "step"
@@ -48,8 +46,13 @@ def collect(spec: StudySpec, out_dir: Path) -> None:
     for cell in spec.cells():
         folder = out_dir / "cells" / cell.name
         status = _read_json(folder / "status.json") or {"status": "not started"}
-        ids = {"cell": cell.name, "condition": cell.condition, **cell.overrides,
-               "status": status["status"], "error": status.get("error")}
+        ids = {
+            "cell": cell.name,
+            "condition": cell.condition,
+            **cell.overrides,
+            "status": status["status"],
+            "error": status.get("error"),
+        }
         path = folder / "analysis" / "summary.json"
         summary = read_summary(path) if status["status"] == "done" and path.exists() else None
         if summary is None:
@@ -59,8 +62,10 @@ def collect(spec: StudySpec, out_dir: Path) -> None:
         results += [{**ids, "layer": layer, **cell_scalars, **row} for layer, row in enumerate(per_layer)]
         curves += _curves(folder / "run", ids)
         conv = summary.convergence.depth
-        depth += [{**ids, "depth": d, "model": conv.model[d] if d < len(conv.model) else None,
-                   "theta_star": e} for d, e in enumerate(conv.theta_star)]
+        depth += [
+            {**ids, "depth": d, "model": conv.model[d] if d < len(conv.model) else None, "theta_star": e}
+            for d, e in enumerate(conv.theta_star)
+        ]
         ext = summary.algorithm.extrapolation
         if ext is not None:
             extrapolation += [
@@ -100,8 +105,10 @@ def read_tables(out_dir: Path) -> tuple[pd.DataFrame, ...]:
 def _curves(run_dir: Path, ids: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for entry in run_folder.read_metrics(run_dir):
-        common = {k: entry.get(k) for k in ("step", "loss", "eval_msve", "theta_star_msve", "kernel_diagonality_mean",
-                                            "wall_time")}
+        common = {
+            k: entry.get(k)
+            for k in ("step", "loss", "eval_msve", "theta_star_msve", "kernel_diagonality_mean", "wall_time")
+        }
         if "cos_A" not in entry:  # a standard-architecture run: no weights to compare with θ*
             rows.append({**ids, **common, "layer": None})
             continue

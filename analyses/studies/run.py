@@ -36,8 +36,16 @@ from typing import Optional, Union
 
 import pandas as pd
 
-from analyses.studies.cells import (attempts, is_running, last_unit, read_status, run_cell, run_stacked_cells,
-                                    stack_groups, write_status)
+from analyses.studies.cells import (
+    attempts,
+    is_running,
+    last_unit,
+    read_status,
+    run_cell,
+    run_stacked_cells,
+    stack_groups,
+    write_status,
+)
 from analyses.studies.results import collect, read_tables
 from analyses.studies.spec import StudySpec, StudySpecError, load_spec, stored_spec
 from ictd_interp.io.progress import computed, progress_bar
@@ -85,9 +93,15 @@ class RaySession:
             self.started = False
 
 
-def run_study(spec: Union[str, Path, dict, StudySpec], out_dir: Union[str, Path], address: Optional[str] = None,
-              workers: Optional[int] = None, progress: bool = True, keep_freed_memory: bool = False,
-              session: Optional[RaySession] = None) -> Study:
+def run_study(
+    spec: Union[str, Path, dict, StudySpec],
+    out_dir: Union[str, Path],
+    address: Optional[str] = None,
+    workers: Optional[int] = None,
+    progress: bool = True,
+    keep_freed_memory: bool = False,
+    session: Optional[RaySession] = None,
+) -> Study:
     """Run every unfinished cell of ``spec`` into ``out_dir`` on Ray, then write the tables and report.
 
     ``address=None`` starts a local Ray instance with ``workers`` CPUs (default: all cores);
@@ -99,8 +113,11 @@ def run_study(spec: Union[str, Path, dict, StudySpec], out_dir: Union[str, Path]
     _prepare_folder(spec, out_dir)
     sparse = sorted({c.condition for c in spec.cells() if c.config.steps < c.config.eval_every})
     if sparse:
-        warnings.warn(f"{', '.join(sparse)}: steps < eval_every, so training curves have two points only (steps 0 "
-                      "and the last); lower --eval-every for a curve", stacklevel=2)
+        warnings.warn(
+            f"{', '.join(sparse)}: steps < eval_every, so training curves have two points only (steps 0 "
+            "and the last); lower --eval-every for a curve",
+            stacklevel=2,
+        )
     todo = [c for c in spec.cells() if read_status(out_dir / "cells" / c.name).get("status") != "done"]
     interrupted = False
     if todo:
@@ -113,8 +130,14 @@ def run_study(spec: Union[str, Path, dict, StudySpec], out_dir: Union[str, Path]
                 session.close()
     from analyses.studies.report import write_report
 
-    computed({"collect the cells' results": lambda: collect(spec, out_dir),
-              "figures and study.md": lambda: write_report(out_dir)}, desc="study report", disable=not progress)
+    computed(
+        {
+            "collect the cells' results": lambda: collect(spec, out_dir),
+            "figures and study.md": lambda: write_report(out_dir),
+        },
+        desc="study report",
+        disable=not progress,
+    )
     return Study(out_dir, spec, *read_tables(out_dir), interrupted=interrupted)
 
 
@@ -134,8 +157,10 @@ def _prepare_folder(spec: StudySpec, out_dir: Path) -> None:
         before = stored_spec(out_dir)
         changed = before.differences(spec)
         if changed:
-            raise StudySpecError(f"{out_dir}: holds a study with another spec ({'; '.join(changed)}); "
-                                 "run the same spec to resume it, or choose another --out")
+            raise StudySpecError(
+                f"{out_dir}: holds a study with another spec ({'; '.join(changed)}); "
+                "run the same spec to resume it, or choose another --out"
+            )
     elif out_dir.exists() and any(out_dir.iterdir()):
         raise StudySpecError(f"{out_dir}: not empty and not a study folder; choose another --out")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -157,8 +182,11 @@ def _run_on_ray(cells, out_dir: Path, session: RaySession, progress: bool, keep_
     for unit in stack_groups(cells, int(ray.cluster_resources().get("CPU", 1)), previous):
         dirs, configs = [str(out_dir / "cells" / c.name) for c in unit], [c.config.to_dict() for c in unit]
         gpus = {"num_gpus": 1} if unit[0].config.device == "cuda" else {}  # Ray spreads GPU units over the GPUs
-        ref = (alone.options(**gpus).remote(dirs[0], configs[0], stop_file, keep_freed_memory) if len(unit) == 1
-               else stacked.options(**gpus).remote(dirs, configs, stop_file, keep_freed_memory))
+        ref = (
+            alone.options(**gpus).remote(dirs[0], configs[0], stop_file, keep_freed_memory)
+            if len(unit) == 1
+            else stacked.options(**gpus).remote(dirs, configs, stop_file, keep_freed_memory)
+        )
         refs[ref] = unit
     bar = progress_bar(total=len(cells), disable=not progress, desc="study cells")
     counts = {"done": 0, "failed": 0, "interrupted": 0}
@@ -186,8 +214,10 @@ def _run_on_ray(cells, out_dir: Path, session: RaySession, progress: bool, keep_
                     running += alive
                     if status.get("status") == "running" and not alive:
                         write_status(cell_dir, "retrying", pid=status.get("pid"), earlier_attempts=attempts(cell_dir))
-                        bar.write(f"{cell.name}: its worker process {status.get('pid')} died (killed, or out of "
-                                  "memory); Ray retries the cell from its last checkpoint")
+                        bar.write(
+                            f"{cell.name}: its worker process {status.get('pid')} died (killed, or out of "
+                            "memory); Ray retries the cell from its last checkpoint"
+                        )
             bar.set_postfix(done=counts["done"], running=running, failed=counts["failed"])
     finally:
         bar.close()
@@ -206,10 +236,14 @@ def _results_of(ray, ref, unit, out_dir: Path) -> list[str]:
         for cell in unit:
             cell_dir = out_dir / "cells" / cell.name
             if read_status(cell_dir).get("status") != "done":  # a stack's cell that finished before the deaths
-                write_status(cell_dir, "failed", error=f"{type(err).__name__}: the worker process died on all "
-                             f"{TASK_RETRIES + 1} attempts "
-                             "(killed, or out of memory)" + (f"; Ray: {reason}" if reason else ""),
-                             earlier_attempts=attempts(cell_dir))
+                write_status(
+                    cell_dir,
+                    "failed",
+                    error=f"{type(err).__name__}: the worker process died on all "
+                    f"{TASK_RETRIES + 1} attempts "
+                    "(killed, or out of memory)" + (f"; Ray: {reason}" if reason else ""),
+                    earlier_attempts=attempts(cell_dir),
+                )
             outcomes.append(read_status(cell_dir)["status"])
         return outcomes
 
@@ -240,18 +274,30 @@ def check_address(address: str, timeout: float = 5.0) -> None:
     try:
         socket.create_connection((host, port), timeout=timeout).close()
     except OSError as err:
-        raise ValueError(f"--address {address}: no Ray head answers there ({err.strerror or err}); start one "
-                         f"with `ray start --head --node-ip-address={host} --port={port}`") from None
+        raise ValueError(
+            f"--address {address}: no Ray head answers there ({err.strerror or err}); start one "
+            f"with `ray start --head --node-ip-address={host} --port={port}`"
+        ) from None
 
 
 def init_ray(ray, address: Optional[str], workers: Optional[int]) -> None:
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # local and loopback clusters only need none
     if address is None:
-        ray.init(address="local", num_cpus=workers or os.cpu_count(), include_dashboard=False, log_to_driver=False,
-                 _node_ip_address="127.0.0.1", configure_logging=False)
+        ray.init(
+            address="local",
+            num_cpus=workers or os.cpu_count(),
+            include_dashboard=False,
+            log_to_driver=False,
+            _node_ip_address="127.0.0.1",
+            configure_logging=False,
+        )
         return
     check_address(address)
     host = host_port(address)[0]
     local = host in ("localhost", "::1") or host.startswith("127.")
-    ray.init(address=address, log_to_driver=False, configure_logging=False,
-             **({"_node_ip_address": "127.0.0.1"} if local else {}))
+    ray.init(
+        address=address,
+        log_to_driver=False,
+        configure_logging=False,
+        **({"_node_ip_address": "127.0.0.1"} if local else {}),
+    )

@@ -18,13 +18,14 @@ names the cell and the field before any work starts.
 
 from __future__ import annotations
 
-import json
 import itertools
+import json
 import re
-import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Union
+
+import tomllib
 
 from ictd_interp.config import MODEL_CONFIGS, TaskDistribution
 from ictd_interp.config.train import PRESETS, TrainConfig, flat_fields
@@ -71,8 +72,9 @@ class StudySpec:
                 if key == "seed":
                     raise StudySpecError(f"{where}: {table}.seed: list seeds in `seeds = [...]` instead")
                 if key not in known:
-                    raise StudySpecError(f"{where}: {table}.{key}: unknown TrainConfig "
-                                         f"setting; known settings are {sorted(known)}")
+                    raise StudySpecError(
+                        f"{where}: {table}.{key}: unknown TrainConfig setting; known settings are {sorted(known)}"
+                    )
         for key, values in self.grid.items():
             if not isinstance(values, list) or not values:
                 raise StudySpecError(f"{where}: grid.{key}: must be a non-empty list of values, got {values!r}")
@@ -102,8 +104,14 @@ class StudySpec:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "description": self.description, "preset": self.preset, "seeds": list(self.seeds),
-                "fixed": dict(self.fixed), "grid": {k: list(v) for k, v in self.grid.items()}}
+        return {
+            "name": self.name,
+            "description": self.description,
+            "preset": self.preset,
+            "seeds": list(self.seeds),
+            "fixed": dict(self.fixed),
+            "grid": {k: list(v) for k, v in self.grid.items()},
+        }
 
     def differences(self, other: "StudySpec") -> list[str]:
         mine, theirs = self.to_dict(), other.to_dict()
@@ -120,9 +128,15 @@ class StudySpec:
         for table in ("fixed", "grid"):
             if not isinstance(data.get(table, {}), dict):
                 raise StudySpecError(f"{source}: [{table}] must be a table of TrainConfig fields")
-        return cls(name=str(data.get("name", Path(source).stem)), preset=data["preset"], seeds=data["seeds"],
-                   fixed=dict(data.get("fixed", {})), grid=dict(data.get("grid", {})),
-                   description=str(data.get("description", "")), source=source)
+        return cls(
+            name=str(data.get("name", Path(source).stem)),
+            preset=data["preset"],
+            seeds=data["seeds"],
+            fixed=dict(data.get("fixed", {})),
+            grid=dict(data.get("grid", {})),
+            description=str(data.get("description", "")),
+            source=source,
+        )
 
 
 def builtin_studies() -> dict[str, Path]:
@@ -143,8 +157,10 @@ def load_spec(spec: Union[str, Path, dict, StudySpec]) -> StudySpec:
             raise StudySpecError(f"{spec}: no such spec file or built-in study (built-in: {sorted(builtin)})")
         path = builtin[str(spec)]
     if path.is_dir():
-        raise StudySpecError(f"{spec}: a folder; give a study spec (a .toml file) or a built-in study's name "
-                             f"({sorted(builtin_studies())})")
+        raise StudySpecError(
+            f"{spec}: a folder; give a study spec (a .toml file) or a built-in study's name "
+            f"({sorted(builtin_studies())})"
+        )
     try:
         data = tomllib.loads(path.read_text())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
@@ -176,7 +192,13 @@ def condition_label(condition: dict[str, Any]) -> str:
 
 def _coerce(overrides: dict[str, Any]) -> dict[str, Any]:
     """TOML writes ``3`` for a float field that means ``3.0``."""
-    floats = {f.name for cls in (TrainConfig, TaskDistribution, *MODEL_CONFIGS.values()) for f in fields(cls)
-              if isinstance(f.default, float)}
-    return {k: float(v) if k in floats and isinstance(v, int) and not isinstance(v, bool) else v
-            for k, v in overrides.items()}
+    floats = {
+        f.name
+        for cls in (TrainConfig, TaskDistribution, *MODEL_CONFIGS.values())
+        for f in fields(cls)
+        if isinstance(f.default, float)
+    }
+    return {
+        k: float(v) if k in floats and isinstance(v, int) and not isinstance(v, bool) else v
+        for k, v in overrides.items()
+    }

@@ -6,15 +6,14 @@ tables and claims read every number by attribute. Fields marked ``per_layer`` ar
 ``detail`` fields (curves, examples, full tables) stay in ``summary.json`` and are not tabulated (``tables``).
 """
 
-
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
+from analyses.metrics.acting import Acting
 from analyses.metrics.algorithm_id import IterationMap, LayerReading
 from analyses.metrics.baselines import Baselines
-from analyses.metrics.acting import Acting
 from analyses.metrics.convergence import GeometricFit
 from analyses.metrics.extrapolation import Extrapolation
 from analyses.metrics.heads import HeadKernel, Signature

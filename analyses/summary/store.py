@@ -31,8 +31,11 @@ def to_json(value: Any) -> Any:
 def written(value: Any) -> list[tuple[str, Any]]:
     """A dataclass's ``(name, value)`` pairs as ``summary.json`` holds them: every required field, and the
     optional ones that are not None."""
-    return [(f.name, getattr(value, f.name)) for f in fields(value)
-            if getattr(value, f.name) is not None or (f.default is MISSING and f.default_factory is MISSING)]
+    return [
+        (f.name, getattr(value, f.name))
+        for f in fields(value)
+        if getattr(value, f.name) is not None or (f.default is MISSING and f.default_factory is MISSING)
+    ]
 
 
 def write_summary(summary: Summary, path: Union[str, Path]) -> None:
@@ -58,8 +61,11 @@ def upgraded(data: dict[str, Any]) -> dict[str, Any]:
     ext = (data.get("algorithm") or {}).get("extrapolation")
     if isinstance(ext, dict) and "theta_star" in ext:
         name = "TD(0) construction" if data.get("architecture") == "linear-ictd" else "theta*"
-        ext = {**{k: v for k, v in ext.items() if k != "theta_star"}, "reference": ext["theta_star"],
-               "reference_name": name}
+        ext = {
+            **{k: v for k, v in ext.items() if k != "theta_star"},
+            "reference": ext["theta_star"],
+            "reference_name": name,
+        }
         data = {**data, "algorithm": {**data["algorithm"], "extrapolation": ext}}
     return data
 
@@ -87,8 +93,9 @@ def build(cls: Any, data: Any, where: str = "") -> Any:
         unknown = sorted(set(data) - known)
         if unknown:
             raise ValueError(f"{where or cls.__name__}: unknown field(s) {unknown}")
-        missing = [f.name for f in fields(cls) if f.name not in data and f.default is MISSING
-                   and f.default_factory is MISSING]
+        missing = [
+            f.name for f in fields(cls) if f.name not in data and f.default is MISSING and f.default_factory is MISSING
+        ]
         if missing:
             raise ValueError(f"{where or cls.__name__}: missing field(s) {missing}")
         return cls(**{k: build(hints[k], v, f"{where}.{k}".lstrip(".")) for k, v in data.items()})

@@ -106,8 +106,12 @@ class Column:
 
 STUDY_COLUMNS = (
     Column("learns in context (seeds)", "in_context.learns_in_context", "first", "count"),
-    Column("better than first-visit MC (paired, per seed)",
-           "baselines.estimators.first_visit_mc.model_minus_baseline.verdict", "first", "verdicts"),
+    Column(
+        "better than first-visit MC (paired, per seed)",
+        "baselines.estimators.first_visit_mc.model_minus_baseline.verdict",
+        "first",
+        "verdicts",
+    ),
     Column("iterated to 4× depth (per seed)", "in_context.iterated.verdict", "first", "tally"),
     Column("eval MSVE", "metrics.eval_msve", bounds=NONNEGATIVE),
     Column("first-visit MC, MSVE", "baselines.estimators.first_visit_mc.msve.mean", bounds=NONNEGATIVE),
@@ -124,7 +128,11 @@ STUDY_COLUMNS = (
     Column("converges when iterated", "algorithm.extrapolation.converges", "first", "count"),
     Column("best softmax TD, MSVE", "baselines.estimators.best_softmax_td.msve.mean", bounds=NONNEGATIVE),
     Column("constant baseline, MSVE", "baselines.estimators.constant.msve.mean", bounds=NONNEGATIVE),
-    Column("better than the constant (paired, per seed)",
-           "baselines.estimators.constant.model_minus_baseline.verdict", "first", "verdicts"),
+    Column(
+        "better than the constant (paired, per seed)",
+        "baselines.estimators.constant.model_minus_baseline.verdict",
+        "first",
+        "verdicts",
+    ),
 )
 SIGNATURE_COLUMNS = tuple(f"metrics.signature.{name}" for name in SIGNATURE_INPUTS)

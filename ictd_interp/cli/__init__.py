@@ -49,8 +49,9 @@ def unknown_flags(parser: argparse.ArgumentParser, extra: Sequence[str]) -> str:
 
 def builtin_studies() -> list[str]:
     """The studies shipped as ``analyses/studies/*.toml`` (read as files: no torch import)."""
-    return sorted(p.name.removesuffix(".toml") for p in resources.files("analyses.studies").iterdir()
-                  if p.name.endswith(".toml"))
+    return sorted(
+        p.name.removesuffix(".toml") for p in resources.files("analyses.studies").iterdir() if p.name.endswith(".toml")
+    )
 
 
 def preset_help() -> str:
@@ -62,8 +63,10 @@ def preset_help() -> str:
     return "training preset; every flag below overrides it: " + "; ".join(parts)
 
 
-THREADS_HELP = ("torch CPU threads of this process (default: 1; two are somewhat faster on an idle machine and "
-                "several times slower on a busy one, which gets a warning: docs/performance.md, benchmarks/threads.py)")
+THREADS_HELP = (
+    "torch CPU threads of this process (default: 1; two are somewhat faster on an idle machine and "
+    "several times slower on a busy one, which gets a warning: docs/performance.md, benchmarks/threads.py)"
+)
 
 
 def _path_and_out(p: argparse.ArgumentParser, out_help: str) -> None:
@@ -73,33 +76,49 @@ def _path_and_out(p: argparse.ArgumentParser, out_help: str) -> None:
 
 
 def _training(p: argparse.ArgumentParser, name: str) -> None:
-    p.add_argument("--preset", default=None, choices=sorted(PRESETS),
-                   help=preset_help() + " (default: the architecture's own quick preset: "
-                   + ", ".join(f"{cls.quick_preset} for {a}" for a, cls in MODEL_CONFIGS.items() if cls.quick_preset)
-                   + "; quick otherwise)")
+    p.add_argument(
+        "--preset",
+        default=None,
+        choices=sorted(PRESETS),
+        help=preset_help()
+        + " (default: the architecture's own quick preset: "
+        + ", ".join(f"{cls.quick_preset} for {a}" for a, cls in MODEL_CONFIGS.items() if cls.quick_preset)
+        + "; quick otherwise)",
+    )
     out_help = "run folder" if name == "train" else "folder for run/ (training) and analysis/ (report)"
     p.add_argument("--out", required=name == "reproduce", help=out_help)
     if name == "train":
         p.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its last checkpoint")
-    p.add_argument("--threads", type=positive_int, default=None,
-                   help=THREADS_HELP.replace("(default: 1;", "(default: 1, or the count a resumed run was trained "
-                                             "with; a bit-exact resume needs the same count;"))
+    p.add_argument(
+        "--threads",
+        type=positive_int,
+        default=None,
+        help=THREADS_HELP.replace(
+            "(default: 1;",
+            "(default: 1, or the count a resumed run was trained with; a bit-exact resume needs the same count;",
+        ),
+    )
     _allocator_flag(p)
     add_train_args(p)
 
 
 def _allocator_flag(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--keep-freed-memory", action=argparse.BooleanOptionalAction, default=True,
-                   help="set glibc's allocator so each CPU step reuses warm pages (this command's processes only; "
-                        "faster, numbers unchanged; ictd_interp.training.allocator)")
+    p.add_argument(
+        "--keep-freed-memory",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="set glibc's allocator so each CPU step reuses warm pages (this command's processes only; "
+        "faster, numbers unchanged; ictd_interp.training.allocator)",
+    )
 
 
 def _ray_and_force(p: argparse.ArgumentParser) -> None:
     """``--workers N | --address HOST:PORT`` and ``--force``, as the report commands on Ray take them."""
     where = p.add_mutually_exclusive_group()
     where.add_argument("--workers", type=positive_int, default=None, help="cells at once on a local Ray instance")
-    where.add_argument("--address", default=None, help="join this Ray cluster (HOST:PORT); "
-                                                       "--out must be shared storage")
+    where.add_argument(
+        "--address", default=None, help="join this Ray cluster (HOST:PORT); --out must be shared storage"
+    )
     p.add_argument("--force", action="store_true", help="replace a folder that holds another request's results")
 
 
@@ -108,34 +127,47 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
     p = sub.add_parser("construct", help="theta*: error versus depth on Boyan chains, with the margin C")
     add_config_args(p, ConstructConfig, "construction")
-    for name, text in (("train", "pretrain an ICTD transformer into a run folder"),
-                       ("reproduce", "pretrain a preset, then analyse it (re-run the same command to resume)")):
+    for name, text in (
+        ("train", "pretrain an ICTD transformer into a run folder"),
+        ("reproduce", "pretrain a preset, then analyse it (re-run the same command to resume)"),
+    ):
         _training(sub.add_parser(name, help=text, description=text), name)
     sub.add_parser("models", help="the pretrained models shipped with the package")
     p = sub.add_parser("analyze", help="every metric and figure for a checkpoint or run folder")
     _path_and_out(p, "folder for summary.json, summary.md and figures/")
-    p.add_argument("--stamp", action=argparse.BooleanOptionalAction, default=True,
-                   help="the run's name in each figure's corner (--no-stamp for a figure going into a paper)")
+    p.add_argument(
+        "--stamp",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the run's name in each figure's corner (--no-stamp for a figure going into a paper)",
+    )
     p = sub.add_parser("evaluate", help="a checkpoint and theta* on another MRP source (out of distribution)")
     _path_and_out(p, "folder for evaluation.json, evaluation.md and figures")
     add_config_args(p, EvaluateConfig, "evaluation")
     p = sub.add_parser("study", help="a grid of conditions x seeds on Ray, with aggregate figures and study.md")
     p.add_argument("spec", help="a study spec (.toml) or a built-in study: " + ", ".join(builtin_studies()))
     p.add_argument("--out", required=True, help="study folder (re-running the same command resumes it)")
-    p.add_argument("--workers", type=positive_int, default=None, help="cells at once on a local Ray "
-                                                                      "instance (default: all cores)")
-    p.add_argument("--address", default=None, help="join this Ray cluster (HOST:PORT) instead; --out must be "
-                                                   "storage every node sees")
+    p.add_argument(
+        "--workers", type=positive_int, default=None, help="cells at once on a local Ray instance (default: all cores)"
+    )
+    p.add_argument(
+        "--address",
+        default=None,
+        help="join this Ray cluster (HOST:PORT) instead; --out must be storage every node sees",
+    )
     _allocator_flag(p)
-    p = sub.add_parser("import-incontexttd", help="checkpoints of a model trained with "
-                                                  "the predecessor's InContextTD code")
+    p = sub.add_parser(
+        "import-incontexttd", help="checkpoints of a model trained with the predecessor's InContextTD code"
+    )
     p.add_argument("path", help="its log folder (data.npz, params.json), its data.npz, or a torch.save'd state dict")
     p.add_argument("--out", required=True, help="checkpoint folder (with --all-steps: one sub-folder per logged step)")
     p.add_argument("--all-steps", action="store_true", help="one checkpoint per logged step, not only the last")
-    p.add_argument("--n-layers", type=positive_int, default=None, help="depth of a tied ('auto') "
-                                                                       "model without params.json")
-    p.add_argument("--gamma", type=float, default=None, help="discount of its prompts (default: "
-                                                             "params.json's, else 0.9)")
+    p.add_argument(
+        "--n-layers", type=positive_int, default=None, help="depth of a tied ('auto') model without params.json"
+    )
+    p.add_argument(
+        "--gamma", type=float, default=None, help="discount of its prompts (default: params.json's, else 0.9)"
+    )
     p.add_argument("--activation", default=None, help="identity or relu (default: params.json's, else identity)")
     p.add_argument("--force", action="store_true", help="replace a folder that holds another request's results")
     p = sub.add_parser("study-report", help="redraw a study's figures and study.md from its CSVs")
@@ -144,19 +176,34 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="report folder (re-running the same command resumes it)")
     from analyses.claims.budget import BUDGETS  # after the check that ``analyses`` is the toolkit's own (main)
 
-    p.add_argument("--budget", default="quick", choices=sorted(BUDGETS),
-                   help="quick: <= 15 min on 2 cores; full: more seeds, longer contexts, the standard model trained")
+    p.add_argument(
+        "--budget",
+        default="quick",
+        choices=sorted(BUDGETS),
+        help="quick: <= 15 min on 2 cores; full: more seeds, longer contexts, the standard model trained",
+    )
     _ray_and_force(p)
-    p = sub.add_parser("methods-benchmark", help="score interpretability methods against circuits planted exactly "
-                                                 "(report.md, figures/)")
+    p = sub.add_parser(
+        "methods-benchmark",
+        help="score interpretability methods against circuits planted exactly (report.md, figures/)",
+    )
     p.add_argument("--out", required=True, help="report folder (re-running the same command resumes it)")
-    p.add_argument("--budget", default="quick", choices=["quick", "full"],
-                   help="quick: 5 seeds per case, 32 tasks (about 7 min on 2 cores); full: 20 seeds, 64 tasks")
+    p.add_argument(
+        "--budget",
+        default="quick",
+        choices=["quick", "full"],
+        help="quick: 5 seeds per case, 32 tasks (about 7 min on 2 cores); full: 20 seeds, 64 tasks",
+    )
     p.add_argument("--methods", default=None, help="comma-separated method names (default: every registered one)")
     p.add_argument("--cases", default=None, help="comma-separated case names (default: the budget's five)")
     p.add_argument("--seeds", type=positive_int, default=None, help="seeds per case (default: the budget's)")
-    p.add_argument("--plugin", action="append", default=[], metavar="FILE",
-                   help="a Python file that registers methods (register_method); repeatable")
+    p.add_argument(
+        "--plugin",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a Python file that registers methods (register_method); repeatable",
+    )
     _ray_and_force(p)
     for command in sub.choices.values():  # one torch thread by default in every command
         if not any("--threads" in action.option_strings for action in command._actions):
@@ -164,10 +211,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-COMMANDS = {"construct": commands.construct, "train": commands.train, "reproduce": commands.reproduce,
-            "models": commands.models, "analyze": commands.analyze, "evaluate": commands.evaluate,
-            "study": commands.study, "study-report": commands.study_report, "claims": commands.claims,
-            "import-incontexttd": commands.import_incontexttd, "methods-benchmark": commands.methods_benchmark}
+COMMANDS = {
+    "construct": commands.construct,
+    "train": commands.train,
+    "reproduce": commands.reproduce,
+    "models": commands.models,
+    "analyze": commands.analyze,
+    "evaluate": commands.evaluate,
+    "study": commands.study,
+    "study-report": commands.study_report,
+    "claims": commands.claims,
+    "import-incontexttd": commands.import_incontexttd,
+    "methods-benchmark": commands.methods_benchmark,
+}
 
 
 def _as_flag(message: str) -> str:
@@ -197,8 +253,10 @@ def shadowing() -> Optional[str]:
         spec = importlib.util.find_spec(name)
         origin = Path(spec.origin).resolve() if spec is not None and spec.origin else None
         if origin is None or root not in origin.parents:
-            return (f"{origin or name}: a module named {name!r} shadows ictd-interp's own {name} package "
-                    f"({root / name}); rename it, or run from another folder")
+            return (
+                f"{origin or name}: a module named {name!r} shadows ictd-interp's own {name} package "
+                f"({root / name}); rename it, or run from another folder"
+            )
     return None
 
 
@@ -217,8 +275,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 commands.set_threads(args.threads)
             return COMMANDS[args.command](args)
     except KeyboardInterrupt:
-        print(f"ictd-interp {args.command}: interrupted (Ctrl-C); nothing it had finished was lost, re-run the same "
-              "command to do the rest", file=sys.stderr)
+        print(
+            f"ictd-interp {args.command}: interrupted (Ctrl-C); nothing it had finished was lost, re-run the same "
+            "command to do the rest",
+            file=sys.stderr,
+        )
         return 130
     except (ValueError, ImportError, FileNotFoundError, FileExistsError) as err:
         print(f"ictd-interp {args.command}: error: {_as_flag(str(err))}", file=sys.stderr)
@@ -227,8 +288,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         if not isinstance(err, MemoryError) and "allocate" not in text and "out of memory" not in text:
             raise
-        print(f"ictd-interp {args.command}: error: out of memory ({text[:200]}); the request is too large for this "
-              "machine (its context length, number of tasks, windows or states)", file=sys.stderr)
+        print(
+            f"ictd-interp {args.command}: error: out of memory ({text[:200]}); the request is too large for this "
+            "machine (its context length, number of tasks, windows or states)",
+            file=sys.stderr,
+        )
         return 2
     except OSError as err:  # a path that is a file, a folder, unwritable, ...: the path and the reason, no trace
         where = f"{err.filename}: " if err.filename else ""

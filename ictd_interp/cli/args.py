@@ -71,10 +71,17 @@ def _flat(obj: Any) -> list[tuple[Any, Any]]:
 def add_train_args(parser: argparse.ArgumentParser) -> None:
     """One flag per flat ``TrainConfig`` setting, grouped by the config that holds it; defaults are the preset's."""
     homes = {"model": tuple(MODEL_CONFIGS.values()), "tasks": (TaskDistribution,), "train": (TrainConfig,)}
-    groups = {"model": parser.add_argument_group(f"model ({', '.join(ARCHITECTURES)} architectures)"),
-              "tasks": parser.add_argument_group("tasks"), "train": parser.add_argument_group("training")}
-    groups["model"].add_argument("--architecture", choices=ARCHITECTURES, default=None,
-                                 help="; ".join(f"{a}: {cls.description}" for a, cls in MODEL_CONFIGS.items()))
+    groups = {
+        "model": parser.add_argument_group(f"model ({', '.join(ARCHITECTURES)} architectures)"),
+        "tasks": parser.add_argument_group("tasks"),
+        "train": parser.add_argument_group("training"),
+    }
+    groups["model"].add_argument(
+        "--architecture",
+        choices=ARCHITECTURES,
+        default=None,
+        help="; ".join(f"{a}: {cls.description}" for a, cls in MODEL_CONFIGS.items()),
+    )
     for name, home in flat_fields().items():
         if home == "architecture":
             continue

@@ -27,12 +27,18 @@ def train(args: argparse.Namespace) -> int:
 
     set_threads(args.threads, args.resume)
     if args.resume and args.out and Path(args.out).resolve() != Path(args.resume).resolve():
-        raise ValueError(f"--out {args.out} with --resume {args.resume}: a resumed run continues in its own folder; "
-                         "leave --out out (or train a new run with --out alone)")
+        raise ValueError(
+            f"--out {args.out} with --resume {args.resume}: a resumed run continues in its own folder; "
+            "leave --out out (or train a new run with --out alone)"
+        )
     if args.resume:
         stored = run_folder.load_run_config(args.resume)
-        _refuse_changes(stored, config_from_args(stored, args), args.resume,
-                        "resume without changing options, or train a new run with --out NEW_DIR")
+        _refuse_changes(
+            stored,
+            config_from_args(stored, args),
+            args.resume,
+            "resume without changing options, or train a new run with --out NEW_DIR",
+        )
         run = resume(args.resume, keep_freed_memory=args.keep_freed_memory)
     else:
         if not args.out:
@@ -40,9 +46,13 @@ def train(args: argparse.Namespace) -> int:
         run = train(config_from_args(chosen_preset(args), args), args.out, keep_freed_memory=args.keep_freed_memory)
     import torch
 
-    state = ("interrupted; continue with `ictd-interp train --resume "
-             f"{run.out_dir} --threads {torch.get_num_threads()}`"
-             f" (the same threads: a bit-exact resume needs them)" if run.interrupted else "finished")
+    state = (
+        "interrupted; continue with `ictd-interp train --resume "
+        f"{run.out_dir} --threads {torch.get_num_threads()}`"
+        f" (the same threads: a bit-exact resume needs them)"
+        if run.interrupted
+        else "finished"
+    )
     print(f"{run.out_dir}: {state} at step {run.step}")
     return 130 if run.interrupted else 0
 
@@ -55,12 +65,17 @@ def reproduce(args: argparse.Namespace) -> int:
     run_dir = out / "run"
     set_threads(args.threads, run_dir)
     if run_folder.is_run(out):
-        raise ValueError(f"{out}: is a training run folder, not a reproduce folder; analyse it with "
-                         f"`ictd-interp analyze {out} --out DIR` or choose another --out")
+        raise ValueError(
+            f"{out}: is a training run folder, not a reproduce folder; analyse it with "
+            f"`ictd-interp analyze {out} --out DIR` or choose another --out"
+        )
     if run_folder.config_path(run_dir).exists():
-        _refuse_changes(run_folder.load_run_config(run_dir), requested, out,
-                        "repeat the command with the stored options to "
-                        "resume or re-analyse it, or choose another --out")
+        _refuse_changes(
+            run_folder.load_run_config(run_dir),
+            requested,
+            out,
+            "repeat the command with the stored options to resume or re-analyse it, or choose another --out",
+        )
         run = resume(run_dir, keep_freed_memory=args.keep_freed_memory)  # an interrupted reproduce picks up
     else:
         if out.exists() and any(p.name not in ("run", "analysis") for p in out.iterdir()):
@@ -79,11 +94,17 @@ def models(args: argparse.Namespace) -> int:
     from ictd_interp.io.pretrained import list_pretrained
 
     for m in list_pretrained():
-        cos = ("" if m["cos_V"] is None else  # a standard-architecture model has no V to compare
-               f"; min cos(V, V*) {min(c for c in m['cos_V'] if c is not None):.3f}")
+        cos = (
+            ""
+            if m["cos_V"] is None
+            # a standard-architecture model has no V to compare
+            else f"; min cos(V, V*) {min(c for c in m['cos_V'] if c is not None):.3f}"
+        )
         learns = {True: "learns in context", False: "does not learn in context", None: "no verdict"}
-        print(f"{m['name']:<18} {m['description']} ({learns[m['learns_in_context']]}; eval MSVE "
-              f"{m['eval_msve']:.3f}, theta* {m['theta_star_msve']:.3f}{cos})")
+        print(
+            f"{m['name']:<18} {m['description']} ({learns[m['learns_in_context']]}; eval MSVE "
+            f"{m['eval_msve']:.3f}, theta* {m['theta_star_msve']:.3f}{cos})"
+        )
     return 0
 
 
@@ -109,27 +130,41 @@ def evaluate(args: argparse.Namespace) -> int:
     except ValueError as err:
         named = cfg.features and str(err).startswith("features")
         raise ValueError(f"{cfg.features}: {err}" if named else err) from None
-    claim_output(args.out, {"command": "evaluate", "source": _source(args.path), **vars(cfg)}, args.force,
-                 inputs=[path] + ([cfg.features] if cfg.features else []))
+    claim_output(
+        args.out,
+        {"command": "evaluate", "source": _source(args.path), **vars(cfg)},
+        args.force,
+        inputs=[path] + ([cfg.features] if cfg.features else []),
+    )
     lengths = context_lengths(cfg.context_len)
     policy = "uniform random over actions" if cfg.env.startswith("gym:") else "none (an MRP family: no actions)"
-    result = replace(evaluate_ood(model, tasks, cfg.depth, lengths), source=str(args.path), environment=cfg.env,
-                     policy=policy, settings=cfg.settings())
+    result = replace(
+        evaluate_ood(model, tasks, cfg.depth, lengths),
+        source=str(args.path),
+        environment=cfg.env,
+        policy=policy,
+        settings=cfg.settings(),
+    )
     write_ood(result, args.out)
-    print(f"{args.out}/evaluation.json: {result.environment} ({result.n_states} states), sup error at "
-          f"n={result.context_lengths[-1]}: model {result.context.model[-1]:.4f}, theta* of its depth "
-          f"{result.context.theta_star[-1]:.4f}")
+    print(
+        f"{args.out}/evaluation.json: {result.environment} ({result.n_states} states), sup error at "
+        f"n={result.context_lengths[-1]}: model {result.context.model[-1]:.4f}, theta* of its depth "
+        f"{result.context.theta_star[-1]:.4f}"
+    )
     return 0
 
 
 def study(args: argparse.Namespace) -> int:
     from analyses.studies.run import run_study
 
-    result = run_study(args.spec, args.out, address=args.address, workers=args.workers,
-                       keep_freed_memory=args.keep_freed_memory)
+    result = run_study(
+        args.spec, args.out, address=args.address, workers=args.workers, keep_freed_memory=args.keep_freed_memory
+    )
     cells = result.results.drop_duplicates("cell")
-    print(f"{result.out_dir}/study.md: {int((cells['status'] == 'done').sum())}/{len(cells)} cells done, "
-          f"{int((cells['status'] == 'failed').sum())} failed")
+    print(
+        f"{result.out_dir}/study.md: {int((cells['status'] == 'done').sum())}/{len(cells)} cells done, "
+        f"{int((cells['status'] == 'failed').sum())} failed"
+    )
     if result.interrupted:
         print(f"{result.out_dir}: interrupted; run the same command again to continue")
         return 130
@@ -145,24 +180,33 @@ def import_incontexttd(args: argparse.Namespace) -> int:
     from ictd_interp.training.run_folder import claim_output, write_request
 
     run = read_incontexttd(args.path, n_layers=args.n_layers, gamma=args.gamma, activation=args.activation)
-    request = {"command": "import-incontexttd", "source": str(Path(args.path).resolve()), "n_layers": args.n_layers,
-               "gamma": args.gamma, "activation": args.activation, "all_steps": args.all_steps}
+    request = {
+        "command": "import-incontexttd",
+        "source": str(Path(args.path).resolve()),
+        "n_layers": args.n_layers,
+        "gamma": args.gamma,
+        "activation": args.activation,
+        "all_steps": args.all_steps,
+    }
     out = claim_output(args.out, request, args.force, inputs=[args.path])
     chosen = range(len(run.steps)) if args.all_steps else [len(run.steps) - 1]
     model = build_model(run.config)
     for i in chosen:
         model.load_state_dict(run.weights[i])
         folder = out / f"step-{run.steps[i]:06d}" if args.all_steps else out
-        save_checkpoint(model, folder, imported_from=run.source, logged_step=run.steps[i], task=run.task,
-                        their_logged=run.logged[i])
+        save_checkpoint(
+            model, folder, imported_from=run.source, logged_step=run.steps[i], task=run.task, their_logged=run.logged[i]
+        )
     write_request(out, request)  # a checkpoint written into --out itself replaced the folder
     where = (
         f"{len(chosen)} checkpoints in {out}/step-*"
         if args.all_steps
         else f"the checkpoint of logged step {run.steps[-1]} in {out}"
     )
-    print(f"{args.path}: {run.source['mode']} model, d={run.config.d_features}, L={run.config.n_layers}, "
-          f"gamma={run.config.gamma}, {run.config.activation}: {where}")
+    print(
+        f"{args.path}: {run.source['mode']} model, d={run.config.d_features}, L={run.config.n_layers}, "
+        f"gamma={run.config.gamma}, {run.config.activation}: {where}"
+    )
     return 0
 
 
@@ -188,13 +232,20 @@ def claims(args: argparse.Namespace) -> int:
 
 
 def methods_benchmark(args: argparse.Namespace) -> int:
-    from analyses.methods_benchmark.run import narrowed, run_benchmark
     from analyses.methods_benchmark.report import write_report
+    from analyses.methods_benchmark.run import narrowed, run_benchmark
 
     names = lambda text: None if text is None else [m.strip() for m in text.split(",") if m.strip()]  # noqa: E731
     budget = narrowed(args.budget, names(args.cases), args.seeds)
-    cells, budget = run_benchmark(args.out, budget, methods=names(args.methods), plugins=args.plugin,
-                                  workers=args.workers, address=args.address, force=args.force)
+    cells, budget = run_benchmark(
+        args.out,
+        budget,
+        methods=names(args.methods),
+        plugins=args.plugin,
+        workers=args.workers,
+        address=args.address,
+        force=args.force,
+    )
     path = write_report(cells, budget, Path(args.out))
     print(f"{path}: {len(cells)} cells, methods {', '.join(cells[0].scores)}")
     return 0
@@ -213,18 +264,23 @@ def _load_features(path: str):
     except OSError as err:
         raise ValueError(f"{path}: cannot read a feature matrix ({err.strerror or err})") from None
     except ValueError as err:
-        raise ValueError(str(err) if str(err).startswith(path) else
-                         f"{path}: cannot read a feature matrix (.npy) ({err})") from None
+        raise ValueError(
+            str(err) if str(err).startswith(path) else f"{path}: cannot read a feature matrix (.npy) ({err})"
+        ) from None
     if not (np.issubdtype(X.dtype, np.integer) or np.issubdtype(X.dtype, np.floating)):
         raise ValueError(f"{path}: the features must be real numbers, got dtype {X.dtype}")
     if not np.isfinite(X).all():
-        raise ValueError(f"{path}: the features must be finite numbers ({int(np.size(X) - np.isfinite(X).sum())} "
-                         "entries are NaN or inf)")
+        raise ValueError(
+            f"{path}: the features must be finite numbers ({int(np.size(X) - np.isfinite(X).sum())} "
+            "entries are NaN or inf)"
+        )
     with np.errstate(over="ignore"):  # every score <x, x'> is at most the largest squared norm (Cauchy-Schwarz)
         largest = float(np.max(np.sum(np.square(X.astype(np.float64)), axis=-1), initial=0.0))
     if not np.isfinite(largest):
-        raise ValueError(f"{path}: the features' inner products (the attention scores) overflow float64; "
-                         f"largest entry {np.abs(X).max():.3g}")
+        raise ValueError(
+            f"{path}: the features' inner products (the attention scores) overflow float64; "
+            f"largest entry {np.abs(X).max():.3g}"
+        )
     return torch.as_tensor(X, dtype=torch.float64)
 
 
@@ -250,8 +306,11 @@ def set_threads(threads: Optional[int], run_dir: Optional[str | Path] = None) ->
     torch.set_num_threads(threads)
     cores, load = os.cpu_count() or 1, os.getloadavg()[0]
     if threads > 1 and load > cores - 1:
-        warnings.warn(f"--threads {threads}: the machine is busy (load {load:.1f} on {cores} cores); several threads "
-                      "then run several times slower than one (benchmarks/threads.py)", stacklevel=2)
+        warnings.warn(
+            f"--threads {threads}: the machine is busy (load {load:.1f} on {cores} cores); several threads "
+            "then run several times slower than one (benchmarks/threads.py)",
+            stacklevel=2,
+        )
 
 
 def _recorded_threads(run_dir: Optional[str | Path]) -> Optional[int]:
@@ -267,8 +326,10 @@ def _recorded_threads(run_dir: Optional[str | Path]) -> Optional[int]:
 def _refuse_changes(stored: TrainConfig, requested: TrainConfig, folder, way_forward: str) -> None:
     changed = stored.differences(requested)
     if changed:
-        raise ValueError(f"{folder}: holds a run with other settings ({'; '.join(changed)}); "
-                         f"the stored run is never reused for a different request: {way_forward}")
+        raise ValueError(
+            f"{folder}: holds a run with other settings ({'; '.join(changed)}); "
+            f"the stored run is never reused for a different request: {way_forward}"
+        )
 
 
 def _source(path: str) -> str:
@@ -302,11 +363,16 @@ def _analyze(path: str, out: str, force: bool = False, stamp: bool = True) -> No
     summary = analyze(model, out, resolved=resolved, stamp=stamp)
     m, verdict = summary.metrics, summary.in_context
     once = lambda values: values[:1] if len(set(map(str, values))) == 1 else values  # noqa: E731 (tied: one layer)
-    weights = (f"cos(V, V*) per layer {[round(c, 3) for c in once(m.cos_V)]}, signs (+,+,-) "
-               f"{once(m.signature_match)}, " if m.cos_V is not None else "most TD-like head's kernel correlation "
-               f"{summary.circuit.max_td_kernel_correlation:.3f}, ")
-    learns = "" if verdict is None else ("; learns in context" if verdict.learns_in_context else
-                                         "; does not learn in context")
+    weights = (
+        f"cos(V, V*) per layer {[round(c, 3) for c in once(m.cos_V)]}, signs (+,+,-) {once(m.signature_match)}, "
+        if m.cos_V is not None
+        else f"most TD-like head's kernel correlation {summary.circuit.max_td_kernel_correlation:.3f}, "
+    )
+    learns = (
+        ""
+        if verdict is None
+        else ("; learns in context" if verdict.learns_in_context else "; does not learn in context")
+    )
     print(f"{out}/summary.md: {weights}MSVE {m.eval_msve:.4f} (theta* {m.theta_star_msve:.4f}){learns}")
 
 
@@ -321,6 +387,8 @@ def chosen_preset(args):
     name = args.preset or ARCHITECTURE_PRESETS.get(architecture, "quick")
     preset = PRESETS[name]
     if args.preset and architecture and architecture != preset.architecture and architecture in ARCHITECTURE_PRESETS:
-        raise ValueError(f"--preset {name} is a {preset.architecture} preset; with --architecture "
-                         f"{architecture} use --preset {ARCHITECTURE_PRESETS[architecture]} (or leave --preset out)")
+        raise ValueError(
+            f"--preset {name} is a {preset.architecture} preset; with --architecture "
+            f"{architecture} use --preset {ARCHITECTURE_PRESETS[architecture]} (or leave --preset out)"
+        )
     return preset

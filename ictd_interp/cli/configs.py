@@ -21,8 +21,11 @@ class ConstructConfig:
         seed: seeds the tasks.
     """
 
-    tasks: TaskDistribution = field(default_factory=lambda: TaskDistribution(
-        d_features=10, feature_kind="onehot", feature_scale=3.0, context_len=200))
+    tasks: TaskDistribution = field(
+        default_factory=lambda: TaskDistribution(
+            d_features=10, feature_kind="onehot", feature_scale=3.0, context_len=200
+        )
+    )
     max_depth: int = 64
     form: str = "tsm"
     n_tasks: int = 32
@@ -34,8 +37,13 @@ class ConstructConfig:
 
     @property
     def model(self) -> ICTDConfig:
-        return ICTDConfig(d_features=self.tasks.d_features, n_layers=self.max_depth, gamma=self.tasks.gamma,
-                          form=self.form, dtype="float64")
+        return ICTDConfig(
+            d_features=self.tasks.d_features,
+            n_layers=self.max_depth,
+            gamma=self.tasks.gamma,
+            form=self.form,
+            dtype="float64",
+        )
 
 
 @dataclass
@@ -78,9 +86,16 @@ class EvaluateConfig:
         """The task distribution for a model with ``d_features`` feature dimensions (its ``family`` is
         this config's ``env``, and an error about it says ``env``, the flag the user typed)."""
         try:
-            return TaskDistribution(family=self.env, n_states=self.n_states, d_features=d_features,
-                                    context_len=self.context_len, gamma=self.gamma, feature_kind=self.feature_kind,
-                                    feature_scale=self.feature_scale, terminal=self.terminal)
+            return TaskDistribution(
+                family=self.env,
+                n_states=self.n_states,
+                d_features=d_features,
+                context_len=self.context_len,
+                gamma=self.gamma,
+                feature_kind=self.feature_kind,
+                feature_scale=self.feature_scale,
+                terminal=self.terminal,
+            )
         except ValueError as err:
             head, sep, rest = str(err).partition(": ")
             raise ValueError(f"env: {rest}" if sep and head == "family" else str(err)) from None
@@ -88,8 +103,11 @@ class EvaluateConfig:
     def settings(self) -> dict:
         """What applies, once: a Gymnasium environment sets its own state count; terminals apply to it only."""
         gym = self.env.startswith("gym:")
-        return {k: v for k, v in vars(self).items() if not (gym and k == "n_states")
-                and not (not gym and k == "terminal") and not (k == "features" and not v)}
+        return {
+            k: v
+            for k, v in vars(self).items()
+            if not (gym and k == "n_states") and not (not gym and k == "terminal") and not (k == "features" and not v)
+        }
 
 
 __all__ = ["ConstructConfig", "EvaluateConfig"]

@@ -7,7 +7,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ictd_interp.config.fields import (
-    LINEAR_ACTIVATIONS, check_bool, check_choice, check_gamma, check_positive_int, dtype_name, ModelConfigIO,
+    LINEAR_ACTIVATIONS,
+    ModelConfigIO,
+    check_bool,
+    check_choice,
+    check_gamma,
+    check_positive_int,
+    dtype_name,
 )
 from ictd_interp.config.model import ICTDConfig, softmax_theta_star
 
@@ -83,4 +89,3 @@ class LinearICTDConfig(ModelConfigIO):
     def theta_star_config(self) -> ICTDConfig:
         """This project's yardstick beside the model's own TD(0) construction (``softmax_theta_star``)."""
         return softmax_theta_star(self)
-

@@ -10,14 +10,15 @@ from ictd_interp.config.fields import (
     BACKWARDS,
     FORMS,
     MASKS,
+    ModelConfigIO,
     check_bool,
     check_choice,
     check_gamma,
     check_positive_int,
-    ModelConfigIO,
     dtype_name,
     from_dict_strict,
 )
+
 
 @dataclass
 class ICTDConfig(ModelConfigIO):

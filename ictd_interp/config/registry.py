@@ -7,9 +7,9 @@ the methods benchmark have their own registry (``analyses.methods_benchmark.meth
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import import_module
-from collections.abc import Callable
 from typing import Any, Union
 
 
@@ -77,11 +77,26 @@ for _entry in (
     Objective("td", "semi-gradient TD; SARSA on a control family", f"{_LOSSES}:td_loss"),
     Objective("neu", "the norm of the expected TD update", f"{_LOSSES}:neu_loss"),
     Objective("mc", "regression on the Monte-Carlo return", f"{_LOSSES}:mc_loss", needs_returns=True),
-    Objective("supervised", "regression on the true v_pi; q_pi on a control family", f"{_LOSSES}:supervised_loss",
-              needs_values=True),
-    Objective("q-learning", "semi-gradient, bootstrapping on max_a q(S', a); control families only",
-              f"{_LOSSES}:q_learning_loss", needs_action_queries=True, control=True),
-    Objective("supervised-q-star", "regression on the true q*; control families only", f"{_LOSSES}:supervised_loss",
-              needs_values=True, values="q_star", control=True),
+    Objective(
+        "supervised",
+        "regression on the true v_pi; q_pi on a control family",
+        f"{_LOSSES}:supervised_loss",
+        needs_values=True,
+    ),
+    Objective(
+        "q-learning",
+        "semi-gradient, bootstrapping on max_a q(S', a); control families only",
+        f"{_LOSSES}:q_learning_loss",
+        needs_action_queries=True,
+        control=True,
+    ),
+    Objective(
+        "supervised-q-star",
+        "regression on the true q*; control families only",
+        f"{_LOSSES}:supervised_loss",
+        needs_values=True,
+        values="q_star",
+        control=True,
+    ),
 ):
     register(_entry)

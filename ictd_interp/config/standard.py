@@ -6,7 +6,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ictd_interp.config.fields import (
-    ACT_FNS, check_bool, check_choice, check_gamma, check_positive_int, dtype_name, ModelConfigIO,
+    ACT_FNS,
+    ModelConfigIO,
+    check_bool,
+    check_choice,
+    check_gamma,
+    check_positive_int,
+    dtype_name,
 )
 from ictd_interp.config.model import ICTDConfig, softmax_theta_star
 from ictd_interp.config.tasks import TaskDistribution
@@ -53,7 +59,9 @@ class StandardConfig(ModelConfigIO):
     architecture = "standard"  # not a field: which model class a config builds (the registry's key)
     description = "a pre-LN transformer with MLPs, nothing pinned (docs/theory.md §10)"
     quick_preset = "standard-quick"  # this architecture's own minutes-on-2-cores preset
-    model_module = "ictd_interp.models.architectures.standard"  # where its model class (``original_architecture``) lives
+    model_module = (
+        "ictd_interp.models.architectures.standard"  # where its model class (``original_architecture``) lives
+    )
     holds_theta_star = False  # θ*'s circuit fits in a block, but no weight of it is θ*'s (function-space analyses)
     # TransformerLens-compatible fields its utilities read (HookedTransformerConfig names).
     n_key_value_heads = None
@@ -64,8 +72,10 @@ class StandardConfig(ModelConfigIO):
 
     def check_positions(self, positions: int) -> None:
         if self.pos_embed and self.n_ctx < positions:
-            raise ValueError(f"n_ctx: the positional embedding covers {self.n_ctx} positions but the prompts "
-                             f"hold {positions} (context_len + 1); set --n-ctx {positions} or more")
+            raise ValueError(
+                f"n_ctx: the positional embedding covers {self.n_ctx} positions but the prompts "
+                f"hold {positions} (context_len + 1); set --n-ctx {positions} or more"
+            )
 
     @staticmethod
     def migrate_flat(data: dict[str, Any]) -> dict[str, Any]:
@@ -80,8 +90,9 @@ class StandardConfig(ModelConfigIO):
         check_positive_int(self, "d_head", "d_mlp", least=0)
         if self.d_head == 0:
             if self.d_model % self.n_heads:
-                raise ValueError(f"d_head: d_model={self.d_model} is not divisible by n_heads={self.n_heads}; "
-                                 f"set d_head explicitly")
+                raise ValueError(
+                    f"d_head: d_model={self.d_model} is not divisible by n_heads={self.n_heads}; set d_head explicitly"
+                )
             self.d_head = self.d_model // self.n_heads
         self.gamma = check_gamma(self.gamma)
         check_choice("act_fn", self.act_fn, ACT_FNS)
@@ -110,4 +121,3 @@ class StandardConfig(ModelConfigIO):
     def theta_star_config(self) -> ICTDConfig:
         """θ*'s yardstick for this model (``softmax_theta_star``)."""
         return softmax_theta_star(self)
-

@@ -13,7 +13,13 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ictd_interp.config.fields import (
-    CONTROL_ACTIONS, FEATURE_KINDS, TERMINALS, check_choice, check_gamma, check_onehot, check_positive_int,
+    CONTROL_ACTIONS,
+    FEATURE_KINDS,
+    TERMINALS,
+    check_choice,
+    check_gamma,
+    check_onehot,
+    check_positive_int,
     from_dict_strict,
 )
 from ictd_interp.config.registry import FAMILIES
@@ -22,14 +28,14 @@ from ictd_interp.config.registry import FAMILIES
 @dataclass(frozen=True)
 class TaskDistribution:
     """Args:
-        family: <families>, or gym:ENV_ID (e.g. gym:FrozenLake-v1).
-        n_states: states per MRP (a Gymnasium environment sets its own).
-        d_features: feature dimension d.
-        context_len: n, transitions in each prompt.
-        gamma: discount.
-        feature_kind: uniform (scale * U(-1, 1) per entry) or onehot (needs d_features >= states).
-        feature_scale: multiplies the features; θ*'s softmax kernel has inverse temperature scale².
-        terminal: Gymnasium terminal transitions: restart (ergodic) or absorbing (episodic).
+    family: <families>, or gym:ENV_ID (e.g. gym:FrozenLake-v1).
+    n_states: states per MRP (a Gymnasium environment sets its own).
+    d_features: feature dimension d.
+    context_len: n, transitions in each prompt.
+    gamma: discount.
+    feature_kind: uniform (scale * U(-1, 1) per entry) or onehot (needs d_features >= states).
+    feature_scale: multiplies the features; θ*'s softmax kernel has inverse temperature scale².
+    terminal: Gymnasium terminal transitions: restart (ergodic) or absorbing (episodic).
     """
 
     family: str = "boyan"
@@ -43,8 +49,9 @@ class TaskDistribution:
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES and not self.family.startswith("gym:"):
-            raise ValueError(f"family: must be one of {tuple(FAMILIES)} or gym:ENV_ID (e.g. gym:FrozenLake-v1), "
-                             f"got {self.family!r}")
+            raise ValueError(
+                f"family: must be one of {tuple(FAMILIES)} or gym:ENV_ID (e.g. gym:FrozenLake-v1), got {self.family!r}"
+            )
         check_choice("feature_kind", self.feature_kind, FEATURE_KINDS)
         check_choice("terminal", self.terminal, TERMINALS)
         check_positive_int(self, "n_states", "d_features", "context_len")
@@ -64,9 +71,13 @@ class TaskDistribution:
     def check_onehot(self, n_states: int) -> None:
         """The one place that checks one-hot features fit: ``d_features >= n_states``."""
         if self.feature_kind == "onehot":
-            check_onehot(self.d_features, n_states, where=f" states of {self.family}",
-                         advice="; use uniform features, more feature dimensions, or (ictd-interp evaluate) your "
-                                "own matrix with --features FILE.npy")
+            check_onehot(
+                self.d_features,
+                n_states,
+                where=f" states of {self.family}",
+                advice="; use uniform features, more feature dimensions, or (ictd-interp evaluate) your "
+                "own matrix with --features FILE.npy",
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

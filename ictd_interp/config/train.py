@@ -106,15 +106,18 @@ class TrainConfig:
             raise ValueError(f"tasks: must be a TaskDistribution, got {type(self.tasks).__name__}")
         for name in SHARED:
             if getattr(self.model, name) != getattr(self.tasks, name):
-                raise ValueError(f"{name}: the model has {getattr(self.model, name)!r}, the tasks "
-                                 f"{getattr(self.tasks, name)!r}; they must agree")
+                raise ValueError(
+                    f"{name}: the model has {getattr(self.model, name)!r}, the tasks "
+                    f"{getattr(self.tasks, name)!r}; they must agree"
+                )
         check_choice("objective", self.objective, tuple(OBJECTIVES))
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
         check_choice("optimizer_kernel", self.optimizer_kernel, OPTIMIZER_KERNELS)
         check_choice("device", self.device, DEVICES)
         check_bool(self, "compile")
-        check_positive_int(self, "tasks_per_batch", "windows_per_task", "n_eval_tasks", "eval_every",
-                           "checkpoint_every")
+        check_positive_int(
+            self, "tasks_per_batch", "windows_per_task", "n_eval_tasks", "eval_every", "checkpoint_every"
+        )
         check_positive_int(self, "steps", least=0)
         if not self.lr > 0:
             raise ValueError(f"lr: must be > 0, got {self.lr}")
@@ -122,23 +125,30 @@ class TrainConfig:
             raise ValueError(f"weight_decay: must be >= 0, got {self.weight_decay}")
         if OBJECTIVES[self.objective].control and self.tasks.n_actions is None:
             controls = " or ".join(f.name for f in FAMILIES.values() if f.control)
-            raise ValueError(f"objective: {self.objective!r} learns action values: it needs a control family "
-                             f"(--family {controls}), got {self.tasks.family!r}")
+            raise ValueError(
+                f"objective: {self.objective!r} learns action values: it needs a control family "
+                f"(--family {controls}), got {self.tasks.family!r}"
+            )
         if self.objective == "mc" and self.mc_horizon < 1:
             raise ValueError(f"mc_horizon: the mc objective needs a horizon >= 1, got {self.mc_horizon}")
         check_positive_int(self, "task_pool", least=0)
         check_bool(self, "shuffle_rewards")
         if self.shuffle_rewards and (self.tasks.family != "boyan" or self.objective != "td"):
-            raise ValueError(f"shuffle_rewards: a null of the TD objective on Boyan chains, got objective "
-                             f"{self.objective!r} on {self.tasks.family!r}")
+            raise ValueError(
+                f"shuffle_rewards: a null of the TD objective on Boyan chains, got objective "
+                f"{self.objective!r} on {self.tasks.family!r}"
+            )
         if self.task_pool and self.tasks.family != "boyan":
-            raise ValueError(f"task_pool: a finite pool of tasks is drawn for Boyan chains only, got family "
-                             f"{self.tasks.family!r}")
+            raise ValueError(
+                f"task_pool: a finite pool of tasks is drawn for Boyan chains only, got family {self.tasks.family!r}"
+            )
         if self.train_depths:
             self.depth_range  # noqa: B018 (parsing validates)
             if not self.model.tied or getattr(self.model, "mask", "paper") != "paper":
-                raise ValueError("train_depths: needs tied weights (and, for the stylised model, the paper mask): "
-                                 "one layer run at any depth")
+                raise ValueError(
+                    "train_depths: needs tied weights (and, for the stylised model, the paper mask): "
+                    "one layer run at any depth"
+                )
         self.model.check_positions(self.tasks.context_len + 1)
 
     @property
@@ -203,8 +213,11 @@ class TrainConfig:
     def differences(self, other: "TrainConfig") -> list[str]:
         """``field: mine -> other`` for every setting that differs, nested ones by their path (``model.d_model``)."""
         mine, theirs = _paths(self.to_dict()), _paths(other.to_dict())
-        return [f"{k}: {mine.get(k)!r} -> {theirs.get(k)!r}" for k in sorted(set(mine) | set(theirs))
-                if mine.get(k) != theirs.get(k)]
+        return [
+            f"{k}: {mine.get(k)!r} -> {theirs.get(k)!r}"
+            for k in sorted(set(mine) | set(theirs))
+            if mine.get(k) != theirs.get(k)
+        ]
 
     @classmethod
     def from_flat(cls, **settings: Any) -> "TrainConfig":
@@ -278,24 +291,49 @@ def _paths(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 PRESETS: dict[str, TrainConfig] = {
     # README main command: 12 tied layers learn in context (beat the constant and first-visit Monte Carlo) in about
     # a minute on one CPU core; 3 or 6 tied layers do not at this budget (docs/emergence.md).
-    "quick": TrainConfig(model=ICTDConfig(d_features=4, tied=True, n_layers=12), steps=1500, lr=1e-2, eval_every=250,
-                         checkpoint_every=500, n_eval_tasks=256),
+    "quick": TrainConfig(
+        model=ICTDConfig(d_features=4, tied=True, n_layers=12),
+        steps=1500,
+        lr=1e-2,
+        eval_every=250,
+        checkpoint_every=500,
+        n_eval_tasks=256,
+    ),
     # The flagship: 24 tied layers and a longer run, 5.3-6.4 minutes on one CPU core; its three shipped seeds learn in
     # context (docs/emergence.md).
-    "flagship": TrainConfig(model=ICTDConfig(d_features=4, tied=True, n_layers=24), steps=4000, lr=5e-3, eval_every=500,
-                            checkpoint_every=1000, n_eval_tasks=256),
+    "flagship": TrainConfig(
+        model=ICTDConfig(d_features=4, tied=True, n_layers=24),
+        steps=4000,
+        lr=5e-3,
+        eval_every=500,
+        checkpoint_every=1000,
+        n_eval_tasks=256,
+    ),
     # The predecessor's scale with per-layer weights and a long run.
     "paper": TrainConfig(steps=30000, eval_every=1000, checkpoint_every=5000),
     # One layer's weights shared across depth, as the predecessor's default mode, run long.
     "tied": TrainConfig(model=ICTDConfig(d_features=4, tied=True), steps=20000, eval_every=1000, checkpoint_every=5000),
     # The standard architecture (docs/theory.md §10): minutes on 2 CPU cores, and a longer run.
-    "standard-quick": TrainConfig(model=StandardConfig(d_features=4, n_ctx=31), steps=3000, lr=1e-3,
-                                  tasks_per_batch=16, eval_every=250, checkpoint_every=1000),
-    "standard": TrainConfig(model=StandardConfig(d_features=4, n_ctx=31), steps=20000, lr=1e-3, eval_every=1000,
-                            checkpoint_every=5000),
+    "standard-quick": TrainConfig(
+        model=StandardConfig(d_features=4, n_ctx=31),
+        steps=3000,
+        lr=1e-3,
+        tasks_per_batch=16,
+        eval_every=250,
+        checkpoint_every=1000,
+    ),
+    "standard": TrainConfig(
+        model=StandardConfig(d_features=4, n_ctx=31), steps=20000, lr=1e-3, eval_every=1000, checkpoint_every=5000
+    ),
     # In-context control (docs/theory.md §14): the quick model on the state-action chains of random two-action
     # MDPs of 4 states under the uniform behaviour policy, where the TD objective is SARSA's.
-    "control-quick": TrainConfig(model=ICTDConfig(d_features=4, tied=True),
-                                 tasks=TaskDistribution(family="mdp-random", n_states=4, d_features=4),
-                                 steps=3000, lr=3e-3, eval_every=250, checkpoint_every=1000, n_eval_tasks=256),
+    "control-quick": TrainConfig(
+        model=ICTDConfig(d_features=4, tied=True),
+        tasks=TaskDistribution(family="mdp-random", n_states=4, d_features=4),
+        steps=3000,
+        lr=3e-3,
+        eval_every=250,
+        checkpoint_every=1000,
+        n_eval_tasks=256,
+    ),
 }

@@ -5,7 +5,13 @@ them without importing torch), the machine fingerprint that decides the bits of 
 
 from ictd_interp._lazy import lazy_exports
 
-_EXPORTS = {"CheckpointError": "checkpoint", "read_checkpoint": "checkpoint", "save_checkpoint": "checkpoint",
-            "list_pretrained": "pretrained", "pretrained_path": "pretrained", "resolve": "pretrained"}
+_EXPORTS = {
+    "CheckpointError": "checkpoint",
+    "read_checkpoint": "checkpoint",
+    "save_checkpoint": "checkpoint",
+    "list_pretrained": "pretrained",
+    "pretrained_path": "pretrained",
+    "resolve": "pretrained",
+}
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -19,7 +19,6 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-
 FORMAT = "ictd-interp-checkpoint"
 VERSION = 1
 WEIGHTS, CONFIG, STATE = "model.safetensors", "config.json", "training_state.pt"
@@ -49,8 +48,13 @@ def save_checkpoint(
     ``training_state`` (optimiser and generator states) goes beside it for exact resumption."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    header = {"format": FORMAT, "version": VERSION, "architecture": model.cfg.architecture,
-              "config": model.cfg.to_dict(), "metadata": metadata}
+    header = {
+        "format": FORMAT,
+        "version": VERSION,
+        "architecture": model.cfg.architecture,
+        "config": model.cfg.to_dict(),
+        "metadata": metadata,
+    }
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
     try:
         weights = {k: v.detach().cpu().clone().contiguous() for k, v in model.state_dict().items()}

@@ -54,34 +54,47 @@ class ImportedRun:
     logged: list[dict[str, float]]  # per step, what their trainer logged beside P and Q (THEIR_LOGGED; {} if none)
 
 
-def read_incontexttd(path: Path | str, n_layers: Optional[int] = None, gamma: Optional[float] = None,
-                     activation: Optional[str] = None) -> ImportedRun:
+def read_incontexttd(
+    path: Path | str, n_layers: Optional[int] = None, gamma: Optional[float] = None, activation: Optional[str] = None
+) -> ImportedRun:
     """Read a run folder (``data.npz`` + ``params.json``), a ``data.npz`` or a saved state dict."""
     path = Path(path)
     if not path.exists():
         raise InContextTDError(f"{path}: no such file or folder")
     log = path / LOG if path.is_dir() else path
     if not log.is_file():
-        raise InContextTDError(f"{path}: a folder without {LOG}; give InContextTD's log folder, its {LOG} "
-                               f"or a torch.save'd state dict of its Transformer")
+        raise InContextTDError(
+            f"{path}: a folder without {LOG}; give InContextTD's log folder, its {LOG} "
+            f"or a torch.save'd state dict of its Transformer"
+        )
     params_file = log.parent / PARAMS
     params = _read_params(params_file) if params_file.is_file() else {}
     stack, steps, logged = _read_log(log) if log.suffix == ".npz" else (*_read_state_dict(log, params, n_layers), None)
     bad = [i for i, (P, Q) in enumerate(stack) if not (torch.isfinite(P).all() and torch.isfinite(Q).all())]
     if bad:
-        raise InContextTDError(f"{log}: {len(bad)} of {len(stack)} stored weight sets hold NaN or inf (first at "
-                               f"logged step {steps[bad[0]]}); a diverged run cannot be imported")
+        raise InContextTDError(
+            f"{log}: {len(bad)} of {len(stack)} stored weight sets hold NaN or inf (first at "
+            f"logged step {steps[bad[0]]}); a diverged run cannot be imported"
+        )
     settings = _settings(log, params, stack, n_layers, gamma, activation)
     d = (stack[0][0].shape[-1] - 1) // 2
     if "d" in params and params["d"] != d:
-        raise InContextTDError(f"{params_file}: d={params['d']!r} contradicts the stored matrices "
-                               f"({2 * d + 1} x {2 * d + 1}: d = {d})")
-    config = LinearICTDConfig(d_features=d, n_layers=settings["n_layers"], gamma=settings["gamma"],
-                              tied=settings["tied"], activation=settings["activation"], dtype="float32")
+        raise InContextTDError(
+            f"{params_file}: d={params['d']!r} contradicts the stored matrices ({2 * d + 1} x {2 * d + 1}: d = {d})"
+        )
+    config = LinearICTDConfig(
+        d_features=d,
+        n_layers=settings["n_layers"],
+        gamma=settings["gamma"],
+        tied=settings["tied"],
+        activation=settings["activation"],
+        dtype="float32",
+    )
     weights = [_our_names(P, Q, config) for P, Q in stack]
     source = {"file": str(log), "params": params, "mode": "auto" if config.tied else "sequential"}
-    return ImportedRun(config, steps, weights, source, _task_settings(params_file, params, config),
-                       logged or [{} for _ in steps])
+    return ImportedRun(
+        config, steps, weights, source, _task_settings(params_file, params, config), logged or [{} for _ in steps]
+    )
 
 
 MRP_CLASSES = {"boyan": "boyan", "boyanchain": "boyan", "loop": "loop"}  # theirs (lower case) -> our family
@@ -99,13 +112,17 @@ def _task_settings(path: Path, params: dict[str, Any], config: LinearICTDConfig)
     if mrp is not None:
         family = MRP_CLASSES.get(str(mrp).lower().replace("_", ""))
         if family is None:
-            raise InContextTDError(f"{path}: mrp_class {mrp!r} has no counterpart here (known: boyan, loop); its "
-                                   "tasks cannot be carried, so the run would be analysed on tasks it never saw")
+            raise InContextTDError(
+                f"{path}: mrp_class {mrp!r} has no counterpart here (known: boyan, loop); its "
+                "tasks cannot be carried, so the run would be analysed on tasks it never saw"
+            )
         task["family"] = family
     if params.get("sample_weight"):
-        raise InContextTDError(f"{path}: sample_weight = true (rewards made representable by a random weight "
-                               "vector) cannot be carried: this project's task distributions draw rewards "
-                               "U(-1, 1); the run would be analysed on tasks it never saw")
+        raise InContextTDError(
+            f"{path}: sample_weight = true (rewards made representable by a random weight "
+            "vector) cannot be carried: this project's task distributions draw rewards "
+            "U(-1, 1); the run would be analysed on tasks it never saw"
+        )
     return task
 
 
@@ -124,34 +141,44 @@ def _read_log(path: Path) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], list
         with np.load(path, allow_pickle=False) as data:
             arrays = {k: data[k] for k in data.files}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as err:
-        raise InContextTDError(f"{path}: not a readable .npz archive (truncated or not written by numpy: "
-                               f"{type(err).__name__}: {err})") from None
+        raise InContextTDError(
+            f"{path}: not a readable .npz archive (truncated or not written by numpy: {type(err).__name__}: {err})"
+        ) from None
     missing = [k for k in ("P", "Q") if k not in arrays]
     if missing:
-        raise InContextTDError(f"{path}: no {' or '.join(missing)} entry; InContextTD's log holds P and Q "
-                               f"at every logged step (it has {sorted(arrays)})")
+        raise InContextTDError(
+            f"{path}: no {' or '.join(missing)} entry; InContextTD's log holds P and Q "
+            f"at every logged step (it has {sorted(arrays)})"
+        )
     P, Q = arrays["P"], arrays["Q"]
     if P.ndim != 4 or P.shape != Q.shape or P.shape[-1] != P.shape[-2] or P.shape[-1] % 2 != 1:
-        raise InContextTDError(f"{path}: P and Q must both be [logged, layers, "
-                               f"2d+1, 2d+1], got P {P.shape}, Q {Q.shape}")
+        raise InContextTDError(
+            f"{path}: P and Q must both be [logged, layers, 2d+1, 2d+1], got P {P.shape}, Q {Q.shape}"
+        )
     steps = [int(s) for s in arrays["xs"]] if "xs" in arrays else list(range(1, P.shape[0] + 1))
     if len(steps) != P.shape[0]:
         raise InContextTDError(f"{path}: {len(steps)} steps in xs for {P.shape[0]} logged matrices")
     stack = [(torch.from_numpy(np.array(P[i])), torch.from_numpy(np.array(Q[i]))) for i in range(P.shape[0])]
-    series = {ours: np.asarray(arrays[theirs], dtype=float).ravel() for theirs, ours in THEIR_LOGGED.items()
-              if theirs in arrays and np.asarray(arrays[theirs]).size == len(steps)}
+    series = {
+        ours: np.asarray(arrays[theirs], dtype=float).ravel()
+        for theirs, ours in THEIR_LOGGED.items()
+        if theirs in arrays and np.asarray(arrays[theirs]).size == len(steps)
+    }
     return stack, steps, [{name: float(values[i]) for name, values in series.items()} for i in range(len(steps))]
 
 
-def _read_state_dict(path: Path, params: dict[str, Any], n_layers: Optional[int]
-                     ) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], list[int]]:
+def _read_state_dict(
+    path: Path, params: dict[str, Any], n_layers: Optional[int]
+) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], list[int]]:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 (torch raises many kinds; all mean the same here)
         first = ANSI.sub("", str(err).splitlines()[0] if str(err) else type(err).__name__)
         if "Unsupported global" in str(err):  # a whole pickled module, refused by weights_only
-            raise InContextTDError(f"{path}: a pickled Python object, not a state dict; save the model with "
-                                   "torch.save(model.state_dict(), PATH)") from None
+            raise InContextTDError(
+                f"{path}: a pickled Python object, not a state dict; save the model with "
+                "torch.save(model.state_dict(), PATH)"
+            ) from None
         raise InContextTDError(f"{path}: not a torch.save'd state dict ({first})") from None
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise InContextTDError(f"{path}: expected a state dict (names -> tensors) of InContextTD's Transformer")
@@ -160,8 +187,10 @@ def _read_state_dict(path: Path, params: dict[str, Any], n_layers: Optional[int]
     layers = sorted({int(m.group(1)) for k in state if (m := re.fullmatch(r"layers\.(\d+)\.[PQ]", k))})
     expected = {f"layers.{i}.{w}" for i in range(len(layers)) for w in "PQ"}
     if not layers or set(state) != expected:
-        raise InContextTDError(f"{path}: keys {sorted(state)} are neither attn.P/attn.Q ('auto' mode) nor "
-                               f"layers.{{i}}.P/Q ('sequential' mode) of InContextTD's Transformer")
+        raise InContextTDError(
+            f"{path}: keys {sorted(state)} are neither attn.P/attn.Q ('auto' mode) nor "
+            f"layers.{{i}}.P/Q ('sequential' mode) of InContextTD's Transformer"
+        )
     P = torch.stack([state[f"layers.{i}.P"] for i in layers])
     Q = torch.stack([state[f"layers.{i}.Q"] for i in layers])
     return [(P, Q)], [0]
@@ -183,17 +212,24 @@ def _settings(path: Path, params: dict[str, Any], stack, n_layers, gamma, activa
             raise InContextTDError(f"{path}: {key}={given[key]!r} contradicts the run's {recorded[key]!r}")
         out[key] = given[key] if given[key] is not None else recorded[key]
     if out["n_layers"] is None:
-        raise InContextTDError(f"{path}: an 'auto' (tied) model's depth is not in the file and there is no "
-                               f"params.json beside it; give --n-layers")
+        raise InContextTDError(
+            f"{path}: an 'auto' (tied) model's depth is not in the file and there is no "
+            f"params.json beside it; give --n-layers"
+        )
     for key, flag in (("gamma", "--gamma"), ("activation", "--activation")):
         if out[key] is None:
-            raise InContextTDError(f"{path}: the run's {key} is not in the file and there is no params.json beside "
-                                   f"it; give {flag} (a wrong {key} would import a model that predicts wrongly)")
+            raise InContextTDError(
+                f"{path}: the run's {key} is not in the file and there is no params.json beside "
+                f"it; give {flag} (a wrong {key} would import a model that predicts wrongly)"
+            )
     act = out["activation"]
     if act not in ACTIVATION_NAMES:
-        why = ("InContextTD's softmax normalises across query columns, so values at several states would need one "
-               "prompt each" if act == "softmax" else
-               f"this project's linear model implements {sorted(ACTIVATION_NAMES)} only")
+        why = (
+            "InContextTD's softmax normalises across query columns, so values at several states would need one "
+            "prompt each"
+            if act == "softmax"
+            else f"this project's linear model implements {sorted(ACTIVATION_NAMES)} only"
+        )
         raise InContextTDError(f"{path}: activation {act!r} is not supported: {why}")
     out["activation"], out["tied"] = ACTIVATION_NAMES[act], tied
     return out
@@ -212,5 +248,8 @@ def _check_recorded(params_file: Path, recorded: dict[str, Any]) -> None:
 
 def _our_names(P: torch.Tensor, Q: torch.Tensor, config: LinearICTDConfig) -> dict[str, torch.Tensor]:
     layers = 1 if config.tied else config.n_layers
-    return {f"blocks.{l}.attn.{name}": W[min(l, layers - 1)].float().clone()
-            for l in range(config.n_layers) for name, W in (("P", P), ("Q", Q))}
+    return {
+        f"blocks.{l}.attn.{name}": W[min(l, layers - 1)].float().clone()
+        for l in range(config.n_layers)
+        for name, W in (("P", P), ("Q", Q))
+    }

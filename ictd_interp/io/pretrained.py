@@ -17,7 +17,6 @@ import json
 from pathlib import Path
 from typing import Any, Union
 
-
 PRETRAINED_DIR = Path(__file__).parent.parent / "pretrained"  # ictd_interp/pretrained/<name>/
 CARD = "card.json"
 PREFIX = "prefix.safetensors"  # the weights after the card's ``prefix_steps``, for a quick retrain check
@@ -37,9 +36,15 @@ def list_pretrained() -> list[dict[str, Any]]:
     out = []
     for name in names():
         c = card(name)
-        out.append({"name": name, "description": c["description"], "command": c["command"],
-                    **{k: c["final_metrics"].get(k) for k in HEADLINE},  # None: not measured for that architecture
-                    "learns_in_context": c.get("in_context", {}).get("learns_in_context")})  # analyses.cards
+        out.append(
+            {
+                "name": name,
+                "description": c["description"],
+                "command": c["command"],
+                **{k: c["final_metrics"].get(k) for k in HEADLINE},  # None: not measured for that architecture
+                "learns_in_context": c.get("in_context", {}).get("learns_in_context"),
+            }
+        )  # analyses.cards
     return out
 
 
@@ -51,8 +56,9 @@ def pretrained_path(name: str) -> Path:
         hint = f" Did you mean {', '.join(close)}?" if close else ""
         from ictd_interp.io.checkpoint import CheckpointNotFoundError  # torch: only when a name is wrong
 
-        raise CheckpointNotFoundError(f"{name}: no such pretrained model or "
-                                      f"path.{hint} Known models: {', '.join(known)}")
+        raise CheckpointNotFoundError(
+            f"{name}: no such pretrained model or path.{hint} Known models: {', '.join(known)}"
+        )
     return folder
 
 

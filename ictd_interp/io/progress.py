@@ -24,12 +24,19 @@ def progress_bar(total: int, *, initial: int = 0, disable: bool = False, desc: s
 
         return notebook_tqdm(total=total, initial=initial, disable=disable, desc=desc)
     on_terminal = sys.stderr.isatty()
-    return tqdm(total=total, initial=initial, disable=disable, desc=desc, dynamic_ncols=on_terminal,
-                mininterval=0.1 if on_terminal else LOG_INTERVAL_S)
+    return tqdm(
+        total=total,
+        initial=initial,
+        disable=disable,
+        desc=desc,
+        dynamic_ncols=on_terminal,
+        mininterval=0.1 if on_terminal else LOG_INTERVAL_S,
+    )
 
 
-def computed(sections: dict[str, Callable[[], Any]], *, desc: str, into: Optional[dict[str, Any]] = None,
-             disable: bool = False) -> dict[str, Any]:
+def computed(
+    sections: dict[str, Callable[[], Any]], *, desc: str, into: Optional[dict[str, Any]] = None, disable: bool = False
+) -> dict[str, Any]:
     """Each section's value, computed in the order given under one progress bar that names the section
     being computed (``analyze``, ``evaluate`` and ``construct``: a minute of work that would show nothing).
     ``into``: the dict filled as sections finish, so a later section can read an earlier one's value."""

@@ -20,8 +20,25 @@ import torch
 
 # The x86 instruction-set extensions torch, MKL and oneDNN choose kernels by. (Other flags, such as
 # virtualisation or power management, never change a computed value and are left out.)
-ISA_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx512dq", "avx512bw", "avx512vl",
-             "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8", "amx_fp16")
+ISA_FLAGS = (
+    "sse4_2",
+    "avx",
+    "avx2",
+    "fma",
+    "f16c",
+    "avx_vnni",
+    "avx512f",
+    "avx512dq",
+    "avx512bw",
+    "avx512vl",
+    "avx512_vnni",
+    "avx512_bf16",
+    "avx512_fp16",
+    "amx_tile",
+    "amx_bf16",
+    "amx_int8",
+    "amx_fp16",
+)
 # What must be equal for two runs to be bit for bit the same (``machine`` and ``cpu_model`` are kept
 # to tell a reader which machine it was; the model string alone is not enough: one "AMD EPYC" string
 # covers several generations with different AVX-512 support).
@@ -51,15 +68,23 @@ def library_versions() -> dict[str, Optional[str]]:
     config = torch.__config__.show()
     mkl = re.search(r"Math Kernel Library Version ([\w.\-]+)", config)
     onednn = re.search(r"MKL-DNN v([\w.\-]+)", config)
-    return {"torch": torch.__version__, "mkl": mkl.group(1) if mkl else None,
-            "onednn": onednn.group(1) if onednn else None}
+    return {
+        "torch": torch.__version__,
+        "mkl": mkl.group(1) if mkl else None,
+        "onednn": onednn.group(1) if onednn else None,
+    }
 
 
 def fingerprint(threads: Optional[int] = None) -> dict[str, Any]:
     """This machine's bit-deciding settings, at ``threads`` torch threads (default: the current count)."""
-    return {"machine": platform.machine(), "cpu_model": cpu_model(), "isa_flags": isa_flags(),
-            "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(), **library_versions(),
-            "threads": int(threads if threads is not None else torch.get_num_threads())}
+    return {
+        "machine": platform.machine(),
+        "cpu_model": cpu_model(),
+        "isa_flags": isa_flags(),
+        "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        **library_versions(),
+        "threads": int(threads if threads is not None else torch.get_num_threads()),
+    }
 
 
 def differences(recorded: dict[str, Any], current: dict[str, Any]) -> list[str]:
@@ -76,5 +101,8 @@ def weight_drift(reference: dict[str, torch.Tensor], other: dict[str, torch.Tens
         raise ValueError(f"weights: different parameter names {sorted(reference)} vs {sorted(other)}")
     max_abs = max(float((reference[k].double() - other[k].double()).abs().max()) for k in reference)
     scale = max(float(reference[k].double().abs().max()) for k in reference)
-    return {"bit_equal": all(torch.equal(reference[k], other[k]) for k in reference), "max_abs": max_abs,
-            "max_rel": max_abs / scale if scale > 0 else max_abs}
+    return {
+        "bit_equal": all(torch.equal(reference[k], other[k]) for k in reference),
+        "max_abs": max_abs,
+        "max_rel": max_abs / scale if scale > 0 else max_abs,
+    }

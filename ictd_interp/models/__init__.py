@@ -18,12 +18,12 @@
 Imports ``config``, ``io`` and ``tasks``.
 """
 
-from ictd_interp.models.registry import ICTDModel, build_model, holds_theta_star
-from ictd_interp.models.constructions.theta_star import theta_star
 from ictd_interp.models.architectures.ictd import HookedICTDTransformer
-from ictd_interp.models.loading import Checkpoint, load_checkpoint
 from ictd_interp.models.architectures.linear import HookedLinearICTD
 from ictd_interp.models.architectures.standard import HookedStandardTransformer
+from ictd_interp.models.constructions.theta_star import theta_star
+from ictd_interp.models.loading import Checkpoint, load_checkpoint
+from ictd_interp.models.registry import ICTDModel, build_model, holds_theta_star
 
 __all__ = [
     "Checkpoint",

@@ -35,14 +35,17 @@ def model_from(stored: StoredCheckpoint, expected: Optional[type] = None) -> ICT
     except ValueError as err:
         raise CheckpointError(f"{stored.folder / CONFIG}: the stored {err}") from None
     if expected is not None and cls is not expected:
-        raise ValueError(f"{stored.folder}: holds a {cls.__name__} ({architecture} architecture), not a "
-                         f"{expected.CONFIG.architecture}-architecture model; load it with "
-                         f"{cls.__name__}.from_pretrained or ictd_interp.load_checkpoint")
+        raise ValueError(
+            f"{stored.folder}: holds a {cls.__name__} ({architecture} architecture), not a "
+            f"{expected.CONFIG.architecture}-architecture model; load it with "
+            f"{cls.__name__}.from_pretrained or ictd_interp.load_checkpoint"
+        )
     try:
         cfg = config_from_dict(architecture, stored.header["config"])
     except (TypeError, ValueError, KeyError) as err:
-        raise CheckpointError(f"{stored.folder / CONFIG}: config mismatch: "
-                              f"the stored config is invalid ({err})") from None
+        raise CheckpointError(
+            f"{stored.folder / CONFIG}: config mismatch: the stored config is invalid ({err})"
+        ) from None
     model = cls(cfg)
     _check_weights(model, stored.weights, stored.folder)
     model.load_state_dict(stored.weights)
@@ -66,8 +69,10 @@ def _check_weights(model: ICTDModel, weights: dict[str, torch.Tensor], folder: P
             raise CheckpointError(f"{folder}: corrupt weights: {name} holds NaN or infinite entries")
     frozen = model.nonzero_frozen(weights)
     if frozen:
-        raise CheckpointError(f"{folder}: config mismatch: {frozen[0]} has nonzero entries that the "
-                              f"{model.cfg.mask!r} training mask freezes at 0")
+        raise CheckpointError(
+            f"{folder}: config mismatch: {frozen[0]} has nonzero entries that the "
+            f"{model.cfg.mask!r} training mask freezes at 0"
+        )
     for group in model.tied_parameters():
         if any(not torch.equal(weights[group[0]], weights[name]) for name in group[1:]):
             raise CheckpointError(f"{folder}: config mismatch: the config says tied but layers hold different weights")

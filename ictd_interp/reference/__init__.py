@@ -8,5 +8,13 @@ against θ* (``metrics``: cosines, the value signature, kernel diagonality, Assu
 from ictd_interp.reference.metrics import value_signature, weight_cosines, weight_distances
 from ictd_interp.reference.td import linear_td, same_state_kernel, softmax_td, tabular_td, td_errors
 
-__all__ = ["linear_td", "same_state_kernel", "softmax_td", "tabular_td", "td_errors", "value_signature",
-           "weight_cosines", "weight_distances"]
+__all__ = [
+    "linear_td",
+    "same_state_kernel",
+    "softmax_td",
+    "tabular_td",
+    "td_errors",
+    "value_signature",
+    "weight_cosines",
+    "weight_distances",
+]

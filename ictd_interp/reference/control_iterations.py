@@ -24,9 +24,14 @@ from torch import Tensor
 Weights = Callable[[Tensor], Tensor]  # q at the next actions [batch, source, action] -> weights, same shape
 
 
-def backup_td(x: Float[Tensor, "batch column d"], rewards: Float[Tensor, "batch source"],
-              next_columns: Int[Tensor, "batch source action"], weights: Weights, gamma: float, n_iters: int
-              ) -> Float[Tensor, "batch iter column"]:
+def backup_td(
+    x: Float[Tensor, "batch column d"],
+    rewards: Float[Tensor, "batch source"],
+    next_columns: Int[Tensor, "batch source action"],
+    weights: Weights,
+    gamma: float,
+    n_iters: int,
+) -> Float[Tensor, "batch iter column"]:
     """``q_0 .. q_{n_iters}`` on every column (module docstring)."""
     n = rewards.shape[1]
     kernel = torch.softmax(einsum(x[:, :n], x, "b k d, b j d -> b k j"), dim=1)  # over the sources k
@@ -51,9 +56,15 @@ def softmax_weights(beta: float) -> Weights:
     return lambda q_next: torch.softmax(beta * q_next, dim=-1)
 
 
-def batch_actor_critic(psi: Float[Tensor, "pos d"], score: Float[Tensor, "source d"],
-                       rewards: Float[Tensor, "source"], gamma: float, alpha: float, beta: float, n_iters: int
-                       ) -> tuple[Float[Tensor, "iter d"], Float[Tensor, "iter d"]]:
+def batch_actor_critic(
+    psi: Float[Tensor, "pos d"],
+    score: Float[Tensor, "source d"],
+    rewards: Float[Tensor, "source"],
+    gamma: float,
+    alpha: float,
+    beta: float,
+    n_iters: int,
+) -> tuple[Float[Tensor, "iter d"], Float[Tensor, "iter d"]]:
     """Batch actor-critic on one context, as the textbook loop over its transitions: the pairs' features
     ``psi`` of ``(S_0, A_0) .. (S_n, A_n)``, the actor's score ``g_k = ∇ log π(A_k | S_k)`` of each source and the
     rewards ``R_{k+1}``. From ``w = θ = 0``, per iteration ``δ_k = R_{k+1} + γ w·ψ_{k+1} − w·ψ_k`` and

@@ -13,8 +13,8 @@ from torch import Tensor
 
 from ictd_interp.config.model import ICTDConfig
 from ictd_interp.models.architectures.ictd_masks import attention_mask, value_mask
-from ictd_interp.tasks.prompt import PromptLayout
 from ictd_interp.models.constructions.theta_star import SIGNATURE_SIGNS, layer_star
+from ictd_interp.tasks.prompt import PromptLayout
 
 
 def cosine(a: Tensor, b: Tensor) -> float:
@@ -73,8 +73,15 @@ def value_signature(model, cfg: ICTDConfig) -> list[dict]:
         scale = raw[ident].abs().max().clamp_min(1e-30)
         entries = [float(v / scale) if ok else None for v, ok in zip(raw, ident)]
         match = all(e is None or e * s > 0 for e, s in zip(entries, SIGNATURE_SIGNS))
-        rows.append({"layer": layer, "raw": raw.tolist(), "normalised": entries,
-                     "identifiable": ident.tolist(), "matches": match})
+        rows.append(
+            {
+                "layer": layer,
+                "raw": raw.tolist(),
+                "normalised": entries,
+                "identifiable": ident.tolist(),
+                "matches": match,
+            }
+        )
     return rows
 
 
@@ -108,15 +115,24 @@ def query_rows(pattern: Float[Tensor, "... query_pos key_pos"], positions: int) 
     return pattern[..., -positions:, :positions]
 
 
-def diagonality_by_layer(cache, states: Int[Tensor, "batch pos"], n_states: int, n_layers: int,
-                         n_heads: int) -> Float[Tensor, "layer head"]:
+def diagonality_by_layer(
+    cache, states: Int[Tensor, "batch pos"], n_states: int, n_layers: int, n_heads: int
+) -> Float[Tensor, "layer head"]:
     """Kernel diagonality averaged over the tasks, per layer and head, from cached patterns (``query_rows``)."""
-    return torch.tensor([
-        [kernel_diagonality(query_rows(cache["pattern", l][:, h], states.shape[1]).double().cpu(), states,
-                            n_states).mean().item()
-         for h in range(n_heads)]
-        for l in range(n_layers)
-    ], dtype=torch.float64)
+    return torch.tensor(
+        [
+            [
+                kernel_diagonality(
+                    query_rows(cache["pattern", l][:, h], states.shape[1]).double().cpu(), states, n_states
+                )
+                .mean()
+                .item()
+                for h in range(n_heads)
+            ]
+            for l in range(n_layers)
+        ],
+        dtype=torch.float64,
+    )
 
 
 def population_kernel(
@@ -130,8 +146,10 @@ def population_kernel(
 
 
 def assumption_margin(
-    features: Float[Tensor, "batch state d_feat"], A_ff: Float[Tensor, "d_feat d_feat"],
-    mu_pi: Float[Tensor, "batch state"], gamma: float,
+    features: Float[Tensor, "batch state d_feat"],
+    A_ff: Float[Tensor, "d_feat d_feat"],
+    mu_pi: Float[Tensor, "batch state"],
+    gamma: float,
 ) -> Float[Tensor, "batch"]:
     """Margin ``C = min_s M_pi(s, s) - (1 + gamma)/2`` of Assumption 5.1 (holds when ``0 < C < (1-gamma)/2``)."""
     kernel = population_kernel(features, A_ff, mu_pi)

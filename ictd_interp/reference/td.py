@@ -74,7 +74,6 @@ def td_errors(
 def _iterate(
     kernel_fn: Callable[[Tensor], Tensor],
     x: Tensor,  # [batch, n+1, d], validated below
-
     rewards: Tensor,
     gamma: float,
     n_iters: int,
@@ -93,27 +92,31 @@ def _check_inputs(x: Tensor, rewards: Tensor, gamma: float, n_iters: int) -> Non
     if x.ndim != 3 or x.shape[1] < 2:
         raise ValueError(f"x: expected [batch, n+1, d] with n >= 1, got shape {tuple(x.shape)}")
     if tuple(rewards.shape) != (x.shape[0], x.shape[1] - 1):
-        raise ValueError(f"rewards: expected shape {(x.shape[0], x.shape[1] - 1)} "
-                         f"for x {tuple(x.shape)}, got {tuple(rewards.shape)}")
+        raise ValueError(
+            f"rewards: expected shape {(x.shape[0], x.shape[1] - 1)} for x {tuple(x.shape)}, got {tuple(rewards.shape)}"
+        )
     check_gamma(gamma)
     if n_iters < 0:
         raise ValueError(f"n_iters: must be >= 0, got {n_iters}")
 
 
-def softmax_td(x: Tensor, rewards: Tensor, gamma: float,
-               n_iters: int, alpha: float = 1.0) -> Float[Tensor, "batch iter pos"]:
+def softmax_td(
+    x: Tensor, rewards: Tensor, gamma: float, n_iters: int, alpha: float = 1.0
+) -> Float[Tensor, "batch iter pos"]:
     """Softmax-weighted TD: every iterate ``v_0 = 0, v_1, ..., v_{n_iters}`` on ``S_0..S_n``."""
     return _iterate(softmax_kernel, x, rewards, gamma, n_iters, alpha)
 
 
-def linear_td(x: Tensor, rewards: Tensor, gamma: float,
-              n_iters: int, alpha: float = 1.0) -> Float[Tensor, "batch iter pos"]:
+def linear_td(
+    x: Tensor, rewards: Tensor, gamma: float, n_iters: int, alpha: float = 1.0
+) -> Float[Tensor, "batch iter pos"]:
     """Batch linear TD(0) in function space: ``w += (alpha/n) sum_k delta_k x(S_{k-1})``, ``v = <w, x>``."""
     return _iterate(linear_kernel, x, rewards, gamma, n_iters, alpha)
 
 
-def tabular_td(x: Tensor, rewards: Tensor, gamma: float,
-               n_iters: int, alpha: float = 1.0) -> Float[Tensor, "batch iter pos"]:
+def tabular_td(
+    x: Tensor, rewards: Tensor, gamma: float, n_iters: int, alpha: float = 1.0
+) -> Float[Tensor, "batch iter pos"]:
     """Certainty-equivalence tabular TD: each position moves by the mean TD error of the
     transitions leaving its own state (one-hot features), the ``beta -> inf`` limit of softmax TD."""
     return _iterate(hardmax_kernel, x, rewards, gamma, n_iters, alpha)

@@ -13,5 +13,16 @@ from ictd_interp.tasks.prompt import PromptLayout, build_prompt, context_inputs
 from ictd_interp.tasks.sampling import TaskBatch, sample_from, sample_tasks
 from ictd_interp.tasks.trajectory import sample_trajectories
 
-__all__ = ["MRP", "PromptLayout", "TaskBatch", "boyan_chain", "boyan_chains", "build_prompt", "context_inputs",
-           "make_features", "sample_from", "sample_tasks", "sample_trajectories"]
+__all__ = [
+    "MRP",
+    "PromptLayout",
+    "TaskBatch",
+    "boyan_chain",
+    "boyan_chains",
+    "build_prompt",
+    "context_inputs",
+    "make_features",
+    "sample_from",
+    "sample_tasks",
+    "sample_trajectories",
+]

@@ -72,8 +72,10 @@ class MDP:
         """``policy [..., s, a]`` (or ``[s, a]`` for the whole batch) as a float64 tensor, checked stochastic."""
         pi = as_tensor(policy, name)
         if tuple(pi.shape[-2:]) != (self.n_states, self.n_actions):
-            raise ValueError(f"{name}: expected [..., {self.n_states}, {self.n_actions}] (states, actions), got "
-                             f"shape {tuple(pi.shape)}")
+            raise ValueError(
+                f"{name}: expected [..., {self.n_states}, {self.n_actions}] (states, actions), got "
+                f"shape {tuple(pi.shape)}"
+            )
         if bool((pi < 0).any()) or bool(((pi.sum(-1) - 1).abs() > STOCHASTIC_TOL).any()):
             raise ValueError(f"{name}: every row pi[s, :] must be a probability distribution over actions")
         return pi.expand(*self.P.shape[:-3], self.n_states, self.n_actions)
@@ -83,8 +85,12 @@ class MDP:
         pi = self.check_policy(policy)
         s, a = self.n_states, self.n_actions
         P = (self.P[..., :, :, :, None] * pi[..., None, None, :, :]).reshape(*self.P.shape[:-3], s * a, s * a)
-        return MRP(P, self.r.reshape(*self.r.shape[:-2], s * a),
-                   (self.mu0[..., :, None] * pi).reshape(*self.mu0.shape[:-1], s * a), self.gamma)
+        return MRP(
+            P,
+            self.r.reshape(*self.r.shape[:-2], s * a),
+            (self.mu0[..., :, None] * pi).reshape(*self.mu0.shape[:-1], s * a),
+            self.gamma,
+        )
 
     @classmethod
     def from_pair_mrp(cls, mrp: MRP, n_actions: int) -> "MDP":
@@ -94,8 +100,12 @@ class MDP:
         if pairs % n_actions:
             raise ValueError(f"n_actions: {pairs} state-action pairs do not split into {n_actions} actions per state")
         s, batch = pairs // n_actions, mrp.P.shape[:-2]
-        return cls(mrp.P.reshape(*batch, s, n_actions, s, n_actions).sum(-1), mrp.r.reshape(*batch, s, n_actions),
-                   mrp.mu0.reshape(*batch, s, n_actions).sum(-1), mrp.gamma)
+        return cls(
+            mrp.P.reshape(*batch, s, n_actions, s, n_actions).sum(-1),
+            mrp.r.reshape(*batch, s, n_actions),
+            mrp.mu0.reshape(*batch, s, n_actions).sum(-1),
+            mrp.gamma,
+        )
 
     def state_mrp(self, policy: ArrayLike) -> MRP:
         """The MRP on states that ``policy`` makes of this MDP: ``P_π[s, s'] = Σ_a π(a|s) P(s'|s, a)``,
@@ -107,8 +117,9 @@ class MDP:
         """``n_tasks`` copies of a single MDP (one context each, e.g. a Gymnasium environment's)."""
         if self.P.ndim != 3:
             raise ValueError(f"mdp: batched() takes a single MDP (P [s, a, s]), got shape {tuple(self.P.shape)}")
-        return MDP(self.P.expand(n_tasks, -1, -1, -1), self.r.expand(n_tasks, -1, -1),
-                   self.mu0.expand(n_tasks, -1), self.gamma)
+        return MDP(
+            self.P.expand(n_tasks, -1, -1, -1), self.r.expand(n_tasks, -1, -1), self.mu0.expand(n_tasks, -1), self.gamma
+        )
 
     def q_values(self, policy: ArrayLike) -> Float[Tensor, "... state action"]:
         """``q_π``: the pair MRP's value, by a linear solve."""
@@ -144,8 +155,15 @@ def uniform_policy(n_states: int, n_actions: int) -> Float[Tensor, "state action
     return torch.full((n_states, n_actions), 1.0 / n_actions, dtype=torch.float64)
 
 
-def random_mdps(batch: int, n_states: int, n_actions: int, gamma: float = 0.9, *, seed: Optional[int] = None,
-                generator: Optional[torch.Generator] = None) -> MDP:
+def random_mdps(
+    batch: int,
+    n_states: int,
+    n_actions: int,
+    gamma: float = 0.9,
+    *,
+    seed: Optional[int] = None,
+    generator: Optional[torch.Generator] = None,
+) -> MDP:
     """Random tabular MDPs: ``P(· | s, a)`` a normalised vector of uniforms (every next state possible),
     ``r(s, a)`` uniform on ``[-1, 1]``, ``μ0`` uniform."""
     gen = resolve_generator(seed, generator)
@@ -155,8 +173,14 @@ def random_mdps(batch: int, n_states: int, n_actions: int, gamma: float = 0.9, *
     return MDP(P / P.sum(-1, keepdim=True), r, mu0, gamma)
 
 
-def two_action_chains(batch: int, n_states: int, gamma: float = 0.9, *, seed: Optional[int] = None,
-                      generator: Optional[torch.Generator] = None) -> MDP:
+def two_action_chains(
+    batch: int,
+    n_states: int,
+    gamma: float = 0.9,
+    *,
+    seed: Optional[int] = None,
+    generator: Optional[torch.Generator] = None,
+) -> MDP:
     """Boyan-like chains with two actions: from state ``i``, action 0 steps to ``i + 1`` and action 1 to
     ``i + 2`` (clipped at the last state), each with probability ``1 − ε`` (else it stays), ``ε`` uniform on
     ``[0, 0.2]`` per task; rewards uniform on ``[-3, -1]`` for action 0 and ``[-4, -1]`` for action 1 (the long

@@ -132,10 +132,13 @@ def describe_classes(P: Float[Tensor, "s s"], most: int = 6) -> str:
     """The chain's closed classes and absorbing states, in words, for error messages."""
     closed, transient = communicating_classes(P)
     absorbing = [c[0] for c in closed if len(c) == 1]
-    shown = "; ".join(str(c) for c in closed[:most]) + (f"; ... ({len(closed) - most} "
-                                                        "more)" if len(closed) > most else "")
-    return (f"{len(closed)} closed communicating classes ({shown}), absorbing states {absorbing or 'none'}, "
-            f"{len(transient)} transient states")
+    shown = "; ".join(str(c) for c in closed[:most]) + (
+        f"; ... ({len(closed) - most} more)" if len(closed) > most else ""
+    )
+    return (
+        f"{len(closed)} closed communicating classes ({shown}), absorbing states {absorbing or 'none'}, "
+        f"{len(transient)} transient states"
+    )
 
 
 def _validate(mrp: MRP) -> None:

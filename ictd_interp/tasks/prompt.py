@@ -46,8 +46,9 @@ def build_prompt(x: Tensor, rewards: Tensor) -> Float[Tensor, "batch pos d_model
     if x.ndim != 3 or x.shape[1] < 2:
         raise ValueError(f"x: expected [batch, n+1, d] with n >= 1, got shape {tuple(x.shape)}")
     if tuple(rewards.shape) != (x.shape[0], x.shape[1] - 1):
-        raise ValueError(f"rewards: expected shape {(x.shape[0], x.shape[1] - 1)} "
-                         f"for x {tuple(x.shape)}, got {tuple(rewards.shape)}")
+        raise ValueError(
+            f"rewards: expected shape {(x.shape[0], x.shape[1] - 1)} for x {tuple(x.shape)}, got {tuple(rewards.shape)}"
+        )
     if not (torch.isfinite(x).all() and torch.isfinite(rewards).all()):
         raise ValueError("x/rewards: contain NaN or infinite entries")
     rewards = rewards.to(x.dtype)

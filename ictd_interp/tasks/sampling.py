@@ -14,7 +14,11 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from ictd_interp.config.tasks import TaskDistribution
+from ictd_interp.tasks._types import ArrayLike, as_tensor
+from ictd_interp.tasks.families import registered_mrps
 from ictd_interp.tasks.features import make_features, uniform_features
+from ictd_interp.tasks.mdp import MDP
 from ictd_interp.tasks.mrp import (
     MRP,
     BoyanUniforms,
@@ -22,12 +26,8 @@ from ictd_interp.tasks.mrp import (
     boyan_uniforms,
     resolve_generator,
 )
-from ictd_interp.tasks._types import ArrayLike, as_tensor
-from ictd_interp.tasks.mdp import MDP
-from ictd_interp.tasks.families import registered_mrps
-from ictd_interp.tasks.sources import from_gymnasium
 from ictd_interp.tasks.prompt import build_prompt, context_inputs
-from ictd_interp.config.tasks import TaskDistribution
+from ictd_interp.tasks.sources import from_gymnasium
 from ictd_interp.tasks.trajectory import sample_trajectories, trajectories_from_uniforms, trajectory_uniforms
 
 
@@ -88,8 +88,15 @@ def sample_tasks(
     """``sample_from`` with the distribution spelled out: fresh Boyan chains of ``n_states`` states (or the
     given ``mrp``, batched or shared), fresh features of dimension ``d``, a trajectory of ``n`` transitions."""
     family, n_states = ("boyan", n_states) if mrp is None else (GIVEN_MRP, mrp.n_states)
-    dist = TaskDistribution(family=family, n_states=n_states, d_features=d, context_len=n, gamma=gamma,
-                            feature_kind=feature_kind, feature_scale=feature_scale)
+    dist = TaskDistribution(
+        family=family,
+        n_states=n_states,
+        d_features=d,
+        context_len=n,
+        gamma=gamma,
+        feature_kind=feature_kind,
+        feature_scale=feature_scale,
+    )
     return sample_from(dist, n_tasks, seed=seed, generator=generator, mrp=mrp)
 
 
@@ -107,9 +114,16 @@ def gym_mrp(env_id: str, gamma: float, terminal: str) -> MRP:
     return from_gymnasium(env_id, gamma=gamma, terminal=terminal)
 
 
-def sample_from(dist: TaskDistribution, n_tasks: int, *, seed: Optional[int] = None,
-                generator: Optional[torch.Generator] = None, length: Optional[int] = None,
-                features: Optional[Tensor] = None, mrp: Optional[MRP] = None) -> TaskBatch:
+def sample_from(
+    dist: TaskDistribution,
+    n_tasks: int,
+    *,
+    seed: Optional[int] = None,
+    generator: Optional[torch.Generator] = None,
+    length: Optional[int] = None,
+    features: Optional[Tensor] = None,
+    mrp: Optional[MRP] = None,
+) -> TaskBatch:
     """``n_tasks`` tasks drawn from ``dist``, one trajectory of ``length`` transitions each (default
     ``context_len``): the one place a batch of tasks is drawn (``sample_tasks`` and ``control_tasks`` call it).
 
@@ -124,8 +138,11 @@ def sample_from(dist: TaskDistribution, n_tasks: int, *, seed: Optional[int] = N
     mrp = _batched(family_mrps(dist, n_tasks, gen) if mrp is None else mrp, n_tasks)
     dist.check_onehot(mrp.n_states)
     s, d = mrp.n_states, dist.d_features
-    X = (make_features(s, d, dist.feature_kind, dist.feature_scale, generator=gen, batch=n_tasks)
-         if features is None else _given_features(features, s, d, n_tasks))
+    X = (
+        make_features(s, d, dist.feature_kind, dist.feature_scale, generator=gen, batch=n_tasks)
+        if features is None
+        else _given_features(features, s, d, n_tasks)
+    )
     return TaskBatch(mrp, X, sample_trajectories(mrp, n, generator=gen))
 
 
@@ -133,8 +150,10 @@ def _given_features(features: ArrayLike, n_states: int, d: int, n_tasks: int) ->
     """A user's features, ``[states, d]`` (shared) or ``[batch, states, d]``, checked against the MRPs."""
     X = as_tensor(features, "features")
     if X.ndim not in (2, 3) or tuple(X.shape[-2:]) != (n_states, d) or (X.ndim == 3 and X.shape[0] != n_tasks):
-        raise ValueError(f"features: expected shape {(n_states, d)} (states x d_features) or "
-                         f"{(n_tasks, n_states, d)} (one matrix per task), got {tuple(X.shape)}")
+        raise ValueError(
+            f"features: expected shape {(n_states, d)} (states x d_features) or "
+            f"{(n_tasks, n_states, d)} (one matrix per task), got {tuple(X.shape)}"
+        )
     return X.expand(n_tasks, n_states, d)
 
 
@@ -152,16 +171,22 @@ class TaskDraws:
     @staticmethod
     def cat(parts: list["TaskDraws"]) -> "TaskDraws":
         join = lambda ts: None if ts[0] is None else torch.cat(ts)  # noqa: E731
-        return TaskDraws(tuple(torch.cat(c) for c in zip(*(d.chains for d in parts))),
-                         join([d.features for d in parts]), torch.cat([d.start for d in parts]),
-                         join([d.steps for d in parts]))
-
+        return TaskDraws(
+            tuple(torch.cat(c) for c in zip(*(d.chains for d in parts))),
+            join([d.features for d in parts]),
+            torch.cat([d.start for d in parts]),
+            join([d.steps for d in parts]),
+        )
 
     def on_tasks_of(self, pool: "TaskDraws", index: Tensor) -> "TaskDraws":
         """These draws' trajectories on the chains and features of ``pool``'s tasks ``index`` (copies: building
         tasks consumes its draws, the pool is kept)."""
-        return TaskDraws(tuple(c[index] for c in pool.chains), None if pool.features is None else pool.features[index],
-                         self.start, self.steps)
+        return TaskDraws(
+            tuple(c[index] for c in pool.chains),
+            None if pool.features is None else pool.features[index],
+            self.start,
+            self.steps,
+        )
 
 
 def draw_tasks(dist: TaskDistribution, n_tasks: int, generator: torch.Generator, length: int) -> TaskDraws:
@@ -169,8 +194,11 @@ def draw_tasks(dist: TaskDistribution, n_tasks: int, generator: torch.Generator,
     if dist.family != "boyan":
         raise ValueError(f"family: draws are split from construction for Boyan chains only, got {dist.family!r}")
     chains = boyan_uniforms(generator, n_tasks, dist.n_states)
-    features = (torch.rand(n_tasks, dist.n_states, dist.d_features, generator=generator, dtype=torch.float64)
-                if dist.feature_kind == "uniform" else None)
+    features = (
+        torch.rand(n_tasks, dist.n_states, dist.d_features, generator=generator, dtype=torch.float64)
+        if dist.feature_kind == "uniform"
+        else None
+    )
     return TaskDraws(chains, features, *trajectory_uniforms(generator, n_tasks, length))
 
 
@@ -179,8 +207,11 @@ def tasks_from_draws(dist: TaskDistribution, draws: TaskDraws) -> TaskBatch:
     mrp = boyan_from_uniforms(*draws.chains, dist.gamma)
     dist.check_onehot(mrp.n_states)
     n_tasks = mrp.P.shape[0]
-    features = (make_features(mrp.n_states, dist.d_features, "onehot", dist.feature_scale, batch=n_tasks)
-                if draws.features is None else uniform_features(draws.features, dist.feature_scale))
+    features = (
+        make_features(mrp.n_states, dist.d_features, "onehot", dist.feature_scale, batch=n_tasks)
+        if draws.features is None
+        else uniform_features(draws.features, dist.feature_scale)
+    )
     return TaskBatch(mrp, features, trajectories_from_uniforms(mrp.P, mrp.mu0, draws.start, draws.steps))
 
 
@@ -190,8 +221,15 @@ def _batched(mrp: MRP, n_tasks: int) -> MRP:
     return MRP(mrp.P.expand(n_tasks, -1, -1), mrp.r.expand(n_tasks, -1), mrp.mu0.expand(n_tasks, -1), mrp.gamma)
 
 
-def control_tasks(mdp: MDP, behaviour: ArrayLike, features: Float[Tensor, "... pair d"], context_len: int, *,
-                  seed: Optional[int] = None, generator: Optional[torch.Generator] = None) -> TaskBatch:
+def control_tasks(
+    mdp: MDP,
+    behaviour: ArrayLike,
+    features: Float[Tensor, "... pair d"],
+    context_len: int,
+    *,
+    seed: Optional[int] = None,
+    generator: Optional[torch.Generator] = None,
+) -> TaskBatch:
     """One context per task of a batched ``mdp``: the trajectory ``(S_0, A_0), R_1, (S_1, A_1), ...`` of
     ``context_len`` transitions under ``behaviour``, as a ``TaskBatch`` on the pair MRP (``states`` holds pair
     indices ``s * n_actions + a``; ``v_true`` is ``q_behaviour`` at each pair) with ``features`` per pair
@@ -201,9 +239,11 @@ def control_tasks(mdp: MDP, behaviour: ArrayLike, features: Float[Tensor, "... p
     X = as_tensor(features, "features")
     n_pairs = mdp.n_states * mdp.n_actions
     if X.ndim not in (2, 3) or X.shape[-2] != n_pairs:
-        raise ValueError(f"features: expected [pairs, d] or [batch, pairs, d] with {n_pairs} pairs "
-                         f"({mdp.n_states} states x {mdp.n_actions} actions), got shape {tuple(X.shape)}")
-    dist = TaskDistribution(family=GIVEN_MRP, n_states=n_pairs, d_features=X.shape[-1], context_len=context_len,
-                            gamma=mdp.gamma)
-    return sample_from(dist, mdp.P.shape[0], seed=seed, generator=generator, features=X,
-                       mrp=mdp.pair_mrp(behaviour))
+        raise ValueError(
+            f"features: expected [pairs, d] or [batch, pairs, d] with {n_pairs} pairs "
+            f"({mdp.n_states} states x {mdp.n_actions} actions), got shape {tuple(X.shape)}"
+        )
+    dist = TaskDistribution(
+        family=GIVEN_MRP, n_states=n_pairs, d_features=X.shape[-1], context_len=context_len, gamma=mdp.gamma
+    )
+    return sample_from(dist, mdp.P.shape[0], seed=seed, generator=generator, features=X, mrp=mdp.pair_mrp(behaviour))

@@ -7,7 +7,6 @@ prompts, models, analyses — works unchanged.
 from __future__ import annotations
 
 import difflib
-
 from typing import Optional, Union
 
 import numpy as np
@@ -32,8 +31,15 @@ def _ring(batch: int, s: int) -> torch.Tensor:
     return ring
 
 
-def random_mrps(batch: int, n_states: int, gamma: float = 0.9, *, density: float = 1.0, seed: Optional[int] = None,
-                generator: Optional[torch.Generator] = None) -> MRP:
+def random_mrps(
+    batch: int,
+    n_states: int,
+    gamma: float = 0.9,
+    *,
+    density: float = 1.0,
+    seed: Optional[int] = None,
+    generator: Optional[torch.Generator] = None,
+) -> MRP:
     """Random ergodic MRPs: ``U(0, 1)`` weights on a random support of the given density, plus a ring
     ``i -> i+1`` and a self-loop at state 0 so every chain is irreducible and aperiodic."""
     if not 0.0 < density <= 1.0:
@@ -46,8 +52,15 @@ def random_mrps(batch: int, n_states: int, gamma: float = 0.9, *, density: float
     return _finish(weights, gamma, gen)
 
 
-def loop_mrps(batch: int, n_states: int, gamma: float = 0.9, *, n_edges: int = 2, seed: Optional[int] = None,
-              generator: Optional[torch.Generator] = None) -> MRP:
+def loop_mrps(
+    batch: int,
+    n_states: int,
+    gamma: float = 0.9,
+    *,
+    n_edges: int = 2,
+    seed: Optional[int] = None,
+    generator: Optional[torch.Generator] = None,
+) -> MRP:
     """The predecessor's "loop" family: a ring ``i -> i+1`` plus ``n_edges`` random extra edges per
     state, all with ``U(0.01, 0.99)`` weights."""
     gen = resolve_generator(seed, generator)
@@ -90,8 +103,9 @@ def mdp_from_gymnasium(env_id_or_env, gamma: float = 0.9, terminal: str = "absor
     return MDP(P, r, mu0, gamma)
 
 
-def from_gymnasium(env_id_or_env, policy: Union[str, np.ndarray] = "uniform", gamma: float = 0.9,
-                   terminal: str = "absorbing") -> MRP:
+def from_gymnasium(
+    env_id_or_env, policy: Union[str, np.ndarray] = "uniform", gamma: float = 0.9, terminal: str = "absorbing"
+) -> MRP:
     """The MRP a fixed policy induces on a Gymnasium toy-text environment: ``mdp_from_gymnasium``'s MDP under
     ``policy`` (``"uniform"`` or a row-stochastic array ``pi [n_states, n_actions]``), ``r(s)`` the expected reward
     on leaving ``s``."""
@@ -107,8 +121,10 @@ def _make(env_id_or_env):
     if isinstance(env_id_or_env, str) and env_id_or_env not in gymnasium.envs.registry:
         close = difflib.get_close_matches(env_id_or_env, list(gymnasium.envs.registry), n=3, cutoff=0.5)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise ValueError(f"gym:{env_id_or_env}: no such Gymnasium environment{hint} (toy-text environments with a "
-                         "transition table work, e.g. FrozenLake-v1, CliffWalking-v1)")
+        raise ValueError(
+            f"gym:{env_id_or_env}: no such Gymnasium environment{hint} (toy-text environments with a "
+            "transition table work, e.g. FrozenLake-v1, CliffWalking-v1)"
+        )
     env = gymnasium.make(env_id_or_env) if isinstance(env_id_or_env, str) else env_id_or_env
     env = env.unwrapped
     if not hasattr(env, "P"):

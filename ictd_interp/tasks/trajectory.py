@@ -36,17 +36,21 @@ def sample_trajectories(
     return trajectories_from_uniforms(P, mu0, *trajectory_uniforms(gen, P.shape[0], n_steps, P.dtype))
 
 
-def trajectory_uniforms(generator: torch.Generator, batch: int, n_steps: int, dtype: torch.dtype = torch.float64
-                        ) -> tuple[Tensor, Optional[Tensor]]:
+def trajectory_uniforms(
+    generator: torch.Generator, batch: int, n_steps: int, dtype: torch.dtype = torch.float64
+) -> tuple[Tensor, Optional[Tensor]]:
     """The ``U(0, 1)`` draws of ``batch`` trajectories, in the order drawn: the start ``[batch, 1]``, then
     every step's ``[batch, n_steps]`` (None for ``n_steps = 0``)."""
     u0 = torch.rand(batch, 1, generator=generator, dtype=dtype)
     return u0, (torch.rand(batch, n_steps, generator=generator, dtype=dtype) if n_steps else None)
 
 
-def trajectories_from_uniforms(P: Float[Tensor, "batch state state"], mu0: Float[Tensor, "batch state"],
-                               u0: Float[Tensor, "batch 1"], u: Optional[Float[Tensor, "batch time"]]
-                               ) -> Int[Tensor, "batch pos"]:
+def trajectories_from_uniforms(
+    P: Float[Tensor, "batch state state"],
+    mu0: Float[Tensor, "batch state"],
+    u0: Float[Tensor, "batch 1"],
+    u: Optional[Float[Tensor, "batch time"]],
+) -> Int[Tensor, "batch pos"]:
     """The trajectories of ``sample_trajectories`` from their draws (row-wise: trajectories from
     concatenated draws are those from each part). ``S_0`` from ``mu0``, then each ``S_{t+1}`` from the
     visited row of ``P`` (one ``take`` of the rows per step), both by ``_inverse_cdf``."""

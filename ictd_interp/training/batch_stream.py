@@ -36,8 +36,13 @@ def block_size(config: TrainConfig, dtype: torch.dtype) -> int:
     if config.tasks.family != "boyan":
         return 1
     t = config.tasks
-    prompt_bytes = (config.tasks_per_batch * (config.windows_per_task + 1) * (t.context_len + 1)
-                    * (t.d_features + 3) * dtype.itemsize)
+    prompt_bytes = (
+        config.tasks_per_batch
+        * (config.windows_per_task + 1)
+        * (t.context_len + 1)
+        * (t.d_features + 3)
+        * dtype.itemsize
+    )
     return max(1, min(BLOCK, BLOCK_BYTES // prompt_bytes))
 
 
@@ -51,8 +56,9 @@ class BatchStream:
     """``next(stream)``: the next step's ``(batch, depth)`` on the run's device and dtype (depth None
     unless the run samples depths). ``generator_state()``: what a checkpoint saves."""
 
-    def __init__(self, config: TrainConfig, generator: torch.Generator, dtype: torch.dtype,
-                 block: Optional[int] = None):
+    def __init__(
+        self, config: TrainConfig, generator: torch.Generator, dtype: torch.dtype, block: Optional[int] = None
+    ):
         self.config, self.generator, self.dtype = config, generator, dtype
         self.block = block_size(config, dtype) if block is None else block
         self.objective = OBJECTIVES[config.objective]
@@ -87,18 +93,33 @@ class BatchStream:
         cfg = self.config
         needs_values, horizon = self.objective.needs_values, self.objective.mc_horizon(cfg)
         if self.block == 1 and self.pool is None and not cfg.shuffle_rewards:
-            batch = window_batch(cfg.tasks, cfg.tasks_per_batch, cfg.windows_per_task + 1, generator=self.generator,
-                                 mc_horizon=horizon, dtype=self.dtype, with_values=needs_values,
-                                 values=self.objective.values, action_queries=self.objective.needs_action_queries)
+            batch = window_batch(
+                cfg.tasks,
+                cfg.tasks_per_batch,
+                cfg.windows_per_task + 1,
+                generator=self.generator,
+                mc_horizon=horizon,
+                dtype=self.dtype,
+                with_values=needs_values,
+                values=self.objective.values,
+                action_queries=self.objective.needs_action_queries,
+            )
             self._ready.append((batch, self._depth(self.generator)))
             return
         self._block_start, self._handed = self.generator.get_state(), 0
         drawn, depths = zip(*(self._draw(self.generator) for _ in range(self.block)))
         draws, orders = zip(*drawn)
-        windows = windows_from_tasks(tasks_from_draws(cfg.tasks, TaskDraws.cat(list(draws))), cfg.tasks,
-                                     cfg.windows_per_task + 1, horizon, self.dtype, needs_values,
-                                     self.objective.values, self.objective.needs_action_queries,
-                                     None if orders[0] is None else torch.cat(orders))
+        windows = windows_from_tasks(
+            tasks_from_draws(cfg.tasks, TaskDraws.cat(list(draws))),
+            cfg.tasks,
+            cfg.windows_per_task + 1,
+            horizon,
+            self.dtype,
+            needs_values,
+            self.objective.values,
+            self.objective.needs_action_queries,
+            None if orders[0] is None else torch.cat(orders),
+        )
         b = cfg.tasks_per_batch
         self._ready.extend((windows.select_tasks(slice(i * b, (i + 1) * b)), depth) for i, depth in enumerate(depths))
 

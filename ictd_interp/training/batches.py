@@ -13,10 +13,10 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from ictd_interp.tasks.prompt import PromptLayout
 from ictd_interp.config.registry import FAMILIES
 from ictd_interp.config.tasks import TaskDistribution
 from ictd_interp.tasks.mdp import MDP
+from ictd_interp.tasks.prompt import PromptLayout
 from ictd_interp.tasks.sampling import TaskBatch, sample_from
 
 
@@ -44,8 +44,14 @@ class WindowBatch:
 
     def to(self, device: torch.device | str, dtype: torch.dtype) -> "WindowBatch":
         move = lambda t: None if t is None else t.to(device=device, dtype=dtype)  # noqa: E731
-        return WindowBatch(move(self.prompts), move(self.query_reward), move(self.query_value),
-                           move(self.query_return), self.n_windows, move(self.action_queries))
+        return WindowBatch(
+            move(self.prompts),
+            move(self.query_reward),
+            move(self.query_value),
+            move(self.query_return),
+            self.n_windows,
+            move(self.action_queries),
+        )
 
     @classmethod
     def stack(cls, batches: list["WindowBatch"]) -> "WindowBatch":
@@ -55,11 +61,18 @@ class WindowBatch:
         stacked = lambda name: None if both(name)[0] is None else torch.stack(both(name))  # noqa: E731
         if len({b.n_windows for b in batches}) != 1 or len({b.prompts.shape for b in batches}) != 1:
             raise ValueError("batches: a stack's batches must share their shape (tasks, windows, context)")
-        return cls(stacked("prompts"), stacked("query_reward"), stacked("query_value"), stacked("query_return"),
-                   batches[0].n_windows, stacked("action_queries"))
+        return cls(
+            stacked("prompts"),
+            stacked("query_reward"),
+            stacked("query_value"),
+            stacked("query_return"),
+            batches[0].n_windows,
+            stacked("action_queries"),
+        )
 
-    def with_query(self, features: Float[Tensor, "*model alt task window d_feat"]
-                   ) -> Float[Tensor, "*model alt_batch pos d_model"]:
+    def with_query(
+        self, features: Float[Tensor, "*model alt task window d_feat"]
+    ) -> Float[Tensor, "*model alt_batch pos d_model"]:
         """The prompts with each window's query features replaced by ``features`` (one copy of every prompt per
         ``alt`` index, stacked along the batch): the prompt the model would read had the behaviour taken another
         action at the query's state (the context's columns are unchanged; its last transition's bootstrap then
@@ -68,7 +81,8 @@ class WindowBatch:
         copies = features.shape[lead:-3].numel()
         prompts = self.prompts.repeat(*[1] * lead, copies, 1, 1)
         prompts[..., -1, PromptLayout(features.shape[-1]).features] = features.reshape(
-            *features.shape[:lead], -1, features.shape[-1]).to(prompts.dtype)
+            *features.shape[:lead], -1, features.shape[-1]
+        ).to(prompts.dtype)
         return prompts
 
 
@@ -76,13 +90,20 @@ def prompt_rows(tasks: TaskBatch) -> Float[Tensor, "task time d_model"]:
     """Every trajectory position's prompt row ``(x(S_j), r(S_j), 0, 0)`` (the ``build_prompt`` layout of a
     context position), read by one gather from a table of each state's row."""
     features, n_tasks = tasks.features, len(tasks)
-    table = torch.cat([features.expand(n_tasks, -1, -1), tasks.mrp.r.expand(n_tasks, -1).unsqueeze(-1),
-                       features.new_zeros(n_tasks, features.shape[-2], 2)], dim=-1)  # [task, state, d+3]
+    table = torch.cat(
+        [
+            features.expand(n_tasks, -1, -1),
+            tasks.mrp.r.expand(n_tasks, -1).unsqueeze(-1),
+            features.new_zeros(n_tasks, features.shape[-2], 2),
+        ],
+        dim=-1,
+    )  # [task, state, d+3]
     return torch.gather(table, 1, tasks.states.unsqueeze(-1).expand(-1, -1, table.shape[-1]))
 
 
-def sliding_windows(rows: Float[Tensor, "task time d_model"], n: int, dtype: Optional[torch.dtype] = None
-                    ) -> Float[Tensor, "batch pos d_model"]:
+def sliding_windows(
+    rows: Float[Tensor, "task time d_model"], n: int, dtype: Optional[torch.dtype] = None
+) -> Float[Tensor, "batch pos d_model"]:
     """Every window of ``n + 1`` consecutive prompt rows, as prompts (the query's reward set to 0), written
     by one copy into one buffer: a window is a contiguous block of ``rows``, so building each window's
     prompt separately would copy every row ``n + 1`` times. ``dtype``: the buffer's (the entries are
@@ -101,9 +122,18 @@ def discounted_returns(rewards: Float[Tensor, "task time"], gamma: float, horizo
     return rewards.unfold(1, horizon, 1) @ discounts
 
 
-def window_batch(dist: TaskDistribution, n_tasks: int, n_windows: int, *, generator: torch.Generator,
-                 mc_horizon: int = 0, dtype: Optional[torch.dtype] = None, with_values: bool = True,
-                 values: str = "v_pi", action_queries: bool = False) -> WindowBatch:
+def window_batch(
+    dist: TaskDistribution,
+    n_tasks: int,
+    n_windows: int,
+    *,
+    generator: torch.Generator,
+    mc_horizon: int = 0,
+    dtype: Optional[torch.dtype] = None,
+    with_values: bool = True,
+    values: str = "v_pi",
+    action_queries: bool = False,
+) -> WindowBatch:
     """Draw a training batch from ``dist`` (windows of ``dist.context_len`` transitions); ``mc_horizon > 0``
     extends the trajectories for Monte-Carlo returns; ``dtype`` builds the prompts in that dtype (the
     per-window quantities stay float64 until ``to``); ``with_values=False`` skips the query's true value (a linear
@@ -114,9 +144,17 @@ def window_batch(dist: TaskDistribution, n_tasks: int, n_windows: int, *, genera
     return windows_from_tasks(tasks, dist, n_windows, mc_horizon, dtype, with_values, values, action_queries)
 
 
-def windows_from_tasks(tasks: TaskBatch, dist: TaskDistribution, n_windows: int, mc_horizon: int,
-                       dtype: Optional[torch.dtype], with_values: bool, values: str = "v_pi",
-                       action_queries: bool = False, reward_order: Optional[Tensor] = None) -> WindowBatch:
+def windows_from_tasks(
+    tasks: TaskBatch,
+    dist: TaskDistribution,
+    n_windows: int,
+    mc_horizon: int,
+    dtype: Optional[torch.dtype],
+    with_values: bool,
+    values: str = "v_pi",
+    action_queries: bool = False,
+    reward_order: Optional[Tensor] = None,
+) -> WindowBatch:
     """``window_batch`` on tasks already drawn (row-wise: the windows of a subset of the tasks are that
     subset's windows). ``reward_order [task, n + n_windows]``: each trajectory's rewards permuted in time by it
     before the windows are cut (a null: a reward then says nothing about its state; ``TrainConfig.shuffle_rewards``)."""
@@ -124,11 +162,15 @@ def windows_from_tasks(tasks: TaskBatch, dist: TaskDistribution, n_windows: int,
     query_states = tasks.states[:, n : n + n_windows]
     if (values == "q_star" or action_queries) and dist.n_actions is None:
         controls = [f.name for f in FAMILIES.values() if f.control]
-        raise ValueError(f"family: {dist.family!r} is no control family ({', '.join(controls)}): its windows have "
-                         "no action values")
+        raise ValueError(
+            f"family: {dist.family!r} is no control family ({', '.join(controls)}): its windows have no action values"
+        )
     reward_of = lambda s: torch.gather(tasks.mrp.r, 1, s)  # noqa: E731
-    returns = (discounted_returns(reward_of(tasks.states[:, n:-1]), gamma, mc_horizon)[:, :n_windows]
-               if mc_horizon > 0 else torch.zeros_like(query_states, dtype=torch.float64))
+    returns = (
+        discounted_returns(reward_of(tasks.states[:, n:-1]), gamma, mc_horizon)[:, :n_windows]
+        if mc_horizon > 0
+        else torch.zeros_like(query_states, dtype=torch.float64)
+    )
     rows = prompt_rows(TaskBatch(tasks.mrp, tasks.features, tasks.states[:, : n + n_windows]))
     if reward_order is not None:
         reward = PromptLayout(dist.d_features).reward

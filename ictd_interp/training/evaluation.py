@@ -8,14 +8,13 @@ from typing import Any, Optional
 import torch
 from torch import Tensor
 
-from ictd_interp.tasks.sampling import sample_from
-from ictd_interp.reference.metrics import diagonality_by_layer, value_signature, weight_cosines, weight_distances
-from ictd_interp.models.registry import ICTDModel, holds_theta_star
-from ictd_interp.models.constructions.theta_star import SIGNATURE_INPUTS
-from ictd_interp.models.architectures.ictd import HookedICTDTransformer
 from ictd_interp.models.architectures.base import check_tasks
-from ictd_interp.tasks.sampling import TaskBatch
 from ictd_interp.models.architectures.hook_names import ends_with
+from ictd_interp.models.architectures.ictd import HookedICTDTransformer
+from ictd_interp.models.constructions.theta_star import SIGNATURE_INPUTS
+from ictd_interp.models.registry import ICTDModel, holds_theta_star
+from ictd_interp.reference.metrics import diagonality_by_layer, value_signature, weight_cosines, weight_distances
+from ictd_interp.tasks.sampling import TaskBatch, sample_from
 
 
 @dataclass
@@ -62,7 +61,8 @@ class EvalMetrics:
     dist_A: Optional[list[float]] = field(default=None, metadata=PER_LAYER)  # ||A - A*|| / ||A*||
     dist_V: Optional[list[float]] = field(default=None, metadata=PER_LAYER)  # ||V - V*|| / ||V*||
     signature: Optional[list[list[Optional[float]]]] = field(
-        default=None, metadata={**PER_LAYER, "names": SIGNATURE_INPUTS})  # (reward, next value, current value)
+        default=None, metadata={**PER_LAYER, "names": SIGNATURE_INPUTS}
+    )  # (reward, next value, current value)
     signature_match: Optional[list[bool]] = field(default=None, metadata=PER_LAYER)
 
     def to_dict(self) -> dict[str, Any]:
@@ -80,9 +80,12 @@ def evaluate(model: ICTDModel, eval_set: EvalSet) -> EvalMetrics:
     values, cache = model.run_with_cache(tasks.prompt.to(device), names_filter=ends_with("hook_pattern"))
     cache = cache.to("cpu")  # read beside the tasks, on the CPU
     diag = diagonality_by_layer(cache, tasks.states, tasks.mrp.n_states, cfg.n_layers, cfg.n_heads)
-    common = EvalMetrics(eval_msve=float((values.double().cpu() - tasks.v_true).pow(2).mean()),
-                         theta_star_msve=eval_set.theta_star_msve, kernel_diagonality_mean=diag.mean().item(),
-                         kernel_diagonality_heads=diag.tolist())
+    common = EvalMetrics(
+        eval_msve=float((values.double().cpu() - tasks.v_true).pow(2).mean()),
+        theta_star_msve=eval_set.theta_star_msve,
+        kernel_diagonality_mean=diag.mean().item(),
+        kernel_diagonality_heads=diag.tolist(),
+    )
     if not holds_theta_star(model):
         return common
     cos, dist = weight_cosines(model, cfg), weight_distances(model, cfg)

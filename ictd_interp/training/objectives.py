@@ -21,16 +21,16 @@ from torch import Tensor
 
 from ictd_interp.config import registry
 from ictd_interp.config.registry import load
-from ictd_interp.training.batches import WindowBatch
-from ictd_interp.models.registry import ICTDModel
 from ictd_interp.models.fast.ictd_stack import ModelStack
+from ictd_interp.models.registry import ICTDModel
+from ictd_interp.training.batches import WindowBatch
 
 Trainable = Union[ICTDModel, ModelStack]  # one model, or a stack of models with its stacked batch
 
 
-
-def query_values(model: Trainable, batch: WindowBatch, depth: Optional[int] = None
-                 ) -> Float[Tensor, "*model task window"]:
+def query_values(
+    model: Trainable, batch: WindowBatch, depth: Optional[int] = None
+) -> Float[Tensor, "*model task window"]:
     """One forward pass for every window; the query prediction of each. Objectives choose the model's
     exact fast path explicitly (``fast_values``: the hooked forward whenever a hook is registered);
     ``depth`` runs a tied model's layer that many times instead of ``n_layers``."""
@@ -72,19 +72,24 @@ def supervised_loss(model: Trainable, batch: WindowBatch, depth: Optional[int] =
     """Oracle baseline: regression on the true value of the query (``v_pi``, or ``q*`` for ``supervised-q-star``:
     the batch carries the one its objective asked for)."""
     if batch.query_value is None:
-        raise ValueError("batch: drawn without true values (window_batch(..., with_values=False)); the supervised "
-                         "objectives regress on them")
+        raise ValueError(
+            "batch: drawn without true values (window_batch(..., with_values=False)); the supervised "
+            "objectives regress on them"
+        )
     return per_model_mean((batch.query_value - query_values(model, batch, depth)).pow(2))
 
 
-def greedy_bootstrap(model: Trainable, batch: WindowBatch, depth: Optional[int] = None
-                     ) -> Float[Tensor, "*model task window"]:
+def greedy_bootstrap(
+    model: Trainable, batch: WindowBatch, depth: Optional[int] = None
+) -> Float[Tensor, "*model task window"]:
     """``max_a q^(S, a)`` at each window's query state ``S``: the model's value of the query ``(S, a)`` for every
     action ``a``, each read from the window's prompt with the query's features replaced (the prompt of a
     behaviour that took ``a`` at ``S``), without gradient (a bootstrap target)."""
     if batch.action_queries is None:
-        raise ValueError("batch: drawn without action queries (window_batch(..., action_queries=True)); the "
-                         "q-learning objective bootstraps on every action of the next state")
+        raise ValueError(
+            "batch: drawn without action queries (window_batch(..., action_queries=True)); the "
+            "q-learning objective bootstraps on every action of the next state"
+        )
     with torch.no_grad():  # every action's prompts in one forward
         values = model.fast_values(batch.with_query(batch.action_queries), depth=depth, query_only=True)
     return values.unflatten(-1, (batch.action_queries.shape[-4], -1, batch.n_windows)).amax(-3)
@@ -122,11 +127,13 @@ class Objective:
 # Read from the registry once this module's losses exist (each entry names one of them).
 OBJECTIVES: dict[str, Objective] = {
     e.name: Objective(e.name, load(e.loss), e.needs_returns, e.needs_values, e.values, e.needs_action_queries)
-    for e in registry.OBJECTIVES.values()}
+    for e in registry.OBJECTIVES.values()
+}
 
 
-def expected_update(model: Trainable, batch: WindowBatch, create_graph: bool = False,
-                    depth: Optional[int] = None) -> Tensor:
+def expected_update(
+    model: Trainable, batch: WindowBatch, create_graph: bool = False, depth: Optional[int] = None
+) -> Tensor:
     """``u(theta) = mean_t delta_t grad v^_t`` over the batch, flattened over the parameters (per model for a
     stack: ``[model, parameter]``); gradients are needed to define it, so it is computed with autograd on even
     under no_grad."""

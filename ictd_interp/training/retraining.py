@@ -76,9 +76,15 @@ def reexport(folder: Union[str, Path], work_dir: Union[str, Path]) -> dict[str, 
     shutil.copyfile(work_dir / run_folder.METRICS, folder / run_folder.METRICS)
     if entry.get("prefix_steps"):
         shutil.copyfile(run_folder.checkpoint_dir(work_dir, entry["prefix_steps"]) / WEIGHTS, folder / PREFIX)
-    entry.update(train_config=config.to_dict(), final_metrics={k: v for k, v in metrics.items() if k != "wall_time"},
-                 train_wall_time_s=metrics["wall_time"], torch_threads=metrics["torch_threads"],
-                 package_version=metadata.version("ictd-interp"), torch_version=torch.__version__,
-                 machine=platform.machine(), fingerprint=fingerprint)
+    entry.update(
+        train_config=config.to_dict(),
+        final_metrics={k: v for k, v in metrics.items() if k != "wall_time"},
+        train_wall_time_s=metrics["wall_time"],
+        torch_threads=metrics["torch_threads"],
+        package_version=metadata.version("ictd-interp"),
+        torch_version=torch.__version__,
+        machine=platform.machine(),
+        fingerprint=fingerprint,
+    )
     (folder / CARD).write_text(json.dumps(entry, indent=1))
     return entry

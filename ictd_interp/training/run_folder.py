@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import json
 import warnings
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Optional, Union
 
 from ictd_interp.config.train import TrainConfig
@@ -104,8 +104,11 @@ def never_started(run_dir: PathLike) -> bool:
     first step (a bad environment id, say), so it may be re-run from scratch."""
     run_dir = Path(run_dir)
     metrics = run_dir / METRICS
-    return (config_path(run_dir).exists() and not checkpoints(run_dir)
-            and (not metrics.exists() or not metrics.read_text().strip()))
+    return (
+        config_path(run_dir).exists()
+        and not checkpoints(run_dir)
+        and (not metrics.exists() or not metrics.read_text().strip())
+    )
 
 
 def clear_unstarted(run_dir: PathLike) -> None:
@@ -129,9 +132,11 @@ def read_metrics(run_dir: PathLike) -> list[dict[str, Any]]:
             rows.append(json.loads(line))
         except json.JSONDecodeError as err:
             if number == len(lines) and not text.endswith("\n"):
-                warnings.warn(f"{path}: its last line is incomplete (the run was stopped while writing it); "
-                              f"using the {len(rows)} complete lines before it",
-                              stacklevel=1)  # located here, so shown once whichever caller reads the run
+                warnings.warn(
+                    f"{path}: its last line is incomplete (the run was stopped while writing it); "
+                    f"using the {len(rows)} complete lines before it",
+                    stacklevel=1,
+                )  # located here, so shown once whichever caller reads the run
                 break
             raise RunFolderError(f"{path}: line {number} is not valid JSON ({err})") from None
     return rows
@@ -153,8 +158,9 @@ REQUEST, SUMMARY = "request.json", "summary.json"
 LEGACY_ANALYSIS = {SUMMARY, "summary.md", "figures"}  # what analyze wrote before request.json existed
 
 
-def claim_output(out_dir: PathLike, request: dict[str, Any], force: bool = False,
-                 inputs: Sequence[PathLike] = ()) -> Path:
+def claim_output(
+    out_dir: PathLike, request: dict[str, Any], force: bool = False, inputs: Sequence[PathLike] = ()
+) -> Path:
     """Make ``out_dir`` the home of ``request``'s results. An empty or absent folder, or one that holds the
     same request, is used, and so is one that holds only a request (a request that failed before writing any
     result). A folder that holds another request of the same command is refused with the difference named,
@@ -169,26 +175,39 @@ def claim_output(out_dir: PathLike, request: dict[str, Any], force: bool = False
         stored_path = out_dir / REQUEST
         stored = _read_json(stored_path) if stored_path.exists() else None
         if stored is not None and not isinstance(stored, dict):
-            raise RunFolderError(f"{stored_path}: not a request (a JSON object); this folder was not written by "
-                                 "ictd-interp as it is: choose another --out")
+            raise RunFolderError(
+                f"{stored_path}: not a request (a JSON object); this folder was not written by "
+                "ictd-interp as it is: choose another --out"
+            )
         if stored != request:
             if is_run(out_dir):
                 problem, replaceable = "is a training run folder", False
             elif stored is None:
                 # an analysis from a release before request.json existed (exactly what analyze writes) is ours
                 replaceable = {c.name for c in out_dir.iterdir()} <= LEGACY_ANALYSIS and (out_dir / SUMMARY).exists()
-                problem = ("is not empty and holds no request.json" + ("" if replaceable else
-                           " (not written by ictd-interp analyze/evaluate, so it is never cleared)"))
+                problem = "is not empty and holds no request.json" + (
+                    "" if replaceable else " (not written by ictd-interp analyze/evaluate, so it is never cleared)"
+                )
             elif stored.get("command") != request.get("command"):
-                problem, replaceable = (f"holds the results of `{stored.get('command')}`, not of "
-                                        f"`{request.get('command')}` (never replaced by another command)"), False
+                problem, replaceable = (
+                    (
+                        f"holds the results of `{stored.get('command')}`, not of "
+                        f"`{request.get('command')}` (never replaced by another command)"
+                    ),
+                    False,
+                )
             else:
-                changed = [f"{k}: {stored.get(k)!r} -> {request.get(k)!r}" for k in sorted(set(stored) | set(request))
-                           if stored.get(k) != request.get(k)]
+                changed = [
+                    f"{k}: {stored.get(k)!r} -> {request.get(k)!r}"
+                    for k in sorted(set(stored) | set(request))
+                    if stored.get(k) != request.get(k)
+                ]
                 problem, replaceable = f"holds the results of another request ({'; '.join(changed)})", True
             if not (force and replaceable):
-                raise FileExistsError(f"{out_dir}: {problem}; choose another --out" +
-                                      (", or pass --force to replace it" if replaceable else ""))
+                raise FileExistsError(
+                    f"{out_dir}: {problem}; choose another --out"
+                    + (", or pass --force to replace it" if replaceable else "")
+                )
             _clear(out_dir)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -208,8 +227,9 @@ def _refuse_unusable(out_dir: Path, inputs: Sequence[PathLike]) -> None:
     for given in inputs:
         source = Path(given).resolve()
         if source == here or here in source.parents:
-            raise ValueError(f"--out {out_dir}: holds the input {given}, which the results would replace; "
-                             "choose another --out")
+            raise ValueError(
+                f"--out {out_dir}: holds the input {given}, which the results would replace; choose another --out"
+            )
 
 
 def write_request(out_dir: PathLike, request: dict[str, Any]) -> None:

@@ -26,8 +26,17 @@ from ictd_interp.training.allocator import apply_allocator_choice
 from ictd_interp.training.batches import WindowBatch
 from ictd_interp.training.evaluation import EvalSet
 from ictd_interp.training.objectives import OBJECTIVES
-from ictd_interp.training.trainer import (Loop, Run, StopFlag, TrainingDiverged, drive, make_optimizer, reopen_loop,
-                                          rewind, start_loop)
+from ictd_interp.training.trainer import (
+    Loop,
+    Run,
+    StopFlag,
+    TrainingDiverged,
+    drive,
+    make_optimizer,
+    reopen_loop,
+    rewind,
+    start_loop,
+)
 
 
 def stack_refusal(configs: list[TrainConfig]) -> Optional[str]:
@@ -46,15 +55,26 @@ def stack_refusal(configs: list[TrainConfig]) -> Optional[str]:
     return None
 
 
-def train_stack(configs: list[TrainConfig], out_dirs: list[Union[str, Path]], *, progress: bool = True,
-                stop: Optional[StopFlag] = None, keep_freed_memory: Optional[bool] = None) -> list[Run]:
+def train_stack(
+    configs: list[TrainConfig],
+    out_dirs: list[Union[str, Path]],
+    *,
+    progress: bool = True,
+    stop: Optional[StopFlag] = None,
+    keep_freed_memory: Optional[bool] = None,
+) -> list[Run]:
     """Train ``configs`` (one shape, different seeds) in one process, run ``i`` into ``out_dirs[i]``."""
     apply_allocator_choice(keep_freed_memory)
     return step_stack(open_stack(configs, out_dirs), progress, stop)
 
 
-def resume_stack(out_dirs: list[Union[str, Path]], *, progress: bool = True, stop: Optional[StopFlag] = None,
-                 keep_freed_memory: Optional[bool] = None) -> list[Run]:
+def resume_stack(
+    out_dirs: list[Union[str, Path]],
+    *,
+    progress: bool = True,
+    stop: Optional[StopFlag] = None,
+    keep_freed_memory: Optional[bool] = None,
+) -> list[Run]:
     """Continue runs trained as a stack, together (``reopen_stack``)."""
     apply_allocator_choice(keep_freed_memory)
     return step_stack(reopen_stack(out_dirs), progress, stop)
@@ -78,11 +98,21 @@ def reopen_stack(out_dirs: list[Union[str, Path]]) -> list[Loop]:
     eval_set = EvalSet.build(configs[0])
     up_to = None
     while True:
-        shared = set.intersection(*[{run_folder.checkpoint_step(c) for c in run_folder.checkpoints(d)
-                                     if up_to is None or run_folder.checkpoint_step(c) <= up_to} for d in out_dirs])
+        shared = set.intersection(
+            *[
+                {
+                    run_folder.checkpoint_step(c)
+                    for c in run_folder.checkpoints(d)
+                    if up_to is None or run_folder.checkpoint_step(c) <= up_to
+                }
+                for d in out_dirs
+            ]
+        )
         if not shared:
-            raise CheckpointError("out_dirs: no step at which every run has a usable checkpoint; resume each alone "
-                                  f"(`ictd-interp train --resume DIR`): {', '.join(map(str, out_dirs))}")
+            raise CheckpointError(
+                "out_dirs: no step at which every run has a usable checkpoint; resume each alone "
+                f"(`ictd-interp train --resume DIR`): {', '.join(map(str, out_dirs))}"
+            )
         up_to = max(shared)
         loops = [reopen_loop(d, eval_set, up_to=up_to) for d in out_dirs]
         if len({loop.run.step for loop in loops}) == 1:  # else one was unusable (set aside): go back further
@@ -114,9 +144,12 @@ def step_stack(loops: list[Loop], progress: bool = True, stop: Optional[StopFlag
         batch = WindowBatch.stack([next(loop.batches)[0] for loop in loops])
         losses = objective(stack, batch)
         if not torch.isfinite(losses).all():
-            bad = [f"{loop.run.out_dir} ({value}; last good checkpoint: "
-                   f"{run_folder.latest_checkpoint(loop.run.out_dir) or 'none yet'})"
-                   for loop, value in zip(loops, losses.tolist()) if not torch.isfinite(torch.tensor(value))]
+            bad = [
+                f"{loop.run.out_dir} ({value}; last good checkpoint: "
+                f"{run_folder.latest_checkpoint(loop.run.out_dir) or 'none yet'})"
+                for loop, value in zip(loops, losses.tolist())
+                if not torch.isfinite(torch.tensor(value))
+            ]
             raise TrainingDiverged(f"non-finite loss at step {loops[0].run.step + 1} of {'; '.join(bad)}")
         optimizer.zero_grad(set_to_none=True)
         losses.sum().backward()  # each model's gradient is its own loss's
@@ -133,16 +166,19 @@ def step_stack(loops: list[Loop], progress: bool = True, stop: Optional[StopFlag
     return drive(loops, step, progress, stop, sync)
 
 
-def _model_optimizer_state(stack: ModelStack, optimizer: torch.optim.Optimizer, own: torch.optim.Optimizer,
-                           i: int) -> dict:
+def _model_optimizer_state(
+    stack: ModelStack, optimizer: torch.optim.Optimizer, own: torch.optim.Optimizer, i: int
+) -> dict:
     """Model ``i``'s optimiser state, read from the stack's (the per-entry tensors sliced, the step copied), in
     the form its own run's optimiser saves."""
     stacked = dict(zip("AV", stack.parameters()))
     state = {}
     for k, (name, u) in enumerate(stack.parameter_slices(i)):
         entries = optimizer.state.get(stacked[name], {})
-        state[k] = {key: (t[i, u].clone() if t.shape == stacked[name].shape else t.clone())
-                    if torch.is_tensor(t) else t for key, t in entries.items()}
+        state[k] = {
+            key: (t[i, u].clone() if t.shape == stacked[name].shape else t.clone()) if torch.is_tensor(t) else t
+            for key, t in entries.items()
+        }
     return {"state": {k: v for k, v in state.items() if v}, "param_groups": own.state_dict()["param_groups"]}
 
 
@@ -158,6 +194,9 @@ def _stack_optimizer_state(stack: ModelStack, optimizer: torch.optim.Optimizer, 
         per_key = {}
         for key in states[0][ks[0][1]]:
             values = [[state[k][key] for _, k in ks] for state in states]
-            per_key[key] = (torch.stack([torch.stack(v) for v in values]).to(param)
-                            if values[0][0].shape == param.shape[2:] else values[0][0].clone())
+            per_key[key] = (
+                torch.stack([torch.stack(v) for v in values]).to(param)
+                if values[0][0].shape == param.shape[2:]
+                else values[0][0].clone()
+            )
         optimizer.state[param] = per_key

@@ -19,20 +19,20 @@ from typing import Any, Optional, Union
 
 import torch
 
-from ictd_interp.io.progress import progress_bar
-
-from ictd_interp.training import run_folder
+from ictd_interp.config.train import TrainConfig
 from ictd_interp.io.checkpoint import STATE as STATE_FILE
 from ictd_interp.io.checkpoint import CheckpointError, save_checkpoint
+from ictd_interp.io.progress import progress_bar
 from ictd_interp.models.loading import load_checkpoint
+from ictd_interp.models.registry import ICTDModel, build_model
+from ictd_interp.training import run_folder
 from ictd_interp.training.allocator import apply_allocator_choice
 from ictd_interp.training.batch_stream import BatchStream
 from ictd_interp.training.evaluation import EvalSet, evaluate
-from ictd_interp.models.registry import ICTDModel, build_model
 from ictd_interp.training.objectives import OBJECTIVES
-from ictd_interp.config.train import TrainConfig
 
 __all__ = ["Loop", "Run", "TrainingDiverged", "resume", "train"]
+
 
 class TrainingDiverged(RuntimeError):
     """The loss became NaN or infinite; the message names the step and the last good checkpoint."""
@@ -70,8 +70,14 @@ StopFlag = Callable[[], bool]
 STATE_KEYS = ("step", "optimizer", "generator", "loss_sum", "loss_count", "elapsed")  # save_state's
 
 
-def train(config: TrainConfig, out_dir: Union[str, Path], *, progress: bool = True,
-          stop: Optional[StopFlag] = None, keep_freed_memory: Optional[bool] = None) -> Run:
+def train(
+    config: TrainConfig,
+    out_dir: Union[str, Path],
+    *,
+    progress: bool = True,
+    stop: Optional[StopFlag] = None,
+    keep_freed_memory: Optional[bool] = None,
+) -> Run:
     """Train from scratch into ``out_dir`` (which must not already hold a run or other files).
 
     ``stop`` is polled after every step; when it returns True the run checkpoints and returns
@@ -83,8 +89,13 @@ def train(config: TrainConfig, out_dir: Union[str, Path], *, progress: bool = Tr
     return run_loop(start_loop(config, out_dir), progress, stop)
 
 
-def resume(out_dir: Union[str, Path], *, progress: bool = True, stop: Optional[StopFlag] = None,
-           keep_freed_memory: Optional[bool] = None) -> Run:
+def resume(
+    out_dir: Union[str, Path],
+    *,
+    progress: bool = True,
+    stop: Optional[StopFlag] = None,
+    keep_freed_memory: Optional[bool] = None,
+) -> Run:
     """Continue a run from its latest usable checkpoint; a finished run is returned as is.
 
     A checkpoint whose files are corrupt or truncated (an interrupted disk, a killed copy) is set
@@ -100,17 +111,22 @@ def start_loop(config: TrainConfig, out_dir: Union[str, Path], eval_set: Optiona
     out_dir = Path(out_dir)
     check_device(config.device)
     if run_folder.config_path(out_dir).exists() and not run_folder.never_started(out_dir):
-        raise FileExistsError(f"{out_dir}: already holds a run; continue it with `ictd-interp train --resume "
-                              f"{out_dir}` or choose another --out")
+        raise FileExistsError(
+            f"{out_dir}: already holds a run; continue it with `ictd-interp train --resume "
+            f"{out_dir}` or choose another --out"
+        )
     if run_folder.never_started(out_dir):  # a request that failed before its first step: nothing to lose
         run_folder.clear_unstarted(out_dir)
     if out_dir.exists() and any(out_dir.iterdir()):
         raise FileExistsError(f"{out_dir}: not empty and not a training run; choose another --out")
     run_folder.write_run_config(out_dir, config)
     model = prepare_model(build_model(config.model).to(config.device), config)
-    loop = Loop(Run(out_dir, config, model), make_optimizer(config, model),
-                BatchStream(config, torch.Generator().manual_seed(config.seed), model.cfg.torch_dtype),
-                EvalSet.build(config) if eval_set is None else eval_set)
+    loop = Loop(
+        Run(out_dir, config, model),
+        make_optimizer(config, model),
+        BatchStream(config, torch.Generator().manual_seed(config.seed), model.cfg.torch_dtype),
+        EvalSet.build(config) if eval_set is None else eval_set,
+    )
     log_metrics(loop, loss=None)
     return loop
 
@@ -129,16 +145,24 @@ def reopen_loop(out_dir: Union[str, Path], eval_set: Optional[EvalSet] = None, u
             break
         except (CheckpointError, RuntimeError, OSError) as err:
             kept = run_folder.set_aside(ckpt)
-            warnings.warn(f"{ckpt}: unusable checkpoint ({(str(err).splitlines() or [type(err).__name__])[0]}); "
-                          f"set aside as {kept.name}, trying the one before", stacklevel=3)
+            warnings.warn(
+                f"{ckpt}: unusable checkpoint ({(str(err).splitlines() or [type(err).__name__])[0]}); "
+                f"set aside as {kept.name}, trying the one before",
+                stacklevel=3,
+            )
     else:
         raise CheckpointError(f"{out_dir}: no usable checkpoint to resume from; start again in another folder")
     generator = torch.Generator()
     generator.set_state(state["generator"])
-    loop = Loop(Run(out_dir, config, model, step=state["step"]), make_optimizer(config, model),
-                BatchStream(config, generator, model.cfg.torch_dtype),
-                EvalSet.build(config) if eval_set is None else eval_set,
-                state["loss_sum"], state["loss_count"], elapsed_before=state["elapsed"])
+    loop = Loop(
+        Run(out_dir, config, model, step=state["step"]),
+        make_optimizer(config, model),
+        BatchStream(config, generator, model.cfg.torch_dtype),
+        EvalSet.build(config) if eval_set is None else eval_set,
+        state["loss_sum"],
+        state["loss_count"],
+        elapsed_before=state["elapsed"],
+    )
     loop.optimizer.load_state_dict(state["optimizer"])
     loop.run.metrics = [m for m in run_folder.read_metrics(out_dir) if m["step"] <= loop.run.step]
     return loop
@@ -193,8 +217,9 @@ def make_optimizer(config: TrainConfig, model: torch.nn.Module) -> torch.optim.O
     try:
         return cls(params, lr=config.lr, weight_decay=config.weight_decay, **kernel)
     except RuntimeError as err:  # a torch without this device's fused kernel
-        raise ValueError(f"optimizer_kernel: 'fused' is not available here ({err}); use --optimizer-kernel foreach"
-                         ) from None
+        raise ValueError(
+            f"optimizer_kernel: 'fused' is not available here ({err}); use --optimizer-kernel foreach"
+        ) from None
 
 
 def run_loop(loop: Loop, progress: bool = True, stop: Optional[StopFlag] = None) -> Run:
@@ -202,8 +227,13 @@ def run_loop(loop: Loop, progress: bool = True, stop: Optional[StopFlag] = None)
     return drive([loop], lambda: _step(loop), progress, stop)[0]
 
 
-def drive(loops: list[Loop], step: Callable[[], None], progress: bool, stop: Optional[StopFlag],
-          sync: Optional[Callable[[], None]] = None) -> list[Run]:
+def drive(
+    loops: list[Loop],
+    step: Callable[[], None],
+    progress: bool,
+    stop: Optional[StopFlag],
+    sync: Optional[Callable[[], None]] = None,
+) -> list[Run]:
     """Step ``loops`` (runs of one schedule, at one step) with ``step()`` until done or stopped: each run's
     metrics every ``eval_every`` steps, its checkpoint every ``checkpoint_every`` and on a stop, its final
     weights at the end. ``sync()`` runs before each log and checkpoint (a stack writes its weights and optimiser
@@ -245,8 +275,10 @@ def _step(loop: Loop) -> None:
     loss = OBJECTIVES[cfg.objective](run.model, batch, depth=depth)
     if not torch.isfinite(loss):
         last = run_folder.latest_checkpoint(run.out_dir)
-        raise TrainingDiverged(f"non-finite loss ({loss.item()}) at step {run.step + 1}; "
-                               f"last good checkpoint: {last if last else 'none yet'}")
+        raise TrainingDiverged(
+            f"non-finite loss ({loss.item()}) at step {run.step + 1}; "
+            f"last good checkpoint: {last if last else 'none yet'}"
+        )
     loop.optimizer.zero_grad(set_to_none=True)
     loss.backward()
     loop.optimizer.step()
@@ -257,8 +289,13 @@ def _step(loop: Loop) -> None:
 def log_metrics(loop: Loop, loss: Optional[float]) -> dict[str, Any]:
     run = loop.run
     wall = loop.elapsed_before + time.perf_counter() - loop.started
-    entry = {"step": run.step, "loss": loss, **evaluate(run.model, loop.eval_set).to_dict(), "wall_time": wall,
-             "torch_threads": torch.get_num_threads()}
+    entry = {
+        "step": run.step,
+        "loss": loss,
+        **evaluate(run.model, loop.eval_set).to_dict(),
+        "wall_time": wall,
+        "torch_threads": torch.get_num_threads(),
+    }
     if loop.models_in_process > 1:
         entry["models_in_process"] = loop.models_in_process
     loop.loss_sum, loop.loss_count = 0.0, 0
@@ -274,11 +311,21 @@ def _postfix(entry: dict[str, Any]) -> dict[str, str]:
 
 def save_state(loop: Loop) -> None:
     run = loop.run
-    state = {"step": run.step, "optimizer": loop.optimizer.state_dict(), "generator": loop.batches.generator_state(),
-             "loss_sum": loop.loss_sum, "loss_count": loop.loss_count,
-             "elapsed": loop.elapsed_before + time.perf_counter() - loop.started}
-    save_checkpoint(run.model, run_folder.checkpoint_dir(run.out_dir, run.step),
-                    training_state=state, step=run.step, train_config=run.config.to_dict())
+    state = {
+        "step": run.step,
+        "optimizer": loop.optimizer.state_dict(),
+        "generator": loop.batches.generator_state(),
+        "loss_sum": loop.loss_sum,
+        "loss_count": loop.loss_count,
+        "elapsed": loop.elapsed_before + time.perf_counter() - loop.started,
+    }
+    save_checkpoint(
+        run.model,
+        run_folder.checkpoint_dir(run.out_dir, run.step),
+        training_state=state,
+        step=run.step,
+        train_config=run.config.to_dict(),
+    )
 
 
 @contextmanager

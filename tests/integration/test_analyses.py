@@ -13,8 +13,8 @@ def _check_report(out):
     for name in ("attention", "signature", "error_vs_depth", "error_vs_context", "predicted_vs_true", "grouped_kernel"):
         assert (out / "figures" / f"{name}.png").stat().st_size > 0 and (out / "figures" / f"{name}.svg").exists()
     assert "figures/signature.png" in (out / "summary.md").read_text()
-    from analyses.figures.plots import text_outside
     from analyses.analyze import figures as draw
+    from analyses.figures.plots import text_outside
     from analyses.summary.store import read_summary, to_json
 
     typed = read_summary(out / "summary.json")  # the schema reads back exactly what it wrote
@@ -25,8 +25,11 @@ def _check_report(out):
 
 
 def test_analyze_theta_star_checkpoint(tmp_path):
-    save_checkpoint(HookedICTDTransformer.from_theta_star(make_cfg(d_features=4, n_layers=2)), tmp_path / "star",
-                    task={"n_eval_tasks": 16, "context_len": 12, "n_states": 6})
+    save_checkpoint(
+        HookedICTDTransformer.from_theta_star(make_cfg(d_features=4, n_layers=2)),
+        tmp_path / "star",
+        task={"n_eval_tasks": 16, "context_len": 12, "n_states": 6},
+    )
     analyze(tmp_path / "star", tmp_path / "out")
     summary = _check_report(tmp_path / "out")
     assert summary["metrics"]["cos_V"] == pytest.approx([1.0, 1.0])
@@ -40,11 +43,21 @@ def test_analyze_theta_star_checkpoint(tmp_path):
 
 
 def test_analyze_a_short_run(tmp_path):
-    from ictd_interp.training.trainer import train
     from ictd_interp.config.train import TrainConfig
+    from ictd_interp.training.trainer import train
 
-    cfg = TrainConfig.from_flat(d_features=3, n_states=5, context_len=8, tasks_per_batch=4, windows_per_task=2, steps=4,
-                      eval_every=2, checkpoint_every=2, n_eval_tasks=8, n_layers=2)
+    cfg = TrainConfig.from_flat(
+        d_features=3,
+        n_states=5,
+        context_len=8,
+        tasks_per_batch=4,
+        windows_per_task=2,
+        steps=4,
+        eval_every=2,
+        checkpoint_every=2,
+        n_eval_tasks=8,
+        n_layers=2,
+    )
     train(cfg, tmp_path / "run", progress=False)
     analyze(tmp_path / "run", tmp_path / "out")
     summary = _check_report(tmp_path / "out")
@@ -63,11 +76,22 @@ def test_analyze_bad_paths(tmp_path):
 
 def test_dynamics_over_checkpoints(tmp_path):
     from analyses.metrics.dynamics import checkpoint_probes, logged_curves
-    from ictd_interp.training.trainer import train
     from ictd_interp.config.train import TrainConfig
+    from ictd_interp.training.trainer import train
 
-    cfg = TrainConfig.from_flat(d_features=3, n_states=5, context_len=8, tasks_per_batch=4, windows_per_task=2, steps=4,
-                      eval_every=2, checkpoint_every=2, n_eval_tasks=8, n_layers=2, lr=0.05)
+    cfg = TrainConfig.from_flat(
+        d_features=3,
+        n_states=5,
+        context_len=8,
+        tasks_per_batch=4,
+        windows_per_task=2,
+        steps=4,
+        eval_every=2,
+        checkpoint_every=2,
+        n_eval_tasks=8,
+        n_layers=2,
+        lr=0.05,
+    )
     run = train(cfg, tmp_path / "run", progress=False)
     curves = logged_curves(tmp_path / "run")
     assert curves["step"] == [0, 2, 4] and len(curves["cos_V"][0]) == 2

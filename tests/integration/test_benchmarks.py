@@ -26,16 +26,32 @@ def benchmark_module(name: str = "train_throughput"):
 
 
 def test_throughput_benchmark_reports_every_figure_in_one_run():
-    out = subprocess.run([sys.executable, str(BENCHMARK), "--rounds", "1",
-                          "--repeats", "1", "--threads", "1"], capture_output=True, text=True, check=True, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, str(BENCHMARK), "--rounds", "1", "--repeats", "1", "--threads", "1"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
     result = json.loads(out.stdout)
     assert result["device"] == "cpu" and result["threads"] == 1
     models = {"tied", "per_layer", "standard", "tied_autograd", "per_layer_autograd"}
-    assert result["prompts_per_step"] == {"tied": 64 * 17, "per_layer": 64 * 17, "standard": 16 * 17,
-                                          "tied_autograd": 64 * 17, "per_layer_autograd": 64 * 17}
+    assert result["prompts_per_step"] == {
+        "tied": 64 * 17,
+        "per_layer": 64 * 17,
+        "standard": 16 * 17,
+        "tied_autograd": 64 * 17,
+        "per_layer_autograd": 64 * 17,
+    }
     assert result["allocator_keeps_freed_memory"] is sys.platform.startswith("linux")
-    for key in ("model_step_ms", "model_step_samples_per_s", "model_step_fraction_of_gemm_rate", "full_over_model_step",
-                "full_step_ms", "data_ms"):
+    for key in (
+        "model_step_ms",
+        "model_step_samples_per_s",
+        "model_step_fraction_of_gemm_rate",
+        "full_over_model_step",
+        "full_step_ms",
+        "data_ms",
+    ):
         assert set(result[key]) == models and min(result[key].values()) > 0, key
     model, full = result["model_step_ms"]["standard"], result["full_step_ms"]["standard"]  # the share is their ratio
     assert result["full_over_model_step"]["standard"] == pytest.approx(model / full, rel=0.02)
@@ -76,12 +92,17 @@ def test_throughput_benchmark_reports_every_figure_in_one_run():
     assert result["products"]["standard"]["gflop"] == round((3 * forward - read_in) / 1e9, 4) == 1.1442
     samples_per_s = result["model_step_samples_per_s"]["standard"]  # the fraction is the rate times the count
     assert result["model_step_fraction_of_gemm_rate"]["standard"] == pytest.approx(
-        samples_per_s * 6083316 / (result["gemm_1024_gflop_per_s"] * 1e9), rel=0.01)
+        samples_per_s * 6083316 / (result["gemm_1024_gflop_per_s"] * 1e9), rel=0.01
+    )
 
 
 def test_a_compile_mode_without_compile_is_refused_by_name():
-    out = subprocess.run([sys.executable, str(BENCHMARK), "--compile-mode", "max-autotune-no-cudagraphs"],
-                         capture_output=True, text=True, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, str(BENCHMARK), "--compile-mode", "max-autotune-no-cudagraphs"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert out.returncode == 2 and "--compile-mode: only with --compile" in out.stderr and not out.stdout
 
 
@@ -90,8 +111,23 @@ def test_against_reports_both_trees_and_the_products_ceiling():
     """This tree against itself (HEAD), one round of two steps: every model's three timings in both trees,
     the ratios the report derives from them, and ``train_ceiling`` = old ``train()`` step / new products."""
     worktrees = subprocess.run(["git", "worktree", "list"], capture_output=True, text=True, cwd=ROOT).stdout
-    out = subprocess.run([sys.executable, str(BENCHMARK.parent / "against.py"), "HEAD", "--rounds", "1", "--steps", "2",
-                          "--threads", "1"], capture_output=True, text=True, check=True, cwd=ROOT)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(BENCHMARK.parent / "against.py"),
+            "HEAD",
+            "--rounds",
+            "1",
+            "--steps",
+            "2",
+            "--threads",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
     result = json.loads(out.stdout)
     assert result["against"] == "HEAD" and result["rounds"] == 1
     for model in ("standard", "tied", "per_layer"):
@@ -109,16 +145,23 @@ def test_the_threads_benchmark_times_one_cell_of_an_architecture():
     threads = benchmark_module("threads")
     result = threads.cell("quick", "linear-ictd", 1, 4, 2)  # 4 steps: 3 step-to-step intervals timed
     assert set(result) == {"steps_per_s", "forward_ms"} and result["steps_per_s"] > 0 and result["forward_ms"] > 0
-    assert set(threads.ARCHITECTURES) == {"stylised tied "
-                                          "(quick)", "standard (standard-quick)", "linear (quick, linear-ictd)"}
+    assert set(threads.ARCHITECTURES) == {
+        "stylised tied (quick)",
+        "standard (standard-quick)",
+        "linear (quick, linear-ictd)",
+    }
 
 
 @pytest.mark.skipif(not (ROOT / ".git").exists(), reason="the benchmark clones this git checkout")
 def test_a_fourth_architecture_is_three_new_files_and_one_registration_line():
     """Issue 43's measure: the toy architecture (benchmarks/new_architecture.py, a throwaway copy of this tree)
     trains and analyses end to end with 3 new files and the registry's one line (with its import) changed."""
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "new_architecture.py"), "--steps", "10"],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "new_architecture.py"), "--steps", "10"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     shape = json.loads(out.stdout)
     assert shape["error"] is None and shape["train_ok"] and shape["analyze_ok"]
     assert len(shape["new_files"]) == 3
@@ -128,8 +171,11 @@ def test_a_fourth_architecture_is_three_new_files_and_one_registration_line():
 
 def test_the_device_checks_run_as_one_command_and_refuse_a_missing_gpu(tmp_path):
     script = str(ROOT / "benchmarks" / "device_checks.py")
-    out = subprocess.run([sys.executable, script, "--device", "cpu", "--only", "tests", "--out", str(tmp_path)],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, script, "--device", "cpu", "--only", "tests", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+    )
     report = json.loads(out.stdout)
     assert out.returncode == 0 and report["steps"]["tests"]["returncode"] == 0
     assert "6 passed" in (tmp_path / "tests.log").read_text()
@@ -139,12 +185,29 @@ def test_the_device_checks_run_as_one_command_and_refuse_a_missing_gpu(tmp_path)
 
 
 def test_the_model_stack_benchmark_times_both_ways_and_states_the_studies_rule():
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "model_stack.py"), "--models", "2", "--batches",
-                          "4", "--steps", "10", "--rounds", "1"], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "model_stack.py"),
+            "--models",
+            "2",
+            "--batches",
+            "4",
+            "--steps",
+            "10",
+            "--rounds",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     report = json.loads(out.stdout)
     (row,) = report["rows"]
-    assert row["tasks_per_batch"] == 4 and report["studies_rule"] == {"STACK_MAX_TASKS_PER_BATCH": 16,
-                                                                      "STACK_TASKS": 128}
+    assert row["tasks_per_batch"] == 4 and report["studies_rule"] == {
+        "STACK_MAX_TASKS_PER_BATCH": 16,
+        "STACK_TASKS": 128,
+    }
     for way in ("step_loop", "whole_run"):
         alone, stacked = row[f"{way}_alone_models_steps_per_s"], row[f"{way}_stacked_models_steps_per_s"]
         assert alone > 0 and stacked > 0

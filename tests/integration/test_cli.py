@@ -14,12 +14,35 @@ def test_construct_cli_and_bad_config(capsys):
 
 
 def test_train_and_resume_from_the_cli(tmp_path, capsys):
-    args = ["train", "--preset", "quick", "--out", str(tmp_path / "r"), "--steps", "2", "--tasks-per-batch", "4",
-            "--windows-per-task", "2", "--n-eval-tasks", "4", "--eval-every", "1", "--no-tied", "--seed", "3"]
+    args = [
+        "train",
+        "--preset",
+        "quick",
+        "--out",
+        str(tmp_path / "r"),
+        "--steps",
+        "2",
+        "--tasks-per-batch",
+        "4",
+        "--windows-per-task",
+        "2",
+        "--n-eval-tasks",
+        "4",
+        "--eval-every",
+        "1",
+        "--no-tied",
+        "--seed",
+        "3",
+    ]
     assert main(args) == 0
     config = json.loads((tmp_path / "r" / "train_config.json").read_text())
-    assert (config["steps"], config["model"]["tied"], config["seed"], config["model"]["seed"], config["lr"]) == \
-        (2, False, 3, 3, 1e-2)
+    assert (config["steps"], config["model"]["tied"], config["seed"], config["model"]["seed"], config["lr"]) == (
+        2,
+        False,
+        3,
+        3,
+        1e-2,
+    )
     assert main(["train", "--resume", str(tmp_path / "r")]) == 0
     assert "finished at step 2" in capsys.readouterr().out
     assert main(args) == 2  # the folder already holds a run
@@ -115,18 +138,32 @@ def test_a_request_that_cannot_run_clears_nothing_even_forced(tmp_path, capsys):
     assert main(["evaluate", str(tmp_path / "ck"), "--out", str(tmp_path / "ck"), "--force"]) == 2
     assert "holds the input" in capsys.readouterr().err and (tmp_path / "ck" / "model.safetensors").exists()
 
-    common = ["evaluate", "depth3-td-s0", "--n-tasks", "4", "--context-len", "20", "--depth", "2",
-              "--out", str(earlier), "--force", "--features"]
+    common = [
+        "evaluate",
+        "depth3-td-s0",
+        "--n-tasks",
+        "4",
+        "--context-len",
+        "20",
+        "--depth",
+        "2",
+        "--out",
+        str(earlier),
+        "--force",
+        "--features",
+    ]
     bad = np.full((10, 4), 0.5)
     bad[2, 1] = np.nan
     np.save(tmp_path / "nan.npy", bad)
     np.save(tmp_path / "huge.npy", np.full((10, 4), 1e200))
     (tmp_path / "text.npy").write_text("0.1 0.2\n")
     np.save(tmp_path / "bool.npy", np.ones((10, 4), dtype=bool))
-    for name, says in (("nan.npy", "must be finite numbers (1 entries are NaN or inf)"),
-                       ("bool.npy", "must be real numbers, got dtype bool"),
-                       ("huge.npy", "inner products (the attention scores) overflow float64"),
-                       ("text.npy", "not a .npy file")):
+    for name, says in (
+        ("nan.npy", "must be finite numbers (1 entries are NaN or inf)"),
+        ("bool.npy", "must be real numbers, got dtype bool"),
+        ("huge.npy", "inner products (the attention scores) overflow float64"),
+        ("text.npy", "not a .npy file"),
+    ):
         assert main([*common, str(tmp_path / name)]) == 2
         err = capsys.readouterr().err
         assert f"{tmp_path / name}: " in err and says in err and "Traceback" not in err
@@ -211,6 +248,7 @@ def test_analyze_without_the_stamp_and_evaluate_lays_out_its_figures_as_analyze(
 
     assert main(["analyze", "depth3-td-s0", "--out", str(tmp_path / "a"), "--no-stamp"]) == 0
     assert main(["analyze", "depth3-td-s0", "--out", str(tmp_path / "b")]) == 0
+
     def corner(folder: str) -> list:  # the stamp's place, top left, on white
         image = Image.open(tmp_path / folder / "figures" / "signature.png").convert("RGBA")
         white = Image.new("RGBA", image.size, "white")
@@ -219,8 +257,25 @@ def test_analyze_without_the_stamp_and_evaluate_lays_out_its_figures_as_analyze(
     assert min(corner("a")) > 200 and min(corner("b")) < 200  # blank without the stamp, its text with it
     request = json.loads((tmp_path / "a" / "request.json").read_text())
     assert request.get("stamp") is False
-    assert main(["evaluate", "depth3-td-s0", "--env", "loop", "--n-tasks", "4", "--context-len", "12", "--depth", "3",
-                 "--out", str(tmp_path / "e")]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "depth3-td-s0",
+                "--env",
+                "loop",
+                "--n-tasks",
+                "4",
+                "--context-len",
+                "12",
+                "--depth",
+                "3",
+                "--out",
+                str(tmp_path / "e"),
+            ]
+        )
+        == 0
+    )
     assert (tmp_path / "e" / "figures" / "error_vs_depth.png").exists()
     assert not (tmp_path / "e" / "error_vs_depth.png").exists()
 
@@ -230,7 +285,8 @@ def test_a_module_shadowing_the_toolkits_hooks_is_named_not_used(tmp_path):
     import sys
 
     (tmp_path / "hooks.py").write_text("# a user's own file\n")
-    out = subprocess.run([sys.executable, "-m", "ictd_interp.cli", "models"], cwd=tmp_path, capture_output=True,
-                         text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "ictd_interp.cli", "models"], cwd=tmp_path, capture_output=True, text=True
+    )
     assert out.returncode == 2 and out.stderr.count("\n") == 1
     assert f"{tmp_path / 'hooks.py'}: a module named 'hooks' shadows ictd-interp's own hooks package" in out.stderr

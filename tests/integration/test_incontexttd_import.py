@@ -13,8 +13,9 @@ def trajectories():
     return make_tasks(n_tasks=3, d=D, n=N, gamma=GAMMA)
 
 
-def write_incontexttd_log(folder, d=D, n=N, layers=3, mode="auto", logged=4, activation="identity", seed=0,
-                          params=True):
+def write_incontexttd_log(
+    folder, d=D, n=N, layers=3, mode="auto", logged=4, activation="identity", seed=0, params=True
+):
     """A log in the file format InContextTD's trainer writes (re-implemented from its description: ``np.savez``
     of the logged lists, ``P``/``Q`` one ``[layers, 2d+1, 2d+1]`` stack per logged step, ``params.json``)."""
     import json
@@ -27,13 +28,35 @@ def write_incontexttd_log(folder, d=D, n=N, layers=3, mode="auto", logged=4, act
     Q = rng.normal(size=(logged, stored, 2 * d + 1, 2 * d + 1)).astype(np.float32) * 0.3
     folder.mkdir(parents=True, exist_ok=True)
     steps = np.arange(1, logged + 1)
-    np.savez(folder / "data.npz", xs=steps * 10, alpha=1 + steps / 100, P=P, Q=Q,
-             **{"v_tf v_td msve": steps / 1000, "implicit_weight_sim": 0.9 + steps / 1000,
-                "sensitivity cos sim": 0.8 + steps / 1000})
+    np.savez(
+        folder / "data.npz",
+        xs=steps * 10,
+        alpha=1 + steps / 100,
+        P=P,
+        Q=Q,
+        **{
+            "v_tf v_td msve": steps / 1000,
+            "implicit_weight_sim": 0.9 + steps / 1000,
+            "sensitivity cos sim": 0.8 + steps / 1000,
+        },
+    )
     if params:
-        (folder / "params.json").write_text(json.dumps({"d": d, "s": 6, "n": n, "l": layers, "gamma": GAMMA,
-                                                        "activation": activation, "mode": mode, "lr": 0.001}))
+        (folder / "params.json").write_text(
+            json.dumps(
+                {
+                    "d": d,
+                    "s": 6,
+                    "n": n,
+                    "l": layers,
+                    "gamma": GAMMA,
+                    "activation": activation,
+                    "mode": mode,
+                    "lr": 0.001,
+                }
+            )
+        )
     return P, Q
+
 
 def predecessor_prediction(P, Q, prompt, gamma, activation="identity"):
     """``-Z[-1, -1]`` after ``Z <- Z + (1/n) P Z M act(Z^T Q Z)`` per layer, in its own orientation."""
@@ -45,7 +68,7 @@ def predecessor_prediction(P, Q, prompt, gamma, activation="identity"):
     for b in range(x.shape[0]):
         Z = np.zeros((2 * D + 1, n + 1))
         Z[:D, :] = x[b].T
-        Z[D:2 * D, :n] = gamma * x[b, 1:].T
+        Z[D : 2 * D, :n] = gamma * x[b, 1:].T
         Z[-1, :n] = r[b, :n]
         M = np.eye(n + 1)
         M[-1, -1] = 0
@@ -54,6 +77,7 @@ def predecessor_prediction(P, Q, prompt, gamma, activation="identity"):
             Z = Z + Pl @ Z @ M @ (X if activation == "identity" else np.maximum(X, 0)) / n
         out.append(-Z[-1, -1])
     return torch.tensor(out)
+
 
 @pytest.mark.parametrize("mode", ["auto", "sequential"])
 def test_an_incontexttd_log_imports_to_checkpoints_that_predict_as_its_model(tmp_path, mode):
@@ -74,11 +98,13 @@ def test_an_incontexttd_log_imports_to_checkpoints_that_predict_as_its_model(tmp
         [P[-1][0 if mode == "auto" else l] for l in range(3)],
         [Q[-1][0 if mode == "auto" else l] for l in range(3)],
     )
-    expected = predecessor_prediction([p.astype("float64") for p in layers[0]],
-                                      [q.astype("float64") for q in layers[1]], prompt, GAMMA, "relu")
+    expected = predecessor_prediction(
+        [p.astype("float64") for p in layers[0]], [q.astype("float64") for q in layers[1]], prompt, GAMMA, "relu"
+    )
     assert torch.allclose(model(prompt)[:, -1], expected, atol=1e-10, rtol=0)
     assert main(["import-incontexttd", str(tmp_path / "log" / "data.npz"), "--out", str(tmp_path / "last")]) == 0
     assert load_checkpoint(tmp_path / "last").metadata["logged_step"] == 40
+
 
 def test_a_saved_state_dict_imports_with_its_depth_given(tmp_path):
     from ictd_interp.cli import main
@@ -90,8 +116,21 @@ def test_a_saved_state_dict_imports_with_its_depth_given(tmp_path):
     assert main(["import-incontexttd", str(tmp_path / "tf.pt"), "--out", str(tmp_path / "a")]) == 2  # depth unknown
     given = ["--gamma", "0.9", "--activation", "identity"]
     assert main(["import-incontexttd", str(tmp_path / "tf.pt"), "--n-layers", "4", "--out", str(tmp_path / "a")]) == 2
-    assert main(["import-incontexttd", str(tmp_path / "tf.pt"), "--n-layers", "4", "--gamma", "0.9",
-                 "--out", str(tmp_path / "a")]) == 2  # the activation is not in the file either: never guessed
+    assert (
+        main(
+            [
+                "import-incontexttd",
+                str(tmp_path / "tf.pt"),
+                "--n-layers",
+                "4",
+                "--gamma",
+                "0.9",
+                "--out",
+                str(tmp_path / "a"),
+            ]
+        )
+        == 2
+    )  # the activation is not in the file either: never guessed
     assert (
         main(["import-incontexttd", str(tmp_path / "tf.pt"), "--n-layers", "4", *given, "--out", str(tmp_path / "a")])
         == 0
@@ -103,6 +142,7 @@ def test_a_saved_state_dict_imports_with_its_depth_given(tmp_path):
     assert main(["import-incontexttd", str(tmp_path / "seq.pt"), *given, "--out", str(tmp_path / "s")]) == 0
     model = load_checkpoint(tmp_path / "s").model
     assert not model.cfg.tied and torch.equal(model.blocks[1].attn.P, layers["layers.1.P"])
+
 
 def test_anything_else_is_a_clear_error_naming_the_file(tmp_path, capsys):
     import numpy as np
@@ -132,14 +172,24 @@ def test_anything_else_is_a_clear_error_naming_the_file(tmp_path, capsys):
     assert "neither attn.P/attn.Q" in error(str(tmp_path / "other.pt"), "--out", str(tmp_path / "o"))
     (tmp_path / "cut").mkdir()
     (tmp_path / "cut" / "data.npz").write_bytes((tmp_path / "log" / "data.npz").read_bytes()[:300])
-    assert "cut/data.npz: not a readable .npz archive (truncated" in error(str(tmp_path / "cut"), "--n-layers", "3",
-                                                                         "--gamma", "0.9", "--activation", "identity",
-                                                                         "--out", str(tmp_path / "o"))
+    assert "cut/data.npz: not a readable .npz archive (truncated" in error(
+        str(tmp_path / "cut"),
+        "--n-layers",
+        "3",
+        "--gamma",
+        "0.9",
+        "--activation",
+        "identity",
+        "--out",
+        str(tmp_path / "o"),
+    )
     import json
 
-    for key, value, says in (("d", 7, "d=7 contradicts the stored matrices (7 x 7: d = 3)"),
-                             ("gamma", 3, "gamma must be a number in [0, 1), got 3"),
-                             ("gamma", "0.9", "gamma must be a number in [0, 1), got '0.9'")):
+    for key, value, says in (
+        ("d", 7, "d=7 contradicts the stored matrices (7 x 7: d = 3)"),
+        ("gamma", 3, "gamma must be a number in [0, 1), got 3"),
+        ("gamma", "0.9", "gamma must be a number in [0, 1), got '0.9'"),
+    ):
         write_incontexttd_log(tmp_path / "wrong")
         params = json.loads((tmp_path / "wrong" / "params.json").read_text())
         (tmp_path / "wrong" / "params.json").write_text(json.dumps({**params, key: value}))
@@ -149,14 +199,17 @@ def test_anything_else_is_a_clear_error_naming_the_file(tmp_path, capsys):
     P[2, 0, 1, 1] = np.nan
     np.savez(tmp_path / "nan" / "data.npz", xs=np.arange(1, 5) * 10, P=P, Q=Q)
     assert "data.npz: 1 of 4 stored weight sets hold NaN or inf (first at logged step 30)" in error(
-        str(tmp_path / "nan"), "--out", str(tmp_path / "o"))
+        str(tmp_path / "nan"), "--out", str(tmp_path / "o")
+    )
     assert main(["import-incontexttd", str(tmp_path / "log"), "--out", str(tmp_path / "o")]) == 0
     write_incontexttd_log(tmp_path / "o" / "log")  # the user's log kept inside an earlier import's folder
-    assert "holds the input" in error(str(tmp_path / "o" / "log"), "--all-steps", "--out", str(tmp_path / "o"),
-                                      "--force")
+    assert "holds the input" in error(
+        str(tmp_path / "o" / "log"), "--all-steps", "--out", str(tmp_path / "o"), "--force"
+    )
     assert (tmp_path / "o" / "log" / "data.npz").exists()
     assert "another request" in error(str(tmp_path / "log"), "--all-steps", "--out", str(tmp_path / "o"))
     assert (tmp_path / "o" / "model.safetensors").exists()  # nothing already saved is lost
+
 
 def test_the_runs_own_tasks_are_carried_into_the_import(tmp_path):
     """s, n and mrp_class of params.json become the checkpoint's task distribution; what cannot be carried is

@@ -6,7 +6,8 @@ import torch
 
 from ictd_interp.models.architectures.linear import HookedLinearICTD
 from ictd_interp.models.constructions.linear_td import (
-    linear_model, td0,
+    linear_model,
+    td0,
 )
 
 D, N, L, GAMMA = 3, 12, 6, 0.9
@@ -26,9 +27,7 @@ def test_analyze_reports_a_linear_model_in_its_family(tmp_path):
     summary = read_summary(tmp_path / "a" / "summary.json")
     assert summary.architecture == "linear-ictd"
     row = summary.algorithm.layers[0]
-    assert (
-        row.in_family and row.cos_Q_td0 == pytest.approx(1.0) and row.effective_discount == pytest.approx(0.9)
-    )
+    assert row.in_family and row.cos_Q_td0 == pytest.approx(1.0) and row.effective_discount == pytest.approx(0.9)
     assert summary.linear.function_r2 == pytest.approx(1.0)
     td_row = summary.baselines.estimators["td0_construction"]
     assert td_row.msve.mean == pytest.approx(summary.baselines.estimators["model"].msve.mean, rel=1e-6)
@@ -40,17 +39,32 @@ def test_analyze_reports_a_linear_model_in_its_family(tmp_path):
     assert theirs.VD.mean == pytest.approx(0.0, abs=1e-10) and abs(theirs.random_IWS.mean) < 0.3
     assert theirs.layers[0].Q_upper_right_trace == pytest.approx(4.0) and theirs.alpha_from == "their initial step"
     assert "puts every layer in the TD family" in text and "| 0 | +1.000 | 0.000 | -4.000 | +4.000 | 0.110 |" in text
-    assert {p.stem for p in (tmp_path / "a" / "figures").glob("*.png")} >= {"weights_vs_td0", "error_vs_depth",
-                                                                          "depth_extrapolation", "error_vs_context"}
+    assert {p.stem for p in (tmp_path / "a" / "figures").glob("*.png")} >= {
+        "weights_vs_td0",
+        "error_vs_depth",
+        "depth_extrapolation",
+        "error_vs_context",
+    }
 
 
 def test_a_linear_model_trains_and_resumes_bit_exact(tmp_path):
     from ictd_interp.config.train import TrainConfig
     from ictd_interp.training.trainer import resume, train
 
-    cfg = TrainConfig.from_flat(architecture="linear-ictd", d_features=3, n_layers=2, context_len=8, n_states=5,
-                                tasks_per_batch=4, windows_per_task=3, steps=12, eval_every=4, checkpoint_every=6,
-                                n_eval_tasks=8, dtype="float64")
+    cfg = TrainConfig.from_flat(
+        architecture="linear-ictd",
+        d_features=3,
+        n_layers=2,
+        context_len=8,
+        n_states=5,
+        tasks_per_batch=4,
+        windows_per_task=3,
+        steps=12,
+        eval_every=4,
+        checkpoint_every=6,
+        n_eval_tasks=8,
+        dtype="float64",
+    )
     whole = train(cfg, tmp_path / "whole", progress=False)
     polls = iter(range(100))
     first = train(

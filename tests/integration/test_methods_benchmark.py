@@ -6,9 +6,9 @@ import json
 import pytest
 
 from analyses.methods_benchmark import methods as M
-from analyses.methods_benchmark.cases import (CASES, build_case)
-from analyses.methods_benchmark.report import (write_report)
-from analyses.methods_benchmark.evaluate import (CellResult)
+from analyses.methods_benchmark.cases import CASES, build_case
+from analyses.methods_benchmark.evaluate import CellResult
+from analyses.methods_benchmark.report import write_report
 from analyses.methods_benchmark.run import BenchmarkBudget, run_benchmark
 from analyses.methods_benchmark.scores import angle_degrees
 from ictd_interp.cli import main
@@ -77,8 +77,10 @@ def test_a_method_returning_nan_fails_its_cell_and_is_never_scored(tmp_path):
     from analyses.methods_benchmark.report import _edge_methods, failure_lines
 
     ok = EdgeScores(auroc=1.0, auprc=1.0, roc=Roc([0.0, 1.0], [0.0, 1.0]))
-    cells = [CellResult("plain", 0, 4, 2, {"good": ok, "nan-method": ok}),
-             CellResult("plain", 1, 4, 2, {"good": ok}, {"nan-method": "auroc: 1 of 4 scores are not finite"})]
+    cells = [
+        CellResult("plain", 0, 4, 2, {"good": ok, "nan-method": ok}),
+        CellResult("plain", 1, 4, 2, {"good": ok}, {"nan-method": "auroc: 1 of 4 scores are not finite"}),
+    ]
     assert _edge_methods(cells) == ["good"]
     lines = failure_lines(cells)
     assert any("`nan-method` failed on 1 cell(s); first: plain seed 1: auroc: 1 of 4" in line for line in lines)

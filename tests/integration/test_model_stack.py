@@ -14,8 +14,17 @@ from ictd_interp.io.checkpoint import CheckpointError
 from ictd_interp.training.stacked import resume_stack, train_stack
 from ictd_interp.training.trainer import resume, train
 
-SMALL = {"steps": 24, "eval_every": 8, "checkpoint_every": 8, "tasks_per_batch": 4, "windows_per_task": 3,
-         "n_eval_tasks": 8, "n_states": 5, "context_len": 6, "dtype": "float64"}
+SMALL = {
+    "steps": 24,
+    "eval_every": 8,
+    "checkpoint_every": 8,
+    "tasks_per_batch": 4,
+    "windows_per_task": 3,
+    "n_eval_tasks": 8,
+    "n_states": 5,
+    "context_len": 6,
+    "dtype": "float64",
+}
 
 
 def configs(seeds=(0, 1, 2), preset="quick", **settings):
@@ -31,9 +40,17 @@ def final_state(run) -> dict:
     return {k: v.clone() for k, v in run.model.state_dict().items()}
 
 
-@pytest.mark.parametrize("objective,preset", [("td", "quick"), ("neu", "quick"), ("mc", "paper"),
-                                              ("supervised", "quick"), ("q-learning", "control-quick"),
-                                              ("supervised-q-star", "control-quick")])
+@pytest.mark.parametrize(
+    "objective,preset",
+    [
+        ("td", "quick"),
+        ("neu", "quick"),
+        ("mc", "paper"),
+        ("supervised", "quick"),
+        ("q-learning", "control-quick"),
+        ("supervised-q-star", "control-quick"),
+    ],
+)
 def test_each_run_of_a_stack_reaches_its_own_runs_weights(tmp_path, objective, preset):
     cfgs = configs(seeds=(0, 1), preset=preset, objective=objective, steps=16)
     stacked = train_stack(cfgs, [tmp_path / f"s{i}" for i in range(2)], progress=False)
@@ -50,8 +67,9 @@ def test_a_stopped_stack_resumes_to_the_uninterrupted_stacks_weights_and_each_ru
     cfgs = configs()
     whole = train_stack(cfgs, [tmp_path / f"w{i}" for i in range(3)], progress=False)
     polls = iter(range(10**6))
-    stopped = train_stack(cfgs, [tmp_path / f"p{i}" for i in range(3)], progress=False,
-                          stop=lambda: next(polls) >= 10)  # stops after step 10: checkpoint at step 10
+    stopped = train_stack(
+        cfgs, [tmp_path / f"p{i}" for i in range(3)], progress=False, stop=lambda: next(polls) >= 10
+    )  # stops after step 10: checkpoint at step 10
     assert all(r.interrupted and r.step == 10 for r in stopped)
     assert (tmp_path / "p1" / "checkpoints" / "step_0000010").exists()
     for i in range(3):  # a run of a stack continues alone, as any run (its own optimiser state was saved)
@@ -72,8 +90,10 @@ def test_a_stacked_runs_checkpoint_holds_the_optimiser_state_of_its_own_run(tmp_
     cfgs = configs(seeds=(3, 4), steps=8)
     train_stack(cfgs, [tmp_path / "s0", tmp_path / "s1"], progress=False)
     train(cfgs[1], tmp_path / "alone", progress=False)
-    states = [torch.load(d / "checkpoints" / "step_0000008" / "training_state.pt", weights_only=True)
-              for d in (tmp_path / "s1", tmp_path / "alone")]
+    states = [
+        torch.load(d / "checkpoints" / "step_0000008" / "training_state.pt", weights_only=True)
+        for d in (tmp_path / "s1", tmp_path / "alone")
+    ]
     assert states[0]["step"] == states[1]["step"] == 8
     assert torch.equal(states[0]["generator"], states[1]["generator"])  # the run's own data, in its order
     stacked, alone = (s["optimizer"]["state"] for s in states)

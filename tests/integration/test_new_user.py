@@ -25,9 +25,10 @@ def test_cli_errors_are_one_line_naming_the_flag_typed(capsys):
 
     assert main(["evaluate", "depth3-td-s0", "--out", "unused", "--env", "nonsense"]) == 2
     assert capsys.readouterr().err.startswith("ictd-interp evaluate: error: --env: must be one of")
-    for argv, expected in ((["train", "--ot", "x"], "--ot (did you mean --out"),
-                           (["train", "--threads", "0", "--out", "x"], "--threads: must be a "
-                                                                       "whole number >= 1, got 0")):
+    for argv, expected in (
+        (["train", "--ot", "x"], "--ot (did you mean --out"),
+        (["train", "--threads", "0", "--out", "x"], "--threads: must be a whole number >= 1, got 0"),
+    ):
         with pytest.raises(SystemExit) as stop:
             main(argv)
         err = capsys.readouterr().err

@@ -33,6 +33,7 @@ def test_runs_in_fast_mode_and_shows_every_figure(path, tmp_path, monkeypatch):
             "<Figure size" in o.get("data", {}).get("text/plain", "") and "image/png" not in o.get("data", {})
             for o in cell.outputs
         )
-    stderr = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs
-                     if o.get("name") == "stderr")
+    stderr = "".join(
+        o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.get("name") == "stderr"
+    )
     assert "Warning" not in stderr, stderr

@@ -17,8 +17,14 @@ def test_the_multi_tensor_optimiser_updates_bit_for_bit_as_the_per_tensor_loop(o
     from ictd_interp.training.batch_stream import BatchStream
     from ictd_interp.training.trainer import make_optimizer
 
-    config = TrainConfig.from_preset("standard-quick", optimizer=optimizer, tasks_per_batch=4, windows_per_task=3,
-                                     weight_decay=1e-3, optimizer_kernel="foreach")
+    config = TrainConfig.from_preset(
+        "standard-quick",
+        optimizer=optimizer,
+        tasks_per_batch=4,
+        windows_per_task=3,
+        weight_decay=1e-3,
+        optimizer_kernel="foreach",
+    )
     models = [build_model(config.model) for _ in range(2)]
     fast = make_optimizer(config, models[0])
     assert all(group["foreach"] for group in fast.param_groups)
@@ -33,6 +39,7 @@ def test_the_multi_tensor_optimiser_updates_bit_for_bit_as_the_per_tensor_loop(o
     moved = [(a - b).abs().max().item() for a, b in zip(models[0].parameters(), build_model(config.model).parameters())]
     assert max(moved) > 1e-5  # the updates compared are not zero
     assert all(torch.equal(a, b) for a, b in zip(models[0].parameters(), models[1].parameters()))
+
 
 @pytest.mark.parametrize("optimizer", ["adam", "adamw", "sgd"])
 def test_the_fused_optimiser_kernel_updates_as_foreach_up_to_rounding(optimizer):

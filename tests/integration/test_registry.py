@@ -7,24 +7,28 @@ import pytest
 import torch
 
 from ictd_interp import HookedICTDTransformer
+from ictd_interp.cli import main
+from ictd_interp.config.train import TrainConfig
 from ictd_interp.io import pretrained
-from ictd_interp.training.retraining import retrain
-from ictd_interp.training.trainer import train
 from ictd_interp.io.checkpoint import CheckpointNotFoundError
 from ictd_interp.models.loading import load_checkpoint
-from ictd_interp.cli import main
 from ictd_interp.training.evaluation import EvalSet, evaluate
-from ictd_interp.config.train import TrainConfig
+from ictd_interp.training.retraining import retrain
+from ictd_interp.training.trainer import train
 
 
 def _check_retrain(name, tmp_path, steps=None):
     result = retrain(name, tmp_path / name, steps=steps)
-    how = ("bit for bit (this machine's fingerprint equals the card's)" if result["mode"] == "bit-exact" else
-           f"within {result['tolerance']:g} of the largest weight "
-           f"(fingerprint differs: {'; '.join(result['differences'])})")
-    warnings.warn(f"{name}: retrain compared {how}; max |dw| "
-                  f"{result['max_abs']:.3g} ({result['max_rel']:.3g} relative)",
-                  stacklevel=2)
+    how = (
+        "bit for bit (this machine's fingerprint equals the card's)"
+        if result["mode"] == "bit-exact"
+        else f"within {result['tolerance']:g} of the largest weight "
+        f"(fingerprint differs: {'; '.join(result['differences'])})"
+    )
+    warnings.warn(
+        f"{name}: retrain compared {how}; max |dw| {result['max_abs']:.3g} ({result['max_rel']:.3g} relative)",
+        stacklevel=2,
+    )
     assert result["passes"], result
 
 
@@ -38,10 +42,44 @@ def test_names_and_paths_work_everywhere_and_typos_list_the_known_names(tmp_path
     assert main(["analyze", "depth3-td-s0", "--out", str(tmp_path / "a")]) == 0
     assert (tmp_path / "a" / "summary.md").exists()
     path = str(pretrained.pretrained_path("depth3-td-s0"))
-    assert main(["evaluate", path, "--env", "loop", "--n-tasks", "4", "--context-len", "16", "--depth", "4",
-                 "--out", str(tmp_path / "e")]) == 0
-    assert main(["evaluate", "depth3-td-s0", "--env", "loop", "--n-tasks", "4", "--context-len", "16", "--depth", "4",
-                 "--out", str(tmp_path / "e2")]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                path,
+                "--env",
+                "loop",
+                "--n-tasks",
+                "4",
+                "--context-len",
+                "16",
+                "--depth",
+                "4",
+                "--out",
+                str(tmp_path / "e"),
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "evaluate",
+                "depth3-td-s0",
+                "--env",
+                "loop",
+                "--n-tasks",
+                "4",
+                "--context-len",
+                "16",
+                "--depth",
+                "4",
+                "--out",
+                str(tmp_path / "e2"),
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     assert main(["analyze", "quick-td-s9", "--out", str(tmp_path / "b")]) == 2
     err = capsys.readouterr().err

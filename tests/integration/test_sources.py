@@ -1,4 +1,3 @@
-
 import pytest
 
 from ictd_interp import HookedICTDTransformer, ICTDConfig
@@ -11,8 +10,18 @@ def test_evaluate_cli(tmp_path, capsys):
     from ictd_interp.io.checkpoint import save_checkpoint
 
     save_checkpoint(HookedICTDTransformer.from_theta_star(ICTDConfig(d_features=4, n_layers=2)), tmp_path / "c")
-    args = ["evaluate", str(tmp_path / "c"), "--out", str(tmp_path / "ev"), "--n-tasks", "4", "--context-len", "40",
-            "--depth", "4"]
+    args = [
+        "evaluate",
+        str(tmp_path / "c"),
+        "--out",
+        str(tmp_path / "ev"),
+        "--n-tasks",
+        "4",
+        "--context-len",
+        "40",
+        "--depth",
+        "4",
+    ]
     assert main(args + ["--env", "gym:FrozenLake-v1"]) == 0
     assert (tmp_path / "ev" / "evaluation.json").exists()
     assert (tmp_path / "ev" / "figures" / "error_vs_depth.png").exists()

@@ -1,15 +1,14 @@
 """The standard architecture: hook names, configs, training and resuming, the TransformerLens surface and the
 hook-free fast path (float64, stated tolerances). The analyses that read its circuit: test_standard_circuits.py."""
 
-
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from ictd_interp.config.train import TrainConfig
 from ictd_interp.io.checkpoint import CheckpointError, save_checkpoint
 from ictd_interp.models.loading import load_checkpoint
 from ictd_interp.training.trainer import resume, train
-from ictd_interp.config.train import TrainConfig
 from tests.conftest import make_tasks
 
 
@@ -37,7 +36,7 @@ def tiny(**overrides) -> TrainConfig:
 def test_training_resumes_bit_exact_and_checkpoints_check_ties(tmp_path):
     full = train(tiny(tied=True), tmp_path / "full", progress=False)
     train(tiny(tied=True, steps=2), tmp_path / "part", progress=False)
-    config = (tmp_path / "part" / "train_config.json")
+    config = tmp_path / "part" / "train_config.json"
     config.write_text(config.read_text().replace('"steps": 2', '"steps": 4'))
     resumed = resume(tmp_path / "part", progress=False)
     for (name, a), b in zip(full.model.state_dict().items(), resumed.model.state_dict().values()):
@@ -57,8 +56,25 @@ def test_analyze_and_evaluate_take_a_standard_model(tmp_path):
     from ictd_interp.cli import main
 
     out = tmp_path / "ev"
-    assert main(["evaluate", "standard-quick-s0", "--env", "loop", "--n-tasks", "4", "--context-len", "16",
-                 "--depth", "4", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "standard-quick-s0",
+                "--env",
+                "loop",
+                "--n-tasks",
+                "4",
+                "--context-len",
+                "16",
+                "--depth",
+                "4",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     result = json.loads((out / "evaluation.json").read_text())
     assert "model" not in result["depth"] and len(result["depth"]["theta_star"]) == 5  # no stored per-layer values
     assert result["context"]["model"][-1] > 0 and (out / "figures" / "error_vs_context.png").exists()
@@ -69,8 +85,27 @@ def test_reproduce_a_tiny_standard_run_writes_the_circuit_report(tmp_path):
 
     from ictd_interp.cli import main
 
-    args = ["reproduce", "--preset", "standard-quick", "--out", str(tmp_path), "--steps", "2", "--tasks-per-batch", "4",
-            "--windows-per-task", "2", "--n-eval-tasks", "16", "--eval-every", "1", "--d-model", "8", "--d-mlp", "8"]
+    args = [
+        "reproduce",
+        "--preset",
+        "standard-quick",
+        "--out",
+        str(tmp_path),
+        "--steps",
+        "2",
+        "--tasks-per-batch",
+        "4",
+        "--windows-per-task",
+        "2",
+        "--n-eval-tasks",
+        "16",
+        "--eval-every",
+        "1",
+        "--d-model",
+        "8",
+        "--d-mlp",
+        "8",
+    ]
     assert main(args) == 0
     summary = json.loads((tmp_path / "analysis" / "summary.json").read_text())
     assert summary["architecture"] == "standard" and len(summary["circuit"]["heads"]) == 3 * 2

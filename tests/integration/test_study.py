@@ -15,28 +15,48 @@ import torch
 from safetensors.torch import load_file
 
 from analyses.studies.run import load_study, run_study
+from analyses.studies.spec import StudySpecError, load_spec
 from analyses.summary.store import read_summary
 from analyses.summary.tables import flatten
-from analyses.studies.spec import StudySpecError, load_spec
 from ictd_interp.training.trainer import train
 
 ray = pytest.importorskip("ray")
 ENV = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONUNBUFFERED": "1"}
-TINY = {"steps": 12, "tasks_per_batch": 4, "windows_per_task": 2, "n_eval_tasks": 8, "eval_every": 4,
-        "checkpoint_every": 4, "n_states": 5, "context_len": 8, "n_layers": 3}
+TINY = {
+    "steps": 12,
+    "tasks_per_batch": 4,
+    "windows_per_task": 2,
+    "n_eval_tasks": 8,
+    "eval_every": 4,
+    "checkpoint_every": 4,
+    "n_states": 5,
+    "context_len": 8,
+    "n_layers": 3,
+}
 
 
 def spec(grid=None, seeds=(0, 1), **fixed):
     grid = {"tied": [True, False]} if grid is None else grid
-    return {"name": "t", "preset": "quick", "seeds": list(seeds),
-            "fixed": {k: v for k, v in {**TINY, **fixed}.items() if k not in grid}, "grid": grid}
+    return {
+        "name": "t",
+        "preset": "quick",
+        "seeds": list(seeds),
+        "fixed": {k: v for k, v in {**TINY, **fixed}.items() if k not in grid},
+        "grid": grid,
+    }
 
 
 @pytest.fixture(scope="module")
 def local_ray():
     os.environ["RAY_AUTH_MODE"] = "disabled"
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1",
-             configure_logging=False)
+    ray.init(
+        address="local",
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        _node_ip_address="127.0.0.1",
+        configure_logging=False,
+    )
     yield
     ray.shutdown()
 
@@ -133,8 +153,9 @@ def test_a_diverging_cell_is_reported_failed_and_the_others_finish(local_ray, tm
 
 def test_a_model_diverging_in_a_stack_fails_alone_and_the_others_of_its_stack_finish(local_ray, tmp_path):
     # sgd at lr 0.6: seed 3 diverges at step 7, seeds 1 and 5 do not; 2 workers: seed 1 alone, seeds 3 and 5 stacked
-    study = run_study(spec(grid={"tied": [True]}, seeds=[1, 3, 5], optimizer="sgd", lr=0.6), tmp_path / "s",
-                      progress=False)
+    study = run_study(
+        spec(grid={"tied": [True]}, seeds=[1, 3, 5], optimizer="sgd", lr=0.6), tmp_path / "s", progress=False
+    )
     status = study.results.drop_duplicates("cell").set_index("cell")["status"].to_dict()
     assert status == {"tied-True__seed-1": "done", "tied-True__seed-3": "failed", "tied-True__seed-5": "done"}
     run = tmp_path / "s" / "cells" / "tied-True__seed-5" / "run"
@@ -142,7 +163,9 @@ def test_a_model_diverging_in_a_stack_fails_alone_and_the_others_of_its_stack_fi
     assert [m.get("models_in_process", 1) for m in logged] == [1, 2, 1, 1]  # stacked to step 4, then alone
     stack = ["tied-True__seed-3", "tied-True__seed-5"]
     assert json.loads((run.parent / "status.json").read_text())["trained_in"] == [
-        {"cells": stack, "from_step": 0, "until_step": 4}, {"cells": stack[1:], "from_step": 4, "until_step": 12}]
+        {"cells": stack, "from_step": 0, "until_step": 4},
+        {"cells": stack[1:], "from_step": 4, "until_step": 12},
+    ]
     error = json.loads((tmp_path / "s" / "cells" / "tied-True__seed-3" / "status.json").read_text())["error"]
     assert error.startswith("TrainingDiverged: non-finite loss")
 
@@ -160,8 +183,7 @@ def _killed(cell: Path) -> None:
     (cell / "status.json").write_text(json.dumps({**status, "status": "running", "pid": _dead_pid()}))
 
 
-def test_a_stack_killed_between_its_first_checkpoints_restarts_together_and_a_retry_never_redoes_a_done_cell(
-        tmp_path):
+def test_a_stack_killed_between_its_first_checkpoints_restarts_together_and_a_retry_never_redoes_a_done_cell(tmp_path):
     from analyses.studies.cells import run_stacked_cells
     from ictd_interp.training.stacked import train_stack
 
@@ -172,15 +194,15 @@ def test_a_stack_killed_between_its_first_checkpoints_restarts_together_and_a_re
     train_stack([c.config for c in cells], [d / "run" for d in dirs], progress=False, stop=lambda: next(polls) >= 4)
     shutil.rmtree(dirs[1] / "run" / "checkpoints")  # killed after cell 0 wrote step 4, before cell 1 did
     for d in dirs:
-        (d / "status.json").write_text(json.dumps({"trained_in": [{"cells": names, "from_step": 0,
-                                                                    "until_step": 4}]}))
+        (d / "status.json").write_text(json.dumps({"trained_in": [{"cells": names, "from_step": 0, "until_step": 4}]}))
         _killed(d)
     assert [s["status"] for s in run_stacked_cells([str(d) for d in dirs], configs, stop)] == ["done", "done"]
     stack = stacked_standalone([c.config for c in cells], tmp_path / "alone")
     for d, weights in zip(dirs, stack):  # both from step 0, together: bit for bit the uninterrupted stack
         assert_same(final_weights(d), weights)
         assert json.loads((d / "status.json").read_text())["trained_in"] == [
-            {"cells": names, "from_step": 0, "until_step": 12}]
+            {"cells": names, "from_step": 0, "until_step": 12}
+        ]
     assert (dirs[0] / "superseded_run" / "checkpoints" / "step_0000004").exists()  # kept, never read
 
     final = dirs[0] / "run" / "final" / "model.safetensors"
@@ -204,7 +226,9 @@ def test_a_cell_trained_before_trained_in_was_recorded_continues_alone_with_an_u
     (tmp_path / "c" / "status.json").write_text(json.dumps({"status": "interrupted", "models_in_process": 2}))
     assert last_unit(tmp_path / "c") == ["c"]  # its stack unknown: it continues alone
     assert run_cell(str(tmp_path / "c"), cell.config.to_dict(), str(tmp_path / "STOP"))["trained_in"] == [
-        {"cells": None, "from_step": 0, "until_step": 4}, {"cells": ["c"], "from_step": 4, "until_step": 12}]
+        {"cells": None, "from_step": 0, "until_step": 4},
+        {"cells": ["c"], "from_step": 4, "until_step": 12},
+    ]
 
 
 def test_a_changed_spec_under_an_existing_folder_is_refused(tmp_path):
@@ -215,8 +239,14 @@ def test_a_changed_spec_under_an_existing_folder_is_refused(tmp_path):
 
 
 def _cli(*args, **kwargs):
-    return subprocess.Popen([sys.executable, "-m", "ictd_interp.cli", *args], env=ENV, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, **kwargs)
+    return subprocess.Popen(
+        [sys.executable, "-m", "ictd_interp.cli", *args],
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        **kwargs,
+    )
 
 
 def _wait_for(predicate, timeout=120.0):
@@ -229,7 +259,7 @@ def _wait_for(predicate, timeout=120.0):
 
 
 def _write_spec(path: Path, data: dict) -> Path:
-    lines = [f'preset = "{data["preset"]}"', f'seeds = {data["seeds"]}', "[fixed]"]
+    lines = [f'preset = "{data["preset"]}"', f"seeds = {data['seeds']}", "[fixed]"]
     lines += [f"{k} = {json.dumps(v)}" for k, v in data["fixed"].items()]
     lines += ["[grid]"] + [f"{k} = {json.dumps(v)}" for k, v in data["grid"].items()]
     path.write_text("\n".join(lines) + "\n")
@@ -273,8 +303,9 @@ def test_a_killed_stacks_worker_resumes_every_cell_of_the_stack_to_the_same_weig
         assert_same(final_weights(cell), weights)  # resumed together: bit for bit the uninterrupted stack
 
 
-def test_a_stopped_study_resumed_on_fewer_workers_keeps_each_cells_stack_and_its_weights(local_ray, tmp_path,
-                                                                                           monkeypatch):
+def test_a_stopped_study_resumed_on_fewer_workers_keeps_each_cells_stack_and_its_weights(
+    local_ray, tmp_path, monkeypatch
+):
     import threading
 
     data = spec(grid={"tied": [True]}, seeds=[0, 1, 2, 3], steps=1000, checkpoint_every=50, eval_every=500)
@@ -302,13 +333,31 @@ def test_a_stopped_study_resumed_on_fewer_workers_keeps_each_cells_stack_and_its
 def test_a_real_cluster_on_loopback(tmp_path):
     port = 6400 + os.getpid() % 500
     ray_bin = Path(sys.executable).parent / "ray"
-    head = subprocess.Popen([str(ray_bin), "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}",
-                             "--num-cpus=2", "--include-dashboard=false", "--block"], env=ENV,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    head = subprocess.Popen(
+        [
+            str(ray_bin),
+            "start",
+            "--head",
+            "--node-ip-address=127.0.0.1",
+            f"--port={port}",
+            "--num-cpus=2",
+            "--include-dashboard=false",
+            "--block",
+        ],
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         time.sleep(3)
-        proc = _cli("study", str(_write_spec(tmp_path / "c.toml", spec(seeds=[0]))), "--out", str(tmp_path / "s"),
-                    "--address", f"127.0.0.1:{port}")
+        proc = _cli(
+            "study",
+            str(_write_spec(tmp_path / "c.toml", spec(seeds=[0]))),
+            "--out",
+            str(tmp_path / "s"),
+            "--address",
+            f"127.0.0.1:{port}",
+        )
         output, _ = proc.communicate(timeout=300)
         assert proc.returncode == 0, output
         assert "2/2 cells done" in output
@@ -322,8 +371,9 @@ def test_sparse_curves_warn_and_get_markers(tmp_path, monkeypatch):
 
     from analyses.studies import report as study_report
 
-    data = pd.DataFrame({"condition": ["c"] * 4, "cell": ["x", "x", "y", "y"], "step": [0, 10, 0, 10],
-                         "v": [1.0, 0.5, 1.2, 0.6]})
+    data = pd.DataFrame(
+        {"condition": ["c"] * 4, "cell": ["x", "x", "y", "y"], "step": [0, 10, 0, 10], "v": [1.0, 0.5, 1.2, 0.6]}
+    )
     fig = study_report.Figure()
     ax = fig.add_subplot()
     study_report.band_lines(ax, data, "step", "v")

@@ -1,26 +1,37 @@
-from dataclasses import replace
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 import torch
 
 from ictd_interp import HookedICTDTransformer
+from ictd_interp.config.train import TrainConfig
 from ictd_interp.training import objectives
 from ictd_interp.training.batches import window_batch
 from ictd_interp.training.objectives import OBJECTIVES
 from ictd_interp.training.run_folder import read_metrics
 from ictd_interp.training.trainer import TrainingDiverged, resume, train
-from ictd_interp.config.train import TrainConfig
 
 
 def tiny(**overrides) -> TrainConfig:
-    base = dict(d_features=3, n_states=5, context_len=6, tasks_per_batch=4, windows_per_task=3, steps=6,
-                eval_every=2, checkpoint_every=3, n_eval_tasks=8, n_layers=2, lr=1e-2)
+    base = dict(
+        d_features=3,
+        n_states=5,
+        context_len=6,
+        tasks_per_batch=4,
+        windows_per_task=3,
+        steps=6,
+        eval_every=2,
+        checkpoint_every=3,
+        n_eval_tasks=8,
+        n_layers=2,
+        lr=1e-2,
+    )
     return TrainConfig.from_flat(**{**base, **overrides})
 
 
@@ -121,12 +132,14 @@ def test_cuda_without_a_gpu_is_a_clear_error(tmp_path):
 def test_each_objective_lowers_its_loss_on_a_fixed_batch(objective, architecture):
     from ictd_interp.models.registry import build_model
 
-    arch = {"architecture": "standard", "d_model": 8, "d_mlp": 8, "init_range": 0.1} if architecture == "standard" \
+    arch = (
+        {"architecture": "standard", "d_model": 8, "d_mlp": 8, "init_range": 0.1}
+        if architecture == "standard"
         else {"init_scale": 0.3}
+    )
     cfg = tiny(objective=objective, dtype="float64", **arch)
     model = build_model(cfg.model)
-    batch = window_batch(cfg.tasks, 8, 5, generator=torch.Generator().manual_seed(0),
-                         mc_horizon=cfg.mc_horizon)
+    batch = window_batch(cfg.tasks, 8, 5, generator=torch.Generator().manual_seed(0), mc_horizon=cfg.mc_horizon)
     batch = batch.to("cpu", torch.float64)
     opt = torch.optim.Adam(model.parameters(), lr=3e-2 if architecture == "stylised" else 3e-3)
     before = OBJECTIVES[objective](model, batch).item()
@@ -202,8 +215,9 @@ def test_the_allocator_setting_is_never_made_unasked(tmp_path, env):
     environ = {k: v for k, v in os.environ.items() if k != "ICTD_INTERP_KEEP_FREED_MEMORY"}
     if env is not None:
         environ["ICTD_INTERP_KEEP_FREED_MEMORY"] = env
-    out = subprocess.run([sys.executable, "-c", ALLOCATOR, str(tmp_path)], capture_output=True, text=True,
-                         check=True, env=environ)
+    out = subprocess.run(
+        [sys.executable, "-c", ALLOCATOR, str(tmp_path)], capture_output=True, text=True, check=True, env=environ
+    )
     untouched, applied = out.stdout.split()
     assert untouched == ("False" if env == "1" else "True")
     assert applied == str(sys.platform.startswith("linux"))
@@ -211,23 +225,61 @@ def test_the_allocator_setting_is_never_made_unasked(tmp_path, env):
 
 # A run folder's train_config.json as the release before the nesting wrote it: one flat dict of 36 fields.
 LEGACY_FLAT = {
-    "architecture": "stylised", "objective": "td", "d_features": 4, "n_layers": 3, "form": "tsm",
-    "attention": "softmax", "tied": True, "mask": "paper", "init_scale": 0.01, "d_model": 32, "n_heads": 2,
-    "d_mlp": 64, "layer_norm": True, "pos_embed": False, "dtype": "float32", "family": "boyan", "n_states": 10,
-    "context_len": 12, "gamma": 0.9, "feature_kind": "uniform", "feature_scale": 1.0, "terminal": "restart",
-    "tasks_per_batch": 4, "windows_per_task": 2, "steps": 4, "lr": 0.003, "weight_decay": 1e-06,
-    "optimizer": "adam", "mc_horizon": 40, "train_depths": "", "seed": 5, "eval_seed": 20260529,
-    "n_eval_tasks": 4, "eval_every": 2, "checkpoint_every": 2, "device": "cpu",
+    "architecture": "stylised",
+    "objective": "td",
+    "d_features": 4,
+    "n_layers": 3,
+    "form": "tsm",
+    "attention": "softmax",
+    "tied": True,
+    "mask": "paper",
+    "init_scale": 0.01,
+    "d_model": 32,
+    "n_heads": 2,
+    "d_mlp": 64,
+    "layer_norm": True,
+    "pos_embed": False,
+    "dtype": "float32",
+    "family": "boyan",
+    "n_states": 10,
+    "context_len": 12,
+    "gamma": 0.9,
+    "feature_kind": "uniform",
+    "feature_scale": 1.0,
+    "terminal": "restart",
+    "tasks_per_batch": 4,
+    "windows_per_task": 2,
+    "steps": 4,
+    "lr": 0.003,
+    "weight_decay": 1e-06,
+    "optimizer": "adam",
+    "mc_horizon": 40,
+    "train_depths": "",
+    "seed": 5,
+    "eval_seed": 20260529,
+    "n_eval_tasks": 4,
+    "eval_every": 2,
+    "checkpoint_every": 2,
+    "device": "cpu",
 }
 
 
 def test_a_run_folder_of_the_flat_layout_is_read_and_resumed(tmp_path):
     config = TrainConfig.from_dict(LEGACY_FLAT)
     assert (config.model.tied, config.model.seed, config.seed, config.tasks.context_len) == (True, 5, 5, 12)
-    assert config.to_dict()["model"] == {"d_features": 4, "n_layers": 3, "gamma": 0.9, "form": "tsm",
-                                         "attention": "softmax", "tied": True, "mask": "paper", "init_scale": 0.01,
-                                         "dtype": "float32", "seed": 5,
-                                         "backward": "autograd"}  # written before the field existed
+    assert config.to_dict()["model"] == {
+        "d_features": 4,
+        "n_layers": 3,
+        "gamma": 0.9,
+        "form": "tsm",
+        "attention": "softmax",
+        "tied": True,
+        "mask": "paper",
+        "init_scale": 0.01,
+        "dtype": "float32",
+        "seed": 5,
+        "backward": "autograd",
+    }  # written before the field existed
     whole = train(config, tmp_path / "whole", progress=False)
     half = train(replace(config, steps=2), tmp_path / "old", progress=False)
     assert half.step == 2
@@ -237,8 +289,9 @@ def test_a_run_folder_of_the_flat_layout_is_read_and_resumed(tmp_path):
     assert resumed.step == 4
     for a, b in zip(whole.model.parameters(), resumed.model.parameters()):
         assert torch.equal(a, b)
-    standard = TrainConfig.from_dict({**LEGACY_FLAT, "architecture": "standard", "form": "tsm", "init_scale": 0.1,
-                                      "tied": False})
+    standard = TrainConfig.from_dict(
+        {**LEGACY_FLAT, "architecture": "standard", "form": "tsm", "init_scale": 0.1, "tied": False}
+    )
     assert (standard.model.init_range, standard.model.n_ctx, standard.model.d_model) == (0.1, 13, 32)
     with pytest.raises(ValueError, match="unknown field"):
         TrainConfig.from_dict({**LEGACY_FLAT, "learning_rate": 1.0})

@@ -1,6 +1,5 @@
 """TransformerLens's own tools give right answers on the model (float64, stated tolerances)."""
 
-
 import pytest
 
 from analyses.figures.attention_plots import attention_view
@@ -20,10 +19,25 @@ def test_attention_view_renders_in_a_headless_browser_with_no_network(tmp_path):
     model, prompt = make_star(form="dual"), make_tasks().prompt
     _, cache = model.run_with_cache(prompt)
     page = attention_view(cache, layer=1).save(tmp_path / "view.html")
-    dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                          "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                          "--proxy-server=127.0.0.1:9", f"--user-data-dir={tmp_path / 'profile'}",
-                          "--virtual-time-budget=10000", "--dump-dom", page.as_uri()],
-                         capture_output=True, text=True, timeout=120).stdout
+    dom = subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--proxy-server=127.0.0.1:9",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--virtual-time-budget=10000",
+            "--dump-dom",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
     body = dom.split("<script", 1)[0] + dom.rsplit("</script>", 1)[-1]  # what was drawn, not the script text
     assert "Head Selector" in body and "L1H0" in body and "L1H1" in body  # the React view rendered its heads

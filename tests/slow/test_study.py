@@ -16,14 +16,28 @@ from analyses.studies.spec import load_spec
 from ictd_interp.training.trainer import train
 
 ENV = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONUNBUFFERED": "1"}
-TINY = {"steps": 12, "tasks_per_batch": 4, "windows_per_task": 2, "n_eval_tasks": 8, "eval_every": 4,
-        "checkpoint_every": 4, "n_states": 5, "context_len": 8, "n_layers": 3}
+TINY = {
+    "steps": 12,
+    "tasks_per_batch": 4,
+    "windows_per_task": 2,
+    "n_eval_tasks": 8,
+    "eval_every": 4,
+    "checkpoint_every": 4,
+    "n_states": 5,
+    "context_len": 8,
+    "n_layers": 3,
+}
 
 
 def spec(grid=None, seeds=(0, 1), **fixed):
     grid = {"tied": [True, False]} if grid is None else grid
-    return {"name": "t", "preset": "quick", "seeds": list(seeds),
-            "fixed": {k: v for k, v in {**TINY, **fixed}.items() if k not in grid}, "grid": grid}
+    return {
+        "name": "t",
+        "preset": "quick",
+        "seeds": list(seeds),
+        "fixed": {k: v for k, v in {**TINY, **fixed}.items() if k not in grid},
+        "grid": grid,
+    }
 
 
 def final_weights(cell_dir: Path) -> dict:
@@ -46,8 +60,14 @@ def assert_same(a: dict, b: dict) -> None:
 
 
 def _cli(*args, **kwargs):
-    return subprocess.Popen([sys.executable, "-m", "ictd_interp.cli", *args], env=ENV, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, **kwargs)
+    return subprocess.Popen(
+        [sys.executable, "-m", "ictd_interp.cli", *args],
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        **kwargs,
+    )
 
 
 def _wait_for(predicate, timeout=120.0):
@@ -60,7 +80,7 @@ def _wait_for(predicate, timeout=120.0):
 
 
 def _write_spec(path: Path, data: dict) -> Path:
-    lines = [f'preset = "{data["preset"]}"', f'seeds = {data["seeds"]}', "[fixed]"]
+    lines = [f'preset = "{data["preset"]}"', f"seeds = {data['seeds']}", "[fixed]"]
     lines += [f"{k} = {json.dumps(v)}" for k, v in data["fixed"].items()]
     lines += ["[grid]"] + [f"{k} = {json.dumps(v)}" for k, v in data["grid"].items()]
     path.write_text("\n".join(lines) + "\n")

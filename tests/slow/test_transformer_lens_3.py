@@ -21,11 +21,19 @@ def test_the_unit_tier_passes_on_transformer_lens_3():
         venv.create(ENV, with_pip=True)
     install = [str(python), "-m", "pip", "install", "-q", "-c", str(ROOT / "constraints.txt"), "-e", ".[test]", *PINS]
     subprocess.run(install, cwd=ROOT, check=True)
-    found = subprocess.run([str(python), "-c", "from importlib.metadata import version; "
-                            "print(version('transformer-lens'))"], capture_output=True, text=True, check=True)
+    found = subprocess.run(
+        [str(python), "-c", "from importlib.metadata import version; print(version('transformer-lens'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert found.stdout.strip() == "3.9.0"
-    run = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/unit"], cwd=ROOT,
-                         capture_output=True, text=True)
+    run = subprocess.run(
+        [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/unit"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     assert " passed" in run.stdout.splitlines()[-1]
     features = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/unit/test_benchmark_features.py"]

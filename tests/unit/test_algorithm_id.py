@@ -4,14 +4,27 @@ import pytest
 import torch
 from einops import einsum
 
-from analyses.metrics.algorithm_id import (identify_layer, identify_layers, iterated_limit, iteration_map, moving_map,
-                                           read_layer, spectral_verdict, state_map)
-from analyses.metrics.extrapolation import (depth_extrapolation, depths_up_to, extrapolation_verdict, layer_at_depth,
-                                            spectral_depth)
-from ictd_interp.models.constructions.theta_star import TDCoefficients
+from analyses.metrics.algorithm_id import (
+    identify_layer,
+    identify_layers,
+    iterated_limit,
+    iteration_map,
+    moving_map,
+    read_layer,
+    spectral_verdict,
+    state_map,
+)
+from analyses.metrics.extrapolation import (
+    depth_extrapolation,
+    depths_up_to,
+    extrapolation_verdict,
+    layer_at_depth,
+    spectral_depth,
+)
 from ictd_interp import HookedICTDTransformer, ICTDConfig
-from ictd_interp.tasks.sampling import sample_tasks
 from ictd_interp.config.train import TrainConfig
+from ictd_interp.models.constructions.theta_star import TDCoefficients
+from ictd_interp.tasks.sampling import sample_tasks
 
 TASKS = sample_tasks(32, 8, 4, 20, 0.9, seed=0)
 ONEHOT = sample_tasks(32, 8, 8, 40, 0.9, feature_kind="onehot", feature_scale=3.0, seed=0)
@@ -40,9 +53,7 @@ def test_theta_star_is_identified_exactly():
     rows = identify_layers(star(), TASKS)
     assert rows[0].b is None and rows[0].step == pytest.approx(1, abs=1e-6)  # v_in = 0 at layer 0
     for r in rows[1:]:
-        assert (r.step, r.effective_discount, r.current_weight, r.beta) == pytest.approx(
-            (1, 0.9, -1, 1), abs=1e-6
-        )
+        assert (r.step, r.effective_discount, r.current_weight, r.beta) == pytest.approx((1, 0.9, -1, 1), abs=1e-6)
         assert r.fve > 1 - 1e-9 and r.in_family
 
 
@@ -124,7 +135,7 @@ def test_the_learned_value_row_of_the_quick_model_diverges_when_iterated():
     extrapolation = depth_extrapolation(bad, star(), TASKS, factor=4)
     assert read_layer(bad, 1).effective_discount == pytest.approx(0.9 * 2.01 / 1.36, abs=1e-6)
     assert not extrapolation.converges and extrapolation.verdict.startswith("diverges after depth")
-    deep = extrapolation.model[extrapolation.depths.index(extrapolation.best_depth):]
+    deep = extrapolation.model[extrapolation.depths.index(extrapolation.best_depth) :]
     assert all(a < b for a, b in zip(deep, deep[1:]))  # grows with depth past its best
     radii = iteration_map(bad, TASKS, 1, read_layer(bad, 1).coefficients)
     assert radii.fraction_contracting == 0 and radii.verdict == "diverges when iterated"
@@ -159,7 +170,8 @@ def test_weights_are_read_exactly_for_scaled_theta_star():
     per-layer model sees zero values, so its b and c are None."""
     for row in (read_layer(hand_built((1.0, 1.0, -1.0), beta=2.0, alpha=0.5), layer) for layer in range(3)):
         assert (row.step, row.b, row.c, row.beta, row.kernel_isotropy) == pytest.approx(
-            (0.5, 0.45, -0.5, 2.0, 1.0), abs=1e-12)
+            (0.5, 0.45, -0.5, 2.0, 1.0), abs=1e-12
+        )
     untied = hand_built((1.0, 1.0, -1.0), tied=False)
     assert read_layer(untied, 0).b is None and read_layer(untied, 1).effective_discount == pytest.approx(0.9)
 

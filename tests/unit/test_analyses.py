@@ -5,13 +5,18 @@ import pytest
 import torch
 
 from analyses.figures import plots as figures
-from analyses.metrics.diagonality import state_kernels
 from analyses.metrics.convergence import GeometricFit, errors_by_context, errors_by_depth, fit_geometric
-from analyses.metrics.diagonality import kernel_diagonality, model_margin, onehot_margin, self_attention_mass
+from analyses.metrics.diagonality import (
+    kernel_diagonality,
+    model_margin,
+    onehot_margin,
+    self_attention_mass,
+    state_kernels,
+)
 from analyses.metrics.heads import Signature
 from analyses.metrics.probes import circuit_cosines, prediction_gap, sensitivity_cosine, weight_cosines
-from ictd_interp.reference.metrics import value_signature
 from ictd_interp import HookedICTDTransformer
+from ictd_interp.reference.metrics import value_signature
 from ictd_interp.tasks.sampling import sample_tasks
 from tests.conftest import make_star, make_tasks
 
@@ -101,12 +106,12 @@ def test_figures_have_titles_and_labels():
         figures.diagonality_curve([0, 10], [0.3, 0.6], 0.9),
         figures.signature_bars([[1.0, None, None], [0.8, 1.0, -0.6]]),
         figures.cosine_curves([0, 10], [[0.1, 0.2], [0.9, 0.95]], [[0.0, 0.1], [0.8, 0.9]]),
-        figures.error_vs_depth({"theta*": [1.0, 0.5, 0.3]}, {"theta*": GeometricFit(0.6, 0.7, 0.3, 0.0)},
-                               0.95),
+        figures.error_vs_depth({"theta*": [1.0, 0.5, 0.3]}, {"theta*": GeometricFit(0.6, 0.7, 0.3, 0.0)}, 0.95),
         figures.error_vs_context([4, 8], {"theta*": [1.0, 0.5]}),
         figures.predicted_vs_true({"model": np.array([0.1, 0.2])}, np.array([0.1, 0.3])),
-        figures.scale_sweep([{"scale": 1.0, "margin_mean": -0.5, "margin_min": -0.6, "error_depth_1": 1.0,
-                              "error_depth_8": 0.5}], 8),
+        figures.scale_sweep(
+            [{"scale": 1.0, "margin_mean": -0.5, "margin_min": -0.6, "error_depth_1": 1.0, "error_depth_8": 0.5}], 8
+        ),
     ]
     for fig in figs:
         for ax in fig.axes:
@@ -122,8 +127,9 @@ def test_a_series_keeps_its_colour_across_figures_and_a_quoted_fit_is_drawn():
     from matplotlib.colors import to_hex
 
     colour = lambda line: to_hex(line.get_color())  # noqa: E731
-    depth = figures.error_vs_depth({"theta*": [1.0, 0.5, 0.3], "trained model": [0.9, 0.4, 0.2]},
-                                   {"theta*": GeometricFit(0.5, 0.8, 0.2, 0.0)})
+    depth = figures.error_vs_depth(
+        {"theta*": [1.0, 0.5, 0.3], "trained model": [0.9, 0.4, 0.2]}, {"theta*": GeometricFit(0.5, 0.8, 0.2, 0.0)}
+    )
     star, fit, model = depth.axes[0].get_lines()
     assert fit.get_ydata().tolist() == pytest.approx([1.0, 0.6, 0.4])  # 0.8 * 0.5**L + 0.2, drawn in θ*'s colour
     assert colour(fit) == colour(star) and "0.500" in fit.get_label()
@@ -152,11 +158,14 @@ def test_figures_draw_the_numbers_they_are_given():
     grid = np.asarray(grid, dtype=float).reshape(2, 2)  # [layer, head]
     assert np.isnan(grid[0, 0]) and grid[0, 1] == 0.5 and grid[1, 0] == -0.25 and np.isnan(grid[1, 1])
     # two heads on one scale (the largest move, 4.0): a weak head's bars stay small beside a strong one's
-    rows = [Signature(layer=2, head=0, raw=[0.4, 2.0, -0.2], normalised=[1.0, 5.0, -0.5], matches_td=False),
-            Signature(layer=2, head=1, raw=[4.0, 1.0, -2.0], normalised=[1.0, 0.25, -0.5], matches_td=False)]
+    rows = [
+        Signature(layer=2, head=0, raw=[0.4, 2.0, -0.2], normalised=[1.0, 5.0, -0.5], matches_td=False),
+        Signature(layer=2, head=1, raw=[4.0, 1.0, -2.0], normalised=[1.0, 0.25, -0.5], matches_td=False),
+    ]
     sig = circuit_figures.probed_signature_bars(rows, "t")
     assert sorted(round(p.get_height(), 6) for p in sig.axes[0].patches) == sorted(
-        [1, 1, -1, 0.1, 0.5, -0.05, 1.0, 0.25, -0.5])
+        [1, 1, -1, 0.1, 0.5, -0.05, 1.0, 0.25, -0.5]
+    )
     assert [t.get_text() for t in sig.axes[0].get_xticklabels()] == ["$\\theta^*$", "L2H0", "L2H1"]
 
 

@@ -13,8 +13,11 @@ from ictd_interp.models.registry import build_model, holds_theta_star, model_cla
 def test_each_record_names_its_model_class_and_each_has_a_report():
     assert ARCHITECTURES == ("stylised", "standard", "linear-ictd")
     classes = {a: model_class(a) for a in ARCHITECTURES}
-    assert classes == {"stylised": HookedICTDTransformer, "standard": HookedStandardTransformer,
-                       "linear-ictd": HookedLinearICTD}
+    assert classes == {
+        "stylised": HookedICTDTransformer,
+        "standard": HookedStandardTransformer,
+        "linear-ictd": HookedLinearICTD,
+    }
     assert all(cls.CONFIG is MODEL_CONFIGS[a] for a, cls in classes.items())
     assert set(REPORTS) == set(ARCHITECTURES)
 

@@ -18,8 +18,12 @@ def hand_tasks() -> TaskBatch:
     """States 0, 1, 0, 2 on a 3-state chain with r = (1, 2, 4); features e_s; one task.
     Rewards R_1..R_3 = r(0), r(1), r(0) = 1, 2, 1."""
     P = torch.tensor([[0.0, 1.0, 0.0], [0.5, 0.0, 0.5], [1.0, 0.0, 0.0]], dtype=torch.float64)
-    mrp = MRP(P[None], torch.tensor([[1.0, 2.0, 4.0]], dtype=torch.float64),
-              torch.tensor([[1.0, 0.0, 0.0]], dtype=torch.float64), GAMMA)
+    mrp = MRP(
+        P[None],
+        torch.tensor([[1.0, 2.0, 4.0]], dtype=torch.float64),
+        torch.tensor([[1.0, 0.0, 0.0]], dtype=torch.float64),
+        GAMMA,
+    )
     return TaskBatch(mrp, torch.eye(3, dtype=torch.float64)[None], torch.tensor([[0, 1, 0, 2]]))
 
 
@@ -112,8 +116,12 @@ def test_t_interval_covers_the_mean_of_normal_data(n_seeds):
     covered = np.mean([(lambda iv: iv.lo <= 3.0 <= iv.hi)(t_interval(row)) for row in samples])
     assert covered >= 0.93
     boot = rng.integers(0, n_seeds, size=(1000, n_seeds))
-    boot_cover = np.mean([np.percentile(row[boot].mean(1), 2.5) <= 3.0 <= np.percentile(row[boot].mean(1), 97.5)
-                          for row in samples[:2000]])
+    boot_cover = np.mean(
+        [
+            np.percentile(row[boot].mean(1), 2.5) <= 3.0 <= np.percentile(row[boot].mean(1), 97.5)
+            for row in samples[:2000]
+        ]
+    )
     assert boot_cover < 0.9  # the interval this replaces was too narrow
 
 

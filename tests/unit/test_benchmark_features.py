@@ -96,9 +96,11 @@ def test_a_plugin_loaded_twice_registers_once_and_a_different_method_is_still_re
     from analyses.methods_benchmark.run import load_plugin
 
     path = tmp_path / "twice.py"
-    path.write_text("from analyses.methods_benchmark.methods import FeatureOutput, Method, register_method\n"
-                    "def twice(case):\n    return FeatureOutput()\n"
-                    "register_method(Method('twice-loaded', 'features', twice, 'a test plugin'))\n")
+    path.write_text(
+        "from analyses.methods_benchmark.methods import FeatureOutput, Method, register_method\n"
+        "def twice(case):\n    return FeatureOutput()\n"
+        "register_method(Method('twice-loaded', 'features', twice, 'a test plugin'))\n"
+    )
     load_plugin(path)
     spec = importlib.util.spec_from_file_location("twice_as_a_module", path)  # the same file under another name
     spec.loader.exec_module(importlib.util.module_from_spec(spec))

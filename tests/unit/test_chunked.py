@@ -4,9 +4,9 @@ is taken only where no hook needs the whole pattern."""
 import pytest
 import torch
 
+from ictd_interp import HookedICTDTransformer
 from ictd_interp.models.fast import chunked_attention as chunked
 from tests.conftest import make_cfg, make_standard, make_tasks
-from ictd_interp import HookedICTDTransformer
 
 TOL = 1e-12
 
@@ -16,8 +16,12 @@ def stylised(form: str, attention: str) -> HookedICTDTransformer:
     return model
 
 
-MODELS = {"tsm-softmax": lambda: stylised("tsm", "softmax"), "dual-softmax": lambda: stylised("dual", "softmax"),
-          "tsm-linear": lambda: stylised("tsm", "linear"), "standard": lambda: make_standard(n_heads=2)}
+MODELS = {
+    "tsm-softmax": lambda: stylised("tsm", "softmax"),
+    "dual-softmax": lambda: stylised("dual", "softmax"),
+    "tsm-linear": lambda: stylised("tsm", "linear"),
+    "standard": lambda: make_standard(n_heads=2),
+}
 
 
 @pytest.mark.parametrize("kind", list(MODELS))

@@ -12,11 +12,26 @@ from analyses.claims.budget import Budget
 from analyses.claims.claim import FAILS, HOLDS, conditional, thresholds
 from analyses.metrics.intervals import proportion_interval
 
-TINY = Budget("tiny", theorem1_lengths=(5,), theorem1_scales=(1.0,), theorem1_depth=3, margin_scales=(1.0, 5.0),
-              margin_tasks=8, limit_lengths=(30, 100), limit_tasks=6, neu_lengths=(10, 30), neu_depths=(1, 3),
-              neu_tasks=256, seeds=(0, 1), steps=30, n_eval_tasks=16, objectives=("td", "neu"),
-              control_objectives=("td",), acting_tasks=16,
-              extra={"tasks_per_batch": 8, "windows_per_task": 2, "eval_every": 10, "checkpoint_every": 10})
+TINY = Budget(
+    "tiny",
+    theorem1_lengths=(5,),
+    theorem1_scales=(1.0,),
+    theorem1_depth=3,
+    margin_scales=(1.0, 5.0),
+    margin_tasks=8,
+    limit_lengths=(30, 100),
+    limit_tasks=6,
+    neu_lengths=(10, 30),
+    neu_depths=(1, 3),
+    neu_tasks=256,
+    seeds=(0, 1),
+    steps=30,
+    n_eval_tasks=16,
+    objectives=("td", "neu"),
+    control_objectives=("td",),
+    acting_tasks=16,
+    extra={"tasks_per_batch": 8, "windows_per_task": 2, "eval_every": 10, "checkpoint_every": 10},
+)
 
 
 def test_wilson_intervals_worked_by_hand():
@@ -78,9 +93,17 @@ def test_the_signature_counts_seeds_not_a_tied_models_layers():
     from analyses.claims.trained import SIGNATURE_MATCH, signature
     from analyses.studies.results import CELL, CONDITION, STATUS
 
-    rows = [{CONDITION: c, CELL: f"{c}-seed-{s}", STATUS: "done",
-             SIGNATURE_MATCH: c == "objective=td" or (s, layer) != (0, 1)}
-            for c in ("objective=td", "objective=mc") for s in range(5) for layer in range(3)]
+    rows = [
+        {
+            CONDITION: c,
+            CELL: f"{c}-seed-{s}",
+            STATUS: "done",
+            SIGNATURE_MATCH: c == "objective=td" or (s, layer) != (0, 1),
+        }
+        for c in ("objective=td", "objective=mc")
+        for s in range(5)
+        for layer in range(3)
+    ]
     claim = signature(pd.DataFrame(rows))
     td, mc = claim.data["objective=td"], claim.data["objective=mc"]
     assert (td["seeds_with_signature"], td["seeds"], mc["seeds_with_signature"], mc["seeds"]) == (5, 5, 4, 5)
@@ -117,11 +140,12 @@ def test_theorem3_is_consistent_with_the_limit_only_when_neu_falls_at_every_n():
 
     grid = _saved_neu_grid()
     claim = theory.theorem3_claim(grid, "depth3-td-s0")
-    assert claim.verdict == ("consistent with the limit; not a minimiser at L ≤ 1 (at every n measured); "
-                             "beaten at 4 of 5 n at L = 3; beaten at 4 of 5 n at L = 12")
+    assert claim.verdict == (
+        "consistent with the limit; not a minimiser at L ≤ 1 (at every n measured); "
+        "beaten at 4 of 5 n at L = 3; beaten at 4 of 5 n at L = 12"
+    )
     assert "Of the 60 comparisons, 53 have an interval; at 95%, about 3 of those" in claim.rule
-    assert any("jackknife interval lies below 0 at (n = 1000, L = 96), (n = 1000, L = 384)" in n
-               for n in claim.numbers)
+    assert any("jackknife interval lies below 0 at (n = 1000, L = 96), (n = 1000, L = 384)" in n for n in claim.numbers)
     assert any(n.startswith("the NEU itself is shown to fall at no step; at 10 → 30") for n in claim.numbers)
     far = max(grid.rows, key=lambda r: (r.depth, r.context_len))
     # the rule reads the calibrated interval's upper end: n = 300's is 7.8e-2
@@ -141,13 +165,22 @@ def test_a_step_of_n_is_shown_only_when_the_longer_contexts_interval_lies_below_
     from analyses.metrics.neu import NeuEstimate
 
     def est(lo, hi):
-        return NeuEstimate(estimate=(lo + hi) / 2, lo=lo, hi=hi, half_width=(hi - lo) / 2, n_tasks=64,
-                           calibrated_lo=lo, calibrated_hi=hi)
+        return NeuEstimate(
+            estimate=(lo + hi) / 2,
+            lo=lo,
+            hi=hi,
+            half_width=(hi - lo) / 2,
+            n_tasks=64,
+            calibrated_lo=lo,
+            calibrated_hi=hi,
+        )
 
     text = theory._step_power([est(1.0, 2.0), est(0.0, 0.5), est(0.0, 0.4)], [10, 30, 100])
-    assert text == ("the NEU itself is shown to fall at 10 → 30; at 30 → 100 (NEU at n = 30 within [0.0e+00, "
-                    "5.0e-01]) the tasks cannot tell a fall from none: only the bound falls there, and a fall smaller "
-                    "than the interval's upper end is invisible to this sample")
+    assert text == (
+        "the NEU itself is shown to fall at 10 → 30; at 30 → 100 (NEU at n = 30 within [0.0e+00, "
+        "5.0e-01]) the tasks cannot tell a fall from none: only the bound falls there, and a fall smaller "
+        "than the interval's upper end is invisible to this sample"
+    )
 
 
 def _saved_neu_grid():
@@ -161,8 +194,9 @@ def _saved_neu_grid():
 def test_not_a_minimiser_names_every_depth_beaten_at_most_n():
     rows = [r for r in _saved_neu_grid().rows if r.context_len in (10, 30, 100) and r.depth in (1, 3, 12)]
     beaten = [r for r in rows if r.depth in (1, 12) or (r.depth == 3 and r.context_len > 10)]
-    assert theory._not_minimiser(rows, beaten) == ("; not a minimiser at L ≤ 1 (at every n measured); beaten at 2 "
-                                                   "of 3 n at L = 3; beaten at every n at L = 12")
+    assert theory._not_minimiser(rows, beaten) == (
+        "; not a minimiser at L ≤ 1 (at every n measured); beaten at 2 of 3 n at L = 3; beaten at every n at L = 12"
+    )
     assert theory._not_minimiser(rows, [r for r in rows if r.depth == 12]) == "; beaten at every n at L = 12"
 
 

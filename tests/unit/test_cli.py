@@ -2,8 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from ictd_interp.cli.args import field_help
 from analyses.reports.construction import construction_table
+from ictd_interp.cli.args import field_help
 from ictd_interp.cli.configs import ConstructConfig
 from ictd_interp.config import TaskDistribution
 
@@ -41,14 +41,17 @@ def test_field_help_reads_google_docstrings_at_any_indentation():
     class Tabbed:
         """Summary.
 
-            Args:
-                alpha: first line
-                    continued here.
-                beta, gamma: shared text.
-            """
+        Args:
+            alpha: first line
+                continued here.
+            beta, gamma: shared text.
+        """
 
-    assert field_help(Tabbed) == {"alpha": "first line continued here.", "beta": "shared text.",
-                                  "gamma": "shared text."}
+    assert field_help(Tabbed) == {
+        "alpha": "first line continued here.",
+        "beta": "shared text.",
+        "gamma": "shared text.",
+    }
 
 
 def test_report_sentences_interpret_the_margin():
@@ -65,8 +68,10 @@ def test_help_lines_are_distinct_and_presets_are_listed():
     from ictd_interp.cli import preset_help
 
     text = preset_help()
-    assert ("quick (stylised: checkpoint_every: 1000 -> 500, lr: 0.001 -> 0.01, model.n_layers: 3 -> 12, model.tied: "
-            "False -> True, steps: 4000 -> 1500)") in text
+    assert (
+        "quick (stylised: checkpoint_every: 1000 -> 500, lr: 0.001 -> 0.01, model.n_layers: 3 -> 12, model.tied: "
+        "False -> True, steps: 4000 -> 1500)"
+    ) in text
     assert "paper (stylised: checkpoint_every: 1000 -> 5000" in text and "standard-quick (standard: " in text
 
 

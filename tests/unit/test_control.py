@@ -24,8 +24,9 @@ def test_certainty_equivalence_is_exact_when_the_context_covers_a_deterministic_
     tasks = control_tasks(mdp, uniform_policy(3, 2), torch.eye(6, dtype=torch.float64), 200, seed=0)
     assert all(len(set(row.tolist())) == 6 for row in tasks.states)  # every pair visited
     assert (certainty_equivalence_q(mdp, tasks) - mdp.q_star()).abs().max() <= 1e-10
-    act = acting_regret(mdp, tasks, uniform_policy(3, 2), {"CE": certainty_equivalence_q(mdp, tasks),
-                                                           "q*": mdp.q_star()})
+    act = acting_regret(
+        mdp, tasks, uniform_policy(3, 2), {"CE": certainty_equivalence_q(mdp, tasks), "q*": mdp.q_star()}
+    )
     assert act.regret["CE"].mean == pytest.approx(0.0, abs=1e-10) and act.regret["q*"].mean == 0.0
     assert act.regret["random"].mean > 0.1 and act.n_tasks == 2
     # paired against the behaviour (uniform) policy, task by task: CE's regret is 0, so the difference is minus the
@@ -38,11 +39,15 @@ def test_certainty_equivalence_is_exact_when_the_context_covers_a_deterministic_
 
 def test_q_learning_on_one_self_loop_is_the_geometric_series():
     # one state, one action, reward 1, gamma 0.5: Q <- Q + 0.1 (1 + 0.5 Q - Q) from 0 gives 2 (1 - 0.95^N)
-    mdp = MDP(torch.ones(1, 1, 1, 1, dtype=torch.float64), torch.ones(1, 1, 1, dtype=torch.float64),
-              torch.ones(1, 1, dtype=torch.float64), 0.5)
+    mdp = MDP(
+        torch.ones(1, 1, 1, 1, dtype=torch.float64),
+        torch.ones(1, 1, 1, dtype=torch.float64),
+        torch.ones(1, 1, dtype=torch.float64),
+        0.5,
+    )
     tasks = control_tasks(mdp, torch.ones(1, 1, dtype=torch.float64), torch.ones(1, 1, dtype=torch.float64), 7, seed=0)
     q = q_learning(mdp, tasks, sweeps=3, step=0.1)
-    assert float(q) == pytest.approx(2 * (1 - 0.95 ** 21), abs=1e-12)
+    assert float(q) == pytest.approx(2 * (1 - 0.95**21), abs=1e-12)
 
 
 def test_in_context_q_at_the_context_query_is_the_models_own_prediction():

@@ -20,8 +20,9 @@ def case(seed=0):
     mdp = random_mdps(2, 4, A, GAMMA, seed=seed)
     phi = torch.randn(4 * A, 5, generator=torch.Generator().manual_seed(seed + 1), dtype=torch.float64) * 0.7
     tasks = control_tasks(mdp, uniform_policy(4, A), phi, 10, seed=seed + 2)
-    star = HookedICTDTransformer.from_theta_star(ICTDConfig(d_features=5, n_layers=LAYERS, gamma=GAMMA,
-                                                            dtype="float64"))
+    star = HookedICTDTransformer.from_theta_star(
+        ICTDConfig(d_features=5, n_layers=LAYERS, gamma=GAMMA, dtype="float64")
+    )
     return tasks, star, action_column_prompt(tasks, A)
 
 
@@ -67,6 +68,7 @@ def test_softmax_q_is_theta_star_with_an_attention_over_the_next_actions():
     tasks, star, cols = case(3)
     beta = 4.0
     got = _layers(star, cols, soft_q_hooks(star, cols, beta))
+
     def soft(v):
         e = np.exp(beta * (v - v.max(-1, keepdims=True)))
         return e / e.sum(-1, keepdims=True)
@@ -101,7 +103,7 @@ def test_action_columns_hold_the_next_states_pairs():
     k, a = 4, 2
     pair = int(cols.next_states[0, k]) * A + a
     assert torch.equal(cols.prompt[0, cols.next_columns[0, k, a], :5], tasks.features[0, pair])
-    assert (cols.prompt[0, n:n * (1 + A), 5:] == 0).all()  # no reward, no values
+    assert (cols.prompt[0, n : n * (1 + A), 5:] == 0).all()  # no reward, no values
 
 
 def test_the_reference_backup_iteration_is_the_loop_and_the_hooks():
@@ -117,8 +119,11 @@ def test_the_reference_backup_iteration_is_the_loop_and_the_hooks():
         ref = backup_td(x, tasks.rewards, cols.next_columns, weights, GAMMA, LAYERS)
         got = _layers(star, cols, hooks)
         assert max(float((got[l] - ref[:, l + 1]).abs().max()) for l in range(LAYERS)) < 1e-10
-        w = (lambda v: pi[0][cols.next_states[0]].numpy()) if loop_w is None else (
-            lambda v, b=loop_w: np.exp(b * v) / np.exp(b * v).sum(-1, keepdims=True))
+        w = (
+            (lambda v: pi[0][cols.next_states[0]].numpy())
+            if loop_w is None
+            else (lambda v, b=loop_w: np.exp(b * v) / np.exp(b * v).sum(-1, keepdims=True))
+        )
         loop = backup_loop(x[0].numpy(), tasks.rewards[0].numpy(), cols.next_columns[0].numpy(), w, LAYERS)
         assert np.abs(ref[0, -1].numpy() - loop[-1]).max() < 1e-10
 
@@ -137,9 +142,14 @@ def _linear_case(seed=0, n=12, d=4):
 def test_linear_sarsa_and_actor_critic_blocks_are_the_loops_layer_by_layer(alpha, beta):
     """``models.linear_control``: critic and actor queries of every pair, after every layer, against
     ``batch_actor_critic`` (a loop over transitions) at 1e-10; the critic alone is SARSA's block."""
+    from ictd_interp.models.constructions.linear_control import (
+        actor_critic,
+        actor_critic_features,
+        actor_queries,
+        sarsa,
+        score_features,
+    )
     from ictd_interp.models.constructions.linear_td import linear_model
-    from ictd_interp.models.constructions.linear_control import (actor_critic, actor_critic_features, actor_queries, sarsa,
-                                                   score_features)
     from ictd_interp.reference.control_iterations import batch_actor_critic
 
     mdp, psi, pi0, n = _linear_case()
@@ -151,8 +161,10 @@ def test_linear_sarsa_and_actor_critic_blocks_are_the_loops_layer_by_layer(alpha
     sarsa_tasks = control_tasks(mdp, uniform_policy(4, A), psi, n, seed=3)
     assert torch.equal(sarsa_tasks.states, pairs)  # the same contexts
     g = score_features(psi, pi0)
-    loops = [batch_actor_critic(psi[pairs[b]], g[pairs[b, :-1]], tasks.rewards[b], GAMMA, alpha, beta, LAYERS)
-             for b in range(len(tasks))]
+    loops = [
+        batch_actor_critic(psi[pairs[b]], g[pairs[b, :-1]], tasks.rewards[b], GAMMA, alpha, beta, LAYERS)
+        for b in range(len(tasks))
+    ]
     for layer in range(1, LAYERS + 1):
         ac = linear_model([actor_critic(d, alpha, beta)] * layer, GAMMA)
         lone = linear_model([sarsa(d, alpha * torch.eye(d, dtype=torch.float64))] * layer, GAMMA)
@@ -170,8 +182,8 @@ def test_linear_sarsa_and_actor_critic_blocks_are_the_loops_layer_by_layer(alpha
 def test_from_the_uniform_policy_the_actors_preference_is_the_critics_advantage():
     """With π_0 uniform and features ``e_a ⊗ φ(s)``, ``h(s, a) = (β/α) (q(s, a) − mean_b q(s, b))`` exactly (theory
     §14a), so the actor's greedy policy is the critic's; from a non-uniform π_0 it is not the advantage."""
-    from ictd_interp.models.constructions.linear_td import linear_model
     from ictd_interp.models.constructions.linear_control import actor_critic, actor_critic_features, actor_queries
+    from ictd_interp.models.constructions.linear_td import linear_model
 
     mdp, psi, pi0, n = _linear_case(seed=4, n=30)
     alpha, beta = 0.8, 3.0

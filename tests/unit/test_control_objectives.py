@@ -28,8 +28,10 @@ def _value_iteration(P, r, gamma, sweeps=2000):
     """Textbook q*: q(s, a) <- r(s, a) + gamma sum_s' P(s'|s, a) max_a' q(s', a'), sweep by sweep."""
     q = [[0.0] * A for _ in range(S)]
     for _ in range(sweeps):
-        q = [[float(r[s, a]) + gamma * sum(float(P[s, a, t]) * max(q[t]) for t in range(S)) for a in range(A)]
-             for s in range(S)]
+        q = [
+            [float(r[s, a]) + gamma * sum(float(P[s, a, t]) * max(q[t]) for t in range(S)) for a in range(A)]
+            for s in range(S)
+        ]
     return torch.tensor(q, dtype=torch.float64)
 
 
@@ -47,7 +49,7 @@ def test_a_pair_chain_gives_back_its_mdp_under_any_policy():
 def test_q_star_targets_and_action_queries_are_the_query_pairs():
     mdp, tasks, dist = _tasks()
     batch = windows_from_tasks(tasks, dist, W, 0, None, True, "q_star", action_queries=True)
-    query_pairs = tasks.states[:, N:N + W]
+    query_pairs = tasks.states[:, N : N + W]
     for b in range(len(tasks)):
         q = _value_iteration(mdp.P[b], mdp.r[b], GAMMA)
         for t in range(W):
@@ -60,12 +62,14 @@ def test_q_star_targets_and_action_queries_are_the_query_pairs():
 def test_the_q_learning_loss_bootstraps_on_the_best_action_of_the_next_query():
     mdp, tasks, dist = _tasks()
     batch = windows_from_tasks(tasks, dist, W, 0, None, False, action_queries=True)
-    model = HookedICTDTransformer.from_theta_star(ICTDConfig(d_features=D * A, n_layers=3, gamma=GAMMA,
-                                                             dtype="float64"))
+    model = HookedICTDTransformer.from_theta_star(
+        ICTDConfig(d_features=D * A, n_layers=3, gamma=GAMMA, dtype="float64")
+    )
     deltas = []
     for b in range(len(tasks)):
+
         def value(t, pair, b=b):  # window t's prompt, its query pair replaced, built from the trajectory alone
-            states = tasks.states[b, t:t + N + 1].clone()
+            states = tasks.states[b, t : t + N + 1].clone()
             x = tasks.features[b, states]
             x[-1] = tasks.features[b, pair]
             rewards = tasks.mrp.r[b, states[:-1]]
@@ -74,7 +78,8 @@ def test_the_q_learning_loss_bootstraps_on_the_best_action_of_the_next_query():
         for t in range(W - 1):
             s_next = int(tasks.states[b, t + 1 + N]) // A
             target = float(tasks.mrp.r[b, tasks.states[b, t + N]]) + GAMMA * max(
-                value(t + 1, s_next * A + act) for act in range(A))
+                value(t + 1, s_next * A + act) for act in range(A)
+            )
             deltas.append(target - value(t, int(tasks.states[b, t + N])))
     expected = sum(d * d for d in deltas) / len(deltas)
     assert abs(float(q_learning_loss(model, batch)) - expected) < 1e-12

@@ -26,8 +26,9 @@ pytestmark = pytest.mark.skipif(DEVICE == "cuda" and not torch.cuda.is_available
 
 def _models():
     star = HookedICTDTransformer.from_theta_star(ICTDConfig(d_features=4, n_layers=3, dtype="float64"))
-    standard = HookedStandardTransformer(StandardConfig(d_features=4, d_model=16, n_heads=2, n_layers=2, d_mlp=32,
-                                                        dtype="float64", seed=3))
+    standard = HookedStandardTransformer(
+        StandardConfig(d_features=4, d_model=16, n_heads=2, n_layers=2, d_mlp=32, dtype="float64", seed=3)
+    )
     return {"stylised": star, "standard": standard}
 
 

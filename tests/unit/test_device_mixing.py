@@ -55,8 +55,14 @@ def test_the_mode_catches_mixing_that_meta_alone_lets_through():
 
 @pytest.mark.parametrize("architecture", ["stylised", "standard"])
 def test_the_training_step_and_its_metrics_keep_to_the_models_device(tmp_path, architecture):
-    config = TrainConfig.from_preset("quick" if architecture == "stylised" else "standard-quick", steps=2,
-                                     n_layers=2, tasks_per_batch=2, windows_per_task=2, n_eval_tasks=4)
+    config = TrainConfig.from_preset(
+        "quick" if architecture == "stylised" else "standard-quick",
+        steps=2,
+        n_layers=2,
+        tasks_per_batch=2,
+        windows_per_task=2,
+        n_eval_tasks=4,
+    )
     with FakeAccelerator():
         loop = start_loop(_on_fake_device(config), tmp_path / "run")  # logs step 0: every training-time metric
         assert next(loop.run.model.parameters()).device == FAKE

@@ -1,6 +1,5 @@
 """Every figure a reader sees keeps its text on the canvas (titles, labels, ticks, legends, colorbars)."""
 
-
 import pandas as pd
 
 from analyses.figures import plots as figures
@@ -16,16 +15,27 @@ def test_the_check_finds_a_title_that_runs_off_the_canvas():
 
 
 def test_patching_heatmap_colorbar_label_fits():
-    table = pd.DataFrame([{"hook": f"blocks.{l}.hook_resid_pre", "position": p, "recovered": (l + p) / 40}
-                          for l in range(2) for p in range(31)])
+    table = pd.DataFrame(
+        [
+            {"hook": f"blocks.{l}.hook_resid_pre", "position": p, "recovered": (l + p) / 40}
+            for l in range(2)
+            for p in range(31)
+        ]
+    )
     assert figures.text_outside(patching_heatmap(table)) == []
 
 
 def test_log_ticks_read_as_plain_numbers_or_powers_of_ten():
     from analyses.figures.plots import tick_text
 
-    assert [tick_text(x) for x in (0.05, 1000, 1e5, 1e6, 2e-5, 3e7)] == ["0.05", "1000", "100000", "10⁶", "2×10⁻⁵",
-                                                                        "3×10⁷"]
+    assert [tick_text(x) for x in (0.05, 1000, 1e5, 1e6, 2e-5, 3e7)] == [
+        "0.05",
+        "1000",
+        "100000",
+        "10⁶",
+        "2×10⁻⁵",
+        "3×10⁷",
+    ]
     assert [tick_text(x, powers=True) for x in (100, 1e5, 1e6, 1e-5)] == ["10²", "10⁵", "10⁶", "10⁻⁵"]
 
 

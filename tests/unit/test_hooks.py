@@ -129,8 +129,9 @@ def test_patching_the_clean_reward_row_restores_the_clean_output():
     reward_row = 3  # d_features = 3
     corrupted[:, [2, 5], reward_row] += 1.0
     model = make_star(n_layers=3)
-    table = hooks.activation_patching(model, clean, corrupted, hook_names=["hook_prompt"], positions=[2, 5],
-                                      rows=[reward_row])
+    table = hooks.activation_patching(
+        model, clean, corrupted, hook_names=["hook_prompt"], positions=[2, 5], rows=[reward_row]
+    )
     assert table.shape[0] == 2
     both = model.run_with_hooks(
         corrupted,

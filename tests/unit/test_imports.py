@@ -10,11 +10,25 @@ ROOT = Path(__file__).parents[2]
 PACKAGES = ("ictd_interp", "hooks", "analyses")
 # Layers, lowest first: a module may import only its own layer and those before it. The CLI composes
 # everything (inside its command functions); ``ictd_interp/__init__`` and ``_lazy`` export lazily.
-LAYERS = ["ictd_interp._lazy", "ictd_interp.config", "ictd_interp.io", "ictd_interp.tasks", "ictd_interp.models",
-          "ictd_interp.reference", "ictd_interp.training", "hooks", "analyses.metrics", "analyses.figures",
-          "analyses.summary", "analyses.reports", "analyses.analyze", "analyses.studies", "analyses.claims",
-          "analyses.methods_benchmark",
-          "ictd_interp.cli"]
+LAYERS = [
+    "ictd_interp._lazy",
+    "ictd_interp.config",
+    "ictd_interp.io",
+    "ictd_interp.tasks",
+    "ictd_interp.models",
+    "ictd_interp.reference",
+    "ictd_interp.training",
+    "hooks",
+    "analyses.metrics",
+    "analyses.figures",
+    "analyses.summary",
+    "analyses.reports",
+    "analyses.analyze",
+    "analyses.studies",
+    "analyses.claims",
+    "analyses.methods_benchmark",
+    "ictd_interp.cli",
+]
 
 
 def module_name(path: Path, root: Path = ROOT) -> str:
@@ -29,8 +43,9 @@ def imports(path: Path, modules: set[str]) -> set[str]:
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            found |= {f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
-                      for a in node.names}
+            found |= {
+                f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module for a in node.names
+            }
     return {m for m in found if m.split(".")[0] in PACKAGES}
 
 
@@ -71,8 +86,7 @@ def test_no_import_circle_even_through_function_level_imports():
 
 def test_every_import_goes_down_the_layers():
     edges = graph()
-    wrong = [f"{m} -> {d}" for m, deps in edges.items() for d in deps
-             if layer(m) >= 0 and layer(d) > layer(m)]
+    wrong = [f"{m} -> {d}" for m, deps in edges.items() for d in deps if layer(m) >= 0 and layer(d) > layer(m)]
     assert wrong == []
 
 
@@ -92,8 +106,10 @@ def test_the_checker_finds_circles_and_layer_breaks(tmp_path):
     (tmp_path / "ictd_interp" / "b.py").write_text("def f():\n    from ictd_interp.a import x\n")
     (tmp_path / "hooks" / "h.py").write_text("def g():\n    import analyses.metrics\n")
     edges = graph(tmp_path)
-    assert find_cycle(edges) in (["ictd_interp.a", "ictd_interp.b", "ictd_interp.a"],
-                                 ["ictd_interp.b", "ictd_interp.a", "ictd_interp.b"])
+    assert find_cycle(edges) in (
+        ["ictd_interp.a", "ictd_interp.b", "ictd_interp.a"],
+        ["ictd_interp.b", "ictd_interp.a", "ictd_interp.b"],
+    )
     assert layer("analyses.metrics") > layer("hooks.h")
 
 
@@ -101,8 +117,14 @@ def imported_layers(folder: str, edges: dict[str, set[str]]) -> set[str]:
     """The layers (``LAYERS``) other than its own that the modules of ``folder`` import."""
     own = LAYERS[layer(folder)] if layer(folder) >= 0 else folder
     used = {dep for src, deps in edges.items() if src == folder or src.startswith(folder + ".") for dep in deps}
-    return {LAYERS[layer(dep)] for dep in used if layer(dep) >= 0 and LAYERS[layer(dep)] != own
-            and not LAYERS[layer(dep)].startswith(own + ".") and LAYERS[layer(dep)] != "ictd_interp._lazy"}
+    return {
+        LAYERS[layer(dep)]
+        for dep in used
+        if layer(dep) >= 0
+        and LAYERS[layer(dep)] != own
+        and not LAYERS[layer(dep)].startswith(own + ".")
+        and LAYERS[layer(dep)] != "ictd_interp._lazy"
+    }
 
 
 @pytest.mark.parametrize("package", ["ictd_interp", "analyses", "hooks"])

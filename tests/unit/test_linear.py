@@ -6,7 +6,13 @@ import torch
 
 from ictd_interp.models.architectures.linear import HookedLinearICTD, linear_prompt
 from ictd_interp.models.constructions.linear_td import (
-    average_reward_layer, average_reward_prompt, average_reward_td, linear_model, residual_gradient, td0, td_lambda,
+    average_reward_layer,
+    average_reward_prompt,
+    average_reward_td,
+    linear_model,
+    residual_gradient,
+    td0,
+    td_lambda,
 )
 from ictd_interp.reference import preconditioned
 from tests.conftest import make_tasks
@@ -17,8 +23,10 @@ D, N, L, GAMMA = 3, 12, 6, 0.9
 
 def preconditioners(n_layers=L, seed=1):
     gen = torch.Generator().manual_seed(seed)
-    return [torch.eye(D, dtype=torch.float64) + 0.3 * torch.randn(D, D, generator=gen, dtype=torch.float64)
-            for _ in range(n_layers)]
+    return [
+        torch.eye(D, dtype=torch.float64) + 0.3 * torch.randn(D, D, generator=gen, dtype=torch.float64)
+        for _ in range(n_layers)
+    ]
 
 
 def trajectories():
@@ -33,8 +41,11 @@ def per_layer_values(model, prompt):
 @pytest.mark.parametrize("name", ["td0", "td_lambda", "residual_gradient"])
 def test_each_construction_runs_its_algorithm_layer_by_layer(name):
     tasks, Cs = trajectories(), preconditioners()
-    build = {"td0": lambda C: td0(D, C), "td_lambda": lambda C: td_lambda(D, 0.7, C),
-             "residual_gradient": lambda C: residual_gradient(D, C)}[name]
+    build = {
+        "td0": lambda C: td0(D, C),
+        "td_lambda": lambda C: td_lambda(D, 0.7, C),
+        "residual_gradient": lambda C: residual_gradient(D, C),
+    }[name]
     model = linear_model([build(C) for C in Cs], gamma=GAMMA)
     layers = per_layer_values(model, tasks.prompt)
     for b in range(tasks.prompt.shape[0]):
@@ -79,10 +90,11 @@ def test_the_prompt_is_the_predecessors_and_queries_do_not_interact():
     Z = linear_prompt(tasks.prompt, GAMMA)
     x, r = tasks.x.double(), tasks.rewards.double()
     assert Z.shape == (3, 2 * N + 1, 2 * D + 1)
-    assert torch.equal(Z[:, :N, :D], x[:, :-1]) and torch.allclose(Z[:, :N, D:2 * D], GAMMA * x[:, 1:])
+    assert torch.equal(Z[:, :N, :D], x[:, :-1]) and torch.allclose(Z[:, :N, D : 2 * D], GAMMA * x[:, 1:])
     assert torch.equal(Z[:, :N, -1], r) and torch.equal(Z[:, N:, :D], x) and (Z[:, N:, D:] == 0).all()
-    model = HookedLinearICTD({"d_features": D, "n_layers": 2, "tied": False, "activation": "relu", "dtype": "float64",
-                              "init_gain": 3.0})
+    model = HookedLinearICTD(
+        {"d_features": D, "n_layers": 2, "tied": False, "activation": "relu", "dtype": "float64", "init_gain": 3.0}
+    )
     every, alone = model(tasks.prompt), model.fast_values(tasks.prompt, query_only=True)
     assert torch.allclose(every[:, -1], alone, atol=1e-13, rtol=0)  # the last query column is the predecessor's query
     assert torch.allclose(model.fast_values(tasks.prompt), every, atol=0, rtol=0)
@@ -92,8 +104,18 @@ def test_hook_names_are_hooked_transformers_and_the_cache_holds_the_scores():
     tasks = trajectories()
     model = linear_model([td0(D)] * 2, gamma=GAMMA)
     _, cache = model.run_with_cache(tasks.prompt)
-    per_block = ["hook_resid_pre", "attn.hook_q", "attn.hook_k", "attn.hook_v", "attn.hook_attn_scores",
-                 "attn.hook_pattern", "attn.hook_z", "attn.hook_result", "hook_attn_out", "hook_resid_post"]
+    per_block = [
+        "hook_resid_pre",
+        "attn.hook_q",
+        "attn.hook_k",
+        "attn.hook_v",
+        "attn.hook_attn_scores",
+        "attn.hook_pattern",
+        "attn.hook_z",
+        "attn.hook_result",
+        "hook_attn_out",
+        "hook_resid_post",
+    ]
     assert set(model.hook_dict) == {"hook_embed"} | {f"blocks.{l}.{h}" for l in range(2) for h in per_block}
     Z = cache["hook_embed"]
     scores = cache["attn_scores", 0][:, 0]
@@ -105,6 +127,7 @@ def test_hook_names_are_hooked_transformers_and_the_cache_holds_the_scores():
 
 # --- where a linear model sits in the predecessor's family ----------------------------------------------------
 
+
 def test_identification_reads_each_construction_back():
     from analyses.metrics.linear_family import identify_layer, member_weights
 
@@ -114,7 +137,7 @@ def test_identification_reads_each_construction_back():
     assert row.step == pytest.approx(2.0) and row.effective_discount == pytest.approx(GAMMA)
     assert row.P_explained == pytest.approx(1.0) and row.Q_explained == pytest.approx(1.0) and row.in_family
     # C - 2I = 0.5 e_0 e_1^T: ||C - step I|| / ||C|| = 0.5 / sqrt(12.25)
-    assert row.preconditioner_off_identity == pytest.approx(0.5 / 12.25 ** 0.5)
+    assert row.preconditioner_off_identity == pytest.approx(0.5 / 12.25**0.5)
     rg = residual_gradient(D)
     assert identify_layer(rg.P, rg.Q, D, GAMMA).rg_share == pytest.approx(1.0)
     flipped = identify_layer(-td0(D, C).P, -td0(D, C).Q, D, GAMMA)  # the same layer: (P, Q) -> (-P, -Q)

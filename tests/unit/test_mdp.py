@@ -9,8 +9,15 @@ import torch
 
 from ictd_interp import HookedICTDTransformer, ICTDConfig
 from ictd_interp.tasks.features import make_features
-from ictd_interp.tasks.mdp import (MDP, greedy_policy, pair_features, random_mdps, split_pairs,
-                                   two_action_chains, uniform_policy)
+from ictd_interp.tasks.mdp import (
+    MDP,
+    greedy_policy,
+    pair_features,
+    random_mdps,
+    split_pairs,
+    two_action_chains,
+    uniform_policy,
+)
 from ictd_interp.tasks.sampling import control_tasks
 
 
@@ -39,8 +46,9 @@ def value_iteration_loop(P, r, gamma, sweeps=5000):
     return q
 
 
-@pytest.mark.parametrize("make", [lambda: random_mdps(3, 4, 3, 0.9, seed=0),
-                                  lambda: two_action_chains(3, 5, 0.8, seed=1)])
+@pytest.mark.parametrize(
+    "make", [lambda: random_mdps(3, 4, 3, 0.9, seed=0), lambda: two_action_chains(3, 5, 0.8, seed=1)]
+)
 def test_q_pi_and_q_star_match_textbook_loops(make):
     mdp = make()
     gen = torch.Generator().manual_seed(2)
@@ -56,8 +64,10 @@ def test_q_pi_and_q_star_match_textbook_loops(make):
 def test_the_greedy_policy_of_q_star_is_the_best_deterministic_policy():
     mdp = random_mdps(1, 4, 2, 0.9, seed=3)
     best = mdp.policy_return(greedy_policy(mdp.q_star()))
-    returns = [mdp.policy_return(torch.nn.functional.one_hot(torch.tensor(c), 2).double())
-               for c in itertools.product(range(2), repeat=4)]  # all 16 deterministic policies
+    returns = [
+        mdp.policy_return(torch.nn.functional.one_hot(torch.tensor(c), 2).double())
+        for c in itertools.product(range(2), repeat=4)
+    ]  # all 16 deterministic policies
     assert float(best) == pytest.approx(float(max(returns)), abs=1e-10)
     assert float(mdp.policy_return(uniform_policy(4, 2))) < float(best)
 

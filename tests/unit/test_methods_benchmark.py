@@ -7,13 +7,33 @@ import pytest
 import torch
 
 from analyses.methods_benchmark import methods as M
-from analyses.methods_benchmark.cases import (CASES, CaseSpec, build_case, circuit_source, counterfactual_labels,
-                                      variable_values)
-from analyses.methods_benchmark.report import (chance_difference, chance_verdict, direction_verdict, seeds_off,
-                                       write_report)
-from analyses.methods_benchmark.evaluate import (CellResult, Cosines, DirectionScores, FeatureScores, VariableScores,
-                                         interchange_r2, score_directions, score_edges, score_method)
+from analyses.methods_benchmark.cases import (
+    CASES,
+    CaseSpec,
+    build_case,
+    circuit_source,
+    counterfactual_labels,
+    variable_values,
+)
+from analyses.methods_benchmark.evaluate import (
+    CellResult,
+    Cosines,
+    DirectionScores,
+    FeatureScores,
+    VariableScores,
+    interchange_r2,
+    score_directions,
+    score_edges,
+    score_method,
+)
 from analyses.methods_benchmark.graph import OUTPUT, build_graph, run_graph
+from analyses.methods_benchmark.report import (
+    chance_difference,
+    chance_verdict,
+    direction_verdict,
+    seeds_off,
+    write_report,
+)
 from analyses.methods_benchmark.run import BenchmarkBudget
 from analyses.methods_benchmark.scores import angle_degrees, auroc, average_precision, faithfulness, roc_curve
 from analyses.metrics.intervals import t_interval
@@ -103,11 +123,14 @@ def test_angles_and_faithfulness_by_hand():
 
 
 def _cell(case: str, seed: int, angle: float, worst: float, mcc: float, chance: float) -> CellResult:
-    direction = DirectionScores({"value": VariableScores(angle, worst, 1.0, 1.0)},
-                                Cosines(["value @ blocks.0.hook_resid_post"], ["value"], [[0.9]]))
+    direction = DirectionScores(
+        {"value": VariableScores(angle, worst, 1.0, 1.0)},
+        Cosines(["value @ blocks.0.hook_resid_post"], ["value"], [[0.9]]),
+    )
     feature = lambda m: FeatureScores(m, 0.3, [m], 18, 36)  # noqa: E731
-    return CellResult(case, seed, 10, 9, {"das": direction, "sae-features": feature(mcc),
-                                          "random-dictionary": feature(chance)})
+    return CellResult(
+        case, seed, 10, 9, {"das": direction, "sae-features": feature(mcc), "random-dictionary": feature(chance)}
+    )
 
 
 def test_direction_and_feature_verdicts_follow_the_written_rules_on_cells_made_by_hand():
@@ -138,8 +161,9 @@ def test_direction_and_feature_verdicts_follow_the_written_rules_on_cells_made_b
     noisy = [_cell("a", s, 1.0, 1.0, 0.8 + d, 0.8) for s, d in enumerate((0.1, -0.12, 0.05))]
     assert chance_verdict(chance_difference(noisy, "sae-features", "a")) == "not above chance"
     assert chance_verdict(chance_difference(paired[:1], "sae-features", "a")) == "no interval against chance"
-    narrow = [replace(c, scores={**c.scores, "sae-features": replace(c.scores["sae-features"], latents=9)})
-              for c in paired]  # fewer latents than the baseline: not compared
+    narrow = [
+        replace(c, scores={**c.scores, "sae-features": replace(c.scores["sae-features"], latents=9)}) for c in paired
+    ]  # fewer latents than the baseline: not compared
     assert chance_difference(narrow, "sae-features", "a") is None
 
 
@@ -152,8 +176,9 @@ def test_a_report_without_edge_methods_has_no_edge_section(tmp_path):
 
 
 def test_a_random_ranking_scores_one_half_within_its_interval(distractors):
-    values = [auroc(M.random_ranking(build_case(CASES["distractors"], s)).scores, distractors.truth.edges)
-              for s in range(12)]
+    values = [
+        auroc(M.random_ranking(build_case(CASES["distractors"], s)).scores, distractors.truth.edges) for s in range(12)
+    ]
     iv = t_interval(values)
     assert iv.lo <= 0.5 <= iv.hi and iv.hi - iv.lo < 0.3
 
@@ -164,15 +189,20 @@ def test_a_probe_recovers_the_rotation_and_a_shuffled_rotation_fails(distractors
     assert row["value"].r2 == pytest.approx(1.0, abs=1e-10) and row["value"].iia == pytest.approx(1.0, abs=1e-10)
     other = build_case(CASES["distractors"], 7)  # the same circuit behind another rotation
     assert angle_degrees(other.truth.directions["value"], distractors.truth.directions["value"]) > 10.0
-    shuffled = M.DirectionOutput({k: v[torch.randperm(len(v), generator=torch.Generator().manual_seed(0))]
-                                  for k, v in M.linear_probe(distractors).directions.items()})
+    shuffled = M.DirectionOutput(
+        {
+            k: v[torch.randperm(len(v), generator=torch.Generator().manual_seed(0))]
+            for k, v in M.linear_probe(distractors).directions.items()
+        }
+    )
     assert score_directions(distractors, shuffled).variables["value"].angle > 10.0
 
 
 def test_interchange_along_the_true_direction_is_the_counterfactual(distractors):
     site = "blocks.1.hook_resid_post"
     assert interchange_r2(distractors, "value", site, distractors.truth.directions["value"]) == pytest.approx(
-        1.0, abs=1e-10)
+        1.0, abs=1e-10
+    )
     assert interchange_r2(distractors, "value", site, distractors.truth.directions["reward"]) < 0.9
     labels = counterfactual_labels(distractors, distractors.held_out, "value", site)
     assert (labels - distractors.model(distractors.held_out.prompt)[:, -1]).abs().max() > 1e-3
@@ -211,8 +241,16 @@ def test_every_score_refuses_non_finite_input_by_name():
 
     import torch
 
-    from analyses.methods_benchmark.scores import (NonFinite, angle_degrees, auroc, average_precision, correlations,
-                                           faithfulness, matched_correlations, roc_curve)
+    from analyses.methods_benchmark.scores import (
+        NonFinite,
+        angle_degrees,
+        auroc,
+        average_precision,
+        correlations,
+        faithfulness,
+        matched_correlations,
+        roc_curve,
+    )
 
     nan, inf = math.nan, math.inf
     for bad in (nan, inf, -inf):

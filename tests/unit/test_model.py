@@ -59,9 +59,20 @@ def test_pattern_masks_query_source_and_normalises():
 
 
 TSM_LAYER = [
-    "hook_resid_pre", "attn.hook_q", "attn.hook_k", "attn.hook_v", "attn.hook_attn_scores",
-    "attn.hook_pattern", "attn.hook_z", "attn.hook_result", "hook_attn_out", "hook_resid_mid",
-    "tsm.hook_shifted", "mlp.hook_post", "hook_mlp_out", "hook_resid_post",
+    "hook_resid_pre",
+    "attn.hook_q",
+    "attn.hook_k",
+    "attn.hook_v",
+    "attn.hook_attn_scores",
+    "attn.hook_pattern",
+    "attn.hook_z",
+    "attn.hook_result",
+    "hook_attn_out",
+    "hook_resid_mid",
+    "tsm.hook_shifted",
+    "mlp.hook_post",
+    "hook_mlp_out",
+    "hook_resid_post",
 ]
 
 
@@ -70,7 +81,8 @@ def test_hook_names_are_pinned():
     assert list(make_star().hook_dict) == expected
     dual = [n for n in TSM_LAYER if n not in ("tsm.hook_shifted", "mlp.hook_post", "hook_mlp_out")]
     assert list(make_star(form="dual").hook_dict) == ["hook_prompt", "hook_embed"] + [
-        f"blocks.{l}.{n}" for l in range(2) for n in dual]
+        f"blocks.{l}.{n}" for l in range(2) for n in dual
+    ]
     model = make_star()
     for name, hook in model.hook_dict.items():
         if name.startswith("blocks."):
@@ -155,8 +167,14 @@ def test_config_round_trip_and_validation():
     cfg = make_cfg(form="dual", tied=True)
     assert ICTDConfig.from_dict(cfg.to_dict()) == cfg
     assert (cfg.d_model, cfg.n_heads, cfg.d_head, cfg.attn_only, cfg.normalization_type) == (6, 2, 6, True, None)
-    for bad, match in [({"form": "triple"}, "form"), ({"gamma": 1.0}, "gamma"), ({"n_layers": 0}, "n_layers"),
-                       ({"mask": "none"}, "mask"), ({"attention": "relu"}, "attention"), ({"dtype": "int8"}, "dtype")]:
+    for bad, match in [
+        ({"form": "triple"}, "form"),
+        ({"gamma": 1.0}, "gamma"),
+        ({"n_layers": 0}, "n_layers"),
+        ({"mask": "none"}, "mask"),
+        ({"attention": "relu"}, "attention"),
+        ({"dtype": "int8"}, "dtype"),
+    ]:
         with pytest.raises(ValueError, match=match):
             make_cfg(**bad)
     with pytest.raises(ValueError, match="unknown field"):
@@ -176,8 +194,9 @@ def test_fast_path_equals_the_hooked_forward(form, attention, tied, backward):
     """The paper-mask fast path (all patterns at once, matrix-vector value path), differentiated by the
     hand-written backward or by autograd: same values and gradients as the hooked forward, in float64
     within 1e-12."""
-    model = HookedICTDTransformer(make_cfg(form=form, attention=attention, tied=tied, n_layers=4, init_scale=0.5,
-                                           backward=backward))
+    model = HookedICTDTransformer(
+        make_cfg(form=form, attention=attention, tied=tied, n_layers=4, init_scale=0.5, backward=backward)
+    )
     prompt = make_tasks().prompt
     params = list(model.parameters())
     for query_only in (False, True):
@@ -202,8 +221,12 @@ def test_fused_backward_equals_autograd_at_every_depth_and_to_second_order(form,
 
     config = TrainConfig.from_preset("quick", dtype="float64")
     batch = window_batch(config.tasks, 6, 5, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
-    models = {b: HookedICTDTransformer(ICTDConfig(d_features=4, form=form, tied=tied, n_layers=3, dtype="float64",
-                                                  init_scale=0.4, backward=b)) for b in ("fused", "autograd")}
+    models = {
+        b: HookedICTDTransformer(
+            ICTDConfig(d_features=4, form=form, tied=tied, n_layers=3, dtype="float64", init_scale=0.4, backward=b)
+        )
+        for b in ("fused", "autograd")
+    }
     losses = [neu_loss] + [lambda m, b, d=d: td_loss(m, b, depth=d) for d in ((1, 2, 3, 5) if tied else (None,))]
     for loss in losses:
         fused, auto = (torch.autograd.grad(loss(m, batch), list(m.parameters())) for m in models.values())

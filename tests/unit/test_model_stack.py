@@ -13,8 +13,17 @@ from ictd_interp.config.model import ICTDConfig
 from ictd_interp.models.architectures.ictd import HookedICTDTransformer
 from ictd_interp.models.fast.ictd_stack import ModelStack
 
-SMALL = {"steps": 24, "eval_every": 8, "checkpoint_every": 8, "tasks_per_batch": 4, "windows_per_task": 3,
-         "n_eval_tasks": 8, "n_states": 5, "context_len": 6, "dtype": "float64"}
+SMALL = {
+    "steps": 24,
+    "eval_every": 8,
+    "checkpoint_every": 8,
+    "tasks_per_batch": 4,
+    "windows_per_task": 3,
+    "n_eval_tasks": 8,
+    "n_states": 5,
+    "context_len": 6,
+    "dtype": "float64",
+}
 
 
 def rel(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -22,11 +31,21 @@ def rel(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).abs().max() / b.abs().max().clamp_min(1e-300))
 
 
-@pytest.mark.parametrize("form,attention,tied,backward", list(itertools.product(
-    ["tsm", "dual"], ["softmax", "linear"], [True, False], ["fused", "autograd"])))
+@pytest.mark.parametrize(
+    "form,attention,tied,backward",
+    list(itertools.product(["tsm", "dual"], ["softmax", "linear"], [True, False], ["fused", "autograd"])),
+)
 def test_a_stack_computes_each_models_values_and_gradients_as_the_model_alone(form, attention, tied, backward):
-    cfg = ICTDConfig(d_features=4, n_layers=3, tied=tied, form=form, attention=attention, backward=backward,
-                     dtype="float64", init_scale=0.5)
+    cfg = ICTDConfig(
+        d_features=4,
+        n_layers=3,
+        tied=tied,
+        form=form,
+        attention=attention,
+        backward=backward,
+        dtype="float64",
+        init_scale=0.5,
+    )
     models = [HookedICTDTransformer(dataclasses.replace(cfg, seed=s)) for s in range(3)]
     prompts = torch.randn(3, 6, 9, cfg.d_model, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     for query_only in (True, False):
@@ -76,28 +95,47 @@ def test_studies_stack_cells_of_one_shape_only_at_small_batches():
     from analyses.studies.spec import load_spec
 
     def units(workers, seeds=(0, 1, 2, 3, 4), grid=None, previous=None, **fixed):
-        spec = load_spec({"name": "t", "preset": "quick", "seeds": list(seeds), "fixed": {**SMALL, **fixed},
-                          "grid": grid or {"tied": [True, False]}})
+        spec = load_spec(
+            {
+                "name": "t",
+                "preset": "quick",
+                "seeds": list(seeds),
+                "fixed": {**SMALL, **fixed},
+                "grid": grid or {"tied": [True, False]},
+            }
+        )
         return [[c.name for c in unit] for unit in stack_groups(spec.cells(), workers, previous)]
 
-    assert units(2) == [[f"tied-True__seed-{s}" for s in (0, 1, 2, 3, 4)],
-                        [f"tied-False__seed-{s}" for s in (0, 1, 2, 3, 4)]]
-    assert units(4) == [["tied-True__seed-0", "tied-True__seed-1"], [f"tied-True__seed-{s}" for s in (2, 3, 4)],
-                        ["tied-False__seed-0", "tied-False__seed-1"], [f"tied-False__seed-{s}" for s in (2, 3, 4)]]
+    assert units(2) == [
+        [f"tied-True__seed-{s}" for s in (0, 1, 2, 3, 4)],
+        [f"tied-False__seed-{s}" for s in (0, 1, 2, 3, 4)],
+    ]
+    assert units(4) == [
+        ["tied-True__seed-0", "tied-True__seed-1"],
+        [f"tied-True__seed-{s}" for s in (2, 3, 4)],
+        ["tied-False__seed-0", "tied-False__seed-1"],
+        [f"tied-False__seed-{s}" for s in (2, 3, 4)],
+    ]
     assert [len(u) for u in units(8)] == [1, 1, 1, 2] * 2  # a unit for every worker
     assert [len(u) for u in units(1, seeds=range(40))] == [20] * 4  # <= 128 tasks per stack at 4 per model
     assert [len(u) for u in units(1, seeds=range(85), grid={"tied": [True]}, tasks_per_batch=3)] == [28, 28, 29]
     assert [len(u) for u in units(5, grid={"lr": [1e-3, 2e-3, 3e-3]})] == [2, 3, 2, 3, 5]  # a unit per worker
     # a started cell keeps its last unit; the rest are split over the workers left
     last = {f"tied-False__seed-{s}": [f"tied-False__seed-{t}" for t in (0, 1, 2, 3)] for s in (0, 1, 2, 3)}
-    assert units(4, previous=last) == [[f"tied-False__seed-{s}" for s in (0, 1, 2, 3)],
-                                       ["tied-True__seed-0", "tied-True__seed-1"],
-                                       [f"tied-True__seed-{s}" for s in (2, 3, 4)], ["tied-False__seed-4"]]
+    assert units(4, previous=last) == [
+        [f"tied-False__seed-{s}" for s in (0, 1, 2, 3)],
+        ["tied-True__seed-0", "tied-True__seed-1"],
+        [f"tied-True__seed-{s}" for s in (2, 3, 4)],
+        ["tied-False__seed-4"],
+    ]
     assert all(len(u) == 1 for u in units(2, tasks_per_batch=STACK_MAX_TASKS_PER_BATCH + 1))
     assert [len(u) for u in units(2, tasks_per_batch=256)] == [1] * 10  # more tasks than a stack may hold
     assert all(len(u) == 1 for u in units(2, grid={"train_depths": ["1:3"]}))
     assert all(len(u) == 1 for u in units(2, grid={"architecture": ["standard"]}))
     # on a GPU a stack wins at every batch: the presets' 64 tasks stack, up to GPU_STACK_TASKS tasks per stack
     assert units(2, tasks_per_batch=64, device="cuda") == units(2, tasks_per_batch=4)
-    assert [len(u) for u in units(1, seeds=range(7), grid={"tied": [True]}, tasks_per_batch=20_000,
-                                  device="cuda")] == [2, 2, 3]  # 65,536 // 20,000 = 3 models per stack at most
+    assert [len(u) for u in units(1, seeds=range(7), grid={"tied": [True]}, tasks_per_batch=20_000, device="cuda")] == [
+        2,
+        2,
+        3,
+    ]  # 65,536 // 20,000 = 3 models per stack at most

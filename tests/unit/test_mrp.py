@@ -133,14 +133,21 @@ def test_the_walk_on_chosen_draws_worked_out_by_hand():
     """Draws placed on the edges of the cumulative rows: a draw equal to a cumulative value moves past it
     (and past the zero-probability state after it); a draw above a row summing to just under 1 stays at
     the last state; two tasks walk independently."""
-    P = torch.tensor([[[0.0, 0.5, 0.0, 0.5], [0.3, 0.0, 0.7 - 1e-10, 0.0], [0.0, 0.0, 0.0, 1.0], [0.25] * 4]] * 2,
-                     dtype=torch.float64)
+    P = torch.tensor(
+        [[[0.0, 0.5, 0.0, 0.5], [0.3, 0.0, 0.7 - 1e-10, 0.0], [0.0, 0.0, 0.0, 1.0], [0.25] * 4]] * 2,
+        dtype=torch.float64,
+    )
     mu0 = torch.tensor([[0.1, 0.0, 0.6, 0.3]] * 2, dtype=torch.float64)
     # cumulative rows: 0 -> [0, .5, .5, 1], 1 -> [.3, .3, 1 - 1e-10, 1 - 1e-10], 2 -> [0, 0, 0, 1], 3 -> [.25, .5, .75,
     # 1]
     u0 = torch.tensor([[0.1], [0.05]], dtype=torch.float64)  # 0.1 >= mu0's 0.1: past state 0 and the empty 1 -> 2
-    u = torch.tensor([[0.2, 0.5, 0.3, 0.9999999999, 0.0],  # 2 -> 3 -> 2 -> 3 -> 3 -> 0
-                      [0.5, 0.3, 0.99999999995, 0.25, 0.0]], dtype=torch.float64)  # 0 -> 3 -> 1 -> 3 -> 1 -> 0
+    u = torch.tensor(
+        [
+            [0.2, 0.5, 0.3, 0.9999999999, 0.0],  # 2 -> 3 -> 2 -> 3 -> 3 -> 0
+            [0.5, 0.3, 0.99999999995, 0.25, 0.0],
+        ],
+        dtype=torch.float64,
+    )  # 0 -> 3 -> 1 -> 3 -> 1 -> 0
     traj = trajectories_from_uniforms(P, mu0, u0, u)
     assert traj.tolist() == [[2, 3, 2, 3, 3, 0], [0, 3, 1, 3, 1, 0]]
 
@@ -189,8 +196,11 @@ def test_communicating_classes_are_read_from_the_transition_graph():
     assert closed_class_count(torch.stack([P, P])).tolist() == [2, 2]
     mrp = MRP(P, torch.zeros(4), torch.full((4,), 0.25), 0.9)
     assert not bool(mrp.has_unique_stationary)
-    with pytest.raises(ValueError, match=r"not unique: 2 closed communicating classes \(\[0, 1\]; \[2\]\), "
-                                         r"absorbing states \[2\], 1 transient"):
+    with pytest.raises(
+        ValueError,
+        match=r"not unique: 2 closed communicating classes \(\[0, 1\]; \[2\]\), "
+        r"absorbing states \[2\], 1 transient",
+    ):
         _ = mrp.mu_pi
     assert torch.allclose(mrp.v_pi, torch.zeros(4, dtype=torch.float64))  # v_pi stays unique for gamma < 1
 

@@ -8,8 +8,16 @@ import pytest
 import torch
 from scipy import stats
 
-from analyses.metrics.neu import (calibrated_interval, difference_interval, neu_interval, per_task_updates,
-                                  population_neu, tasks_needed, zero_model, zero_predictor_neu)
+from analyses.metrics.neu import (
+    calibrated_interval,
+    difference_interval,
+    neu_interval,
+    per_task_updates,
+    population_neu,
+    tasks_needed,
+    zero_model,
+    zero_predictor_neu,
+)
 from ictd_interp import HookedICTDTransformer
 from ictd_interp.config.tasks import TaskDistribution
 from ictd_interp.tasks.sampling import sample_from
@@ -52,10 +60,14 @@ def test_a_model_against_itself_is_undecided_and_noise_is_not_a_difference():
     assert tasks_needed(100, 2.0, 1.0) == 400 and tasks_needed(100, 0.5, 1.0) == 100 and tasks_needed(100, 1, 0) is None
 
 
-@pytest.mark.parametrize("dist", [
-    TaskDistribution(d_features=4, context_len=10, gamma=0.9),
-    TaskDistribution(n_states=6, d_features=6, context_len=20, gamma=0.8, feature_kind="onehot", feature_scale=2.0),
-], ids=["uniform-n10", "onehot-n20"])
+@pytest.mark.parametrize(
+    "dist",
+    [
+        TaskDistribution(d_features=4, context_len=10, gamma=0.9),
+        TaskDistribution(n_states=6, d_features=6, context_len=20, gamma=0.8, feature_kind="onehot", feature_scale=2.0),
+    ],
+    ids=["uniform-n10", "onehot-n20"],
+)
 def test_the_zero_predictor_at_depth_one_meets_its_closed_form(dist):
     """Simulated trajectories (population_neu) against the exact expectation over trajectories (closed form)."""
     model = zero_model(make_cfg(d_features=dist.d_features, n_layers=1, tied=True))
@@ -108,8 +120,12 @@ def test_the_calibrated_interval_covers_at_a_fixed_point_where_the_jackknife_doe
     scales = np.r_[1.0, np.full(22, 0.02)]
     for mean, jackknife_covers in ((0.0, False), (0.2, None)):
         mu = np.r_[mean, np.zeros(22)]
-        hits = np.array([[e.lo <= mean**2 <= e.hi, e.calibrated_lo <= mean**2 <= e.calibrated_hi]
-                         for e in (neu_interval(mu + rng.standard_normal((512, 23)) * scales) for _ in range(200))])
+        hits = np.array(
+            [
+                [e.lo <= mean**2 <= e.hi, e.calibrated_lo <= mean**2 <= e.calibrated_hi]
+                for e in (neu_interval(mu + rng.standard_normal((512, 23)) * scales) for _ in range(200))
+            ]
+        )
         assert hits[:, 1].mean() >= 0.95
         if jackknife_covers is False:
             assert hits[:, 0].mean() < 0.9

@@ -35,8 +35,14 @@ def test_transformer_lens_patching_sweeps_the_residual_columns():
     clean = sample_tasks(2, 10, model.cfg.d_features, 8, 0.9, seed=0).prompt.double()
     corrupted = sample_tasks(2, 10, model.cfg.d_features, 8, 0.9, seed=1).prompt.double()
     _, cache = model.run_with_cache(clean)
-    table = tl_patching(patching.get_act_patch_resid_pre, model, corrupted, cache, lambda v: v[:, -1].mean(),
-                        results_dtype=torch.float64)
+    table = tl_patching(
+        patching.get_act_patch_resid_pre,
+        model,
+        corrupted,
+        cache,
+        lambda v: v[:, -1].mean(),
+        results_dtype=torch.float64,
+    )
     assert tuple(table.shape) == (model.cfg.n_layers, 17)
     ours = activation_patching(model, clean, corrupted, hook_names=["blocks.0.hook_resid_pre"])
     assert (torch.tensor(ours["value"].to_numpy()) - table[0]).abs().max() < 1e-10

@@ -20,8 +20,9 @@ def _tasks(n_tasks=3, seed=0):
 
 
 def _random_model(activation="relu", tied=True, seed=1):
-    model = HookedLinearICTD(LinearICTDConfig(d_features=D, n_layers=2, gamma=0.9, tied=tied, activation=activation,
-                                              dtype="float64"))
+    model = HookedLinearICTD(
+        LinearICTDConfig(d_features=D, n_layers=2, gamma=0.9, tied=tied, activation=activation, dtype="float64")
+    )
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for attn in model.unique_attention():
@@ -61,17 +62,27 @@ def _their_scores(model, td, tasks, b):
     X, Dm = phi.numpy(), np.diag(mu)
     w_tf = np.linalg.inv(X.T @ Dm @ X) @ X.T @ Dm @ values["tf"]
     cos = lambda a, c: a @ c / (np.linalg.norm(a) * np.linalg.norm(c))  # noqa: E731
-    return {"IWS": cos(w_tf, grads["td"][0]),
-            "SS": sum(mu[s] * cos(grads["tf"][s], grads["td"][s]) for s in range(S)),
-            "VD": float(mu @ (values["tf"] - values["td"]) ** 2)}
+    return {
+        "IWS": cos(w_tf, grads["td"][0]),
+        "SS": sum(mu[s] * cos(grads["tf"][s], grads["td"][s]) for s in range(S)),
+        "VD": float(mu @ (values["tf"] - values["td"]) ** 2),
+    }
 
 
 def test_their_weight_readings_of_their_td0_construction_worked_by_hand():
     td = td0_model(_random_model(activation="identity"))
     r = weight_readings(td.blocks[0].attn.P, td.blocks[0].attn.Q, D)
     size = (2 * D + 1) ** 2
-    assert vars(r) == pytest.approx({"P_bottom_right": 1.0, "P_mean_abs_others": 0.0, "Q_upper_left_trace": -D,
-                                     "Q_upper_right_trace": D, "Q_mean_abs_others": 2 * D / (size - 2 * D)}, abs=1e-15)
+    assert vars(r) == pytest.approx(
+        {
+            "P_bottom_right": 1.0,
+            "P_mean_abs_others": 0.0,
+            "Q_upper_left_trace": -D,
+            "Q_upper_right_trace": D,
+            "Q_mean_abs_others": 2 * D / (size - 2 * D),
+        },
+        abs=1e-15,
+    )
 
 
 @pytest.mark.parametrize("activation", ["relu", "identity"])

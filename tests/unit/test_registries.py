@@ -46,8 +46,11 @@ def test_validation_reads_the_registry(monkeypatch):
     monkeypatch.setitem(FAMILIES, "ring", Family("ring", "a plain ring", "ictd_interp.tasks.families:loop"))
     ring = TaskDistribution(family="ring", n_states=5)  # registered: accepted and sampled
     assert family_mrps(ring, 3, torch.Generator().manual_seed(0)).P.shape == (3, 5, 5)
-    with pytest.raises(ValueError, match="'q-learning' learns action values: it needs a control family "
-                                         r"\(--family mdp-random or mdp-chain\)"):
+    with pytest.raises(
+        ValueError,
+        match="'q-learning' learns action values: it needs a control family "
+        r"\(--family mdp-random or mdp-chain\)",
+    ):
         TrainConfig.from_preset("quick", objective="q-learning")
 
 

@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from ictd_interp import HookedICTDTransformer, list_pretrained
+from ictd_interp.config.train import TrainConfig
 from ictd_interp.io import pretrained, provenance
 from ictd_interp.models.loading import load_checkpoint
 from ictd_interp.training.evaluation import EvalSet, evaluate
-from ictd_interp.config.train import TrainConfig
 
 NAMES = pretrained.names()
 REQUIRED = [
@@ -40,8 +40,11 @@ def test_the_registry_ships_the_promised_models():
     assert listed["depth3-td-s0"]["command"].startswith("ictd-interp ")
     assert all(m["description"] for m in listed.values())
     # the presets' own models carry the function-space verdict (analyses.cards), the depth-3 ones too
-    assert all(listed[f"{preset}-td-s{seed}"]["learns_in_context"] is not None
-               for preset in ("quick", "flagship") for seed in range(3))
+    assert all(
+        listed[f"{preset}-td-s{seed}"]["learns_in_context"] is not None
+        for preset in ("quick", "flagship")
+        for seed in range(3)
+    )
     assert listed["depth3-td-s0"]["learns_in_context"] is False
 
 

@@ -13,45 +13,100 @@ from analyses.metrics.convergence import GeometricFit
 from analyses.metrics.extrapolation import Extrapolation
 from analyses.metrics.heads import HeadKernel
 from analyses.metrics.intervals import Interval, Paired
+from analyses.studies.report import markdown
 from analyses.studies.spec import StudySpec
 from analyses.summary.sections import Algorithm, Circuit, Convergence, DepthCurves, Diagonality, Summary
 from analyses.summary.store import build, read_summary, to_json, write_summary
 from analyses.summary.tables import STUDY_COLUMNS, Column, flatten, summary_column
-from analyses.studies.report import markdown
 from ictd_interp.training.evaluation import EvalMetrics
 
 
 def reading(layer: int, discount: float, in_family: bool = False, **optional) -> LayerReading:
     """A layer read from weights with ``b = discount``, ``c = -1`` (its effective discount ``b / -c``)."""
-    return LayerReading(layer=layer, source="weights", step=1.0, b=discount, c=-1.0, effective_discount=discount,
-                        current_weight=-1.0, beta=None, fve=None, in_family=in_family, identifiable=True, **optional)
+    return LayerReading(
+        layer=layer,
+        source="weights",
+        step=1.0,
+        b=discount,
+        c=-1.0,
+        effective_discount=discount,
+        current_weight=-1.0,
+        beta=None,
+        fve=None,
+        in_family=in_family,
+        identifiable=True,
+        **optional,
+    )
 
 
 def tiny_summary() -> Summary:
     """A two-layer summary worked by hand."""
     iv = Interval(1.0, 0.5, 1.5, 10)
     return Summary(
-        source="x", config={"tasks": {"gamma": 0.9}}, model_config={"n_layers": 2, "tied": False},
-        n_eval_tasks=10, eval_tasks="10 tasks",
-        metrics=EvalMetrics(eval_msve=0.25, theta_star_msve=0.5, kernel_diagonality_mean=0.3,
-                            cos_A=[0.9, 0.8], cos_V=[0.7, None], signature=[[1.0, 0.5, -1.0], [1.0, None, -0.2]],
-                            signature_match=[True, False]),
-        baselines=Baselines(n_tasks=10, depth=2, estimators={
-            "model": Estimate(iv, iv, iv), "constant": Estimate(iv, iv, iv, Paired(Interval(-0.2, -0.3, -0.1, 10),
-                                                                                    "lower"))},
-            best_softmax_td=BestSoftmaxTD(1.0, 2.0), sentence="s"),
+        source="x",
+        config={"tasks": {"gamma": 0.9}},
+        model_config={"n_layers": 2, "tied": False},
+        n_eval_tasks=10,
+        eval_tasks="10 tasks",
+        metrics=EvalMetrics(
+            eval_msve=0.25,
+            theta_star_msve=0.5,
+            kernel_diagonality_mean=0.3,
+            cos_A=[0.9, 0.8],
+            cos_V=[0.7, None],
+            signature=[[1.0, 0.5, -1.0], [1.0, None, -0.2]],
+            signature_match=[True, False],
+        ),
+        baselines=Baselines(
+            n_tasks=10,
+            depth=2,
+            estimators={
+                "model": Estimate(iv, iv, iv),
+                "constant": Estimate(iv, iv, iv, Paired(Interval(-0.2, -0.3, -0.1, 10), "lower")),
+            },
+            best_softmax_td=BestSoftmaxTD(1.0, 2.0),
+            sentence="s",
+        ),
         diagonality=Diagonality(theta_star=0.28, model=[[0.1], [0.2]], threshold=0.95),
-        convergence=Convergence(context_lengths=[4, 8], context={"m": [1.0, 0.5]}, depth=DepthCurves([2.0, 1.0]),
-                                theta_star_fit=GeometricFit(0.87, 1.0, math.nan, 0.0), one_minus_C=1.9),
-        circuit=Circuit(max_td_kernel_correlation=0.4, max_tabular_kernel_correlation=0.1,
-                        heads=[HeadKernel(0, 1, 0.4)]),
-        algorithm=Algorithm(layers=[reading(0, 0.9, iteration=IterationMap(
-                                        spectral_radius_mean=0.5, spectral_radius_min=0.4, spectral_radius_max=0.6,
-                                        fraction_contracting=1.0, converges=True, verdict="x", fixed_point_error=None,
-                                        fixed_point_error_interval=None)), reading(1, 1.4, in_family=True)],
-                            source="weights",
-                            extrapolation=Extrapolation(trained_depth=2, best_depth=1, converges=False, verdict="d",
-                                                        depths=[1, 2], model=[1.0, 2.0], reference=[1.0, 0.5])),
+        convergence=Convergence(
+            context_lengths=[4, 8],
+            context={"m": [1.0, 0.5]},
+            depth=DepthCurves([2.0, 1.0]),
+            theta_star_fit=GeometricFit(0.87, 1.0, math.nan, 0.0),
+            one_minus_C=1.9,
+        ),
+        circuit=Circuit(
+            max_td_kernel_correlation=0.4, max_tabular_kernel_correlation=0.1, heads=[HeadKernel(0, 1, 0.4)]
+        ),
+        algorithm=Algorithm(
+            layers=[
+                reading(
+                    0,
+                    0.9,
+                    iteration=IterationMap(
+                        spectral_radius_mean=0.5,
+                        spectral_radius_min=0.4,
+                        spectral_radius_max=0.6,
+                        fraction_contracting=1.0,
+                        converges=True,
+                        verdict="x",
+                        fixed_point_error=None,
+                        fixed_point_error_interval=None,
+                    ),
+                ),
+                reading(1, 1.4, in_family=True),
+            ],
+            source="weights",
+            extrapolation=Extrapolation(
+                trained_depth=2,
+                best_depth=1,
+                converges=False,
+                verdict="d",
+                depths=[1, 2],
+                model=[1.0, 2.0],
+                reference=[1.0, 0.5],
+            ),
+        ),
     )
 
 
@@ -94,13 +149,32 @@ def test_flatten_follows_the_declared_types_not_list_lengths():
     assert scalars["algorithm.extrapolation.converges"] is False
     assert "algorithm.extrapolation.depths" not in scalars  # a two-entry list, but declared detail: not tabulated
     assert not any(k.startswith(("circuit.heads", "convergence.context", "source")) for k in scalars)
-    layer = {f"algorithm.layers.{k}": v for k, v in (("layer", 0), ("source", "weights"), ("step", 1.0), ("b", 0.9),
-                                                        ("c", -1.0), ("effective_discount", 0.9),
-                                                        ("current_weight", -1.0), ("beta", None), ("fve", None),
-                                                        ("in_family", False), ("identifiable", True))}
-    assert layers[0] == {"metrics.cos_A": 0.9, "metrics.cos_V": 0.7, "metrics.signature.reward": 1.0,
-                         "metrics.signature.next value": 0.5, "metrics.signature.current value": -1.0,
-                         "metrics.signature_match": True, "diagonality.model": 0.1, **layer}  # the iteration: a table
+    layer = {
+        f"algorithm.layers.{k}": v
+        for k, v in (
+            ("layer", 0),
+            ("source", "weights"),
+            ("step", 1.0),
+            ("b", 0.9),
+            ("c", -1.0),
+            ("effective_discount", 0.9),
+            ("current_weight", -1.0),
+            ("beta", None),
+            ("fve", None),
+            ("in_family", False),
+            ("identifiable", True),
+        )
+    }
+    assert layers[0] == {
+        "metrics.cos_A": 0.9,
+        "metrics.cos_V": 0.7,
+        "metrics.signature.reward": 1.0,
+        "metrics.signature.next value": 0.5,
+        "metrics.signature.current value": -1.0,
+        "metrics.signature_match": True,
+        "diagonality.model": 0.1,
+        **layer,
+    }  # the iteration: a table
     assert layers[1]["metrics.cos_V"] is None and layers[1]["algorithm.layers.in_family"] is True
 
 
@@ -115,9 +189,17 @@ def test_every_study_column_names_a_field_of_the_schema():
 
 
 def test_the_study_table_is_generated_from_its_columns():
-    done = {"cell": "a-s0", "condition": "a", "seed": 0, "status": "done", "error": None, "layer": 0,
-            "metrics.eval_msve": 0.5, "algorithm.layers.effective_discount": 0.9,
-            "algorithm.layers.in_family": False}
+    done = {
+        "cell": "a-s0",
+        "condition": "a",
+        "seed": 0,
+        "status": "done",
+        "error": None,
+        "layer": 0,
+        "metrics.eval_msve": 0.5,
+        "algorithm.layers.effective_discount": 0.9,
+        "algorithm.layers.in_family": False,
+    }
     failed = {"cell": "b-s0", "condition": "b", "seed": 0, "status": "failed", "error": "boom", "layer": None}
     spec = StudySpec(name="t", preset="quick", seeds=[0])
     text = markdown(spec, pd.DataFrame([done, failed]), [])

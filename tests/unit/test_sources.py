@@ -6,8 +6,8 @@ import torch
 
 from analyses.metrics.convergence import errors_by_depth
 from ictd_interp import HookedICTDTransformer, ICTDConfig
-from ictd_interp.tasks.sources import from_gymnasium, loop_mrps, random_mrps
 from ictd_interp.tasks.sampling import sample_tasks
+from ictd_interp.tasks.sources import from_gymnasium, loop_mrps, random_mrps
 
 gym = pytest.importorskip("gymnasium")
 
@@ -17,8 +17,12 @@ def policy_evaluation(env_id, gamma, terminal, iters=20000):
     applied until it stops moving (not the linear solve ``from_gymnasium`` uses)."""
     env = gym.make(env_id).unwrapped
     s, a, mu0 = env.observation_space.n, env.action_space.n, env.initial_state_distrib
-    rows = [(state, prob / a, nxt, reward, done) for state in range(s) for action in range(a)
-            for prob, nxt, reward, done in env.P[state][action]]
+    rows = [
+        (state, prob / a, nxt, reward, done)
+        for state in range(s)
+        for action in range(a)
+        for prob, nxt, reward, done in env.P[state][action]
+    ]
     src, w, nxt, reward, done = (np.array(c) for c in zip(*rows))
     v = np.zeros(s)
     for _ in range(iters):
@@ -102,8 +106,15 @@ def test_frozenlake_mdp_q_star_matches_value_iteration_on_the_table():
     s, a, gamma = env.observation_space.n, env.action_space.n, 0.95
     v = np.zeros(s)
     for _ in range(5000):
-        q = np.array([[sum(p * (rew + (0.0 if done else gamma * v[nxt])) for p, nxt, rew, done in env.P[i][j])
-                       for j in range(a)] for i in range(s)])
+        q = np.array(
+            [
+                [
+                    sum(p * (rew + (0.0 if done else gamma * v[nxt])) for p, nxt, rew, done in env.P[i][j])
+                    for j in range(a)
+                ]
+                for i in range(s)
+            ]
+        )
         if np.abs(q.max(1) - v).max() < 1e-13:
             break
         v = q.max(1)

@@ -6,10 +6,10 @@ from dataclasses import replace
 import pytest
 import torch
 
-from ictd_interp.models.architectures.hook_names import get_act_name
 from ictd_interp.config.standard import StandardConfig
 from ictd_interp.config.train import TrainConfig
 from ictd_interp.models import HookedICTDTransformer
+from ictd_interp.models.architectures.hook_names import get_act_name
 from tests.conftest import make_cfg, make_standard, make_star, make_tasks
 
 
@@ -22,8 +22,12 @@ def hooked_transformer_names(n_layers: int, mlp: bool, ln: bool, pos: bool) -> s
         if ln:
             names |= {get_act_name(n, l, "ln1") for n in ("scale", "normalized")}
         if mlp:
-            names |= {get_act_name("resid_mid", l), get_act_name("mlp_out", l), get_act_name("pre", l),
-                      get_act_name("post", l)}
+            names |= {
+                get_act_name("resid_mid", l),
+                get_act_name("mlp_out", l),
+                get_act_name("pre", l),
+                get_act_name("post", l),
+            }
             names |= {get_act_name(n, l, "ln2") for n in ("scale", "normalized")} if ln else set()
     return names | ({"ln_final.hook_scale", "ln_final.hook_normalized"} if ln else set())
 
@@ -96,9 +100,12 @@ def test_both_model_classes_keep_the_analysis_protocol(kind):
     """What the function-space analyses rely on, by behaviour (not by method names): the fast path equals the
     hooked forward at every depth, the read-out direction reads the value off the last residual stream, the
     frozen entries are zero and the tied groups hold equal tensors."""
-    model = {"stylised": lambda: HookedICTDTransformer(make_cfg(n_layers=3, init_scale=0.3, tied=False)),
-             "standard": lambda: make_standard(), "standard-tied": lambda: make_standard(tied=True),
-             "standard-bare": lambda: make_standard(d_mlp=0, layer_norm=False, pos_embed=True, n_ctx=40)}[kind]()
+    model = {
+        "stylised": lambda: HookedICTDTransformer(make_cfg(n_layers=3, init_scale=0.3, tied=False)),
+        "standard": lambda: make_standard(),
+        "standard-tied": lambda: make_standard(tied=True),
+        "standard-bare": lambda: make_standard(d_mlp=0, layer_norm=False, pos_embed=True, n_ctx=40),
+    }[kind]()
     prompt = make_tasks().prompt
     values = model(prompt)
     assert values.shape == prompt.shape[:2] and model.cfg.architecture in ("stylised", "standard")
@@ -129,8 +136,11 @@ def test_the_hook_free_path_has_the_hooked_forwards_gradients(kind):
     from ictd_interp.training.batches import window_batch
     from ictd_interp.training.objectives import neu_loss
 
-    model = {"default": lambda: make_standard(), "tied": lambda: make_standard(tied=True),
-             "bare": lambda: make_standard(d_mlp=0, layer_norm=False, pos_embed=True, n_ctx=40)}[kind]()
+    model = {
+        "default": lambda: make_standard(),
+        "tied": lambda: make_standard(tied=True),
+        "bare": lambda: make_standard(d_mlp=0, layer_norm=False, pos_embed=True, n_ctx=40),
+    }[kind]()
     params = [p for p in model.parameters() if p.requires_grad]
     prompt = make_tasks().prompt
     weights = torch.randn(prompt.shape[:2], generator=torch.Generator().manual_seed(0), dtype=torch.float64)

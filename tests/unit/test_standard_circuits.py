@@ -7,9 +7,8 @@ import torch
 
 from analyses.metrics.algorithm_id import identify_from_values, identify_layers
 from analyses.metrics.heads import head_kernels, head_signatures
+from analyses.metrics.site_probes import probed_values, quantity_probes, quantity_r2, residual_stack, value_probes
 from analyses.reports.standard import verdict
-from analyses.metrics.site_probes import (probed_values, quantity_probes, quantity_r2, residual_stack,
-                                          value_probes)
 from hooks.ablation import ablate_target_path
 from ictd_interp.models.constructions.standard_theta_star import standard_theta_star
 from ictd_interp.reference.metrics import kernel_diagonality
@@ -104,23 +103,31 @@ def test_verdict_sentences():
     from analyses.metrics.heads import HeadKernel, Signature
     from analyses.summary.sections import Algorithm, Circuit
 
-    fit = dict(source="fit", step=1.0, b=0.9, c=-1.0, effective_discount=0.9, current_weight=-1.0, beta=1.0,
-               identifiable=True)
-    alg = Algorithm(layers=[LayerReading(layer=0, in_family=True, fve=0.97, **fit),
-                            LayerReading(layer=1, in_family=False, fve=0.3, **fit)])
-    circuit = Circuit(max_td_kernel_correlation=0.8, max_tabular_kernel_correlation=0.0,
-                      heads=[HeadKernel(layer=0, head=1, td_kernel_correlation=0.8, diagonality=0.5)],
-                      signatures=[Signature(layer=0, head=1, raw=[1, 0.5, -0.7], normalised=[1, 0.5, -0.7],
-                                            matches_td=True)],
-                      layer_signatures=[Signature(layer=0, raw=[1, 1, 1], normalised=[1, 1, 1], matches_td=False)])
+    fit = dict(
+        source="fit", step=1.0, b=0.9, c=-1.0, effective_discount=0.9, current_weight=-1.0, beta=1.0, identifiable=True
+    )
+    alg = Algorithm(
+        layers=[
+            LayerReading(layer=0, in_family=True, fve=0.97, **fit),
+            LayerReading(layer=1, in_family=False, fve=0.3, **fit),
+        ]
+    )
+    circuit = Circuit(
+        max_td_kernel_correlation=0.8,
+        max_tabular_kernel_correlation=0.0,
+        heads=[HeadKernel(layer=0, head=1, td_kernel_correlation=0.8, diagonality=0.5)],
+        signatures=[Signature(layer=0, head=1, raw=[1, 0.5, -0.7], normalised=[1, 0.5, -0.7], matches_td=True)],
+        layer_signatures=[Signature(layer=0, raw=[1, 1, 1], normalised=[1, 1, 1], matches_td=False)],
+    )
     assert verdict(circuit, alg).startswith("Yes, in part: layer 0 head 1")
     circuit.signatures[0].matches_td = False
     assert "no TD-like head (layer 0), nor its layer's whole update, moves the value" in verdict(circuit, alg)
     assert "at most 97%" in verdict(circuit, alg) and "cannot be read" not in verdict(circuit, alg)
     circuit.layer_signatures.append(Signature(layer=1, raw=[1, 1, -1], normalised=[1, 1, -1], matches_td=True))
     circuit.layer_signatures.append(Signature(layer=2, raw=[1, 1, 1], normalised=[None] * 3, matches_td=False))
-    assert ("the whole update of layer 1 has TD's signs, with no TD-like head in it; at layer 2 the signs cannot be "
-            "read") in verdict(circuit, alg)
+    assert (
+        "the whole update of layer 1 has TD's signs, with no TD-like head in it; at layer 2 the signs cannot be read"
+    ) in verdict(circuit, alg)
     del circuit.layer_signatures[1:]
     circuit.heads[0].tabular_kernel_correlation = 0.95
     assert "correlation 0.95 with the tabular kernel, 0.80 with θ*'s softmax kernel" in verdict(circuit, alg)

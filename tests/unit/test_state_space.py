@@ -74,8 +74,11 @@ def test_without_hooks_only_the_last_layer_is_gathered(monkeypatch):
     import ictd_interp.models.fast.state_space as state_space
 
     seen, forward = [], state_space.state_space_forward
-    monkeypatch.setattr(state_space, "state_space_forward",
-                        lambda *args, on_layer=None: seen.append(on_layer) or forward(*args, on_layer=on_layer))
+    monkeypatch.setattr(
+        state_space,
+        "state_space_forward",
+        lambda *args, on_layer=None: seen.append(on_layer) or forward(*args, on_layer=on_layer),
+    )
     model, tasks = HookedICTDTransformer.from_theta_star(make_cfg(tied=True, n_layers=1)), make_tasks()
     values = model.state_space_values(tasks, depth=9)
     every = model.state_space_values(tasks, depth=9, every_layer=True)
@@ -126,8 +129,10 @@ def test_the_error_curves_in_state_space_equal_the_positional_ones():
 
     tasks = make_tasks(n_tasks=5, n_states=6, d=4, n=40, feature_scale=2.0)
     model = HookedICTDTransformer(make_cfg(d_features=4, n_layers=3, tied=False, seed=2, init_scale=0.5))
-    for curve in (lambda exact: errors_by_depth(model, tasks, state_space=exact),
-                  lambda exact: errors_by_context(model, tasks, [3, 17, 40], state_space=exact)):
+    for curve in (
+        lambda exact: errors_by_depth(model, tasks, state_space=exact),
+        lambda exact: errors_by_context(model, tasks, [3, 17, 40], state_space=exact),
+    ):
         positional, exact = curve(False), curve(True)
         assert positional.abs().min() > 1e-3 and (exact - positional).abs().max() < 1e-12
     layers = model.state_space_values(tasks, every_layer=True)

@@ -11,14 +11,28 @@ from safetensors.torch import load_file
 from analyses.studies.spec import StudySpecError, load_spec
 from ictd_interp.training.trainer import train
 
-TINY = {"steps": 12, "tasks_per_batch": 4, "windows_per_task": 2, "n_eval_tasks": 8, "eval_every": 4,
-        "checkpoint_every": 4, "n_states": 5, "context_len": 8, "n_layers": 3}
+TINY = {
+    "steps": 12,
+    "tasks_per_batch": 4,
+    "windows_per_task": 2,
+    "n_eval_tasks": 8,
+    "eval_every": 4,
+    "checkpoint_every": 4,
+    "n_states": 5,
+    "context_len": 8,
+    "n_layers": 3,
+}
 
 
 def spec(grid=None, seeds=(0, 1), **fixed):
     grid = {"tied": [True, False]} if grid is None else grid
-    return {"name": "t", "preset": "quick", "seeds": list(seeds),
-            "fixed": {k: v for k, v in {**TINY, **fixed}.items() if k not in grid}, "grid": grid}
+    return {
+        "name": "t",
+        "preset": "quick",
+        "seeds": list(seeds),
+        "fixed": {k: v for k, v in {**TINY, **fixed}.items() if k not in grid},
+        "grid": grid,
+    }
 
 
 def standalone(config, out: Path) -> dict:
@@ -97,12 +111,24 @@ def test_weight_probe_figures_show_only_the_cells_that_have_weights(tmp_path, mo
 
     spec_dict = {"name": "mixed", "preset": "quick", "fixed": {}, "grid": {"objective": ["td", "neu"]}, "seeds": [0]}
     ids = list(zip(("stylised", "standard"), (cell.name for cell in load_spec(spec_dict).cells())))
-    pd.DataFrame([{"cell": c, "condition": cond, "seed": 0, "status": "done", "error": None, "layer": 0,
-                   "metrics.eval_msve": 0.5, "metrics.theta_star_msve": 2.6,
-                   "metrics.signature.reward": 1.0 if cond == "stylised" else None,
-                   "metrics.signature.next value": 0.9 if cond == "stylised" else None,
-                   "metrics.signature.current value": -0.8 if cond == "stylised" else None} for cond, c in ids]
-                 ).to_csv(tmp_path / "results.csv", index=False)
+    pd.DataFrame(
+        [
+            {
+                "cell": c,
+                "condition": cond,
+                "seed": 0,
+                "status": "done",
+                "error": None,
+                "layer": 0,
+                "metrics.eval_msve": 0.5,
+                "metrics.theta_star_msve": 2.6,
+                "metrics.signature.reward": 1.0 if cond == "stylised" else None,
+                "metrics.signature.next value": 0.9 if cond == "stylised" else None,
+                "metrics.signature.current value": -0.8 if cond == "stylised" else None,
+            }
+            for cond, c in ids
+        ]
+    ).to_csv(tmp_path / "results.csv", index=False)
     pd.DataFrame(
         [
             {
@@ -128,8 +154,13 @@ def test_weight_probe_figures_show_only_the_cells_that_have_weights(tmp_path, mo
     drawn = {}
     for name in ("signature", "cells_cosine_curves"):
         original = getattr(study_report, name)
-        monkeypatch.setattr(study_report, name, lambda data, title, name=name, original=original:
-                            drawn.setdefault(name, data) is not None and original(data, title))
+        monkeypatch.setattr(
+            study_report,
+            name,
+            lambda data, title, name=name, original=original: (
+                drawn.setdefault(name, data) is not None and original(data, title)
+            ),
+        )
     write_report(tmp_path)
     assert set(drawn["signature"]["condition"]) == {"stylised"} == set(drawn["cells_cosine_curves"]["condition"])
     assert (tmp_path / "figures" / "signature.png").exists() and (
@@ -148,8 +179,18 @@ def test_study_table_gives_t_intervals_and_names_a_diverged_seed():
     from analyses.studies.report import _table_row
 
     def rows(condition, msves):
-        return pd.DataFrame([{"condition": condition, "cell": f"{condition}-s{i}", "status": "done", "layer": 0,
-                              "metrics.eval_msve": m} for i, m in enumerate(msves)])
+        return pd.DataFrame(
+            [
+                {
+                    "condition": condition,
+                    "cell": f"{condition}-s{i}",
+                    "status": "done",
+                    "layer": 0,
+                    "metrics.eval_msve": m,
+                }
+                for i, m in enumerate(msves)
+            ]
+        )
 
     line, notes = _table_row("two", rows("two", [0.5, 0.7]))
     half = 12.706205 * math.sqrt(0.02) / math.sqrt(2)
@@ -160,7 +201,8 @@ def test_study_table_gives_t_intervals_and_names_a_diverged_seed():
 
 
 def test_a_cell_counts_as_running_only_while_its_process_lives(tmp_path):
-    from analyses.studies.cells import is_running as _is_running, write_status as _write_status
+    from analyses.studies.cells import is_running as _is_running
+    from analyses.studies.cells import write_status as _write_status
 
     alive = _write_status(tmp_path / "a", "running")
     assert _is_running(alive)
@@ -175,11 +217,27 @@ def test_the_phase_table_counts_seeds_that_learn_in_context_per_condition():
     from analyses.studies import phase
 
     spec_ = load_spec(spec(grid={"tied": [True, False]}, seeds=[0, 1]))
-    learns = {"tied-True__seed-0": True, "tied-True__seed-1": True, "tied-False__seed-0": False,
-              "tied-False__seed-1": True}
-    results = pd.DataFrame([{"cell": c.name, "condition": c.condition, "status": "done", phase.LEARNS: learns[c.name],
-                             phase.DISCOUNT: 0.9, phase.MSVE: 0.4 + 0.1 * (not learns[c.name]), phase.CONSTANT: 0.6,
-                             phase.FIRST_VISIT: 0.5} for c in spec_.cells()])
+    learns = {
+        "tied-True__seed-0": True,
+        "tied-True__seed-1": True,
+        "tied-False__seed-0": False,
+        "tied-False__seed-1": True,
+    }
+    results = pd.DataFrame(
+        [
+            {
+                "cell": c.name,
+                "condition": c.condition,
+                "status": "done",
+                phase.LEARNS: learns[c.name],
+                phase.DISCOUNT: 0.9,
+                phase.MSVE: 0.4 + 0.1 * (not learns[c.name]),
+                phase.CONSTANT: 0.6,
+                phase.FIRST_VISIT: 0.5,
+            }
+            for c in spec_.cells()
+        ]
+    )
     rows = phase.fractions(phase.by_cell(results, spec_), spec_)
     assert [(r["label"], r["learned"], r["n"]) for r in rows] == [("tied=True", 2, 2), ("tied=False", 1, 2)]
     assert rows[1]["msve"].mean == pytest.approx(0.45) and rows[0]["share"].lo > 0.3  # Wilson of 2/2: [0.34, 1]

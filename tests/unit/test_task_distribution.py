@@ -3,11 +3,10 @@
 import pytest
 import torch
 
-from ictd_interp.tasks.sampling import sample_from
-from ictd_interp.tasks.mrp import boyan_chains
-from ictd_interp.tasks.sources import loop_mrps
 from ictd_interp.config.tasks import TaskDistribution
-from ictd_interp.tasks.sampling import sample_tasks
+from ictd_interp.tasks.mrp import boyan_chains
+from ictd_interp.tasks.sampling import sample_from, sample_tasks
+from ictd_interp.tasks.sources import loop_mrps
 
 
 @pytest.mark.parametrize("kind,d", [("uniform", 3), ("onehot", 6)])
@@ -27,12 +26,18 @@ def test_loop_family_draws_loop_mrps():
     assert not torch.equal(tasks.mrp.P, boyan_chains(4, 6, 0.9, torch.Generator().manual_seed(0)).P)
 
 
-@pytest.mark.parametrize("kwargs,message", [
-    (dict(family="grid"), "family: must be one of"),
-    (dict(feature_kind="onehot", d_features=3, n_states=5), "d_features: one-hot features need d_features >= n_states"),
-    (dict(n_states=1), "Boyan chain needs at least 2"),
-    (dict(terminal="wrap"), "terminal"),
-])
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        (dict(family="grid"), "family: must be one of"),
+        (
+            dict(feature_kind="onehot", d_features=3, n_states=5),
+            "d_features: one-hot features need d_features >= n_states",
+        ),
+        (dict(n_states=1), "Boyan chain needs at least 2"),
+        (dict(terminal="wrap"), "terminal"),
+    ],
+)
 def test_bad_settings_are_named(kwargs, message):
     with pytest.raises(ValueError, match=message):
         TaskDistribution(**kwargs)
@@ -49,6 +54,7 @@ def test_given_mrps_and_features_draw_only_the_trajectories():
     """``sample_from`` with ``mrp=`` and ``features=`` draws nothing but the trajectories, from the given
     generator's first number on; per-task features stay per task, a shared matrix is shared."""
     from ictd_interp.tasks.trajectory import sample_trajectories
+
     mrp = loop_mrps(3, 5, 0.8, generator=torch.Generator().manual_seed(1))
     X = torch.rand(3, 5, 2, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
     dist = TaskDistribution(family="random", n_states=5, d_features=2, context_len=7, gamma=0.8)

@@ -1,12 +1,11 @@
-
 import pytest
 import torch
 
 from ictd_interp import HookedICTDTransformer, build_prompt, context_inputs
 from ictd_interp.config.tasks import TaskDistribution
+from ictd_interp.config.train import PRESETS, TrainConfig
 from ictd_interp.training.batches import discounted_returns, window_batch
 from ictd_interp.training.objectives import OBJECTIVES, neu_loss, neu_unbiased
-from ictd_interp.config.train import PRESETS, TrainConfig
 from tests.conftest import make_cfg
 
 
@@ -36,8 +35,10 @@ def test_batches_without_values_draw_the_same_windows_and_the_supervised_loss_re
     dist = TaskDistribution(
         n_states=5, d_features=3, context_len=6, gamma=0.9, feature_kind="uniform", feature_scale=1.0
     )
-    full, lean = (window_batch(dist, 3, 4, generator=torch.Generator().manual_seed(0), mc_horizon=2, with_values=v)
-                  for v in (True, False))
+    full, lean = (
+        window_batch(dist, 3, 4, generator=torch.Generator().manual_seed(0), mc_horizon=2, with_values=v)
+        for v in (True, False)
+    )
     assert lean.query_value is None and full.query_value is not None
     for name in ("prompts", "query_reward", "query_return"):
         assert torch.equal(getattr(full, name), getattr(lean, name))
@@ -125,8 +126,12 @@ def test_train_config_validation_and_round_trip():
     cfg = TrainConfig.from_preset("quick", steps=10)
     assert TrainConfig.from_dict(cfg.to_dict()) == cfg and cfg.model.tied
     assert PRESETS["paper"].model.n_layers == 3 and not PRESETS["paper"].model.tied
-    for bad, match in [({"objective": "ppo"}, "objective"), ({"gamma": 1.2}, "gamma"),
-                       ({"feature_kind": "onehot"}, "one-hot"), ({"tasks_per_batch": 0}, "tasks_per_batch")]:
+    for bad, match in [
+        ({"objective": "ppo"}, "objective"),
+        ({"gamma": 1.2}, "gamma"),
+        ({"feature_kind": "onehot"}, "one-hot"),
+        ({"tasks_per_batch": 0}, "tasks_per_batch"),
+    ]:
         with pytest.raises(ValueError, match=match):
             TrainConfig.from_flat(**bad)
     with pytest.raises(ValueError, match="preset"):

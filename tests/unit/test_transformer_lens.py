@@ -19,8 +19,16 @@ def _zero_position_5(act, hook):
     return act
 
 
-@pytest.mark.parametrize("name", ["hook_prompt", "blocks.0.hook_resid_pre", "blocks.0.attn.hook_k",
-                                  "blocks.1.hook_resid_pre", "blocks.0.hook_resid_mid"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "hook_prompt",
+        "blocks.0.hook_resid_pre",
+        "blocks.0.attn.hook_k",
+        "blocks.1.hook_resid_pre",
+        "blocks.0.hook_resid_mid",
+    ],
+)
 @pytest.mark.parametrize("form", ["tsm", "dual"])
 def test_in_place_hook_edits_never_leak(name, form):
     """An in-place edit changes only what flows downstream: not the caller's prompt, not the cached
@@ -147,8 +155,9 @@ def patching_inputs(model):
 def test_transformer_lens_patching_through_the_entry_equals_ours():
     model = make_star(n_layers=2)
     clean, corrupted, clean_cache, metric = patching_inputs(model)
-    table = hooks.tl_patching(patching.get_act_patch_resid_pre, model, corrupted, clean_cache, metric,
-                              results_dtype=torch.float64)
+    table = hooks.tl_patching(
+        patching.get_act_patch_resid_pre, model, corrupted, clean_cache, metric, results_dtype=torch.float64
+    )
     assert table.shape == (2, clean.shape[1]) and table.dtype == torch.float64
     assert torch.get_default_dtype() == torch.float32  # restored after the call
     plain = hooks.tl_patching(patching.get_act_patch_resid_pre, model, corrupted, clean_cache, metric)
@@ -160,8 +169,9 @@ def test_transformer_lens_patching_through_the_entry_equals_ours():
     assert (table - expected).abs().max() <= 1e-10
     assert (table[:, -1] - table[:, 0]).abs().max() > 1e-6  # the query position is patched too
 
-    heads = hooks.tl_patching(patching.get_act_patch_attn_head_out_all_pos, model, corrupted, clean_cache, metric,
-                              results_dtype=torch.float64)
+    heads = hooks.tl_patching(
+        patching.get_act_patch_attn_head_out_all_pos, model, corrupted, clean_cache, metric, results_dtype=torch.float64
+    )
     for l in range(2):
         by_hand = model.run_with_hooks(
             corrupted, fwd_hooks=[(f"blocks.{l}.attn.hook_z", lambda act, hook: clean_cache[hook.name])]
@@ -180,8 +190,9 @@ def test_every_transformer_lens_patching_function_runs_or_is_refused_by_name():
             with pytest.raises(ValueError, match=f"{name} is not one of TransformerLens's sweeps"):
                 hooks.tl_patching(getattr(patching, name), model, corrupted, clean_cache, metric)
             continue
-        tables[name] = hooks.tl_patching(getattr(patching, name), model, corrupted, clean_cache, metric,
-                                         results_dtype=torch.float64)
+        tables[name] = hooks.tl_patching(
+            getattr(patching, name), model, corrupted, clean_cache, metric, results_dtype=torch.float64
+        )
     n_pos, n_heads = clean.shape[1], model.cfg.n_heads
     block = tables["get_act_patch_block_every"]
     assert block.shape == (3, 2, n_pos)
@@ -227,8 +238,9 @@ def test_pyvene_zero_intervention_equals_the_transformer_lens_hook():
         base[:, 5] = 0.0
         return base
 
-    intervenable = pyvene.IntervenableModel({"component": "blocks[1].hook_resid_pre.output",
-                                             "intervention": zero_position_5}, model=model)
+    intervenable = pyvene.IntervenableModel(
+        {"component": "blocks[1].hook_resid_pre.output", "intervention": zero_position_5}, model=model
+    )
     _, intervened = intervenable(base={"prompt": prompt})
     expected = model.run_with_hooks(prompt, fwd_hooks=[("blocks.1.hook_resid_pre", _zero_position_5)])
     assert (intervened - expected).abs().max() <= TOL
@@ -236,11 +248,12 @@ def test_pyvene_zero_intervention_equals_the_transformer_lens_hook():
 
 
 def _standard_model():
-    from ictd_interp.models.architectures.standard import HookedStandardTransformer
     from ictd_interp.config.standard import StandardConfig
+    from ictd_interp.models.architectures.standard import HookedStandardTransformer
 
-    return HookedStandardTransformer(StandardConfig(d_features=3, d_model=8, n_heads=2, n_layers=2, d_mlp=8,
-                                                    dtype="float64"))
+    return HookedStandardTransformer(
+        StandardConfig(d_features=3, d_model=8, n_heads=2, n_layers=2, d_mlp=8, dtype="float64")
+    )
 
 
 @pytest.mark.parametrize("architecture", ["stylised", "standard"])
@@ -250,8 +263,9 @@ def test_patching_works_on_both_architectures_and_the_direct_call_fails_loudly(a
     (which would sweep d_model 'positions') raises, naming the wrapper."""
     model = make_star(n_layers=2) if architecture == "stylised" else _standard_model()
     clean, corrupted, clean_cache, metric = patching_inputs(model)
-    table = hooks.tl_patching(patching.get_act_patch_resid_pre, model, corrupted, clean_cache, metric,
-                              results_dtype=torch.float64)
+    table = hooks.tl_patching(
+        patching.get_act_patch_resid_pre, model, corrupted, clean_cache, metric, results_dtype=torch.float64
+    )
     assert table.shape == (2, clean.shape[1])
     ours = hooks.activation_patching(
         model, clean, corrupted, hook_names=["blocks.0.hook_resid_pre", "blocks.1.hook_resid_pre"]
@@ -261,8 +275,15 @@ def test_patching_works_on_both_architectures_and_the_direct_call_fails_loudly(a
         with pytest.raises(ValueError, match="reduce: not an option of TransformerLens 3"):
             hooks.tl_patching(patching.get_act_patch_resid_pre, model, corrupted, clean_cache, metric, reduce="none")
     else:
-        per_task = hooks.tl_patching(patching.get_act_patch_resid_pre, model, corrupted, clean_cache,
-                                     lambda values: values[:, -1], reduce="none", results_dtype=torch.float64)
+        per_task = hooks.tl_patching(
+            patching.get_act_patch_resid_pre,
+            model,
+            corrupted,
+            clean_cache,
+            lambda values: values[:, -1],
+            reduce="none",
+            results_dtype=torch.float64,
+        )
         assert per_task.values.shape == (2, clean.shape[1], len(clean)) and per_task.axis_names == ["layer", "pos"]
         assert (per_task.values.mean(-1) - table).abs().max() <= 1e-10
     with pytest.raises(ValueError, match="no_such_option: not an option of TransformerLens"):
@@ -304,12 +325,13 @@ def test_processed_weights_make_direct_attribution_add_up_to_the_value(tied):
     """After fold_ln + center_writing_weights + fold_value_biases (TransformerLens's semantics) the values
     are unchanged, and decompose_resid(apply_ln=True) @ tokens_to_residual_directions() + b_U equals the
     query's value: the attribution a TransformerLens user computes (before: off by the LayerNorm)."""
-    from ictd_interp.models.architectures.standard import HookedStandardTransformer
     from ictd_interp.config.standard import StandardConfig
+    from ictd_interp.models.architectures.standard import HookedStandardTransformer
     from ictd_interp.models.architectures.standard_weights import process_weights_
 
-    cfg = StandardConfig(d_features=3, d_model=8, n_heads=2, n_layers=2, d_mlp=8, tied=tied, dtype="float64",
-                         init_range=0.5)
+    cfg = StandardConfig(
+        d_features=3, d_model=8, n_heads=2, n_layers=2, d_mlp=8, tied=tied, dtype="float64", init_range=0.5
+    )
     model, prompt = HookedStandardTransformer(cfg), make_tasks().prompt
     with torch.no_grad():  # biases and LayerNorm weights far from their defaults, so folding matters
         for name, param in model.named_parameters():
@@ -334,8 +356,9 @@ def test_from_pretrained_processes_the_shipped_standard_model():
 
     prompt = make_tasks(d=4, n_states=10).prompt
     plain = HookedStandardTransformer.from_pretrained("standard-quick-s0", dtype="float64")
-    folded = HookedStandardTransformer.from_pretrained("standard-quick-s0", dtype="float64", fold_ln=True,
-                                                       center_writing_weights=True, fold_value_biases=True)
+    folded = HookedStandardTransformer.from_pretrained(
+        "standard-quick-s0", dtype="float64", fold_ln=True, center_writing_weights=True, fold_value_biases=True
+    )
     assert (folded(prompt) - plain(prompt)).abs().max() <= 1e-10
     assert (folded.ln_final.w == 1).all() and (folded.ln_final.b == 0).all()
     star = HookedICTDTransformer.from_pretrained("depth3-td-s0", fold_ln=True)  # nothing to fold: unchanged

@@ -26,13 +26,17 @@ def check_tasks(model: Any, tasks: Any, what: str = "tasks") -> None:
     that γ: on tasks of another it computes values for neither), else a one-line error naming the mismatch."""
     if not hasattr(tasks, "mrp") or not hasattr(tasks, "states"):
         kind = f"a tensor of shape {tuple(tasks.shape)}" if isinstance(tasks, Tensor) else type(tasks).__name__
-        raise ValueError(f"{what}: expected a TaskBatch (ictd_interp.sample_tasks / sample_from), got {kind}; a "
-                         "prompt tensor goes to the model itself: model(prompt)")
+        raise ValueError(
+            f"{what}: expected a TaskBatch (ictd_interp.sample_tasks / sample_from), got {kind}; a "
+            "prompt tensor goes to the model itself: model(prompt)"
+        )
     gamma = getattr(model.cfg, "gamma", None)
     if gamma is not None and abs(float(tasks.mrp.gamma) - float(gamma)) > 1e-12:
-        raise ValueError(f"{what}: sampled with gamma = {tasks.mrp.gamma:g}, but the model was built for gamma = "
-                         f"{gamma:g} (its temporal shift writes gamma * v(next)); sample tasks with the model's gamma "
-                         "or build the model with the tasks'")
+        raise ValueError(
+            f"{what}: sampled with gamma = {tasks.mrp.gamma:g}, but the model was built for gamma = "
+            f"{gamma:g} (its temporal shift writes gamma * v(next)); sample tasks with the model's gamma "
+            "or build the model with the tasks'"
+        )
 
 
 def check_return_type(return_type: str) -> None:
@@ -66,8 +70,10 @@ class ModelBase:
         """TransformerLens's weight processing in place (``from_pretrained``'s flags); a model without LayerNorm
         has nothing to process, and this default leaves it as it is (one with LayerNorm must override it)."""
         if self.cfg.normalization_type is not None:
-            raise NotImplementedError(f"{type(self).__name__}: has LayerNorm ({self.cfg.normalization_type}) but "
-                                      "no process_weights_ of its own; fold_ln and the other flags need one")
+            raise NotImplementedError(
+                f"{type(self).__name__}: has LayerNorm ({self.cfg.normalization_type}) but "
+                "no process_weights_ of its own; fold_ln and the other flags need one"
+            )
 
     def checked_depth(self, depth: Optional[int]) -> int:
         """``depth`` (default ``n_layers``); another depth only for a tied model, whose one layer repeats."""
@@ -84,15 +90,20 @@ class ModelBase:
         """The state-dict names whose entries the training mask freezes at 0 (``frozen_entries``) hold
         something else in ``weights`` (default: the model's own)."""
         weights = self.state_dict() if weights is None else weights
-        return [name for name, frozen in self.frozen_entries().items()
-                if (weights[name][frozen.to(weights[name].device)] != 0).any()]
+        return [
+            name
+            for name, frozen in self.frozen_entries().items()
+            if (weights[name][frozen.to(weights[name].device)] != 0).any()
+        ]
 
     def state_space_values(self, tasks, depth: Optional[int] = None, every_layer: bool = False) -> Tensor:
         """Refused: only the stylised model (``HookedICTDTransformer``, TSM form, paper mask, softmax) has an
         exact state-space forward, where a score depends on the two positions' states alone."""
-        raise ValueError(f"{type(self).__name__} has no state-space forward: only the stylised HookedICTDTransformer "
-                         "(TSM form, paper mask, softmax attention) has one, where a score depends on the two "
-                         "positions' states alone; run the model on tasks.prompt")
+        raise ValueError(
+            f"{type(self).__name__} has no state-space forward: only the stylised HookedICTDTransformer "
+            "(TSM form, paper mask, softmax attention) has one, where a score depends on the two "
+            "positions' states alone; run the model on tasks.prompt"
+        )
 
     def compile_fast_path(self, **options) -> None:
         """``torch.compile`` the hook-free training path (``hook_free_values``) of this model, once and

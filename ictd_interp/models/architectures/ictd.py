@@ -9,24 +9,23 @@ TransformerLens's HookedTransformer.
 
 from __future__ import annotations
 
-
 from typing import Optional, Union
 
 import torch
 from jaxtyping import Float
 from torch import Tensor, nn
-from transformer_lens.HookedRootModule import HookedRootModule
 from transformer_lens.hook_points import HookPoint
+from transformer_lens.HookedRootModule import HookedRootModule
 
 from ictd_interp.config.model import ICTDConfig
+from ictd_interp.models.architectures.base import check_return_type, check_tasks, select_return
+from ictd_interp.models.architectures.hook_names import attn_param
+from ictd_interp.models.architectures.ictd_masks import attention_mask, value_mask
+from ictd_interp.models.architectures.tl_surface import Circuits, TransformerLensSurface
 from ictd_interp.models.fast.chunked_attention import chunked_attention, use_chunks
 from ictd_interp.models.fast.ictd_fast_path import paper_mask_values, reduced_weights
 from ictd_interp.models.fast.ictd_fused_backward import fused_values
-from ictd_interp.models.architectures.ictd_masks import attention_mask, value_mask
 from ictd_interp.tasks.prompt import PromptLayout, check_prompt, shift_to_predecessor
-from ictd_interp.models.architectures.hook_names import attn_param
-from ictd_interp.models.architectures.base import check_return_type, check_tasks, select_return
-from ictd_interp.models.architectures.tl_surface import Circuits, TransformerLensSurface
 
 
 def softmax_pattern(
@@ -270,8 +269,9 @@ class HookedICTDTransformer(TransformerLensSurface, HookedRootModule):
         values = resid[..., self.layout.current]
         return select_return(values, return_type)
 
-    def fast_values(self, prompt: Float[Tensor, "batch pos d_model"], depth: Optional[int] = None,
-                    query_only: bool = False) -> Union[Float[Tensor, "batch pos"], Float[Tensor, "batch"]]:
+    def fast_values(
+        self, prompt: Float[Tensor, "batch pos d_model"], depth: Optional[int] = None, query_only: bool = False
+    ) -> Union[Float[Tensor, "batch pos"], Float[Tensor, "batch"]]:
         """The value row (or only the query's value) for training objectives: the exact paper-mask fast
         path (``fast_path.py``) when no hook of any kind is registered, else the hooked forward (so
         every hook fires). ``depth`` (tied models) runs the layer that many times instead of ``n_layers``.
@@ -294,8 +294,9 @@ class HookedICTDTransformer(TransformerLensSurface, HookedRootModule):
         values = fused_values if self.cfg.backward == "fused" else paper_mask_values
         return values(self.cfg, *reduced_weights(self.cfg, A, V), prompt.to(A.dtype), depth, query_only)
 
-    def state_space_values(self, tasks, depth: Optional[int] = None, every_layer: bool = False
-                           ) -> Float[Tensor, "*layer batch pos"]:
+    def state_space_values(
+        self, tasks, depth: Optional[int] = None, every_layer: bool = False
+    ) -> Float[Tensor, "*layer batch pos"]:
         """The value row ``[batch, pos]`` of a ``TaskBatch``, computed exactly on its states' transition counts
         (``state_space.py``: cost independent of ``n`` once counted), float64, on the CPU. Chosen explicitly,
         never a silent switch. ``depth``: layers run (a tied model repeats its layer, a per-layer model its last
@@ -328,8 +329,11 @@ class HookedICTDTransformer(TransformerLensSurface, HookedRootModule):
 
     def frozen_entries(self) -> dict[str, Tensor]:
         """Per state-dict name, the entries the training mask pins at 0 (checkpoints check them)."""
-        return {attn_param(l, name): getattr(block.attn, f"mask_{name}") == 0
-                for l, block in enumerate(self.blocks) for name in ("A", "V")}
+        return {
+            attn_param(l, name): getattr(block.attn, f"mask_{name}") == 0
+            for l, block in enumerate(self.blocks)
+            for name in ("A", "V")
+        }
 
     def tied_parameters(self) -> list[list[str]]:
         """Groups of state-dict names that must hold equal weights (one group per tied weight)."""
@@ -351,5 +355,3 @@ class HookedICTDTransformer(TransformerLensSurface, HookedRootModule):
         model = cls(cfg)
         model.load_state_dict(theta_star(cfg, alpha))
         return model
-
-

@@ -21,8 +21,8 @@ from typing import Optional, Union
 import torch
 from jaxtyping import Float
 from torch import Tensor, nn
-from transformer_lens.HookedRootModule import HookedRootModule
 from transformer_lens.hook_points import HookPoint
+from transformer_lens.HookedRootModule import HookedRootModule
 
 from ictd_interp.config.linear import LinearICTDConfig
 from ictd_interp.models.architectures.base import check_return_type, select_return
@@ -30,9 +30,12 @@ from ictd_interp.models.architectures.tl_surface import Circuits, TransformerLen
 from ictd_interp.tasks.prompt import PromptLayout, check_prompt
 
 
-def linear_prompt(prompt: Float[Tensor, "batch pos d_prompt"], gamma: float, query_only: bool = False,
-                  queries: Optional[Float[Tensor, "batch query d_feat"]] = None
-                  ) -> Float[Tensor, "batch column d_model"]:
+def linear_prompt(
+    prompt: Float[Tensor, "batch pos d_prompt"],
+    gamma: float,
+    query_only: bool = False,
+    queries: Optional[Float[Tensor, "batch query d_feat"]] = None,
+) -> Float[Tensor, "batch column d_model"]:
     """The predecessor's prompt (transposed) from this project's: ``n`` context columns
     ``[x_k; gamma x_{k+1}; r_k]``, then the query columns ``[x_j; 0; 0]`` of every state (``query_only``:
     of the prompt's query alone; ``queries``: of these features instead, e.g. every state of the MRP)."""
@@ -41,8 +44,15 @@ def linear_prompt(prompt: Float[Tensor, "batch pos d_prompt"], gamma: float, que
     context = torch.cat([x[:, :-1], gamma * x[:, 1:], r[:, :-1]], dim=-1)
     if queries is None:
         queries = x[:, -1:] if query_only else x
-    return torch.cat([context, torch.cat([queries, torch.zeros_like(queries[..., :1]).expand(
-        *queries.shape[:2], x.shape[-1] + 1)], dim=-1)], dim=1)
+    return torch.cat(
+        [
+            context,
+            torch.cat(
+                [queries, torch.zeros_like(queries[..., :1]).expand(*queries.shape[:2], x.shape[-1] + 1)], dim=-1
+            ),
+        ],
+        dim=1,
+    )
 
 
 def source_mixing(n: int, columns: int, trace_decay: float, dtype: torch.dtype) -> Float[Tensor, "column column"]:
@@ -154,22 +164,32 @@ class HookedLinearICTD(TransformerLensSurface, HookedRootModule):
     def unique_attention(self) -> list[LinearAttention]:
         return [self.blocks[0].attn] if self.cfg.tied else [b.attn for b in self.blocks]
 
-    def forward(self, prompt: Tensor, stop_at_layer: Optional[int] = None, return_type: str = "values"
-                ) -> Union[Float[Tensor, "batch pos"], Float[Tensor, "batch"], Float[Tensor, "batch column d_model"]]:
+    def forward(
+        self, prompt: Tensor, stop_at_layer: Optional[int] = None, return_type: str = "values"
+    ) -> Union[Float[Tensor, "batch pos"], Float[Tensor, "batch"], Float[Tensor, "batch column d_model"]]:
         """``return_type`` as the other architectures: every state's value, the query's, or their sum."""
         check_return_type(return_type)
         return self._run(self.check_prompt(prompt), self.blocks, stop_at_layer, return_type)
 
-    def query_values(self, prompt: Float[Tensor, "batch pos d_prompt"], queries: Float[Tensor, "batch query d_feat"]
-                     ) -> Float[Tensor, "batch query"]:
+    def query_values(
+        self, prompt: Float[Tensor, "batch pos d_prompt"], queries: Float[Tensor, "batch query d_feat"]
+    ) -> Float[Tensor, "batch query"]:
         """The value of each query (features ``[batch, query, d]``) on the prompt's context, every hook firing (the
         predecessor's ``fit_value_func``: query columns never act as sources, so one forward answers them all);
         differentiable in ``queries``."""
-        return self._run(self.check_prompt(prompt), self.blocks, None, "values",
-                         queries=queries.to(self.blocks[0].attn.P.dtype))
+        return self._run(
+            self.check_prompt(prompt), self.blocks, None, "values", queries=queries.to(self.blocks[0].attn.P.dtype)
+        )
 
-    def _run(self, prompt: Tensor, blocks, stop_at_layer: Optional[int], return_type: str,
-             query_only: bool = False, queries: Optional[Tensor] = None) -> Tensor:
+    def _run(
+        self,
+        prompt: Tensor,
+        blocks,
+        stop_at_layer: Optional[int],
+        return_type: str,
+        query_only: bool = False,
+        queries: Optional[Tensor] = None,
+    ) -> Tensor:
         n = prompt.shape[1] - 1
         resid = self.hook_embed(linear_prompt(prompt, self.cfg.gamma, query_only, queries))
         for block in list(blocks)[:stop_at_layer]:
@@ -178,8 +198,9 @@ class HookedLinearICTD(TransformerLensSurface, HookedRootModule):
             return resid
         return select_return(-resid[:, n:, -1], return_type)
 
-    def fast_values(self, prompt: Float[Tensor, "batch pos d_prompt"], depth: Optional[int] = None,
-                    query_only: bool = False) -> Union[Float[Tensor, "batch pos"], Float[Tensor, "batch"]]:
+    def fast_values(
+        self, prompt: Float[Tensor, "batch pos d_prompt"], depth: Optional[int] = None, query_only: bool = False
+    ) -> Union[Float[Tensor, "batch pos"], Float[Tensor, "batch"]]:
         """The objectives' entry: the hooked layers (they are already small products), with the query
         column alone when ``query_only`` (the predecessor's own prompt). ``depth`` runs a tied layer
         that many times. The prompt is not validated (training builds it)."""
@@ -203,8 +224,11 @@ class HookedLinearICTD(TransformerLensSurface, HookedRootModule):
     def residual_position_labels(self, n_prompt: int) -> list[str]:
         """The ``n`` context columns, then one query column per state ``S_0 .. S_n`` (module docstring)."""
         n = n_prompt - 1
-        return ([f"context column {k} (S_{k} -> S_{k + 1})" for k in range(n)]
-                + [f"query of S_{j}" for j in range(n)] + [f"query of S_{n} (the prediction)"])
+        return (
+            [f"context column {k} (S_{k} -> S_{k + 1})" for k in range(n)]
+            + [f"query of S_{j}" for j in range(n)]
+            + [f"query of S_{n} (the prediction)"]
+        )
 
     def check_prompt(self, prompt: Tensor) -> Tensor:
         return check_prompt(prompt, self.cfg.d_features + 3, self.blocks[0].attn.P.dtype, None)

@@ -15,7 +15,8 @@ PATCHING_MESSAGE = (
     "transformer_lens.patching reads the number of positions from the input's last axis (token ids "
     "[batch, pos]); ICTD prompts are [batch, pos, d_model], so it would sweep d_model = {d} 'positions' "
     "instead of {n}. Call it through hooks.tl_patching(patch_fn, model, corrupted, clean_cache, metric), "
-    "which passes the right index and returns the table shaped by its axes.")
+    "which passes the right index and returns the table shaped by its axes."
+)
 
 
 @contextlib.contextmanager

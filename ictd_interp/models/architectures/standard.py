@@ -13,7 +13,6 @@ attention lets every position read every context source. Hook names are exactly 
 
 from __future__ import annotations
 
-
 import math
 from typing import Optional, Union
 
@@ -22,15 +21,15 @@ import torch.nn.functional as F
 from einops import einsum, rearrange
 from jaxtyping import Float
 from torch import Tensor, nn
-from transformer_lens.HookedRootModule import HookedRootModule
 from transformer_lens.hook_points import HookPoint
+from transformer_lens.HookedRootModule import HookedRootModule
 
-from ictd_interp.models.fast.chunked_attention import chunked_attention, use_chunks
-from ictd_interp.tasks.prompt import PromptLayout, check_prompt
 from ictd_interp.config.standard import StandardConfig
 from ictd_interp.models.architectures.base import check_return_type, select_return
-from ictd_interp.models.architectures.tl_surface import Circuits, TransformerLensSurface
 from ictd_interp.models.architectures.standard_weights import process_weights_
+from ictd_interp.models.architectures.tl_surface import Circuits, TransformerLensSurface
+from ictd_interp.models.fast.chunked_attention import chunked_attention, use_chunks
+from ictd_interp.tasks.prompt import PromptLayout, check_prompt
 
 
 def _weight(cfg: StandardConfig, *shape: int) -> nn.Parameter:
@@ -95,9 +94,13 @@ class StandardAttention(Circuits, nn.Module):
         q, k, v = self._project(x)
         q, k, v = self.hook_q(q), self.hook_k(k), self.hook_v(v)
         if use_chunks(x.shape[1], self.hook_attn_scores, self.hook_pattern):  # no pattern held: O(n) memory
-            z = chunked_attention(rearrange(q, "b q h e -> b h q e"), rearrange(k, "b k h e -> b h e k"),
-                                  rearrange(v, "b k h e -> b h k e"), lambda s: torch.softmax(s, dim=-1),
-                                  math.sqrt(self.cfg.d_head))
+            z = chunked_attention(
+                rearrange(q, "b q h e -> b h q e"),
+                rearrange(k, "b k h e -> b h e k"),
+                rearrange(v, "b k h e -> b h k e"),
+                lambda s: torch.softmax(s, dim=-1),
+                math.sqrt(self.cfg.d_head),
+            )
             z = self.hook_z(rearrange(z, "b h q e -> b q h e"))
         else:
             scores = einsum(q, k, "b q h e, b k h e -> b h q k") / math.sqrt(self.cfg.d_head)
@@ -267,8 +270,9 @@ class HookedStandardTransformer(TransformerLensSurface, HookedRootModule):
                 if name.rsplit(".", 1)[-1].startswith("W_"):
                     param.copy_(self.cfg.init_range * torch.randn(param.shape, generator=gen, dtype=param.dtype))
 
-    def forward(self, prompt: Tensor, stop_at_layer: Optional[int] = None, return_type: str = "values"
-                ) -> Union[Float[Tensor, "batch pos"], Float[Tensor, "batch"], Float[Tensor, "batch pos d_model"]]:
+    def forward(
+        self, prompt: Tensor, stop_at_layer: Optional[int] = None, return_type: str = "values"
+    ) -> Union[Float[Tensor, "batch pos"], Float[Tensor, "batch"], Float[Tensor, "batch pos d_model"]]:
         """As ``HookedICTDTransformer.forward``; ``stop_at_layer=l`` returns the residual stream after
         ``l`` blocks."""
         check_return_type(return_type)
@@ -285,8 +289,9 @@ class HookedStandardTransformer(TransformerLensSurface, HookedRootModule):
         values = self.unembed(self.ln_final(resid))
         return select_return(values, return_type)
 
-    def fast_values(self, prompt: Float[Tensor, "batch pos d_prompt"], depth: Optional[int] = None,
-                    query_only: bool = False) -> Union[Float[Tensor, "batch pos"], Float[Tensor, "batch"]]:
+    def fast_values(
+        self, prompt: Float[Tensor, "batch pos d_prompt"], depth: Optional[int] = None, query_only: bool = False
+    ) -> Union[Float[Tensor, "batch pos"], Float[Tensor, "batch"]]:
         """The objectives' entry: the same values as the hooked forward, through each module's ``fast``
         map (fused LayerNorm, no hook points, the last block at the query alone with ``query_only``)
         when no hook of any kind is registered, else the hooked forward (so every hook fires).
@@ -318,8 +323,9 @@ class HookedStandardTransformer(TransformerLensSurface, HookedRootModule):
         return self._run(prompt, self.blocks_to(depth), None, "values")
 
     def check_prompt(self, prompt: Tensor) -> Tensor:
-        return check_prompt(prompt, self.cfg.d_prompt, self.unembed.W_U.dtype,
-                            self.cfg.n_ctx if self.cfg.pos_embed else None)
+        return check_prompt(
+            prompt, self.cfg.d_prompt, self.unembed.W_U.dtype, self.cfg.n_ctx if self.cfg.pos_embed else None
+        )
 
     def readout_direction(self) -> Float[Tensor, "d_model"]:
         return self.unembed.W_U[:, 0]
@@ -332,7 +338,6 @@ class HookedStandardTransformer(TransformerLensSurface, HookedRootModule):
             return []
         names = [n.removeprefix("blocks.0.") for n, _ in self.blocks[0].named_parameters(prefix="blocks.0")]
         return [[f"blocks.{l}.{n}" for l in range(self.cfg.n_layers)] for n in names]
-
 
 
 def _share_parameters(source: nn.Module, target: nn.Module) -> None:

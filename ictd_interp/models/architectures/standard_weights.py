@@ -28,13 +28,16 @@ from torch import Tensor, nn
 
 
 @torch.no_grad()
-def process_weights_(model, fold_ln: bool = False, center_writing_weights: bool = False,
-                     fold_value_biases: bool = False) -> None:
+def process_weights_(
+    model, fold_ln: bool = False, center_writing_weights: bool = False, fold_value_biases: bool = False
+) -> None:
     """Apply the chosen steps to ``model`` (a ``HookedStandardTransformer``) in place, in TL's order."""
     blocks = list(model.blocks)[:1] if model.cfg.tied else list(model.blocks)
     if center_writing_weights and not model.cfg.layer_norm:
-        raise ValueError("center_writing_weights: this model has no LayerNorm (layer_norm=False), so its readers see "
-                         "the residual's mean: centring the writing weights would change the output")
+        raise ValueError(
+            "center_writing_weights: this model has no LayerNorm (layer_norm=False), so its readers see "
+            "the residual's mean: centring the writing weights would change the output"
+        )
     if fold_ln and model.cfg.layer_norm:  # without LayerNorm there is nothing to fold
         for block in blocks:
             _fold_attention(block.ln1, block.attn)

@@ -20,9 +20,9 @@ from transformer_lens.FactoredMatrix import FactoredMatrix
 from ictd_interp.config.fields import dtype_name
 from ictd_interp.io.checkpoint import read_checkpoint
 from ictd_interp.io.pretrained import resolve
-from ictd_interp.models.loading import model_from
 from ictd_interp.models.architectures.base import ModelBase
 from ictd_interp.models.architectures.patching_guard import PATCHING_MESSAGE, from_tl_patching, patching_allowed
+from ictd_interp.models.loading import model_from
 
 try:  # TransformerLens 4
     from transformer_lens.utilities import composition_scores
@@ -120,8 +120,10 @@ class TransformerLensSurface(Circuits, ModelBase):
         return self.readout_direction()
 
     def to_single_token(self, string: str) -> int:
-        raise ValueError("to_single_token: ICTD prompts are continuous (no vocabulary); build prompts with "
-                         "ictd_interp.build_prompt or sample_tasks(...).prompt")
+        raise ValueError(
+            "to_single_token: ICTD prompts are continuous (no vocabulary); build prompts with "
+            "ictd_interp.build_prompt or sample_tasks(...).prompt"
+        )
 
     @property
     def config(self):
@@ -140,15 +142,24 @@ class TransformerLensSurface(Circuits, ModelBase):
         param = next(self.parameters())
         if (asked := param.dtype) not in (torch.float32, torch.float64):  # its checks and constructions assume these
             super()._apply(lambda t: t.to(before) if t.is_floating_point() else t)
-            raise ValueError(f"dtype: {type(self).__name__} runs in float32 or float64, got {asked}; the model "
-                             f"is left in {before} (``model.to(torch.float64)`` for more precision)")
+            raise ValueError(
+                f"dtype: {type(self).__name__} runs in float32 or float64, got {asked}; the model "
+                f"is left in {before} (``model.to(torch.float64)`` for more precision)"
+            )
         self.cfg.device = str(param.device)
         self.cfg.dtype = str(param.dtype).removeprefix("torch.")
         return out
 
     @classmethod
-    def from_pretrained(cls, name_or_path, device: Optional[str] = None, dtype=None, fold_ln: bool = False,
-                        center_writing_weights: bool = False, fold_value_biases: bool = False):
+    def from_pretrained(
+        cls,
+        name_or_path,
+        device: Optional[str] = None,
+        dtype=None,
+        fold_ln: bool = False,
+        center_writing_weights: bool = False,
+        fold_value_biases: bool = False,
+    ):
         """A shipped model by name (``ictd_interp.list_pretrained()``) or a checkpoint folder written by
         ``ictd_interp.save_checkpoint``, in eval mode; ``dtype`` (``"float64"`` or ``torch.float64``)
         converts the weights and the config together. ``fold_ln``, ``center_writing_weights`` and

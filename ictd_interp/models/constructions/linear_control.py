@@ -67,16 +67,18 @@ def actor_critic(d: int, alpha: float = 1.0, beta: float = 1.0) -> LinearConstru
     return LinearConstruction("actor_critic", base.P, base.Q)
 
 
-def score_features(psi: Float[Tensor, "*fbatch pair d"], policy: Float[Tensor, "*pbatch state action"]
-                   ) -> Float[Tensor, "... pair d"]:
+def score_features(
+    psi: Float[Tensor, "*fbatch pair d"], policy: Float[Tensor, "*pbatch state action"]
+) -> Float[Tensor, "... pair d"]:
     """``g(s, a) = ψ(s, a) − Σ_b π_0(b | s) ψ(s, b)`` (pair index ``s * n_actions + a``)."""
     by_state = rearrange(psi, "... (s a) d -> ... s a d", a=policy.shape[-1])
     mean = einsum(policy.to(psi.dtype), by_state, "... s b, ... s b d -> ... s d")
     return rearrange(by_state - mean.unsqueeze(-2), "... s a d -> ... (s a) d")
 
 
-def actor_critic_features(psi: Float[Tensor, "*fbatch pair d"], policy: Float[Tensor, "*pbatch state action"]
-                          ) -> Float[Tensor, "... pair three_d"]:
+def actor_critic_features(
+    psi: Float[Tensor, "*fbatch pair d"], policy: Float[Tensor, "*pbatch state action"]
+) -> Float[Tensor, "... pair three_d"]:
     """The pairs' prompt features ``[ψ; g; 0]`` (contexts and critic queries; per task when ``policy`` is)."""
     g = score_features(psi, policy)
     psi = psi.expand_as(g)

@@ -27,8 +27,8 @@ Derivation (one layer of ``Z <- Z + (1/n) P Z M act(Z^T Q Z)``, identity activat
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Optional
 
 import torch
@@ -103,8 +103,11 @@ def linear_model(layers: Sequence[LinearConstruction], gamma: float, dtype: str 
         raise ValueError("layers: every layer must use the same trace_decay (M is the architecture's)")
     tied = all(c is first for c in layers)
     d = (first.P.shape[0] - 1) // 2
-    model = HookedLinearICTD(LinearICTDConfig(d_features=d, n_layers=len(layers), gamma=gamma, tied=tied,
-                                              trace_decay=first.trace_decay, dtype=dtype))
+    model = HookedLinearICTD(
+        LinearICTDConfig(
+            d_features=d, n_layers=len(layers), gamma=gamma, tied=tied, trace_decay=first.trace_decay, dtype=dtype
+        )
+    )
     with torch.no_grad():
         for attn, c in zip(model.unique_attention(), layers):
             attn.P.copy_(c.P)

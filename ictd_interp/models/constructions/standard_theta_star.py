@@ -32,9 +32,19 @@ from ictd_interp.models.architectures.standard import HookedStandardTransformer
 def standard_config_for(star: HookedICTDTransformer, **overrides) -> StandardConfig:
     """The smallest standard config that holds ``star``'s circuit: one head of width ``d + 3`` per layer."""
     d = star.cfg.d_features
-    return StandardConfig(**{"d_features": d, "d_model": d + 3, "d_head": d + 3, "n_heads": 1,
-                             "n_layers": star.cfg.n_layers, "d_mlp": 0, "layer_norm": False,
-                             "dtype": "float64", **overrides})
+    return StandardConfig(
+        **{
+            "d_features": d,
+            "d_model": d + 3,
+            "d_head": d + 3,
+            "n_heads": 1,
+            "n_layers": star.cfg.n_layers,
+            "d_mlp": 0,
+            "layer_norm": False,
+            "dtype": "float64",
+            **overrides,
+        }
+    )
 
 
 def theta_star_weights(star: HookedICTDTransformer, cfg: StandardConfig) -> dict[str, Float[Tensor, "..."]]:
@@ -44,11 +54,14 @@ def theta_star_weights(star: HookedICTDTransformer, cfg: StandardConfig) -> dict
     d, e = star.cfg.d_features, cfg.d_head
     m = d + 3
     if cfg.d_features != d or cfg.n_layers != star.cfg.n_layers or cfg.d_model < m or e < m:
-        raise ValueError(f"standard config: needs d_features={d}, n_layers={star.cfg.n_layers}, d_model >= {m} "
-                         f"and d_head >= {m} to hold θ*, got {cfg.d_features}, {cfg.n_layers}, {cfg.d_model}, {e}")
+        raise ValueError(
+            f"standard config: needs d_features={d}, n_layers={star.cfg.n_layers}, d_model >= {m} "
+            f"and d_head >= {m} to hold θ*, got {cfg.d_features}, {cfg.n_layers}, {cfg.d_model}, {e}"
+        )
     if star.cfg.attention != "softmax":
-        raise ValueError(f"attention: θ*'s circuit in a standard block needs softmax attention, got "
-                         f"{star.cfg.attention!r}")
+        raise ValueError(
+            f"attention: θ*'s circuit in a standard block needs softmax attention, got {star.cfg.attention!r}"
+        )
     if cfg.layer_norm or cfg.pos_embed:
         raise ValueError("standard config: θ*'s circuit is written without LayerNorm and positional embeddings")
     shapes = HookedStandardTransformer(cfg).state_dict()

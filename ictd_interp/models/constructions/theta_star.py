@@ -28,7 +28,6 @@ from ictd_interp.config.model import ICTDConfig
 from ictd_interp.models.architectures.hook_names import attn_param
 from ictd_interp.tasks.prompt import PromptLayout
 
-
 # TD's signature, the one definition every metric, figure and report reads: the update adds the reward and
 # the (discounted) next value and subtracts the current value, delta = R + gamma v' - v.
 SIGNATURE_INPUTS = ("reward", "next value", "current value")  # prompt rows: reward, target, current

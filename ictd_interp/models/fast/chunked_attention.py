@@ -42,7 +42,7 @@ def chunked_attention(
     """``pattern_fn(q k / scale, the last source masked) @ v``, ``QUERY_CHUNK`` query rows at a time."""
     parts = []
     for start in range(0, q.shape[2], QUERY_CHUNK):
-        scores = q[:, :, start:start + QUERY_CHUNK] @ k_t
+        scores = q[:, :, start : start + QUERY_CHUNK] @ k_t
         if scale != 1.0:
             scores = scores / scale
         scores[..., -1] = float("-inf")  # the query (last) position is never a source

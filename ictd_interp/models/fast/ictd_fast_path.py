@@ -54,10 +54,11 @@ class Tape:
     layers: list[tuple[Tensor, Tensor, list[Tensor], list[Tensor]]] = field(default_factory=list)
 
 
-def reduced_weights(cfg: ICTDConfig, A: Float[Tensor, "*model unique head d_model d_model"],
-                    V: Float[Tensor, "*model unique head d_model d_model"]
-                    ) -> tuple[Float[Tensor, "*model unique head d_feat d_feat"],
-                               Float[Tensor, "*model unique head d_model"]]:
+def reduced_weights(
+    cfg: ICTDConfig,
+    A: Float[Tensor, "*model unique head d_model d_model"],
+    V: Float[Tensor, "*model unique head d_model d_model"],
+) -> tuple[Float[Tensor, "*model unique head d_feat d_feat"], Float[Tensor, "*model unique head d_model"]]:
     """The entries the paper mask leaves free and the fast path reads: ``A``'s feature block and the row
     of ``V`` each head writes."""
     lay, d = PromptLayout(cfg.d_features), cfg.d_features
@@ -66,7 +67,9 @@ def reduced_weights(cfg: ICTDConfig, A: Float[Tensor, "*model unique head d_mode
 
 
 def pattern(
-    cfg: ICTDConfig, A_feat: Float[Tensor, "*model d_feat d_feat"], queries: Float[Tensor, "*model batch query d_feat"],
+    cfg: ICTDConfig,
+    A_feat: Float[Tensor, "*model d_feat d_feat"],
+    queries: Float[Tensor, "*model batch query d_feat"],
     sources: Float[Tensor, "*model batch source d_feat"],
 ) -> Float[Tensor, "*model batch query source"]:
     """One head's pattern over the source positions from the features alone (valid for the paper mask
@@ -82,9 +85,13 @@ def pattern(
 
 
 def paper_mask_values(
-    cfg: ICTDConfig, A_feat: Float[Tensor, "*model unique head d_feat d_feat"],
-    w: Float[Tensor, "*model unique head d_model"], prompt: Float[Tensor, "*model batch pos d_model"], depth: int,
-    query_only: bool = False, tape: Tape | None = None,
+    cfg: ICTDConfig,
+    A_feat: Float[Tensor, "*model unique head d_feat d_feat"],
+    w: Float[Tensor, "*model unique head d_model"],
+    prompt: Float[Tensor, "*model batch pos d_model"],
+    depth: int,
+    query_only: bool = False,
+    tape: Tape | None = None,
 ) -> Float[Tensor, "*model batch pos"] | Float[Tensor, "*model batch"]:
     """The value row after ``depth`` layers (another depth than ``cfg.n_layers`` needs tied weights), or
     only the query's value with ``query_only``; weights from ``reduced_weights``; ``tape`` records."""
@@ -103,8 +110,14 @@ def paper_mask_values(
     for layer in range(depth):
         u = 0 if cfg.tied else layer
         final = query_only and layer == depth - 1
-        vs = [(fixed[..., u, h, :, :] + w[..., u, h, lay.target, None, None] * target
-               + w[..., u, h, lay.current, None, None] * current)[..., :-1] for h in heads]
+        vs = [
+            (
+                fixed[..., u, h, :, :]
+                + w[..., u, h, lay.target, None, None] * target
+                + w[..., u, h, lay.current, None, None] * current
+            )[..., :-1]
+            for h in heads
+        ]
         ps = last if final and last_alone else [p[..., -1:, :] for p in full[u]] if final else full[u]
         z = [product(p, v) for p, v in zip(ps, vs)]
         if tape is not None:

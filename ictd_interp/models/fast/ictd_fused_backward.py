@@ -49,8 +49,9 @@ from ictd_interp.models.fast.ictd_fast_path import Tape, paper_mask_values
 from ictd_interp.tasks.prompt import PromptLayout
 
 
-def fused_values(cfg: ICTDConfig, A_feat: Tensor, w: Tensor, prompt: Tensor, depth: int,
-                 query_only: bool = False) -> Tensor:
+def fused_values(
+    cfg: ICTDConfig, A_feat: Tensor, w: Tensor, prompt: Tensor, depth: int, query_only: bool = False
+) -> Tensor:
     """``paper_mask_values`` with the hand-written backward: same arguments, the same values up to rounding
     (the recording forward takes each matrix-vector product as ``vecdot``, autograd's as ``bmm``)."""
     return _FusedPaperMask.apply(A_feat, w, prompt, cfg, depth, query_only)
@@ -92,8 +93,9 @@ class _Use:
     z: Float[Tensor, "*model batch rows"]
 
 
-def _value_path_backward(cfg: ICTDConfig, w: Tensor, prompt: Tensor, tape: Tape, g_out: Tensor, depth: int,
-                         query_only: bool) -> tuple[dict[tuple[int, int, bool], list[_Use]], Tensor]:
+def _value_path_backward(
+    cfg: ICTDConfig, w: Tensor, prompt: Tensor, tape: Tape, g_out: Tensor, depth: int, query_only: bool
+) -> tuple[dict[tuple[int, int, bool], list[_Use]], Tensor]:
     """Walk the layers backward: ``dL/dw`` and, per pattern ``(unique layer, head, last alone)``, its uses."""
     lay = PromptLayout(cfg.d_features)
     T, C = lay.target, lay.current
@@ -141,9 +143,13 @@ def _sum_rows(x: Float[Tensor, "*model batch source"]) -> Float[Tensor, "*model"
     return x.sum() if x.ndim == 2 else x.sum((-2, -1))
 
 
-def _pattern_backward(cfg: ICTDConfig, p: Float[Tensor, "*model batch rows source"], uses: list[_Use],
-                      queries: Float[Tensor, "*model batch rows d_feat"],
-                      sources: Float[Tensor, "*model batch source d_feat"]) -> Float[Tensor, "*model d_feat d_feat"]:
+def _pattern_backward(
+    cfg: ICTDConfig,
+    p: Float[Tensor, "*model batch rows source"],
+    uses: list[_Use],
+    queries: Float[Tensor, "*model batch rows d_feat"],
+    sources: Float[Tensor, "*model batch source d_feat"],
+) -> Float[Tensor, "*model d_feat d_feat"]:
     """``dL/dA`` of one pattern from its uses (module docstring): ``K = dL/dscore @ X`` without the full-size
     ``dL/dscore``, then ``K^T X``."""
     if cfg.attention == "softmax":

@@ -24,9 +24,9 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
+from ictd_interp.models.architectures.ictd import HookedICTDTransformer
 from ictd_interp.models.fast.ictd_fast_path import paper_mask_values, reduced_weights
 from ictd_interp.models.fast.ictd_fused_backward import fused_values
-from ictd_interp.models.architectures.ictd import HookedICTDTransformer
 
 
 def check_stackable(models: list[HookedICTDTransformer]) -> None:
@@ -36,16 +36,21 @@ def check_stackable(models: list[HookedICTDTransformer]) -> None:
     first = models[0]
     for i, model in enumerate(models):
         if not isinstance(model, HookedICTDTransformer):
-            raise ValueError(f"models[{i}]: {type(model).__name__} cannot be stacked; only the stylised model "
-                             "(HookedICTDTransformer) has the fast path a stack runs")
+            raise ValueError(
+                f"models[{i}]: {type(model).__name__} cannot be stacked; only the stylised model "
+                "(HookedICTDTransformer) has the fast path a stack runs"
+            )
         if model.cfg.mask != "paper":
             raise ValueError(f"models[{i}]: mask {model.cfg.mask!r}; a stack runs the paper mask's fast path only")
         if replace(model.cfg, seed=first.cfg.seed) != first.cfg:
-            raise ValueError(f"models[{i}]: its config differs from models[0]'s beyond the seed; a stack's models "
-                             "share one shape and one configuration")
+            raise ValueError(
+                f"models[{i}]: its config differs from models[0]'s beyond the seed; a stack's models "
+                "share one shape and one configuration"
+            )
         if model.has_any_hook():
-            raise ValueError(f"models[{i}]: has hooks registered; remove them before stacking (hooks belong on "
-                             "stack.model(i))")
+            raise ValueError(
+                f"models[{i}]: has hooks registered; remove them before stacking (hooks belong on stack.model(i))"
+            )
         if "hook_free_values" in vars(model):
             raise ValueError(f"models[{i}]: compiled (compile_fast_path); a stack runs the eager fast path")
 
@@ -69,16 +74,16 @@ class ModelStack(nn.Module):
     def __len__(self) -> int:
         return len(self.models)
 
-    def fast_values(self, prompt: Float[Tensor, "model batch pos d_model"], depth: Optional[int] = None,
-                    query_only: bool = False) -> Float[Tensor, "model batch pos"] | Float[Tensor, "model batch"]:
+    def fast_values(
+        self, prompt: Float[Tensor, "model batch pos d_model"], depth: Optional[int] = None, query_only: bool = False
+    ) -> Float[Tensor, "model batch pos"] | Float[Tensor, "model batch"]:
         """Each model's ``fast_values`` of its own prompts (the paper-mask fast path, differentiated as
         ``cfg.backward`` says)."""
         if prompt.ndim != 4 or prompt.shape[0] != len(self):
             raise ValueError(f"prompt: expected [model={len(self)}, batch, pos, d_model], got {tuple(prompt.shape)}")
         depth = self.models[0].checked_depth(depth)
         values = fused_values if self.cfg.backward == "fused" else paper_mask_values
-        return values(self.cfg, *reduced_weights(self.cfg, self.A, self.V), prompt.to(self.A.dtype), depth,
-                      query_only)
+        return values(self.cfg, *reduced_weights(self.cfg, self.A, self.V), prompt.to(self.A.dtype), depth, query_only)
 
     @torch.no_grad()
     def model(self, i: int) -> HookedICTDTransformer:

@@ -43,8 +43,9 @@ def state_space_unavailable(cfg: ICTDConfig) -> Optional[str]:
     return None
 
 
-def transition_counts(states: Int[Tensor, "batch pos"], n_states: int, dtype=torch.float64
-                      ) -> Float[Tensor, "batch state next_state"]:
+def transition_counts(
+    states: Int[Tensor, "batch pos"], n_states: int, dtype=torch.float64
+) -> Float[Tensor, "batch state next_state"]:
     """``N[s', s'']``: the context's transitions ``S_i -> S_{i+1}`` (sources ``i < n``) counted."""
     flat = states[:, :-1] * n_states + states[:, 1:]
     counts = torch.zeros(states.shape[0], n_states * n_states, dtype=dtype, device=states.device)
@@ -52,8 +53,9 @@ def transition_counts(states: Int[Tensor, "batch pos"], n_states: int, dtype=tor
     return counts.view(-1, n_states, n_states)
 
 
-def window_counts(states: Int[Tensor, "batch time"], n_states: int, context_len: int, n_windows: int
-                  ) -> Float[Tensor, "batch window state next_state"]:
+def window_counts(
+    states: Int[Tensor, "batch time"], n_states: int, context_len: int, n_windows: int
+) -> Float[Tensor, "batch window state next_state"]:
     """Transition counts of every sliding window ``S_t .. S_{t+n}`` (``t < n_windows``): the first window's
     counted, each next one by removing transition ``t`` and adding transition ``t + n`` (exact: integers)."""
     flat = (states[:, :-1] * n_states + states[:, 1:]).long()  # [batch, time - 1]
@@ -67,8 +69,11 @@ def window_counts(states: Int[Tensor, "batch time"], n_states: int, context_len:
     return torch.stack(windows, 1).view(states.shape[0], n_windows, n_states, n_states)
 
 
-def grouped_kernel(A_ff: Float[Tensor, "#task d_feat d_feat"], X: Float[Tensor, "task state d_feat"],
-                   counts: Float[Tensor, "task *window state"]) -> Float[Tensor, "task *window state state"]:
+def grouped_kernel(
+    A_ff: Float[Tensor, "#task d_feat d_feat"],
+    X: Float[Tensor, "task state d_feat"],
+    counts: Float[Tensor, "task *window state"],
+) -> Float[Tensor, "task *window state state"]:
     """``Ebar[s, s']`` of the module docstring (target ``s``, source state ``s'``): the largest score over the
     source states is subtracted first and states that are never sources get weight exactly 0 (their score is
     never exponentiated), so large inverse temperatures neither overflow nor turn ``inf * 0`` into NaN."""
@@ -81,10 +86,14 @@ def grouped_kernel(A_ff: Float[Tensor, "#task d_feat d_feat"], X: Float[Tensor, 
     return weights / (weights * counts.unsqueeze(-2)).sum(-1, keepdim=True)
 
 
-def layer_map(A_ff: Float[Tensor, "#task d_feat d_feat"], w: Float[Tensor, "#task d_model"],
-              X: Float[Tensor, "task state d_feat"], r: Float[Tensor, "task state"],
-              N: Float[Tensor, "task window state next_state"], gamma: float
-              ) -> tuple[Float[Tensor, "task window state state"], Float[Tensor, "task window state"]]:
+def layer_map(
+    A_ff: Float[Tensor, "#task d_feat d_feat"],
+    w: Float[Tensor, "#task d_model"],
+    X: Float[Tensor, "task state d_feat"],
+    r: Float[Tensor, "task state"],
+    N: Float[Tensor, "task window state next_state"],
+    gamma: float,
+) -> tuple[Float[Tensor, "task window state state"], Float[Tensor, "task window state"]]:
     """One layer as an affine map of the state values, ``v <- v + G v + b``: ``G = Ebar F`` and ``b = Ebar y0``
     with ``y0 = c (X w_x + w_R r)`` and ``F = diag(c) w_cur + gamma w_tar N``."""
     d = X.shape[-1]
@@ -96,9 +105,13 @@ def layer_map(A_ff: Float[Tensor, "#task d_feat d_feat"], w: Float[Tensor, "#tas
 
 
 def state_space_forward(
-    A_ff: Float[Tensor, "#task unique d_feat d_feat"], w: Float[Tensor, "#task unique d_model"],
-    X: Float[Tensor, "task state d_feat"], r: Float[Tensor, "task state"],
-    N: Float[Tensor, "task window state next_state"], gamma: float, depth: int,
+    A_ff: Float[Tensor, "#task unique d_feat d_feat"],
+    w: Float[Tensor, "#task unique d_model"],
+    X: Float[Tensor, "task state d_feat"],
+    r: Float[Tensor, "task state"],
+    N: Float[Tensor, "task window state next_state"],
+    gamma: float,
+    depth: int,
     on_layer: Optional[Callable[[int, Tensor], None]] = None,
 ) -> Float[Tensor, "task window state"]:
     """The state values after ``depth`` layers (layer ``l`` uses weights ``min(l, unique - 1)``: a tied
@@ -127,9 +140,11 @@ def model_weights(model) -> tuple[Float[Tensor, "1 unique d_feat d_feat"], Float
         raise ValueError(f"state-space forward: not available for this model ({reason})")
     frozen = model.nonzero_frozen()  # the forward reads the free entries alone
     if frozen:
-        raise ValueError(f"state-space forward: {frozen[0]} has nonzero entries that the paper mask freezes at 0 "
-                         "(training and checkpoint loading keep them 0); the positional forward reads them, this "
-                         "one would not: zero them (multiply by the block's mask_A / mask_V) or run the model")
+        raise ValueError(
+            f"state-space forward: {frozen[0]} has nonzero entries that the paper mask freezes at 0 "
+            "(training and checkpoint loading keep them 0); the positional forward reads them, this "
+            "one would not: zero them (multiply by the block's mask_A / mask_V) or run the model"
+        )
     lay, d = model.layout, model.cfg.d_features
     attns = model.unique_attention()
     A = torch.stack([a.A[0, :d, :d] for a in attns]).detach().double().cpu()
@@ -137,8 +152,7 @@ def model_weights(model) -> tuple[Float[Tensor, "1 unique d_feat d_feat"], Float
     return A.unsqueeze(0), w.unsqueeze(0)
 
 
-def positional_state_values(model, tasks, depth: int, every_layer: bool = False
-                            ) -> Float[Tensor, "*layer batch pos"]:
+def positional_state_values(model, tasks, depth: int, every_layer: bool = False) -> Float[Tensor, "*layer batch pos"]:
     """``HookedICTDTransformer.state_space_values``: the values at every position of ``tasks`` after ``depth``
     layers (``every_layer``: after each, ``[layer, batch, pos]``), float64 on the CPU; the hooks attached to
     the model fire from them (``state_space_hooks``)."""
@@ -162,8 +176,16 @@ def positional_state_values(model, tasks, depth: int, every_layer: bool = False
 
     if hooks is not None:
         hooks.start()
-    v = state_space_forward(A, w, tasks.features.double().cpu(), tasks.mrp.r.double().cpu(), counts,
-                            model.cfg.gamma, depth, on_layer=None if hooks is None and not every_layer else gathered)
+    v = state_space_forward(
+        A,
+        w,
+        tasks.features.double().cpu(),
+        tasks.mrp.r.double().cpu(),
+        counts,
+        model.cfg.gamma,
+        depth,
+        on_layer=None if hooks is None and not every_layer else gathered,
+    )
     if every_layer:
         return torch.stack(layers) if layers else torch.zeros(0, *states.shape, dtype=torch.float64)
     return torch.gather(v[:, 0], 1, states)  # depth 0: v_0 = 0
@@ -173,8 +195,12 @@ def _check_tasks(d_features: int, tasks) -> None:
     """A ``TaskBatch``'s shapes as this forward reads them, each error naming the field."""
     batch, n_states = tasks.states.shape[0], tasks.mrp.n_states
     if tuple(tasks.features.shape) != (batch, n_states, d_features):
-        raise ValueError(f"tasks.features: expected [batch, state, d_features] = {(batch, n_states, d_features)} "
-                         f"(one feature table per task, the model's d_features), got {tuple(tasks.features.shape)}")
+        raise ValueError(
+            f"tasks.features: expected [batch, state, d_features] = {(batch, n_states, d_features)} "
+            f"(one feature table per task, the model's d_features), got {tuple(tasks.features.shape)}"
+        )
     if tuple(tasks.mrp.r.shape) != (batch, n_states):
-        raise ValueError(f"tasks.mrp.r: expected [batch, state] = {(batch, n_states)} (one MRP per task), "
-                         f"got {tuple(tasks.mrp.r.shape)}")
+        raise ValueError(
+            f"tasks.mrp.r: expected [batch, state] = {(batch, n_states)} (one MRP per task), "
+            f"got {tuple(tasks.mrp.r.shape)}"
+        )

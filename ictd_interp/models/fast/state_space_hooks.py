@@ -30,8 +30,8 @@ from typing import Optional
 
 import torch
 from jaxtyping import Float, Int
-from transformer_lens.hook_points import HookPoint
 from torch import Tensor
+from transformer_lens.hook_points import HookPoint
 
 from ictd_interp.models.fast.chunked_attention import hooked
 from ictd_interp.tasks.prompt import shift_to_predecessor
@@ -42,8 +42,13 @@ NOT_FORMED = ("attn.hook_attn_scores", "attn.hook_pattern")  # per pair of posit
 class StateSpaceHooks:
     """Fires ``model``'s hooked points from the state values of each layer (module docstring)."""
 
-    def __init__(self, model, points: dict[str, HookPoint], prompt: Float[Tensor, "batch pos d_model"],
-                 states: Int[Tensor, "batch pos"]):
+    def __init__(
+        self,
+        model,
+        points: dict[str, HookPoint],
+        prompt: Float[Tensor, "batch pos d_model"],
+        states: Int[Tensor, "batch pos"],
+    ):
         self.model, self.points, self.states, self.layout = model, points, states.cpu(), model.layout
         self.prompt = prompt.double().cpu()
         self.before = torch.zeros(states.shape, dtype=torch.float64)  # v_{l-1}(S_k)
@@ -53,15 +58,21 @@ class StateSpaceHooks:
         """Refuse, naming them, the hooks this forward cannot honour."""
         refused = [n for n in self.points if n.endswith(NOT_FORMED)]
         if refused:
-            raise ValueError(f"state_space_values: {refused} hold a score per pair of positions, which the "
-                             "state-space forward never forms; use the positional forward (model(prompt))")
+            raise ValueError(
+                f"state_space_values: {refused} hold a score per pair of positions, which the "
+                "state-space forward never forms; use the positional forward (model(prompt))"
+            )
         backward = [n for n, p in self.points.items() if p._backward_hooks or p._backward_pre_hooks]
         if backward:
-            raise ValueError(f"state_space_values: backward hooks on {backward}; the state-space values are not "
-                             "differentiated through the hook points")
+            raise ValueError(
+                f"state_space_values: backward hooks on {backward}; the state-space values are not "
+                "differentiated through the hook points"
+            )
         if depth != self.model.cfg.n_layers:
-            raise ValueError(f"depth: hooks fire only at the model's own depth {self.model.cfg.n_layers} (its "
-                             f"blocks' hook points), got {depth}")
+            raise ValueError(
+                f"depth: hooks fire only at the model's own depth {self.model.cfg.n_layers} (its "
+                f"blocks' hook points), got {depth}"
+            )
 
     def fire(self, name: str, activation: Tensor) -> None:
         """Run ``name``'s hooks on a copy of ``activation``; refused if a hook changed it."""
@@ -69,10 +80,15 @@ class StateSpaceHooks:
         if point is None:
             return
         out = point(activation.clone())
-        if out.shape != activation.shape or out.dtype != activation.dtype or not torch.allclose(
-                out, activation, rtol=0.0, atol=0.0, equal_nan=True):
-            raise ValueError(f"state_space_values: a hook on {name} edited its activation; the state-space forward "
-                             "only reads hooks (intervene through the positional forward)")
+        if (
+            out.shape != activation.shape
+            or out.dtype != activation.dtype
+            or not torch.allclose(out, activation, rtol=0.0, atol=0.0, equal_nan=True)
+        ):
+            raise ValueError(
+                f"state_space_values: a hook on {name} edited its activation; the state-space forward "
+                "only reads hooks (intervene through the positional forward)"
+            )
 
     def start(self) -> None:
         self.fire("hook_prompt", self.prompt)
@@ -112,19 +128,28 @@ class StateSpaceHooks:
 def _global_hooks() -> bool:
     from torch.nn.modules import module as torch_module
 
-    return bool(torch_module._global_forward_hooks or torch_module._global_forward_pre_hooks
-                or torch_module._global_backward_hooks or torch_module._global_backward_pre_hooks)
+    return bool(
+        torch_module._global_forward_hooks
+        or torch_module._global_forward_pre_hooks
+        or torch_module._global_backward_hooks
+        or torch_module._global_backward_pre_hooks
+    )
 
 
 def state_space_hooks(model, tasks, depth: int) -> Optional[StateSpaceHooks]:
     """The hooks a state-space run of ``tasks`` fires, or None when none is attached (nothing is built)."""
     points = {name: point for name, point in model.hook_dict.items() if hooked(point)}
-    others = [name or "the model itself" for name, module in model.named_modules()
-              if not isinstance(module, HookPoint) and hooked(module)]
+    others = [
+        name or "the model itself"
+        for name, module in model.named_modules()
+        if not isinstance(module, HookPoint) and hooked(module)
+    ]
     if others or _global_hooks():
         where = ", ".join(others) if others else "a global module hook"
-        raise ValueError(f"state_space_values: hooks on {where}, which this forward never calls; only hook points "
-                         "fire here (use the positional forward, model(prompt))")
+        raise ValueError(
+            f"state_space_values: hooks on {where}, which this forward never calls; only hook points "
+            "fire here (use the positional forward, model(prompt))"
+        )
     if not points:
         return None
     hooks = StateSpaceHooks(model, points, tasks.prompt, tasks.states)
