@@ -25,6 +25,7 @@ junk unit written so far (``feature_values``) and their unit write directions.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -176,6 +177,52 @@ class Case:
     held_out: TaskBatch
     rotation: Float[Tensor, "d_model d_model"]
     reference: HookedStandardTransformer  # the source's circuit alone, unrotated (``standard_theta_star``)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What a method receives (``problem_of``): the questions, never the answers. Its own copy of the model (an
+    edit cannot reach the scorer or the next method), the clean, corrupted and fit tasks (the held-out ones stay
+    with the scorer), where each causal variable is to be looked for (``variable_sites``) and where the residual
+    stream is to be decomposed (``feature_sites``), the planted units' designed firing rate (``feature_rate``), and
+    the high-level causal model's values on the fit tasks, the supervision a probe or DAS trains on (as MIB gives
+    its causal model): each variable at every residual site (``fit_values``) and the query prediction when a
+    variable at a site takes the next task's value (``fit_counterfactuals``). The edges, directions, features
+    and rotation of the planted circuit are not in it."""
+
+    name: str
+    seed: int
+    model: HookedStandardTransformer
+    clean: TaskBatch
+    corrupted: TaskBatch
+    fit: TaskBatch
+    variable_sites: dict[str, tuple[str, ...]]
+    feature_sites: tuple[str, ...]
+    feature_rate: float
+    fit_values: dict[str, Float[Tensor, "site batch pos"]]
+    fit_counterfactuals: dict[tuple[str, str], Float[Tensor, "batch"]]
+
+
+def problem_of(case: Case) -> Problem:
+    """The ``Problem`` a method is given on ``case``: a fresh copy each call."""
+    counterfactuals = {
+        (name, site): counterfactual_labels(case, case.fit, name, site)
+        for name, sites in case.truth.sites.items()
+        for site in sites
+    }
+    return Problem(
+        case.spec.name,
+        case.seed,
+        copy.deepcopy(case.model),
+        case.clean,
+        case.corrupted,
+        case.fit,
+        dict(case.truth.sites),
+        tuple(case.truth.features),
+        case.spec.mlp_active,
+        variable_values(case, case.fit),
+        counterfactuals,
+    )
 
 
 def random_rotation(n: int, generator: torch.Generator) -> Float[Tensor, "n n"]:

@@ -25,6 +25,7 @@ from analyses.methods_benchmark.cases import (
     Case,
     counterfactual_labels,
     feature_values,
+    problem_of,
     residual_sites,
     source_prompts,
     variable_values,
@@ -244,8 +245,8 @@ def basis_labels(case: Case) -> list[str]:
 
 def score_method(method: Method, case: Case) -> Optional[Scores]:
     """Run ``method`` on ``case`` and score what it returns (None: a feature method on a case without features).
-    A method that edits the case's models in place fails (``MethodFailed``) and their weights are put back, so the
-    next method sees the case as built."""
+    The method gets a ``Problem`` (``_isolated``), never the case: a method that raises or edits its model in
+    place fails (``MethodFailed``)."""
     if method.kind == FEATURES and not case.truth.features:
         return None
     output = _isolated(method, case)
@@ -267,18 +268,18 @@ def score_method(method: Method, case: Case) -> Optional[Scores]:
 
 
 def _isolated(method: Method, case: Case):
-    """``method.run(case)`` with the case's models' weights checked unchanged after it (restored when not)."""
-    models = {"model": case.model, "reference": case.reference}
-    saved = {name: {k: v.detach().clone() for k, v in m.state_dict().items()} for name, m in models.items()}
-    output = method.run(case)
-    changed = [
-        name for name, m in models.items() if any(not torch.equal(v, saved[name][k]) for k, v in m.state_dict().items())
-    ]
-    for name in changed:
-        models[name].load_state_dict(saved[name])
-    if changed:
+    """``method.run`` on its own ``Problem`` (a copy of the model, no ground truth). A method that raises, or that
+    edits its copy's weights in place (its output would then describe another model), fails (``MethodFailed``); the
+    case itself is never handed out, so the scorer and the next method see it as built."""
+    problem = problem_of(case)
+    saved = {k: v.detach().clone() for k, v in problem.model.state_dict().items()}
+    try:
+        output = method.run(problem)
+    except Exception as err:
+        raise MethodFailed(f"method {method.name!r} raised {type(err).__name__}: {err}") from err
+    if any(not torch.equal(v, saved[k]) for k, v in problem.model.state_dict().items()):
         raise MethodFailed(
-            f"method {method.name!r} changed the case's {' and '.join(changed)} weights in place; they "
-            "were put back for the next method, and this one is not scored"
+            f"method {method.name!r} changed its model's weights in place; its output is not scored (the case's "
+            "own model was never handed out)"
         )
     return output

@@ -1,10 +1,12 @@
 """Interpretability methods as small registered objects, and the built-in ones.
 
-A ``Method`` has a ``name``, a ``kind`` and a ``run(case) -> output``: an edge method returns ``EdgeOutput``
-(a score per edge of ``build_graph(case.model)``, higher meaning "more likely in the circuit", and optionally
-the circuit it found); a direction method returns ``DirectionOutput`` (a direction in the residual stream per
-``(variable, site)`` it reads); a feature method returns ``FeatureOutput`` (per site an encoder of the residual
-stream into latents and the latents' decoder directions), scored on the cases with superposed features.
+A ``Method`` has a ``name``, a ``kind`` and a ``run(problem) -> output``, where ``problem`` is the case's
+``cases.Problem``: its own copy of the model, the tasks and the questions, never the planted answer (the truth
+stays with the scorer). An edge method returns ``EdgeOutput`` (a score per edge of
+``build_graph(problem.model)``, higher meaning "more likely in the circuit", and optionally the circuit it
+found); a direction method returns ``DirectionOutput`` (a direction in the residual stream per ``(variable,
+site)`` it reads); a feature method returns ``FeatureOutput`` (per site an encoder of the residual stream into
+latents and the latents' decoder directions), scored on the cases with superposed features.
 ``register_method`` adds one to ``METHODS``; an outside method is one file
 that calls it (README, "Score your own method"). The benchmark scores outputs, never the method's own claims.
 
@@ -27,7 +29,7 @@ Built in (the graph adapter of ``analyses.methods_benchmark.graph`` in the place
   linear baseline a feature method must beat (at most ``d_model`` latents for more features than dimensions).
 * ``random-dictionary`` — the chance baseline of a feature method: as many latents as the SAE plugin's
   (``DICTIONARY_WIDTH × d_model``), each a seeded random unit direction read through a ReLU whose bias makes it
-  fire as often as the planted units are built to (``CaseSpec.mlp_active`` of the fit positions); what the
+  fire as often as the planted units are built to (``Problem.feature_rate`` of the fit positions); what the
   matching alone gives a dictionary that wide.
 
 Sparse autoencoders trained with SAELens (``sae``, ``sae-features``) are a plugin, ``analyses/methods_benchmark/
@@ -44,13 +46,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from analyses.methods_benchmark.cases import (
-    Case,
-    counterfactual_labels,
-    residual_sites,
-    source_prompts,
-    variable_values,
-)
+from analyses.methods_benchmark.cases import Case, Problem, residual_sites, source_prompts
 from analyses.methods_benchmark.graph import Edge, build_graph, run_graph
 from analyses.metrics.site_probes import fit_probes, residual_stack
 
@@ -81,12 +77,12 @@ class FeatureOutput:
 
 @dataclass(frozen=True)
 class Method:
-    """``run(case)`` returns an ``EdgeOutput`` (``kind="edges"``), a ``DirectionOutput`` (``"directions"``) or a
+    """``run(problem)`` returns an ``EdgeOutput`` (``kind="edges"``), a ``DirectionOutput`` (``"directions"``) or a
     ``FeatureOutput`` (``"features"``: scored only on cases with superposed features)."""
 
     name: str
     kind: str
-    run: Callable[[Case], Union[EdgeOutput, DirectionOutput, FeatureOutput]]
+    run: Callable[[Problem], Union[EdgeOutput, DirectionOutput, FeatureOutput]]
     summary: str = ""
 
     def __post_init__(self) -> None:
@@ -129,26 +125,28 @@ class Runs:
 
 
 @torch.no_grad()
-def runs(case: Case) -> Runs:
+def runs(case: Union[Case, Problem]) -> Runs:
     clean, pred = run_graph(case.model, case.clean.prompt)
     corrupted, pred_corrupted = run_graph(case.model, case.corrupted.prompt)
     return Runs(clean, corrupted, pred, pred_corrupted)
 
 
 @torch.no_grad()
-def patched_prediction(case: Case, r: Runs, edges: frozenset[Edge] | set[Edge]) -> Float[Tensor, "batch"]:
+def patched_prediction(
+    case: Union[Case, Problem], r: Runs, edges: frozenset[Edge] | set[Edge]
+) -> Float[Tensor, "batch"]:
     """The query prediction with every edge in ``edges`` carrying its sender's corrupted output."""
     return run_graph(case.model, case.clean.prompt, patched={e: r.corrupted[e[0]] for e in edges})[1]
 
 
-def activation_patching(case: Case) -> EdgeOutput:
+def activation_patching(case: Problem) -> EdgeOutput:
     r = runs(case)
     return EdgeOutput(
         {e: float((patched_prediction(case, r, {e}) - r.pred).abs().mean()) for e in build_graph(case.model).edges}
     )
 
 
-def _input_gradients(case: Case, embed: Optional[Tensor] = None) -> dict[str, Tensor]:
+def _input_gradients(case: Problem, embed: Optional[Tensor] = None) -> dict[str, Tensor]:
     """``∂ prediction_b / ∂ input_v`` for every destination ``v`` (one backward: task ``b``'s prediction depends
     on task ``b``'s inputs alone)."""
     graph = build_graph(case.model)
@@ -159,7 +157,7 @@ def _input_gradients(case: Case, embed: Optional[Tensor] = None) -> dict[str, Te
     return {v: torch.zeros(shape, dtype=torch.float64) if g is None else g for v, g in zip(probes, grads)}
 
 
-def _attribution(case: Case, r: Runs, grads: dict[str, Tensor]) -> EdgeOutput:
+def _attribution(case: Problem, r: Runs, grads: dict[str, Tensor]) -> EdgeOutput:
     return EdgeOutput(
         {
             (u, v): float(((r.corrupted[u] - r.clean[u]) * grads[v]).sum((1, 2)).abs().mean())
@@ -168,11 +166,11 @@ def _attribution(case: Case, r: Runs, grads: dict[str, Tensor]) -> EdgeOutput:
     )
 
 
-def edge_attribution_patching(case: Case) -> EdgeOutput:
+def edge_attribution_patching(case: Problem) -> EdgeOutput:
     return _attribution(case, runs(case), _input_gradients(case))
 
 
-def eap_ig(case: Case) -> EdgeOutput:
+def eap_ig(case: Problem) -> EdgeOutput:
     r = runs(case)
     start, end = r.clean["embed"], r.corrupted["embed"]
     total: dict[str, Tensor] = {}
@@ -183,7 +181,7 @@ def eap_ig(case: Case) -> EdgeOutput:
     return _attribution(case, r, total)
 
 
-def acdc(case: Case, tau: float = ACDC_TAU) -> EdgeOutput:
+def acdc(case: Problem, tau: float = ACDC_TAU) -> EdgeOutput:
     r = runs(case)
     scale = float((r.pred_corrupted - r.pred).abs().mean())
     error = lambda removed: float((patched_prediction(case, r, removed) - r.pred).abs().mean()) / scale  # noqa: E731
@@ -199,27 +197,27 @@ def acdc(case: Case, tau: float = ACDC_TAU) -> EdgeOutput:
     return EdgeOutput(scores, frozenset(graph.edges) - removed)
 
 
-def random_ranking(case: Case) -> EdgeOutput:
+def random_ranking(case: Problem) -> EdgeOutput:
     gen = torch.Generator().manual_seed(case.seed)
     edges = build_graph(case.model).edges
     return EdgeOutput(dict(zip(edges, torch.rand(len(edges), generator=gen, dtype=torch.float64).tolist())))
 
 
-def linear_probe(case: Case) -> DirectionOutput:
+def linear_probe(case: Problem) -> DirectionOutput:
     resid = residual_stack(case.model, case.fit.prompt)
     out = DirectionOutput()
-    for name, target in variable_values(case, case.fit).items():
+    for name, target in case.fit_values.items():
         probes = fit_probes(resid, target, name)
         for s, site in enumerate(residual_sites(case.model)):
-            if site in case.truth.sites[name]:
+            if site in case.variable_sites[name]:
                 out.directions[(name, site)] = probes.weights[s]
     return out
 
 
-def pca(case: Case) -> FeatureOutput:
+def pca(case: Problem) -> FeatureOutput:
     """The principal directions of the residual stream at each feature site, projections onto them the latents."""
     resid, sites, out = residual_stack(case.model, case.fit.prompt), residual_sites(case.model), FeatureOutput()
-    for site in case.truth.features:
+    for site in case.feature_sites:
         acts = resid[sites.index(site)].reshape(-1, resid.shape[-1])
         mean = acts.mean(0)
         components = torch.linalg.svd(acts - mean, full_matrices=False).Vh  # [d_model, d_model], rows orthonormal
@@ -231,19 +229,19 @@ def pca(case: Case) -> FeatureOutput:
 DICTIONARY_WIDTH = 4  # a dictionary's latents per residual dimension: the SAE plugin's and its random baseline's
 
 
-def random_dictionary(case: Case) -> FeatureOutput:
+def random_dictionary(case: Problem) -> FeatureOutput:
     """``DICTIONARY_WIDTH × d_model`` seeded random unit directions per feature site, each a ReLU latent
     ``relu(x · w − b)`` with ``b`` its ``1 − a`` quantile over the fit positions, ``a`` the planted units' designed
-    firing rate (``case.spec.mlp_active``: the kindest chance; a little less where positions with equal residuals
+    firing rate (``case.feature_rate``: the kindest chance; a little less where positions with equal residuals
     tie at the threshold); the directions are the decoder rows. Nothing is
     learned: the MCC a dictionary this wide reaches by chance."""
     resid, sites, out = residual_stack(case.model, case.fit.prompt), residual_sites(case.model), FeatureOutput()
     gen = torch.Generator().manual_seed(case.seed)
-    for site in case.truth.features:
+    for site in case.feature_sites:
         acts = resid[sites.index(site)].reshape(-1, resid.shape[-1])
         w = torch.randn(DICTIONARY_WIDTH * acts.shape[-1], acts.shape[-1], generator=gen, dtype=acts.dtype)
         w = torch.nn.functional.normalize(w, dim=-1)
-        bias = torch.quantile(acts @ w.T, 1 - case.spec.mlp_active, dim=0)
+        bias = torch.quantile(acts @ w.T, 1 - case.feature_rate, dim=0)
         out.encoders[site] = lambda x, w=w, b=bias: torch.relu(x @ w.T - b)
         out.decoders[site] = w
     return out
@@ -259,12 +257,12 @@ def pyvene_component(site: str) -> str:
     return f"{head}[{layer}].{hook}.output" if hook else f"{site}.output"
 
 
-def _das_at(case: Case, site: str, seed: int) -> tuple[float, Tensor]:
+def _das_at(case: Problem, site: str, seed: int) -> tuple[float, Tensor]:
     """One DAS run from a seeded random rotation: (final training loss, the learned axis)."""
     import pyvene
 
     base, source = case.fit.prompt, source_prompts(case.fit)
-    labels = counterfactual_labels(case, case.fit, "value", site)
+    labels = case.fit_counterfactuals[("value", site)]
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         inter = pyvene.LowRankRotatedSpaceIntervention(embed_dim=case.model.cfg.d_model, low_rank_dimension=1).to(
@@ -284,7 +282,7 @@ def _das_at(case: Case, site: str, seed: int) -> tuple[float, Tensor]:
     return float(loss.detach()), inter.rotate_layer.weight[:, 0].detach().clone()
 
 
-def das(case: Case) -> DirectionOutput:
+def das(case: Problem) -> DirectionOutput:
     """Distributed alignment search (Geiger et al. 2024) through pyvene: a one-dimensional
     ``LowRankRotatedSpaceIntervention`` at each site, trained so that interchanging the rotated coordinate
     between base and source prompts (each fit task with the next) gives the counterfactual predictions of the
@@ -293,7 +291,7 @@ def das(case: Case) -> DirectionOutput:
     third of the seeds here); its learned axis is the direction found."""
     out, trainable = DirectionOutput(), [p.requires_grad for p in case.model.parameters()]
     try:
-        for site in case.truth.sites["value"]:
+        for site in case.variable_sites["value"]:
             runs_ = [_das_at(case, site, 1000 * case.seed + k) for k in range(DAS_RESTARTS)]
             out.directions[("value", site)] = min(runs_, key=lambda r: r[0])[1]
     finally:

@@ -24,7 +24,7 @@ import torch
 from sae_lens import StandardTrainingSAE, StandardTrainingSAEConfig
 from sae_lens.saes.sae import TrainStepInput
 
-from analyses.methods_benchmark.cases import Case, residual_sites, variable_values
+from analyses.methods_benchmark.cases import Problem, residual_sites
 from analyses.methods_benchmark.methods import (
     DICTIONARY_WIDTH,
     DIRECTIONS,
@@ -75,9 +75,9 @@ def train_sae(acts: torch.Tensor, seed: int) -> StandardTrainingSAE:
 _TRAINED: dict[tuple, StandardTrainingSAE] = {}  # one case's SAEs, by site: sae and sae-features share them
 
 
-def site_sae(case: Case, resid: torch.Tensor, s: int) -> StandardTrainingSAE:
+def site_sae(case: Problem, resid: torch.Tensor, s: int) -> StandardTrainingSAE:
     """The SAE of site ``s`` of ``case`` (``resid``: ``residual_stack`` on its fit prompts), trained once per case."""
-    key = (case.spec.name, case.spec.n_tasks, case.seed, s)
+    key = (case.name, len(case.fit), case.seed, s)
     if not any(k[:3] == key[:3] for k in _TRAINED):
         _TRAINED.clear()  # another case: keep only the current one's
     if key not in _TRAINED:
@@ -85,11 +85,11 @@ def site_sae(case: Case, resid: torch.Tensor, s: int) -> StandardTrainingSAE:
     return _TRAINED[key]
 
 
-def sae(case: Case) -> DirectionOutput:
+def sae(case: Problem) -> DirectionOutput:
     resid = residual_stack(case.model, case.fit.prompt)
-    values, sites, out = variable_values(case, case.fit), residual_sites(case.model), DirectionOutput()
+    values, sites, out = case.fit_values, residual_sites(case.model), DirectionOutput()
     for s, site in enumerate(sites):
-        needed = [name for name in values if site in case.truth.sites[name]]
+        needed = [name for name in values if site in case.variable_sites[name]]
         if not needed:
             continue
         model = site_sae(case, resid, s)
@@ -101,10 +101,10 @@ def sae(case: Case) -> DirectionOutput:
     return out
 
 
-def sae_features(case: Case) -> FeatureOutput:
+def sae_features(case: Problem) -> FeatureOutput:
     """One SAE per site where a superposed case's features lie: its latents and decoder rows, scored by MCC."""
     resid, sites, out = residual_stack(case.model, case.fit.prompt), residual_sites(case.model), FeatureOutput()
-    for site in case.truth.features:
+    for site in case.feature_sites:
         model = site_sae(case, resid, sites.index(site))
         out.encoders[site] = lambda x, m=model: m.encode(x.float()).detach().double()
         out.decoders[site] = model.W_dec.detach().double().clone()

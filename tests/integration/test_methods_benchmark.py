@@ -6,7 +6,7 @@ import json
 import pytest
 
 from analyses.methods_benchmark import methods as M
-from analyses.methods_benchmark.cases import CASES, build_case
+from analyses.methods_benchmark.cases import CASES, build_case, problem_of
 from analyses.methods_benchmark.evaluate import CellResult
 from analyses.methods_benchmark.report import write_report
 from analyses.methods_benchmark.run import BenchmarkBudget, run_benchmark
@@ -24,9 +24,10 @@ def test_das_through_pyvene_finds_the_value_direction(monkeypatch):
     monkeypatch.setattr(M, "DAS_STEPS", 150)
     monkeypatch.setattr(M, "DAS_RESTARTS", 1)
     case = build_case(CASES["rotated"], 0)
-    loss, axis = M._das_at(case, "blocks.1.hook_resid_post", 0)
+    problem = problem_of(case)
+    loss, axis = M._das_at(problem, "blocks.1.hook_resid_post", 0)
     assert loss < 1e-6 and angle_degrees(axis, case.truth.directions["value"]) < 0.5
-    assert not case.model.has_any_hook()  # pyvene's hooks are gone after each call
+    assert not problem.model.has_any_hook()  # pyvene's hooks are gone after each call
 
 
 PLUGIN = '''

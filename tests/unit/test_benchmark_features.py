@@ -5,7 +5,7 @@ the TransformerLens 3.9 environment) a planted one-feature SAE case and the SAE 
 import pytest
 import torch
 
-from analyses.methods_benchmark.cases import CASES, build_case, feature_values, residual_sites
+from analyses.methods_benchmark.cases import CASES, build_case, feature_values, problem_of, residual_sites
 from analyses.methods_benchmark.evaluate import score_features, score_method
 from analyses.methods_benchmark.methods import METHODS, FeatureOutput
 from analyses.methods_benchmark.scores import matched_correlations
@@ -67,7 +67,7 @@ def test_the_random_dictionary_is_as_wide_as_the_sae_and_fires_as_often_as_the_u
     share (10 %) of the fit positions: a quantile, so never more than that to one position, and less only where
     positions with equal residuals tie at the threshold (within 1 % here); the same on a second call (seeded)."""
     case = superposed
-    out, again = METHODS["random-dictionary"].run(case), METHODS["random-dictionary"].run(case)
+    out, again = (METHODS["random-dictionary"].run(problem_of(case)) for _ in range(2))
     resid, sites = residual_stack(case.model, case.fit.prompt), residual_sites(case.model)
     assert list(out.decoders) == list(case.truth.features)
     for site, decoder in out.decoders.items():

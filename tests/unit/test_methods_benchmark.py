@@ -13,6 +13,7 @@ from analyses.methods_benchmark.cases import (
     build_case,
     circuit_source,
     counterfactual_labels,
+    problem_of,
     variable_values,
 )
 from analyses.methods_benchmark.evaluate import (
@@ -35,7 +36,14 @@ from analyses.methods_benchmark.report import (
     write_report,
 )
 from analyses.methods_benchmark.run import BenchmarkBudget
-from analyses.methods_benchmark.scores import angle_degrees, auroc, average_precision, faithfulness, roc_curve
+from analyses.methods_benchmark.scores import (
+    MethodFailed,
+    angle_degrees,
+    auroc,
+    average_precision,
+    faithfulness,
+    roc_curve,
+)
 from analyses.metrics.intervals import t_interval
 from analyses.metrics.site_probes import residual_stack
 from ictd_interp.models.constructions.standard_theta_star import standard_theta_star
@@ -80,18 +88,18 @@ def test_a_planted_case_computes_theta_stars_circuit_and_its_truth_holds(name):
 
 
 def test_exact_patching_sees_exactly_the_planted_edges_where_nothing_cancels(distractors):
-    scores = M.activation_patching(distractors).scores
+    scores = M.activation_patching(problem_of(distractors)).scores
     false = [v for e, v in scores.items() if e not in distractors.truth.edges]
     assert max(false) <= 1e-12 and min(scores[e] for e in distractors.truth.edges) > 1e-3
     assert len(false) == 118 - 9
-    row = score_edges(distractors, M.acdc(distractors))
+    row = score_edges(distractors, M.acdc(problem_of(distractors)))
     assert row.auroc == 1.0 and row.precision == 1.0 and row.recall == 1.0
     assert row.faithfulness == pytest.approx(1.0, abs=1e-10)
 
 
 def test_cancelling_heads_fool_single_edge_patching():
     case = build_case(CASES["cancelling"], 0)
-    scores = M.activation_patching(case).scores
+    scores = M.activation_patching(problem_of(case)).scores
     pair = [("embed", "a0.h2"), ("a0.h2", OUTPUT), ("a0.h3", OUTPUT)]
     assert all(scores[e] > 1e-3 for e in pair)  # one head of the pair alone changes the answer
     r = M.runs(case)
@@ -177,7 +185,8 @@ def test_a_report_without_edge_methods_has_no_edge_section(tmp_path):
 
 def test_a_random_ranking_scores_one_half_within_its_interval(distractors):
     values = [
-        auroc(M.random_ranking(build_case(CASES["distractors"], s)).scores, distractors.truth.edges) for s in range(12)
+        auroc(M.random_ranking(problem_of(build_case(CASES["distractors"], s))).scores, distractors.truth.edges)
+        for s in range(12)
     ]
     iv = t_interval(values)
     assert iv.lo <= 0.5 <= iv.hi and iv.hi - iv.lo < 0.3
@@ -192,7 +201,7 @@ def test_a_probe_recovers_the_rotation_and_a_shuffled_rotation_fails(distractors
     shuffled = M.DirectionOutput(
         {
             k: v[torch.randperm(len(v), generator=torch.Generator().manual_seed(0))]
-            for k, v in M.linear_probe(distractors).directions.items()
+            for k, v in M.linear_probe(problem_of(distractors)).directions.items()
         }
     )
     assert score_directions(distractors, shuffled).variables["value"].angle > 10.0
@@ -281,6 +290,48 @@ def test_a_method_that_edits_the_case_in_place_fails_and_the_next_method_sees_th
             next(c.model.parameters()).mul_(0.5)  # an edit a later method would inherit
         return M.METHODS["activation-patching"].run(c)
 
-    with pytest.raises(MethodFailed, match="'vandal' changed the case's model weights in place"):
+    with pytest.raises(MethodFailed, match="'vandal' changed its model's weights in place"):
         score_method(M.Method("vandal", M.EDGES, vandal), case)
-    assert score_method(M.METHODS["activation-patching"], case).auroc == before  # put back
+    assert score_method(M.METHODS["activation-patching"], case).auroc == before  # the case was never handed out
+
+
+def test_a_method_gets_the_questions_never_the_answer():
+    """The problem a method receives holds no edges, directions, features, rotation or reference circuit; a method
+    that reaches for them, or that raises, fails by name and is never scored."""
+
+    case = build_case(CASES["rotated"], 0)
+    problem = problem_of(case)
+    assert not any(hasattr(problem, name) for name in ("truth", "rotation", "reference", "held_out", "spec"))
+    assert problem.variable_sites == case.truth.sites and problem.model is not case.model
+    truth = list(case.truth.directions.values())
+    tensors = [problem.fit_values[k] for k in problem.fit_values] + list(problem.fit_counterfactuals.values())
+    assert not any(t.shape == d.shape for t in tensors for d in truth)  # values and labels, never a direction
+
+    def cheat(p):
+        return M.DirectionOutput({("value", s): p.truth.directions["value"] for s in p.variable_sites["value"]})
+
+    with pytest.raises(MethodFailed, match="'cheat' raised AttributeError: 'Problem' object has no attribute 'truth'"):
+        score_method(M.Method("cheat", M.DIRECTIONS, cheat), case)
+
+
+def test_the_documented_python_route_runs_as_written(tmp_path, monkeypatch):
+    """docs/methods_benchmark.md's plugin file and Python example, run as written: the structural guess scores
+    below the exact reference, which finds every planted edge on ``distractors``."""
+    import re
+    import sys
+    from pathlib import Path
+
+    docs = (Path(__file__).parents[2] / "docs" / "methods_benchmark.md").read_text()
+    plugin, example = re.findall(r"```python\n(.*?)```", docs.split("## Score your own method")[1], re.S)[:2]
+    (tmp_path / "my_method.py").write_text(plugin)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delitem(M.METHODS, "out-degree", raising=False)
+    monkeypatch.delitem(sys.modules, "my_method", raising=False)
+    namespace: dict = {}
+    exec(compile(example, "methods_benchmark.md", "exec"), namespace)
+    cells = namespace["cells"]
+    assert [c.scores["activation-patching"].auroc for c in cells] == [1.0, 1.0]
+    assert all(c.scores["out-degree"].auroc < 1.0 for c in cells)
+    assert (tmp_path / "runs" / "mine-python" / "report.md").exists()
+    M.METHODS.pop("out-degree", None)
