@@ -30,6 +30,7 @@ from analyses.methods_benchmark.cases import (
     source_prompts,
     variable_values,
 )
+from analyses.methods_benchmark.faithfulness import size_scores
 from analyses.methods_benchmark.graph import build_graph
 from analyses.methods_benchmark.methods import (
     DIRECTIONS,
@@ -61,12 +62,19 @@ class Roc:
 
 @dataclass(frozen=True, kw_only=True)
 class EdgeScores:
-    """An edge method on one cell: its ranking's ``auroc``, ``auprc`` and ROC curve; for a method that returns a
-    circuit, its ``precision``, ``recall``, size ``circuit_edges`` and ``faithfulness``."""
+    """An edge method on one cell: its ranking's ``auroc``, ``auprc`` and ROC curve, the nodes' ``node_auroc``,
+    faithfulness over circuit size (``cpr``, ``cmd`` under resampling, ``cmd_mean`` and ``cmd_zero``:
+    ``faithfulness.size_scores``); for a method that returns a circuit, its ``precision``, ``recall``, size
+    ``circuit_edges`` and ``faithfulness``. Cells saved before a score existed read it as None."""
 
     auroc: float
     auprc: float
     roc: Roc
+    node_auroc: Optional[float] = None
+    cpr: Optional[float] = None
+    cmd: Optional[float] = None
+    cmd_mean: Optional[float] = None
+    cmd_zero: Optional[float] = None
     precision: Optional[float] = None
     recall: Optional[float] = None
     circuit_edges: Optional[float] = None
@@ -133,15 +141,16 @@ def score_edges(case: Case, output: EdgeOutput) -> EdgeScores:
         raise ValueError(f"edge method: no score for {len(missing)} of {len(edges)} edges (first: {missing[0]})")
     scores = {e: float(output.scores[e]) for e in edges}
     fpr, tpr = roc_curve(scores, case.truth.edges)
+    r = runs(case)
     ranking = {
         "auroc": auroc(scores, case.truth.edges),
         "auprc": average_precision(scores, case.truth.edges),
         "roc": Roc(fpr, tpr),
+        **size_scores(case, r, scores),
     }
     if output.circuit is None:
         return EdgeScores(**ranking)
     found, true = set(output.circuit), case.truth.edges
-    r = runs(case)
     kept = patched_prediction(case, r, set(edges) - found)
     return EdgeScores(
         **ranking,

@@ -14,6 +14,8 @@ Built in (the graph adapter of ``analyses.methods_benchmark.graph`` in the place
 
 * ``activation-patching`` — exact edge patching, the reference: each edge alone carries the corrupted
   sender's output; score ``mean_tasks |Δ prediction|``.
+* ``activation-patching-signed`` — the same patching ranked by ``|mean_tasks Δ prediction|``, the convention of
+  EAP-IG's reference code: effects of opposite sign on different tasks cancel.
 * ``edge-attribution-patching`` (EAP, Syed et al. 2023) — the first-order estimate of the same:
   ``|(out_u(corrupted) − out_u(clean)) · ∂ prediction / ∂ input_v|``, two forwards and one backward.
 * ``eap-ig`` (Hanna et al. 2024) — EAP with the gradient averaged along the straight path from the clean to
@@ -143,6 +145,15 @@ def activation_patching(case: Problem) -> EdgeOutput:
     r = runs(case)
     return EdgeOutput(
         {e: float((patched_prediction(case, r, {e}) - r.pred).abs().mean()) for e in build_graph(case.model).edges}
+    )
+
+
+def activation_patching_signed(case: Problem) -> EdgeOutput:
+    """Exact edge patching ranked by ``|mean_tasks Δ prediction|``: the convention of EAP-IG's reference
+    implementation, where effects of opposite sign on different tasks cancel."""
+    r = runs(case)
+    return EdgeOutput(
+        {e: float((patched_prediction(case, r, {e}) - r.pred).mean().abs()) for e in build_graph(case.model).edges}
     )
 
 
@@ -302,6 +313,12 @@ def das(case: Problem) -> DirectionOutput:
 
 for _method in (
     Method("activation-patching", EDGES, activation_patching, "exact edge patching (the reference)"),
+    Method(
+        "activation-patching-signed",
+        EDGES,
+        activation_patching_signed,
+        "exact edge patching ranked by |mean effect| (EAP-IG's convention)",
+    ),
     Method("edge-attribution-patching", EDGES, edge_attribution_patching, "EAP: gradient × activation difference"),
     Method("eap-ig", EDGES, eap_ig, f"EAP with integrated gradients over the read-in ({IG_STEPS} steps)"),
     Method("acdc", EDGES, acdc, f"ACDC-style iterative pruning (τ = {ACDC_TAU} of the corrupted error)"),

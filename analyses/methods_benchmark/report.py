@@ -45,6 +45,10 @@ BOUNDS = {
     "max_angle": (0.0, 90.0),
     "circuit_edges": (0.0, float("inf")),
     "iia": (-float("inf"), 1.0),
+    "cpr": (-float("inf"), float("inf")),
+    "cmd": (0.0, float("inf")),
+    "cmd_mean": (0.0, float("inf")),
+    "cmd_zero": (0.0, float("inf")),
 }  # by score name; everything else in [0, 1] (faithfulness at most 1)
 
 
@@ -119,8 +123,9 @@ def failure_lines(cells: Sequence[CellResult]) -> list[str]:
         "",
         "## Methods that failed",
         "",
-        "A method whose output holds NaN or an infinity is not scored on that "
-        "cell; one that failed on any cell is left out of the tables above.",
+        "A method that raises (reading what its problem does not hold included), edits its model in place, or "
+        "returns NaN or an infinity is not scored on that cell; one that failed on any cell is left out of the "
+        "tables above.",
         "",
         *[f"- `{m}` failed on {len(r)} cell(s); first: {r[0]}" for m, r in failed.items()],
     ]
@@ -132,6 +137,31 @@ def _variables(cells: Sequence[CellResult], method: str) -> list[str]:
 
 def _cases(cells: Sequence[CellResult]) -> list[str]:
     return list(dict.fromkeys(c.case for c in cells))
+
+
+def size_lines(cells: Sequence[CellResult], cases: list[str]) -> list[str]:
+    """The table of node AUROC and faithfulness over circuit size (``faithfulness.size_scores``) per method and
+    case, each a mean over seeds with its interval; empty for cells saved before these scores existed."""
+    methods = [m for m in _edge_methods(cells) if cells[0].scores[m].cpr is not None]
+    if not methods:
+        return []
+    lines = [
+        "",
+        "Faithfulness over circuit size (MIB's measures): the top k edges of the method's ranking kept, every other "
+        "edge ablated, f = 1 − mean|p − p_full| / mean|p_none − p_full| at 21 kept shares from 0 to 1; **CPR** "
+        "the area under f (higher is better), **CMD** the area under |1 − f| (lower is better; 0 only when the "
+        "first edges kept already give the full model's answers). Ablation: resampling (the sender's output on "
+        "the corrupted tasks), the sender's mean output, or zero. Node AUROC ranks each node by the largest score "
+        "of the edges it sends.",
+        "",
+        "| method | case | node AUROC | CPR (resample) | CMD (resample) | CMD (mean) | CMD (zero) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for m in methods:
+        for c in cases:
+            keys = ("node_auroc", "cpr", "cmd", "cmd_mean", "cmd_zero")
+            lines.append(f"| {m} | {c} | " + " | ".join(interval(cells, c, m, k).text(".3f") for k in keys) + " |")
+    return lines
 
 
 def markdown(cells: Sequence[CellResult], budget: BenchmarkBudget) -> str:
@@ -180,6 +210,7 @@ def markdown(cells: Sequence[CellResult], budget: BenchmarkBudget) -> str:
             auroc, auprc = interval(cells, c, m, "auroc"), interval(cells, c, m, "auprc")
             row.append(f"AUROC {auroc.text('.3f')}, AUPRC {auprc.text('.3f')}: **{edge_verdict(auroc)}**")
         lines.append("| " + " | ".join(row) + " |")
+    lines += size_lines(cells, cases)
     circuit_methods = [m for m in _edge_methods(cells) if cells[0].scores[m].faithfulness is not None]
     if circuit_methods:
         lines += [

@@ -1,0 +1,106 @@
+"""Faithfulness over circuit size (MIB's CPR and CMD) under three ablations, and node-level rankings.
+
+For an edge ranking, ``C_k`` is its top ``k`` edges (ties in the graph's edge order). Every edge outside ``C_k``
+carries its sender's *ablated* output: ``resample`` (the sender's output on the corrupted tasks, other MRPs: what
+``faithfulness`` elsewhere in the benchmark uses), ``mean`` (its mean output over the clean tasks, per position) or
+``zero``. With ``p_C`` the query predictions, ``p_N`` the full model's and ``p_0`` those with every edge ablated,
+
+    f(C) = 1 − mean_tasks |p_C − p_N| / mean_tasks |p_0 − p_N|      (1: the full model's answers; 0: none kept),
+
+and over the kept share ``s = k / E`` (``SHARES``: 21 points from 0 to 1, trapezoid rule)
+
+    CPR = ∫ f ds   (higher is better),      CMD = ∫ |1 − f| ds   (lower is better),
+
+MIB's circuit performance ratio and circuit–model distance (Mueller et al. 2025), with ``f`` on the query
+prediction rather than a logit difference. A node's score is the largest score of the edges it sends; node AUROC
+ranks the nodes against the circuit's (``GroundTruth.nodes``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from analyses.methods_benchmark.cases import Case
+from analyses.methods_benchmark.graph import Edge, build_graph, run_graph
+from analyses.methods_benchmark.methods import Runs
+from analyses.methods_benchmark.scores import auroc, faithfulness
+
+ABLATIONS = ("resample", "mean", "zero")
+SHARES = [k / 20 for k in range(21)]  # kept shares of the edges at which f is read
+
+
+@dataclass(frozen=True)
+class SizeCurve:
+    """``faithfulness[i]`` of the top ``kept[i]`` edges under ``ablation``, and its areas ``cpr`` and ``cmd``."""
+
+    ablation: str
+    kept: list[int]
+    faithfulness: list[float]
+    cpr: float
+    cmd: float
+
+
+def ablated_outputs(r: Runs, ablation: str) -> dict[str, Tensor]:
+    """Each node's output as an ablated edge carries it (module docstring)."""
+    if ablation == "resample":
+        return r.corrupted
+    if ablation == "mean":
+        return {u: x.mean(0, keepdim=True).expand_as(x) for u, x in r.clean.items()}
+    if ablation == "zero":
+        return {u: torch.zeros_like(x) for u, x in r.clean.items()}
+    raise ValueError(f"ablation: must be one of {ABLATIONS}, got {ablation!r}")
+
+
+def areas(shares: list[float], values: list[float]) -> tuple[float, float]:
+    """``(CPR, CMD)``: the trapezoid areas under ``f`` and under ``|1 − f|`` over ``shares``."""
+    cpr = cmd = 0.0
+    for (a, fa), (b, fb) in zip(zip(shares, values), zip(shares[1:], values[1:])):
+        cpr += (b - a) * (fa + fb) / 2
+        cmd += (b - a) * (abs(1 - fa) + abs(1 - fb)) / 2
+    return cpr, cmd
+
+
+def ranked(scores: dict[Edge, float], edges: Sequence[Edge]) -> list[Edge]:
+    """``edges`` from the highest score down, ties in graph order."""
+    return sorted(edges, key=lambda e: -scores[e])
+
+
+@torch.no_grad()
+def size_curve(case: Case, r: Runs, ranking: Sequence[Edge], ablation: str) -> SizeCurve:
+    """Faithfulness of the top ``k`` edges of ``ranking`` at every share of ``SHARES``, under ``ablation``."""
+    ablated = ablated_outputs(r, ablation)
+
+    def kept(k: int) -> Tensor:
+        return run_graph(case.model, case.clean.prompt, patched={e: ablated[e[0]] for e in ranking[k:]})[1]
+
+    counts = [round(s * len(ranking)) for s in SHARES]
+    empty = kept(0)
+    values = [faithfulness(kept(k), r.pred, empty) for k in counts]
+    cpr, cmd = areas([k / len(ranking) for k in counts], values)
+    return SizeCurve(ablation, counts, values, cpr, cmd)
+
+
+def node_auroc(case: Case, scores: dict[Edge, float]) -> float:
+    """AUROC of the nodes ranked by the largest score of the edges each sends, against the circuit's nodes."""
+    best: dict[str, float] = {}
+    for (u, _), value in scores.items():
+        best[u] = max(best.get(u, -float("inf")), value)
+    return auroc(best, set(case.truth.nodes))
+
+
+def size_scores(case: Case, r: Runs, scores: dict[Edge, float]) -> dict[str, float]:
+    """What ``EdgeScores`` keeps: node AUROC, CPR and CMD under resampling, and CMD under mean and zero
+    ablation."""
+    ranking = ranked(scores, build_graph(case.model).edges)
+    curves = {a: size_curve(case, r, ranking, a) for a in ABLATIONS}
+    return {
+        "node_auroc": node_auroc(case, scores),
+        "cpr": curves["resample"].cpr,
+        "cmd": curves["resample"].cmd,
+        "cmd_mean": curves["mean"].cmd,
+        "cmd_zero": curves["zero"].cmd,
+    }
