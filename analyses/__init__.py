@@ -8,6 +8,14 @@ the core ``ictd_interp`` and ``hooks``):
 - ``analyze``: the one table of reports, and ``analyze`` (a checkpoint or run -> summary.json, .md, figures).
 - ``studies``: grids of training runs on Ray, tabulated from the cells' summaries, with aggregate figures.
 - ``claims``: every claim of the paper re-derived with intervals and verdicts (``ictd-interp claims``).
-- ``benchmark``: interpretability methods scored against circuits planted exactly (``ictd-interp
+- ``methods_benchmark``: interpretability methods scored against circuits planted exactly (``ictd-interp
   methods-benchmark``).
+
+Importing it checks that ``hooks`` is the toolkit's own package, not a ``hooks.py`` of the working directory
+(``ictd_interp.io.install``): one line naming the file, instead of a failure deep in an import.
 """
+
+from ictd_interp.io.install import shadowing as _shadowing
+
+if (_problem := _shadowing(("hooks",))) is not None:
+    raise ImportError(_problem)

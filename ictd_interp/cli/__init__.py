@@ -10,13 +10,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import difflib
-import importlib.util
 import sys
 import warnings
 from collections.abc import Sequence
 from dataclasses import fields
 from importlib import resources
-from pathlib import Path
 from typing import Optional
 
 from ictd_interp.cli import commands
@@ -245,22 +243,9 @@ def one_line_warnings(command: str):
         warnings.formatwarning = saved
 
 
-def shadowing() -> Optional[str]:
-    """What shadows the toolkit's top-level ``analyses`` or ``hooks`` package (a ``hooks.py`` in the working
-    directory, say), in one line; None when both are the toolkit's own, installed beside ``ictd_interp``."""
-    root = Path(__file__).resolve().parents[2]  # the folder holding ictd_interp, analyses and hooks
-    for name in ("analyses", "hooks"):
-        spec = importlib.util.find_spec(name)
-        origin = Path(spec.origin).resolve() if spec is not None and spec.origin else None
-        if origin is None or root not in origin.parents:
-            return (
-                f"{origin or name}: a module named {name!r} shadows ictd-interp's own {name} package "
-                f"({root / name}); rename it, or run from another folder"
-            )
-    return None
-
-
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    from ictd_interp.io.install import shadowing
+
     if (problem := shadowing()) is not None:
         print(f"ictd-interp: error: {problem}", file=sys.stderr)
         return 2

@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import pytest
 
@@ -290,3 +291,20 @@ def test_a_module_shadowing_the_toolkits_hooks_is_named_not_used(tmp_path):
     )
     assert out.returncode == 2 and out.stderr.count("\n") == 1
     assert f"{tmp_path / 'hooks.py'}: a module named 'hooks' shadows ictd-interp's own hooks package" in out.stderr
+
+
+def test_importing_analyses_beside_a_users_hooks_py_names_the_file(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "hooks.py").write_text("# a user's own file\n")
+    out = subprocess.run(
+        [sys.executable, "-c", "import analyses.metrics"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert out.returncode == 1
+    assert out.stderr.strip().splitlines()[-1] == (
+        f"ImportError: {tmp_path / 'hooks.py'}: a module named 'hooks' shadows ictd-interp's own hooks package "
+        f"({Path(__file__).resolve().parents[2] / 'hooks'}); rename it, or run from another folder"
+    )
+    alone = subprocess.run([sys.executable, "-c", "import analyses.metrics"], cwd=tmp_path.parent, capture_output=True)
+    assert alone.returncode == 0, alone.stderr
