@@ -27,6 +27,7 @@ from analyses.summary.store import write_summary
 from ictd_interp.config import ARCHITECTURES, TaskDistribution, TrainConfig
 from ictd_interp.io.checkpoint import CONFIG, CheckpointError
 from ictd_interp.io.pretrained import resolve as resolve_name
+from ictd_interp.io.staging import staged
 from ictd_interp.models.loading import load_checkpoint
 from ictd_interp.models.registry import ICTDModel
 from ictd_interp.training.run_folder import METRICS, is_run, latest_checkpoint, load_run_config, read_metrics
@@ -132,16 +133,17 @@ def analyze(
     model, config, run_dir, metadata = resolved or resolve(path)
     report = report_for(model.cfg.architecture)
     summary = report.compute(model, config, str(path), training_curves(run_dir), metadata, neu)
-    out_dir = Path(out_dir)
-    (out_dir / "figures").mkdir(parents=True, exist_ok=True)
-    write_summary(summary, out_dir / "summary.json")
     label = source_label(summary.source)
-    for name, fig in figures(summary).items() if draw else ():
-        if stamp:  # which run this figure shows (off for a figure going into a paper)
-            fig.suptitle(label, fontsize=8, color="dimgray", x=0.01, ha="left")
-        for ext in ("png", "svg"):
-            fig.savefig(out_dir / "figures" / f"{name}.{ext}", dpi=120)
-    write_with_figures(report.lines(summary), out_dir, drawn=draw)
+    with staged(Path(out_dir)) as work:  # every file, or none (an interruption leaves the folder as it was)
+        (work / "figures").mkdir()
+        write_summary(summary, work / "summary.json")
+        for name, fig in figures(summary).items() if draw else ():
+            if stamp:  # which run this figure shows (off for a figure going into a paper)
+                fig.suptitle(label, fontsize=8, color="dimgray", x=0.01, ha="left")
+            for ext in ("png", "svg"):
+                fig.savefig(work / "figures" / f"{name}.{ext}", dpi=120)
+        write_with_figures(report.lines(summary), work, drawn=draw)
+    (Path(out_dir) / "figures").mkdir(exist_ok=True)
     return summary
 
 

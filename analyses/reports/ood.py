@@ -19,6 +19,7 @@ from analyses.metrics.probes import query_gap
 from analyses.reports.summary_md import baseline_table
 from analyses.summary.store import build, to_json
 from ictd_interp.io.progress import computed
+from ictd_interp.io.staging import staged
 from ictd_interp.models import HookedICTDTransformer
 from ictd_interp.models.fast.state_space import state_space_unavailable
 from ictd_interp.models.registry import ICTDModel, holds_theta_star
@@ -122,8 +123,12 @@ def _values(model: ICTDModel, tasks: TaskBatch, state_space: bool) -> Tensor:
 
 
 def write_ood(result: Evaluation, out_dir: Union[str, Path]) -> None:
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """``evaluation.json``, ``evaluation.md`` and ``figures/``, all or none (``staged``)."""
+    with staged(Path(out_dir)) as work:
+        _write_ood(result, work)
+
+
+def _write_ood(result: Evaluation, out_dir: Path) -> None:
     (out_dir / "evaluation.json").write_text(json.dumps(to_json(result), indent=1))
     title = f"# Out-of-distribution evaluation of `{result.source}` on {result.environment}"
     lines = [
@@ -141,7 +146,7 @@ def write_ood(result: Evaluation, out_dir: Union[str, Path]) -> None:
         "",
     ]
     (out_dir / "evaluation.md").write_text("\n".join(lines))
-    (out_dir / "figures").mkdir(exist_ok=True)  # as analyze lays its folder out
+    (out_dir / "figures").mkdir()  # as analyze lays its folder out
     for name, fig in ood_figures(result).items():
         for ext in ("png", "svg"):
             fig.savefig(out_dir / "figures" / f"{name}.{ext}", dpi=120)

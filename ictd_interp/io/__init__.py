@@ -1,7 +1,8 @@
 """Files and where things come from: checkpoint folders (``checkpoint``: header and state dict, no model
 class), the shipped models' folder and cards (``pretrained``, torch-free: ``ictd-interp models`` lists
 them without importing torch), the machine fingerprint that decides the bits of a CPU run
-(``provenance``) and progress bars (``progress``). Imports ``config`` only; names load on first use."""
+(``provenance``), progress bars (``progress``), outputs written whole or not at all (``staging``) and the check
+that no user file shadows the toolkit's packages (``install``). Imports ``config`` only; names load on first use."""
 
 from ictd_interp._lazy import lazy_exports
 

@@ -308,3 +308,21 @@ def test_importing_analyses_beside_a_users_hooks_py_names_the_file(tmp_path):
     )
     alone = subprocess.run([sys.executable, "-c", "import analyses.metrics"], cwd=tmp_path.parent, capture_output=True)
     assert alone.returncode == 0, alone.stderr
+
+
+def test_ctrl_c_while_analyze_draws_leaves_nothing_half_written(monkeypatch, capsys, tmp_path):
+    """Interrupted once summary.json and every figure are written, before summary.md: the output folder holds
+    none of them, and no staging folder (only what the command wrote before the work, so the same command starts
+    again)."""
+    from analyses import analyze as analyze_module
+    from ictd_interp import cli
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(analyze_module, "write_with_figures", interrupted)
+    out = tmp_path / "a"
+    assert cli.main(["analyze", "depth3-td-s0", "--out", str(out)]) == 130
+    left = sorted(str(p.relative_to(out)) for p in out.rglob("*"))
+    assert not any(name.startswith(("summary", "figures/", ".staged")) for name in left), left
+    assert "interrupted (Ctrl-C)" in capsys.readouterr().err

@@ -1,0 +1,29 @@
+"""Outputs written whole or not at all: a command's files go to a hidden folder inside its output folder and
+replace the output's files only once every one is written, so an interruption (Ctrl-C included) or an error
+leaves the folder as it was, never a file cut short nor a report without its figures."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+@contextmanager
+def staged(out_dir: Path) -> Iterator[Path]:
+    """A fresh hidden folder inside ``out_dir`` to write into; when the block ends normally each file written
+    there replaces its namesake in ``out_dir`` (``os.replace``: never seen half-written), and on any exception the
+    hidden folder is removed and ``out_dir`` keeps what it held."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=".staged-", dir=out_dir))
+    try:
+        yield work
+        for src in sorted(p for p in work.rglob("*") if p.is_file()):
+            target = out_dir / src.relative_to(work)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(src, target)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
