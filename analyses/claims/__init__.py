@@ -1,7 +1,8 @@
 """The claims report (``ictd-interp claims``): every claim of the paper and this project's findings re-derived
 with intervals and a verdict by a stated rule. ``claim`` (the row), ``budget`` (quick / full), ``theory`` (θ*
-alone: Theorems 1-3, Assumption 5.1), ``control`` (θ* running SARSA, expected SARSA and softmax Q-learning),
-``trained`` (from the studies it runs), ``drawing`` (figures from the rows' data), ``render`` (claims.md/json),
+alone: Theorems 1-2, Assumption 5.1), ``neu_limit`` (Theorem 3), ``control_rows`` (θ* running SARSA, expected SARSA
+and softmax Q-learning), ``trained`` (from the studies it runs), ``claim_figures`` (figures from the rows' data),
+``claims_md`` (claims.md/json),
 ``run`` (the resumable orchestration on Ray). The top layer of ``analyses``: it imports ``studies``, ``analyze``
 (one model analysed), ``summary``, ``metrics`` and ``figures``, ``hooks`` (the control backups), and the core's
 ``config``, ``tasks``, ``models``, ``reference`` and ``training``. Names are imported on first use.
@@ -17,7 +18,7 @@ _EXPORTS = {
     "theorem1": "theory",
     "assumption": "theory",
     "theorem2": "theory",
-    "theorem3": "theory",
+    "theorem3": "neu_limit",
     "weights": "trained",
     "diagonality": "trained",
     "signature": "trained",

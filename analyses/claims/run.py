@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Optional, Union
 
 from analyses.analyze import analyze
-from analyses.claims import control_rows, theory, trained
+from analyses.claims import control_rows, neu_limit, theory, trained
 from analyses.claims.budget import BUDGETS, Budget
 from analyses.claims.claim import Claim
 from analyses.claims.claim_figures import draw
@@ -119,7 +119,7 @@ def _steps(budget: Budget, studies: dict[str, Path], out_dir: Path) -> list:
         (["theorem2_rate", "theorem2_floor"], lambda: theory.theorem2(budget), False),
         (
             ["theorem3"],
-            lambda: [theory.theorem3(budget, HookedICTDTransformer.from_pretrained(budget.neu_model))],
+            lambda: [neu_limit.theorem3(budget, HookedICTDTransformer.from_pretrained(budget.neu_model))],
             False,
         ),
         (["emergence_weights"], lambda: [trained.weights(objectives().results, len(budget.seeds))], True),

@@ -56,7 +56,7 @@ from ictd_interp.training.evaluation import EvalSet, evaluate
 ARCHITECTURE = "stylised"  # the architecture of this report (found by analyses.analyze)
 FIT_TASKS = 64  # the function-space fit (and its bootstrap) runs on the first 64 evaluation tasks
 # NEU at the training setting and toward Theorem 3's limit (a longer context, deeper models); the claims
-# report runs the powered grid (``analyses.claims.theory.theorem3``)
+# report runs the powered grid (``analyses.claims.neu_limit.theorem3``)
 NEU_LONG, NEU_DEEP, NEU_TASKS = 100, (12, 96), 2048
 
 

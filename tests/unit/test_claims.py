@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from analyses.claims import theory
+from analyses.claims import neu_limit, theory
 from analyses.claims.budget import Budget
 from analyses.claims.claim import FAILS, HOLDS, conditional, thresholds
 from analyses.metrics.intervals import proportion_interval
@@ -139,7 +139,7 @@ def test_theorem3_is_consistent_with_the_limit_only_when_neu_falls_at_every_n():
     from dataclasses import replace
 
     grid = _saved_neu_grid()
-    claim = theory.theorem3_claim(grid, "depth3-td-s0")
+    claim = neu_limit.theorem3_claim(grid, "depth3-td-s0")
     assert claim.verdict == (
         "consistent with the limit; not a minimiser at L ≤ 1 (at every n measured); "
         "beaten at 4 of 5 n at L = 3; beaten at 4 of 5 n at L = 12"
@@ -151,14 +151,18 @@ def test_theorem3_is_consistent_with_the_limit_only_when_neu_falls_at_every_n():
     # the rule reads the calibrated interval's upper end: n = 300's is 7.8e-2
     raised = replace(far, theta_star=replace(far.theta_star, calibrated_hi=0.1))
     worse = replace(grid, rows=[raised if r is far else r for r in grid.rows])
-    assert theory.theorem3_claim(worse, "depth3-td-s0").verdict == "not shown: the limit rule is not met on this grid"
+    assert (
+        neu_limit.theorem3_claim(worse, "depth3-td-s0").verdict == "not shown: the limit rule is not met on this grid"
+    )
     flipped = replace(far, theta_star=replace(far.theta_star, estimate=-far.theta_star.estimate))
     same = replace(grid, rows=[flipped if r is far else r for r in grid.rows])
-    assert theory.theorem3_claim(same, "depth3-td-s0").verdict == claim.verdict  # a noise draw's sign decides nothing
+    assert (
+        neu_limit.theorem3_claim(same, "depth3-td-s0").verdict == claim.verdict
+    )  # a noise draw's sign decides nothing
     assert not any("θ*/zero" in n for n in claim.numbers)
     small_zero = replace(far, zero=replace(far.zero, estimate=1.0))  # bound 4.9e-2 of zero's 1.0: not below 1e-3
     short = replace(grid, rows=[small_zero if r is far else r for r in grid.rows])
-    assert theory.theorem3_claim(short, "depth3-td-s0").verdict.startswith("not shown")
+    assert neu_limit.theorem3_claim(short, "depth3-td-s0").verdict.startswith("not shown")
 
 
 def test_a_step_of_n_is_shown_only_when_the_longer_contexts_interval_lies_below_the_shorters():
@@ -175,7 +179,7 @@ def test_a_step_of_n_is_shown_only_when_the_longer_contexts_interval_lies_below_
             calibrated_hi=hi,
         )
 
-    text = theory._step_power([est(1.0, 2.0), est(0.0, 0.5), est(0.0, 0.4)], [10, 30, 100])
+    text = neu_limit._step_power([est(1.0, 2.0), est(0.0, 0.5), est(0.0, 0.4)], [10, 30, 100])
     assert text == (
         "the NEU itself is shown to fall at 10 → 30; at 30 → 100 (NEU at n = 30 within [0.0e+00, "
         "5.0e-01]) the tasks cannot tell a fall from none: only the bound falls there, and a fall smaller "
@@ -194,10 +198,10 @@ def _saved_neu_grid():
 def test_not_a_minimiser_names_every_depth_beaten_at_most_n():
     rows = [r for r in _saved_neu_grid().rows if r.context_len in (10, 30, 100) and r.depth in (1, 3, 12)]
     beaten = [r for r in rows if r.depth in (1, 12) or (r.depth == 3 and r.context_len > 10)]
-    assert theory._not_minimiser(rows, beaten) == (
+    assert neu_limit._not_minimiser(rows, beaten) == (
         "; not a minimiser at L ≤ 1 (at every n measured); beaten at 2 of 3 n at L = 3; beaten at every n at L = 12"
     )
-    assert theory._not_minimiser(rows, [r for r in rows if r.depth == 12]) == "; beaten at every n at L = 12"
+    assert neu_limit._not_minimiser(rows, [r for r in rows if r.depth == 12]) == "; beaten at every n at L = 12"
 
 
 def test_the_floor_leaves_out_contexts_without_a_limit(monkeypatch):
