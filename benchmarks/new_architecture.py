@@ -33,10 +33,10 @@ from ictd_interp.config.linear import LinearICTDConfig
 class ToyConfig(LinearICTDConfig):
     architecture = "toy-linear"
     description = "a toy: the linear model under another name"
-    model_module = "ictd_interp.models.toy"
+    model_module = "ictd_interp.models.architectures.toy"
     original_architecture = "HookedToyLinear"
 ''',
-    "ictd_interp/models/toy.py": '''"""The toy architecture's model class."""
+    "ictd_interp/models/architectures/toy.py": '''"""The toy architecture's model class."""
 from ictd_interp.config.toy import ToyConfig
 from ictd_interp.models.architectures.linear import HookedLinearICTD
 
