@@ -51,7 +51,9 @@ THETA_STAR = "theta*"  # a case's source: θ*'s construction, else the name of a
 @dataclass
 class CaseSpec:
     """One planted case (validated on construction). Heads per layer: 1 TD head, ``silent_heads``,
-    ``junk_heads``, ``2 * cancelling_pairs``; ``d_mlp`` junk MLP units; ``junk_dims`` extra residual
+    ``junk_heads``, ``2 * cancelling_pairs``, ``leak_heads`` (random heads writing into the circuit's own
+    dimensions at graded small scales: the ``k``-th at ``leak_scale · k / leak_heads``, so their edges have small,
+    non-zero effects); ``d_mlp`` junk MLP units; ``junk_dims`` extra residual
     dimensions; ``rotate``: hide the basis. ``source``: whose layers the TD heads carry, θ*'s or a shipped
     stylised model's (TSM form, paper mask: its layer is a fixed map read from its weights, ``d_features`` and
     ``n_layers`` its own). Tasks: Boyan chains of ``n_states`` states, ``d_features`` features, contexts of
@@ -71,6 +73,8 @@ class CaseSpec:
     n_tasks: int = 32
     weight_scale: float = 0.5
     mlp_active: float = 0.0  # > 0: ReLU junk units, each active on this share of positions (superposed features)
+    leak_heads: int = 0
+    leak_scale: float = 0.0
     source: str = THETA_STAR
     description: str = ""
 
@@ -78,7 +82,12 @@ class CaseSpec:
         for key in ("n_layers", "d_features", "n_states", "context_len", "n_tasks"):
             if not isinstance(getattr(self, key), int) or getattr(self, key) < 1:
                 raise ValueError(f"case {self.name!r}: {key} must be a positive integer, got {getattr(self, key)!r}")
-        for key in ("silent_heads", "junk_heads", "cancelling_pairs", "d_mlp", "junk_dims"):
+        if (self.leak_heads > 0) != (self.leak_scale > 0):
+            raise ValueError(
+                f"case {self.name!r}: leak heads need a leak_scale > 0 and the reverse, got leak_heads="
+                f"{self.leak_heads}, leak_scale={self.leak_scale!r}"
+            )
+        for key in ("silent_heads", "junk_heads", "cancelling_pairs", "d_mlp", "junk_dims", "leak_heads"):
             if not isinstance(getattr(self, key), int) or getattr(self, key) < 0:
                 raise ValueError(f"case {self.name!r}: {key} must be an integer >= 0, got {getattr(self, key)!r}")
         if not 0.0 <= self.mlp_active < 1.0 or (self.mlp_active and not self.d_mlp):
@@ -93,7 +102,7 @@ class CaseSpec:
 
     @property
     def n_heads(self) -> int:
-        return 1 + self.silent_heads + self.junk_heads + 2 * self.cancelling_pairs
+        return 1 + self.silent_heads + self.junk_heads + 2 * self.cancelling_pairs + self.leak_heads
 
     @property
     def tasks(self) -> TaskDistribution:
@@ -131,15 +140,25 @@ CASES: dict[str, CaseSpec] = {
             "dimensions: 6, 12, 18 features superposed in 3 dimensions after blocks 0, 1, 2",
         ),
         CaseSpec(
+            "graded",
+            n_layers=4,
+            silent_heads=1,
+            leak_heads=3,
+            leak_scale=0.002,
+            description="4 layers; + a silent head and 3 leak heads per layer writing into the circuit's own "
+            "dimensions at 0.0007, 0.0013 and 0.002 of a unit scale: every leak edge has a small, non-zero effect",
+        ),
+        CaseSpec(
             "trained",
             d_features=4,
             silent_heads=1,
             junk_heads=1,
             d_mlp=4,
             junk_dims=2,
-            source="depth3-td-s0",
-            description="the TD-trained depth3-td-s0's tied layer (read from its weights) in place of θ*'s, with a "
-            "silent head, a junk head and 4 junk MLP units per layer",
+            source="depth3-td-s{k}",
+            description="a TD-trained tied layer (read from its weights) in place of θ*'s — the shipped "
+            "depth3-td-s0 … s4, seed k carrying s(k mod 5) — with a silent head, a junk head and 4 junk MLP units "
+            "per layer",
         ),
     )
 }
@@ -149,7 +168,7 @@ CASES: dict[str, CaseSpec] = {
 class GroundTruth:
     """What the case planted: the circuit's ``edges`` (a subset of ``build_graph(model).edges``), each node's
     ``role``, each variable's unit ``directions`` in the residual stream and the ``sites`` (hook names) where the
-    variable equals ``resid · direction`` exactly."""
+    variable equals ``resid · direction`` exactly (none in a case with leak heads: no direction is scored there)."""
 
     edges: frozenset[Edge]
     roles: dict[str, str]
@@ -238,6 +257,7 @@ def _roles(spec: CaseSpec) -> list[str]:
         + ["silent"] * spec.silent_heads
         + ["junk"] * spec.junk_heads
         + ["cancelling"] * (2 * spec.cancelling_pairs)
+        + ["leak"] * spec.leak_heads
     )
 
 
@@ -256,6 +276,10 @@ def _plant(spec: CaseSpec, weights: dict[str, Tensor], generator: torch.Generato
                 weights[f"{attn}.{name}"][h] = randn(*weights[f"{attn}.{name}"][h].shape)
             if role == "junk":
                 weights[f"{attn}.W_O"][h, :, junk] = randn(weights[f"{attn}.W_O"].shape[1], spec.junk_dims)
+            elif role == "leak":  # the k-th leak head (k = 1, 2, ...) at leak_scale · k / leak_heads
+                k = h - (spec.n_heads - spec.leak_heads) + 1
+                grade = spec.leak_scale * k / spec.leak_heads
+                weights[f"{attn}.W_O"][h, :, :m] = grade * randn(weights[f"{attn}.W_O"].shape[1], m) / s
             elif role == "cancelling":
                 weights[f"{attn}.W_O"][h, :, :m] = randn(weights[f"{attn}.W_O"].shape[1], m)
                 for name in ("W_Q", "W_K", "W_V"):
@@ -293,29 +317,41 @@ def _truth(spec: CaseSpec, model: HookedStandardTransformer, Q: Tensor) -> Groun
     if spec.mlp_active:  # after block l, the units of blocks 0..l, each along its (rotated) write direction
         writes = [b.mlp.W_out.detach() / b.mlp.W_out.detach().norm(dim=-1, keepdim=True) for b in model.blocks]
         features = {sites[l + 1]: torch.cat(writes[: l + 1]) for l in range(spec.n_layers)}
+    exact = {"reward": sites, "value": sites[1:]} if not spec.leak_heads else {}  # leaks move every variable
     return GroundTruth(
         frozenset(edges),
         roles,
         {"reward": Q[layout.reward].clone(), "value": Q[layout.current].clone()},
-        {"reward": sites, "value": sites[1:]},
+        exact,
         features,
     )
 
 
-def circuit_source(spec: CaseSpec) -> HookedICTDTransformer:
+def source_name(spec: CaseSpec, seed: int) -> str:
+    """The source at a benchmark seed: ``spec.source``, its ``{k}`` filled with ``seed`` modulo ``SOURCE_SEEDS``
+    (the trained case carries a different shipped seed's layer at each of 5 consecutive seeds)."""
+    return spec.source.format(k=seed % SOURCE_SEEDS)
+
+
+SOURCE_SEEDS = 5  # the shipped depth3-td-s0 .. s4
+
+
+def circuit_source(spec: CaseSpec, seed: int = 0) -> HookedICTDTransformer:
     """The stylised model whose layers the case's TD heads carry (float64): θ* of the spec's depth, or the
-    shipped model ``spec.source``, refused, naming why, where its layer is not a fixed map or does not fit."""
+    shipped model ``source_name(spec, seed)``, refused, naming why, where its layer is not a fixed map or does
+    not fit."""
     if spec.source == THETA_STAR:
         return HookedICTDTransformer.from_theta_star(
             ICTDConfig(d_features=spec.d_features, n_layers=spec.n_layers, dtype="float64")
         )
-    model = HookedICTDTransformer.from_pretrained(spec.source, dtype="float64")
+    name = source_name(spec, seed)
+    model = HookedICTDTransformer.from_pretrained(name, dtype="float64")
     reason = state_space_unavailable(model.cfg)
     if reason is not None:
-        raise ValueError(f"case {spec.name!r}: source {spec.source!r} is not a fixed map of the prompt ({reason})")
+        raise ValueError(f"case {spec.name!r}: source {name!r} is not a fixed map of the prompt ({reason})")
     if (model.cfg.d_features, model.cfg.n_layers) != (spec.d_features, spec.n_layers):
         raise ValueError(
-            f"case {spec.name!r}: source {spec.source!r} has d_features={model.cfg.d_features}, "
+            f"case {spec.name!r}: source {name!r} has d_features={model.cfg.d_features}, "
             f"n_layers={model.cfg.n_layers}; the case says {spec.d_features}, {spec.n_layers}"
         )
     return model
@@ -337,7 +373,7 @@ def build_case(spec: CaseSpec, seed: int) -> Case:
         seed=seed,
         act_fn="relu" if spec.mlp_active else "gelu",
     )
-    star = circuit_source(spec)
+    star = circuit_source(spec, seed)
     weights = theta_star_weights(star, cfg)
     _plant(spec, weights, gen)
     Q = random_rotation(cfg.d_model, gen) if spec.rotate else torch.eye(cfg.d_model, dtype=torch.float64)

@@ -132,6 +132,7 @@ class CellResult:
     true_edges: int
     scores: dict[str, Scores]
     failed: dict[str, str] = field(default_factory=dict)  # method -> why it was not scored (its output not finite)
+    circuit: Optional[list[float]] = None  # faithfulness.circuit_check: the planted edges, jointly; less one
 
 
 def score_edges(case: Case, output: EdgeOutput) -> EdgeScores:
@@ -253,10 +254,11 @@ def basis_labels(case: Case) -> list[str]:
 
 
 def score_method(method: Method, case: Case) -> Optional[Scores]:
-    """Run ``method`` on ``case`` and score what it returns (None: a feature method on a case without features).
+    """Run ``method`` on ``case`` and score what it returns (None: a feature method on a case without features, a
+    direction method on a case without exact directions).
     The method gets a ``Problem`` (``_isolated``), never the case: a method that raises or edits its model in
     place fails (``MethodFailed``)."""
-    if method.kind == FEATURES and not case.truth.features:
+    if method.kind == FEATURES and not case.truth.features or method.kind == DIRECTIONS and not case.truth.sites:
         return None
     output = _isolated(method, case)
     if method.kind == FEATURES:

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Optional
 
 import torch
 from torch import Tensor
 
 from analyses.methods_benchmark.cases import Case
 from analyses.methods_benchmark.graph import Edge, build_graph, run_graph
-from analyses.methods_benchmark.methods import Runs
+from analyses.methods_benchmark.methods import Runs, runs
 from analyses.methods_benchmark.scores import auroc, faithfulness
 
 ABLATIONS = ("resample", "mean", "zero")
@@ -84,15 +85,17 @@ def size_curve(case: Case, r: Runs, ranking: Sequence[Edge], ablation: str) -> S
     return SizeCurve(ablation, counts, values, cpr, cmd)
 
 
-def node_auroc(case: Case, scores: dict[Edge, float]) -> float:
-    """AUROC of the nodes ranked by the largest score of the edges each sends, against the circuit's nodes."""
+def node_auroc(case: Case, scores: dict[Edge, float]) -> Optional[float]:
+    """AUROC of the nodes ranked by the largest score of the edges each sends, against the circuit's nodes (None
+    where every node is in the circuit, as in ``rotated``: nothing to rank against)."""
     best: dict[str, float] = {}
     for (u, _), value in scores.items():
         best[u] = max(best.get(u, -float("inf")), value)
-    return auroc(best, set(case.truth.nodes))
+    true = set(case.truth.nodes)
+    return auroc(best, true) if set(best) - true else None
 
 
-def size_scores(case: Case, r: Runs, scores: dict[Edge, float]) -> dict[str, float]:
+def size_scores(case: Case, r: Runs, scores: dict[Edge, float]) -> dict[str, Optional[float]]:
     """What ``EdgeScores`` keeps: node AUROC, CPR and CMD under resampling, and CMD under mean and zero
     ablation."""
     ranking = ranked(scores, build_graph(case.model).edges)
@@ -104,3 +107,24 @@ def size_scores(case: Case, r: Runs, scores: dict[Edge, float]) -> dict[str, flo
         "cmd_mean": curves["mean"].cmd,
         "cmd_zero": curves["zero"].cmd,
     }
+
+
+EPSILON = 0.025  # a circuit's faithfulness must reach 1 − EPSILON (docs/methods_benchmark.md, "circuit")
+
+
+@torch.no_grad()
+def circuit_check(case: Case) -> tuple[float, float]:
+    """The planted edges' faithfulness under joint (resample) ablation of every other edge, and the largest
+    faithfulness left when any one of them is ablated too: the planted edges are a circuit at ``EPSILON`` when
+    the first is at least ``1 − EPSILON`` and the second below it (no edge can go)."""
+    r, edges, true = runs(case), build_graph(case.model).edges, case.truth.edges
+    outside = set(edges) - true
+
+    def kept(ablated: set[Edge]) -> float:
+        return faithfulness(
+            run_graph(case.model, case.clean.prompt, patched={e: r.corrupted[e[0]] for e in ablated})[1],
+            r.pred,
+            r.pred_corrupted,
+        )
+
+    return kept(outside), max(kept(outside | {e}) for e in true)

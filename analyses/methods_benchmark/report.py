@@ -15,6 +15,7 @@ import seaborn as sns
 from analyses.figures.plots import Figure, _figure, legend_outside, series_colours, text_outside, wrapped
 from analyses.methods_benchmark.cases import CASES
 from analyses.methods_benchmark.evaluate import CellResult, DirectionScores, EdgeScores, FeatureScores
+from analyses.methods_benchmark.faithfulness import EPSILON
 from analyses.metrics.intervals import METHOD as INTERVAL_METHOD
 from analyses.metrics.intervals import Interval, t_interval
 
@@ -107,8 +108,16 @@ def _edge_methods(cells: Sequence[CellResult]) -> list[str]:
     return _scored_everywhere(cells, EdgeScores)
 
 
+def direction_cells(cells: Sequence[CellResult]) -> list[CellResult]:
+    """The cells whose case asks where variables lie (not ``graded``: its leaks move every variable off its exact
+    direction, so no direction is scored there)."""
+    return [c for c in cells if any(isinstance(s, DirectionScores) for s in c.scores.values())]
+
+
 def _direction_methods(cells: Sequence[CellResult]) -> list[str]:
-    return _scored_everywhere(cells, DirectionScores)
+    """The direction methods scored on every cell that asks for directions."""
+    asked = direction_cells(cells)
+    return _scored_everywhere(asked, DirectionScores) if asked else []
 
 
 def failure_lines(cells: Sequence[CellResult]) -> list[str]:
@@ -139,6 +148,20 @@ def _cases(cells: Sequence[CellResult]) -> list[str]:
     return list(dict.fromkeys(c.case for c in cells))
 
 
+def circuit_text(cells: Sequence[CellResult]) -> str:
+    """Whether the planted edges are a circuit at ``EPSILON`` on each seed (``faithfulness.circuit_check``)."""
+    checks = [c.circuit for c in cells if c.circuit is not None]
+    if not checks:
+        return ""
+    joint, less = [f for f, _ in checks], [g for _, g in checks]
+    held = sum(f >= 1 - EPSILON > g for f, g in checks)
+    return (
+        f"; the planted edges alone (every other edge resampled): faithfulness {min(joint):.3f}–{max(joint):.3f}, "
+        f"and at most {max(less):.3f} with any one of them ablated too: a circuit at ε = {EPSILON} on {held} of "
+        f"{len(checks)} seeds"
+    )
+
+
 def size_lines(cells: Sequence[CellResult], cases: list[str]) -> list[str]:
     """The table of node AUROC and faithfulness over circuit size (``faithfulness.size_scores``) per method and
     case, each a mean over seeds with its interval; empty for cells saved before these scores existed."""
@@ -160,7 +183,8 @@ def size_lines(cells: Sequence[CellResult], cases: list[str]) -> list[str]:
     for m in methods:
         for c in cases:
             keys = ("node_auroc", "cpr", "cmd", "cmd_mean", "cmd_zero")
-            lines.append(f"| {m} | {c} | " + " | ".join(interval(cells, c, m, k).text(".3f") for k in keys) + " |")
+            found = [interval(cells, c, m, k) for k in keys]  # node AUROC: none where every node is the circuit's
+            lines.append(f"| {m} | {c} | " + " | ".join(i.text(".3f") if i else "—" for i in found) + " |")
     return lines
 
 
@@ -182,7 +206,7 @@ def markdown(cells: Sequence[CellResult], budget: BenchmarkBudget) -> str:
         lines.append(
             f"- **{c}**: {spec.description} ({spec.n_layers} layers, {spec.n_heads} head"
             f"{'s' if spec.n_heads > 1 else ''} per layer, d_model {spec.d_features + 3 + spec.junk_dims}; "
-            f"{cell.true_edges} true edges of {cell.edges})"
+            f"{cell.true_edges} true edges of {cell.edges})" + circuit_text([x for x in cells if x.case == c])
         )
     lines += [
         "",
@@ -246,8 +270,8 @@ def markdown(cells: Sequence[CellResult], budget: BenchmarkBudget) -> str:
             f"| case | variable | angle (°) | worst site (°) | seeds ≥ {CLOSE_ANGLE:g}° | R² | IIA | verdict |",
             "|---|---|---|---|---|---|---|---|",
         ]
-        for c in cases:
-            for var in _variables(cells, m):
+        for c in _cases(direction_cells(cells)):
+            for var in _variables(direction_cells(cells), m):
                 vals = [variable_interval(cells, c, m, var, k).text(".3g") for k in ("angle", "max_angle", "r2", "iia")]
                 vals.insert(2, seeds_off(cells, c, m, var))
                 lines.append(f"| {c} | {var} | " + " | ".join(vals) + f" | {direction_verdict(cells, c, m, var)} |")
@@ -440,7 +464,7 @@ def write_report(cells: Sequence[CellResult], budget: BenchmarkBudget, out_dir: 
     figures.mkdir(parents=True, exist_ok=True)
     drawn = {"roc": roc_figure(cells), "auroc": auroc_figure(cells)} if _edge_methods(cells) else {}
     for m in _direction_methods(cells):  # drawn on the cell where the method's directions are furthest off
-        worst = max(cells, key=lambda c: max(s.angle for s in c.scores[m].variables.values()))
+        worst = max(direction_cells(cells), key=lambda c: max(s.angle for s in c.scores[m].variables.values()))
         drawn[f"directions_{m}"] = direction_figure(cells, m, worst.case, worst.seed)
     for name, fig in drawn.items():
         clipped = text_outside(fig)

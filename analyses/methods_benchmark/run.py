@@ -18,6 +18,7 @@ from typing import Any, Optional, Union
 
 from analyses.methods_benchmark.cases import CASES, build_case
 from analyses.methods_benchmark.evaluate import CellResult, score_method
+from analyses.methods_benchmark.faithfulness import circuit_check
 from analyses.methods_benchmark.graph import build_graph
 from analyses.methods_benchmark.methods import METHODS
 from analyses.methods_benchmark.scores import MethodFailed
@@ -97,7 +98,15 @@ def run_cell(case_name: str, seed: int, n_tasks: int, methods: Sequence[str], pl
         except MethodFailed as err:  # output not finite, the case edited: recorded, never scored
             failed[name] = str(err)
     return to_json(
-        CellResult(case_name, seed, len(build_graph(case.model).edges), len(case.truth.edges), scores, failed)
+        CellResult(
+            case_name,
+            seed,
+            len(build_graph(case.model).edges),
+            len(case.truth.edges),
+            scores,
+            failed,
+            list(circuit_check(case)),
+        )
     )
 
 

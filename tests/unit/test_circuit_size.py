@@ -50,3 +50,24 @@ def test_node_auroc_ranks_senders_by_their_best_edge(distractors):
     perfect = {e: float(e in distractors.truth.edges) for e in edges}
     assert node_auroc(distractors, perfect) == 1.0
     assert node_auroc(distractors, {e: 0.0 for e in edges}) == 0.5  # all tied: chance
+
+
+def test_the_graded_cases_planted_edges_are_a_circuit_and_no_leak_edge_is_silent():
+    """``graded``: the planted edges alone reach faithfulness ≥ 1 − ε by joint ablation and fall below it without
+    any one of them; every edge out of a leak head into a TD head or the output has a non-zero effect, smaller
+    than every true edge's (into a silent head, which writes nothing, an edge has none)."""
+    from analyses.methods_benchmark.cases import CaseSpec, problem_of
+    from analyses.methods_benchmark.faithfulness import EPSILON, circuit_check
+    from analyses.methods_benchmark.methods import activation_patching
+
+    case = build_case(CASES["graded"], 0)
+    joint, less_one = circuit_check(case)
+    assert joint >= 1 - EPSILON > less_one and joint < 1 - 1e-6
+    effects = activation_patching(problem_of(case)).scores
+    leaks = [e for e in effects if case.truth.roles.get(e[0]) == "leak" and case.truth.roles.get(e[1]) != "silent"]
+    assert len(leaks) == 3 * 4 + (3 * 1 + 3 * 2 + 3 * 3) * 4  # to the output; to every later head but the silent
+    assert min(effects[e] for e in leaks) > 0 and max(effects[e] for e in leaks) < min(
+        effects[e] for e in case.truth.edges
+    )
+    with pytest.raises(ValueError, match="leak heads need a leak_scale > 0"):
+        CaseSpec("x", leak_heads=2)

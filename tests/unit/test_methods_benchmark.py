@@ -73,18 +73,19 @@ def test_the_graph_forward_is_the_hooked_forward(overrides):
 @pytest.mark.parametrize("name", list(CASES))
 def test_a_planted_case_computes_theta_stars_circuit_and_its_truth_holds(name):
     case = build_case(CASES[name], 1)
-    plain = standard_theta_star(circuit_source(case.spec))  # θ*'s circuit, or the trained model's
-    assert (case.model(case.clean.prompt) - plain(case.clean.prompt)).abs().max() <= 1e-10
+    plain = standard_theta_star(circuit_source(case.spec, case.seed))  # θ*'s circuit, or the trained model's
+    off = (case.model(case.clean.prompt) - plain(case.clean.prompt)).abs().max()
+    assert 1e-4 < off < 0.05 if case.spec.leak_heads else off <= 1e-10  # leaks: small, non-zero effects
     resid = residual_stack(case.model, case.held_out.prompt)
     values = variable_values(case, case.held_out)
-    sites = ["blocks.0.hook_resid_pre"] + [f"blocks.{l}.hook_resid_post" for l in range(3)]
+    sites = ["blocks.0.hook_resid_pre"] + [f"blocks.{l}.hook_resid_post" for l in range(case.spec.n_layers)]
     for variable, direction in case.truth.directions.items():
         assert direction.norm().item() == pytest.approx(1.0, abs=1e-12)
-        for site in case.truth.sites[variable]:
+        for site in case.truth.sites.get(variable, ()):  # none with leaks
             s = sites.index(site)
             assert (resid[s] @ direction - values[variable][s]).abs().max() <= 1e-10
     assert case.truth.edges <= set(build_graph(case.model).edges)
-    assert case.truth.nodes == {"embed", "a0.h0", "a1.h0", "a2.h0"}
+    assert case.truth.nodes == {"embed"} | {f"a{layer}.h0" for layer in range(case.spec.n_layers)}
 
 
 def test_exact_patching_sees_exactly_the_planted_edges_where_nothing_cancels(distractors):
