@@ -193,7 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="quick: 5 seeds per case, 32 tasks (about 7 min on 2 cores); full: 20 seeds, 64 tasks",
     )
     p.add_argument("--methods", default=None, help="comma-separated method names (default: every registered one)")
-    p.add_argument("--cases", default=None, help="comma-separated case names (default: the budget's five)")
+    p.add_argument("--cases", default=None, help="comma-separated case names (default: every case)")
     p.add_argument("--seeds", type=positive_int, default=None, help="seeds per case (default: the budget's)")
     p.add_argument(
         "--plugin",
