@@ -223,7 +223,7 @@ class Problem:
 
 
 def problem_of(case: Case) -> Problem:
-    """The ``Problem`` a method is given on ``case``: a fresh copy each call."""
+    """The ``Problem`` a method is given on ``case``: fresh copies of the model and the task batches each call."""
     counterfactuals = {
         (name, site): counterfactual_labels(case, case.fit, name, site)
         for name, sites in case.truth.sites.items()
@@ -233,9 +233,9 @@ def problem_of(case: Case) -> Problem:
         case.spec.name,
         case.seed,
         copy.deepcopy(case.model),
-        case.clean,
-        case.corrupted,
-        case.fit,
+        copy.deepcopy(case.clean),
+        copy.deepcopy(case.corrupted),
+        copy.deepcopy(case.fit),
         dict(case.truth.sites),
         tuple(case.truth.features),
         case.spec.mlp_active,

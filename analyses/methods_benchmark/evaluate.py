@@ -16,6 +16,7 @@ per-site MCC (``per_site``).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
@@ -255,42 +256,83 @@ def basis_labels(case: Case) -> list[str]:
 
 def score_method(method: Method, case: Case) -> Optional[Scores]:
     """Run ``method`` on ``case`` and score what it returns (None: a feature method on a case without features, a
-    direction method on a case without exact directions).
-    The method gets a ``Problem`` (``_isolated``), never the case: a method that raises or edits its model in
-    place fails (``MethodFailed``)."""
+    direction method on a case without exact directions). The method gets a ``Problem`` (``_isolated``), never
+    the case. It fails (``MethodFailed``), never scored, when it raises, edits what it was given in place, or
+    returns something that cannot be scored: the wrong kind of output, a missing edge or site, a zero or
+    non-finite direction or decoder, an encoder that raises, or any score that comes out non-finite."""
     if method.kind == FEATURES and not case.truth.features or method.kind == DIRECTIONS and not case.truth.sites:
         return None
     output = _isolated(method, case)
-    if method.kind == FEATURES:
-        if not isinstance(output, FeatureOutput):
-            raise TypeError(
-                f"method {method.name!r}: a feature method returns FeatureOutput, got {type(output).__name__}"
-            )
-        return score_features(case, output)
-    if method.kind == DIRECTIONS:
-        if not isinstance(output, DirectionOutput):
-            raise TypeError(
-                f"method {method.name!r}: a direction method returns DirectionOutput, got {type(output).__name__}"
-            )
-        return score_directions(case, output)
-    if not isinstance(output, EdgeOutput):
-        raise TypeError(f"method {method.name!r}: an edge method returns EdgeOutput, got {type(output).__name__}")
-    return score_edges(case, output)
+    kinds = {FEATURES: (FeatureOutput, score_features), DIRECTIONS: (DirectionOutput, score_directions)}
+    expected, score = kinds.get(method.kind, (EdgeOutput, score_edges))
+    if not isinstance(output, expected):
+        raise MethodFailed(
+            f"method {method.name!r}: its kind ({method.kind}) returns {expected.__name__}, got {type(output).__name__}"
+        )
+    _check_vectors(method.name, output)
+    try:
+        scores = score(case, output)
+    except MethodFailed:
+        raise
+    except Exception as err:  # a missing edge or site, an encoder that raises, a shape that does not fit
+        raise MethodFailed(
+            f"method {method.name!r}: its output cannot be scored ({type(err).__name__}: {err})"
+        ) from err
+    bad = [path for path, value in _numbers(scores) if not math.isfinite(value)]
+    if bad:
+        raise MethodFailed(f"method {method.name!r}: its output scores non-finite at {', '.join(bad[:3])}")
+    return scores
+
+
+def _check_vectors(name: str, output: object) -> None:
+    """Directions and decoder rows must be finite and non-zero (a zero direction has no angle)."""
+    vectors = getattr(output, "directions", None) or getattr(output, "decoders", None) or {}
+    for key, vector in vectors.items():
+        vector = torch.as_tensor(vector)
+        if not bool(torch.isfinite(vector).all()) or bool(
+            (vector.reshape(-1, vector.shape[-1]).norm(dim=-1) == 0).any()
+        ):
+            raise MethodFailed(f"method {name!r}: the vector at {key} is zero or not finite")
+
+
+def _numbers(value: object, path: str = "") -> list[tuple[str, float]]:
+    """Every float in a score dataclass (nested lists and dicts included), with where it sits."""
+    if isinstance(value, float):
+        return [(path, value)]
+    if isinstance(value, dict):
+        return [n for k, v in value.items() for n in _numbers(v, f"{path}.{k}")]
+    if isinstance(value, (list, tuple)):
+        return [n for i, v in enumerate(value) for n in _numbers(v, f"{path}[{i}]")]
+    if hasattr(value, "__dataclass_fields__"):
+        return [n for f in value.__dataclass_fields__ for n in _numbers(getattr(value, f), f"{path}.{f}".lstrip("."))]
+    return []
 
 
 def _isolated(method: Method, case: Case):
-    """``method.run`` on its own ``Problem`` (a copy of the model, no ground truth). A method that raises, or that
-    edits its copy's weights in place (its output would then describe another model), fails (``MethodFailed``); the
-    case itself is never handed out, so the scorer and the next method see it as built."""
+    """``method.run`` on its own ``Problem`` (copies of the model and the task batches, no ground truth). A method
+    that raises, or that edits its copies in place (its output would then describe another model or other tasks),
+    fails (``MethodFailed``). The process-wide state a method may change — gradient mode, default dtype, torch's
+    random state — is put back after it. It runs in the scorer's process: this guards against accidents and honest
+    mistakes, not against a method that searches the process (its frames, the garbage collector) or rebuilds the
+    case from the benchmark's own code (docs/methods_benchmark.md, "What a method may read")."""
     problem = problem_of(case)
     saved = {k: v.detach().clone() for k, v in problem.model.state_dict().items()}
+    prompts = [b.prompt.clone() for b in (problem.clean, problem.corrupted, problem.fit)]
+    grad, dtype, rng = torch.is_grad_enabled(), torch.get_default_dtype(), torch.get_rng_state()
     try:
         output = method.run(problem)
     except Exception as err:
         raise MethodFailed(f"method {method.name!r} raised {type(err).__name__}: {err}") from err
-    if any(not torch.equal(v, saved[k]) for k, v in problem.model.state_dict().items()):
+    finally:
+        torch.set_grad_enabled(grad)
+        torch.set_default_dtype(dtype)
+        torch.set_rng_state(rng)
+    edited = any(not torch.equal(v, saved[k]) for k, v in problem.model.state_dict().items()) or any(
+        not torch.equal(b.prompt, before) for b, before in zip((problem.clean, problem.corrupted, problem.fit), prompts)
+    )
+    if edited:
         raise MethodFailed(
-            f"method {method.name!r} changed its model's weights in place; its output is not scored (the case's "
-            "own model was never handed out)"
+            f"method {method.name!r} changed its model's weights or its tasks in place; its output is not scored "
+            "(the case's own were never handed out)"
         )
     return output

@@ -1,19 +1,24 @@
 """Faithfulness over circuit size (MIB's CPR and CMD) under three ablations, and node-level rankings.
 
-For an edge ranking, ``C_k`` is its top ``k`` edges (ties in the graph's edge order). Every edge outside ``C_k``
-carries its sender's *ablated* output: ``resample`` (the sender's output on the corrupted tasks, other MRPs: what
-``faithfulness`` elsewhere in the benchmark uses), ``mean`` (its mean output over the clean tasks, per position) or
-``zero``. With ``p_C`` the query predictions, ``p_N`` the full model's and ``p_0`` those with every edge ablated,
+For an edge ranking, ``C_k`` is its top ``k`` edges; among equal scores the false edges come first (a tie never
+helps a method: a constant ranking scores as the worst order, never as the graph's order happens to fall). Every
+edge outside ``C_k`` carries its sender's *ablated* output: ``resample`` (the sender's output on the corrupted
+tasks, other MRPs), ``mean`` (its mean output over the clean tasks, per position) or ``zero``. With ``p_C`` the
+query predictions over the tasks, ``p_N`` the full model's and ``p_0`` those with every edge ablated,
+the share of the full model's effect the circuit
+recovers is the least-squares coefficient
 
-    f(C) = 1 − mean_tasks |p_C − p_N| / mean_tasks |p_0 − p_N|      (1: the full model's answers; 0: none kept),
+    f(C) = <p_C − p_0, p_N − p_0> / ||p_N − p_0||²      (1: the full model's answers; 0: none kept),
 
-and over the kept share ``s = k / E`` (``SHARES``: 21 points from 0 to 1, trapezoid rule)
+the regression counterpart of MIB's normalised metric ``(m(C) − m(∅)) / (m(N) − m(∅))``: signed, above 1 when the
+circuit overshoots the full model along its effect, below 0 when it moves the other way. Over the kept share
+``s = k / E`` (``SHARES``: 21 points from 0 to 1, trapezoid rule)
 
-    CPR = ∫ f ds   (higher is better),      CMD = ∫ |1 − f| ds   (lower is better),
+    CPR = ∫ f ds   (higher is better),      CMD = ∫ |1 − f| ds   (lower is better, 0 only when f = 1 throughout),
 
-MIB's circuit performance ratio and circuit–model distance (Mueller et al. 2025), with ``f`` on the query
-prediction rather than a logit difference. A node's score is the largest score of the edges it sends; node AUROC
-ranks the nodes against the circuit's (``GroundTruth.nodes``).
+MIB's circuit performance ratio and circuit–model distance (Mueller et al. 2025); they differ exactly where f
+exceeds 1. A node's score is the largest score of the edges it sends; node AUROC ranks the nodes against the
+circuit's (``GroundTruth.nodes``).
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from torch import Tensor
 from analyses.methods_benchmark.cases import Case
 from analyses.methods_benchmark.graph import Edge, build_graph, run_graph
 from analyses.methods_benchmark.methods import Runs, runs
-from analyses.methods_benchmark.scores import auroc, faithfulness
+from analyses.methods_benchmark.scores import auroc, check_tensor, faithfulness
 
 ABLATIONS = ("resample", "mean", "zero")
 SHARES = [k / 20 for k in range(21)]  # kept shares of the edges at which f is read
@@ -65,9 +70,20 @@ def areas(shares: list[float], values: list[float]) -> tuple[float, float]:
     return cpr, cmd
 
 
-def ranked(scores: dict[Edge, float], edges: Sequence[Edge]) -> list[Edge]:
-    """``edges`` from the highest score down, ties in graph order."""
-    return sorted(edges, key=lambda e: -scores[e])
+def ranked(scores: dict[Edge, float], edges: Sequence[Edge], true: frozenset[Edge]) -> list[Edge]:
+    """``edges`` from the highest score down, false edges first among equal scores."""
+    return sorted(edges, key=lambda e: (-scores[e], e in true))
+
+
+def recovered(circuit: Tensor, full: Tensor, none: Tensor) -> float:
+    """``f`` of the module docstring: the least-squares share of the full model's effect the circuit recovers."""
+    for name, values in (("the circuit's predictions", circuit), ("the full model's", full), ("none kept", none)):
+        check_tensor("faithfulness", name, values)
+    effect = full - none
+    scale = float(effect.pow(2).sum())
+    if scale == 0.0:
+        raise ValueError("faithfulness: ablating every edge gives the full model's answers; nothing to recover")
+    return float(((circuit - none) * effect).sum()) / scale
 
 
 @torch.no_grad()
@@ -80,7 +96,7 @@ def size_curve(case: Case, r: Runs, ranking: Sequence[Edge], ablation: str) -> S
 
     counts = [round(s * len(ranking)) for s in SHARES]
     empty = kept(0)
-    values = [faithfulness(kept(k), r.pred, empty) for k in counts]
+    values = [recovered(kept(k), r.pred, empty) for k in counts]
     cpr, cmd = areas([k / len(ranking) for k in counts], values)
     return SizeCurve(ablation, counts, values, cpr, cmd)
 
@@ -98,7 +114,7 @@ def node_auroc(case: Case, scores: dict[Edge, float]) -> Optional[float]:
 def size_scores(case: Case, r: Runs, scores: dict[Edge, float]) -> dict[str, Optional[float]]:
     """What ``EdgeScores`` keeps: node AUROC, CPR and CMD under resampling, and CMD under mean and zero
     ablation."""
-    ranking = ranked(scores, build_graph(case.model).edges)
+    ranking = ranked(scores, build_graph(case.model).edges, case.truth.edges)
     curves = {a: size_curve(case, r, ranking, a) for a in ABLATIONS}
     return {
         "node_auroc": node_auroc(case, scores),

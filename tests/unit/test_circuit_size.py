@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from analyses.methods_benchmark.cases import CASES, build_case
-from analyses.methods_benchmark.faithfulness import ablated_outputs, areas, node_auroc, size_curve
+from analyses.methods_benchmark.faithfulness import ablated_outputs, areas, node_auroc, ranked, recovered, size_curve
 from analyses.methods_benchmark.graph import build_graph
 from analyses.methods_benchmark.methods import runs
 
@@ -71,3 +71,17 @@ def test_the_graded_cases_planted_edges_are_a_circuit_and_no_leak_edge_is_silent
     )
     with pytest.raises(ValueError, match="leak heads need a leak_scale > 0"):
         CaseSpec("x", leak_heads=2)
+
+
+def test_the_recovered_share_is_signed_and_ties_never_help():
+    """f by hand: a circuit that moves twice as far as the full model along its effect recovers 2, one that moves
+    the other way −1; then CMD is not 1 − CPR. Equal scores rank the false edges first."""
+    none, full = torch.tensor([1.0, 1.0]), torch.tensor([2.0, 1.0])
+    assert recovered(torch.tensor([3.0, 1.0]), full, none) == 2.0
+    assert recovered(torch.tensor([0.0, 5.0]), full, none) == -1.0
+    cpr, cmd = areas([0.0, 0.5, 1.0], [0.0, 2.0, 1.0])
+    assert (cpr, cmd) == (1.25, 0.75) and cmd != 1 - cpr
+    edges = [("embed", "a"), ("embed", "b"), ("a", "out")]
+    assert ranked(dict.fromkeys(edges, 0.0), edges, frozenset({("embed", "a")})) == [edges[1], edges[2], edges[0]]
+    with pytest.raises(ValueError, match="nothing to recover"):
+        recovered(full, full, full)

@@ -291,7 +291,7 @@ def test_a_method_that_edits_the_case_in_place_fails_and_the_next_method_sees_th
             next(c.model.parameters()).mul_(0.5)  # an edit a later method would inherit
         return M.METHODS["activation-patching"].run(c)
 
-    with pytest.raises(MethodFailed, match="'vandal' changed its model's weights in place"):
+    with pytest.raises(MethodFailed, match="'vandal' changed its model's weights or its tasks in place"):
         score_method(M.Method("vandal", M.EDGES, vandal), case)
     assert score_method(M.METHODS["activation-patching"], case).auroc == before  # the case was never handed out
 
@@ -336,3 +336,40 @@ def test_the_documented_python_route_runs_as_written(tmp_path, monkeypatch):
     assert all(c.scores["out-degree"].auroc < 1.0 for c in cells)
     assert (tmp_path / "runs" / "mine-python" / "report.md").exists()
     M.METHODS.pop("out-degree", None)
+
+
+def test_outputs_that_cannot_be_scored_fail_by_name_and_leave_the_process_as_it_was():
+    """A zero direction, a NaN one, a wrong output type, a missing edge, tasks edited in place, an encoder that
+    raises, and a method that switches gradients off: each fails on its cell, and the next method scores as
+    before."""
+    from analyses.methods_benchmark.evaluate import score_method
+
+    case = build_case(CASES["distractors"], 0)
+    before = score_method(M.METHODS["edge-attribution-patching"], case)
+    sites = case.truth.sites["value"]
+    zero = lambda p: M.DirectionOutput({("value", s): torch.zeros(p.model.cfg.d_model) for s in sites})  # noqa: E731
+    nan = lambda p: M.DirectionOutput({("value", s): torch.full((p.model.cfg.d_model,), float("nan")) for s in sites})  # noqa: E731
+    wrong = lambda p: M.DirectionOutput()  # noqa: E731
+    partial = lambda p: M.EdgeOutput({next(iter(build_graph(p.model).edges)): 1.0})  # noqa: E731
+
+    def tasks_edited(p):
+        p.corrupted.prompt.copy_(p.clean.prompt.roll(1, 0))
+        return M.METHODS["random"].run(p)
+
+    def no_grad(p):
+        torch.set_grad_enabled(False)
+        return M.METHODS["random"].run(p)
+
+    cases = {
+        "zero": (M.DIRECTIONS, zero, "is zero or not finite"),
+        "nan": (M.DIRECTIONS, nan, "is zero or not finite"),
+        "wrong": (M.EDGES, wrong, "its kind \\(edges\\) returns EdgeOutput, got DirectionOutput"),
+        "partial": (M.EDGES, partial, "cannot be scored \\(ValueError: edge method: no score for"),
+        "edited": (M.EDGES, tasks_edited, "changed its model's weights or its tasks in place"),
+    }
+    for name, (kind, run, message) in cases.items():
+        with pytest.raises(MethodFailed, match=f"'{name}'.*{message}"):
+            score_method(M.Method(name, kind, run), case)
+    score_method(M.Method("no-grad", M.EDGES, no_grad), case)  # scored: switching gradients off is put back
+    assert torch.is_grad_enabled()
+    assert score_method(M.METHODS["edge-attribution-patching"], case) == before
