@@ -4,9 +4,8 @@ For an edge ranking, ``C_k`` is its top ``k`` edges; among equal scores the fals
 helps a method: a constant ranking scores as the worst order, never as the graph's order happens to fall). Every
 edge outside ``C_k`` carries its sender's *ablated* output: ``resample`` (the sender's output on the corrupted
 tasks, other MRPs), ``mean`` (its mean output over the clean tasks, per position) or ``zero``. With ``p_C`` the
-query predictions over the tasks, ``p_N`` the full model's and ``p_0`` those with every edge ablated,
-the share of the full model's effect the circuit
-recovers is the least-squares coefficient
+query predictions over the tasks, ``p_N`` the full model's and ``p_0`` those with every edge ablated, the share
+of the full model's effect the circuit recovers is the least-squares coefficient
 
     f(C) = <p_C − p_0, p_N − p_0> / ||p_N − p_0||²      (1: the full model's answers; 0: none kept),
 

@@ -132,9 +132,10 @@ def failure_lines(cells: Sequence[CellResult]) -> list[str]:
         "",
         "## Methods that failed",
         "",
-        "A method that raises (reading what its problem does not hold included), edits its model in place, or "
-        "returns NaN or an infinity is not scored on that cell; one that failed on any cell is left out of the "
-        "tables above.",
+        "A method that raises (reading what its problem does not hold included), edits its model or tasks in "
+        "place, or returns what cannot be scored (the wrong kind of output, a missing edge or site, a zero or "
+        "non-finite vector, a non-finite score) is not scored on that cell; one that failed on any cell is left "
+        "out of the tables above.",
         "",
         *[f"- `{m}` failed on {len(r)} cell(s); first: {r[0]}" for m, r in failed.items()],
     ]
@@ -170,12 +171,13 @@ def size_lines(cells: Sequence[CellResult], cases: list[str]) -> list[str]:
         return []
     lines = [
         "",
-        "Faithfulness over circuit size (MIB's measures): the top k edges of the method's ranking kept, every other "
-        "edge ablated, f = 1 − mean|p − p_full| / mean|p_none − p_full| at 21 kept shares from 0 to 1; **CPR** "
-        "the area under f (higher is better), **CMD** the area under |1 − f| (lower is better; 0 only when the "
-        "first edges kept already give the full model's answers). Ablation: resampling (the sender's output on "
-        "the corrupted tasks), the sender's mean output, or zero. Node AUROC ranks each node by the largest score "
-        "of the edges it sends.",
+        "Faithfulness over circuit size (MIB's measures): the top k edges of the method's ranking kept (false "
+        "edges first among ties), every other edge ablated, f = <p − p_none, p_full − p_none> / |p_full − p_none|² "
+        "(the share of the full model's effect recovered: 1 all of it, above 1 overshooting) at 21 kept shares from "
+        "0 to 1; **CPR** the area under f (higher is better), **CMD** the area under |1 − f| (lower is better; 0 "
+        "only when the first edges kept already give the full model's answers). Ablation: resampling (the "
+        "sender's output on the corrupted tasks), the sender's mean output, or zero. Node AUROC ranks each node by "
+        "the largest score of the edges it sends.",
         "",
         "| method | case | node AUROC | CPR (resample) | CMD (resample) | CMD (mean) | CMD (zero) |",
         "|---|---|---|---|---|---|---|",
