@@ -42,6 +42,19 @@ def seed_everything():
     torch.set_num_threads(threads)
 
 
+@pytest.fixture(autouse=True)
+def no_optimiser_in_unit_tests(request, monkeypatch):
+    """The unit tier holds no optimisation: building a ``torch.optim`` optimiser there (training, DAS, an SAE,
+    however it is reached) fails the test, naming where it belongs."""
+    if request.node.get_closest_marker("unit") is None:
+        return
+
+    def refuse(self, *args, **kwargs):
+        raise RuntimeError(f"{request.node.nodeid}: builds a torch.optim optimiser; it belongs in tests/integration")
+
+    monkeypatch.setattr(torch.optim.Optimizer, "__init__", refuse)
+
+
 def make_cfg(**overrides) -> ICTDConfig:
     return ICTDConfig(**{"d_features": 3, "n_layers": 2, "dtype": "float64", **overrides})
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
+from ictd_interp.config.registry import OBJECTIVES
 from ictd_interp.config.train import TrainConfig
 
 
@@ -74,6 +75,10 @@ class Budget:
         ):
             if not getattr(self, name):
                 raise ValueError(f"{name}: needs at least one value")
+        for name in ("objectives", "control_objectives"):
+            unknown = [o for o in getattr(self, name) if o not in OBJECTIVES]
+            if unknown:
+                raise ValueError(f"{name}: {unknown} not registered (ictd_interp.config.registry: {list(OBJECTIVES)})")
         if self.neu_tasks < 64:
             raise ValueError(f"neu_tasks: the jackknife over 32 groups needs at least 64 tasks, got {self.neu_tasks}")
         if self.acting_tasks < 2:

@@ -30,7 +30,7 @@ def _limit_rule(grid: NeuGrid) -> tuple[bool, list[str]]:
     cell = {(r.context_len, r.depth): r for r in rows}
     far = cell[(lengths[-1], L)]
     ladder = [_bound(cell[(n, L)].theta_star) for n in lengths]
-    relative = ladder[-1] / far.zero.estimate
+    relative = ladder[-1] / far.zero.estimate if far.zero.estimate > 0 else math.inf  # a zero NEU of 0: no share
     falls = all(b < a for a, b in zip(ladder, ladder[1:])) and relative < LIMIT_SHARE
     below_zero = far.theta_star_minus_zero.verdict == "lower"
     versus_model = far.theta_star_minus_model

@@ -15,8 +15,9 @@ tasks (Student t with ``groups - 1`` degrees of freedom); differences of two mod
 the jackknife of the difference (paired). Near a fixed point of the expected update (``E u = 0``) the
 U-statistic is degenerate (a weighted chi-square, not a normal) and the jackknife under-covers, so every
 estimate also carries a **calibrated** interval for ``||E u||^2`` that holds at 0 too: the mean ``u_bar``
-lies within ``r = sqrt(chi2_{p, 95%} lambda_max(S) / N)`` of ``E u`` with probability at least 95%
-(Wald's ellipsoid for the mean, ``p`` parameters, ``S`` the sample covariance, inside its enclosing ball),
+lies within ``r = sqrt(q lambda_max(S) / N)`` of ``E u`` with probability 95% (Hotelling's ellipsoid for the
+mean, ``q = p (N - 1) / (N - p) F_{p, N-p}(95%)``, ``p`` parameters, ``S`` the sample covariance, inside its
+enclosing ball: exact for normal updates, asymptotic otherwise, and ``chi2_p`` in place of ``q`` when ``N <= p``),
 hence ``||E u||^2`` lies in ``[max(0, ||u_bar|| - r)^2, (||u_bar|| + r)^2]``: never below 0, conservative.
 A cell whose interval is too wide says how many tasks would make it narrow enough (``tasks_needed``: the
 half-width scales at least as fast as ``1/sqrt(N)``).
@@ -206,13 +207,17 @@ def _diverged(u: np.ndarray) -> np.ndarray:
 
 
 def calibrated_interval(u: np.ndarray, level: float = 0.95) -> tuple[float, float]:
-    """``||E u||^2`` lies in ``[max(0, ||u_bar|| - r)^2, (||u_bar|| + r)^2]`` with probability at least
-    ``level`` (module docstring: Wald's ellipsoid for the mean inside its enclosing ball), whatever ``E u``,
-    0 included, where the jackknife under-covers."""
+    """``||E u||^2`` lies in ``[max(0, ||u_bar|| - r)^2, (||u_bar|| + r)^2]`` (module docstring: the confidence
+    ellipsoid for the mean inside its enclosing ball), whatever ``E u``, 0 included, where the jackknife
+    under-covers. ``r^2 = lambda_max(S) q / N`` with ``q`` Hotelling's ``p (N - 1) / (N - p) F_{p, N-p}`` when
+    ``N > p`` (exact for normal updates, conservative through the ball) and ``chi2_p`` otherwise (asymptotic)."""
     n, p = u.shape
+    if n < 2:
+        raise ValueError(f"calibrated_interval: needs at least 2 tasks, got {n}")
     mean = u.mean(0)
     top = float(np.linalg.eigvalsh(np.atleast_2d(np.cov(u, rowvar=False)))[-1])
-    r = math.sqrt(float(stats.chi2.ppf(level, p)) * max(top, 0.0) / n)
+    q = p * (n - 1) / (n - p) * float(stats.f.ppf(level, p, n - p)) if n > p else float(stats.chi2.ppf(level, p))
+    r = math.sqrt(q * max(top, 0.0) / n)
     norm = float(np.linalg.norm(mean))
     return max(0.0, norm - r) ** 2, (norm + r) ** 2
 

@@ -2,9 +2,9 @@
 
 One validated object (torch-free, so configs and ``--help`` stay light) used by training, evaluation,
 every analysis and ``ictd-interp evaluate``; ``ictd_interp.tasks.sampling.sample_from`` draws a ``TaskBatch`` from it
-(docs/theory.md §1, §6). Families: ``boyan`` (the paper's randomized Boyan chains), ``loop``,
-``random``, ``random-sparse`` (a fresh MRP per task) and ``gym:ENV_ID`` (the MRP a uniform policy
-induces on a Gymnasium toy-text environment, e.g. ``gym:FrozenLake-v1``; one MRP, fresh features).
+(docs/theory.md §1, §6). Families: every registered one (``ictd_interp.config.registry.FAMILIES``: a fresh MRP
+per task) and ``gym:ENV_ID`` (the MRP a uniform policy induces on a Gymnasium toy-text environment, e.g.
+``gym:FrozenLake-v1``; one MRP, fresh features).
 """
 
 from __future__ import annotations

@@ -129,8 +129,8 @@ class TrainConfig:
                 f"objective: {self.objective!r} learns action values: it needs a control family "
                 f"(--family {controls}), got {self.tasks.family!r}"
             )
-        if self.objective == "mc" and self.mc_horizon < 1:
-            raise ValueError(f"mc_horizon: the mc objective needs a horizon >= 1, got {self.mc_horizon}")
+        if OBJECTIVES[self.objective].needs_returns and self.mc_horizon < 1:
+            raise ValueError(f"mc_horizon: the {self.objective} objective needs a horizon >= 1, got {self.mc_horizon}")
         check_positive_int(self, "task_pool", least=0)
         check_bool(self, "shuffle_rewards")
         if self.shuffle_rewards and (self.tasks.family != "boyan" or self.objective != "td"):

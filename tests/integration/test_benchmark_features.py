@@ -5,6 +5,9 @@ the TransformerLens 3.9 environment) a planted one-feature SAE case and the SAE 
 import pytest
 import torch
 
+from analyses.methods_benchmark.cases import CASES, build_case
+from analyses.methods_benchmark.evaluate import score_method
+from analyses.methods_benchmark.methods import METHODS
 from analyses.methods_benchmark.scores import matched_correlations
 
 
@@ -24,3 +27,16 @@ def test_a_planted_one_feature_sae_case():
     assert mcc > 0.95
     decoder = sae.W_dec[match[0]].detach().double()
     assert float((decoder @ direction).abs() / decoder.norm()) > 0.95
+
+
+@pytest.fixture(scope="module")
+def superposed():
+    return build_case(CASES["superposed"], 0)
+
+
+def test_the_sae_plugin_beats_pca_on_the_superposed_case(superposed):
+    pytest.importorskip("sae_lens")
+    import analyses.methods_benchmark.sae_plugin  # noqa: F401 (registers sae and sae-features)
+
+    sae, pca = score_method(METHODS["sae-features"], superposed), score_method(METHODS["pca"], superposed)
+    assert sae.latents == 36 and sae.mcc > pca.mcc + 0.2

@@ -214,3 +214,20 @@ def test_the_model_stack_benchmark_times_both_ways_and_states_the_studies_rule()
         lo, hi = row[f"{way}_alone_over_stacked_rounds_min_max"]
         assert lo == hi == row[f"{way}_alone_over_stacked"]
     assert row["step_loop_alone_models_steps_per_s"] > row["whole_run_alone_models_steps_per_s"]
+
+
+def test_the_quick_device_checks_print_one_json_line_each_and_pass_on_the_cpu(capsys):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import device_quick
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    lines = device_quick.run("cpu", stacked={"sizes": (1, 3), "steps": 2}, step_ms={"steps": 2})
+    printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert printed == lines and len(lines) == 10
+    checked = [line for line in lines if "max_error" in line]
+    assert len(checked) == 7 and all(line["pass"] and line["max_error"] < 1e-4 for line in checked)
+    assert [line["models"] for line in lines if "models" in line] == [1, 3]
+    assert all(line["model_steps_per_s"] > 0 for line in lines if "models" in line)
+    failed = device_quick.run("cpu", only=("stacked",), stacked={"sizes": (0,)})  # an empty stack cannot be built
+    assert failed[-1]["pass"] is False and failed[-1]["check"] == "stacked"

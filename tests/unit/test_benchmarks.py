@@ -2,7 +2,6 @@
 its numbers are ratios for a reader, never asserted as timings)."""
 
 import importlib.util
-import json
 import sys
 from pathlib import Path
 
@@ -52,20 +51,3 @@ def test_matrix_products_are_recorded_counted_and_replayed_alone():
     assert torch.equal(first[0], a_then) and torch.equal(first[1], b.detach())
     products.replay()  # runs outside any mode: nothing more is recorded
     assert len(products.calls) == 6
-
-
-def test_the_quick_device_checks_print_one_json_line_each_and_pass_on_the_cpu(capsys):
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import device_quick
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
-    lines = device_quick.run("cpu", stacked={"sizes": (1, 3), "steps": 2}, step_ms={"steps": 2})
-    printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert printed == lines and len(lines) == 10
-    checked = [line for line in lines if "max_error" in line]
-    assert len(checked) == 7 and all(line["pass"] and line["max_error"] < 1e-4 for line in checked)
-    assert [line["models"] for line in lines if "models" in line] == [1, 3]
-    assert all(line["model_steps_per_s"] > 0 for line in lines if "models" in line)
-    failed = device_quick.run("cpu", only=("stacked",), stacked={"sizes": (0,)})  # an empty stack cannot be built
-    assert failed[-1]["pass"] is False and failed[-1]["check"] == "stacked"

@@ -105,12 +105,16 @@ def test_a_diverging_model_is_not_finite_and_ranks_above_a_finite_one():
 
 
 def test_the_calibrated_interval_on_a_case_worked_by_hand():
-    """u = (2 ± 1, 0) over 4 tasks: mean (2, 0), covariance diag(4/3, 0), so r = sqrt(chi2_2(95%) (4/3) / 4)."""
+    """u = (2 ± 1, 0) over 4 tasks: mean (2, 0), covariance diag(4/3, 0), so r = sqrt(q (4/3) / 4), q Hotelling's
+    quantile for p = 2, N = 4; a single task is refused."""
     u = np.array([[3.0, 0.0], [1.0, 0.0], [3.0, 0.0], [1.0, 0.0]])
-    r = math.sqrt(stats.chi2.ppf(0.95, 2) * (4 / 3) / 4)
+    q = 2 * 3 / 2 * stats.f.ppf(0.95, 2, 2)  # Hotelling: p (N - 1) / (N - p) F_{p, N - p}
+    r = math.sqrt(q * (4 / 3) / 4)
     lo, hi = calibrated_interval(u)
-    assert lo == pytest.approx((2 - r) ** 2, rel=1e-12) and hi == pytest.approx((2 + r) ** 2, rel=1e-12)
+    assert r > 2 and lo == 0.0 and hi == pytest.approx((2 + r) ** 2, rel=1e-12)  # q = 3 F(2, 2) = 57: r = sqrt(19)
     assert calibrated_interval(u - [2.0, 0.0]) == (0.0, pytest.approx(r**2, rel=1e-12))  # never below 0
+    with pytest.raises(ValueError, match="needs at least 2 tasks"):
+        calibrated_interval(u[:1])
 
 
 def test_the_calibrated_interval_covers_at_a_fixed_point_where_the_jackknife_does_not():

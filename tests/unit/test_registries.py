@@ -60,3 +60,14 @@ def test_every_entry_loads_and_a_taken_name_is_refused():
     assert {name: LOSSES[name].loss for name in OBJECTIVES} == {name: load(e.loss) for name, e in OBJECTIVES.items()}
     with pytest.raises(ValueError, match="'boyan': already registered"):
         register(Family("boyan", "again", "ictd_interp.tasks.families:boyan"))
+
+
+def test_a_budget_or_config_that_names_an_unregistered_objective_is_refused():
+    from dataclasses import replace
+
+    from analyses.claims.budget import BUDGETS
+
+    with pytest.raises(ValueError, match=r"objectives: \['xx'\] not registered"):
+        replace(BUDGETS["quick"], objectives=("td", "xx"))
+    with pytest.raises(ValueError, match="mc_horizon: the mc objective needs a horizon >= 1"):
+        TrainConfig.from_preset("quick", objective="mc", mc_horizon=0)
