@@ -1,28 +1,14 @@
 """The throughput benchmark runs and reports what it promises (a smoke run: one round, one repeat;
 its numbers are ratios for a reader, never asserted as timings)."""
 
-import importlib.util
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parents[2]
-BENCHMARK = ROOT / "benchmarks" / "train_throughput.py"
-
-
-def benchmark_module(name: str = "train_throughput"):
-    """A benchmark's own code, loaded from its file (benchmarks/ is not a package; its scripts import
-    each other from their folder, as when run)."""
-    if str(BENCHMARK.parent) not in sys.path:
-        sys.path.insert(0, str(BENCHMARK.parent))
-    spec = importlib.util.spec_from_file_location(name, BENCHMARK.parent / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.support.benchmarks import BENCHMARK, ROOT, benchmark_module
 
 
 def test_throughput_benchmark_reports_every_figure_in_one_run():

@@ -5,31 +5,11 @@ import json
 
 import pytest
 
-from analyses.claims.budget import BUDGETS, Budget
+from analyses.claims.budget import BUDGETS
 from analyses.claims.claim import HOLDS
 from analyses.claims.claims_md import TITLES
 from analyses.claims.run import ORDER, run_claims
-
-TINY = Budget(
-    "tiny",
-    theorem1_lengths=(5,),
-    theorem1_scales=(1.0,),
-    theorem1_depth=3,
-    margin_scales=(1.0, 5.0),
-    margin_tasks=8,
-    limit_lengths=(30, 100),
-    limit_tasks=6,
-    neu_lengths=(10, 30),
-    neu_depths=(1, 3),
-    neu_tasks=256,
-    seeds=(0, 1),
-    steps=30,
-    n_eval_tasks=16,
-    objectives=("td", "neu"),
-    control_objectives=("td",),
-    acting_tasks=16,
-    extra={"tasks_per_batch": 8, "windows_per_task": 2, "eval_every": 10, "checkpoint_every": 10},
-)
+from tests.support.claims import TINY
 
 
 def test_a_tiny_budget_end_to_end_resumed_and_refused_when_changed(tmp_path, monkeypatch):

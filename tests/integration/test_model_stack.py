@@ -13,27 +13,11 @@ from ictd_interp.config.train import TrainConfig
 from ictd_interp.io.checkpoint import CheckpointError
 from ictd_interp.training.stacked import resume_stack, train_stack
 from ictd_interp.training.trainer import resume, train
-
-SMALL = {
-    "steps": 24,
-    "eval_every": 8,
-    "checkpoint_every": 8,
-    "tasks_per_batch": 4,
-    "windows_per_task": 3,
-    "n_eval_tasks": 8,
-    "n_states": 5,
-    "context_len": 6,
-    "dtype": "float64",
-}
+from tests.support.model_stack import SMALL, rel
 
 
 def configs(seeds=(0, 1, 2), preset="quick", **settings):
     return [TrainConfig.from_preset(preset, seed=s, **{**SMALL, **settings}) for s in seeds]
-
-
-def rel(a: torch.Tensor, b: torch.Tensor) -> float:
-    a, b = a.detach(), b.detach()
-    return float((a - b).abs().max() / b.abs().max().clamp_min(1e-300))
 
 
 def final_state(run) -> dict:

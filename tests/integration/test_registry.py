@@ -1,7 +1,6 @@
 """Shipped pretrained models: they load, their cards tell the truth, and their commands reproduce them."""
 
 import json
-import warnings
 
 import pytest
 import torch
@@ -13,23 +12,8 @@ from ictd_interp.io import pretrained
 from ictd_interp.io.checkpoint import CheckpointNotFoundError
 from ictd_interp.models.loading import load_checkpoint
 from ictd_interp.training.evaluation import EvalSet, evaluate
-from ictd_interp.training.retraining import retrain
 from ictd_interp.training.trainer import train
-
-
-def _check_retrain(name, tmp_path, steps=None):
-    result = retrain(name, tmp_path / name, steps=steps)
-    how = (
-        "bit for bit (this machine's fingerprint equals the card's)"
-        if result["mode"] == "bit-exact"
-        else f"within {result['tolerance']:g} of the largest weight "
-        f"(fingerprint differs: {'; '.join(result['differences'])})"
-    )
-    warnings.warn(
-        f"{name}: retrain compared {how}; max |dw| {result['max_abs']:.3g} ({result['max_rel']:.3g} relative)",
-        stacklevel=2,
-    )
-    assert result["passes"], result
+from tests.support.registry import _check_retrain
 
 
 def test_quick_td_s0_reproduces_its_first_1000_steps(tmp_path):

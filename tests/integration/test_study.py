@@ -19,31 +19,9 @@ from analyses.studies.spec import StudySpecError, load_spec
 from analyses.summary.store import read_summary
 from analyses.summary.tables import flatten
 from ictd_interp.training.trainer import train
+from tests.support.study import ENV, _cli, _wait_for, _write_spec, assert_same, final_weights, spec, standalone
 
 ray = pytest.importorskip("ray")
-ENV = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONUNBUFFERED": "1"}
-TINY = {
-    "steps": 12,
-    "tasks_per_batch": 4,
-    "windows_per_task": 2,
-    "n_eval_tasks": 8,
-    "eval_every": 4,
-    "checkpoint_every": 4,
-    "n_states": 5,
-    "context_len": 8,
-    "n_layers": 3,
-}
-
-
-def spec(grid=None, seeds=(0, 1), **fixed):
-    grid = {"tied": [True, False]} if grid is None else grid
-    return {
-        "name": "t",
-        "preset": "quick",
-        "seeds": list(seeds),
-        "fixed": {k: v for k, v in {**TINY, **fixed}.items() if k not in grid},
-        "grid": grid,
-    }
 
 
 @pytest.fixture(scope="module")
@@ -61,21 +39,6 @@ def local_ray():
     ray.shutdown()
 
 
-def final_weights(cell_dir: Path) -> dict:
-    return load_file(str(cell_dir / "run" / "final" / "model.safetensors"))
-
-
-def standalone(config, out: Path) -> dict:
-    """The same config trained outside the study, on one torch thread like a study cell."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        train(config, out, progress=False)
-    finally:
-        torch.set_num_threads(threads)
-    return load_file(str(out / "final" / "model.safetensors"))
-
-
 def stacked_standalone(configs, out: Path) -> list[dict]:
     """The same configs trained as one stack outside the study, on one torch thread like a study's stack."""
     from ictd_interp.training.stacked import train_stack
@@ -87,10 +50,6 @@ def stacked_standalone(configs, out: Path) -> list[dict]:
     finally:
         torch.set_num_threads(threads)
     return [load_file(str(out / str(i) / "final" / "model.safetensors")) for i in range(len(configs))]
-
-
-def assert_same(a: dict, b: dict) -> None:
-    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
 def test_four_cells_equal_their_summaries_and_standalone_runs(local_ray, tmp_path):
@@ -236,34 +195,6 @@ def test_a_changed_spec_under_an_existing_folder_is_refused(tmp_path):
     (tmp_path / "s" / "spec.json").write_text(json.dumps(load_spec(spec()).to_dict()))
     with pytest.raises(StudySpecError, match=r"seeds: \[0, 1\] -> \[0, 1, 2\]"):
         run_study(spec(seeds=[0, 1, 2]), tmp_path / "s", progress=False)
-
-
-def _cli(*args, **kwargs):
-    return subprocess.Popen(
-        [sys.executable, "-m", "ictd_interp.cli", *args],
-        env=ENV,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        **kwargs,
-    )
-
-
-def _wait_for(predicate, timeout=120.0):
-    end = time.time() + timeout
-    while time.time() < end:
-        if predicate():
-            return
-        time.sleep(0.02)
-    raise AssertionError("timed out")
-
-
-def _write_spec(path: Path, data: dict) -> Path:
-    lines = [f'preset = "{data["preset"]}"', f"seeds = {data['seeds']}", "[fixed]"]
-    lines += [f"{k} = {json.dumps(v)}" for k, v in data["fixed"].items()]
-    lines += ["[grid]"] + [f"{k} = {json.dumps(v)}" for k, v in data["grid"].items()]
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 def test_killed_worker_resumes_the_cell_to_the_same_weights(tmp_path):

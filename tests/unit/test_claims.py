@@ -11,27 +11,7 @@ from analyses.claims import neu_limit, theory
 from analyses.claims.budget import Budget
 from analyses.claims.claim import FAILS, HOLDS, conditional, thresholds
 from analyses.metrics.intervals import proportion_interval
-
-TINY = Budget(
-    "tiny",
-    theorem1_lengths=(5,),
-    theorem1_scales=(1.0,),
-    theorem1_depth=3,
-    margin_scales=(1.0, 5.0),
-    margin_tasks=8,
-    limit_lengths=(30, 100),
-    limit_tasks=6,
-    neu_lengths=(10, 30),
-    neu_depths=(1, 3),
-    neu_tasks=256,
-    seeds=(0, 1),
-    steps=30,
-    n_eval_tasks=16,
-    objectives=("td", "neu"),
-    control_objectives=("td",),
-    acting_tasks=16,
-    extra={"tasks_per_batch": 8, "windows_per_task": 2, "eval_every": 10, "checkpoint_every": 10},
-)
+from tests.support.claims import TINY
 
 
 def test_wilson_intervals_worked_by_hand():

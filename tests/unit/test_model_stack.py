@@ -12,23 +12,7 @@ import torch
 from ictd_interp.config.model import ICTDConfig
 from ictd_interp.models.architectures.ictd import HookedICTDTransformer
 from ictd_interp.models.fast.ictd_stack import ModelStack
-
-SMALL = {
-    "steps": 24,
-    "eval_every": 8,
-    "checkpoint_every": 8,
-    "tasks_per_batch": 4,
-    "windows_per_task": 3,
-    "n_eval_tasks": 8,
-    "n_states": 5,
-    "context_len": 6,
-    "dtype": "float64",
-}
-
-
-def rel(a: torch.Tensor, b: torch.Tensor) -> float:
-    a, b = a.detach(), b.detach()
-    return float((a - b).abs().max() / b.abs().max().clamp_min(1e-300))
+from tests.support.model_stack import SMALL, rel
 
 
 @pytest.mark.parametrize(

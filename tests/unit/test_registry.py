@@ -11,8 +11,8 @@ from ictd_interp.config.train import TrainConfig
 from ictd_interp.io import pretrained, provenance
 from ictd_interp.models.loading import load_checkpoint
 from ictd_interp.training.evaluation import EvalSet, evaluate
+from tests.support.registry import NAMES
 
-NAMES = pretrained.names()
 REQUIRED = [
     "standard-quick-s0",
     "linear-quick-s0",

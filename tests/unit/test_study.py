@@ -1,49 +1,12 @@
 """Studies on Ray: tables equal the cells' own files, cells equal standalone runs, faults lose nothing."""
 
 import json
-from pathlib import Path
 
 import pandas as pd
 import pytest
-import torch
-from safetensors.torch import load_file
 
 from analyses.studies.spec import StudySpecError, load_spec
-from ictd_interp.training.trainer import train
-
-TINY = {
-    "steps": 12,
-    "tasks_per_batch": 4,
-    "windows_per_task": 2,
-    "n_eval_tasks": 8,
-    "eval_every": 4,
-    "checkpoint_every": 4,
-    "n_states": 5,
-    "context_len": 8,
-    "n_layers": 3,
-}
-
-
-def spec(grid=None, seeds=(0, 1), **fixed):
-    grid = {"tied": [True, False]} if grid is None else grid
-    return {
-        "name": "t",
-        "preset": "quick",
-        "seeds": list(seeds),
-        "fixed": {k: v for k, v in {**TINY, **fixed}.items() if k not in grid},
-        "grid": grid,
-    }
-
-
-def standalone(config, out: Path) -> dict:
-    """The same config trained outside the study, on one torch thread like a study cell."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        train(config, out, progress=False)
-    finally:
-        torch.set_num_threads(threads)
-    return load_file(str(out / "final" / "model.safetensors"))
+from tests.support.study import spec
 
 
 def test_bad_specs_name_the_cell_and_the_field(tmp_path):
