@@ -29,7 +29,7 @@ from analyses.metrics.linear_family import (
 )
 from analyses.metrics.predecessor_metrics import function_readings, random_layer_iws, weight_readings
 from analyses.metrics.site_probes import residual_stack
-from analyses.reports.summary_md import answer_lines, baseline_table, eval_tasks_label, number
+from analyses.reports.summary_md import answer_lines, baseline_table, number, summary_header
 from analyses.summary.sections import DepthCurves, LinearWeights, Summary, TheirReadings
 from analyses.summary.store import build
 from ictd_interp.config.train import TrainConfig
@@ -116,13 +116,7 @@ def compute(
     return build(
         Summary,
         {
-            "source": source,
-            "config": config.to_dict(),
-            "model_config": model.cfg.to_dict(),
-            "architecture": model.cfg.architecture,
-            "n_eval_tasks": len(tasks),
-            "eval_tasks": eval_tasks_label(config, len(tasks)),
-            "curves": curves,
+            **summary_header(source, config, model, len(tasks), curves),
             **sections,
             "example": {
                 "predicted": {"model": values[:, -1].tolist(), "TD(0) construction": td_values[:, -1].tolist()},

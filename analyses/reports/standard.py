@@ -39,7 +39,7 @@ from analyses.metrics.site_probes import (
     residual_stack,
     value_probes,
 )
-from analyses.reports.summary_md import answer_lines, baseline_table, eval_tasks_label, layer_sentence
+from analyses.reports.summary_md import answer_lines, baseline_table, layer_sentence, summary_header
 from analyses.summary.sections import Algorithm, Circuit, DepthCurves, Summary
 from analyses.summary.store import build
 from ictd_interp.config.train import TrainConfig
@@ -161,13 +161,7 @@ def compute(
     return build(
         Summary,
         {
-            "source": source,
-            "config": config.to_dict(),
-            "model_config": model.cfg.to_dict(),
-            "architecture": model.cfg.architecture,
-            "n_eval_tasks": len(tasks),
-            "eval_tasks": eval_tasks_label(config, len(tasks)),
-            "curves": curves,
+            **summary_header(source, config, model, len(tasks), curves),
             **sections,
         },
     )

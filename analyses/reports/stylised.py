@@ -35,12 +35,12 @@ from analyses.reports.summary_md import (
     answer_lines,
     baseline_table,
     control_algorithm_sentence,
-    eval_tasks_label,
     interval_text,
     layer_sentence,
     neu_lines,
     number,
     signs_text,
+    summary_header,
 )
 from analyses.summary.sections import Algorithm, DepthCurves, Diagonality, Margin, Summary
 from analyses.summary.store import build
@@ -158,13 +158,7 @@ def compute(
     return build(
         Summary,
         {
-            "source": source,
-            "architecture": model.cfg.architecture,
-            "config": config.to_dict(),
-            "model_config": model.cfg.to_dict(),
-            "n_eval_tasks": len(tasks),
-            "eval_tasks": eval_tasks_label(config, len(tasks)),
-            "curves": curves,
+            **summary_header(source, config, model, len(tasks), curves),
             **sections,
         },
     )

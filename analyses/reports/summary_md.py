@@ -171,6 +171,20 @@ def control_algorithm_sentence(config: Any) -> list[str]:
     ]
 
 
+def summary_header(source: str, config: Any, model: Any, n_tasks: int, curves: Any) -> dict[str, Any]:
+    """The fields every architecture's ``Summary`` opens with: where the model came from, its settings, the
+    evaluation tasks and the training curves."""
+    return {
+        "source": source,
+        "config": config.to_dict(),
+        "model_config": model.cfg.to_dict(),
+        "architecture": model.cfg.architecture,
+        "n_eval_tasks": n_tasks,
+        "eval_tasks": eval_tasks_label(config, n_tasks),
+        "curves": curves,
+    }
+
+
 def eval_tasks_label(config: Any, n_tasks: int) -> str:
     """Which tasks every number of a report is computed on (one set for the whole report)."""
     t = config.tasks
