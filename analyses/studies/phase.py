@@ -108,7 +108,9 @@ def phase_diagram(rows: list[dict[str, Any]], spec: StudySpec, title: str) -> Op
     columns = list(spec.grid[x])
     labels = list(dict.fromkeys(condition_label({k: r["condition"][k] for k in others}) for r in rows))
     share = np.full((len(labels), len(columns)), np.nan)
-    fig = Figure(figsize=(1.3 * len(columns) + 3.2, max(2.8, 0.7 * len(labels) + 1.6)), layout="constrained")
+    fig = Figure(
+        figsize=(max(1.3 * len(columns) + 3.2, 6.0), max(2.8, 0.7 * len(labels) + 1.6)), layout="constrained"
+    )  # the title fits
     ax = fig.add_subplot()
     for r in rows:
         i = labels.index(condition_label({k: r["condition"][k] for k in others}))
