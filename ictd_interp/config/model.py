@@ -39,8 +39,8 @@ class ICTDConfig(ModelConfigIO):
         dtype: ``"float32"`` or ``"float64"`` (a torch dtype is taken and stored by name).
         seed: seed of the random initial weights.
         backward: how training differentiates the paper-mask fast path: ``"fused"`` (a hand-written
-            backward, ``models/fused_backward.py``; the faster: docs/performance.md) or ``"autograd"`` (op by op:
-            the numerics of every model shipped before the option existed). Equal up to float rounding;
+            backward, ``models/fast/ictd_fused_backward.py``; the faster: docs/performance.md) or ``"autograd"``
+            (op by op: the numerics of every model shipped before the option existed). Equal up to float rounding;
             a config saved without this field ran ``"autograd"`` and loads as such.
     """
 

@@ -4,7 +4,7 @@ and the data it needs.
 Windows come task-major: the query prediction of window ``t`` of task ``b`` is ``v[b, t]``, and
 window ``t + 1`` of the same trajectory provides the bootstrap ``v[b, t + 1]``.
 
-A ``ModelStack`` (``models/model_stack.py``) with a stacked batch (``WindowBatch.stack``) runs every loss with a
+A ``ModelStack`` (``models/fast/ictd_stack.py``) with a stacked batch (``WindowBatch.stack``) runs every loss with a
 leading model axis: the loss is then a vector, each model's own loss, whose sum has each model's own gradient.
 Without the axis every operation is the single model's, bit for bit.
 """

@@ -1,4 +1,4 @@
-"""Runs of one shape trained together in one process (``models/model_stack.py``), each into its own run folder.
+"""Runs of one shape trained together in one process (``models/fast/ictd_stack.py``), each into its own run folder.
 
 ``train_stack(configs, out_dirs)`` trains ``M`` runs whose configs differ only in their seeds: each run draws its
 own batches from its own data generator (the batches its run alone draws), the stack steps every model in the

@@ -1,5 +1,5 @@
-"""Attention over chunks of query positions (``models/chunked.py``) equals the full forward (float64, 1e-12), and
-is taken only where no hook needs the whole pattern."""
+"""Attention over chunks of query positions (``models/fast/chunked_attention.py``) equals the full forward (float64,
+1e-12), and is taken only where no hook needs the whole pattern."""
 
 import pytest
 import torch
