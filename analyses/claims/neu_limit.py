@@ -74,7 +74,12 @@ def _step_power(ladder: list, lengths: list[int]) -> str:
         if b.calibrated_hi < a.calibrated_lo:
             shown.append(f"{n} → {m}")
         else:
-            blind.append(f"{n} → {m} (NEU at n = {n} within [{a.calibrated_lo:.1e}, {a.calibrated_hi:.1e}])")
+            where = (
+                f"within [{a.calibrated_lo:.1e}, {a.calibrated_hi:.1e}]"
+                if math.isfinite(a.calibrated_hi)
+                else "not finite: θ* diverges there"
+            )
+            blind.append(f"{n} → {m} (NEU at n = {n} {where})")
     return (
         "the NEU itself is shown to fall at "
         + (", ".join(shown) or "no step")

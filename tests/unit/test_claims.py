@@ -159,6 +159,8 @@ def test_a_step_of_n_is_shown_only_when_the_longer_contexts_interval_lies_below_
             calibrated_hi=hi,
         )
 
+    diverged = NeuEstimate(estimate=math.nan, lo=math.nan, hi=math.nan, half_width=math.nan, n_tasks=64, n_nonfinite=3)
+    assert "(NEU at n = 3 not finite: θ* diverges there)" in neu_limit._step_power([diverged, est(0.0, 0.5)], [3, 10])
     text = neu_limit._step_power([est(1.0, 2.0), est(0.0, 0.5), est(0.0, 0.4)], [10, 30, 100])
     assert text == (
         "the NEU itself is shown to fall at 10 → 30; at 30 → 100 (NEU at n = 30 within [0.0e+00, "
