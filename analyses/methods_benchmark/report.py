@@ -5,17 +5,27 @@ directions against the true basis)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-import seaborn as sns
 
-from analyses.figures.plots import Figure, _figure, legend_outside, series_colours, text_outside, wrapped
+from analyses.figures.plots import text_outside
 from analyses.methods_benchmark.cases import CASES
-from analyses.methods_benchmark.evaluate import CellResult, DirectionScores, EdgeScores, FeatureScores
+from analyses.methods_benchmark.evaluate import CellResult, FeatureScores
 from analyses.methods_benchmark.faithfulness import EPSILON
+from analyses.methods_benchmark.report_figures import auroc_figure, direction_figure, roc_figure
+from analyses.methods_benchmark.selection import (
+    CHANCE,
+    bounded,
+    cases_of,
+    direction_cells,
+    direction_methods,
+    edge_methods,
+    interval,
+    variable_interval,
+    variables_of,
+)
 from analyses.metrics.intervals import METHOD as INTERVAL_METHOD
 from analyses.metrics.intervals import Interval, t_interval
 
@@ -23,8 +33,7 @@ if TYPE_CHECKING:
     from analyses.methods_benchmark.run import BenchmarkBudget
 
 EDGE_COLUMNS = ("auroc", "auprc", "precision", "recall", "circuit_edges", "faithfulness")
-RECOVERS, CHANCE = 0.95, 0.5
-LINE_STYLES = ("-", "--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)))  # overlapping curves stay visible
+RECOVERS = 0.95
 EXACT_ANGLE, CLOSE_ANGLE = 1e-3, 5.0
 FEATURES_RECOVERED = 0.9  # a feature method recovers the superposed features when its MCC interval lies above
 FEATURE_CHANCE = "random-dictionary"  # the feature methods' chance baseline (methods.py), compared seed by seed
@@ -41,39 +50,6 @@ RULES = (
 )
 
 
-BOUNDS = {
-    "angle": (0.0, 90.0),
-    "max_angle": (0.0, 90.0),
-    "circuit_edges": (0.0, float("inf")),
-    "iia": (-float("inf"), 1.0),
-    "cpr": (-float("inf"), float("inf")),
-    "cmd": (0.0, float("inf")),
-    "cmd_mean": (0.0, float("inf")),
-    "cmd_zero": (0.0, float("inf")),
-}  # by score name; everything else in [0, 1] (faithfulness at most 1)
-
-
-def _bounded(values: list[float], key: str) -> Interval:
-    """The mean over seeds with its t-interval, the bounds cut to the score's range (AUROC, AUPRC, precision,
-    recall and R² in [0, 1]; faithfulness and IIA at most 1, below 0 when worse than the baseline they compare to;
-    angles in [0°, 90°])."""
-    iv = t_interval(values)
-    low, high = BOUNDS.get(key, (-float("inf") if key == "faithfulness" else 0.0, 1.0))
-    return replace(iv, lo=max(iv.lo, low), hi=min(iv.hi, high)) if iv.n >= 2 else iv
-
-
-def interval(cells: Sequence[CellResult], case: str, method: str, key: str) -> Interval | None:
-    """An edge score (``EdgeScores`` field ``key``) over the case's seeds; None where the method has none."""
-    values = [getattr(c.scores[method], key) for c in cells if c.case == case and method in c.scores]
-    values = [v for v in values if v is not None]
-    return _bounded(values, key) if values else None
-
-
-def variable_interval(cells: Sequence[CellResult], case: str, method: str, variable: str, key: str) -> Interval:
-    """A direction score (``VariableScores`` field ``key``) of one variable over the case's seeds."""
-    return _bounded([getattr(c.scores[method].variables[variable], key) for c in cells if c.case == case], key)
-
-
 def edge_verdict(auroc: Interval) -> str:
     if auroc.n >= 2 and auroc.lo > RECOVERS or auroc.n < 2 and auroc.mean > RECOVERS:
         return "recovers"
@@ -86,7 +62,7 @@ def edge_verdict(auroc: Interval) -> str:
 
 def direction_verdict(cells: Sequence[CellResult], case: str, method: str, variable: str) -> str:
     rows = [c.scores[method].variables[variable] for c in cells if c.case == case]
-    angle = _bounded([r.angle for r in rows], "angle")
+    angle = bounded([r.angle for r in rows], "angle")
     if np.max([r.max_angle for r in rows]) < EXACT_ANGLE:  # a NaN angle is never exact
         return "exact"
     low, high = (angle.lo, angle.hi) if angle.n >= 2 else (angle.mean, angle.mean)
@@ -97,27 +73,6 @@ def seeds_off(cells: Sequence[CellResult], case: str, method: str, variable: str
     """How many seeds' mean angle is ``CLOSE_ANGLE`` or more (or not a number), of how many."""
     angles = [c.scores[method].variables[variable].angle for c in cells if c.case == case]
     return f"{sum(not a < CLOSE_ANGLE for a in angles)}/{len(angles)}"
-
-
-def _scored_everywhere(cells: Sequence[CellResult], kind: type) -> list[str]:
-    """The methods of ``kind`` scored in every cell: one that failed anywhere is listed apart (``failure_lines``)."""
-    return [m for m, score in cells[0].scores.items() if isinstance(score, kind) and all(m in c.scores for c in cells)]
-
-
-def _edge_methods(cells: Sequence[CellResult]) -> list[str]:
-    return _scored_everywhere(cells, EdgeScores)
-
-
-def direction_cells(cells: Sequence[CellResult]) -> list[CellResult]:
-    """The cells whose case asks where variables lie (not ``graded``: its leaks move every variable off its exact
-    direction, so no direction is scored there)."""
-    return [c for c in cells if any(isinstance(s, DirectionScores) for s in c.scores.values())]
-
-
-def _direction_methods(cells: Sequence[CellResult]) -> list[str]:
-    """The direction methods scored on every cell that asks for directions."""
-    asked = direction_cells(cells)
-    return _scored_everywhere(asked, DirectionScores) if asked else []
 
 
 def failure_lines(cells: Sequence[CellResult]) -> list[str]:
@@ -141,14 +96,6 @@ def failure_lines(cells: Sequence[CellResult]) -> list[str]:
     ]
 
 
-def _variables(cells: Sequence[CellResult], method: str) -> list[str]:
-    return list(cells[0].scores[method].variables)
-
-
-def _cases(cells: Sequence[CellResult]) -> list[str]:
-    return list(dict.fromkeys(c.case for c in cells))
-
-
 def circuit_text(cells: Sequence[CellResult]) -> str:
     """Whether the planted edges are a circuit at ``EPSILON`` on each seed (``faithfulness.circuit_check``)."""
     checks = [c.circuit for c in cells if c.circuit is not None]
@@ -166,7 +113,7 @@ def circuit_text(cells: Sequence[CellResult]) -> str:
 def size_lines(cells: Sequence[CellResult], cases: list[str]) -> list[str]:
     """The table of node AUROC and faithfulness over circuit size (``faithfulness.size_scores``) per method and
     case, each a mean over seeds with its interval; empty for cells saved before these scores existed."""
-    methods = [m for m in _edge_methods(cells) if cells[0].scores[m].cpr is not None]
+    methods = [m for m in edge_methods(cells) if cells[0].scores[m].cpr is not None]
     if not methods:
         return []
     lines = [
@@ -191,7 +138,21 @@ def size_lines(cells: Sequence[CellResult], cases: list[str]) -> list[str]:
 
 
 def markdown(cells: Sequence[CellResult], budget: BenchmarkBudget) -> str:
-    cases, seeds = _cases(cells), budget.seeds
+    """``report.md``: the cases, the rules, then each kind of method's tables, what failed, and a reading."""
+    cases = cases_of(cells)
+    lines = _case_lines(cells, budget) + ["", "## Rules", "", RULES]
+    lines += _edge_lines(cells, cases) + size_lines(cells, cases) + _circuit_lines(cells, cases)
+    for m in direction_methods(cells):
+        lines += _direction_lines(cells, m)
+    lines += feature_lines(cells)
+    lines += failure_lines(cells)
+    lines += ["", "## What the numbers mean", "", reading(cells), ""]
+    return "\n".join(lines)
+
+
+def _case_lines(cells: Sequence[CellResult], budget: BenchmarkBudget) -> list[str]:
+    """The budget, each case with its size and circuit check, and what the seeds can decide."""
+    seeds = budget.seeds
     lines = [
         "# Methods benchmark: interpretability methods against circuits known exactly",
         "",
@@ -203,14 +164,14 @@ def markdown(cells: Sequence[CellResult], budget: BenchmarkBudget) -> str:
         "## Cases",
         "",
     ]
-    for c in cases:
+    for c in cases_of(cells):
         spec, cell = CASES[c], next(x for x in cells if x.case == c)
         lines.append(
             f"- **{c}**: {spec.description} ({spec.n_layers} layers, {spec.n_heads} head"
             f"{'s' if spec.n_heads > 1 else ''} per layer, d_model {spec.d_features + 3 + spec.junk_dims}; "
             f"{cell.true_edges} true edges of {cell.edges})" + circuit_text([x for x in cells if x.case == c])
         )
-    lines += [
+    return lines + [
         "",
         f"With {seeds} seeds an interval's half-width is t(0.975, {seeds - 1})·sd/√{seeds}: a wide one "
         "decides little"
@@ -218,69 +179,78 @@ def markdown(cells: Sequence[CellResult], budget: BenchmarkBudget) -> str:
         + ". A case with one false edge makes AUROC coarse (each seed's value is a multiple of 1/(true × false "
         "edges)).",
     ]
-    lines += ["", "## Rules", "", RULES]
-    if _edge_methods(cells):
-        lines += [
-            "",
-            "## Edge methods: ranking the computation graph's edges against the true circuit",
-            "",
-            "AUROC: the chance that a true edge outranks a false one (0.5: chance); AUPRC: average precision "
-            "(chance: the share of true edges).",
-            "",
-            "| method | " + " | ".join(cases) + " |",
-            "|" + "---|" * (len(cases) + 1),
-        ]
-    for m in _edge_methods(cells):
+
+
+def _edge_lines(cells: Sequence[CellResult], cases: list[str]) -> list[str]:
+    """Each edge method's AUROC and AUPRC per case, with its verdict."""
+    methods = edge_methods(cells)
+    if not methods:
+        return []
+    lines = [
+        "",
+        "## Edge methods: ranking the computation graph's edges against the true circuit",
+        "",
+        "AUROC: the chance that a true edge outranks a false one (0.5: chance); AUPRC: average precision "
+        "(chance: the share of true edges).",
+        "",
+        "| method | " + " | ".join(cases) + " |",
+        "|" + "---|" * (len(cases) + 1),
+    ]
+    for m in methods:
         row = [m]
         for c in cases:
             auroc, auprc = interval(cells, c, m, "auroc"), interval(cells, c, m, "auprc")
             row.append(f"AUROC {auroc.text('.3f')}, AUPRC {auprc.text('.3f')}: **{edge_verdict(auroc)}**")
         lines.append("| " + " | ".join(row) + " |")
-    lines += size_lines(cells, cases)
-    circuit_methods = [m for m in _edge_methods(cells) if cells[0].scores[m].faithfulness is not None]
-    if circuit_methods:
-        lines += [
-            "",
-            "Methods that return a circuit: its precision and recall against the true edges, its size "
-            "and its faithfulness (1: the circuit alone, every other edge patched to the corrupted run, "
-            "gives the full model's answers; 0: no better than the corrupted run).",
-            "",
-            "| method | case | precision | recall | edges | faithfulness |",
-            "|---|---|---|---|---|---|",
-        ]
-        for m in circuit_methods:
-            for c in cases:
-                vals = [
-                    interval(cells, c, m, k).text(".3g")
-                    for k in ("precision", "recall", "circuit_edges", "faithfulness")
-                ]
-                lines.append(f"| {m} | {c} | " + " | ".join(vals) + " |")
-    for m in _direction_methods(cells):
-        lines += [
-            "",
-            f"## Direction method `{m}`: the variables' directions in the rotated residual stream",
-            "",
-            "Angle: the principal angle (degrees) between the direction found and the true one, averaged "
-            "over the sites where the variable lies exactly on it; worst site: each seed's largest angle over "
-            "those sites, averaged over the seeds; R²: the share of "
-            "the true variable's variance on held-out tasks explained by the read-out along the direction "
-            "found; IIA: interchange-intervention accuracy, ``1 − MSE / Var`` of the model's predictions "
-            "when the component along the direction is swapped from another task's prompt, against the "
-            "causal model's counterfactual (held-out pairs): an R² of the counterfactual, 1 when exact, below "
-            "0 when worse than predicting its mean.",
-            "",
-            f"| case | variable | angle (°) | worst site (°) | seeds ≥ {CLOSE_ANGLE:g}° | R² | IIA | verdict |",
-            "|---|---|---|---|---|---|---|---|",
-        ]
-        for c in _cases(direction_cells(cells)):
-            for var in _variables(direction_cells(cells), m):
-                vals = [variable_interval(cells, c, m, var, k).text(".3g") for k in ("angle", "max_angle", "r2", "iia")]
-                vals.insert(2, seeds_off(cells, c, m, var))
-                lines.append(f"| {c} | {var} | " + " | ".join(vals) + f" | {direction_verdict(cells, c, m, var)} |")
-    lines += feature_lines(cells)
-    lines += failure_lines(cells)
-    lines += ["", "## What the numbers mean", "", reading(cells), ""]
-    return "\n".join(lines)
+    return lines
+
+
+def _circuit_lines(cells: Sequence[CellResult], cases: list[str]) -> list[str]:
+    """The circuits of the methods that return one: precision, recall, size and faithfulness per case."""
+    methods = [m for m in edge_methods(cells) if cells[0].scores[m].faithfulness is not None]
+    if not methods:
+        return []
+    lines = [
+        "",
+        "Methods that return a circuit: its precision and recall against the true edges, its size "
+        "and its faithfulness (1: the circuit alone, every other edge patched to the corrupted run, "
+        "gives the full model's answers; 0: no better than the corrupted run).",
+        "",
+        "| method | case | precision | recall | edges | faithfulness |",
+        "|---|---|---|---|---|---|",
+    ]
+    for m in methods:
+        for c in cases:
+            keys = ("precision", "recall", "circuit_edges", "faithfulness")
+            lines.append(f"| {m} | {c} | " + " | ".join(interval(cells, c, m, k).text(".3g") for k in keys) + " |")
+    return lines
+
+
+def _direction_lines(cells: Sequence[CellResult], m: str) -> list[str]:
+    """A direction method's angle, worst site, R², IIA and verdict per case and variable."""
+    lines = [
+        "",
+        f"## Direction method `{m}`: the variables' directions in the rotated residual stream",
+        "",
+        "Angle: the principal angle (degrees) between the direction found and the true one, averaged "
+        "over the sites where the variable lies exactly on it; worst site: each seed's largest angle over "
+        "those sites, averaged over the seeds; R²: the share of "
+        "the true variable's variance on held-out tasks explained by the read-out along the direction "
+        "found; IIA: interchange-intervention accuracy, ``1 − MSE / Var`` of the model's predictions "
+        "when the component along the direction is swapped from another task's prompt, against the "
+        "causal model's counterfactual (held-out pairs): an R² of the counterfactual, 1 when exact, below "
+        "0 when worse than predicting its mean.",
+        "",
+        f"| case | variable | angle (°) | worst site (°) | seeds ≥ {CLOSE_ANGLE:g}° | R² | IIA | verdict |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    asked = direction_cells(cells)
+    for c in cases_of(asked):
+        for var in variables_of(asked, m):
+            vals = [variable_interval(cells, c, m, var, k).text(".3g") for k in ("angle", "max_angle", "r2", "iia")]
+            vals.insert(2, seeds_off(cells, c, m, var))
+            lines.append(f"| {c} | {var} | " + " | ".join(vals) + f" | {direction_verdict(cells, c, m, var)} |")
+    return lines
 
 
 def _feature_rows(cells: Sequence[CellResult]) -> dict[tuple[str, str], list[FeatureScores]]:
@@ -314,7 +284,7 @@ def feature_lines(cells: Sequence[CellResult]) -> list[str]:
         "|---|---|---|---|---|---|---|---|",
     ]
     for (m, case), rows in table.items():
-        mcc, cos = _bounded([r.mcc for r in rows], "mcc"), _bounded([r.cosine for r in rows], "cosine")
+        mcc, cos = bounded([r.mcc for r in rows], "mcc"), bounded([r.cosine for r in rows], "cosine")
         diff, cos_diff = chance_difference(cells, m, case), chance_difference(cells, m, case, "cosine")
         verdict = feature_verdict(mcc) + ("" if diff is None else f"; {chance_verdict(diff)}")
         lines.append(
@@ -351,8 +321,8 @@ def chance_verdict(diff: Interval) -> str:
 def reading(cells: Sequence[CellResult]) -> str:
     """The findings in words, from the verdicts (never from numbers typed here)."""
     parts = []
-    for c in _cases(cells) if _edge_methods(cells) else []:
-        verdicts = {m: edge_verdict(interval(cells, c, m, "auroc")) for m in _edge_methods(cells)}
+    for c in cases_of(cells) if edge_methods(cells) else []:
+        verdicts = {m: edge_verdict(interval(cells, c, m, "auroc")) for m in edge_methods(cells)}
         good = [m for m, v in verdicts.items() if v == "recovers" and m != "random"]
         bad = [f"{m} ({v})" for m, v in verdicts.items() if v != "recovers" and m != "random"]
         parts.append(
@@ -374,7 +344,7 @@ def reading(cells: Sequence[CellResult]) -> str:
 
 def feature_reading(cells: Sequence[CellResult]) -> list[str]:
     """The feature methods' findings in words, from their MCC intervals and verdicts."""
-    found = {key: _bounded([r.mcc for r in rows], "mcc") for key, rows in _feature_rows(cells).items()}
+    found = {key: bounded([r.mcc for r in rows], "mcc") for key, rows in _feature_rows(cells).items()}
     if not found:
         return []
     words = []
@@ -391,81 +361,11 @@ def feature_reading(cells: Sequence[CellResult]) -> list[str]:
     ]
 
 
-def roc_figure(cells: Sequence[CellResult], seed: int = 0) -> Figure:
-    """ROC curves of every edge method against the true edges, one panel per case (benchmark seed ``seed``)."""
-    cases, methods = _cases(cells), _edge_methods(cells)
-    fig, axes = _figure(len(cases), width=max(3.6, 7.2 / len(cases)), height=3.6)  # one case: room for the legend
-    colours = series_colours(methods)
-    for ax, c in zip(axes, cases):
-        cell = next(x for x in cells if x.case == c and x.seed == seed)
-        for k, (colour, m) in enumerate(zip(colours, methods)):
-            roc = cell.scores[m].roc
-            ax.plot(roc.fpr, roc.tpr, color=colour, ls=LINE_STYLES[k % len(LINE_STYLES)], lw=1.8, label=m)
-        ax.plot([0, 1], [0, 1], color="grey", ls=":", lw=1)
-        ax.set(
-            title=c,
-            xlabel="false-positive rate (edges)",
-            ylabel="true-positive rate" if ax is axes[0] else "",
-            xlim=(-0.02, 1.02),
-            ylim=(-0.02, 1.02),
-        )
-    legend_outside(axes[-1], title=f"seed {seed}; dotted: chance")
-    return fig
-
-
-def auroc_figure(cells: Sequence[CellResult]) -> Figure:
-    """Mean AUROC per method and case with its interval over seeds."""
-    cases, methods = _cases(cells), _edge_methods(cells)
-    fig, (ax,) = _figure(width=7.5, height=3.6)
-    width = 0.8 / len(methods)
-    for k, (colour, m) in enumerate(zip(series_colours(methods), methods)):
-        iv = [interval(cells, c, m, "auroc") for c in cases]
-        x = np.arange(len(cases)) + (k - (len(methods) - 1) / 2) * width
-        err = np.nan_to_num([[i.mean - i.lo for i in iv], [i.hi - i.mean for i in iv]])
-        ax.bar(x, [i.mean for i in iv], width, yerr=err, color=colour, capsize=2, label=m)
-    ax.axhline(CHANCE, color="grey", ls=":", lw=1, label="chance")
-    ax.set(
-        xticks=range(len(cases)),
-        xticklabels=cases,
-        ylim=(0, 1.05),
-        ylabel="AUROC against the true edges",
-        title=f"Edge rankings against the planted circuit ({len({x.seed for x in cells})} seeds)",
-    )
-    legend_outside(ax, title="95% interval over seeds")
-    return fig
-
-
-def direction_figure(cells: Sequence[CellResult], method: str, case: str, seed: int = 0) -> Figure:
-    """|cos| between each direction found and every axis of the unrotated basis (the truth: one bright cell per
-    row, on the variable's own axis)."""
-    cell = next(x for x in cells if x.case == case and x.seed == seed)
-    cos = cell.scores[method].cosines
-    fig, (ax,) = _figure(width=max(0.45 * len(cos.axes) + 4.2, 6.0), height=max(0.32 * len(cos.labels) + 1.8, 3.0))
-    sns.heatmap(
-        np.asarray(cos.matrix),
-        ax=ax,
-        vmin=0,
-        vmax=1,
-        cmap="mako",
-        annot=len(cos.axes) <= 12,
-        fmt=".2f",
-        xticklabels=cos.axes,
-        yticklabels=cos.labels,
-        cbar_kws={"label": "|cos|"},
-    )
-    ax.set(
-        title=wrapped(f"{method} on {case} (seed {seed}): each direction found against the true axes", 50),
-        xlabel="axis of the unrotated residual stream",
-        ylabel="variable @ site",
-    )
-    return fig
-
-
 def write_report(cells: Sequence[CellResult], budget: BenchmarkBudget, out_dir: Path) -> Path:
     figures = Path(out_dir) / "figures"
     figures.mkdir(parents=True, exist_ok=True)
-    drawn = {"roc": roc_figure(cells), "auroc": auroc_figure(cells)} if _edge_methods(cells) else {}
-    for m in _direction_methods(cells):  # drawn on the cell where the method's directions are furthest off
+    drawn = {"roc": roc_figure(cells), "auroc": auroc_figure(cells)} if edge_methods(cells) else {}
+    for m in direction_methods(cells):  # drawn on the cell where the method's directions are furthest off
         worst = max(direction_cells(cells), key=lambda c: max(s.angle for s in c.scores[m].variables.values()))
         drawn[f"directions_{m}"] = direction_figure(cells, m, worst.case, worst.seed)
     for name, fig in drawn.items():

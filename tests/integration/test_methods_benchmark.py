@@ -75,14 +75,15 @@ def test_the_command_names_an_unknown_method(tmp_path, capsys):
 
 def test_a_method_returning_nan_fails_its_cell_and_is_never_scored(tmp_path):
     from analyses.methods_benchmark.evaluate import EdgeScores, Roc
-    from analyses.methods_benchmark.report import _edge_methods, failure_lines
+    from analyses.methods_benchmark.report import failure_lines
+    from analyses.methods_benchmark.selection import edge_methods
 
     ok = EdgeScores(auroc=1.0, auprc=1.0, roc=Roc([0.0, 1.0], [0.0, 1.0]))
     cells = [
         CellResult("plain", 0, 4, 2, {"good": ok, "nan-method": ok}),
         CellResult("plain", 1, 4, 2, {"good": ok}, {"nan-method": "auroc: 1 of 4 scores are not finite"}),
     ]
-    assert _edge_methods(cells) == ["good"]
+    assert edge_methods(cells) == ["good"]
     lines = failure_lines(cells)
     assert any("`nan-method` failed on 1 cell(s); first: plain seed 1: auroc: 1 of 4" in line for line in lines)
 
