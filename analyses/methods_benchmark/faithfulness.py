@@ -31,11 +31,12 @@ from torch import Tensor
 
 from analyses.methods_benchmark.cases import Case
 from analyses.methods_benchmark.graph import Edge, build_graph, run_graph
-from analyses.methods_benchmark.methods import Runs, runs
+from analyses.methods_benchmark.methods import Runs, patched_prediction, runs
 from analyses.methods_benchmark.scores import auroc, check_tensor, faithfulness
 
 ABLATIONS = ("resample", "mean", "zero")
 SHARES = [k / 20 for k in range(21)]  # kept shares of the edges at which f is read
+EPSILON = 0.025  # a circuit's faithfulness must reach 1 − EPSILON (docs/methods_benchmark.md, "circuit")
 
 
 @dataclass(frozen=True)
@@ -94,8 +95,8 @@ def size_curve(case: Case, r: Runs, ranking: Sequence[Edge], ablation: str) -> S
         return run_graph(case.model, case.clean.prompt, patched={e: ablated[e[0]] for e in ranking[k:]})[1]
 
     counts = [round(s * len(ranking)) for s in SHARES]
-    empty = kept(0)
-    values = [recovered(kept(k), r.pred, empty) for k in counts]
+    predictions = {k: kept(k) for k in dict.fromkeys(counts)}  # each size once (small graphs repeat counts)
+    values = [recovered(predictions[k], r.pred, predictions[0]) for k in counts]
     cpr, cmd = areas([k / len(ranking) for k in counts], values)
     return SizeCurve(ablation, counts, values, cpr, cmd)
 
@@ -124,9 +125,6 @@ def size_scores(case: Case, r: Runs, scores: dict[Edge, float]) -> dict[str, Opt
     }
 
 
-EPSILON = 0.025  # a circuit's faithfulness must reach 1 − EPSILON (docs/methods_benchmark.md, "circuit")
-
-
 @torch.no_grad()
 def circuit_check(case: Case) -> tuple[float, float]:
     """The planted edges' faithfulness under joint (resample) ablation of every other edge, and the largest
@@ -136,10 +134,6 @@ def circuit_check(case: Case) -> tuple[float, float]:
     outside = set(edges) - true
 
     def kept(ablated: set[Edge]) -> float:
-        return faithfulness(
-            run_graph(case.model, case.clean.prompt, patched={e: r.corrupted[e[0]] for e in ablated})[1],
-            r.pred,
-            r.pred_corrupted,
-        )
+        return faithfulness(patched_prediction(case, r, ablated), r.pred, r.pred_corrupted)
 
     return kept(outside), max(kept(outside | {e}) for e in true)
