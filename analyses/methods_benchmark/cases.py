@@ -14,28 +14,40 @@ hides it:
   dimensions than there are units — more sparse quantities than dimensions, off the circuit's path;
 * **a random orthogonal change of residual basis** ``Q`` (``W_E → W_E Q``, readers ``W → Qᵀ W``, writers
   ``W_O → W_O Q``, ``W_U → Qᵀ W_U``): without LayerNorm the function is unchanged (to 1e-12 in float64), and
-  the variables' directions are the rows of ``Q`` — known only through the rotation.
+  the variables' directions are the rows of ``Q`` — known only through the rotation;
+* **leak heads**, **the TD update split over two heads** and **LayerNorm held near θ*'s map by an anchor**: the
+  weight-level steps are ``planting``'s, each derived there.
 
-The ground truth each case exports: the circuit's edges (``embed`` → every TD head, every TD head → every
-later TD head and → ``output``), every node's role, and each variable's direction in the residual stream with
-the hook names where the variable lies exactly on it (``reward`` everywhere; ``value``, the current-value row,
-after each block); in a superposed case also ``features``: at each block's output the activations of every
+The ground truth each case exports: the circuit's edges (``planting.circuit_edges``: ``embed`` → every TD
+head, every TD head → every later TD head and → ``output``; fewer when the update is split), every node's role,
+and each variable's direction in the residual stream with the hook names where the variable lies exactly on it
+(``reward`` everywhere; ``value``, the current-value row, after each block; none where leaks or LayerNorm move
+the values off θ*'s); in a superposed case also ``features``: at each block's output the activations of every
 junk unit written so far (``feature_values``) and their unit write directions.
 """
 
 from __future__ import annotations
 
 import copy
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
 
 import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from analyses.methods_benchmark.graph import OUTPUT, Edge, head_name, mlp_name
+from analyses.methods_benchmark.case_specs import THETA_STAR, CaseSpec, source_name
+from analyses.methods_benchmark.graph import Edge, head_name, mlp_name
+from analyses.methods_benchmark.planting import (
+    anchor_layer_norm,
+    circuit_edges,
+    mean_fixing_rotation,
+    plant_distractors,
+    random_rotation,
+    rotate,
+    split_td_head,
+)
 from analyses.metrics.site_probes import residual_stack
-from ictd_interp.config import ICTDConfig, TaskDistribution
+from ictd_interp.config import ICTDConfig
 from ictd_interp.config.standard import StandardConfig
 from ictd_interp.models.architectures.hook_names import get_act_name
 from ictd_interp.models.architectures.ictd import HookedICTDTransformer
@@ -43,125 +55,6 @@ from ictd_interp.models.architectures.standard import HookedStandardTransformer
 from ictd_interp.models.constructions.standard_theta_star import standard_theta_star, theta_star_weights
 from ictd_interp.models.fast.state_space import state_space_unavailable
 from ictd_interp.tasks import TaskBatch, sample_from
-
-ROLES = ("td", "silent", "junk", "cancelling", "mlp-junk")
-THETA_STAR = "theta*"  # a case's source: θ*'s construction, else the name of a shipped stylised model
-
-
-@dataclass
-class CaseSpec:
-    """One planted case (validated on construction). Heads per layer: 1 TD head, ``silent_heads``,
-    ``junk_heads``, ``2 * cancelling_pairs``, ``leak_heads`` (random heads writing into the circuit's own
-    dimensions at graded small scales: the ``k``-th at ``leak_scale · k / leak_heads``, so their edges have small,
-    non-zero effects); ``d_mlp`` junk MLP units; ``junk_dims`` extra residual
-    dimensions; ``rotate``: hide the basis. ``source``: whose layers the TD heads carry, θ*'s or a shipped
-    stylised model's (TSM form, paper mask: its layer is a fixed map read from its weights, ``d_features`` and
-    ``n_layers`` its own). Tasks: Boyan chains of ``n_states`` states, ``d_features`` features, contexts of
-    ``context_len``; ``n_tasks`` clean prompts, as many corrupted ones (independent tasks)."""
-
-    name: str
-    n_layers: int = 3
-    d_features: int = 3
-    silent_heads: int = 0
-    junk_heads: int = 0
-    cancelling_pairs: int = 0
-    d_mlp: int = 0
-    junk_dims: int = 0
-    rotate: bool = True
-    n_states: int = 6
-    context_len: int = 16
-    n_tasks: int = 32
-    weight_scale: float = 0.5
-    mlp_active: float = 0.0  # > 0: ReLU junk units, each active on this share of positions (superposed features)
-    leak_heads: int = 0
-    leak_scale: float = 0.0
-    source: str = THETA_STAR
-    description: str = ""
-
-    def __post_init__(self) -> None:
-        for key in ("n_layers", "d_features", "n_states", "context_len", "n_tasks"):
-            if not isinstance(getattr(self, key), int) or getattr(self, key) < 1:
-                raise ValueError(f"case {self.name!r}: {key} must be a positive integer, got {getattr(self, key)!r}")
-        if (self.leak_heads > 0) != (self.leak_scale > 0):
-            raise ValueError(
-                f"case {self.name!r}: leak heads need a leak_scale > 0 and the reverse, got leak_heads="
-                f"{self.leak_heads}, leak_scale={self.leak_scale!r}"
-            )
-        for key in ("silent_heads", "junk_heads", "cancelling_pairs", "d_mlp", "junk_dims", "leak_heads"):
-            if not isinstance(getattr(self, key), int) or getattr(self, key) < 0:
-                raise ValueError(f"case {self.name!r}: {key} must be an integer >= 0, got {getattr(self, key)!r}")
-        if not 0.0 <= self.mlp_active < 1.0 or (self.mlp_active and not self.d_mlp):
-            raise ValueError(
-                f"case {self.name!r}: mlp_active must lie in [0, 1) and needs d_mlp >= 1, got "
-                f"{self.mlp_active!r} with d_mlp={self.d_mlp}"
-            )
-        if (self.junk_heads or self.d_mlp) and not self.junk_dims:
-            raise ValueError(
-                f"case {self.name!r}: junk heads and MLP units write into junk dimensions; set junk_dims >= 1"
-            )
-
-    @property
-    def n_heads(self) -> int:
-        return 1 + self.silent_heads + self.junk_heads + 2 * self.cancelling_pairs + self.leak_heads
-
-    @property
-    def tasks(self) -> TaskDistribution:
-        return TaskDistribution(n_states=self.n_states, d_features=self.d_features, context_len=self.context_len)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-CASES: dict[str, CaseSpec] = {
-    spec.name: spec
-    for spec in (
-        CaseSpec("rotated", description="θ*'s circuit alone, behind a random rotation"),
-        CaseSpec(
-            "distractors",
-            silent_heads=1,
-            junk_heads=2,
-            d_mlp=8,
-            junk_dims=4,
-            description="+ a silent head, two junk heads and 8 junk MLP units per layer, 4 junk dimensions",
-        ),
-        CaseSpec(
-            "cancelling",
-            junk_heads=1,
-            cancelling_pairs=1,
-            junk_dims=2,
-            description="+ a pair of heads per layer whose writes cancel exactly, and a junk head",
-        ),
-        CaseSpec(
-            "superposed",
-            d_mlp=6,
-            junk_dims=3,
-            mlp_active=0.1,
-            description="+ 6 sparse ReLU junk units per layer (each active on 10 % of positions) in 3 junk "
-            "dimensions: 6, 12, 18 features superposed in 3 dimensions after blocks 0, 1, 2",
-        ),
-        CaseSpec(
-            "graded",
-            n_layers=4,
-            silent_heads=1,
-            leak_heads=3,
-            leak_scale=0.002,
-            description="4 layers; + a silent head and 3 leak heads per layer writing into the circuit's own "
-            "dimensions at 0.0007, 0.0013 and 0.002 of a unit scale: every leak edge has a small, non-zero effect",
-        ),
-        CaseSpec(
-            "trained",
-            d_features=4,
-            silent_heads=1,
-            junk_heads=1,
-            d_mlp=4,
-            junk_dims=2,
-            source="depth3-td-s{k}",
-            description="a TD-trained tied layer (read from its weights) in place of θ*'s — the shipped "
-            "depth3-td-s0 … s4, seed k carrying s(k mod 5) — with a silent head, a junk head and 4 junk MLP units "
-            "per layer",
-        ),
-    )
-}
 
 
 @dataclass(frozen=True)
@@ -244,72 +137,11 @@ def problem_of(case: Case) -> Problem:
     )
 
 
-def random_rotation(n: int, generator: torch.Generator) -> Float[Tensor, "n n"]:
-    """A Haar-random orthogonal matrix (QR of a Gaussian, signs fixed by R's diagonal)."""
-    q, r = torch.linalg.qr(torch.randn(n, n, generator=generator, dtype=torch.float64))
-    return q * torch.sign(torch.diagonal(r))
-
-
-def _roles(spec: CaseSpec) -> list[str]:
-    """Each head's role in a layer, in head order."""
-    return (
-        ["td"]
-        + ["silent"] * spec.silent_heads
-        + ["junk"] * spec.junk_heads
-        + ["cancelling"] * (2 * spec.cancelling_pairs)
-        + ["leak"] * spec.leak_heads
-    )
-
-
-def _plant(spec: CaseSpec, weights: dict[str, Tensor], generator: torch.Generator) -> None:
-    """Fill the distractors' weights in the unrotated basis (first ``d + 3`` dimensions: the circuit's,
-    the rest junk)."""
-    m, s = spec.d_features + 3, spec.weight_scale
-    junk = slice(m, m + spec.junk_dims)
-    randn = lambda *shape: s * torch.randn(*shape, generator=generator, dtype=torch.float64)  # noqa: E731
-    for layer in range(spec.n_layers):
-        attn = f"blocks.{layer}.attn"
-        for h, role in enumerate(_roles(spec)):
-            if role == "td" or (role == "cancelling" and (h - 1 - spec.silent_heads - spec.junk_heads) % 2):
-                continue
-            for name in ("W_Q", "W_K", "W_V"):
-                weights[f"{attn}.{name}"][h] = randn(*weights[f"{attn}.{name}"][h].shape)
-            if role == "junk":
-                weights[f"{attn}.W_O"][h, :, junk] = randn(weights[f"{attn}.W_O"].shape[1], spec.junk_dims)
-            elif role == "leak":  # the k-th leak head (k = 1, 2, ...) at leak_scale · k / leak_heads
-                k = h - (spec.n_heads - spec.leak_heads) + 1
-                grade = spec.leak_scale * k / spec.leak_heads
-                weights[f"{attn}.W_O"][h, :, :m] = grade * randn(weights[f"{attn}.W_O"].shape[1], m) / s
-            elif role == "cancelling":
-                weights[f"{attn}.W_O"][h, :, :m] = randn(weights[f"{attn}.W_O"].shape[1], m)
-                for name in ("W_Q", "W_K", "W_V"):
-                    weights[f"{attn}.{name}"][h + 1] = weights[f"{attn}.{name}"][h]
-                weights[f"{attn}.W_O"][h + 1] = -weights[f"{attn}.W_O"][h]
-        if spec.d_mlp:
-            mlp = f"blocks.{layer}.mlp"
-            weights[f"{mlp}.W_in"] = randn(*weights[f"{mlp}.W_in"].shape)
-            weights[f"{mlp}.b_in"] = randn(spec.d_mlp)
-            weights[f"{mlp}.W_out"][:, junk] = randn(spec.d_mlp, spec.junk_dims)
-
-
-def _rotate(weights: dict[str, Tensor], Q: Tensor) -> None:
-    """The change of residual basis ``x → x Q``: writers right-multiplied by ``Q``, readers left by ``Qᵀ``."""
-    for name, w in weights.items():
-        leaf = name.rsplit(".", 1)[-1]
-        if leaf in ("W_E", "b_E", "W_pos", "W_O", "b_O", "W_out", "b_out"):
-            weights[name] = w @ Q
-        elif leaf in ("W_Q", "W_K", "W_V", "W_in", "W_U"):
-            weights[name] = Q.T @ w
-
-
 def _truth(spec: CaseSpec, model: HookedStandardTransformer, Q: Tensor) -> GroundTruth:
     layout = model.layout
-    td = [head_name(layer, 0) for layer in range(spec.n_layers)]
-    edges = {("embed", v) for v in td} | {(u, OUTPUT) for u in td}
-    edges |= {(td[a], td[b]) for a in range(spec.n_layers) for b in range(a + 1, spec.n_layers)}
     roles = {"embed": "embed"}
     for layer in range(spec.n_layers):
-        roles |= {head_name(layer, h): role for h, role in enumerate(_roles(spec))}
+        roles |= {head_name(layer, h): role for h, role in enumerate(spec.roles)}
         if spec.d_mlp:
             roles[mlp_name(layer)] = "mlp-junk"
     sites = tuple(residual_sites(model))
@@ -317,23 +149,14 @@ def _truth(spec: CaseSpec, model: HookedStandardTransformer, Q: Tensor) -> Groun
     if spec.mlp_active:  # after block l, the units of blocks 0..l, each along its (rotated) write direction
         writes = [b.mlp.W_out.detach() / b.mlp.W_out.detach().norm(dim=-1, keepdim=True) for b in model.blocks]
         features = {sites[l + 1]: torch.cat(writes[: l + 1]) for l in range(spec.n_layers)}
-    exact = {"reward": sites, "value": sites[1:]} if not spec.leak_heads else {}  # leaks move every variable
+    exact = {"reward": sites, "value": sites[1:]} if spec.exact_variables else {}
     return GroundTruth(
-        frozenset(edges),
+        circuit_edges(spec),
         roles,
         {"reward": Q[layout.reward].clone(), "value": Q[layout.current].clone()},
         exact,
         features,
     )
-
-
-def source_name(spec: CaseSpec, seed: int) -> str:
-    """The source at a benchmark seed: ``spec.source``, its ``{k}`` filled with ``seed`` modulo ``SOURCE_SEEDS``
-    (the trained case carries a different shipped seed's layer at each of 5 consecutive seeds)."""
-    return spec.source.format(k=seed % SOURCE_SEEDS)
-
-
-SOURCE_SEEDS = 5  # the shipped depth3-td-s0 .. s4
 
 
 def circuit_source(spec: CaseSpec, seed: int = 0) -> HookedICTDTransformer:
@@ -357,27 +180,41 @@ def circuit_source(spec: CaseSpec, seed: int = 0) -> HookedICTDTransformer:
     return model
 
 
+def _weights(spec: CaseSpec, cfg: StandardConfig, star: HookedICTDTransformer, gen: torch.Generator):
+    """The case's state dict and its change of basis ``Q`` (``planting``'s steps in order)."""
+    weights = theta_star_weights(star, replace(cfg, layer_norm=False))
+    if spec.split_td:
+        split_td_head(weights, spec.n_layers, star.layout.current)
+    plant_distractors(spec, weights, gen)
+    if spec.layer_norm:
+        norms = {k: v for k, v in HookedStandardTransformer(cfg).state_dict().items() if ".ln" in k or "ln_" in k}
+        weights |= {k: v.to(torch.float64) for k, v in norms.items()}
+        anchor_layer_norm(spec, weights, cfg.d_model)
+        Q = mean_fixing_rotation(cfg.d_model, gen, spec.rotate)
+    else:
+        Q = random_rotation(cfg.d_model, gen) if spec.rotate else torch.eye(cfg.d_model, dtype=torch.float64)
+    rotate(weights, Q)
+    return weights, Q
+
+
 def build_case(spec: CaseSpec, seed: int) -> Case:
     """The case's model and tasks for one benchmark seed (everything drawn from ``seed``)."""
     gen = torch.Generator().manual_seed(seed)
     m = spec.d_features + 3
     cfg = StandardConfig(
         d_features=spec.d_features,
-        d_model=m + spec.junk_dims,
+        d_model=m + spec.junk_dims + 2 * spec.layer_norm,
         d_head=m,
         n_heads=spec.n_heads,
         n_layers=spec.n_layers,
         d_mlp=spec.d_mlp,
-        layer_norm=False,
+        layer_norm=spec.layer_norm,
         dtype="float64",
         seed=seed,
         act_fn="relu" if spec.mlp_active else "gelu",
     )
     star = circuit_source(spec, seed)
-    weights = theta_star_weights(star, cfg)
-    _plant(spec, weights, gen)
-    Q = random_rotation(cfg.d_model, gen) if spec.rotate else torch.eye(cfg.d_model, dtype=torch.float64)
-    _rotate(weights, Q)
+    weights, Q = _weights(spec, cfg, star, gen)
     model = HookedStandardTransformer(cfg)
     model.load_state_dict(weights)
     draw = lambda k: sample_from(spec.tasks, spec.n_tasks, seed=seed * 4 + k)  # noqa: E731

@@ -16,7 +16,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from analyses.methods_benchmark.cases import CASES, build_case
+from analyses.methods_benchmark.case_specs import CASES
+from analyses.methods_benchmark.cases import build_case
 from analyses.methods_benchmark.evaluate import CellResult, score_method
 from analyses.methods_benchmark.faithfulness import circuit_check
 from analyses.methods_benchmark.graph import build_graph

@@ -6,7 +6,8 @@ import json
 import pytest
 
 from analyses.methods_benchmark import methods as M
-from analyses.methods_benchmark.cases import CASES, build_case, problem_of
+from analyses.methods_benchmark.case_specs import CASES
+from analyses.methods_benchmark.cases import build_case, problem_of
 from analyses.methods_benchmark.evaluate import CellResult
 from analyses.methods_benchmark.report import write_report
 from analyses.methods_benchmark.run import BenchmarkBudget, run_benchmark

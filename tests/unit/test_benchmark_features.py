@@ -5,7 +5,8 @@ the TransformerLens 3.9 environment) a planted one-feature SAE case and the SAE 
 import pytest
 import torch
 
-from analyses.methods_benchmark.cases import CASES, build_case, feature_values, problem_of, residual_sites
+from analyses.methods_benchmark.case_specs import CASES
+from analyses.methods_benchmark.cases import build_case, feature_values, problem_of, residual_sites
 from analyses.methods_benchmark.evaluate import score_features, score_method
 from analyses.methods_benchmark.methods import METHODS, FeatureOutput
 from analyses.methods_benchmark.scores import matched_correlations

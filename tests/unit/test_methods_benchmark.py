@@ -7,9 +7,8 @@ import pytest
 import torch
 
 from analyses.methods_benchmark import methods as M
+from analyses.methods_benchmark.case_specs import CASES, CaseSpec
 from analyses.methods_benchmark.cases import (
-    CASES,
-    CaseSpec,
     build_case,
     circuit_source,
     counterfactual_labels,
@@ -75,7 +74,10 @@ def test_a_planted_case_computes_theta_stars_circuit_and_its_truth_holds(name):
     case = build_case(CASES[name], 1)
     plain = standard_theta_star(circuit_source(case.spec, case.seed))  # θ*'s circuit, or the trained model's
     off = (case.model(case.clean.prompt) - plain(case.clean.prompt)).abs().max()
-    assert 1e-4 < off < 0.05 if case.spec.leak_heads else off <= 1e-10  # leaks: small, non-zero effects
+    if case.spec.leak_heads or case.spec.layer_norm:  # leaks, or the norm the junk moves: close, not equal
+        assert 1e-4 < off < (0.05 if case.spec.leak_heads else 0.35)
+    else:
+        assert off <= 1e-10
     resid = residual_stack(case.model, case.held_out.prompt)
     values = variable_values(case, case.held_out)
     sites = ["blocks.0.hook_resid_pre"] + [f"blocks.{l}.hook_resid_post" for l in range(case.spec.n_layers)]
@@ -85,7 +87,8 @@ def test_a_planted_case_computes_theta_stars_circuit_and_its_truth_holds(name):
             s = sites.index(site)
             assert (resid[s] @ direction - values[variable][s]).abs().max() <= 1e-10
     assert case.truth.edges <= set(build_graph(case.model).edges)
-    assert case.truth.nodes == {"embed"} | {f"a{layer}.h0" for layer in range(case.spec.n_layers)}
+    value_heads = {f"a{layer}.h1" for layer in range(1, case.spec.n_layers)} if case.spec.split_td else set()
+    assert case.truth.nodes == {"embed"} | {f"a{layer}.h0" for layer in range(case.spec.n_layers)} | value_heads
 
 
 def test_exact_patching_sees_exactly_the_planted_edges_where_nothing_cancels(distractors):

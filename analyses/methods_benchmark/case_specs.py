@@ -1,0 +1,189 @@
+"""What each benchmark case plants (``CaseSpec``) and the cases the benchmark runs (``CASES``): data only; the
+weights are written by ``planting`` and the case is built by ``cases.build_case``."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ictd_interp.config import TaskDistribution
+
+THETA_STAR = "theta*"  # a case's source: θ*'s construction, else the name of a shipped stylised model
+SOURCE_SEEDS = 5  # the shipped depth3-td-s0 .. s4
+
+
+@dataclass
+class CaseSpec:
+    """One planted case (validated on construction). Heads per layer: 1 TD head (2 with ``split_td``: the reward
+    part and the value part of its update, ``planting.split_td_head``), ``silent_heads``, ``junk_heads``,
+    ``2 * cancelling_pairs``, ``leak_heads`` (random heads writing into the circuit's own dimensions at graded
+    small scales: the ``k``-th at ``leak_scale · k / leak_heads``, so their edges have small, non-zero effects);
+    ``d_mlp`` junk MLP units; ``junk_dims`` extra residual dimensions; ``rotate``: hide the basis;
+    ``layer_norm``: pre-LN blocks held near θ*'s map by a read-in bias of size ``anchor`` in a dimension of its
+    own (``planting.anchor_layer_norm``). ``source``: whose layers the TD heads carry, θ*'s or a shipped
+    stylised model's (TSM form, paper mask: its layer is a fixed map read from its weights, ``d_features`` and
+    ``n_layers`` its own). Tasks: Boyan chains of ``n_states`` states, ``d_features`` features, contexts of
+    ``context_len``; ``n_tasks`` clean prompts, as many corrupted ones (independent tasks)."""
+
+    name: str
+    n_layers: int = 3
+    d_features: int = 3
+    silent_heads: int = 0
+    junk_heads: int = 0
+    cancelling_pairs: int = 0
+    d_mlp: int = 0
+    junk_dims: int = 0
+    rotate: bool = True
+    n_states: int = 6
+    context_len: int = 16
+    n_tasks: int = 32
+    weight_scale: float = 0.5
+    mlp_active: float = 0.0  # > 0: ReLU junk units, each active on this share of positions (superposed features)
+    leak_heads: int = 0
+    leak_scale: float = 0.0
+    split_td: bool = False
+    layer_norm: bool = False
+    anchor: float = 0.0
+    source: str = THETA_STAR
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        for key in ("n_layers", "d_features", "n_states", "context_len", "n_tasks"):
+            if not isinstance(getattr(self, key), int) or getattr(self, key) < 1:
+                raise ValueError(f"case {self.name!r}: {key} must be a positive integer, got {getattr(self, key)!r}")
+        for key in ("silent_heads", "junk_heads", "cancelling_pairs", "d_mlp", "junk_dims", "leak_heads"):
+            if not isinstance(getattr(self, key), int) or getattr(self, key) < 0:
+                raise ValueError(f"case {self.name!r}: {key} must be an integer >= 0, got {getattr(self, key)!r}")
+        if (self.leak_heads > 0) != (self.leak_scale > 0):
+            raise ValueError(
+                f"case {self.name!r}: leak heads need a leak_scale > 0 and the reverse, got leak_heads="
+                f"{self.leak_heads}, leak_scale={self.leak_scale!r}"
+            )
+        if self.layer_norm != (self.anchor > 0):
+            raise ValueError(
+                f"case {self.name!r}: layer_norm needs an anchor > 0 and the reverse, got layer_norm="
+                f"{self.layer_norm}, anchor={self.anchor!r}"
+            )
+        if not 0.0 <= self.mlp_active < 1.0 or (self.mlp_active and not self.d_mlp):
+            raise ValueError(
+                f"case {self.name!r}: mlp_active must lie in [0, 1) and needs d_mlp >= 1, got "
+                f"{self.mlp_active!r} with d_mlp={self.d_mlp}"
+            )
+        if self.split_td and self.source != THETA_STAR:
+            raise ValueError(f"case {self.name!r}: split_td splits θ*'s head (its scores read features only)")
+        if (self.junk_heads or self.d_mlp) and not self.junk_dims:
+            raise ValueError(
+                f"case {self.name!r}: junk heads and MLP units write into junk dimensions; set junk_dims >= 1"
+            )
+
+    @property
+    def td_heads(self) -> int:
+        return 2 if self.split_td else 1
+
+    @property
+    def n_heads(self) -> int:
+        return self.td_heads + self.silent_heads + self.junk_heads + 2 * self.cancelling_pairs + self.leak_heads
+
+    @property
+    def roles(self) -> list[str]:
+        """Each head's role in a layer, in head order."""
+        return (
+            ["td"]
+            + ["td-value"] * self.split_td
+            + ["silent"] * self.silent_heads
+            + ["junk"] * self.junk_heads
+            + ["cancelling"] * (2 * self.cancelling_pairs)
+            + ["leak"] * self.leak_heads
+        )
+
+    @property
+    def exact_variables(self) -> bool:
+        """Whether the variables lie exactly on the unrotated circuit's rows: not where leaks or LayerNorm move
+        them off θ*'s values (no direction is scored there)."""
+        return not (self.leak_heads or self.layer_norm)
+
+    @property
+    def tasks(self) -> TaskDistribution:
+        return TaskDistribution(n_states=self.n_states, d_features=self.d_features, context_len=self.context_len)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def source_name(spec: CaseSpec, seed: int) -> str:
+    """The source at a benchmark seed: ``spec.source``, its ``{k}`` filled with ``seed`` modulo ``SOURCE_SEEDS``
+    (the trained case carries a different shipped seed's layer at each of 5 consecutive seeds)."""
+    return spec.source.format(k=seed % SOURCE_SEEDS)
+
+
+CASES: dict[str, CaseSpec] = {
+    spec.name: spec
+    for spec in (
+        CaseSpec("rotated", description="θ*'s circuit alone, behind a random rotation"),
+        CaseSpec(
+            "distractors",
+            silent_heads=1,
+            junk_heads=2,
+            d_mlp=8,
+            junk_dims=4,
+            description="+ a silent head, two junk heads and 8 junk MLP units per layer, 4 junk dimensions",
+        ),
+        CaseSpec(
+            "cancelling",
+            junk_heads=1,
+            cancelling_pairs=1,
+            junk_dims=2,
+            description="+ a pair of heads per layer whose writes cancel exactly, and a junk head",
+        ),
+        CaseSpec(
+            "superposed",
+            d_mlp=6,
+            junk_dims=3,
+            mlp_active=0.1,
+            description="+ 6 sparse ReLU junk units per layer (each active on 10 % of positions) in 3 junk "
+            "dimensions: 6, 12, 18 features superposed in 3 dimensions after blocks 0, 1, 2",
+        ),
+        CaseSpec(
+            "graded",
+            n_layers=4,
+            silent_heads=1,
+            leak_heads=3,
+            leak_scale=0.002,
+            description="4 layers; + a silent head and 3 leak heads per layer writing into the circuit's own "
+            "dimensions at 0.0007, 0.0013 and 0.002 of a unit scale: every leak edge has a small, non-zero effect",
+        ),
+        CaseSpec(
+            "split",
+            split_td=True,
+            silent_heads=1,
+            junk_heads=1,
+            junk_dims=2,
+            description="the TD update in two heads per layer, its reward part and its value part (the first "
+            "layer's value part reads a value still 0 and writes nothing), + a silent head and a junk head",
+        ),
+        CaseSpec(
+            "layernorm",
+            layer_norm=True,
+            anchor=16.0,
+            silent_heads=1,
+            junk_heads=2,
+            d_mlp=4,
+            junk_dims=3,
+            description="pre-LN blocks, held near θ*'s map by a read-in bias of 16 in a dimension of its own, + a "
+            "silent head, two junk heads and 4 junk MLP units per layer: the junk moves the norm, so every junk "
+            "edge has a small, non-zero effect",
+        ),
+        CaseSpec(
+            "trained",
+            d_features=4,
+            silent_heads=1,
+            junk_heads=1,
+            d_mlp=4,
+            junk_dims=2,
+            source="depth3-td-s{k}",
+            description="a TD-trained tied layer (read from its weights) in place of θ*'s — the shipped "
+            "depth3-td-s0 … s4, seed k carrying s(k mod 5) — with a silent head, a junk head and 4 junk MLP units "
+            "per layer",
+        ),
+    )
+}

@@ -1,0 +1,132 @@
+"""A case's weights, planted around θ*'s circuit in a standard block, as small pure functions on a state dict.
+
+The unrotated residual basis: the circuit's ``m = d + 3`` dimensions first (the prompt's rows: features, reward,
+target, current value), then ``junk_dims`` dimensions only distractors write, then, with LayerNorm, an *anchor*
+dimension and a last dimension nothing writes.
+
+* ``split_td_head``: head 0's update ``α K (R − v)`` in two heads with head 0's pattern: head 0 keeps every value
+  row but the current value's (``α K R``), head 1 takes that row (``−α K v``). The pattern is the same, so the two
+  writes sum to head 0's, exactly. Head 0 then reads only what the read-in writes (its scores read features,
+  ``A* = diag(I_d, 0, 0, 0)``), and head 1 of layer 0 reads a value that is still 0: it writes nothing.
+* ``anchor_layer_norm``: pre-LN blocks compute ``x̂ = (x − mean x) / s`` with ``s = √(mean x² + eps)``. The read-in
+  bias puts ``anchor`` in the anchor dimension; the change of basis ``mean_fixing_rotation`` keeps every write
+  orthogonal to the all-ones vector (centring is the identity), so ``s = √((anchor² + |x_c|²) / D + eps)`` for a
+  residual whose other part is ``x_c``. The TD heads' readers and the read-out are multiplied by
+  ``s₀ = √(anchor² / D + eps)``: each reads ``x_c · s₀ / s``, θ*'s input shrunk by ``(1 + |x_c|² / anchor²)^(−½)``
+  (about). Anything written anywhere, the junk too, moves ``s``: every writer affects the output.
+* ``rotate``: the change of residual basis ``x → x Q``: writers right-multiplied by ``Q``, readers left by ``Qᵀ``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from analyses.methods_benchmark.case_specs import CaseSpec
+from analyses.methods_benchmark.graph import OUTPUT, Edge, head_name
+
+LN_EPS = 1e-5  # the standard architecture's LayerNorm eps
+
+
+def random_rotation(n: int, generator: torch.Generator) -> Float[Tensor, "n n"]:
+    """A Haar-random orthogonal matrix (QR of a Gaussian, signs fixed by R's diagonal)."""
+    q, r = torch.linalg.qr(torch.randn(n, n, generator=generator, dtype=torch.float64))
+    return q * torch.sign(torch.diagonal(r))
+
+
+def mean_fixing_rotation(n: int, generator: torch.Generator, rotate: bool) -> Float[Tensor, "n n"]:
+    """An orthogonal ``Q`` whose last row is the unit all-ones vector: the Householder reflection taking ``e_{n−1}``
+    to ``1/√n``, after a Haar rotation of the first ``n − 1`` coordinates when ``rotate``. A vector with a 0 last
+    coordinate maps to one whose mean is 0."""
+    ones = torch.full((n,), 1 / math.sqrt(n), dtype=torch.float64)
+    w = torch.zeros(n, dtype=torch.float64)
+    w[-1] = 1.0
+    w = w - ones
+    householder = torch.eye(n, dtype=torch.float64) - 2 * torch.outer(w, w) / (w @ w)
+    inner = torch.eye(n, dtype=torch.float64)
+    if rotate:
+        inner[:-1, :-1] = random_rotation(n - 1, generator)
+    return inner @ householder
+
+
+def split_td_head(weights: dict[str, Tensor], n_layers: int, current: int) -> None:
+    """Head 0's update split between heads 0 and 1 by the value row ``current`` they read (module docstring)."""
+    for layer in range(n_layers):
+        attn = f"blocks.{layer}.attn"
+        for name in ("W_Q", "W_K", "W_O"):
+            weights[f"{attn}.{name}"][1] = weights[f"{attn}.{name}"][0]
+        W_V = weights[f"{attn}.W_V"]
+        W_V[1] = 0.0
+        W_V[1, current] = W_V[0, current]
+        W_V[0, current] = 0.0
+
+
+def plant_distractors(spec: CaseSpec, weights: dict[str, Tensor], generator: torch.Generator) -> None:
+    """Fill the distractors' weights in the unrotated basis (first ``d + 3`` dimensions: the circuit's,
+    the next ``junk_dims`` junk)."""
+    m, s = spec.d_features + 3, spec.weight_scale
+    junk = slice(m, m + spec.junk_dims)
+    randn = lambda *shape: s * torch.randn(*shape, generator=generator, dtype=torch.float64)  # noqa: E731
+    roles = spec.roles
+    first_cancelling = roles.index("cancelling") if "cancelling" in roles else 0
+    for layer in range(spec.n_layers):
+        attn = f"blocks.{layer}.attn"
+        for h, role in enumerate(roles):
+            if role in ("td", "td-value") or (role == "cancelling" and (h - first_cancelling) % 2):
+                continue
+            for name in ("W_Q", "W_K", "W_V"):
+                weights[f"{attn}.{name}"][h] = randn(*weights[f"{attn}.{name}"][h].shape)
+            if role == "junk":
+                weights[f"{attn}.W_O"][h, :, junk] = randn(weights[f"{attn}.W_O"].shape[1], spec.junk_dims)
+            elif role == "leak":  # the k-th leak head (k = 1, 2, ...) at leak_scale · k / leak_heads
+                k = h - (spec.n_heads - spec.leak_heads) + 1
+                grade = spec.leak_scale * k / spec.leak_heads
+                weights[f"{attn}.W_O"][h, :, :m] = grade * randn(weights[f"{attn}.W_O"].shape[1], m) / s
+            elif role == "cancelling":
+                weights[f"{attn}.W_O"][h, :, :m] = randn(weights[f"{attn}.W_O"].shape[1], m)
+                for name in ("W_Q", "W_K", "W_V"):
+                    weights[f"{attn}.{name}"][h + 1] = weights[f"{attn}.{name}"][h]
+                weights[f"{attn}.W_O"][h + 1] = -weights[f"{attn}.W_O"][h]
+        if spec.d_mlp:
+            mlp = f"blocks.{layer}.mlp"
+            weights[f"{mlp}.W_in"] = randn(*weights[f"{mlp}.W_in"].shape)
+            weights[f"{mlp}.b_in"] = randn(spec.d_mlp)
+            weights[f"{mlp}.W_out"][:, junk] = randn(spec.d_mlp, spec.junk_dims)
+
+
+def anchor_layer_norm(spec: CaseSpec, weights: dict[str, Tensor], d_model: int) -> None:
+    """The read-in bias ``anchor`` in the anchor dimension (second to last), and the TD heads' readers and the
+    read-out multiplied by ``s₀`` (module docstring)."""
+    weights["embed.b_E"][d_model - 2] = spec.anchor
+    s0 = math.sqrt(spec.anchor**2 / d_model + LN_EPS)
+    for layer in range(spec.n_layers):
+        for name in ("W_Q", "W_K", "W_V"):
+            weights[f"blocks.{layer}.attn.{name}"][: spec.td_heads] *= s0
+    weights["unembed.W_U"] *= s0
+
+
+def rotate(weights: dict[str, Tensor], Q: Float[Tensor, "d_model d_model"]) -> None:
+    """The change of residual basis ``x → x Q``: writers right-multiplied by ``Q``, readers left by ``Qᵀ``."""
+    for name, w in weights.items():
+        leaf = name.rsplit(".", 1)[-1]
+        if leaf in ("W_E", "b_E", "W_pos", "W_O", "b_O", "W_out", "b_out"):
+            weights[name] = w @ Q
+        elif leaf in ("W_Q", "W_K", "W_V", "W_in", "W_U"):
+            weights[name] = Q.T @ w
+
+
+def circuit_edges(spec: CaseSpec) -> frozenset[Edge]:
+    """The planted circuit: read-in → every TD head, every TD head → every later TD head and → the output. Split:
+    the reward heads (head 0) read only the read-in; the value heads (head 1) read every earlier TD head's value;
+    the first layer's value head, which writes nothing, is not in it."""
+    td = [head_name(layer, 0) for layer in range(spec.n_layers)]
+    if not spec.split_td:
+        edges = {("embed", v) for v in td} | {(u, OUTPUT) for u in td}
+        return frozenset(edges | {(td[a], td[b]) for a in range(spec.n_layers) for b in range(a + 1, spec.n_layers)})
+    live = [head_name(layer, 1) for layer in range(1, spec.n_layers)]  # value heads of layers 1, 2, ...
+    edges = {("embed", v) for v in td + live} | {(u, OUTPUT) for u in td + live}
+    edges |= {(td[a], live[b - 1]) for a in range(spec.n_layers) for b in range(a + 1, spec.n_layers)}
+    return frozenset(edges | {(live[a], live[b]) for a in range(len(live)) for b in range(a + 1, len(live))})

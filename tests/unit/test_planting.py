@@ -1,0 +1,61 @@
+"""The planting steps derived in ``analyses/methods_benchmark/planting.py``, checked on the cases built with them."""
+
+import math
+
+import pytest
+import torch
+
+from analyses.methods_benchmark.case_specs import CASES, CaseSpec
+from analyses.methods_benchmark.cases import build_case, circuit_source, problem_of
+from analyses.methods_benchmark.faithfulness import EPSILON, circuit_check
+from analyses.methods_benchmark.graph import OUTPUT
+from analyses.methods_benchmark.methods import activation_patching
+from analyses.methods_benchmark.planting import mean_fixing_rotation
+from analyses.metrics.site_probes import residual_stack
+from ictd_interp.models.constructions.standard_theta_star import standard_theta_star
+
+
+def test_the_split_update_has_exactly_the_derived_edges():
+    """Reward heads read only the read-in; the first value head writes nothing: every other edge has no effect
+    at all, every derived one a clear effect, and the derived edges are a circuit at ε."""
+    case = build_case(CASES["split"], 0)
+    effects = activation_patching(problem_of(case)).scores
+    true = case.truth.edges
+    assert len(true) == 3 + 2 + 3 + 2 + 3 + 1  # embed→6−1 heads, 5 → output, reward→later value, value→value
+    assert max(v for e, v in effects.items() if e not in true) <= 1e-12
+    assert min(effects[e] for e in true) > 1e-2
+    assert effects[("a0.h0", "a1.h0")] <= 1e-12 and effects[("a0.h1", OUTPUT)] <= 1e-12
+    joint, less_one = circuit_check(case)
+    assert joint == pytest.approx(1.0, abs=1e-12) and less_one < 1 - EPSILON
+    with pytest.raises(ValueError, match="split_td splits θ\\*'s head"):
+        CaseSpec("x", split_td=True, d_features=4, source="depth3-td-s{k}")
+
+
+def test_the_mean_fixing_rotation_is_orthogonal_and_centres_what_it_carries():
+    Q = mean_fixing_rotation(7, torch.Generator().manual_seed(0), rotate=True)
+    assert (Q @ Q.T - torch.eye(7, dtype=torch.float64)).abs().max() <= 1e-14
+    assert (Q[-1] - 1 / math.sqrt(7)).abs().max() <= 1e-15
+    x = torch.randn(5, 7, dtype=torch.float64)
+    x[:, -1] = 0.0
+    assert (x @ Q).mean(-1).abs().max() <= 1e-15
+
+
+def test_layer_norm_is_held_near_theta_star_by_the_anchor_and_the_junk_moves_the_norm():
+    """Centring is the identity at every site; the distance to θ*'s circuit falls about as 1/anchor²; the
+    planted edges are a circuit at ε while every junk head's write has a small, non-zero effect."""
+    case = build_case(CASES["layernorm"], 0)
+    assert residual_stack(case.model, case.clean.prompt).mean(-1).abs().max() <= 1e-12
+    plain = standard_theta_star(circuit_source(case.spec, 0))
+    bare = {}
+    for anchor in (16.0, 64.0):
+        model = build_case(CaseSpec("ln", layer_norm=True, anchor=anchor), 0).model
+        bare[anchor] = (model(case.clean.prompt) - plain(case.clean.prompt)).abs().max().item()
+    assert 8 < bare[16.0] / bare[64.0] < 32 and bare[64.0] < 1e-3
+    joint, less_one = circuit_check(case)
+    assert 1 - EPSILON <= joint < 1 - 1e-4 and less_one < 1 - EPSILON
+    effects = activation_patching(problem_of(case)).scores
+    junk = [e for e in effects if case.truth.roles.get(e[0]) in ("junk", "mlp-junk") and e[1] == OUTPUT]
+    assert len(junk) == 3 * 3 and min(effects[e] for e in junk) > 1e-6
+    assert max(effects[e] for e in junk) < min(effects[e] for e in case.truth.edges)
+    with pytest.raises(ValueError, match="layer_norm needs an anchor > 0"):
+        CaseSpec("x", layer_norm=True)
