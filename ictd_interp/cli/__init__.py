@@ -228,6 +228,7 @@ def _as_flag(message: str) -> str:
     """A config's ``field: ...`` message names the command-line flag the user typed."""
     head, sep, rest = message.partition(": ")
     known = set(flat_fields()) | {f.name for cls in (ConstructConfig, EvaluateConfig) for f in fields(cls)}
+    known |= set(EvaluateConfig().flat())
     return f"--{head.replace('_', '-')}: {rest}" if sep and head in known else message
 
 

@@ -50,10 +50,12 @@ def _add_flag(group, name: str, default: Any, text: str) -> None:
 
 
 def add_config_args(parser: argparse.ArgumentParser, cls: type, title: str) -> None:
-    """One ``--flag`` per field of a dataclass, a nested dataclass field's own fields flat beside them;
-    flags default to None so only what the user set overrides."""
+    """One ``--flag`` per field of a dataclass, a nested dataclass field's own fields flat beside them (but those
+    the class names in ``not_flags``); flags default to None so only what the user set overrides."""
     group, default = parser.add_argument_group(title), cls()
     for owner, f in _flat(default):
+        if owner is not default and f.name in getattr(cls, "not_flags", ()):
+            continue
         value = getattr(owner, f.name)
         shown = repr(value) if isinstance(value, str) else value
         _add_flag(group, f.name, value, f"{field_help(type(owner)).get(f.name, '')} (default: {shown})".strip())

@@ -121,22 +121,26 @@ def evaluate(args: argparse.Namespace) -> int:
     from ictd_interp.tasks import sample_from
     from ictd_interp.training.run_folder import claim_output
 
-    cfg: EvaluateConfig = config_from_args(EvaluateConfig(), args)
     path = _model_path(args.path)
     model = resolve(path)[0].to("cpu")  # the inputs are read before --out is claimed: a bad one clears nothing
+    try:
+        cfg: EvaluateConfig = config_from_args(EvaluateConfig.for_model(model.cfg.d_features, args.env), args)
+    except ValueError as err:  # the tasks' d_features is the model's, not a flag: name the model
+        head, _, rest = str(err).partition(": ")
+        raise ValueError(f"{path}: the model's {rest}" if head == "d_features" else err) from None
     features = _load_features(cfg.features) if cfg.features else None
     try:
-        tasks = sample_from(cfg.tasks(model.cfg.d_features), cfg.n_tasks, seed=cfg.seed, features=features)
+        tasks = sample_from(cfg.tasks, cfg.n_tasks, seed=cfg.seed, features=features)
     except ValueError as err:
         named = cfg.features and str(err).startswith("features")
         raise ValueError(f"{cfg.features}: {err}" if named else err) from None
     claim_output(
         args.out,
-        {"command": "evaluate", "source": _source(args.path), **vars(cfg)},
+        {"command": "evaluate", "source": _source(args.path), **cfg.flat()},
         args.force,
         inputs=[path] + ([cfg.features] if cfg.features else []),
     )
-    lengths = context_lengths(cfg.context_len)
+    lengths = context_lengths(cfg.tasks.context_len)
     policy = "uniform random over actions" if cfg.env.startswith("gym:") else "none (an MRP family: no actions)"
     result = replace(
         evaluate_ood(model, tasks, cfg.depth, lengths),

@@ -3,7 +3,8 @@ fields become the commands' flags (``ictd_interp.cli.args``); task settings are 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Optional
 
 from ictd_interp.config import ICTDConfig, TaskDistribution
 from ictd_interp.config.fields import FORMS, check_choice, check_positive_int
@@ -48,66 +49,75 @@ class ConstructConfig:
 
 @dataclass
 class EvaluateConfig:
-    """Out-of-distribution evaluation of a checkpoint (and theta*) on another MRP source. The task
-    settings are a TaskDistribution's (validated by it) whose d_features is the model's.
+    """Out-of-distribution evaluation of a checkpoint (and theta*) on another MRP source.
 
     Args:
         env: <families>, or gym:ENV_ID (e.g. gym:FrozenLake-v1).
+        tasks: the task settings, a TaskDistribution's own flags: its family is env, its d_features the
+            model's (``for_model``), so neither is a flag here.
         n_tasks: tasks (fresh MRPs for families; one MRP, fresh features, for Gymnasium).
-        n_states: states of the MRP families (Gymnasium sets its own).
-        gamma: discount (the model's own temporal shift uses the gamma it was built with).
-        context_len: n; prefixes of it give the error versus context length.
-        feature_kind: uniform or onehot (needs n_states <= the model's d).
-        feature_scale: feature scale (θ*'s softmax kernel has inverse temperature scale²).
         features: optional .npy file with a [n_states, d] feature matrix.
-        terminal: Gymnasium terminal handling, restart (ergodic) or absorbing.
         depth: theta*'s deepest layer for the error-versus-depth curve.
         seed: seeds MRPs, features and trajectories.
     """
 
     env: str = "boyan"
+    tasks: TaskDistribution = field(default_factory=lambda: TaskDistribution(context_len=200))
     n_tasks: int = 64
-    n_states: int = 10
-    gamma: float = 0.9
-    context_len: int = 200
-    feature_kind: str = "uniform"
-    feature_scale: float = 1.0
     features: str = ""
-    terminal: str = "restart"
     depth: int = 32
     seed: int = 0
 
-    def __post_init__(self) -> None:
-        check_positive_int(self, "n_tasks", "n_states", least=2)
-        check_positive_int(self, "depth")
-        self.tasks(d_features=self.n_states)  # the task settings' own checks (one-hot is checked with the model)
+    not_flags = ("family", "d_features")  # the tasks' settings evaluate takes from env and the model
 
-    def tasks(self, d_features: int) -> TaskDistribution:
-        """The task distribution for a model with ``d_features`` feature dimensions (its ``family`` is
-        this config's ``env``, and an error about it says ``env``, the flag the user typed)."""
-        try:
-            return TaskDistribution(
-                family=self.env,
-                n_states=self.n_states,
-                d_features=d_features,
-                context_len=self.context_len,
-                gamma=self.gamma,
-                feature_kind=self.feature_kind,
-                feature_scale=self.feature_scale,
-                terminal=self.terminal,
-            )
-        except ValueError as err:
-            head, sep, rest = str(err).partition(": ")
-            raise ValueError(f"env: {rest}" if sep and head == "family" else str(err)) from None
+    def __post_init__(self) -> None:
+        check_positive_int(self, "n_tasks", least=2)
+        check_positive_int(self.tasks, "n_states", least=2)
+        check_positive_int(self, "depth")
+        self.tasks = _env_tasks(self.env, self.tasks)
+
+    @classmethod
+    def for_model(cls, d_features: int, env: Optional[str] = None) -> "EvaluateConfig":
+        """The defaults for a model with ``d_features`` feature dimensions on ``env`` (the default's when None):
+        the flags then apply to tasks of the right family and d, each check run once on what will be drawn."""
+        env = env or cls.env
+        return cls(env=env, tasks=_env_tasks(env, TaskDistribution(context_len=200, d_features=d_features)))
+
+    def flat(self) -> dict:
+        """Every setting by its flag's name, in the flags' order (what an output folder's request holds)."""
+        t = self.tasks
+        return {
+            "env": self.env,
+            "n_tasks": self.n_tasks,
+            "n_states": t.n_states,
+            "gamma": t.gamma,
+            "context_len": t.context_len,
+            "feature_kind": t.feature_kind,
+            "feature_scale": t.feature_scale,
+            "features": self.features,
+            "terminal": t.terminal,
+            "depth": self.depth,
+            "seed": self.seed,
+        }
 
     def settings(self) -> dict:
-        """What applies, once: a Gymnasium environment sets its own state count; terminals apply to it only."""
+        """What applies, once: a Gymnasium environment sets its own state count; terminals apply to it only;
+        features only when given."""
         gym = self.env.startswith("gym:")
         return {
             k: v
-            for k, v in vars(self).items()
+            for k, v in self.flat().items()
             if not (gym and k == "n_states") and not (not gym and k == "terminal") and not (k == "features" and not v)
         }
+
+
+def _env_tasks(env: str, tasks: TaskDistribution) -> TaskDistribution:
+    """``tasks`` of family ``env``; an error about the family names env, the flag the user typed."""
+    try:
+        return replace(tasks, family=env)
+    except ValueError as err:
+        head, sep, rest = str(err).partition(": ")
+        raise ValueError(f"env: {rest}" if sep and head == "family" else str(err)) from None
 
 
 __all__ = ["ConstructConfig", "EvaluateConfig"]

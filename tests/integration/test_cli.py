@@ -203,6 +203,8 @@ def test_evaluate_validates_its_numbers_and_never_overwrites_another_request(tmp
     assert "--n-tasks: must be an integer >= 2, got 0" in capsys.readouterr().err
     assert main([*common, "--env", "gym:NotAnEnv-v0", "--out", str(tmp_path / "g")]) == 2
     assert "no such Gymnasium environment" in capsys.readouterr().err
+    assert main([*common, "--feature-kind", "onehot", "--n-states", "10", "--out", str(tmp_path / "o")]) == 2
+    assert "depth3-td-s0: the model's one-hot features need d_features >= n_states (4 < 10" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["train", "--threads", "0", "--out", str(tmp_path / "t")])
     assert "--threads: must be a whole number >= 1" in capsys.readouterr().err

@@ -140,3 +140,33 @@ def test_an_output_folder_named_after_a_shipped_model_never_shadows_it(tmp_path,
     (tmp_path / "depth3-td-s0" / "config.json").write_text("{}")  # now the folder holds a checkpoint: it is used
     assert _model_path("depth3-td-s0") == Path("depth3-td-s0")
     assert _model_path("my-run") == Path("my-run")  # not a shipped name: the path as given
+
+
+def test_evaluate_takes_its_task_flags_from_the_task_distribution_and_its_d_from_the_model():
+    """The tasks' flags are TaskDistribution's own (one help text each), but for its family (``--env``) and
+    d_features (the model's); one-hot features are checked against the model's d when the flags apply."""
+    import argparse
+
+    from ictd_interp.cli import build_parser
+    from ictd_interp.cli.args import config_from_args
+    from ictd_interp.cli.configs import EvaluateConfig
+
+    evaluate = build_parser()._subparsers._group_actions[0].choices["evaluate"]
+    helps = {a.dest: a.help for a in evaluate._actions}
+    assert "d_features" not in helps and "family" not in helps
+    assert helps["n_states"].startswith(field_help(TaskDistribution)["n_states"])
+    assert list(EvaluateConfig().flat()) == [
+        "env", "n_tasks", "n_states", "gamma", "context_len", "feature_kind", "feature_scale", "features",
+        "terminal", "depth", "seed",
+    ]  # fmt: skip
+    given = argparse.Namespace(feature_kind="onehot", n_states=10, env="loop")
+    cfg = config_from_args(EvaluateConfig.for_model(12, "loop"), given)
+    assert (cfg.tasks.family, cfg.tasks.d_features, cfg.tasks.context_len) == ("loop", 12, 200)
+    with pytest.raises(ValueError, match=r"^d_features: one-hot features need d_features >= n_states \(4 < 10"):
+        config_from_args(EvaluateConfig.for_model(4, "loop"), given)
+    with pytest.raises(ValueError, match="^env: must be one of"):
+        EvaluateConfig(env="nope")
+    with pytest.raises(ValueError, match="n_states: must be an integer >= 2"):
+        config_from_args(EvaluateConfig.for_model(4, "random"), argparse.Namespace(n_states=1, env="random"))
+    with pytest.raises(ValueError, match="^env: must be one of"):
+        EvaluateConfig.for_model(4, "nope")
