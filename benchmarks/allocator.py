@@ -23,7 +23,7 @@ import json, resource, sys, time, torch
 from ictd_interp.config import PRESETS
 from ictd_interp.training.allocator import apply_allocator_choice
 from ictd_interp.training.batches import window_batch
-from ictd_interp.training.objectives import OBJECTIVES
+from ictd_interp.training.objectives import objective
 from ictd_interp.models import build_model
 torch.set_num_threads(int(sys.argv[2]))
 kept = apply_allocator_choice(sys.argv[1] == "kept")
@@ -34,7 +34,7 @@ generator = torch.Generator().manual_seed(0)
 def step():
     batch = window_batch(config.tasks, config.tasks_per_batch, config.windows_per_task + 1, generator=generator)
     optimizer.zero_grad()
-    OBJECTIVES[config.objective](model, batch.to("cpu", torch.float32)).backward()
+    objective(config.objective)(model, batch.to("cpu", torch.float32)).backward()
     optimizer.step()
 for _ in range(3):
     step()

@@ -23,7 +23,7 @@ from torch import Tensor
 from ictd_interp.config.train import TrainConfig
 from ictd_interp.tasks.sampling import TaskDraws, draw_tasks, tasks_from_draws
 from ictd_interp.training.batches import WindowBatch, window_batch, windows_from_tasks
-from ictd_interp.training.objectives import OBJECTIVES
+from ictd_interp.training.objectives import objective
 
 BLOCK = 8  # batches drawn together: as cheap per batch as 16 (docs/performance.md, "Choices measured")
 BLOCK_BYTES = 32 * 2**20  # at most this much of prompts built ahead
@@ -61,7 +61,7 @@ class BatchStream:
     ):
         self.config, self.generator, self.dtype = config, generator, dtype
         self.block = block_size(config, dtype) if block is None else block
-        self.objective = OBJECTIVES[config.objective]
+        self.objective = objective(config.objective)
         self.length = config.tasks.context_len + config.windows_per_task + self.objective.mc_horizon(config)
         self._ready: deque[tuple[WindowBatch, Optional[int]]] = deque()
         self._block_start: Optional[Tensor] = None

@@ -124,11 +124,11 @@ class Objective:
         return config.mc_horizon if self.needs_returns else 0
 
 
-# Read from the registry once this module's losses exist (each entry names one of them).
-OBJECTIVES: dict[str, Objective] = {
-    e.name: Objective(e.name, load(e.loss), e.needs_returns, e.needs_values, e.values, e.needs_action_queries)
-    for e in registry.OBJECTIVES.values()
-}
+def objective(name: str) -> Objective:
+    """The registered objective ``name``, read from the registry at each call (one registered after this module
+    was imported is found; its loss is looked up by its ``module:function`` name then)."""
+    e = registry.OBJECTIVES[name]
+    return Objective(e.name, load(e.loss), e.needs_returns, e.needs_values, e.values, e.needs_action_queries)
 
 
 def expected_update(

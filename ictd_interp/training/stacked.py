@@ -25,7 +25,7 @@ from ictd_interp.training import run_folder
 from ictd_interp.training.allocator import apply_allocator_choice
 from ictd_interp.training.batches import WindowBatch
 from ictd_interp.training.evaluation import EvalSet
-from ictd_interp.training.objectives import OBJECTIVES
+from ictd_interp.training.objectives import objective as registered_objective
 from ictd_interp.training.trainer import (
     Loop,
     Run,
@@ -136,7 +136,7 @@ def step_stack(loops: list[Loop], progress: bool = True, stop: Optional[StopFlag
     stack = ModelStack([loop.run.model for loop in loops])
     optimizer = make_optimizer(config, stack)
     _stack_optimizer_state(stack, optimizer, loops)
-    objective = OBJECTIVES[config.objective]
+    objective = registered_objective(config.objective)
     for loop in loops:
         loop.models_in_process = len(loops)
 

@@ -29,7 +29,7 @@ from ictd_interp.training import run_folder
 from ictd_interp.training.allocator import apply_allocator_choice
 from ictd_interp.training.batch_stream import BatchStream
 from ictd_interp.training.evaluation import EvalSet, evaluate
-from ictd_interp.training.objectives import OBJECTIVES
+from ictd_interp.training.objectives import objective
 
 __all__ = ["Loop", "Run", "TrainingDiverged", "resume", "train"]
 
@@ -272,7 +272,7 @@ def finish(run: Run) -> Run:
 def _step(loop: Loop) -> None:
     run, cfg = loop.run, loop.run.config
     batch, depth = next(loop.batches)
-    loss = OBJECTIVES[cfg.objective](run.model, batch, depth=depth)
+    loss = objective(cfg.objective)(run.model, batch, depth=depth)
     if not torch.isfinite(loss):
         last = run_folder.latest_checkpoint(run.out_dir)
         raise TrainingDiverged(

@@ -13,7 +13,7 @@ from ictd_interp import HookedICTDTransformer
 from ictd_interp.config.train import TrainConfig
 from ictd_interp.training import objectives
 from ictd_interp.training.batches import window_batch
-from ictd_interp.training.objectives import OBJECTIVES
+from ictd_interp.training.objectives import objective as registered_objective
 from ictd_interp.training.run_folder import read_metrics
 from ictd_interp.training.trainer import TrainingDiverged, resume, train
 
@@ -69,7 +69,7 @@ def test_resume_reaches_the_same_weights(tmp_path):
 
 
 def test_ctrl_c_leaves_a_checkpoint_and_resume_finishes(tmp_path, monkeypatch):
-    original = objectives.OBJECTIVES["td"]
+    original = objectives.td_loss  # the trainer reads the registry's ``module:function`` name at each step
     calls = {"n": 0}
 
     def interrupting(model, batch, depth=None):
@@ -78,18 +78,18 @@ def test_ctrl_c_leaves_a_checkpoint_and_resume_finishes(tmp_path, monkeypatch):
             os.kill(os.getpid(), signal.SIGINT)
         return original(model, batch)
 
-    monkeypatch.setitem(objectives.OBJECTIVES, "td", replace(original, loss=interrupting))
+    monkeypatch.setattr(objectives, "td_loss", interrupting)
     run = train(tiny(steps=8, checkpoint_every=4), tmp_path / "r", progress=False)
     assert run.interrupted and run.step == 2
     assert (tmp_path / "r" / "checkpoints" / "step_0000002").exists()
-    monkeypatch.setitem(objectives.OBJECTIVES, "td", original)
+    monkeypatch.setattr(objectives, "td_loss", original)
     resume(tmp_path / "r", progress=False)
     train(tiny(steps=8, checkpoint_every=4), tmp_path / "ref", progress=False)
     assert_same_weights(weights(tmp_path / "r" / "final"), weights(tmp_path / "ref" / "final"))
 
 
 def test_non_finite_loss_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypatch):
-    original = objectives.OBJECTIVES["td"]
+    original = objectives.td_loss
     calls = {"n": 0}
 
     def diverging(model, batch, depth=None):
@@ -97,7 +97,7 @@ def test_non_finite_loss_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypa
         loss = original(model, batch)
         return loss * float("nan") if calls["n"] == 5 else loss
 
-    monkeypatch.setitem(objectives.OBJECTIVES, "td", replace(original, loss=diverging))
+    monkeypatch.setattr(objectives, "td_loss", diverging)
     with pytest.raises(TrainingDiverged, match="step 5.*step_0000003"):
         train(tiny(), tmp_path / "r", progress=False)
     good = HookedICTDTransformer.from_pretrained(tmp_path / "r" / "checkpoints" / "step_0000003")
@@ -142,12 +142,12 @@ def test_each_objective_lowers_its_loss_on_a_fixed_batch(objective, architecture
     batch = window_batch(cfg.tasks, 8, 5, generator=torch.Generator().manual_seed(0), mc_horizon=cfg.mc_horizon)
     batch = batch.to("cpu", torch.float64)
     opt = torch.optim.Adam(model.parameters(), lr=3e-2 if architecture == "stylised" else 3e-3)
-    before = OBJECTIVES[objective](model, batch).item()
+    before = registered_objective(objective)(model, batch).item()
     for _ in range(60):
         opt.zero_grad()
-        OBJECTIVES[objective](model, batch).backward()
+        registered_objective(objective)(model, batch).backward()
         opt.step()
-    after = OBJECTIVES[objective](model, batch).item()
+    after = registered_objective(objective)(model, batch).item()
     # semi-gradient TD chases a moving target, so its loss falls less; a wrong sign or a detached path fails both
     assert after < (0.9 if objective == "td" else 0.7) * before, (before, after)
 

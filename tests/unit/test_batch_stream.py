@@ -8,7 +8,7 @@ import torch
 from ictd_interp.config.train import TrainConfig
 from ictd_interp.training.batch_stream import BLOCK, BLOCK_BYTES, BatchStream, block_size
 from ictd_interp.training.batches import window_batch
-from ictd_interp.training.objectives import OBJECTIVES
+from ictd_interp.training.objectives import objective
 
 SMALL = dict(n_states=5, d_features=3, context_len=6, tasks_per_batch=3, windows_per_task=2, n_layers=2, tied=True)
 CASES = {
@@ -54,7 +54,7 @@ def test_blocks_hand_out_the_batches_and_generator_states_of_one_at_a_time(case)
             cfg.tasks_per_batch,
             cfg.windows_per_task + 1,
             generator=reference,
-            mc_horizon=OBJECTIVES[cfg.objective].mc_horizon(cfg),
+            mc_horizon=objective(cfg.objective).mc_horizon(cfg),
             dtype=dtype,
             with_values=cfg.objective == "supervised",
         )

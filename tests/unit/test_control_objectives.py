@@ -10,7 +10,7 @@ from ictd_interp.tasks.mdp import MDP, pair_features, random_mdps, uniform_polic
 from ictd_interp.tasks.prompt import build_prompt
 from ictd_interp.tasks.sampling import control_tasks
 from ictd_interp.training.batches import windows_from_tasks
-from ictd_interp.training.objectives import OBJECTIVES, q_learning_loss
+from ictd_interp.training.objectives import objective, q_learning_loss
 
 S, A, D, N, W, GAMMA = 3, 2, 2, 6, 3, 0.8
 
@@ -84,7 +84,7 @@ def test_the_q_learning_loss_bootstraps_on_the_best_action_of_the_next_query():
     expected = sum(d * d for d in deltas) / len(deltas)
     assert abs(float(q_learning_loss(model, batch)) - expected) < 1e-12
     # the bootstrap is a max, not the behaviour's next action: SARSA's td loss differs on these tasks
-    assert abs(float(OBJECTIVES["td"](model, batch)) - expected) > 1e-6
+    assert abs(float(objective("td")(model, batch)) - expected) > 1e-6
 
 
 def test_action_value_objectives_need_a_control_family():

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from ictd_interp.config import TaskDistribution, TrainConfig
-from ictd_interp.config.registry import FAMILIES, OBJECTIVES, Family, listing, load, markdown, register
+from ictd_interp.config.registry import FAMILIES, OBJECTIVES, Family, Objective, listing, load, markdown, register
 from ictd_interp.tasks.sampling import family_mrps
-from ictd_interp.training.objectives import OBJECTIVES as LOSSES
+from ictd_interp.training import objectives
 
 ROOT = Path(__file__).parents[2]
 
@@ -55,10 +55,14 @@ def test_validation_reads_the_registry(monkeypatch):
         TrainConfig.from_preset("quick", objective="q-learning")
 
 
-def test_every_entry_loads_and_a_taken_name_is_refused():
+def test_every_entry_loads_and_a_taken_name_is_refused(monkeypatch):
     for entry in FAMILIES.values():
         assert callable(load(entry.make))
-    assert {name: LOSSES[name].loss for name in OBJECTIVES} == {name: load(e.loss) for name, e in OBJECTIVES.items()}
+    got = {name: objectives.objective(name).loss for name in OBJECTIVES}
+    assert got == {name: load(e.loss) for name, e in OBJECTIVES.items()}
+    late = Objective("late", "registered after the trainer's import", "ictd_interp.training.objectives:mc_loss", True)
+    monkeypatch.setitem(OBJECTIVES, "late", late)  # what register does, undone after the test
+    assert objectives.objective("late").loss is objectives.mc_loss and objectives.objective("late").needs_returns
     with pytest.raises(ValueError, match="'boyan': already registered"):
         register(Family("boyan", "again", "ictd_interp.tasks.families:boyan"))
 

@@ -2,10 +2,11 @@ import pytest
 import torch
 
 from ictd_interp import HookedICTDTransformer, build_prompt, context_inputs
+from ictd_interp.config import registry
 from ictd_interp.config.tasks import TaskDistribution
 from ictd_interp.config.train import PRESETS, TrainConfig
 from ictd_interp.training.batches import discounted_returns, window_batch
-from ictd_interp.training.objectives import OBJECTIVES, neu_loss, neu_unbiased
+from ictd_interp.training.objectives import neu_loss, neu_unbiased, objective
 from tests.conftest import make_cfg
 
 
@@ -45,8 +46,8 @@ def test_batches_without_values_draw_the_same_windows_and_the_supervised_loss_re
     assert lean.select_tasks(slice(0, 2)).to("cpu", torch.float32).query_value is None
     model = HookedICTDTransformer(make_cfg(n_layers=1))
     with pytest.raises(ValueError, match="drawn without true values"):
-        OBJECTIVES["supervised"](model, lean)
-    assert [name for name, o in OBJECTIVES.items() if o.needs_values] == ["supervised", "supervised-q-star"]
+        objective("supervised")(model, lean)
+    assert [name for name, o in registry.OBJECTIVES.items() if o.needs_values] == ["supervised", "supervised-q-star"]
 
 
 def test_discounted_returns_by_hand():
@@ -68,11 +69,11 @@ def zero_model_batch():
 
 def test_losses_of_a_zero_model_by_hand():
     model, batch = zero_model_batch()  # predicts 0 everywhere
-    assert OBJECTIVES["td"](model, batch).item() == pytest.approx(
+    assert objective("td")(model, batch).item() == pytest.approx(
         batch.query_reward[:, :-1].pow(2).mean().item(), abs=1e-14
     )
-    assert OBJECTIVES["mc"](model, batch).item() == pytest.approx(batch.query_return.pow(2).mean().item(), abs=1e-14)
-    assert OBJECTIVES["supervised"](model, batch).item() == pytest.approx(
+    assert objective("mc")(model, batch).item() == pytest.approx(batch.query_return.pow(2).mean().item(), abs=1e-14)
+    assert objective("supervised")(model, batch).item() == pytest.approx(
         batch.query_value.pow(2).mean().item(), abs=1e-14
     )
     # One layer, A = V = 0: uniform attention over the n sources, so v^ = V[cur] . mean source column,
