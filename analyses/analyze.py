@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import NamedTuple, Optional, Union
 
 import analyses.reports
-from analyses.figures.plots import Figure
+from analyses.figures.style import Figure
 from analyses.reports.shared_figures import common_figures
 from analyses.reports.summary_md import write_with_figures
 from analyses.summary.sections import Summary

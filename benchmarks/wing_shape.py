@@ -23,9 +23,12 @@ READERS = (
     "analyses/reports/summary_md.py",
     "analyses/reports/shared_figures.py",
     "analyses/reports/stylised.py",
+    "analyses/reports/stylised_words.py",
     "analyses/reports/standard.py",
+    "analyses/reports/standard_words.py",
     "analyses/reports/linear.py",
     "analyses/claims/trained.py",
+    "analyses/claims/findings.py",
     "analyses/claims/claims_md.py",
     "analyses/studies/report.py",
 )

@@ -11,7 +11,7 @@ from matplotlib.ticker import FuncFormatter
 
 from analyses.claims.claim import Claim
 from analyses.claims.figure_data import ActingData, DiagonalityData, FloorData, MarginData, Theorem3Data, WeightsData
-from analyses.figures.plots import Figure, legend_outside, log_axis, wrapped
+from analyses.figures.style import Figure, legend_outside, log_axis, wrapped
 from analyses.metrics.intervals import Interval
 from analyses.summary.store import build
 

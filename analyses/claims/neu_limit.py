@@ -12,7 +12,8 @@ from analyses.claims.budget import Budget
 from analyses.claims.claim import Claim
 from analyses.claims.figure_data import Theorem3Data
 from analyses.claims.theory import GAMMA
-from analyses.metrics.neu import NeuCell, NeuDifference, NeuGrid, neu_grid
+from analyses.metrics.neu import NeuCell, NeuGrid, neu_grid
+from analyses.metrics.neu_intervals import NeuDifference
 from analyses.summary.store import to_json
 from ictd_interp.config import ICTDConfig, TaskDistribution
 from ictd_interp.models import HookedICTDTransformer
@@ -197,7 +198,7 @@ def theorem3_claim(grid: NeuGrid, name: str) -> Claim:
         f"{grid.n_tasks:,} Boyan tasks (d = 4, γ = {GAMMA}) × {grid.windows_per_task} windows per cell, the same tasks "
         f"for the three models (paired); 95% intervals by the delete-one-group jackknife over {grid.groups} groups, "
         "and "
-        "for θ*'s NEU alone an interval calibrated near 0 (`analyses.metrics.neu.calibrated_interval`).",
+        "for θ*'s NEU alone an interval calibrated near 0 (`analyses.metrics.neu_intervals.calibrated_interval`).",
         "a finite grid can only approach the limit, so the verdict reads **consistent with the limit** when (1) at "
         "the largest depth the upper end of θ*'s calibrated 95% interval for its NEU (Wald's ellipsoid for the mean "
         "update, which covers at 0 too, where the jackknife does not) falls at every step of n "

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Optional, Union
 
 from analyses.analyze import analyze
-from analyses.claims import control_rows, neu_limit, theory, trained
+from analyses.claims import control_rows, findings, neu_limit, theory, trained
 from analyses.claims.budget import BUDGETS, Budget
 from analyses.claims.claim import Claim
 from analyses.claims.claim_figures import draw
@@ -134,16 +134,16 @@ def _steps(budget: Budget, studies: dict[str, Path], out_dir: Path) -> list:
             True,
         ),
         (["emergence_signature"], lambda: [trained.signature(objectives().results)], True),
-        (["finding_iteration"], lambda: [trained.iterated(objectives().results, td)], True),
+        (["finding_iteration"], lambda: [findings.iterated(objectives().results, td)], True),
         (
             ["finding_baseline"],
-            lambda: [trained.constant_baseline(objectives().results, td, budget.eval_tasks())],
+            lambda: [findings.constant_baseline(objectives().results, td, budget.eval_tasks())],
             True,
         ),
         (
             ["finding_depth_sampling"],
             lambda: [
-                trained.depth_sampling(sampling().results, "train_depths=", f"train_depths={budget.depth_sampling}")
+                findings.depth_sampling(sampling().results, "train_depths=", f"train_depths={budget.depth_sampling}")
             ],
             True,
         ),
@@ -177,7 +177,7 @@ def _same_state(budget: Budget, studies: dict[str, Path], out_dir: Path) -> Clai
             read_summary(path) if path.exists() else analyze("standard-quick-s0", folder, neu=False, draw=False)
         ]  # numbers only
         source = "the shipped standard-quick-s0 (one seed; --budget full trains three)"
-    return trained.same_state_head(summaries, source)
+    return findings.same_state_head(summaries, source)
 
 
 def _save(out_dir: Path, claim: Claim) -> None:

@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from analyses.figures.plots import STAR, Figure, _figure, legend_outside, log_axis, series_colours, sign_bars
+from analyses.figures.plots import sign_bars
+from analyses.figures.style import STAR, Figure, legend_outside, log_axis, new_figure, series_colours
 
 QUANTITY_LABELS = {
     "reward": "$R_{j+1}$",
@@ -25,7 +26,7 @@ def site_labels(n_sites: int) -> list[str]:
 
 def probe_error_vs_depth(curves: Mapping[str, Sequence[float]]) -> Figure:
     """MSVE against ``v_pi`` of the value read at each site (a probe, or θ*'s stored row)."""
-    fig, (ax,) = _figure(width=6.4)
+    fig, (ax,) = new_figure(width=6.4)
     for colour, (label, errors) in zip(series_colours(list(curves)), curves.items()):
         ax.plot(np.arange(len(errors)), errors, color=colour, marker="o", ms=3, label=label.replace("theta*", STAR))
     n_sites = max(len(e) for e in curves.values())
@@ -45,7 +46,7 @@ def probe_map(r2: Mapping[str, Sequence[float]], title: str) -> Figure:
     """Held-out R² of each TD-quantity probe (columns) at each site (rows)."""
     names = list(r2)
     data = np.asarray([r2[n] for n in names], dtype=float).T
-    fig, (ax,) = _figure(width=5.6, height=0.55 * len(data) + 1.8)
+    fig, (ax,) = new_figure(width=5.6, height=0.55 * len(data) + 1.8)
     sns.heatmap(
         data,
         ax=ax,
@@ -69,7 +70,7 @@ def head_map(rows: Sequence[Any], key: str, title: str, label: str) -> Figure:
     data = np.full((n_layers, n_heads), np.nan)
     for r in rows:
         data[r.layer, r.head] = getattr(r, key)
-    fig, (ax,) = _figure(width=1.1 * n_heads + 3.2, height=0.6 * n_layers + 1.8)
+    fig, (ax,) = new_figure(width=1.1 * n_heads + 3.2, height=0.6 * n_layers + 1.8)
     sns.heatmap(data, ax=ax, cmap="vlag", vmin=-1.0, vmax=1.0, annot=True, fmt=".2f", cbar_kws={"label": label})
     ax.set(title=title, xlabel="head", ylabel="layer")
     return fig

@@ -5,98 +5,34 @@ Built on ``matplotlib.figure.Figure`` (no pyplot global state) with seaborn's co
 
 from __future__ import annotations
 
-import io
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional, Union
 
 import numpy as np
 import seaborn as sns
-from matplotlib.figure import Figure as MatplotlibFigure
-from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter, NullLocator
+from matplotlib.ticker import MaxNLocator
 
+from analyses.figures.style import (
+    PALETTE,
+    STAR,
+    SUP_ERROR,
+    Figure,
+    legend_outside,
+    log_axis,
+    new_figure,
+    series_colours,
+    wrapped,
+    zoom,
+)
 from ictd_interp.models.constructions.theta_star import SIGNATURE_INPUTS, SIGNATURE_SIGNS, SIGNATURE_TEXT
 
-PALETTE = sns.color_palette("colorblind")
 Numbers = Union[np.ndarray, Sequence]  # figures draw saved numbers: arrays or the nested lists of summary.json
-STAR = r"$\theta^*$"  # one name for the constructed weights in every figure
-SUP_ERROR = r"$\|v_L - v_\pi\|_\infty$"
-
-
-def series_colours(labels: Sequence[str]) -> list:
-    """One colour per series by what it is, the same in every figure: a trained model blue, θ* green, a
-    TD(0) or tabular construction orange; any other series (or a second of one kind) takes the next
-    colour not given out, in order."""
-
-    def role(label: str) -> Optional[int]:
-        text = label.lower()
-        if "theta" in text or "θ*" in label or STAR in label:
-            return 2
-        if "td(0)" in text or "tabular" in text:
-            return 1
-        return 0 if "model" in text or "trained" in text else None
-
-    wanted = [role(label) for label in labels]
-    taken, out = set(), []
-    spare = iter(range(3, len(PALETTE)))  # colours 0-2 belong to the three roles, even where one is absent
-    for k in wanted:
-        k = next(spare) if k is None or k in taken else k
-        taken.add(k)
-        out.append(PALETTE[k])
-    return out
-
-
-class Figure(MatplotlibFigure):
-    """A matplotlib Figure that shows itself as a PNG in any Jupyter kernel (``display(fig)`` or a
-    cell's last line), whatever the matplotlib backend: no pyplot state is needed."""
-
-    def _repr_png_(self) -> bytes:
-        buffer = io.BytesIO()
-        self.savefig(buffer, format="png", dpi=100)
-        return buffer.getvalue()
-
-
-def text_outside(fig: MatplotlibFigure, tolerance_px: float = 1.0) -> list[str]:
-    """What of ``fig`` does not fit on its canvas, measured after a full draw as the saved PNG has it:
-    each axes with everything drawn around it (title, labels, tick labels, its legend) and the figure's
-    own texts and legends. An empty list when nothing is clipped."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-    canvas = FigureCanvasAgg(fig)  # the canvas savefig draws the PNG on
-    canvas.draw()
-    renderer = canvas.get_renderer()
-    width, height = fig.bbox.width, fig.bbox.height
-    parts = [(ax.get_title() or ax.get_ylabel() or "axes", ax.get_tightbbox(renderer)) for ax in fig.axes]
-    parts += [(t.get_text(), t.get_window_extent(renderer)) for t in fig.texts if t.get_visible() and t.get_text()]
-    parts += [("legend", leg.get_window_extent(renderer)) for leg in fig.legends]
-    return [
-        name
-        for name, box in parts
-        if box is not None
-        and (
-            box.x0 < -tolerance_px
-            or box.y0 < -tolerance_px
-            or box.x1 > width + tolerance_px
-            or box.y1 > height + tolerance_px
-        )
-    ]
-
-
-def wrapped(text: str, width: int = 60) -> str:
-    """A long title on as many lines as it needs (``textwrap``), so it never runs off the canvas."""
-    import textwrap
-
-    return "\n".join(textwrap.wrap(text, width))
-
-
-def _figure(ncols: int = 1, width: float = 5.0, height: float = 3.8) -> tuple[Figure, list]:
-    fig = Figure(figsize=(width * ncols, height), layout="constrained")
-    return fig, [fig.add_subplot(1, ncols, i + 1) for i in range(ncols)]
 
 
 def attention_comparison(patterns: Mapping[str, Numbers]) -> Figure:
     """Attention patterns on the same prompt side by side, titled by the caller (e.g.
     ``{"trained, layer 0": ..., "$\\theta^*$, layer 0": ...}``); rows: query position j, columns: source i."""
-    fig, axes = _figure(len(patterns), width=4.8)
+    fig, axes = new_figure(len(patterns), width=4.8)
     vmax = float(max(np.max(p) for p in patterns.values()))
     for ax, (name, data) in zip(axes, patterns.items()):
         ticks = max(1, len(data) // 8)
@@ -117,7 +53,7 @@ def attention_comparison(patterns: Mapping[str, Numbers]) -> Figure:
 def grouped_kernel(M: Numbers, title: str = r"grouped kernel $\hat M_n$") -> Figure:
     """``M^_n(s, s')``: mass a query in state s puts on sources in state s'; states the context never
     visited are masked (no data), not drawn as zero attention."""
-    fig, (ax,) = _figure()
+    fig, (ax,) = new_figure()
     data = np.asarray(M, dtype=float)
     data[np.all(data == 0, axis=1)] = np.nan  # rows of unvisited states (saved as 0 in summary.json)
     sns.heatmap(
@@ -147,7 +83,7 @@ def diagonality_curve(
     (``[step][layer][head]``) draws every head when there is more than one (a same-state head hides in a
     mean over heads), a tied model's once, as its layers are one; ``final_heads`` (``[layer][head]``, the
     trained model's) marks them at the last step when the run did not log them."""
-    fig, (ax,) = _figure(width=6.2)
+    fig, (ax,) = new_figure(width=6.2)
     ax.plot(steps, values, color=PALETTE[0], marker="o", ms=3, label="mean over layers and heads")
     per_head = np.asarray(heads, dtype=float) if heads is not None else None
     tied = per_head is not None and per_head.ndim == 3 and np.allclose(per_head, per_head[:, :1], equal_nan=True)
@@ -220,7 +156,7 @@ def sign_bars(
     """Grouped bars of (reward, next value, current value) per group, θ*'s first (``reference``, default its signs):
     the drawing both signature figures share (``figures.circuits.probed_signature_bars`` is the other)."""
     groups, rows = [STAR, *groups], [list(reference or SIGNATURE_SIGNS), *rows]
-    fig, (ax,) = _figure(width=max(5.5, 0.9 * len(groups) + 2.5))
+    fig, (ax,) = new_figure(width=max(5.5, 0.9 * len(groups) + 2.5))
     width = 0.26
     for k, label in enumerate(SIGNATURE_INPUTS):
         ax.bar(np.arange(len(groups)) + (k - 1) * width, [r[k] for r in rows], width, color=PALETTE[k], label=label)
@@ -234,7 +170,7 @@ def cosine_curves(
 ) -> Figure:
     """Weight-space cosine with theta* over training, one line per layer (once when tied), the axis
     zoomed to the data so that 0.98 and 0.99 stay apart."""
-    fig, axes = _figure(2, width=4.8)
+    fig, axes = new_figure(2, width=4.8)
     for ax, data, name in zip(axes, (cos_A, cos_V), ("A", "V")):
         data = np.asarray(data, dtype=float)
         for k, (label, values) in enumerate(_layers_once(data, tied)):
@@ -255,7 +191,7 @@ def error_vs_depth(
     amplitude and floor) gets the fitted ``a rho^L + floor`` drawn dashed beside it. ``1 - C`` is quoted
     only when the Assumption 5.1 bound applies (``C > 0``). ``trained_depth``: a trained model's curve runs past
     it (its layers repeated), marked by a dotted line."""
-    fig, (ax,) = _figure(width=6.2)
+    fig, (ax,) = new_figure(width=6.2)
     if trained_depth is not None:
         ax.axvline(trained_depth, color="grey", lw=0.8, ls=":", label=f"trained depth {trained_depth}")
     for colour, (label, errors) in zip(series_colours(list(curves)), curves.items()):
@@ -293,7 +229,7 @@ def depth_extrapolation(
     reference: str = STAR,
 ) -> Figure:
     """MSVE when the learned layers are run to other depths, beside a construction (θ*) at the same depths."""
-    fig, (ax,) = _figure(width=6.2)
+    fig, (ax,) = new_figure(width=6.2)
     mine, theirs = series_colours(["trained model", reference])
     ax.plot(depths, model, color=mine, marker="o", ms=4, label=name)
     ax.plot(depths, theta_star, color=theirs, marker="s", ms=3, ls="--", label=reference)
@@ -313,7 +249,7 @@ def depth_extrapolation(
 
 def error_vs_context(lengths: Sequence[int], curves: Mapping[str, Sequence[float]], where: str = "") -> Figure:
     """Final-layer error against context length: the statistical floor of Theorem 2."""
-    fig, (ax,) = _figure(width=6.2)
+    fig, (ax,) = new_figure(width=6.2)
     for colour, (label, errors) in zip(series_colours(list(curves)), curves.items()):
         ax.plot(
             lengths,
@@ -335,7 +271,7 @@ def error_vs_context(lengths: Sequence[int], curves: Mapping[str, Sequence[float
 
 def predicted_vs_true(predicted: Mapping[str, Numbers], true: Numbers) -> Figure:
     """Query predictions against ``v_pi`` of the query state."""
-    fig, (ax,) = _figure(width=6.2)
+    fig, (ax,) = new_figure(width=6.2)
     for colour, (label, pred) in zip(series_colours(list(predicted)), predicted.items()):
         ax.scatter(true, pred, s=8, alpha=0.6, color=colour, label=label.replace("theta_star", STAR))
     lo, hi = float(np.min(true)), float(np.max(true))
@@ -351,7 +287,7 @@ def predicted_vs_true(predicted: Mapping[str, Numbers], true: Numbers) -> Figure
 
 def scale_sweep(rows: Sequence[Mapping[str, float]], depth: int) -> Figure:
     """Assumption 5.1 margin and theta*'s error against the feature scale β (the kernel's inverse temperature is β²)."""
-    fig, axes = _figure(2)
+    fig, axes = new_figure(2)
     scales = [r["scale"] for r in rows]
     axes[0].plot(scales, [r["margin_mean"] for r in rows], color=PALETTE[0], marker="o", label="mean C")
     axes[0].plot(scales, [r["margin_min"] for r in rows], color=PALETTE[1], marker="s", label="min C")
@@ -375,56 +311,6 @@ def scale_sweep(rows: Sequence[Mapping[str, float]], depth: int) -> Figure:
     log_axis(axes[1].yaxis)
     axes[1].legend()
     return fig
-
-
-def zoom(values: np.ndarray) -> tuple[float, float]:
-    """Axis limits around the data (a cosine axis spanning -1..1 hides 0.98 vs 0.99)."""
-    finite = values[np.isfinite(values)]
-    lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
-    pad = max(0.01, 0.08 * (hi - lo))
-    return lo - pad, min(1.0 + pad / 2, hi + pad)
-
-
-def log_axis(axis) -> None:
-    """Readable ticks on a log axis: 1-2-5 steps as plain numbers over a few decades, one tick per
-    decade beyond that (not two cramped powers of ten, not a wall of labels)."""
-    lims = axis.axes.dataLim
-    lo, hi = lims.intervaly if axis.axis_name == "y" else lims.intervalx
-    decades = np.log10(hi / lo) if lo > 0 and hi > lo else 10.0
-    if decades <= 0.6:  # within a factor of 4: evenly spaced round numbers read best, no unlabelled log minors
-        axis.set_major_locator(MaxNLocator(nbins=8, steps=[1, 2, 2.5, 5, 10]))
-        axis.set_minor_locator(NullLocator())
-    else:
-        subs = (1.0, 2.0, 3.0, 5.0) if decades <= 1.5 else (1.0, 2.0, 5.0) if decades <= 3 else (1.0,)
-        axis.set_major_locator(LogLocator(base=10, subs=subs, numticks=30 if decades <= 8 else 8))
-    # one tick per decade reaching a number that needs an exponent: every tick a power of ten, not
-    # "100000" beside "10⁶"
-    powers = bool(decades > 3 and (hi >= 1e6 or lo < 1e-4))
-    axis.set_major_formatter(FuncFormatter(lambda x, _: tick_text(x, powers)))
-    axis.set_minor_formatter(NullFormatter())
-
-
-SUPERSCRIPTS = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
-
-
-def tick_text(x: float, powers: bool = False) -> str:
-    """A tick as a plain number (``0.05``, ``1000``), or where that needs an exponent (or ``powers`` asks for
-    one) as ``10⁶`` / ``2×10⁻⁵``."""
-    text = f"{x:.0e}" if powers and x > 0 else f"{x:g}"
-    if "e" not in text:
-        return text
-    mantissa, exponent = text.split("e")
-    power = f"10{str(int(exponent)).translate(SUPERSCRIPTS)}"
-    return power if mantissa == "1" else f"{mantissa}×{power}"
-
-
-def legend_outside(ax, title: Optional[str] = None, keep: bool = True) -> None:
-    """One legend right of the axes with every labelled artist (seaborn's included; ``keep=False``: none,
-    for all but the last of axes sharing one legend)."""
-    if ax.get_legend() is not None:
-        ax.get_legend().remove()
-    if keep:
-        ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False, title=title)
 
 
 def linear_weights(P: Numbers, Q: Numbers, P_td: Numbers, Q_td: Numbers, d: int) -> Figure:

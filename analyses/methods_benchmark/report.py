@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from analyses.figures.plots import text_outside
+from analyses.figures.style import text_outside
 from analyses.methods_benchmark.case_specs import CASES
 from analyses.methods_benchmark.evaluate import CellResult, FeatureScores
 from analyses.methods_benchmark.faithfulness import EPSILON

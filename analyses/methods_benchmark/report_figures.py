@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import seaborn as sns
 
-from analyses.figures.plots import Figure, _figure, legend_outside, series_colours, wrapped
+from analyses.figures.style import Figure, legend_outside, new_figure, series_colours, wrapped
 from analyses.methods_benchmark.evaluate import CellResult
 from analyses.methods_benchmark.selection import CHANCE, cases_of, edge_methods, interval
 
@@ -18,7 +18,7 @@ LINE_STYLES = ("-", "--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)))  # overlapping cur
 def roc_figure(cells: Sequence[CellResult], seed: int = 0) -> Figure:
     """ROC curves of every edge method against the true edges, one panel per case (benchmark seed ``seed``)."""
     cases, methods = cases_of(cells), edge_methods(cells)
-    fig, axes = _figure(len(cases), width=max(3.6, 7.2 / len(cases)), height=3.6)  # one case: room for the legend
+    fig, axes = new_figure(len(cases), width=max(3.6, 7.2 / len(cases)), height=3.6)  # one case: room for the legend
     colours = series_colours(methods)
     for ax, c in zip(axes, cases):
         cell = next(x for x in cells if x.case == c and x.seed == seed)
@@ -40,7 +40,7 @@ def roc_figure(cells: Sequence[CellResult], seed: int = 0) -> Figure:
 def auroc_figure(cells: Sequence[CellResult]) -> Figure:
     """Mean AUROC per method and case with its interval over seeds."""
     cases, methods = cases_of(cells), edge_methods(cells)
-    fig, (ax,) = _figure(width=max(7.5, 1.3 * len(cases) + 1.5), height=3.6)  # a case name per group, unclipped
+    fig, (ax,) = new_figure(width=max(7.5, 1.3 * len(cases) + 1.5), height=3.6)  # a case name per group, unclipped
     width = 0.8 / len(methods)
     for k, (colour, m) in enumerate(zip(series_colours(methods), methods)):
         iv = [interval(cells, c, m, "auroc") for c in cases]
@@ -64,7 +64,7 @@ def direction_figure(cells: Sequence[CellResult], method: str, case: str, seed: 
     row, on the variable's own axis)."""
     cell = next(x for x in cells if x.case == case and x.seed == seed)
     cos = cell.scores[method].cosines
-    fig, (ax,) = _figure(width=max(0.45 * len(cos.axes) + 4.2, 6.0), height=max(0.32 * len(cos.labels) + 1.8, 3.0))
+    fig, (ax,) = new_figure(width=max(0.45 * len(cos.axes) + 4.2, 6.0), height=max(0.32 * len(cos.labels) + 1.8, 3.0))
     sns.heatmap(
         np.asarray(cos.matrix),
         ax=ax,

@@ -13,6 +13,7 @@ from typing import Any, Optional
 import torch
 
 from analyses.figures import plots
+from analyses.figures.style import Figure
 from analyses.metrics import baselines, in_context
 from analyses.metrics.convergence import CONTEXT_LENGTHS, errors_by_context, sup_error
 from analyses.metrics.diagonality import kernel_diagonality_mean
@@ -311,7 +312,7 @@ def function_r2_sentence(r2: float) -> str:
 # ---- figures -------------------------------------------------------------------------------------------------
 
 
-def figures(summary: Summary) -> dict[str, plots.Figure]:
+def figures(summary: Summary) -> dict[str, Figure]:
     w, conv = summary.linear.weights, summary.convergence
     return {
         "weights_vs_td0": plots.linear_weights(w.P[0], w.Q[0], w.P_td0, w.Q_td0, summary.model.d_features),

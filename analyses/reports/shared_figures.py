@@ -4,10 +4,11 @@ never a live model); each architecture's own are its report module's ``figures``
 from __future__ import annotations
 
 from analyses.figures import plots
+from analyses.figures.style import STAR, Figure
 from analyses.summary.sections import Summary
 
 
-def common_figures(summary: Summary) -> dict[str, plots.Figure]:
+def common_figures(summary: Summary) -> dict[str, Figure]:
     """Error against context length, predictions against v_pi, and (where measured) the depth extrapolation."""
     ex, conv, ext = summary.example, summary.convergence, summary.algorithm.extrapolation
     out = {
@@ -15,7 +16,7 @@ def common_figures(summary: Summary) -> dict[str, plots.Figure]:
         "predicted_vs_true": plots.predicted_vs_true(ex.predicted, ex.true),
     }
     if ext is not None:
-        reference = plots.STAR if ext.reference_name == "theta*" else ext.reference_name
+        reference = STAR if ext.reference_name == "theta*" else ext.reference_name
         out["depth_extrapolation"] = plots.depth_extrapolation(
             ext.depths, ext.model, ext.reference, ext.trained_depth, ext.verdict, reference=reference
         )

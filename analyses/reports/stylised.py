@@ -11,15 +11,15 @@ from dataclasses import replace
 from typing import Any, Optional
 
 import torch
+from torch import Tensor
 
 from analyses.figures import plots
-from analyses.figures.plots import STAR
+from analyses.figures.style import STAR, Figure
 from analyses.metrics import baselines, cosine_null, in_context
 from analyses.metrics.acting import model_acting
-from analyses.metrics.algorithm_id import IterationMap, LayerReading, identify_layers, iteration_map, read_layer
+from analyses.metrics.algorithm_id import IterationMap, identify_layers, iteration_map, read_layer
 from analyses.metrics.convergence import (
     CONTEXT_LENGTHS,
-    GeometricFit,
     errors_by_context,
     errors_by_depth,
     fit_geometric,
@@ -29,20 +29,25 @@ from analyses.metrics.extrapolation import depth_extrapolation, depths_up_to, la
 from analyses.metrics.heads import head_kernels, most_like
 from analyses.metrics.neu import neu_grid
 from analyses.metrics.probes import activation_cosines, circuit_cosines, prediction_gap, sensitivity_cosine
-from analyses.metrics.theta_star_limit import DepthLimit, star_map, theta_star_limit, theta_star_rows
+from analyses.metrics.theta_star_limit import star_map, theta_star_limit, theta_star_rows
+from analyses.reports.stylised_words import (
+    algorithm_sentences,
+    diagonality_sentence,
+    limit_sentence,
+    margin_sentence,
+    per_layer_text,
+)
 from analyses.reports.summary_md import (
     acting_lines,
     answer_lines,
     baseline_table,
     control_algorithm_sentence,
-    interval_text,
-    layer_sentence,
     neu_lines,
     number,
     signs_text,
     summary_header,
 )
-from analyses.summary.sections import Algorithm, DepthCurves, Diagonality, Margin, Summary
+from analyses.summary.sections import Algorithm, DepthCurves, Summary
 from analyses.summary.store import build
 from ictd_interp.config import TrainConfig
 from ictd_interp.io.progress import computed
@@ -73,29 +78,10 @@ def compute(
     eval_set = EvalSet.build(replace(config, device="cpu"))
     model = model.to("cpu")
     tasks, star = eval_set.tasks, HookedICTDTransformer.from_theta_star(model.cfg)
-    depth = max(2 * model.cfg.n_layers, 16)
-    long_tasks = sample_from(config.tasks, 64, seed=config.eval_seed + 1, length=max(CONTEXT_LENGTHS))
     C, star_fixed = model_margin(star, tasks), star_map(star, tasks)
     with torch.no_grad():
         model_values = model(tasks.prompt)
     exact = state_space_unavailable(model.cfg) is None
-
-    def convergence() -> dict[str, Any]:
-        star_depth = (
-            errors_by_depth(HookedICTDTransformer.from_theta_star(model.cfg, depth=depth), tasks).mean(-1).tolist()
-        )
-        deeper = layer_at_depth(model, depth)  # the trained layers run past their depth, as far as θ*'s curve
-        return {
-            "depth": DepthCurves(model=errors_by_depth(deeper, tasks).mean(-1).tolist(), theta_star=star_depth),
-            "theta_star_fit": fit_geometric(star_depth),
-            "one_minus_C": 1 - C.mean().item(),
-            "theta_star_limit": theta_star_limit(model.cfg, config.tasks, config.eval_seed + 2, star_fixed),
-            "context_lengths": list(CONTEXT_LENGTHS),
-            "context": {
-                name: errors_by_context(m, long_tasks, CONTEXT_LENGTHS).mean(-1).tolist()
-                for name, m in (("trained model", model), ("theta* (same depth)", star))
-            },
-        }
 
     out: dict[str, Any] = {}
     sections = computed(
@@ -136,20 +122,8 @@ def compute(
                 else None
             ),
             "circuit": lambda: {"heads": (heads := head_kernels(model, tasks)), **most_like(heads)},
-            "convergence": convergence,
-            "neu": lambda: (
-                neu_grid(
-                    model.cfg,
-                    config.tasks,
-                    model,
-                    lengths=tuple(sorted({config.tasks.context_len, NEU_LONG})),
-                    depths=tuple(sorted({model.cfg.n_layers, *NEU_DEEP})),
-                    n_tasks=NEU_TASKS,
-                    seed=config.eval_seed,
-                )
-                if neu and exact
-                else None
-            ),
+            "convergence": lambda: _convergence(model, star, config, tasks, C, star_fixed),
+            "neu": lambda: _neu(model, config) if neu and exact else None,
             "example": lambda: _example(model, star, tasks),
         },
         desc="analyze",
@@ -161,6 +135,46 @@ def compute(
             **summary_header(source, config, model, len(tasks), curves),
             **sections,
         },
+    )
+
+
+def _convergence(
+    model: HookedICTDTransformer,
+    star: HookedICTDTransformer,
+    config: TrainConfig,
+    tasks: TaskBatch,
+    C: Tensor,
+    star_fixed: IterationMap,
+) -> dict[str, Any]:
+    """Error versus depth (the trained layers run past their depth, as far as θ*'s curve), θ*'s geometric fit
+    and computed limit, and error versus context on 64 longer trajectories."""
+    depth = max(2 * model.cfg.n_layers, 16)
+    long_tasks = sample_from(config.tasks, 64, seed=config.eval_seed + 1, length=max(CONTEXT_LENGTHS))
+    star_depth = errors_by_depth(HookedICTDTransformer.from_theta_star(model.cfg, depth=depth), tasks).mean(-1).tolist()
+    deeper = layer_at_depth(model, depth)
+    return {
+        "depth": DepthCurves(model=errors_by_depth(deeper, tasks).mean(-1).tolist(), theta_star=star_depth),
+        "theta_star_fit": fit_geometric(star_depth),
+        "one_minus_C": 1 - C.mean().item(),
+        "theta_star_limit": theta_star_limit(model.cfg, config.tasks, config.eval_seed + 2, star_fixed),
+        "context_lengths": list(CONTEXT_LENGTHS),
+        "context": {
+            name: errors_by_context(m, long_tasks, CONTEXT_LENGTHS).mean(-1).tolist()
+            for name, m in (("trained model", model), ("theta* (same depth)", star))
+        },
+    }
+
+
+def _neu(model: HookedICTDTransformer, config: TrainConfig):
+    """Population NEU at the training setting and toward Theorem 3's limit (``NEU_LONG``, ``NEU_DEEP``)."""
+    return neu_grid(
+        model.cfg,
+        config.tasks,
+        model,
+        lengths=tuple(sorted({config.tasks.context_len, NEU_LONG})),
+        depths=tuple(sorted({model.cfg.n_layers, *NEU_DEEP})),
+        n_tasks=NEU_TASKS,
+        seed=config.eval_seed,
     )
 
 
@@ -223,153 +237,7 @@ def _example(model: HookedICTDTransformer, star: HookedICTDTransformer, tasks) -
     }
 
 
-# ---- words (summary.md) ----------------------------------------------------------------------------------
-
-
-def algorithm_sentences(alg: Algorithm, base: Baselines, gamma: float) -> list[str]:
-    """What the model computes, said in words: against the baselines, iterated, per layer."""
-    ext = alg.extrapolation
-    lines = [f"- **At its trained depth ({ext.trained_depth} layers).** " + base.sentence]
-    if alg.exact_read_unavailable:
-        lines.append(
-            f"- Its layers are not a fixed linear map of the values ({alg.exact_read_unavailable}): "
-            "the TD coefficients below are a least-squares fit in function space."
-        )
-    lines.append(
-        f"- **Iterated beyond its trained depth** the learned layer {ext.verdict} (decided from the "
-        f"{ext.verdict_from}; the rule: it converges when iterated iff the map's radius is below 1 on every "
-        f"task, diverges iff above 1 on every task). MSVE {ext.model[-1]:.3g} at depth {ext.depths[-1]}, "
-        f"the depth the spectrum needs to show (θ* {ext.reference[-1]:.3g})." + _neutral_note(alg.layers[-1].iteration)
-    )
-    if not ext.converges:
-        lines.append(
-            "  The learned update is a finite-depth estimator, not a convergent TD algorithm: running it "
-            "longer makes it worse, whatever its weight cosine with θ* says."
-        )
-    star = alg.theta_star_map
-    if star:
-        lines.append(
-            f"- θ*'s map on the same tasks {star.verdict} (radius {star.spectral_radius_mean:.3f} on "
-            "average"
-            + _neutral_note(star, "; ")
-            + ")"
-            + (
-                f"; its depth limit is {_limit_text(star)} from v_π (sup norm, mean over the evaluation "
-                f"tasks whose map contracts ({_share(star)}), 95% t interval)."
-                if star.fixed_point_error is not None
-                else "."
-            )
-        )
-    for first, last, row in distinct_layers(alg.layers):
-        sentence = layer_sentence(row, gamma)
-        if last > first:
-            sentence = sentence.replace(
-                f"Layer {first}: ", f"Layers {first}–{last} (one tied layer, the same weights at every depth): ", 1
-            )
-        lines.append("- " + sentence)
-    return lines
-
-
-def _neutral_note(iteration: Optional[IterationMap], lead: str = " ") -> str:
-    neutral = iteration.neutral_tasks if iteration else None
-    if not neutral:
-        return ""
-    text = (
-        f"on {neutral} tasks the map has the eigenvalue 1 exactly (a state that is never a source adds it), a "
-        "direction the layer never moves, left out of the radius"
-    )
-    return lead + (text[0].upper() + text[1:] + "." if lead == " " else text)
-
-
-def distinct_layers(rows: list[LayerReading]) -> list[tuple[int, int, LayerReading]]:
-    """Runs of consecutive layers whose readings are the same apart from their index (a tied model's
-    layers, read from the one set of weights), as (first, last, reading): said once, not once per layer."""
-    runs: list[tuple[int, int, LayerReading]] = []
-    for row in rows:
-        if runs and replace(runs[-1][2], layer=row.layer) == row:
-            runs[-1] = (runs[-1][0], row.layer, runs[-1][2])
-        else:
-            runs.append((row.layer, row.layer, row))
-    return runs
-
-
-def per_layer_text(values: list, tied: bool) -> str:
-    """A per-layer list of numbers, said once for a tied model (its layers share one set of weights)."""
-    if tied and values and all(v == values[0] for v in values):
-        return f"{values[0]} (tied: one layer's weights at all {len(values)} depths)"
-    return ", ".join(str(v) for v in values)
-
-
-def _limit_text(result: Any) -> str:
-    """A fixed point's error (an ``IterationMap`` or a ``LimitRow``) with its interval where it has one."""
-    interval = result.fixed_point_error_interval
-    return interval_text(interval) if interval else number(result.fixed_point_error)
-
-
-def _share(result: IterationMap) -> str:
-    radii_below = result.fraction_contracting
-    return "all of them" if radii_below is None or radii_below == 1 else f"{radii_below:.0%} of them"
-
-
-def limit_sentence(limit: DepthLimit, fit: GeometricFit) -> str:
-    """θ*'s limit computed (fixed point of its map) beside the geometric fit over a few depths."""
-    rows = limit.rows
-    floors = ", ".join(
-        f"{_limit_text(r)} (n = {r.context_len}, ρ {r.spectral_radius_mean:.3f}"
-        + (", the evaluation tasks" if r.tasks == "evaluation" else "")
-        + ")"
-        for r in rows
-    )
-    asymptotic = rows[0].spectral_radius_mean
-    rate = fit.rate
-    same = abs(rate - asymptotic) < 0.02
-    longer = [r.context_len for r in rows if r.tasks != "evaluation"]
-    where = (
-        f"at the training length on the evaluation tasks (the number quoted above), at n = "
-        f"{', '.join(map(str, longer))} on {limit.n_tasks} other tasks with longer trajectories"
-        if longer and len(longer) < len(rows)
-        else f"on {limit.n_tasks} tasks"
-    )
-    return (
-        f"θ*'s limit as depth grows, computed as the fixed point of its map {where} (sup error, mean over the "
-        f"contracting tasks with its 95% t interval): {floors}. The "
-        f"geometric fit over the report's depths gives rate {rate:.3f} and "
-        f"floor {fit.floor:.3f}; "
-        + (
-            "that rate is the asymptotic one (ρ of the map)."
-            if same
-            else f"that rate is not the asymptotic one (ρ of θ*'s map ≈ {asymptotic:.3f}): the fit describes only the "
-            "depths it saw, and its floor is not the limit."
-        )
-    )
-
-
-def margin_sentence(margin: Margin, one_minus_c: float, rate: float, gamma: float) -> str:
-    C = margin.theta_star_mean
-    if C <= 0:
-        return (
-            f"The Assumption 5.1 margin of θ*'s kernel, C = {C:+.3f} (mean over the tasks; the worst "
-            f"{margin.theta_star_min:+.3f}), is not positive: the population kernel's diagonal is below "
-            f"(1+γ)/2 = {(1 + gamma) / 2:.3f}, so Theorem 2's contraction bound (rate 1 − C = {one_minus_c:.3f} "
-            f"> 1) does not apply here, and says nothing about θ*'s error, which the fit shows falling with depth "
-            f"at rate {rate:.3f} over the depths it saw. On Boyan chains of 10 states with d = 10, one-hot "
-            "features (they need d ≥ the number of states) at scale 3 give C > 0 on 95% of tasks and at "
-            "scale 5 on all (docs/theory.md §5)."
-        )
-    return (
-        f"The Assumption 5.1 margin of θ*'s kernel, C = {C:+.3f} (mean over the tasks; the worst "
-        f"{margin.theta_star_min:+.3f}), is positive: where C > 0, Theorem 2 bounds θ*'s error by a geometric "
-        f"rate 1 − C = {one_minus_c:.3f}; the fitted rate is {rate:.3f}."
-    )
-
-
-def diagonality_sentence(diag: Diagonality, model_mean: float) -> str:
-    return (
-        f"Kernel diagonality (attention mass a query puts on its own state): model {model_mean:.3f}, θ* "
-        f"{diag.theta_star:.3f} on the same tasks, against the level (1+γ)/2 = {diag.threshold:.3f} that "
-        "Assumption 5.1 asks of the population kernel. θ*'s value is set by the features alone; a model's value "
-        "near it says its kernel is as diagonal, not that it is θ*'s kernel. Sharper features raise both."
-    )
+# ---- words (summary.md; the longer sentences in reports.stylised_words) ------------------------------------
 
 
 def lines(summary: Summary) -> list[str]:
@@ -437,7 +305,7 @@ def lines(summary: Summary) -> list[str]:
 # ---- figures -------------------------------------------------------------------------------------------------
 
 
-def figures(summary: Summary) -> dict[str, plots.Figure]:
+def figures(summary: Summary) -> dict[str, Figure]:
     ex, conv, tied = summary.example, summary.convergence, summary.model.tied
     out = {
         "attention": plots.attention_comparison(

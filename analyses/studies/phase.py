@@ -12,7 +12,7 @@ from typing import Any, Optional
 import numpy as np
 import pandas as pd
 
-from analyses.figures.plots import Figure
+from analyses.figures.style import Figure
 from analyses.metrics.intervals import proportion_interval, t_interval
 from analyses.studies.results import CELL, STATUS
 from analyses.studies.spec import StudySpec, condition_label

@@ -16,7 +16,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.ticker import MaxNLocator
 
-from analyses.figures.plots import Figure, legend_outside, log_axis, zoom
+from analyses.figures.style import Figure, legend_outside, log_axis, zoom
 from analyses.metrics.intervals import COSINE, METHOD, describe_nonfinite, t_interval
 from analyses.studies import phase
 from analyses.studies.results import CELL, CONDITION, DEPTH, REFERENCE_NAME, STATUS, curve_column, read_tables

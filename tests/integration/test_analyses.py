@@ -14,7 +14,7 @@ def _check_report(out):
         assert (out / "figures" / f"{name}.png").stat().st_size > 0 and (out / "figures" / f"{name}.svg").exists()
     assert "figures/signature.png" in (out / "summary.md").read_text()
     from analyses.analyze import figures as draw
-    from analyses.figures.plots import text_outside
+    from analyses.figures.style import text_outside
     from analyses.summary.store import read_summary, to_json
 
     typed = read_summary(out / "summary.json")  # the schema reads back exactly what it wrote

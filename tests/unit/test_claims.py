@@ -42,7 +42,7 @@ def test_theorem1_holds_and_its_rule_can_fail(monkeypatch):
 
 def test_assumption_51_holds_only_with_sharp_one_hot_features():
     from analyses.claims.claim_figures import draw
-    from analyses.figures.plots import text_outside
+    from analyses.figures.style import text_outside
 
     claim = theory.assumption(TINY)
     assert claim.verdict == "holds only when onehot features at scale ≥ 5"
@@ -92,7 +92,7 @@ def test_the_signature_counts_seeds_not_a_tied_models_layers():
 
 
 def test_the_constant_baseline_reads_not_shown_when_no_seed_decides():
-    from analyses.claims.trained import constant_baseline_claim
+    from analyses.claims.findings import constant_baseline_claim
     from analyses.metrics.intervals import t_interval
 
     model, const = t_interval([0.6, 0.65, 0.7]), t_interval([0.55, 0.55, 0.55])
@@ -146,7 +146,7 @@ def test_theorem3_is_consistent_with_the_limit_only_when_neu_falls_at_every_n():
 
 
 def test_a_step_of_n_is_shown_only_when_the_longer_contexts_interval_lies_below_the_shorters():
-    from analyses.metrics.neu import NeuEstimate
+    from analyses.metrics.neu_intervals import NeuEstimate
 
     def est(lo, hi):
         return NeuEstimate(
@@ -205,7 +205,7 @@ def test_the_floor_leaves_out_contexts_without_a_limit(monkeypatch):
 
 
 def test_the_same_state_row_reads_the_most_td_like_head_itself_when_known():
-    from analyses.claims.trained import same_state_claim
+    from analyses.claims.findings import same_state_claim
 
     claim = same_state_claim([0.98, 0.97, 0.99], [0.69, 0.70, 0.68], "3 seeds", [0.10, 0.12, 0.08])
     assert claim.verdict == HOLDS and claim.data["td_head_tabular_minus_td"] == [0.10, 0.12, 0.08]

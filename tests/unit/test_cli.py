@@ -55,7 +55,7 @@ def test_field_help_reads_google_docstrings_at_any_indentation():
 
 
 def test_report_sentences_interpret_the_margin():
-    from analyses.reports.stylised import margin_sentence
+    from analyses.reports.stylised_words import margin_sentence
     from analyses.summary.sections import Margin
 
     negative = margin_sentence(Margin(model_mean=-0.9, theta_star_mean=-0.88, theta_star_min=-0.95), 1.88, 0.87, 0.9)

@@ -2,16 +2,16 @@
 
 import pandas as pd
 
-from analyses.figures import plots as figures
+from analyses.figures import style
 from analyses.figures.circuits import patching_heatmap
 
 
 def test_the_check_finds_a_title_that_runs_off_the_canvas():
-    fig, (ax,) = figures._figure(width=3.0)
+    fig, (ax,) = style.new_figure(width=3.0)
     ax.set_title("Error versus depth (gym:FrozenLake-v1, policy: uniform random over actions) " * 2)
-    assert figures.text_outside(fig) != []
-    ax.set_title(figures.wrapped(ax.get_title(), 28))
-    assert figures.text_outside(fig) == []
+    assert style.text_outside(fig) != []
+    ax.set_title(style.wrapped(ax.get_title(), 28))
+    assert style.text_outside(fig) == []
 
 
 def test_patching_heatmap_colorbar_label_fits():
@@ -22,11 +22,11 @@ def test_patching_heatmap_colorbar_label_fits():
             for p in range(31)
         ]
     )
-    assert figures.text_outside(patching_heatmap(table)) == []
+    assert style.text_outside(patching_heatmap(table)) == []
 
 
 def test_log_ticks_read_as_plain_numbers_or_powers_of_ten():
-    from analyses.figures.plots import tick_text
+    from analyses.figures.style import tick_text
 
     assert [tick_text(x) for x in (0.05, 1000, 1e5, 1e6, 2e-5, 3e7)] == [
         "0.05",
@@ -40,7 +40,7 @@ def test_log_ticks_read_as_plain_numbers_or_powers_of_ten():
 
 
 def test_a_log_axis_reaching_a_million_writes_every_decade_as_a_power():
-    from analyses.figures.plots import Figure, log_axis
+    from analyses.figures.style import Figure, log_axis
 
     ax = Figure().add_subplot()
     ax.plot([30, 1e6], [1, 2])

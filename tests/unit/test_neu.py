@@ -8,16 +8,8 @@ import pytest
 import torch
 from scipy import stats
 
-from analyses.metrics.neu import (
-    calibrated_interval,
-    difference_interval,
-    neu_interval,
-    per_task_updates,
-    population_neu,
-    tasks_needed,
-    zero_model,
-    zero_predictor_neu,
-)
+from analyses.metrics.neu import per_task_updates, population_neu, zero_model, zero_predictor_neu
+from analyses.metrics.neu_intervals import calibrated_interval, difference_interval, neu_interval, tasks_needed
 from ictd_interp import HookedICTDTransformer
 from ictd_interp.config.tasks import TaskDistribution
 from ictd_interp.tasks.sampling import sample_from

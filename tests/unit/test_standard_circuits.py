@@ -8,7 +8,7 @@ import torch
 from analyses.metrics.algorithm_id import identify_from_values, identify_layers
 from analyses.metrics.heads import head_kernels, head_signatures
 from analyses.metrics.site_probes import probed_values, quantity_probes, quantity_r2, residual_stack, value_probes
-from analyses.reports.standard import verdict
+from analyses.reports.standard_words import verdict
 from hooks.ablation import ablate_target_path
 from ictd_interp.models.constructions.standard_theta_star import standard_theta_star
 from ictd_interp.reference.metrics import kernel_diagonality
