@@ -10,7 +10,7 @@ best-in-family and (tied models) depth-extrapolation answers as the stylised rep
 from __future__ import annotations
 
 from dataclasses import replace
-from functools import cache
+from functools import cached_property
 from typing import Any, NamedTuple, Optional
 
 import torch
@@ -80,33 +80,72 @@ def compute(
     eval_set = EvalSet.build(replace(config, device="cpu"))
     model = model.to("cpu")
     tasks, star = eval_set.tasks, HookedICTDTransformer.from_theta_star(model.cfg)
-    fit, few = sample_from(config.tasks, PROBE_FIT_TASKS, seed=config.eval_seed + 2), tasks[:SIGNATURE_TASKS]
-    lengths = [n for n in CONTEXT_LENGTHS if not model.cfg.pos_embed or n < model.cfg.n_ctx]
+    run = _Run(model, star, config, tasks)
     with torch.no_grad():
         values, star_values = model(tasks.prompt), star(tasks.prompt)
+    sections = computed(
+        {
+            "metrics": lambda: evaluate(model, eval_set).to_dict(),
+            "baselines": lambda: baselines.compare(
+                values, tasks, config.tasks.gamma, model.cfg.n_layers, extra={"theta_star": star_values}
+            ),
+            "diagonality": lambda: {"theta_star": kernel_diagonality_mean(star, tasks)[0, 0].item()},
+            "convergence": run.convergence,
+            "circuit": run.circuit,
+            "algorithm": run.algorithm,
+            "in_context": lambda: in_context.assess(
+                model, tasks, out["baselines"], out["algorithm"]["layers"][-1], config.tasks.gamma
+            ),
+            "example": lambda: _example(model, star, tasks, run.kernels),
+        },
+        desc="analyze",
+        into=(out := {}),
+    )
+    return build(
+        Summary,
+        {
+            **summary_header(source, config, model, len(tasks), curves),
+            **sections,
+        },
+    )
 
-    @cache  # fitted once, on first use by a section
-    def probes() -> Probes:
+
+class _Run:
+    """The sections of a standard report that share fitted probes and head kernels (each fitted once, on first
+    use): probes on ``PROBE_FIT_TASKS`` other tasks, signatures and fits on the first ``SIGNATURE_TASKS``."""
+
+    def __init__(self, model: ICTDModel, star: HookedICTDTransformer, config: TrainConfig, tasks) -> None:
+        self.model, self.star, self.config, self.tasks = model, star, config, tasks
+        self.fit = sample_from(config.tasks, PROBE_FIT_TASKS, seed=config.eval_seed + 2)
+        self.few = tasks[:SIGNATURE_TASKS]
+        self.lengths = [n for n in CONTEXT_LENGTHS if not model.cfg.pos_embed or n < model.cfg.n_ctx]
+
+    @cached_property
+    def probes(self) -> Probes:
+        model, fit = self.model, self.fit
         return Probes(
             value_probes(model, fit, "output"),
             value_probes(model, fit, "v_pi"),
             quantity_probes(model, fit),
-            quantity_probes(star, fit),
+            quantity_probes(self.star, fit),
         )
 
-    @cache
-    def kernels() -> list[HeadKernel]:
-        return head_kernels(model, tasks)
+    @cached_property
+    def kernels(self) -> list[HeadKernel]:
+        return head_kernels(self.model, self.tasks)
 
-    def convergence() -> dict[str, Any]:
+    def convergence(self) -> dict[str, Any]:
+        """MSVE per site (this report) and, as the stylised report's depth curve, the sup error; error versus
+        context on 64 longer trajectories."""
+        model, star, tasks, lengths = self.model, self.star, self.tasks, self.lengths
         star_rows = residual_stack(star, tasks.prompt)[..., star.layout.current]
-        long_tasks = sample_from(config.tasks, 64, seed=config.eval_seed + 1, length=max(lengths))
-        output = probes().output
-        return {  # MSVE per site (this report) and, as the stylised report's depth curve, the sup error
+        long_tasks = sample_from(self.config.tasks, 64, seed=self.config.eval_seed + 1, length=max(lengths))
+        output = self.probes.output
+        return {
             "depth_msve": DepthCurves(
                 model=probe_errors_by_depth(model, output, tasks),
                 theta_star=(star_rows - tasks.v_true).pow(2).mean((1, 2)).tolist(),
-                model_v_pi_probe=probe_errors_by_depth(model, probes().v_pi, tasks),
+                model_v_pi_probe=probe_errors_by_depth(model, self.probes.v_pi, tasks),
             ),
             "depth": DepthCurves(
                 model=[sup_error(v, tasks).mean().item() for v in probed_values(model, output, tasks)],
@@ -119,52 +158,27 @@ def compute(
             },
         }
 
-    def circuit() -> dict[str, Any]:
-        p = probes()
+    def circuit(self) -> dict[str, Any]:
+        p, model, few = self.probes, self.model, self.few
         return {
-            "quantity_r2": quantity_r2(model, p.quantity, tasks),
-            "theta_star_quantity_r2": quantity_r2(star, p.star_quantity, tasks),
-            "heads": kernels(),
+            "quantity_r2": quantity_r2(model, p.quantity, self.tasks),
+            "theta_star_quantity_r2": quantity_r2(self.star, p.star_quantity, self.tasks),
+            "heads": self.kernels,
             "signatures": probed_signatures(model, few, p.quantity, p.output),
             "layer_signatures": probed_layer_signatures(model, few, p.quantity, p.output),
-            **most_like(kernels()),
+            **most_like(self.kernels),
         }
 
-    def algorithm() -> dict[str, Any]:
-        probed = probed_values(model, probes().output, few)
+    def algorithm(self) -> dict[str, Any]:
+        probed = probed_values(self.model, self.probes.output, self.few)
+        extrapolation = None
+        if self.model.cfg.tied:
+            extrapolation = depth_extrapolation(self.model, self.star, self.tasks, factor=STANDARD_EXTRAPOLATION)
         return {
-            "layers": identify_from_values(probed, few),
-            "layers_tabular": identify_from_values(probed, few, kernel="tabular"),
-            "extrapolation": depth_extrapolation(model, star, tasks, factor=STANDARD_EXTRAPOLATION)
-            if model.cfg.tied
-            else None,
+            "layers": identify_from_values(probed, self.few),
+            "layers_tabular": identify_from_values(probed, self.few, kernel="tabular"),
+            "extrapolation": extrapolation,
         }
-
-    sections = computed(
-        {
-            "metrics": lambda: evaluate(model, eval_set).to_dict(),
-            "baselines": lambda: baselines.compare(
-                values, tasks, config.tasks.gamma, model.cfg.n_layers, extra={"theta_star": star_values}
-            ),
-            "diagonality": lambda: {"theta_star": kernel_diagonality_mean(star, tasks)[0, 0].item()},
-            "convergence": convergence,
-            "circuit": circuit,
-            "algorithm": algorithm,
-            "in_context": lambda: in_context.assess(
-                model, tasks, out["baselines"], out["algorithm"]["layers"][-1], config.tasks.gamma
-            ),
-            "example": lambda: _example(model, star, tasks, kernels()),
-        },
-        desc="analyze",
-        into=(out := {}),
-    )
-    return build(
-        Summary,
-        {
-            **summary_header(source, config, model, len(tasks), curves),
-            **sections,
-        },
-    )
 
 
 @torch.no_grad()

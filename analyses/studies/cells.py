@@ -124,13 +124,11 @@ def run_stacked_cells(
     earlier, together, paths = {c: attempts(c) for c in cells}, {"models_in_process": len(cells)}, {}
 
     def failed(err: Exception) -> list[dict[str, Any]]:
-        trace, wall = traceback.format_exc(limit=-3), time.perf_counter() - started_at
+        wall = time.perf_counter() - started_at
         return [
-            write_status(
+            _failed(
                 c,
-                "failed",
-                error=f"{type(err).__name__}: {err}",
-                trace=trace,
+                err,
                 wall_time=wall,
                 earlier_attempts=earlier[c],
                 **together,
@@ -197,6 +195,26 @@ def _stack_start(cells: list[Path], cfgs: list) -> Optional[list[bool]]:
     return started
 
 
+def _failed(cell: Path, err: Exception, **info: Any) -> dict[str, Any]:
+    """The cell's status after ``err`` (raised in the ``except`` block this is called from: its trace is kept)."""
+    trace = traceback.format_exc(limit=-3)
+    return write_status(cell, "failed", error=f"{type(err).__name__}: {err}", trace=trace, **info)
+
+
+def _loop_for(run_dir: Path, cfg):
+    """The cell's training loop: its stored run reopened at its last checkpoint (refused, naming the folder, when
+    it holds other settings), or a new run."""
+    from ictd_interp.training import run_folder
+    from ictd_interp.training.trainer import reopen_loop, rewind, start_loop
+
+    if not run_folder.config_path(run_dir).exists():
+        return start_loop(cfg, run_dir)
+    changed = run_folder.load_run_config(run_dir).differences(cfg)
+    if changed:
+        raise StudySpecError(f"{run_dir}: holds a run with other settings ({'; '.join(changed)})")
+    return rewind(reopen_loop(run_dir))
+
+
 def _analyse_stacked(cell: Path, run, info: dict[str, Any]) -> dict[str, Any]:
     """A stacked cell's status once its training stopped: interrupted, or analysed (done or failed)."""
     from analyses.analyze import analyze
@@ -206,9 +224,7 @@ def _analyse_stacked(cell: Path, run, info: dict[str, Any]) -> dict[str, Any]:
     try:
         analyze(run.out_dir, cell / "analysis", neu=False, draw=False)
     except Exception as err:
-        return write_status(
-            cell, "failed", error=f"{type(err).__name__}: {err}", trace=traceback.format_exc(limit=-3), **info
-        )
+        return _failed(cell, err, **info)
     return write_status(cell, "done", **info)
 
 
@@ -227,7 +243,7 @@ def run_cell(
     from ictd_interp.config.train import TrainConfig
     from ictd_interp.training import run_folder
     from ictd_interp.training.allocator import apply_allocator_choice
-    from ictd_interp.training.trainer import reopen_loop, rewind, run_loop, start_loop
+    from ictd_interp.training.trainer import run_loop
 
     torch.set_num_threads(1)
     apply_allocator_choice(keep_freed_memory)
@@ -246,13 +262,7 @@ def run_cell(
         if run_folder.final_dir(run_dir).exists():  # trained, its analysis cut short (a killed worker): analyse
             analyze(run_dir, cell / "analysis", neu=False, draw=False)
             return write_status(cell, "done", wall_time=time.perf_counter() - started, earlier_attempts=earlier)
-        if run_folder.config_path(run_dir).exists():
-            changed = run_folder.load_run_config(run_dir).differences(cfg)
-            if changed:
-                raise StudySpecError(f"{run_dir}: holds a run with other settings ({'; '.join(changed)})")
-            loop = rewind(reopen_loop(run_dir))
-        else:
-            loop = start_loop(cfg, run_dir)
+        loop = _loop_for(run_dir, cfg)
         path = trained_in(cell, loop.run.step, [cell.name])
         write_status(cell, "running", earlier_attempts=earlier, trained_in=path, models_in_process=1)
         run = run_loop(loop, progress=False, stop=stop)
@@ -264,16 +274,8 @@ def run_cell(
         # NEU per (n, L): analyses.metrics.neu.neu_grid, not per cell; figures: the study's, across cells
         analyze(run_dir, cell / "analysis", neu=False, draw=False)
     except Exception as err:
-        trace = traceback.format_exc(limit=-3)
-        return write_status(
-            cell,
-            "failed",
-            error=f"{type(err).__name__}: {err}",
-            trace=trace,
-            wall_time=time.perf_counter() - started,
-            earlier_attempts=earlier,
-            **({} if path is None else {"trained_in": ended(path, run_dir)}),
-        )
+        trained = {} if path is None else {"trained_in": ended(path, run_dir)}
+        return _failed(cell, err, wall_time=time.perf_counter() - started, earlier_attempts=earlier, **trained)
     return write_status(
         cell,
         "done",
