@@ -120,6 +120,72 @@ def _ray_and_force(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true", help="replace a folder that holds another request's results")
 
 
+def _study_flags(p: argparse.ArgumentParser) -> None:
+    """``study``: a spec, its folder, and where it runs."""
+    p.add_argument("spec", help="a study spec (.toml) or a built-in study: " + ", ".join(builtin_studies()))
+    p.add_argument("--out", required=True, help="study folder (re-running the same command resumes it)")
+    p.add_argument(
+        "--workers", type=positive_int, default=None, help="cells at once on a local Ray instance (default: all cores)"
+    )
+    p.add_argument(
+        "--address",
+        default=None,
+        help="join this Ray cluster (HOST:PORT) instead; --out must be storage every node sees",
+    )
+    _allocator_flag(p)
+
+
+def _import_flags(p: argparse.ArgumentParser) -> None:
+    """``import-incontexttd``: the predecessor's log and what it does not record."""
+    p.add_argument("path", help="its log folder (data.npz, params.json), its data.npz, or a torch.save'd state dict")
+    p.add_argument("--out", required=True, help="checkpoint folder (with --all-steps: one sub-folder per logged step)")
+    p.add_argument("--all-steps", action="store_true", help="one checkpoint per logged step, not only the last")
+    p.add_argument(
+        "--n-layers", type=positive_int, default=None, help="depth of a tied ('auto') model without params.json"
+    )
+    p.add_argument(
+        "--gamma", type=float, default=None, help="discount of its prompts (default: params.json's, else 0.9)"
+    )
+    p.add_argument("--activation", default=None, help="identity or relu (default: params.json's, else identity)")
+    p.add_argument("--force", action="store_true", help="replace a folder that holds another request's results")
+
+
+def _claims_flags(p: argparse.ArgumentParser) -> None:
+    """``claims``: the report folder, its budget, and where it runs."""
+    p.add_argument("--out", required=True, help="report folder (re-running the same command resumes it)")
+    from analyses.claims.budget import BUDGETS  # after the check that ``analyses`` is the toolkit's own (main)
+
+    p.add_argument(
+        "--budget",
+        default="quick",
+        choices=sorted(BUDGETS),
+        help="quick: <= 15 min on 2 cores; full: more seeds, longer contexts, the standard model trained",
+    )
+    _ray_and_force(p)
+
+
+def _benchmark_flags(p: argparse.ArgumentParser) -> None:
+    """``methods-benchmark``: the report folder, its budget and which methods, cases, seeds and plug-ins."""
+    p.add_argument("--out", required=True, help="report folder (re-running the same command resumes it)")
+    p.add_argument(
+        "--budget",
+        default="quick",
+        choices=["quick", "full"],
+        help="quick: 5 seeds per case, 32 tasks (about 13 min on one core); full: 20 seeds, 64 tasks",
+    )
+    p.add_argument("--methods", default=None, help="comma-separated method names (default: every registered one)")
+    p.add_argument("--cases", default=None, help="comma-separated case names (default: every case)")
+    p.add_argument("--seeds", type=positive_int, default=None, help="seeds per case (default: the budget's)")
+    p.add_argument(
+        "--plugin",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a Python file that registers methods (register_method); repeatable",
+    )
+    _ray_and_force(p)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="ictd-interp", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
@@ -143,66 +209,20 @@ def build_parser() -> argparse.ArgumentParser:
     _path_and_out(p, "folder for evaluation.json, evaluation.md and figures")
     add_config_args(p, EvaluateConfig, "evaluation")
     p = sub.add_parser("study", help="a grid of conditions x seeds on Ray, with aggregate figures and study.md")
-    p.add_argument("spec", help="a study spec (.toml) or a built-in study: " + ", ".join(builtin_studies()))
-    p.add_argument("--out", required=True, help="study folder (re-running the same command resumes it)")
-    p.add_argument(
-        "--workers", type=positive_int, default=None, help="cells at once on a local Ray instance (default: all cores)"
-    )
-    p.add_argument(
-        "--address",
-        default=None,
-        help="join this Ray cluster (HOST:PORT) instead; --out must be storage every node sees",
-    )
-    _allocator_flag(p)
+    _study_flags(p)
     p = sub.add_parser(
         "import-incontexttd", help="checkpoints of a model trained with the predecessor's InContextTD code"
     )
-    p.add_argument("path", help="its log folder (data.npz, params.json), its data.npz, or a torch.save'd state dict")
-    p.add_argument("--out", required=True, help="checkpoint folder (with --all-steps: one sub-folder per logged step)")
-    p.add_argument("--all-steps", action="store_true", help="one checkpoint per logged step, not only the last")
-    p.add_argument(
-        "--n-layers", type=positive_int, default=None, help="depth of a tied ('auto') model without params.json"
-    )
-    p.add_argument(
-        "--gamma", type=float, default=None, help="discount of its prompts (default: params.json's, else 0.9)"
-    )
-    p.add_argument("--activation", default=None, help="identity or relu (default: params.json's, else identity)")
-    p.add_argument("--force", action="store_true", help="replace a folder that holds another request's results")
+    _import_flags(p)
     p = sub.add_parser("study-report", help="redraw a study's figures and study.md from its CSVs")
     p.add_argument("path", help="a study folder")
     p = sub.add_parser("claims", help="every claim of the paper re-derived with intervals and verdicts (claims.md)")
-    p.add_argument("--out", required=True, help="report folder (re-running the same command resumes it)")
-    from analyses.claims.budget import BUDGETS  # after the check that ``analyses`` is the toolkit's own (main)
-
-    p.add_argument(
-        "--budget",
-        default="quick",
-        choices=sorted(BUDGETS),
-        help="quick: <= 15 min on 2 cores; full: more seeds, longer contexts, the standard model trained",
-    )
-    _ray_and_force(p)
+    _claims_flags(p)
     p = sub.add_parser(
         "methods-benchmark",
         help="score interpretability methods against circuits planted exactly (report.md, figures/)",
     )
-    p.add_argument("--out", required=True, help="report folder (re-running the same command resumes it)")
-    p.add_argument(
-        "--budget",
-        default="quick",
-        choices=["quick", "full"],
-        help="quick: 5 seeds per case, 32 tasks (about 13 min on one core); full: 20 seeds, 64 tasks",
-    )
-    p.add_argument("--methods", default=None, help="comma-separated method names (default: every registered one)")
-    p.add_argument("--cases", default=None, help="comma-separated case names (default: every case)")
-    p.add_argument("--seeds", type=positive_int, default=None, help="seeds per case (default: the budget's)")
-    p.add_argument(
-        "--plugin",
-        action="append",
-        default=[],
-        metavar="FILE",
-        help="a Python file that registers methods (register_method); repeatable",
-    )
-    _ray_and_force(p)
+    _benchmark_flags(p)
     for command in sub.choices.values():  # one torch thread by default in every command
         if not any("--threads" in action.option_strings for action in command._actions):
             command.add_argument("--threads", type=positive_int, default=None, help=THREADS_HELP)
