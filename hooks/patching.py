@@ -140,6 +140,40 @@ def _every(
     return torch.stack(parts)
 
 
+def _index_axes(
+    patch_fn: Callable, name: str, model: ICTDModel, clean_cache, kwargs: dict
+) -> tuple[list[str], list[int]]:
+    """The sweep's index axes and their sizes on this model, once ``patch_fn`` is known to be one of
+    TransformerLens's sweeps and every option in ``kwargs`` one it takes."""
+    if not hasattr(patch_fn, "keywords") or "index_axis_names" not in patch_fn.keywords:
+        raise ValueError(
+            f"patch_fn: {name or repr(patch_fn)} is not one of TransformerLens's sweeps over index axes "
+            f"(get_act_patch_* partials) or their stacks ({', '.join(EVERY)}); the direct-path "
+            "functions patch one source-to-destination path with their own arguments: call them on "
+            "the model yourself"
+        )
+    accepted = inspect.signature(getattr(patch_fn, "func", patch_fn)).parameters
+    if unknown := sorted(set(kwargs) - set(accepted)):
+        raise ValueError(
+            f"{', '.join(unknown)}: not an option of TransformerLens {version('transformer-lens')}'s "
+            "patching functions (reduce and baseline came with TransformerLens 4)"
+        )
+    axes = list(patch_fn.keywords["index_axis_names"])
+    n_resid = clean_cache["blocks.0.hook_resid_pre"].shape[1]  # residual columns (linear model: 2n + 1)
+    sizes = {
+        "layer": model.cfg.n_layers,
+        "pos": n_resid,
+        "src_pos": n_resid,
+        "dest_pos": n_resid,
+        "head": model.cfg.n_heads,
+        "head_index": model.cfg.n_heads,
+    }
+    unknown = [a for a in axes if a not in sizes]
+    if unknown:
+        raise ValueError(f"patch_fn: unsupported index axes {unknown}")
+    return axes, [sizes[a] for a in axes]
+
+
 def tl_patching(
     patch_fn: Callable,
     model: ICTDModel,
@@ -169,33 +203,7 @@ def tl_patching(
     name = getattr(patch_fn, "__name__", "") or getattr(getattr(patch_fn, "func", None), "__name__", "")
     if name in EVERY:
         return _every(name, model, corrupted, clean_cache, metric, results_dtype, **kwargs)
-    if not hasattr(patch_fn, "keywords") or "index_axis_names" not in patch_fn.keywords:
-        raise ValueError(
-            f"patch_fn: {name or repr(patch_fn)} is not one of TransformerLens's sweeps over index axes "
-            f"(get_act_patch_* partials) or their stacks ({', '.join(EVERY)}); the direct-path "
-            "functions patch one source-to-destination path with their own arguments: call them on "
-            "the model yourself"
-        )
-    accepted = inspect.signature(getattr(patch_fn, "func", patch_fn)).parameters
-    if unknown := sorted(set(kwargs) - set(accepted)):
-        raise ValueError(
-            f"{', '.join(unknown)}: not an option of TransformerLens {version('transformer-lens')}'s "
-            "patching functions (reduce and baseline came with TransformerLens 4)"
-        )
-    axes = list(patch_fn.keywords["index_axis_names"])
-    n_resid = clean_cache["blocks.0.hook_resid_pre"].shape[1]  # residual columns (linear model: 2n + 1)
-    sizes = {
-        "layer": model.cfg.n_layers,
-        "pos": n_resid,
-        "src_pos": n_resid,
-        "dest_pos": n_resid,
-        "head": model.cfg.n_heads,
-        "head_index": model.cfg.n_heads,
-    }
-    unknown = [a for a in axes if a not in sizes]
-    if unknown:
-        raise ValueError(f"patch_fn: unsupported index axes {unknown}")
-    shape = [sizes[a] for a in axes]
+    axes, shape = _index_axes(patch_fn, name, model, clean_cache, kwargs)
     previous = torch.get_default_dtype()
     if results_dtype is not None:
         torch.set_default_dtype(results_dtype)
