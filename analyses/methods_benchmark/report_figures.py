@@ -12,15 +12,21 @@ from analyses.figures.style import Figure, legend_outside, new_figure, series_co
 from analyses.methods_benchmark.evaluate import CellResult
 from analyses.methods_benchmark.selection import CHANCE, cases_of, edge_methods, interval
 
+ROC_COLUMNS = 4  # ROC panels per row
 LINE_STYLES = ("-", "--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)))  # overlapping curves stay visible
 
 
 def roc_figure(cells: Sequence[CellResult], seed: int = 0) -> Figure:
-    """ROC curves of every edge method against the true edges, one panel per case (benchmark seed ``seed``)."""
+    """ROC curves of every edge method against the true edges, one panel per case, four to a row (benchmark seed
+    ``seed``)."""
     cases, methods = cases_of(cells), edge_methods(cells)
-    fig, axes = new_figure(len(cases), width=max(3.6, 7.2 / len(cases)), height=3.6)  # one case: room for the legend
+    ncols = min(ROC_COLUMNS, len(cases))
+    nrows = -(-len(cases) // ncols)
+    width = max(3.6, 7.2 / len(cases))  # one case: room for the legend
+    fig = Figure(figsize=(width * ncols, 3.6 * nrows), layout="constrained")
+    axes = [fig.add_subplot(nrows, ncols, i + 1) for i in range(len(cases))]
     colours = series_colours(methods)
-    for ax, c in zip(axes, cases):
+    for i, (ax, c) in enumerate(zip(axes, cases)):
         cell = next(x for x in cells if x.case == c and x.seed == seed)
         for k, (colour, m) in enumerate(zip(colours, methods)):
             roc = cell.scores[m].roc
@@ -29,11 +35,11 @@ def roc_figure(cells: Sequence[CellResult], seed: int = 0) -> Figure:
         ax.set(
             title=c,
             xlabel="false-positive rate (edges)",
-            ylabel="true-positive rate" if ax is axes[0] else "",
+            ylabel="true-positive rate" if i % ncols == 0 else "",
             xlim=(-0.02, 1.02),
             ylim=(-0.02, 1.02),
         )
-    legend_outside(axes[-1], title=f"seed {seed}; dotted: chance")
+    legend_outside(axes[ncols - 1], title=f"seed {seed}; dotted: chance")
     return fig
 
 

@@ -171,7 +171,7 @@ def _benchmark_flags(p: argparse.ArgumentParser) -> None:
         "--budget",
         default="quick",
         choices=["quick", "full"],
-        help="quick: 5 seeds per case, 32 tasks (about 13 min on one core); full: 20 seeds, 64 tasks",
+        help="quick: 5 seeds per case, 32 tasks (about 14 min on one core); full: 20 seeds, 64 tasks",
     )
     p.add_argument("--methods", default=None, help="comma-separated method names (default: every registered one)")
     p.add_argument("--cases", default=None, help="comma-separated case names (default: every case)")
