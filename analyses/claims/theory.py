@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -212,39 +212,47 @@ def _rate_claim(data: dict[tuple[str, float], LimitRows], budget: Budget, n_max:
     )
 
 
+def _floor_setting(kind: str, scale: float, d: LimitRows, lengths: np.ndarray) -> tuple[np.ndarray, Any, str]:
+    """One setting's depth-limit errors ``[n, task]`` (NaN where a context has no limit), the t interval of the
+    per-task least-squares slope of log error on log n (None with fewer than 2 converging tasks), and its line."""
+    floors = np.asarray([[np.nan if f is None else f for f in row] for row in d.floor], dtype=float)
+    ok = np.isfinite(floors).all(0) & (floors > 0).all(0)
+    x = np.log(lengths) - np.log(lengths).mean()
+    per_task = x @ np.log(floors[:, ok]) / (x @ x)  # every task's slope at once
+    slope = t_interval(per_task) if per_task.size >= 2 else None
+    diverged = [int(np.isnan(row).sum()) for row in floors]
+    text = (
+        f"{kind} ×{scale:g}: sup error of θ*'s depth limit (mean over tasks) "
+        + ", ".join(
+            f"{np.nanmean(floors[i]):.3f} (n = {int(n)}"
+            + (
+                f", {diverged[i]} of {floors.shape[1]} tasks without a limit: radius ≥ 1 − {NEUTRAL_TOL:g}"
+                if diverged[i]
+                else ""
+            )
+            + ")"
+            for i, n in enumerate(lengths)
+        )
+        + (
+            f"; slope of log error vs log n {slope.text('.2f')} over {slope.n} tasks"
+            + (" (contains −1/2: ≈ 1/√n)" if slope.lo <= -0.5 <= slope.hi else "")
+            if slope
+            else "; too few converging tasks for a slope"
+        )
+    )
+    return floors, slope, text
+
+
 def theorem2(budget: Budget) -> list[Claim]:
     """Two rows: the rate (ρ of θ*'s map against the bound 1 − C where C > 0) and the floor → 0 as n grows."""
     data = {s: _limit_rows(*s, budget) for s in RATE_SETTINGS}
     lengths = np.asarray(budget.limit_lengths, dtype=float)
     floor_ok, floor_numbers, slopes = {}, [], {}
     for (kind, scale), d in data.items():
-        floors = np.asarray([[np.nan if f is None else f for f in row] for row in d.floor], dtype=float)  # [n, task]
-        ok = np.isfinite(floors).all(0) & (floors > 0).all(0)
-        x = np.log(lengths) - np.log(lengths).mean()
-        per_task = x @ np.log(floors[:, ok]) / (x @ x)  # least-squares slope of log error on log n, every task at once
-        slope = t_interval(per_task) if per_task.size >= 2 else None
+        floors, slope, text = _floor_setting(kind, scale, d, lengths)
         slopes[(kind, scale)] = (floors, slope)
         floor_ok[(kind, scale)] = slope is not None and slope.hi < 0
-        diverged = [int(np.isnan(row).sum()) for row in floors]
-        floor_numbers.append(
-            f"{kind} ×{scale:g}: sup error of θ*'s depth limit (mean over tasks) "
-            + ", ".join(
-                f"{np.nanmean(floors[i]):.3f} (n = {int(n)}"
-                + (
-                    f", {diverged[i]} of {floors.shape[1]} tasks without a limit: radius ≥ 1 − {NEUTRAL_TOL:g}"
-                    if diverged[i]
-                    else ""
-                )
-                + ")"
-                for i, n in enumerate(lengths)
-            )
-            + (
-                f"; slope of log error vs log n {slope.text('.2f')} over {slope.n} tasks"
-                + (" (contains −1/2: ≈ 1/√n)" if slope.lo <= -0.5 <= slope.hi else "")
-                if slope
-                else "; too few converging tasks for a slope"
-            )
-        )
+        floor_numbers.append(text)
     gaps = [g for d in data.values() for g in d.tabular_gap if g is not None]
     sources = sum(sum(d.query_source) for d in data.values())
     contexts = len(data) * len(lengths) * budget.limit_tasks

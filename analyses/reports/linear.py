@@ -11,6 +11,7 @@ from dataclasses import replace
 from typing import Any, Optional
 
 import torch
+from torch import Tensor
 
 from analyses.figures import plots
 from analyses.figures.style import Figure
@@ -64,14 +65,6 @@ def compute(
     with torch.no_grad():
         values, td_values, member_values = model(tasks.prompt), td(tasks.prompt), member(tasks.prompt)
         star_values = star(tasks.prompt)
-    positions = tasks.prompt.shape[1]  # the query columns are the last n + 1 (depth 0 predicts 0 everywhere)
-    rows = {
-        "model": -residual_stack(model, tasks.prompt)[..., -positions:, -1],
-        "td0": -residual_stack(td, tasks.prompt)[..., -positions:, -1],
-        "theta_star": residual_stack(star, tasks.prompt)[..., star.layout.current],
-    }
-    per_layer = DepthCurves(**{name: [sup_error(v, tasks).mean().item() for v in site] for name, site in rows.items()})
-    residual = (values - member_values).double().pow(2).sum()
     lengths = list(CONTEXT_LENGTHS)
     long_tasks = sample_from(config.tasks, 64, seed=config.eval_seed + 1, length=max(lengths))
     sections = computed(
@@ -86,7 +79,7 @@ def compute(
             ),
             "diagonality": lambda: {"theta_star": kernel_diagonality_mean(star, tasks)[0, 0].item()},
             "convergence": lambda: {
-                "depth": per_layer,
+                "depth": _depth_curves(model, td, star, tasks),
                 "context_lengths": lengths,
                 "context": {
                     name: errors_by_context(m, long_tasks, lengths).mean(-1).tolist()
@@ -104,7 +97,7 @@ def compute(
                 else None,
             },
             "linear": lambda: {
-                "function_r2": 1.0 - float(residual / (values - values.mean()).double().pow(2).sum()),
+                "function_r2": _function_r2(values, member_values),
                 "iteration": convergence(model, layers, tasks),
                 "weights": _weights(model, td),
                 "theirs": their_readings(model, tasks, their_logged),
@@ -125,6 +118,24 @@ def compute(
             },
         },
     )
+
+
+def _depth_curves(model: HookedLinearICTD, td: HookedLinearICTD, star: HookedICTDTransformer, tasks) -> DepthCurves:
+    """Sup error after each layer: the model's and the TD(0) construction's query columns (the last ``n + 1``
+    of the residual stream, the value negated), and θ*'s current-value row."""
+    positions = tasks.prompt.shape[1]  # depth 0 predicts 0 everywhere
+    rows = {
+        "model": -residual_stack(model, tasks.prompt)[..., -positions:, -1],
+        "td0": -residual_stack(td, tasks.prompt)[..., -positions:, -1],
+        "theta_star": residual_stack(star, tasks.prompt)[..., star.layout.current],
+    }
+    return DepthCurves(**{name: [sup_error(v, tasks).mean().item() for v in site] for name, site in rows.items()})
+
+
+def _function_r2(values: Tensor, member_values: Tensor) -> float:
+    """The share of the model's prediction variance the identified TD-family member explains."""
+    residual = (values - member_values).double().pow(2).sum()
+    return 1.0 - float(residual / (values - values.mean()).double().pow(2).sum())
 
 
 def their_readings(model: HookedLinearICTD, tasks, logged: Optional[dict[str, float]]) -> TheirReadings:
