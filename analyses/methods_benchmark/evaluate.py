@@ -4,7 +4,8 @@ Edge methods: ``auroc`` and ``auprc`` of the ranking against the true edges, and
 circuit its ``precision``, ``recall``, size and ``faithfulness`` (``scores.faithfulness``). Direction methods:
 per ``(variable, site)`` the principal ``angle`` (degrees) to the true direction, and ``r2``, the share of the
 true variable's variance on held-out tasks that the one-dimensional read-out ``resid · direction`` explains
-(affine fit), and ``iia``, the interchange-intervention accuracy of the direction (``interchange_r2``);
+(affine fit), ``iia``, the interchange-intervention accuracy of the direction (``interchange_r2``), and
+``placebo_iia``, the same under TransformerLens's norm-matched placebo (``placebo_r2``);
 ``angle``, ``r2`` and ``iia`` are then averaged over the variable's sites and ``max_angle`` is the worst.
 Feature methods, on the cases with superposed features: per site the ``mcc`` of the method's latents on
 held-out prompts against the true features (``scores.matched_correlations``) and ``cosine``, the mean |cos| of
@@ -84,13 +85,15 @@ class EdgeScores:
 
 @dataclass(frozen=True)
 class VariableScores:
-    """One variable's direction: mean and worst principal ``angle`` (degrees) over its sites, read-out ``r2``
-    and interchange accuracy ``iia`` (means over the sites)."""
+    """One variable's direction: mean and worst principal ``angle`` (degrees) over its sites, read-out ``r2``,
+    interchange accuracy ``iia`` and the same for the norm-matched placebo, ``placebo_iia`` (means over the
+    sites)."""
 
     angle: float
     max_angle: float
     r2: float
     iia: float
+    placebo_iia: Optional[float] = None  # TransformerLens's norm-matched placebo (``placebo_r2``); None before TL 4.3
 
 
 @dataclass(frozen=True)
@@ -178,13 +181,38 @@ def interchange_r2(case: Case, variable: str, site: str, direction: torch.Tensor
     """Interchange-intervention accuracy of a direction on held-out pairs: the planted model's prediction when
     the residual's component along ``direction`` at ``site`` is taken from the source prompt, against the
     causal model's counterfactual (``counterfactual_labels``), as ``1 − MSE / Var(label)``."""
-    tasks, u = case.held_out, direction.double() / direction.double().norm()
+    u = direction.double() / direction.double().norm()
+    return _interchange_accuracy(
+        case, variable, site, lambda base, source: base + (source @ u - base @ u)[..., None] * u
+    )
+
+
+def placebo_r2(case: Case, variable: str, site: str, direction: torch.Tensor, seed: int) -> Optional[float]:
+    """``interchange_r2`` with TransformerLens's control in place of the interchange: its ``NormMatchedPlacebo``
+    moves every position exactly as far as the interchange along ``direction`` moves it, but inside a random
+    direction (``random_basis``, seeded): the accuracy displacement alone buys. None where TransformerLens has no
+    ``tools.analysis.interchange`` (before 4.3)."""
+    try:
+        from transformer_lens.tools.analysis.interchange import NormMatchedPlacebo, SubspaceInterchange, random_basis
+    except ImportError:
+        return None
+    u = direction.double() / direction.double().norm()
+    placebo = NormMatchedPlacebo(SubspaceInterchange(u[:, None]), random_basis(u.shape[0], 1, seed).double())
+    return _interchange_accuracy(case, variable, site, placebo)
+
+
+@torch.no_grad()
+def _interchange_accuracy(case: Case, variable: str, site: str, move) -> float:
+    """``1 − MSE / Var`` of the held-out predictions with the residual at ``site`` replaced by ``move(base,
+    source)`` (both ``[batch, pos, d_model]``: the base prompt's and the source prompt's), against the causal
+    model's counterfactual."""
+    tasks = case.held_out
     labels = counterfactual_labels(case, tasks, variable, site)
     _, cache = case.model.run_with_cache(source_prompts(tasks), names_filter=site)
-    source = cache[site] @ u
+    source = cache[site]
 
     def swap(resid: torch.Tensor, hook) -> torch.Tensor:
-        return resid + (source - resid @ u)[..., None] * u
+        return move(resid, source)
 
     pred = case.model.run_with_hooks(tasks.prompt, fwd_hooks=[(site, swap)])[:, -1]
     return 1.0 - float((pred - labels).pow(2).mean() / labels.var(unbiased=False))
@@ -200,7 +228,7 @@ def score_directions(case: Case, output: DirectionOutput) -> DirectionScores:
         raise ValueError(f"direction method: returns {claimed}; the variables are {sorted(case.truth.directions)}")
     variables = {}
     for name in claimed:
-        angles, r2s, iia = [], [], []
+        angles, r2s, iia, placebo = [], [], [], []
         for site in case.truth.sites[name]:
             found = output.directions.get((name, site))
             if found is None:
@@ -209,8 +237,13 @@ def score_directions(case: Case, output: DirectionOutput) -> DirectionScores:
             angles.append(angle_degrees(found, case.truth.directions[name]))
             r2s.append(_r2(resid[s] @ found.double(), values[name][s]))
             iia.append(interchange_r2(case, name, site, found))
+            placebo.append(placebo_r2(case, name, site, found, 1000 * case.seed + s))
         variables[name] = VariableScores(
-            sum(angles) / len(angles), max(angles), sum(r2s) / len(r2s), sum(iia) / len(iia)
+            sum(angles) / len(angles),
+            max(angles),
+            sum(r2s) / len(r2s),
+            sum(iia) / len(iia),
+            None if None in placebo else sum(placebo) / len(placebo),
         )
     found = torch.stack([d.double() / d.norm() for d in output.directions.values()])
     cosines = Cosines(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 
@@ -239,18 +239,26 @@ def _direction_lines(cells: Sequence[CellResult], m: str) -> list[str]:
         "found; IIA: interchange-intervention accuracy, ``1 − MSE / Var`` of the model's predictions "
         "when the component along the direction is swapped from another task's prompt, against the "
         "causal model's counterfactual (held-out pairs): an R² of the counterfactual, 1 when exact, below "
-        "0 when worse than predicting its mean.",
+        "0 when worse than predicting its mean; placebo IIA: the same with TransformerLens's norm-matched "
+        "placebo (`NormMatchedPlacebo`) in place of the swap, which moves every position exactly as far as the "
+        "swap does but along a random direction: what the displacement alone buys (— before TransformerLens 4.3).",
         "",
-        f"| case | variable | angle (°) | worst site (°) | seeds ≥ {CLOSE_ANGLE:g}° | R² | IIA | verdict |",
-        "|---|---|---|---|---|---|---|---|",
+        f"| case | variable | angle (°) | worst site (°) | seeds ≥ {CLOSE_ANGLE:g}° | R² | IIA | placebo IIA "
+        "| verdict |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     asked = direction_cells(cells)
+    keys = ("angle", "max_angle", "r2", "iia", "placebo_iia")
     for c in cases_of(asked):
         for var in variables_of(asked, m):
-            vals = [variable_interval(cells, c, m, var, k).text(".3g") for k in ("angle", "max_angle", "r2", "iia")]
+            vals = [_text(variable_interval(cells, c, m, var, k)) for k in keys]
             vals.insert(2, seeds_off(cells, c, m, var))
             lines.append(f"| {c} | {var} | " + " | ".join(vals) + f" | {direction_verdict(cells, c, m, var)} |")
     return lines
+
+
+def _text(iv: Optional[Interval]) -> str:
+    return "—" if iv is None else iv.text(".3g")
 
 
 def _feature_rows(cells: Sequence[CellResult]) -> dict[tuple[str, str], list[FeatureScores]]:

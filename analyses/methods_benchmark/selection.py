@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Optional
 
 from analyses.methods_benchmark.evaluate import CellResult, DirectionScores, EdgeScores
 from analyses.metrics.intervals import Interval, t_interval
@@ -16,6 +17,7 @@ BOUNDS = {
     "max_angle": (0.0, 90.0),
     "circuit_edges": (0.0, float("inf")),
     "iia": (-float("inf"), 1.0),
+    "placebo_iia": (-float("inf"), 1.0),
     "cpr": (-float("inf"), float("inf")),
     "cmd": (0.0, float("inf")),
     "cmd_mean": (0.0, float("inf")),
@@ -39,9 +41,13 @@ def interval(cells: Sequence[CellResult], case: str, method: str, key: str) -> I
     return bounded(values, key) if values else None
 
 
-def variable_interval(cells: Sequence[CellResult], case: str, method: str, variable: str, key: str) -> Interval:
-    """A direction score (``VariableScores`` field ``key``) of one variable over the case's seeds."""
-    return bounded([getattr(c.scores[method].variables[variable], key) for c in cells if c.case == case], key)
+def variable_interval(
+    cells: Sequence[CellResult], case: str, method: str, variable: str, key: str
+) -> Optional[Interval]:
+    """A direction score (``VariableScores`` field ``key``) of one variable over the case's seeds; None where it
+    was not computed (the placebo before TransformerLens 4.3)."""
+    values = [getattr(c.scores[method].variables[variable], key) for c in cells if c.case == case]
+    return None if None in values else bounded(values, key)
 
 
 def scored_everywhere(cells: Sequence[CellResult], kind: type) -> list[str]:

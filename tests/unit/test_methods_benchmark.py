@@ -353,3 +353,28 @@ def test_outputs_that_cannot_be_scored_fail_by_name_and_leave_the_process_as_it_
     score_method(M.Method("no-grad", M.EDGES, no_grad), case)  # scored: switching gradients off is put back
     assert torch.is_grad_enabled()
     assert score_method(M.METHODS["edge-attribution-patching"], case) == before
+
+
+def test_transformer_lens_placebo_moves_as_far_and_buys_less_than_the_true_direction(distractors, monkeypatch):
+    """TransformerLens 4.3's norm-matched placebo moves every position exactly as far as the swap along the true
+    value direction, along a random direction; it scores below the true direction's IIA of 1 at every site (at
+    seed 0: 0.67, 0.36 and −0.34 after blocks 0, 1, 2), and is None where TransformerLens lacks the module."""
+    import sys
+
+    from analyses.methods_benchmark.evaluate import interchange_r2, placebo_r2
+
+    u = distractors.truth.directions["value"]
+    try:
+        from transformer_lens.tools.analysis.interchange import NormMatchedPlacebo, SubspaceInterchange, random_basis
+    except ImportError:  # TransformerLens 3.9 (tests/slow/test_transformer_lens_3.py runs this tier there)
+        assert placebo_r2(distractors, "value", "blocks.1.hook_resid_post", u, seed=0) is None
+        return
+    base, source = torch.randn(2, 3, 5, u.shape[0], dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    swap = SubspaceInterchange(u[:, None])
+    moved = NormMatchedPlacebo(swap, random_basis(u.shape[0], 1, 0).double())(base, source) - base
+    assert (moved.norm(dim=-1) - (swap(base, source) - base).norm(dim=-1)).abs().max() <= 1e-12
+    for site, expected in zip([f"blocks.{l}.hook_resid_post" for l in range(3)], (0.667, 0.362, -0.336)):
+        assert interchange_r2(distractors, "value", site, u) == pytest.approx(1.0, abs=1e-10)
+        assert placebo_r2(distractors, "value", site, u, seed=0) == pytest.approx(expected, abs=1e-3)
+    monkeypatch.setitem(sys.modules, "transformer_lens.tools.analysis.interchange", None)
+    assert placebo_r2(distractors, "value", "blocks.1.hook_resid_post", u, seed=0) is None
