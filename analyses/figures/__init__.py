@@ -1,15 +1,16 @@
 """Figures drawn from saved numbers (never live models): each function returns a ``Figure`` that shows
-itself in Jupyter. ``plots`` (the report's figures), ``circuits`` (the standard model's circuit search and
-patching), ``attention_plots`` (circuitsvis views), ``control_plots`` (acting and backups). They import the core's
-constants only, never ``metrics``, ``reports`` or ``studies``. Names are imported on first use.
+itself in Jupyter. ``style`` (what every figure shares: colours, ``Figure``, axes), ``plots`` (the report's
+figures), ``circuits`` (the standard model's circuit search and patching), ``attention_plots`` (circuitsvis
+views), ``control_plots`` (acting and backups). They import the core's constants only, never ``metrics``,
+``reports`` or ``studies``. Names are imported on first use.
 """
 
 from ictd_interp._lazy import lazy_exports
 
 _EXPORTS = {
-    "Figure": "plots",
-    "text_outside": "plots",
-    "wrapped": "plots",
+    "Figure": "style",
+    "text_outside": "style",
+    "wrapped": "style",
     "attention_comparison": "plots",
     "grouped_kernel": "plots",
     "diagonality_curve": "plots",
@@ -21,10 +22,10 @@ _EXPORTS = {
     "error_vs_context": "plots",
     "predicted_vs_true": "plots",
     "scale_sweep": "plots",
-    "zoom": "plots",
-    "log_axis": "plots",
-    "legend_outside": "plots",
-    "series_colours": "plots",
+    "zoom": "style",
+    "log_axis": "style",
+    "legend_outside": "style",
+    "series_colours": "style",
     "site_labels": "circuits",
     "probe_error_vs_depth": "circuits",
     "probe_map": "circuits",

@@ -11,6 +11,7 @@ import torch
 from torch import Tensor
 
 from analyses.figures import plots as figures
+from analyses.figures.style import wrapped
 from analyses.metrics import baselines
 from analyses.metrics.baselines import Baselines
 from analyses.metrics.convergence import GeometricFit, errors_by_context, errors_by_depth, fit_geometric
@@ -211,7 +212,7 @@ def ood_figures(result: Union[Evaluation, dict[str, Any]]) -> dict[str, Any]:
         curves["trained model"] = result.depth.model
     depth_fig = figures.error_vs_depth(curves, fits)
     depth_fig.axes[0].set_title(
-        figures.wrapped(
+        wrapped(
             f"Error versus depth at n = {result.context_len} ({result.environment}; mean over {result.n_tasks} tasks)",
             50,
         ),

@@ -2,7 +2,7 @@
 
 import json
 
-from analyses.figures import plots as figures
+from analyses.figures.style import text_outside
 from analyses.reports.ood import ood_figures
 from ictd_interp.cli import main
 
@@ -31,4 +31,4 @@ def test_evaluation_figures_on_a_gymnasium_environment_fit(tmp_path):
     )
     result = json.loads((tmp_path / "e" / "evaluation.json").read_text())
     for name, fig in ood_figures(result).items():
-        assert figures.text_outside(fig) == [], name
+        assert text_outside(fig) == [], name

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from analyses.figures import plots as figures
+from analyses.figures.style import series_colours
 from analyses.metrics.convergence import GeometricFit, errors_by_context, errors_by_depth, fit_geometric
 from analyses.metrics.diagonality import (
     kernel_diagonality,
@@ -138,7 +139,7 @@ def test_a_series_keeps_its_colour_across_figures_and_a_quoted_fit_is_drawn():
     assert (colour(mine), colour(theirs)) == (colour(model), colour(star))  # the same roles, the same colours
     context = figures.error_vs_context([4, 8], {"trained model": [1.0, 0.5], "theta* (same depth)": [0.9, 0.4]})
     assert [colour(l) for l in context.axes[0].get_lines()] == [colour(model), colour(star)]
-    assert len({to_hex(c) for c in figures.series_colours(["model, a", "model, b", "theta*", "other"])}) == 4
+    assert len({to_hex(c) for c in series_colours(["model, a", "model, b", "theta*", "other"])}) == 4
 
 
 def test_figures_draw_the_numbers_they_are_given():
