@@ -99,6 +99,23 @@ class TrainConfig:
     compile: bool = False
 
     def __post_init__(self) -> None:
+        """Every check, in this order: the parts and what they share, the numbers, the objective against the
+        tasks, the task options, the depths (the first problem found is the error)."""
+        self._check_parts()
+        self._check_numbers()
+        self._check_objective()
+        self._check_task_options()
+        if self.train_depths:
+            self.depth_range  # noqa: B018 (parsing validates)
+            if not self.model.tied or getattr(self.model, "mask", "paper") != "paper":
+                raise ValueError(
+                    "train_depths: needs tied weights (and, for the stylised model, the paper mask): "
+                    "one layer run at any depth"
+                )
+        self.model.check_positions(self.tasks.context_len + 1)
+
+    def _check_parts(self) -> None:
+        """A registered model config and a TaskDistribution, agreeing on the settings both hold (``SHARED``)."""
         if not isinstance(self.model, tuple(MODEL_CONFIGS.values())):
             names = ", ".join(cls.__name__ for cls in MODEL_CONFIGS.values())
             raise ValueError(f"model: must be one of {names}, got {type(self.model).__name__}")
@@ -110,6 +127,8 @@ class TrainConfig:
                     f"{name}: the model has {getattr(self.model, name)!r}, the tasks "
                     f"{getattr(self.tasks, name)!r}; they must agree"
                 )
+
+    def _check_numbers(self) -> None:
         check_choice("objective", self.objective, tuple(OBJECTIVES))
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
         check_choice("optimizer_kernel", self.optimizer_kernel, OPTIMIZER_KERNELS)
@@ -123,6 +142,9 @@ class TrainConfig:
             raise ValueError(f"lr: must be > 0, got {self.lr}")
         if not self.weight_decay >= 0:
             raise ValueError(f"weight_decay: must be >= 0, got {self.weight_decay}")
+
+    def _check_objective(self) -> None:
+        """A control objective needs a control family; Monte-Carlo returns need a horizon."""
         if OBJECTIVES[self.objective].control and self.tasks.n_actions is None:
             controls = " or ".join(f.name for f in FAMILIES.values() if f.control)
             raise ValueError(
@@ -131,6 +153,9 @@ class TrainConfig:
             )
         if OBJECTIVES[self.objective].needs_returns and self.mc_horizon < 1:
             raise ValueError(f"mc_horizon: the {self.objective} objective needs a horizon >= 1, got {self.mc_horizon}")
+
+    def _check_task_options(self) -> None:
+        """The task pool and the shuffled-reward null are for Boyan chains (the null for the TD objective)."""
         check_positive_int(self, "task_pool", least=0)
         check_bool(self, "shuffle_rewards")
         if self.shuffle_rewards and (self.tasks.family != "boyan" or self.objective != "td"):
@@ -142,14 +167,6 @@ class TrainConfig:
             raise ValueError(
                 f"task_pool: a finite pool of tasks is drawn for Boyan chains only, got family {self.tasks.family!r}"
             )
-        if self.train_depths:
-            self.depth_range  # noqa: B018 (parsing validates)
-            if not self.model.tied or getattr(self.model, "mask", "paper") != "paper":
-                raise ValueError(
-                    "train_depths: needs tied weights (and, for the stylised model, the paper mask): "
-                    "one layer run at any depth"
-                )
-        self.model.check_positions(self.tasks.context_len + 1)
 
     @property
     def architecture(self) -> str:
