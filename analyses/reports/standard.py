@@ -171,14 +171,12 @@ class _Run:
 
     def algorithm(self) -> dict[str, Any]:
         probed = probed_values(self.model, self.probes.output, self.few)
+        layers = identify_from_values(probed, self.few)
+        tabular = identify_from_values(probed, self.few, kernel="tabular")
         extrapolation = None
         if self.model.cfg.tied:
             extrapolation = depth_extrapolation(self.model, self.star, self.tasks, factor=STANDARD_EXTRAPOLATION)
-        return {
-            "layers": identify_from_values(probed, self.few),
-            "layers_tabular": identify_from_values(probed, self.few, kernel="tabular"),
-            "extrapolation": extrapolation,
-        }
+        return {"layers": layers, "layers_tabular": tabular, "extrapolation": extrapolation}
 
 
 @torch.no_grad()

@@ -99,8 +99,9 @@ class TrainConfig:
     compile: bool = False
 
     def __post_init__(self) -> None:
-        """Every check, in this order: the parts and what they share, the numbers, the objective against the
-        tasks, the task options, the depths (the first problem found is the error)."""
+        """Every check, in this order: the parts and what they share, the choices and numbers, the objective
+        against the tasks, the task options, the depths, the positions the model covers (the first problem found
+        is the error)."""
         self._check_parts()
         self._check_numbers()
         self._check_objective()
@@ -129,6 +130,7 @@ class TrainConfig:
                 )
 
     def _check_numbers(self) -> None:
+        """The choices (objective, optimizer, device), the flags and the numbers each in its range."""
         check_choice("objective", self.objective, tuple(OBJECTIVES))
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
         check_choice("optimizer_kernel", self.optimizer_kernel, OPTIMIZER_KERNELS)

@@ -29,7 +29,6 @@ from ictd_interp.training import run_folder
 from ictd_interp.training.allocator import apply_allocator_choice
 from ictd_interp.training.batch_stream import BatchStream
 from ictd_interp.training.evaluation import EvalSet, evaluate
-from ictd_interp.training.objectives import objective
 
 __all__ = ["Loop", "Run", "TrainingDiverged", "resume", "train"]
 
@@ -270,9 +269,9 @@ def finish(run: Run) -> Run:
 
 
 def _step(loop: Loop) -> None:
-    run, cfg = loop.run, loop.run.config
+    run = loop.run
     batch, depth = next(loop.batches)
-    loss = objective(cfg.objective)(run.model, batch, depth=depth)
+    loss = loop.batches.objective(run.model, batch, depth=depth)  # the objective its batches were built for
     if not torch.isfinite(loss):
         last = run_folder.latest_checkpoint(run.out_dir)
         raise TrainingDiverged(
