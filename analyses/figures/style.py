@@ -84,10 +84,13 @@ def wrapped(text: str, width: int = 60) -> str:
     return "\n".join(textwrap.wrap(text, width))
 
 
-def new_figure(ncols: int = 1, width: float = 5.0, height: float = 3.8) -> tuple[Figure, list]:
-    """A figure of ``ncols`` axes side by side, ``width`` inches each, laid out by matplotlib's constrained layout."""
-    fig = Figure(figsize=(width * ncols, height), layout="constrained")
-    return fig, [fig.add_subplot(1, ncols, i + 1) for i in range(ncols)]
+def new_figure(ncols: int = 1, width: float = 5.0, height: float = 3.8, panels: int = 0) -> tuple[Figure, list]:
+    """A figure of ``panels`` axes (``ncols`` when 0), ``ncols`` to a row, each ``width`` by ``height`` inches, laid
+    out by matplotlib's constrained layout."""
+    panels = panels or ncols
+    nrows = -(-panels // ncols)
+    fig = Figure(figsize=(width * ncols, height * nrows), layout="constrained")
+    return fig, [fig.add_subplot(nrows, ncols, i + 1) for i in range(panels)]
 
 
 def zoom(values: np.ndarray) -> tuple[float, float]:

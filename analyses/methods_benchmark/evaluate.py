@@ -5,7 +5,7 @@ circuit its ``precision``, ``recall``, size and ``faithfulness`` (``scores.faith
 per ``(variable, site)`` the principal ``angle`` (degrees) to the true direction, and ``r2``, the share of the
 true variable's variance on held-out tasks that the one-dimensional read-out ``resid · direction`` explains
 (affine fit), ``iia``, the interchange-intervention accuracy of the direction (``interchange_r2``), and
-``placebo_iia``, the same under TransformerLens's norm-matched placebo (``placebo_r2``);
+``placebo_iia``, the same under TransformerLens's norm-matched placebo (``placebo_move``);
 ``angle``, ``r2`` and ``iia`` are then averaged over the variable's sites and ``max_angle`` is the worst.
 Feature methods, on the cases with superposed features: per site the ``mcc`` of the method's latents on
 held-out prompts against the true features (``scores.matched_correlations``) and ``cosine``, the mean |cos| of
@@ -18,6 +18,7 @@ per-site MCC (``per_site``).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
@@ -93,7 +94,7 @@ class VariableScores:
     max_angle: float
     r2: float
     iia: float
-    placebo_iia: Optional[float] = None  # TransformerLens's norm-matched placebo (``placebo_r2``); None before TL 4.3
+    placebo_iia: Optional[float] = None  # under TransformerLens's placebo (``placebo_move``); None before TL 4.3
 
 
 @dataclass(frozen=True)
@@ -176,46 +177,55 @@ def _r2(readout: torch.Tensor, target: torch.Tensor) -> float:
     return float((x @ y) ** 2 / (x.pow(2).sum() * y.pow(2).sum()))
 
 
-@torch.no_grad()
-def interchange_r2(case: Case, variable: str, site: str, direction: torch.Tensor) -> float:
-    """Interchange-intervention accuracy of a direction on held-out pairs: the planted model's prediction when
-    the residual's component along ``direction`` at ``site`` is taken from the source prompt, against the
-    causal model's counterfactual (``counterfactual_labels``), as ``1 − MSE / Var(label)``."""
+Move = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (base, source) residuals -> the base's new one
+
+
+def swap_move(direction: torch.Tensor) -> Move:
+    """The interchange: the base's component along ``direction`` replaced by the source's."""
     u = direction.double() / direction.double().norm()
-    return _interchange_accuracy(
-        case, variable, site, lambda base, source: base + (source @ u - base @ u)[..., None] * u
-    )
+    return lambda base, source: base + (source @ u - base @ u)[..., None] * u
 
 
-def placebo_r2(case: Case, variable: str, site: str, direction: torch.Tensor, seed: int) -> Optional[float]:
-    """``interchange_r2`` with TransformerLens's control in place of the interchange: its ``NormMatchedPlacebo``
-    moves every position exactly as far as the interchange along ``direction`` moves it, but inside a random
-    direction (``random_basis``, seeded): the accuracy displacement alone buys. None where TransformerLens has no
-    ``tools.analysis.interchange`` (before 4.3)."""
+def placebo_move(direction: torch.Tensor, seed: int) -> Optional[Move]:
+    """TransformerLens's control for ``swap_move(direction)``: its ``NormMatchedPlacebo`` moves every position
+    exactly as far as the swap moves it, but inside a random direction (``random_basis``, seeded): what
+    displacement alone buys. None where TransformerLens has no ``tools.analysis.interchange`` (before 4.3)."""
     try:
         from transformer_lens.tools.analysis.interchange import NormMatchedPlacebo, SubspaceInterchange, random_basis
     except ImportError:
         return None
     u = direction.double() / direction.double().norm()
-    placebo = NormMatchedPlacebo(SubspaceInterchange(u[:, None]), random_basis(u.shape[0], 1, seed).double())
-    return _interchange_accuracy(case, variable, site, placebo)
+    return NormMatchedPlacebo(SubspaceInterchange(u[:, None]), random_basis(u.shape[0], 1, seed).double())
 
 
 @torch.no_grad()
-def _interchange_accuracy(case: Case, variable: str, site: str, move) -> float:
-    """``1 − MSE / Var`` of the held-out predictions with the residual at ``site`` replaced by ``move(base,
-    source)`` (both ``[batch, pos, d_model]``: the base prompt's and the source prompt's), against the causal
-    model's counterfactual."""
+def interchange_accuracies(case: Case, variable: str, site: str, moves: dict[str, Move]) -> dict[str, float]:
+    """Each move's ``1 − MSE / Var`` on held-out pairs: the planted model's prediction with the residual at
+    ``site`` replaced by ``move(base, source)`` (the base prompt's and the next task's, ``[batch, pos,
+    d_model]``), against the causal model's counterfactual (``counterfactual_labels``); the labels and the
+    source residual computed once for all the moves."""
     tasks = case.held_out
     labels = counterfactual_labels(case, tasks, variable, site)
     _, cache = case.model.run_with_cache(source_prompts(tasks), names_filter=site)
     source = cache[site]
+    out = {}
+    for name, move in moves.items():
+        pred = case.model.run_with_hooks(
+            tasks.prompt, fwd_hooks=[(site, lambda resid, hook, move=move: move(resid, source))]
+        )
+        out[name] = 1.0 - float((pred[:, -1] - labels).pow(2).mean() / labels.var(unbiased=False))
+    return out
 
-    def swap(resid: torch.Tensor, hook) -> torch.Tensor:
-        return move(resid, source)
 
-    pred = case.model.run_with_hooks(tasks.prompt, fwd_hooks=[(site, swap)])[:, -1]
-    return 1.0 - float((pred - labels).pow(2).mean() / labels.var(unbiased=False))
+def interchange_r2(case: Case, variable: str, site: str, direction: torch.Tensor) -> float:
+    """Interchange-intervention accuracy of ``direction`` (``swap_move``) on held-out pairs."""
+    return interchange_accuracies(case, variable, site, {"swap": swap_move(direction)})["swap"]
+
+
+def placebo_r2(case: Case, variable: str, site: str, direction: torch.Tensor, seed: int) -> Optional[float]:
+    """``interchange_r2`` under ``placebo_move`` in place of the swap; None before TransformerLens 4.3."""
+    move = placebo_move(direction, seed)
+    return None if move is None else interchange_accuracies(case, variable, site, {"placebo": move})["placebo"]
 
 
 def score_directions(case: Case, output: DirectionOutput) -> DirectionScores:
@@ -236,8 +246,10 @@ def score_directions(case: Case, output: DirectionOutput) -> DirectionScores:
             s = sites.index(site)
             angles.append(angle_degrees(found, case.truth.directions[name]))
             r2s.append(_r2(resid[s] @ found.double(), values[name][s]))
-            iia.append(interchange_r2(case, name, site, found))
-            placebo.append(placebo_r2(case, name, site, found, 1000 * case.seed + s))
+            moves = {"swap": swap_move(found), "placebo": placebo_move(found, 1000 * case.seed + s)}
+            accuracy = interchange_accuracies(case, name, site, {k: m for k, m in moves.items() if m is not None})
+            iia.append(accuracy["swap"])
+            placebo.append(accuracy.get("placebo"))
         variables[name] = VariableScores(
             sum(angles) / len(angles),
             max(angles),

@@ -21,10 +21,8 @@ def roc_figure(cells: Sequence[CellResult], seed: int = 0) -> Figure:
     ``seed``)."""
     cases, methods = cases_of(cells), edge_methods(cells)
     ncols = min(ROC_COLUMNS, len(cases))
-    nrows = -(-len(cases) // ncols)
     width = max(3.6, 7.2 / len(cases))  # one case: room for the legend
-    fig = Figure(figsize=(width * ncols, 3.6 * nrows), layout="constrained")
-    axes = [fig.add_subplot(nrows, ncols, i + 1) for i in range(len(cases))]
+    fig, axes = new_figure(ncols, width=width, height=3.6, panels=len(cases))
     colours = series_colours(methods)
     for i, (ax, c) in enumerate(zip(axes, cases)):
         cell = next(x for x in cells if x.case == c and x.seed == seed)

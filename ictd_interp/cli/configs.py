@@ -80,8 +80,7 @@ class EvaluateConfig:
     def for_model(cls, d_features: int, env: Optional[str] = None) -> "EvaluateConfig":
         """The defaults for a model with ``d_features`` feature dimensions on ``env`` (the default's when None):
         the flags then apply to tasks of the right family and d, each check run once on what will be drawn."""
-        env = env or cls.env
-        return cls(env=env, tasks=_env_tasks(env, TaskDistribution(context_len=200, d_features=d_features)))
+        return cls(env=env or cls.env, tasks=TaskDistribution(context_len=200, d_features=d_features))
 
     def flat(self) -> dict:
         """Every setting by its flag's name, in the flags' order (what an output folder's request holds)."""
