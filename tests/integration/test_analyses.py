@@ -42,7 +42,8 @@ def test_analyze_theta_star_checkpoint(tmp_path):
     assert star_row["difference"]["mean"] == 0.0 and star_row["verdict"] == "undecided"
 
 
-def test_analyze_a_short_run(tmp_path):
+def _short_run(run_dir, **overrides):
+    """A 2-layer model trained for 4 steps, checkpointed at 0, 2 and 4."""
     from ictd_interp.config.train import TrainConfig
     from ictd_interp.training.trainer import train
 
@@ -57,8 +58,13 @@ def test_analyze_a_short_run(tmp_path):
         checkpoint_every=2,
         n_eval_tasks=8,
         n_layers=2,
+        **overrides,
     )
-    train(cfg, tmp_path / "run", progress=False)
+    return train(cfg, run_dir, progress=False)
+
+
+def test_analyze_a_short_run(tmp_path):
+    _short_run(tmp_path / "run")
     analyze(tmp_path / "run", tmp_path / "out")
     summary = _check_report(tmp_path / "out")
     assert summary["curves"]["step"] == [0, 2, 4]
@@ -76,23 +82,8 @@ def test_analyze_bad_paths(tmp_path):
 
 def test_dynamics_over_checkpoints(tmp_path):
     from analyses.metrics.dynamics import checkpoint_probes, logged_curves
-    from ictd_interp.config.train import TrainConfig
-    from ictd_interp.training.trainer import train
 
-    cfg = TrainConfig.from_flat(
-        d_features=3,
-        n_states=5,
-        context_len=8,
-        tasks_per_batch=4,
-        windows_per_task=2,
-        steps=4,
-        eval_every=2,
-        checkpoint_every=2,
-        n_eval_tasks=8,
-        n_layers=2,
-        lr=0.05,
-    )
-    run = train(cfg, tmp_path / "run", progress=False)
+    run = _short_run(tmp_path / "run", lr=0.05)
     curves = logged_curves(tmp_path / "run")
     assert curves["step"] == [0, 2, 4] and len(curves["cos_V"][0]) == 2
     probes = checkpoint_probes(tmp_path / "run")

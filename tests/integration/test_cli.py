@@ -5,6 +5,7 @@ import pytest
 
 from ictd_interp.cli import main
 from ictd_interp.config.train import TrainConfig
+from tests.support.cli import small_evaluate
 
 
 def test_construct_cli_and_bad_config(capsys):
@@ -260,25 +261,7 @@ def test_analyze_without_the_stamp_and_evaluate_lays_out_its_figures_as_analyze(
     assert min(corner("a")) > 200 and min(corner("b")) < 200  # blank without the stamp, its text with it
     request = json.loads((tmp_path / "a" / "request.json").read_text())
     assert request.get("stamp") is False
-    assert (
-        main(
-            [
-                "evaluate",
-                "depth3-td-s0",
-                "--env",
-                "loop",
-                "--n-tasks",
-                "4",
-                "--context-len",
-                "12",
-                "--depth",
-                "3",
-                "--out",
-                str(tmp_path / "e"),
-            ]
-        )
-        == 0
-    )
+    assert main(small_evaluate("depth3-td-s0", tmp_path / "e", context_len=12, depth=3)) == 0
     assert (tmp_path / "e" / "figures" / "error_vs_depth.png").exists()
     assert not (tmp_path / "e" / "error_vs_depth.png").exists()
 

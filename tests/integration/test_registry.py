@@ -13,6 +13,7 @@ from ictd_interp.io.checkpoint import CheckpointNotFoundError
 from ictd_interp.models.loading import load_checkpoint
 from ictd_interp.training.evaluation import EvalSet, evaluate
 from ictd_interp.training.trainer import train
+from tests.support.cli import small_evaluate
 from tests.support.registry import _check_retrain
 
 
@@ -26,44 +27,8 @@ def test_names_and_paths_work_everywhere_and_typos_list_the_known_names(tmp_path
     assert main(["analyze", "depth3-td-s0", "--out", str(tmp_path / "a")]) == 0
     assert (tmp_path / "a" / "summary.md").exists()
     path = str(pretrained.pretrained_path("depth3-td-s0"))
-    assert (
-        main(
-            [
-                "evaluate",
-                path,
-                "--env",
-                "loop",
-                "--n-tasks",
-                "4",
-                "--context-len",
-                "16",
-                "--depth",
-                "4",
-                "--out",
-                str(tmp_path / "e"),
-            ]
-        )
-        == 0
-    )
-    assert (
-        main(
-            [
-                "evaluate",
-                "depth3-td-s0",
-                "--env",
-                "loop",
-                "--n-tasks",
-                "4",
-                "--context-len",
-                "16",
-                "--depth",
-                "4",
-                "--out",
-                str(tmp_path / "e2"),
-            ]
-        )
-        == 0
-    )
+    assert main(small_evaluate(path, tmp_path / "e")) == 0
+    assert main(small_evaluate("depth3-td-s0", tmp_path / "e2")) == 0
     capsys.readouterr()
     assert main(["analyze", "quick-td-s9", "--out", str(tmp_path / "b")]) == 2
     err = capsys.readouterr().err

@@ -10,6 +10,7 @@ from ictd_interp.io.checkpoint import CheckpointError, save_checkpoint
 from ictd_interp.models.loading import load_checkpoint
 from ictd_interp.training.trainer import resume, train
 from tests.conftest import make_tasks
+from tests.support.cli import small_evaluate
 
 
 def tiny(**overrides) -> TrainConfig:
@@ -56,25 +57,7 @@ def test_analyze_and_evaluate_take_a_standard_model(tmp_path):
     from ictd_interp.cli import main
 
     out = tmp_path / "ev"
-    assert (
-        main(
-            [
-                "evaluate",
-                "standard-quick-s0",
-                "--env",
-                "loop",
-                "--n-tasks",
-                "4",
-                "--context-len",
-                "16",
-                "--depth",
-                "4",
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
-    )
+    assert main(small_evaluate("standard-quick-s0", out)) == 0
     result = json.loads((out / "evaluation.json").read_text())
     assert "model" not in result["depth"] and len(result["depth"]["theta_star"]) == 5  # no stored per-layer values
     assert result["context"]["model"][-1] > 0 and (out / "figures" / "error_vs_context.png").exists()
