@@ -10,6 +10,8 @@ constant. The verdict reads the model's value predictions on held-out tasks only
 * **effective discount** ``b/(-c)`` of the last layer (the one iterated), against the task's γ: exact when read from
   the weights (the interval is the point), a bootstrap interval over tasks when fitted. ``within γ ± 0.1`` when the
   interval lies inside, ``above``/``below`` when it lies wholly past that band, else ``undecided``.
+* **its level on the verdict ladder** (``ladder``): learns in context, beats Monte Carlo, or runs TD, judged across
+  context lengths and depths against every-visit Monte Carlo and the tabular TD fixed point of the context (CE).
 * **iterated past its depth**: the trained layers run to ``PAST`` times the trained depth (a tied model repeats its
   layer, a per-layer one its last); the per-task change of MSVE from the trained depth, with its t interval:
   ``falls`` / ``rises`` when the interval lies below / above ``-FLAT`` / ``+FLAT`` times the trained depth's MSVE,
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import Callable, Optional, Union
 
 import numpy as np
 import torch
@@ -31,7 +33,9 @@ from analyses.metrics.baselines import LABELS, MODEL_ROW, Baselines, error_parts
 from analyses.metrics.cosine_null import NullRow
 from analyses.metrics.extrapolation import values_at_depth
 from analyses.metrics.intervals import Interval, t_interval
+from analyses.metrics.ladder import Ladder, ladder
 from analyses.metrics.linear_family import FamilyReading
+from ictd_interp.config.tasks import TaskDistribution
 from ictd_interp.models.architectures.base import check_tasks
 from ictd_interp.models.registry import ICTDModel
 from ictd_interp.tasks.sampling import TaskBatch
@@ -39,6 +43,7 @@ from ictd_interp.tasks.sampling import TaskBatch
 REQUIRED = ("constant", "first_visit_mc")  # the verdict's rule: beat both significantly
 DISCOUNT_BAND = 0.1  # "within γ ± 0.1"
 PAST = 4  # iterated to 4x the trained depth
+LADDER_SEED = 4  # the ladder's tasks: eval_seed + 4 (apart from the evaluation tasks and the reports' other draws)
 FLAT = 0.05  # "flat": the change of MSVE stays within 5% of the trained depth's
 
 
@@ -77,6 +82,8 @@ class InContext:
     msve: Interval
     discount: Discount
     iterated: Iterated
+    level: Optional[str] = None  # the verdict ladder's level (``ladder.LEVELS``); None in summaries before it
+    ladder: Optional[Ladder] = None
     cos_A: Optional[float] = None  # the lowest layer's weight cosines with θ* (stylised models) ...
     cos_V: Optional[float] = None
     cosine_nulls: Optional[list[NullRow]] = None  # ... beside the same cosines of models that run no TD
@@ -122,9 +129,12 @@ def iterated(trained_values: Tensor, deep_values: Tensor, tasks: TaskBatch, dept
     )
 
 
-def verdict(base: Baselines, discount: Discount, iterated_: Iterated) -> InContext:
+def verdict(
+    base: Baselines, discount: Discount, iterated_: Iterated, ladder_: Optional[Callable[[bool], Ladder]] = None
+) -> InContext:
     """The function-space verdict from the model's baselines table (``baselines.compare``), its last layer's
-    effective discount and its error iterated past the trained depth."""
+    effective discount, its error iterated past the trained depth and (``ladder_``, given the first level) its
+    verdict ladder."""
     groups: dict[str, list[str]] = {"lower": [], "higher": [], "undecided": []}
     for name, row in base.estimators.items():
         if name != MODEL_ROW:
@@ -133,6 +143,7 @@ def verdict(base: Baselines, discount: Discount, iterated_: Iterated) -> InConte
     others = {n: r.msve.mean for n, r in base.estimators.items() if n != MODEL_ROW and math.isfinite(r.msve.mean)}
     best = min(others, key=others.get)
     model = base.estimators[MODEL_ROW].msve
+    lad = None if ladder_ is None else ladder_(learns)
     return InContext(
         learns_in_context=learns,
         verdict=sentence(learns, base),
@@ -144,6 +155,8 @@ def verdict(base: Baselines, discount: Discount, iterated_: Iterated) -> InConte
         msve=model,
         discount=discount,
         iterated=iterated_,
+        level=None if lad is None else lad.level,
+        ladder=lad,
     )
 
 
@@ -180,11 +193,17 @@ def assess(
     tasks: TaskBatch,
     base: Baselines,
     last: Optional[Union[LayerReading, FamilyReading]],
-    gamma: float,
+    dist: TaskDistribution,
+    eval_seed: int,
 ) -> InContext:
-    """The verdict of ``model`` on ``tasks``: ``base`` its baselines table on them, ``last`` its last layer's reading
-    (``discount_of``)."""
+    """The verdict of ``model`` on ``tasks`` (drawn from ``dist``): ``base`` its baselines table on them, ``last`` its
+    last layer's reading (``discount_of``); the ladder's tasks are drawn from ``eval_seed + LADDER_SEED``."""
     check_tasks(model, tasks)
-    depth = model.cfg.n_layers
+    depth, gamma = model.cfg.n_layers, dist.gamma
     trained, deep = values_at_depth(model, tasks, depth), values_at_depth(model, tasks, PAST * depth)
-    return verdict(base, discount_of(last, gamma), iterated(trained, deep, tasks, [depth, PAST * depth]))
+    return verdict(
+        base,
+        discount_of(last, gamma),
+        iterated(trained, deep, tasks, [depth, PAST * depth]),
+        lambda learns: ladder(model, dist, eval_seed + LADDER_SEED, learns),
+    )

@@ -31,7 +31,7 @@ from analyses.metrics.linear_family import (
 )
 from analyses.metrics.predecessor_metrics import function_readings, random_layer_iws, weight_readings
 from analyses.metrics.site_probes import residual_stack
-from analyses.reports.summary_md import answer_lines, baseline_table, number, summary_header
+from analyses.reports.summary_md import answer_lines, baseline_table, ladder_lines, number, summary_header
 from analyses.summary.sections import DepthCurves, LinearWeights, Summary, TheirReadings
 from analyses.summary.store import build
 from ictd_interp.config.train import TrainConfig
@@ -102,7 +102,9 @@ def compute(
                 "weights": _weights(model, td),
                 "theirs": their_readings(model, tasks, their_logged),
             },
-            "in_context": lambda: in_context.assess(model, tasks, out["baselines"], layers[-1], config.tasks.gamma),
+            "in_context": lambda: in_context.assess(
+                model, tasks, out["baselines"], layers[-1], config.tasks, config.eval_seed
+            ),
         },
         desc="analyze",
         into=(out := {}),
@@ -262,6 +264,7 @@ def lines(summary: Summary) -> list[str]:
         f"(docs/theory.md §13). Every number below is on {summary.eval_tasks}.",
         "",
         *answer_lines(summary.in_context),
+        *ladder_lines(summary.in_context),
         "## Which algorithm do its weights run?",
         "",
         "Each layer is fitted by the family member P = p e eᵀ, Q's top-left block "

@@ -39,7 +39,7 @@ from analyses.metrics.site_probes import (
     value_probes,
 )
 from analyses.reports.standard_words import standard_sentences
-from analyses.reports.summary_md import answer_lines, baseline_table, summary_header
+from analyses.reports.summary_md import answer_lines, baseline_table, ladder_lines, summary_header
 from analyses.summary.sections import DepthCurves, Summary
 from analyses.summary.store import build
 from ictd_interp.config.train import TrainConfig
@@ -94,7 +94,7 @@ def compute(
             "circuit": run.circuit,
             "algorithm": run.algorithm,
             "in_context": lambda: in_context.assess(
-                model, tasks, out["baselines"], out["algorithm"]["layers"][-1], config.tasks.gamma
+                model, tasks, out["baselines"], out["algorithm"]["layers"][-1], config.tasks, config.eval_seed
             ),
             "example": lambda: _example(model, star, tasks, run.kernels),
         },
@@ -209,6 +209,7 @@ def lines(summary: Summary) -> list[str]:
         "tasks.",
         "",
         *answer_lines(summary.in_context),
+        *ladder_lines(summary.in_context),
         "## Does it implement in-context TD, where, and how close to θ*?",
         "",
         *standard_sentences(summary),

@@ -42,6 +42,7 @@ from analyses.reports.summary_md import (
     answer_lines,
     baseline_table,
     control_algorithm_sentence,
+    ladder_lines,
     neu_lines,
     number,
     signs_text,
@@ -112,7 +113,9 @@ def compute(
             },
             "algorithm": lambda: algorithm_answers(model, star, tasks, star_fixed),
             "in_context": lambda: replace(
-                in_context.assess(model, tasks, out["baselines"], out["algorithm"].layers[-1], config.tasks.gamma),
+                in_context.assess(
+                    model, tasks, out["baselines"], out["algorithm"].layers[-1], config.tasks, config.eval_seed
+                ),
                 **dict(zip(("cos_A", "cos_V"), cosine_null.lowest(model))),
                 cosine_nulls=cosine_null.nulls(model.cfg),
             ),
@@ -258,6 +261,7 @@ def lines(summary: Summary) -> list[str]:
         "table).",
         "",
         *answer_lines(summary.in_context),
+        *ladder_lines(summary.in_context),
         "## What does this model compute?",
         "",
         *algorithm_sentences(alg, summary.baselines, summary.gamma),

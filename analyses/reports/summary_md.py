@@ -11,6 +11,7 @@ from analyses.metrics.algorithm_id import MAX_CONDITION, LayerReading
 from analyses.metrics.baselines import LABELS, MODEL_ROW, Baselines
 from analyses.metrics.in_context import PAST, InContext
 from analyses.metrics.intervals import Interval
+from analyses.metrics.ladder import ladder_sentence, ladder_table
 from analyses.metrics.neu import NeuGrid, population_table
 from ictd_interp.config.registry import FAMILIES, OBJECTIVES
 
@@ -228,6 +229,7 @@ def answer_lines(ic: Optional[InContext]) -> list[str]:
         "## Answer",
         "",
         f"- **{ic.verdict}**",
+        *([f"- {ladder_sentence(ic.ladder)}"] if ic.ladder is not None else []),
         f"- Best baseline: {LABELS.get(ic.best_baseline, ic.best_baseline)}, MSVE {ic.best_baseline_msve:.3g} "
         f"(the model's {ic.msve.mean:.3g}).",
         f"- Update: effective discount of the last layer {discount}.",
@@ -241,6 +243,20 @@ def answer_lines(ic: Optional[InContext]) -> list[str]:
             f"cosines of models that run no TD: {null}."
         )
     return lines + [""]
+
+
+def ladder_lines(ic: Optional[InContext]) -> list[str]:
+    """summary.md's verdict ladder: the model across context lengths and depths beside the in-context estimators."""
+    if ic is None or ic.ladder is None:
+        return []
+    return [
+        "## Across context and depth: the verdict ladder",
+        "",
+        *ladder_table(ic.ladder),
+        "",
+        f"Rule: {ic.ladder.rule}.",
+        "",
+    ]
 
 
 def _null_text(row) -> str:

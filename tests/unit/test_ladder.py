@@ -1,0 +1,75 @@
+"""The verdict ladder separates a model that runs TD from a stopped-early estimator, by its written rule."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from analyses.metrics import ladder as L
+from ictd_interp import HookedICTDTransformer, TrainConfig
+from ictd_interp.tasks.sampling import sample_from
+
+DIST = TrainConfig.from_preset("quick").tasks
+
+
+def test_theta_star_run_deep_enough_runs_td_and_the_shipped_quick_model_does_not():
+    """θ* of 48 layers reaches CE when run deeper; quick-td-s0 learns in context at n = 30, but its error rises run
+    deeper (0.41 -> 1.7 at 16x) and every-visit Monte Carlo beats it at n = 100."""
+    cfg = TrainConfig.from_preset("quick").model
+    star = L.ladder(HookedICTDTransformer.from_theta_star(replace(cfg, n_layers=48)), DIST, 5, True)
+    assert (star.level, star.flat_with_depth, star.falls_with_context, star.near_ce) == ("runs TD", True, True, True)
+    assert [r.n for r in star.rungs] == [30, 100, 400]
+    assert [r.depths for r in star.rungs][0] == [48, 96, 192, 768]
+    quick = L.ladder(HookedICTDTransformer.from_pretrained("quick-td-s0"), DIST, 5, True)
+    assert quick.level == "learns in context"
+    assert not quick.flat_with_depth and not quick.beats_mc and not quick.near_ce
+    first = quick.rungs[0]
+    assert first.msve[-1].mean > 3 * first.msve[0].mean  # the rise the issue measured
+    assert quick.rungs[1].minus_estimator["tabular_mc"].verdict == "higher"
+    assert "rises with depth" in L.ladder_sentence(quick) and "every-visit MC" in L.ladder_sentence(quick)
+    # the first level is today's verdict, passed in: without it nothing higher is claimed
+    assert L.ladder(HookedICTDTransformer.from_pretrained("quick-td-s0"), DIST, 5, False).level == L.LEVELS[0]
+
+
+def test_levels_by_hand():
+    assert L.level(False, True, True, True, True) == "does not learn in context"
+    assert L.level(True, False, False, True, True) == "learns in context"
+    assert L.level(True, True, False, True, True) == "beats Monte Carlo"
+    assert L.level(True, True, True, False, True) == "beats Monte Carlo"
+    assert L.level(True, True, True, True, False) == "beats Monte Carlo"
+    assert L.level(True, False, True, True, True) == "runs TD"  # θ* of 12 layers: TD, not yet past MC at its depth
+
+
+def test_a_diverging_update_rises_with_depth_and_is_never_near_ce():
+    """θ* with step 2.5: the update overshoots (spectral radius above 1), so running deeper blows the error up."""
+    cfg = replace(TrainConfig.from_preset("quick").model, n_layers=4)
+    wild = HookedICTDTransformer.from_theta_star(cfg, alpha=2.5)
+    tasks = sample_from(DIST, 16, seed=3)
+    found, _ = L.rung(wild, tasks, DIST.gamma)
+    assert found.rises_with_depth
+    assert not L._below(found.deepest_minus_ce, 1e9)
+
+
+def test_prefix_keeps_the_tasks_and_cuts_the_trajectory():
+    tasks = sample_from(DIST, 4, seed=1, length=50)
+    short = L.prefix(tasks, 30)
+    assert short.states.shape == (4, 31) and torch.equal(short.states, tasks.states[:, :31])
+    assert short.mrp is tasks.mrp and torch.equal(short.features, tasks.features)
+    # the prefix is what drawing 30 transitions from the same seed gives (one trajectory drawn step by step)
+    drawn = sample_from(DIST, 4, seed=1, length=30)
+    assert torch.equal(drawn.features, tasks.features)
+
+
+def test_rung_numbers_are_recomputed_from_the_estimators():
+    """Every number of a rung is a plain MSVE of values an independent call computes."""
+    model = HookedICTDTransformer.from_pretrained("quick-td-s0")
+    tasks = sample_from(DIST, 32, seed=2, length=100)
+    found, deepest = L.rung(model, tasks, DIST.gamma)
+    ce = L.baselines.tabular_td(tasks, DIST.gamma)  # on positions: the same fixed point
+    assert found.estimators["tabular_td"].mean == pytest.approx(float((ce - tasks.v_true).pow(2).mean()), rel=1e-9)
+    deep = model.state_space_values(tasks, depth=16 * 12)
+    assert np.allclose(deepest, (deep - tasks.v_true).pow(2).mean(-1).numpy(), rtol=1e-12)
+    with torch.no_grad():
+        positional = (model(tasks.prompt).double() - tasks.v_true).pow(2).mean()  # the float32 positional forward
+    assert found.msve[0].mean == pytest.approx(float(positional), rel=1e-4)
