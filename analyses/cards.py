@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from analyses.analyze import resolve
-from analyses.metrics import baselines, in_context
+from analyses.metrics import baselines, in_context, ladder
 from analyses.metrics.algorithm_id import read_layer
 from analyses.metrics.theta_star_limit import theta_star_rows
 from ictd_interp.config.train import TrainConfig
@@ -56,6 +56,28 @@ def verdict(name: str) -> dict[str, Any]:
         "iterated_4x": found.iterated.verdict,
         "n_tasks": base.n_tasks,
         "rule": found.rule,
+        "level": found.level,
+        "ladder": _ladder_card(found.ladder),
+    }
+
+
+def _ladder_card(lad: ladder.Ladder) -> dict[str, Any]:
+    """The card's ladder: the conditions, and per context length the model's MSVE at each depth beside every
+    estimator's (the numbers ``ictd-interp models --long`` prints)."""
+    return {
+        "level": lad.level,
+        **{k: getattr(lad, k) for k in ("beats_mc", "flat_with_depth", "falls_with_context", "near_ce")},
+        "n_tasks": lad.n_tasks,
+        "rungs": [
+            {
+                "n": r.n,
+                "depths": r.depths,
+                "msve": [i.mean for i in r.msve],
+                **{name: i.mean for name, i in r.estimators.items()},
+            }
+            for r in lad.rungs
+        ],
+        "rule": lad.rule,
     }
 
 

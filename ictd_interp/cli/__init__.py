@@ -196,7 +196,10 @@ def build_parser() -> argparse.ArgumentParser:
         ("reproduce", "pretrain a preset, then analyse it (re-run the same command to resume)"),
     ):
         _training(sub.add_parser(name, help=text, description=text), name)
-    sub.add_parser("models", help="the pretrained models shipped with the package")
+    listing = sub.add_parser("models", help="the pretrained models shipped with the package, as a table")
+    shape = listing.add_mutually_exclusive_group()
+    shape.add_argument("--long", action="store_true", help="every card's description, command and verdict ladder")
+    shape.add_argument("--json", action="store_true", help="the listing as JSON")
     p = sub.add_parser("analyze", help="every metric and figure for a checkpoint or run folder")
     _path_and_out(p, "folder for summary.json, summary.md and figures/")
     p.add_argument(

@@ -91,21 +91,44 @@ def reproduce(args: argparse.Namespace) -> int:
 
 
 def models(args: argparse.Namespace) -> int:
+    """A table a person reads in a terminal: name, what it is, its level on the verdict ladder, its MSVE with
+    the 95% interval over its card's held-out tasks (``--long``: every card in full; ``--json``: the listing)."""
+    import json
+
     from ictd_interp.io.pretrained import list_pretrained
 
-    for m in list_pretrained():
-        cos = (
-            ""
-            if m["cos_V"] is None
-            # a standard-architecture model has no V to compare
-            else f"; min cos(V, V*) {min(c for c in m['cos_V'] if c is not None):.3f}"
-        )
-        learns = {True: "learns in context", False: "does not learn in context", None: "no verdict"}
-        print(
-            f"{m['name']:<18} {m['description']} ({learns[m['learns_in_context']]}; eval MSVE "
-            f"{m['eval_msve']:.3f}, theta* {m['theta_star_msve']:.3f}{cos})"
-        )
+    listed = list_pretrained()
+    if args.json:
+        print(json.dumps(listed, indent=1))
+        return 0
+    if args.long:
+        for m in listed:
+            print(f"{m['name']}: {m['description']}\n  train: {m['command']}\n  verdict: {_level(m)}")
+            for rung in (m["ladder"] or {}).get("rungs", []):
+                deep = ", ".join(f"{v:.3f}" for v in rung["msve"])
+                print(
+                    f"  n = {rung['n']}: model at {rung['depths']} layers {deep}; every-visit MC "
+                    f"{rung['tabular_mc']:.3f}, CE {rung['tabular_td']:.3f}, constant {rung['constant']:.3f}"
+                )
+        return 0
+    rows = [("name", "what", "verdict (ladder level)", "MSVE [95%]")]
+    for m in listed:
+        lo_hi = m["msve_interval"]
+        msve = f"{m['eval_msve']:.3f}" + (f" [{lo_hi[0]:.3f}, {lo_hi[1]:.3f}]" if lo_hi else "")
+        rows.append((m["name"], m["what"], _level(m), msve))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    for i, row in enumerate(rows):
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+        if i == 0:
+            print("  ".join("-" * w for w in widths))
+    print("\nLevels: learns in context < beats Monte Carlo < runs TD (docs/theory.md §7b); --long for every number.")
     return 0
+
+
+def _level(m: dict) -> str:
+    if m["level"]:
+        return m["level"]
+    return {True: "learns in context", False: "does not learn in context", None: "no verdict"}[m["learns_in_context"]]
 
 
 def analyze(args: argparse.Namespace) -> int:

@@ -16,6 +16,8 @@ CONTROL_ACTIONS = 2  # actions of every state of the control families (registry.
 OPTIMIZERS = ("adam", "adamw", "sgd")
 OPTIMIZER_KERNELS = ("fused", "foreach")  # how the optimiser update runs (TrainConfig.optimizer_kernel)
 DEVICES = ("cpu", "cuda")
+FORWARDS = ("positional", "state-space")  # how training runs the model (TrainConfig.forward)
+LR_SCHEDULES = ("constant", "cosine")
 ACT_FNS = ("gelu", "relu")
 LINEAR_ACTIVATIONS = ("identity", "relu")  # on the linear model's scores; both act on each entry alone
 

@@ -9,11 +9,14 @@ before the nesting (flat ``config.json`` of run folders, shipped ``card.json``) 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Union, get_args
 
 from ictd_interp.config.fields import (
     DEVICES,
+    FORWARDS,
+    LR_SCHEDULES,
     OPTIMIZER_KERNELS,
     OPTIMIZERS,
     check_bool,
@@ -58,6 +61,14 @@ class TrainConfig:
             step); fused is the faster on the stylised models' tiny parameters (docs/performance.md).
         mc_horizon: truncation of the Monte-Carlo return (mc objective).
         train_depths: tied models: LO:HI draws each step's depth from LO..HI (empty: always n_layers).
+        loss_depths: tied models: D1,D2,... averages the loss over the predictions at these depths, each step
+            (empty: the loss at n_layers alone); a model trained so is judged at n_layers, so let it be the deepest.
+        forward: positional (the prompt through the layers) or state-space (the exact state-space forward of the
+            stylised paper-mask TSM softmax model: the same function, whose cost does not grow with the context
+            length, so long contexts and deep models train in minutes; docs/theory.md §4a).
+        lr_schedule: constant, or cosine (decays to 0 at the last step).
+        warmup_steps: the learning rate rises linearly from 0 over these first steps (0: none).
+        grad_clip: the gradient's norm is clipped to this (0: not clipped).
         task_pool: task diversity: the number of distinct tasks (an MRP and its features) pretraining sees, each
             step's tasks picked uniformly from this pool with fresh trajectories (0: a fresh task every time,
             unlimited). Boyan chains only; the pool is seeded by ``seed``, apart from the evaluation tasks.
@@ -88,6 +99,11 @@ class TrainConfig:
     optimizer_kernel: str = "fused"
     mc_horizon: int = 40
     train_depths: str = ""
+    loss_depths: str = ""
+    forward: str = "positional"
+    lr_schedule: str = "constant"
+    warmup_steps: int = 0
+    grad_clip: float = 0.0
     task_pool: int = 0
     shuffle_rewards: bool = False
     seed: int = 0
@@ -106,14 +122,41 @@ class TrainConfig:
         self._check_numbers()
         self._check_objective()
         self._check_task_options()
-        if self.train_depths:
-            self.depth_range  # noqa: B018 (parsing validates)
-            if not self.model.tied or getattr(self.model, "mask", "paper") != "paper":
-                raise ValueError(
-                    "train_depths: needs tied weights (and, for the stylised model, the paper mask): "
-                    "one layer run at any depth"
-                )
+        self._check_depths()
+        self._check_forward()
         self.model.check_positions(self.tasks.context_len + 1)
+
+    def _check_depths(self) -> None:
+        """Depths other than n_layers need one tied layer run at any depth; sampled and averaged depths exclude
+        each other."""
+        for name in ("train_depths", "loss_depths"):
+            if getattr(self, name):
+                self.depth_range if name == "train_depths" else self.depth_list  # noqa: B018 (parsing validates)
+                if not self.model.tied or getattr(self.model, "mask", "paper") != "paper":
+                    raise ValueError(
+                        f"{name}: needs tied weights (and, for the stylised model, the paper mask): "
+                        "one layer run at any depth"
+                    )
+        if self.train_depths and self.loss_depths:
+            raise ValueError("loss_depths: one of train_depths (sampled) and loss_depths (averaged), not both")
+
+    def _check_forward(self) -> None:
+        """The state-space forward is exact only where every position's value is a function of its state."""
+        check_choice("forward", self.forward, FORWARDS)
+        if self.forward == "positional":
+            return
+        model = self.model
+        ok = isinstance(model, ICTDConfig) and (model.form, model.attention, model.mask) == ("tsm", "softmax", "paper")
+        if not ok:
+            raise ValueError(
+                "forward: 'state-space' is exact for the stylised model in TSM form with softmax attention and the "
+                "paper mask alone; use --forward positional"
+            )
+        if self.tasks.n_actions is not None or self.tasks.family.startswith("gym:") or self.shuffle_rewards:
+            raise ValueError(
+                "forward: 'state-space' needs each reward to be its state's (no control family, no Gymnasium "
+                "environment, no shuffled rewards); use --forward positional"
+            )
 
     def _check_parts(self) -> None:
         """A registered model config and a TaskDistribution, agreeing on the settings both hold (``SHARED``)."""
@@ -144,6 +187,10 @@ class TrainConfig:
             raise ValueError(f"lr: must be > 0, got {self.lr}")
         if not self.weight_decay >= 0:
             raise ValueError(f"weight_decay: must be >= 0, got {self.weight_decay}")
+        check_choice("lr_schedule", self.lr_schedule, LR_SCHEDULES)
+        check_positive_int(self, "warmup_steps", least=0)
+        if not (isinstance(self.grad_clip, (int, float)) and self.grad_clip >= 0 and self.grad_clip < float("inf")):
+            raise ValueError(f"grad_clip: must be a finite number >= 0 (0: off), got {self.grad_clip!r}")
 
     def _check_objective(self) -> None:
         """A control objective needs a control family; Monte-Carlo returns need a horizon."""
@@ -186,6 +233,26 @@ class TrainConfig:
         if not 1 <= lo <= hi:
             raise ValueError(f"train_depths: need 1 <= LO <= HI, got {self.train_depths!r}")
         return lo, hi
+
+    @property
+    def depth_list(self) -> tuple[int, ...]:
+        """The depths parsed from ``loss_depths`` (empty: none)."""
+        if not self.loss_depths:
+            return ()
+        try:
+            depths = tuple(int(part) for part in self.loss_depths.split(","))
+        except ValueError:
+            raise ValueError(f"loss_depths: expected D1,D2,... such as '12,24,48', got {self.loss_depths!r}") from None
+        if any(d < 1 for d in depths) or len(set(depths)) != len(depths):
+            raise ValueError(f"loss_depths: need distinct depths >= 1, got {self.loss_depths!r}")
+        return depths
+
+    def lr_at(self, step: int) -> float:
+        """The learning rate of step ``step`` (0-based): warm-up, then the schedule."""
+        factor = min(1.0, (step + 1) / self.warmup_steps) if self.warmup_steps else 1.0
+        if self.lr_schedule == "cosine":
+            factor *= 0.5 * (1 + math.cos(math.pi * step / max(self.steps, 1)))
+        return self.lr * factor
 
     def with_flat(self, **settings: Any) -> "TrainConfig":
         """A copy with flat settings (``d_model=64``, ``context_len=100``, ``architecture="standard"``) routed

@@ -40,12 +40,34 @@ def list_pretrained() -> list[dict[str, Any]]:
             {
                 "name": name,
                 "description": c["description"],
+                "what": what(c["train_config"]),
                 "command": c["command"],
                 **{k: c["final_metrics"].get(k) for k in HEADLINE},  # None: not measured for that architecture
                 "learns_in_context": c.get("in_context", {}).get("learns_in_context"),
+                "level": c.get("in_context", {}).get("level"),
+                "msve_interval": c.get("in_context", {}).get("msve_interval"),
+                "ladder": c.get("in_context", {}).get("ladder"),
             }
         )  # analyses.cards
     return out
+
+
+def what(config: dict[str, Any]) -> str:
+    """A card's training in a few words, from its config: ``stylised, 12 tied layers, td, 1500 steps``."""
+    model, tasks = config["model"], config["tasks"]
+    parts = [
+        config.get("architecture", "stylised"),
+        f"{model['n_layers']} {'tied ' if model.get('tied') else ''}layers",
+        config["objective"] + (" on shuffled rewards" if config.get("shuffle_rewards") else ""),
+        f"{config['steps']} steps",
+    ]
+    if model.get("mask") == "full":
+        parts.insert(2, "no mask")
+    if config.get("train_depths"):
+        parts.insert(2, f"depths {config['train_depths']}")
+    if tasks["family"] != "boyan" or tasks["context_len"] != 30:
+        parts.append(f"{tasks['family']}, n = {tasks['context_len']}")
+    return ", ".join(parts)
 
 
 def pretrained_path(name: str) -> Path:

@@ -103,6 +103,7 @@ class BatchStream:
                 with_values=needs_values,
                 values=self.objective.values,
                 action_queries=self.objective.needs_action_queries,
+                state_space=cfg.forward == "state-space",
             )
             self._ready.append((batch, self._depth(self.generator)))
             return
@@ -119,6 +120,7 @@ class BatchStream:
             self.objective.values,
             self.objective.needs_action_queries,
             None if orders[0] is None else torch.cat(orders),
+            state_space=cfg.forward == "state-space",
         )
         b = cfg.tasks_per_batch
         self._ready.extend((windows.select_tasks(slice(i * b, (i + 1) * b)), depth) for i, depth in enumerate(depths))

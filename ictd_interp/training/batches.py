@@ -10,22 +10,44 @@ from dataclasses import dataclass
 from typing import Optional
 
 import torch
-from jaxtyping import Float
+from jaxtyping import Float, Int
 from torch import Tensor
 
 from ictd_interp.config.registry import FAMILIES
 from ictd_interp.config.tasks import TaskDistribution
+from ictd_interp.models.fast.state_space import window_counts
 from ictd_interp.tasks.mdp import MDP
 from ictd_interp.tasks.prompt import PromptLayout
 from ictd_interp.tasks.sampling import TaskBatch, sample_from
 
 
 @dataclass
+class StateSpaceWindows:
+    """The windows as the state-space forward reads them (``TrainConfig.forward = "state-space"``): each window's
+    transition counts, each task's features and state rewards, each window's query state."""
+
+    counts: Float[Tensor, "task window state next_state"]
+    features: Float[Tensor, "task state d_feat"]
+    rewards: Float[Tensor, "task state"]
+    query_states: Int[Tensor, "task window"]
+
+    def select_tasks(self, index: slice) -> "StateSpaceWindows":
+        return StateSpaceWindows(*(t[index] for t in (self.counts, self.features, self.rewards, self.query_states)))
+
+    def to(self, device: torch.device | str, dtype: torch.dtype) -> "StateSpaceWindows":
+        move = lambda t: t.to(device=device, dtype=dtype)  # noqa: E731
+        return StateSpaceWindows(
+            move(self.counts), move(self.features), move(self.rewards), self.query_states.to(device)
+        )
+
+
+@dataclass
 class WindowBatch:
     """Prompts ``[tasks * (W+1), n+1, d+3]`` (task-major) and per-window query quantities (a stack's batch,
-    ``stack``: each with a leading model axis)."""
+    ``stack``: each with a leading model axis). A batch for the state-space forward carries ``space`` instead of
+    prompts (None)."""
 
-    prompts: Float[Tensor, "*model batch pos d_model"]
+    prompts: Optional[Float[Tensor, "*model batch pos d_model"]]
     query_reward: Float[Tensor, "*model task window"]  # r(S_{t+n}) = R_{t+n+1}
     # v_pi(S_{t+n}) or q*, the supervised target (None: not drawn)
     query_value: Optional[Float[Tensor, "*model task window"]]
@@ -33,14 +55,18 @@ class WindowBatch:
     n_windows: int
     # control families: the features of (S, a) for the query's state S and every action a (None: not drawn)
     action_queries: Optional[Float[Tensor, "*model action task window d_feat"]] = None
+    space: Optional[StateSpaceWindows] = None
 
     def select_tasks(self, index: slice) -> "WindowBatch":
         """The windows of a subset of the tasks."""
         w = self.n_windows
-        prompts = self.prompts.view(-1, w, *self.prompts.shape[1:])[index].flatten(0, 1)
+        prompts = (
+            None if self.prompts is None else self.prompts.view(-1, w, *self.prompts.shape[1:])[index].flatten(0, 1)
+        )
         value = None if self.query_value is None else self.query_value[index]
         actions = None if self.action_queries is None else self.action_queries[:, index]
-        return WindowBatch(prompts, self.query_reward[index], value, self.query_return[index], w, actions)
+        space = None if self.space is None else self.space.select_tasks(index)
+        return WindowBatch(prompts, self.query_reward[index], value, self.query_return[index], w, actions, space)
 
     def to(self, device: torch.device | str, dtype: torch.dtype) -> "WindowBatch":
         move = lambda t: None if t is None else t.to(device=device, dtype=dtype)  # noqa: E731
@@ -51,6 +77,7 @@ class WindowBatch:
             move(self.query_return),
             self.n_windows,
             move(self.action_queries),
+            None if self.space is None else self.space.to(device, dtype),
         )
 
     @classmethod
@@ -59,6 +86,8 @@ class WindowBatch:
         per-window quantities ``[model, task, window]``): a ``ModelStack``'s batch."""
         both = lambda name: [getattr(b, name) for b in batches]  # noqa: E731
         stacked = lambda name: None if both(name)[0] is None else torch.stack(both(name))  # noqa: E731
+        if any(b.space is not None for b in batches):
+            raise ValueError("batches: a stack runs the positional fast path; state-space batches are not stacked")
         if len({b.n_windows for b in batches}) != 1 or len({b.prompts.shape for b in batches}) != 1:
             raise ValueError("batches: a stack's batches must share their shape (tasks, windows, context)")
         return cls(
@@ -133,6 +162,7 @@ def window_batch(
     with_values: bool = True,
     values: str = "v_pi",
     action_queries: bool = False,
+    state_space: bool = False,
 ) -> WindowBatch:
     """Draw a training batch from ``dist`` (windows of ``dist.context_len`` transitions); ``mc_horizon > 0``
     extends the trajectories for Monte-Carlo returns; ``dtype`` builds the prompts in that dtype (the
@@ -141,7 +171,9 @@ def window_batch(
     trajectory's chain) or, for a control family, ``q_star``; ``action_queries`` adds each action's query
     features (control families)."""
     tasks = sample_from(dist, n_tasks, generator=generator, length=dist.context_len + n_windows - 1 + mc_horizon)
-    return windows_from_tasks(tasks, dist, n_windows, mc_horizon, dtype, with_values, values, action_queries)
+    return windows_from_tasks(
+        tasks, dist, n_windows, mc_horizon, dtype, with_values, values, action_queries, state_space=state_space
+    )
 
 
 def windows_from_tasks(
@@ -154,10 +186,12 @@ def windows_from_tasks(
     values: str = "v_pi",
     action_queries: bool = False,
     reward_order: Optional[Tensor] = None,
+    state_space: bool = False,
 ) -> WindowBatch:
     """``window_batch`` on tasks already drawn (row-wise: the windows of a subset of the tasks are that
     subset's windows). ``reward_order [task, n + n_windows]``: each trajectory's rewards permuted in time by it
-    before the windows are cut (a null: a reward then says nothing about its state; ``TrainConfig.shuffle_rewards``)."""
+    before the windows are cut (a null: a reward then says nothing about its state; ``TrainConfig.shuffle_rewards``).
+    ``state_space``: the windows as transition counts (``StateSpaceWindows``), no prompts."""
     n, gamma = dist.context_len, dist.gamma
     query_states = tasks.states[:, n : n + n_windows]
     if (values == "q_star" or action_queries) and dist.n_actions is None:
@@ -175,13 +209,19 @@ def windows_from_tasks(
     if reward_order is not None:
         reward = PromptLayout(dist.d_features).reward
         rows[..., reward] = torch.gather(rows[..., reward], 1, reward_order)
+    space = None
+    if state_space:
+        counts = window_counts(tasks.states[:, : n + n_windows], tasks.mrp.n_states, n, n_windows)
+        r = tasks.mrp.r.expand(len(tasks), -1)
+        space = StateSpaceWindows(counts, tasks.features.expand(len(tasks), -1, -1), r, query_states)
     return WindowBatch(
-        prompts=sliding_windows(rows, n, dtype),
+        prompts=None if state_space else sliding_windows(rows, n, dtype),
         query_reward=rows[:, n:, PromptLayout(dist.d_features).reward],
         query_value=torch.gather(_true_values(tasks, dist, values), 1, query_states) if with_values else None,
         query_return=returns,
         n_windows=n_windows,
         action_queries=_action_queries(tasks, dist.n_actions, query_states) if action_queries else None,
+        space=space,
     )
 
 

@@ -22,6 +22,7 @@ from torch import Tensor
 from ictd_interp.config import registry
 from ictd_interp.config.registry import load
 from ictd_interp.models.fast.ictd_stack import ModelStack
+from ictd_interp.models.fast.state_space import window_query_values
 from ictd_interp.models.registry import ICTDModel
 from ictd_interp.training.batches import WindowBatch
 
@@ -33,7 +34,10 @@ def query_values(
 ) -> Float[Tensor, "*model task window"]:
     """One forward pass for every window; the query prediction of each. Objectives choose the model's
     exact fast path explicitly (``fast_values``: the hooked forward whenever a hook is registered);
-    ``depth`` runs a tied model's layer that many times instead of ``n_layers``."""
+    ``depth`` runs a tied model's layer that many times instead of ``n_layers``. A state-space batch (``space``) runs
+    the exact state-space forward instead (``TrainConfig.forward``)."""
+    if batch.space is not None:
+        return window_query_values(model, batch.space, model.checked_depth(depth))
     values = model.fast_values(batch.prompts, depth=depth, query_only=True)
     return values.view(*values.shape[:-1], -1, batch.n_windows)
 

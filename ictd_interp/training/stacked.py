@@ -35,6 +35,7 @@ from ictd_interp.training.trainer import (
     make_optimizer,
     reopen_loop,
     rewind,
+    set_learning_rate,
     start_loop,
 )
 
@@ -49,6 +50,10 @@ def stack_refusal(configs: list[TrainConfig]) -> Optional[str]:
         return "depth-sampled runs draw each step's depth per run, so their steps differ in shape"
     if first.compile:
         return "a stack runs the eager fast path (compile is off for stacks)"
+    if first.forward != "positional":
+        return "a stack runs the positional fast path (forward state-space runs one model at a time)"
+    if first.loss_depths or first.grad_clip:
+        return "loss_depths and grad_clip are per model: such runs train one at a time"
     for i, config in enumerate(configs):
         if replace(config, seed=first.seed, model=replace(config.model, seed=first.model.seed)) != first:
             return f"configs[{i}]: differs from configs[0] beyond the seeds ({'; '.join(first.differences(config))})"
@@ -153,6 +158,7 @@ def step_stack(loops: list[Loop], progress: bool = True, stop: Optional[StopFlag
             raise TrainingDiverged(f"non-finite loss at step {loops[0].run.step + 1} of {'; '.join(bad)}")
         optimizer.zero_grad(set_to_none=True)
         losses.sum().backward()  # each model's gradient is its own loss's
+        set_learning_rate(optimizer, config, loops[0].run.step)
         optimizer.step()
         for loop, value in zip(loops, losses.tolist()):
             loop.loss_sum, loop.loss_count = loop.loss_sum + value, loop.loss_count + 1

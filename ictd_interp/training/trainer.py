@@ -268,10 +268,23 @@ def finish(run: Run) -> Run:
     return run
 
 
+def step_loss(objective, model, batch, depth: Optional[int], config: TrainConfig) -> torch.Tensor:
+    """The objective its batches were built for, at the step's depth, or averaged over ``config.loss_depths``."""
+    if not config.depth_list:
+        return objective(model, batch, depth=depth)
+    return torch.stack([objective(model, batch, depth=d) for d in config.depth_list]).mean(0)
+
+
+def set_learning_rate(optimizer: torch.optim.Optimizer, config: TrainConfig, step: int) -> None:
+    """The learning rate of ``step`` (``TrainConfig.lr_at``), from the step alone: a resumed run needs no state."""
+    for group in optimizer.param_groups:
+        group["lr"] = config.lr_at(step)
+
+
 def _step(loop: Loop) -> None:
-    run = loop.run
+    run, config = loop.run, loop.run.config
     batch, depth = next(loop.batches)
-    loss = loop.batches.objective(run.model, batch, depth=depth)  # the objective its batches were built for
+    loss = step_loss(loop.batches.objective, run.model, batch, depth, config)
     if not torch.isfinite(loss):
         last = run_folder.latest_checkpoint(run.out_dir)
         raise TrainingDiverged(
@@ -280,6 +293,9 @@ def _step(loop: Loop) -> None:
         )
     loop.optimizer.zero_grad(set_to_none=True)
     loss.backward()
+    if config.grad_clip:
+        torch.nn.utils.clip_grad_norm_(run.model.parameters(), config.grad_clip)
+    set_learning_rate(loop.optimizer, config, run.step)
     loop.optimizer.step()
     loop.loss_sum, loop.loss_count = loop.loss_sum + loss.item(), loop.loss_count + 1
     run.step += 1

@@ -132,6 +132,18 @@ def state_space_forward(
     return v
 
 
+def window_query_values(model, space, depth: int) -> Float[Tensor, "task window"]:
+    """The query prediction of every training window (``StateSpaceWindows``) after ``depth`` layers, differentiable
+    in the model's free entries (the feature block of ``A``, the current row of ``V``): the positional fast path's
+    query values, computed on the windows' transition counts (``TrainConfig.forward = "state-space"``)."""
+    d, current = model.cfg.d_features, model.layout.current
+    attns = model.unique_attention()
+    A = torch.stack([a.A[0, :d, :d] for a in attns]).unsqueeze(0)  # [1, unique, d, d]
+    w = torch.stack([a.V[0, current] for a in attns]).unsqueeze(0)  # [1, unique, d_model]
+    v = state_space_forward(A, w, space.features, space.rewards, space.counts, model.cfg.gamma, depth)
+    return torch.gather(v, 2, space.query_states.unsqueeze(-1)).squeeze(-1)
+
+
 def model_weights(model) -> tuple[Float[Tensor, "1 unique d_feat d_feat"], Float[Tensor, "1 unique d_model"]]:
     """A stylised model's free entries (feature block of ``A``, current row of ``V``) as float64 leaves
     with a task axis of size 1."""

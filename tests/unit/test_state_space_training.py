@@ -1,0 +1,78 @@
+"""Training through the exact state-space forward: the same losses and gradients as the positional fast path, and the
+training options that go with it (depths averaged in the loss, the learning-rate schedule, clipping), each refused
+where it does not apply."""
+
+import math
+from dataclasses import replace
+
+import pytest
+import torch
+
+from ictd_interp import TrainConfig
+from ictd_interp.models.registry import build_model
+from ictd_interp.training.batch_stream import BatchStream
+from ictd_interp.training.stacked import stack_refusal
+from ictd_interp.training.trainer import step_loss
+
+
+def _loss_and_grads(config: TrainConfig) -> tuple[float, list[torch.Tensor]]:
+    model = build_model(replace(config.model, init_scale=0.3))
+    stream = BatchStream(config, torch.Generator().manual_seed(3), torch.float64)
+    batch, depth = next(stream)
+    loss = step_loss(stream.objective, model, batch, depth, config)
+    loss.backward()
+    return loss.item(), [p.grad.clone() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("objective", ["td", "neu", "mc", "supervised"])
+def test_state_space_batches_give_the_positional_loss_and_gradient_in_float64(objective):
+    """Every objective, with the loss averaged over two depths (NEU's second-order gradient too): 1e-12 relative."""
+    settings = dict(dtype="float64", objective=objective, tasks_per_batch=6, loss_depths="12,30")
+    positional = _loss_and_grads(TrainConfig.from_preset("quick", **settings))
+    state_space = _loss_and_grads(TrainConfig.from_preset("quick", forward="state-space", **settings))
+    assert state_space[0] == pytest.approx(positional[0], rel=1e-12)
+    for a, b in zip(positional[1], state_space[1]):
+        assert float((a - b).abs().max()) <= 1e-12 * float(a.abs().max())
+
+
+def test_a_state_space_batch_holds_counts_not_prompts():
+    config = TrainConfig.from_preset("quick", forward="state-space", tasks_per_batch=4)
+    batch, _ = next(BatchStream(config, torch.Generator().manual_seed(0), torch.float32))
+    assert batch.prompts is None
+    counts = batch.space.counts  # [task, window, state, next state]: n transitions in every window
+    assert counts.shape == (4, 17, 10, 10) and torch.all(counts.sum((-1, -2)) == 30)
+    assert batch.select_tasks(slice(1, 3)).space.counts.shape[0] == 2
+    assert stack_refusal([config, replace(config, seed=1)]).startswith("a stack runs the positional")
+
+
+@pytest.mark.parametrize(
+    "settings, named",
+    [
+        (dict(forward="state-space", form="dual"), "forward"),
+        (dict(forward="state-space", mask="full"), "forward"),
+        (dict(forward="state-space", attention="linear"), "forward"),
+        (dict(forward="state-space", shuffle_rewards=True), "forward"),
+        (dict(forward="state-space", family="mdp-random", n_states=4), "forward"),
+        (dict(forward="sideways"), "forward"),
+        (dict(loss_depths="12,x"), "loss_depths"),
+        (dict(loss_depths="12,12"), "loss_depths"),
+        (dict(loss_depths="0,12"), "loss_depths"),
+        (dict(loss_depths="12,24", train_depths="6:18"), "loss_depths"),
+        (dict(loss_depths="12,24", tied=False), "loss_depths"),
+        (dict(lr_schedule="linear"), "lr_schedule"),
+        (dict(warmup_steps=-1), "warmup_steps"),
+        (dict(grad_clip=-1.0), "grad_clip"),
+        (dict(grad_clip=math.inf), "grad_clip"),
+    ],
+)
+def test_bad_training_options_are_refused_by_name(settings, named):
+    with pytest.raises(ValueError, match=f"^{named}"):
+        TrainConfig.from_preset("quick", **settings)
+
+
+def test_the_learning_rate_schedule_by_hand():
+    config = TrainConfig.from_preset("quick", lr=1.0, steps=10, warmup_steps=4, lr_schedule="cosine")
+    assert config.lr_at(0) == pytest.approx(0.25 * 0.5 * (1 + math.cos(0)))
+    assert config.lr_at(3) == pytest.approx(0.5 * (1 + math.cos(math.pi * 3 / 10)))
+    assert config.lr_at(9) == pytest.approx(0.5 * (1 + math.cos(math.pi * 9 / 10)))
+    assert TrainConfig.from_preset("quick").lr_at(700) == 1e-2  # constant, no warm-up: the preset's own number
