@@ -20,6 +20,7 @@ from typing import NamedTuple, Optional, Union
 
 import analyses.reports
 from analyses.figures.style import Figure
+from analyses.metrics.stability import over_training
 from analyses.reports.shared_figures import common_figures
 from analyses.reports.summary_md import write_with_figures
 from analyses.summary.sections import Summary
@@ -133,6 +134,8 @@ def analyze(
     model, config, run_dir, metadata = resolved or resolve(path)
     report = report_for(model.cfg.architecture)
     summary = report.compute(model, config, str(path), training_curves(run_dir), metadata, neu)
+    if summary.in_context is not None and run_dir is not None and is_run(run_dir):
+        summary.in_context.over_training = over_training(run_dir, config)
     label = source_label(summary.source)
     with staged(Path(out_dir)) as work:  # every file, or none (an interruption leaves the folder as it was)
         (work / "figures").mkdir()

@@ -133,8 +133,8 @@ def values_at_depth(model: ICTDModel, tasks: TaskBatch, depth: int) -> Tensor:
 def extrapolation_verdict(depths: list[int], errors: list[float]) -> tuple[int, bool, str]:
     """``(best depth, converges, verdict)``. ``converges`` when the deepest error is within 1.5x of the best;
     ``settles on a worse fixed point`` when it is not but the last two depths agree within 5% (the iteration
-    converges, to a worse estimate); else ``diverges after depth k`` (k the best depth). Non-finite errors
-    diverge."""
+    settles, on a worse estimate: its error rises with depth, so it is not said to converge); else ``diverges after
+    depth k`` (k the best depth). Non-finite errors diverge."""
     finite = [e if math.isfinite(e) else float("inf") for e in errors]
     best = int(np.argmin(finite))
     near_best = finite[-1] <= 1.5 * finite[best]
@@ -145,4 +145,4 @@ def extrapolation_verdict(depths: list[int], errors: list[float]) -> tuple[int, 
         verdict = f"settles on a worse fixed point after depth {depths[best]}"
     else:
         verdict = f"diverges after depth {depths[best]}"
-    return depths[best], near_best or settled, verdict
+    return depths[best], near_best, verdict

@@ -21,8 +21,9 @@ constant. The verdict reads the model's value predictions on held-out tasks only
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Optional, Union
+from typing import Optional, Union
 
 import numpy as np
 import torch
@@ -35,6 +36,7 @@ from analyses.metrics.extrapolation import values_at_depth
 from analyses.metrics.intervals import Interval, t_interval
 from analyses.metrics.ladder import Ladder, ladder
 from analyses.metrics.linear_family import FamilyReading
+from analyses.metrics.stability import OverTraining
 from ictd_interp.config.tasks import TaskDistribution
 from ictd_interp.models.architectures.base import check_tasks
 from ictd_interp.models.registry import ICTDModel
@@ -84,6 +86,7 @@ class InContext:
     iterated: Iterated
     level: Optional[str] = None  # the verdict ladder's level (``ladder.LEVELS``); None in summaries before it
     ladder: Optional[Ladder] = None
+    over_training: Optional[OverTraining] = None  # a run folder's last 20% of checkpoints (``stability``)
     cos_A: Optional[float] = None  # the lowest layer's weight cosines with θ* (stylised models) ...
     cos_V: Optional[float] = None
     cosine_nulls: Optional[list[NullRow]] = None  # ... beside the same cosines of models that run no TD

@@ -203,14 +203,18 @@ def algorithm_answers(
     deepest = spectral_depth(iterated.spectral_radius, model.cfg.n_layers) if iterated else 8 * model.cfg.n_layers
     extrapolation = depth_extrapolation(model, star, tasks, depths_up_to(deepest, model.cfg.n_layers))
     if iterated is not None:  # the spectrum decides; the error curve is shown beside it
-        verdict = iterated.verdict
-        if iterated.converges and extrapolation.verdict.startswith("settles on a worse fixed point"):
-            verdict += f", to a fixed point worse than its error at depth {extrapolation.best_depth}"
+        verdict, converges = iterated.verdict, iterated.converges
+        if iterated.converges and not extrapolation.converges:  # the map contracts, the error does not: no TD
+            verdict = (
+                "contracts when iterated (its map's radius is below 1 on every task) but its error rises with depth: "
+                f"it settles on a fixed point worse than its error at depth {extrapolation.best_depth}"
+            )
+            converges = False
         extrapolation = replace(
             extrapolation,
             curve_verdict=extrapolation.verdict,
             verdict=verdict,
-            converges=iterated.converges,
+            converges=converges,
             verdict_from="spectrum of the last layer's map on state values",
         )
     else:

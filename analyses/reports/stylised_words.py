@@ -26,8 +26,9 @@ def algorithm_sentences(alg: Algorithm, base: Baselines, gamma: float) -> list[s
         )
     lines.append(
         f"- **Iterated beyond its trained depth** the learned layer {ext.verdict} (decided from the "
-        f"{ext.verdict_from}; the rule: it converges when iterated iff the map's radius is below 1 on every "
-        f"task, diverges iff above 1 on every task). MSVE {ext.model[-1]:.3g} at depth {ext.depths[-1]}, "
+        f"{ext.verdict_from}; the rule: the map contracts when iterated iff its radius is below 1 on every "
+        f"task, diverges iff above 1 on every task, and the layer converges only if its error run deeper also stays "
+        f"within 1.5x of its best). MSVE {ext.model[-1]:.3g} at depth {ext.depths[-1]}, "
         f"the depth the spectrum needs to show (θ* {ext.reference[-1]:.3g})." + _neutral_note(alg.layers[-1].iteration)
     )
     if not ext.converges:

@@ -13,6 +13,7 @@ from analyses.metrics.in_context import PAST, InContext
 from analyses.metrics.intervals import Interval
 from analyses.metrics.ladder import ladder_sentence, ladder_table
 from analyses.metrics.neu import NeuGrid, population_table
+from analyses.metrics.stability import over_training_sentence
 from ictd_interp.config.registry import FAMILIES, OBJECTIVES
 
 MAX_CONDITION_TEXT = f"{MAX_CONDITION:.0f}"
@@ -230,6 +231,7 @@ def answer_lines(ic: Optional[InContext]) -> list[str]:
         "",
         f"- **{ic.verdict}**",
         *([f"- {ladder_sentence(ic.ladder)}"] if ic.ladder is not None else []),
+        *([f"- {over_training_sentence(ic.over_training)}"] if ic.over_training is not None else []),
         f"- Best baseline: {LABELS.get(ic.best_baseline, ic.best_baseline)}, MSVE {ic.best_baseline_msve:.3g} "
         f"(the model's {ic.msve.mean:.3g}).",
         f"- Update: effective discount of the last layer {discount}.",

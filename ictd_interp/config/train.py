@@ -395,6 +395,22 @@ PRESETS: dict[str, TrainConfig] = {
         checkpoint_every=1000,
         n_eval_tasks=256,
     ),
+    # In-context TD (docs/emergence.md, "A recipe that runs TD"): 48 tied layers, the learning rate warmed up over 100
+    # steps then decayed by a cosine, the gradient clipped at norm 1, trained through the exact state-space forward.
+    # Run deeper its error falls toward the tabular TD fixed point of the context; the quick preset's rises.
+    # Checkpoints every 60 steps: the last 20% of the run is judged at 6 of them (analyses.metrics.stability).
+    "deep": TrainConfig(
+        model=ICTDConfig(d_features=4, tied=True, n_layers=48),
+        steps=1500,
+        lr=1e-2,
+        warmup_steps=100,
+        lr_schedule="cosine",
+        grad_clip=1.0,
+        forward="state-space",
+        eval_every=250,
+        checkpoint_every=60,
+        n_eval_tasks=256,
+    ),
     # The predecessor's scale with per-layer weights and a long run.
     "paper": TrainConfig(steps=30000, eval_every=1000, checkpoint_every=5000),
     # One layer's weights shared across depth, as the predecessor's default mode, run long.
