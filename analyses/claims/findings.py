@@ -11,17 +11,20 @@ import numpy as np
 import pandas as pd
 
 from analyses.claims.claim import FAILS, HOLDS, Claim
-from analyses.metrics.intervals import COSINE, NONNEGATIVE, Interval, paired, t_interval
+from analyses.metrics.intervals import COSINE, NONNEGATIVE, Interval, paired, proportion_interval, t_interval
+from analyses.metrics.ladder import FLAT, LEVELS
 from analyses.studies.results import CONDITION, STATUS
 from analyses.summary.sections import Summary
 from analyses.summary.tables import summary_column
 
 BEATS_CONSTANT = summary_column("baselines.estimators.constant.model_minus_baseline.verdict")
-BEST_DEPTH = summary_column("algorithm.extrapolation.best_depth")
 CONSTANT_MSVE = summary_column("baselines.estimators.constant.msve.mean")
-CONVERGES = summary_column("algorithm.extrapolation.converges")
 EVAL_MSVE = summary_column("metrics.eval_msve")
-TRAINED_DEPTH = summary_column("algorithm.extrapolation.trained_depth")
+LEVEL = summary_column("in_context.level")
+ITERATED = ("4x", "16x")  # the depth multiples the iterated row reads
+WITH_DEPTH = {m: summary_column(f"in_context.ladder.with_depth.{m}") for m in ITERATED}
+MSVE_WITH_DEPTH = {m: summary_column(f"in_context.ladder.msve_with_depth.{m}") for m in ("1x", *ITERATED)}
+RUNS_TD = LEVELS[3]
 
 
 def _done_cells(results: pd.DataFrame, condition: str) -> pd.DataFrame:
@@ -35,21 +38,40 @@ def _by_seeds(k: int, n: int) -> str:
 
 def iterated(results: pd.DataFrame, condition: str) -> Claim:
     cells = _done_cells(results, condition)
-    best = cells[BEST_DEPTH].astype(float).to_numpy()
-    k, n = int(cells[CONVERGES].astype(bool).sum()), len(cells)
+    verdicts = {m: cells.get(WITH_DEPTH[m], pd.Series(dtype=object)).tolist() for m in ITERATED}
+    msve = {
+        m: cells.get(MSVE_WITH_DEPTH[m], pd.Series(dtype=float)).astype(float).to_numpy() for m in ("1x", *ITERATED)
+    }
+    return iterated_claim(verdicts, msve, condition)
+
+
+def iterated_claim(verdicts: dict[str, list[str]], msve: dict[str, np.ndarray], condition: str) -> Claim:
+    """The iterated row from each seed's verdict at 4x and 16x its depth (``ladder.depth_verdict``, at the trained
+    n) and the MSVE at each depth: holds when every seed falls or stays flat at both, fails when every seed rises at
+    one of them, otherwise the counts."""
+    n = len(verdicts[ITERATED[0]])
+    ok = sum(all(verdicts[m][i] in ("falls", "flat") for m in ITERATED) for i in range(n))
+    rising = sum(any(verdicts[m][i] == "rises" for m in ITERATED) for i in range(n))
+    verdict = HOLDS if n and ok == n else FAILS if n and rising == n else f"not shown: {ok} of {n} seeds falls or flat"
+    tallies = "; ".join(
+        f"{m}: " + ", ".join(f"{v} {verdicts[m].count(v)}" for v in sorted(set(verdicts[m]))) for m in ITERATED
+    )
     return Claim(
         "finding_iteration",
-        "This project: the TD-trained layer is a convergent TD iteration (running it deeper than "
-        "it was trained approaches v_π).",
-        "The spectrum of the learned layer's map on state values (ρ(T) < 1 on every evaluation task), per seed, "
-        "and the depth where its MSVE is lowest (`analyses.metrics.algorithm_id`).",
-        "holds when every seed's last layer converges when iterated; fails when none does.",
-        _by_seeds(k, n),
+        "This project: running the TD-trained layer deeper than it was trained does not make it worse (what a TD "
+        "iteration does; a stopped-early estimator gets worse).",
+        f"Per seed ({condition or 'the trained models'}), the MSVE on the verdict ladder's held-out tasks at the "
+        f"trained context length, at {', '.join(ITERATED)} the trained depth against the trained depth's "
+        "(`analyses.metrics.ladder`).",
+        f"per seed, the paired 95% t interval over tasks of MSVE(k × depth) − MSVE(depth): falls / rises when it lies "
+        f"below / above ∓{FLAT:.0%} of the trained depth's MSVE, flat within; holds when every seed falls or is flat "
+        "at 4x and 16x; fails when every seed rises at one of them.",
+        verdict,
         [
-            f"{k}/{n} seeds converge when iterated; best depth {t_interval(best).text('.1f')} "
-            f"(trained depth {int(cells[TRAINED_DEPTH].iloc[0])})"
+            "MSVE over seeds: " + ", ".join(f"{m} {t_interval(msve[m], bounds=NONNEGATIVE).text('.3f')}" for m in msve),
+            f"per-seed verdicts: {tallies}",
         ],
-        {"converging_seeds": k, "seeds": n, "best_depth": t_interval(best).to_dict()},
+        {"seeds": n, "falls_or_flat": ok, "rises": rising, "verdicts": verdicts},
     )
 
 
@@ -113,19 +135,37 @@ def constant_baseline_claim(
 
 
 def depth_sampling(results: pd.DataFrame, fixed: str, sampled: str) -> Claim:
-    def count(condition: str) -> tuple[int, int]:
-        cells = _done_cells(results, condition)
-        return int(cells[CONVERGES].astype(bool).sum()), len(cells)
+    def levels(condition: str) -> list[str]:
+        return _done_cells(results, condition)[LEVEL].fillna("no verdict").tolist()
 
-    (k_fixed, n_fixed), (k, n) = count(fixed), count(sampled)
+    return depth_sampling_claim(levels(fixed), levels(sampled), fixed, sampled)
+
+
+def depth_sampling_claim(fixed: list[str], sampled: list[str], fixed_name: str, sampled_name: str) -> Claim:
+    """The depth-sampling row from each seed's ladder level, depth-sampled against its fixed-depth control: holds
+    when more sampled seeds run TD than fixed ones and the sampled share's Wilson interval lies above the fixed
+    one's; fails when no more do; otherwise not shown."""
+    k, n = fixed.count(RUNS_TD), len(fixed)
+    k_s, n_s = sampled.count(RUNS_TD), len(sampled)
+    share, share_s = proportion_interval(k, n), proportion_interval(k_s, n_s)
+    verdict = HOLDS if k_s / n_s > k / n and share_s.lo > share.hi else FAILS if k_s / n_s <= k / n else "not shown"
+
+    def tally(levels: list[str]) -> str:
+        return ", ".join(f"{level} {levels.count(level)}" for level in sorted(set(levels)))
+
     return Claim(
         "finding_depth_sampling",
-        "This project: training the tied layer at depths drawn each step makes it converge when iterated.",
-        f"The quick preset with `--train-depths` ({sampled}) against its fixed depth ({fixed}), same seeds.",
-        "holds when every depth-sampled seed's layer converges when iterated (ρ(T) < 1 on every task).",
-        _by_seeds(k, n),
-        [f"depth-sampled: {k}/{n} seeds converge; fixed depth: {k_fixed}/{n_fixed}"],
-        {"sampled": [k, n], "fixed": [k_fixed, n_fixed]},
+        "This project: training the tied layer at depths drawn each step makes it run TD (more seeds reach the "
+        "ladder's 'runs TD' than at its fixed depth).",
+        f"The quick preset with `--train-depths` ({sampled_name}) against its fixed depth ({fixed_name}), same seeds, "
+        "each judged on the verdict ladder (`analyses.metrics.ladder`).",
+        "holds when the share of depth-sampled seeds that run TD is larger and its 95% Wilson interval lies above "
+        "the fixed depth's; fails when it is not larger; otherwise not shown.",
+        verdict,
+        [
+            f"depth-sampled: {k_s}/{n_s} run TD ({tally(sampled)}); fixed depth: {k}/{n} ({tally(fixed)})",
+        ],
+        {"sampled": [k_s, n_s], "fixed": [k, n], "sampled_levels": sampled, "fixed_levels": fixed},
     )
 
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Optional
 
+import numpy as np
 import pandas as pd
 
 from analyses.claims.claim import Claim, conditional
 from analyses.claims.figure_data import Curve, DiagonalityData, ObjectiveWeights, WeightsData
-from analyses.metrics.intervals import COSINE, NONNEGATIVE, Interval, paired, proportion_interval, t_interval
+from analyses.metrics.intervals import COSINE, NONNEGATIVE, Interval, paired, proportion_interval, t_interval, welch
 from analyses.studies.results import CELL, CONDITION, STATUS, STEP, curve_column
 from analyses.summary.store import build, to_json
 from analyses.summary.tables import summary_column
@@ -214,24 +215,29 @@ def diagonality_run(seeds: int, n_tasks: int) -> str:
 
 def diagonality(curves: pd.DataFrame, seeds: int, gamma: float, n_tasks: int) -> Claim:
     per_cell = curves.groupby([CONDITION, CELL, STEP], sort=False)[DIAGONALITY].first().reset_index()
-    change, holds, numbers, curves_by_objective = {}, {}, [], {}
+    change, holds, numbers, curves_by_objective, deltas = {}, {}, [], {}, {}
     for c, part in per_cell.groupby("condition", sort=False):
         curves_by_objective[_objective(c)] = part.groupby(STEP)[DIAGONALITY].mean()
         first, last = part.sort_values(STEP).groupby(CELL)[DIAGONALITY].agg(["first", "last"]).to_numpy(float).T
         change[c] = paired(last, first)
         holds[c] = change[c].verdict == "higher"
+        deltas[c] = last - first
         numbers.append(
             f"{_objective(c)}: diagonality {t_interval(first).text('.3f')} at step 0 → "
             f"{t_interval(last).text('.3f')} at "
             f"the end; change {change[c].difference.text('.3f')}"
         )
     numbers.append(contraction_line({o: float(s.iloc[-1]) for o, s in curves_by_objective.items()}, gamma))
+    specific, line = diagonality_specificity(deltas)
+    numbers.append(line)
     return Claim(
         "emergence_diagonality",
         "Emergence: attention becomes increasingly diagonal (mass on the query's own state) during training.",
         diagonality_run(seeds, n_tasks),
-        "holds for an objective when the paired 95% t interval over seeds of (last − first) lies above 0.",
-        conditional(holds, _objectives),
+        "holds for an objective when the paired 95% t interval over seeds of (last − first) lies above 0; specific "
+        f"to TD when the td objective's change exceeds every other objective's by more than {SPECIFIC_DIAGONALITY} "
+        "(the lower end of the Welch 95% interval of the difference of mean changes), else not specific to TD.",
+        conditional(holds, _objectives) + specific,
         numbers,
         to_json(
             DiagonalityData(
@@ -242,6 +248,22 @@ def diagonality(curves: pd.DataFrame, seeds: int, gamma: float, n_tasks: int) ->
         ),
         "emergence_diagonality",
     )
+
+
+SPECIFIC_DIAGONALITY = 0.05  # TD's diagonality change must exceed every non-TD objective's by this much
+
+
+def diagonality_specificity(deltas: dict[str, np.ndarray]) -> tuple[str, str]:
+    """``(verdict suffix, numbers line)``: is the growth of diagonality specific to the TD objective? The Welch 95%
+    interval of (td's mean change − each other objective's) against ``SPECIFIC_DIAGONALITY``."""
+    td = next((c for c in deltas if _objective(c) == "td"), None)
+    others = [c for c in deltas if c != td]
+    if td is None or not others:
+        return "", "specificity: no td objective and contrast to compare"
+    gaps = {c: welch(deltas[td], deltas[c]) for c in others}
+    specific = all(g.lo > SPECIFIC_DIAGONALITY for g in gaps.values())
+    text = "; ".join(f"td − {_objective(c)} {g.text('+.3f')}" for c, g in gaps.items())
+    return ("; specific to TD" if specific else "; not specific to TD"), f"change of diagonality, {text} (Welch 95%)"
 
 
 def signature(results: pd.DataFrame) -> Claim:
@@ -271,8 +293,22 @@ def signature_claim(counts: dict[str, tuple[int, int]]) -> Claim:
         "Emergence: the value row's weights on (reward, next value, current value) take TD's signs (+, +, −).",
         "The identifiable entries of each layer's value row, per seed (the same study); a seed counts when every "
         "layer has the signs (a tied model's layers share one weight, so seeds, not layers, are the sample).",
-        "holds for an objective when every seed has the signs in every layer.",
-        conditional(holds, _objectives),
+        "holds for an objective when every seed has the signs in every layer; specific to TD when the td objective "
+        "holds and no other does (their 95% Wilson intervals over seeds apart), else not specific to TD.",
+        conditional(holds, _objectives) + signature_specificity(counts),
         numbers,
         data,
+    )
+
+
+def signature_specificity(counts: dict[str, tuple[int, int]]) -> str:
+    """``"; specific to TD"`` when td's Wilson interval of seeds with the signs lies above every other objective's,
+    else ``"; not specific to TD"`` (empty without a td objective and a contrast)."""
+    td = next((c for c in counts if _objective(c) == "td"), None)
+    others = [c for c in counts if c != td]
+    if td is None or not others:
+        return ""
+    low = proportion_interval(*counts[td]).lo
+    return (
+        "; specific to TD" if all(proportion_interval(*counts[c]).hi < low for c in others) else "; not specific to TD"
     )

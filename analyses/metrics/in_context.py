@@ -34,7 +34,7 @@ from analyses.metrics.baselines import LABELS, MODEL_ROW, Baselines, error_parts
 from analyses.metrics.cosine_null import NullRow
 from analyses.metrics.extrapolation import values_at_depth
 from analyses.metrics.intervals import Interval, t_interval
-from analyses.metrics.ladder import Ladder, ladder
+from analyses.metrics.ladder import FLAT, Ladder, depth_verdict, ladder
 from analyses.metrics.linear_family import FamilyReading
 from analyses.metrics.stability import OverTraining
 from ictd_interp.config.tasks import TaskDistribution
@@ -46,7 +46,6 @@ REQUIRED = ("constant", "first_visit_mc")  # the verdict's rule: beat both signi
 DISCOUNT_BAND = 0.1  # "within γ ± 0.1"
 PAST = 4  # iterated to 4x the trained depth
 LADDER_SEED = 4  # the ladder's tasks: eval_seed + 4 (apart from the evaluation tasks and the reports' other draws)
-FLAT = 0.05  # "flat": the change of MSVE stays within 5% of the trained depth's
 
 
 @dataclass(kw_only=True)  # fields in summary.json's order
@@ -116,17 +115,7 @@ def iterated(trained_values: Tensor, deep_values: Tensor, tasks: TaskBatch, dept
     """``Iterated`` from the value rows ``[batch, pos]`` at the trained depth and at ``depths[1]``."""
     at_trained, deep = error_parts(trained_values, tasks)["msve"], error_parts(deep_values, tasks)["msve"]
     change = t_interval(deep - at_trained)
-    band = FLAT * float(at_trained.mean())
-    if change.n_nonfinite or not np.isfinite(deep).all():
-        verdict = "rises"
-    elif change.hi < -band:
-        verdict = "falls"
-    elif change.lo > band:
-        verdict = "rises"
-    elif change.lo >= -band and change.hi <= band:
-        verdict = "flat"
-    else:
-        verdict = "undecided"
+    verdict = depth_verdict(change, FLAT * float(at_trained.mean())) if np.isfinite(deep).all() else "rises"
     return Iterated(
         depths=depths, msve=[float(at_trained.mean()), float(np.mean(deep))], change=change, verdict=verdict
     )

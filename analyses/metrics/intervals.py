@@ -97,6 +97,19 @@ def paired(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, lev
     return Paired(diff, verdict)
 
 
+def welch(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, level: float = LEVEL) -> Interval:
+    """``mean(a) − mean(b)`` of two independent samples with its Welch interval (unequal variances; ``n`` is the
+    two samples' sizes together)."""
+    a, b = np.asarray(a, dtype=float).ravel(), np.asarray(b, dtype=float).ravel()
+    if len(a) < 2 or len(b) < 2:
+        raise ValueError(f"welch: each sample needs at least two values, got {len(a)} and {len(b)}")
+    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1)) if va + vb > 0 else len(a) + len(b) - 2
+    half = float(stats.t.ppf(0.5 + level / 2, df)) * math.sqrt(va + vb)
+    diff = float(a.mean() - b.mean())
+    return Interval(diff, diff - half, diff + half, len(a) + len(b))
+
+
 def describe_nonfinite(names: Sequence[str], values: Sequence[Optional[float]]) -> Optional[str]:
     """``"1 of 5 seeds diverged (cell-s3)"`` or None when every value is finite."""
     bad = [n for n, v in zip(names, values) if v is None or not math.isfinite(v)]

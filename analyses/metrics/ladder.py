@@ -28,8 +28,8 @@ with a discount other than γ, is worse than the constant. θ* of 12 layers fail
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
@@ -98,6 +98,9 @@ class Ladder:
     n_tasks: int
     context_change: list[Paired]  # MSVE(n_{i+1}) − MSVE(n_i) at the deepest depth
     rungs: list[Rung] = field(metadata=DETAIL)
+    # at the trained n, per depth multiple ("2x", "4x", "16x"): falls | flat | rises | undecided (``depth_verdict``)
+    with_depth: dict[str, str] = field(default_factory=dict)
+    msve_with_depth: dict[str, float] = field(default_factory=dict)  # at the trained n, "1x" ... "16x"
     rule: str = (
         "levels: learns in context (below the constant and first-visit MC at the trained n and depth); beats Monte "
         "Carlo (also below first-visit and every-visit MC at every n, trained depth); runs TD (learns in context, "
@@ -178,7 +181,7 @@ def ladder(model: ICTDModel, dist: TaskDistribution, seed: int, learns_in_contex
     longest = sample_from(dist, LADDER_TASKS, seed=seed, length=max(lengths))
     rungs, deepest_err = zip(*(rung(model, prefix(longest, n), dist.gamma) for n in lengths))
     context_change = [paired(b, a) for a, b in zip(deepest_err, deepest_err[1:])]
-    last = rungs[-1]
+    last, first = rungs[-1], rungs[0]
     ce_msve = last.estimators[CE].mean
     conditions = {
         "beats_mc": all(r.beats_mc for r in rungs),
@@ -192,8 +195,26 @@ def ladder(model: ICTDModel, dist: TaskDistribution, seed: int, learns_in_contex
         **conditions,
         n_tasks=LADDER_TASKS,
         context_change=context_change,
+        with_depth={
+            f"{m}x": depth_verdict(c.difference, FLAT * first.msve[0].mean)
+            for m, c in zip(DEPTHS[1:], first.change_with_depth)
+        },
+        msve_with_depth={f"{m}x": i.mean for m, i in zip(DEPTHS, first.msve)},
         rungs=list(rungs),
     )
+
+
+def depth_verdict(change: Interval, band: float) -> str:
+    """The change of MSVE run deeper (per task, its t interval) against ``±band``: ``falls`` / ``rises`` when the
+    interval lies below ``-band`` / above ``+band``, ``flat`` when it lies within, else ``undecided``; a non-finite
+    error ``rises``."""
+    if change.n_nonfinite:
+        return "rises"
+    if change.hi < -band:
+        return "falls"
+    if change.lo > band:
+        return "rises"
+    return "flat" if change.lo >= -band and change.hi <= band else "undecided"
 
 
 def _below(diff: Paired, bound: float) -> bool:

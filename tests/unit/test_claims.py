@@ -88,7 +88,69 @@ def test_the_signature_counts_seeds_not_a_tied_models_layers():
     td, mc = claim.data["objective=td"], claim.data["objective=mc"]
     assert (td["seeds_with_signature"], td["seeds"], mc["seeds_with_signature"], mc["seeds"]) == (5, 5, 4, 5)
     assert td["lo"] == pytest.approx(5 / (5 + 1.959964**2), abs=1e-4)
-    assert claim.verdict == "holds only when the objective is td" and "5/5 seeds" in claim.numbers[0]
+    # mc's 4 of 5 is not told apart from td's 5 of 5: the signs do not single out TD
+    assert (
+        claim.verdict == "holds only when the objective is td; not specific to TD" and "5/5 seeds" in claim.numbers[0]
+    )
+
+
+def test_the_signature_is_specific_to_td_only_when_no_other_objective_has_it():
+    from analyses.claims.trained import signature_specificity
+
+    assert signature_specificity({"objective=td": (5, 5), "objective=mc": (0, 5)}) == "; specific to TD"
+    assert signature_specificity({"objective=td": (5, 5), "objective=mc": (5, 5)}) == "; not specific to TD"
+    assert signature_specificity({"objective=td": (4, 5), "objective=mc": (0, 5)}) == "; not specific to TD"
+    assert signature_specificity({"objective=mc": (5, 5)}) == ""
+
+
+def test_diagonality_is_specific_to_td_only_when_its_growth_exceeds_every_others_by_the_margin():
+    """The issue's numbers: td's diagonality grows by +0.405, mc's and supervised's by +0.040 — specific; the same
+    growth under mc as under td is not."""
+    import numpy as np
+
+    from analyses.claims.trained import diagonality_specificity
+
+    td = np.array([0.40, 0.41, 0.39, 0.42, 0.405])
+    small = np.array([0.04, 0.035, 0.045, 0.04, 0.04])
+    suffix, line = diagonality_specificity({"objective=td": td, "objective=mc": small, "objective=supervised": small})
+    assert suffix == "; specific to TD" and "td − mc +0.365" in line
+    assert diagonality_specificity({"objective=td": td, "objective=mc": td + 0.01})[0] == "; not specific to TD"
+
+
+def test_welch_interval_by_hand():
+    """a = (1, 2, 3), b = (1, 1, 1, 1): var(a)/3 = 1/3, var(b) = 0, so df = 2 and the half width is t(0.975, 2) ×
+    sqrt(1/3) = 4.3027 × 0.57735 = 2.4841."""
+    from analyses.metrics.intervals import welch
+
+    w = welch([1.0, 2.0, 3.0], [1.0, 1.0, 1.0, 1.0])
+    assert (w.mean, w.lo, w.hi) == pytest.approx((1.0, 1.0 - 2.4841, 1.0 + 2.4841), abs=1e-4)
+    with pytest.raises(ValueError, match="welch"):
+        welch([1.0], [1.0, 2.0])
+
+
+def test_the_iterated_row_reads_the_error_at_4x_and_16x_depth():
+    import numpy as np
+
+    from analyses.claims.findings import iterated_claim
+
+    msve = {m: np.full(5, 0.4) for m in ("1x", "4x", "16x")}
+    stopped_early = {"4x": ["rises"] * 5, "16x": ["rises"] * 5}
+    assert iterated_claim(stopped_early, msve, "td").verdict == FAILS
+    td = {"4x": ["flat", "falls", "flat", "flat", "falls"], "16x": ["flat"] * 5}
+    assert iterated_claim(td, msve, "td").verdict == HOLDS
+    mixed = {"4x": ["flat", "rises", "flat", "flat", "flat"], "16x": ["flat", "flat", "undecided", "flat", "flat"]}
+    claim = iterated_claim(mixed, msve, "td")
+    assert claim.verdict == "not shown: 3 of 5 seeds falls or flat" and "rises 1" in claim.numbers[1]
+
+
+def test_depth_sampling_is_judged_against_its_fixed_depth_control_on_the_ladder():
+    from analyses.claims.findings import depth_sampling_claim
+
+    fixed = ["learns in context"] * 5
+    assert depth_sampling_claim(fixed, ["runs TD"] * 5, "f", "s").verdict == HOLDS
+    assert depth_sampling_claim(fixed, ["does not learn in context"] * 5, "f", "s").verdict == FAILS
+    assert depth_sampling_claim(["runs TD"] * 5, ["runs TD"] * 5, "f", "s").verdict == FAILS  # no more than control
+    assert depth_sampling_claim(fixed, ["runs TD"] * 2 + fixed[:3], "f", "s").verdict == "not shown"
 
 
 def test_the_constant_baseline_reads_not_shown_when_no_seed_decides():
