@@ -43,6 +43,9 @@ class NeuEstimate:
     n_nonfinite: int = 0
     calibrated_lo: float = math.nan
     calibrated_hi: float = math.nan
+    null_p: float = math.nan  # the U-statistic against its own null E u = 0 (``u_test``): sign-flip p-value
+    max_z: float = math.nan  # the mean update's largest |z| over parameters: ≲ 3 at a stationary point
+    tasks_to_detect: Optional[int] = None  # tasks for 80% power to tell NEU = DETECT from 0 (``tasks_to_detect``)
 
     def text(self) -> str:
         """``1.52e-03 [1.41e-03, 1.63e-03]``, or why there is no number."""
@@ -127,6 +130,9 @@ def neu_interval(u: np.ndarray, groups: int = GROUPS) -> NeuEstimate:
     full, half = jackknife(np.array_split(u, groups), _u_stat)
     low, high = calibrated_interval(u)
     return NeuEstimate(
+        null_p=u_test(u),
+        max_z=stationary_z(u),
+        tasks_to_detect=tasks_to_detect(u),
         estimate=full,
         lo=full - half,
         hi=full + half,
@@ -136,6 +142,53 @@ def neu_interval(u: np.ndarray, groups: int = GROUPS) -> NeuEstimate:
         calibrated_lo=low,
         calibrated_hi=high,
     )
+
+
+FLIPS = 2000  # sign flips of the U-statistic's null
+DETECT = 0.01  # the NEU a test should tell from 0 (``tasks_to_detect``)
+
+
+def u_test(u: np.ndarray, flips: int = FLIPS, seed: int = 0) -> float:
+    """The p-value of ``E u = 0`` by the U-statistic against its own null: under the null (updates symmetric about
+    0) flipping each task's sign leaves its distribution unchanged, so the share of ``flips`` seeded sign flips whose
+    U-statistic reaches the observed one (the observed counted once) is an exact-size test, degenerate null and all.
+    """
+    eps = np.random.default_rng(seed).choice([-1.0, 1.0], size=(flips, len(u)))
+    sums = eps @ u  # [flip, parameter]
+    n, squares = len(u), float((u * u).sum())
+    null = ((sums * sums).sum(1) - squares) / (n * (n - 1))
+    return float((1 + (null >= _u_stat(u)).sum()) / (flips + 1))
+
+
+def stationary_z(u: np.ndarray) -> float:
+    """The largest ``|mean / (sd / sqrt(N))|`` over the parameters of the mean update: a stationary point of the
+    expected update (``E u = 0``) gives values of a few at most; θ* at a finite context is not one where it is large."""
+    sd = u.std(0, ddof=1)
+    z = np.divide(u.mean(0) * math.sqrt(len(u)), sd, out=np.zeros(u.shape[1]), where=sd > 0)
+    return float(np.abs(z).max())
+
+
+def tasks_to_detect(u: np.ndarray, neu: float = DETECT, alpha: float = 0.05, power: float = 0.8) -> int:
+    """Tasks for the one-sided U-test at level ``alpha`` to reject ``E u = 0`` with probability ``power`` when
+    ``||E u||^2 = neu``, in the normal approximation: the U-statistic's standard deviation is ``sqrt(a) / N`` under
+    the null and ``sqrt(a / N^2 + 4 neu lambda / N)`` at ``neu`` (``a = 2 tr(S^2)``, ``S`` the updates' covariance,
+    ``lambda`` its largest eigenvalue: the least favourable direction of ``E u``); the smallest ``N`` with
+    ``neu >= z_{1-alpha} sqrt(a) / N + z_power sd(N)``."""
+    cov = np.atleast_2d(np.cov(u, rowvar=False))
+    a, top = 2 * float((cov * cov).sum()), float(np.linalg.eigvalsh(cov)[-1])
+    za, zb = float(stats.norm.ppf(1 - alpha)), float(stats.norm.ppf(power))
+
+    def enough(n: int) -> bool:
+        return neu >= za * math.sqrt(a) / n + zb * math.sqrt(a / n**2 + 4 * neu * max(top, 0.0) / n)
+
+    hi = 2
+    while not enough(hi):
+        hi *= 2
+    lo = hi // 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if enough(mid) else (mid, hi)
+    return hi
 
 
 def difference_interval(u: np.ndarray, u_other: np.ndarray, groups: int = GROUPS) -> NeuDifference:
