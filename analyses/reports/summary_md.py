@@ -236,7 +236,8 @@ def answer_lines(ic: Optional[InContext]) -> list[str]:
         f"(the model's {ic.msve.mean:.3g}).",
         f"- Update: effective discount of the last layer {discount}.",
         f"- Iterated to {it.depths[1]} layers ({PAST}× its depth) its MSVE goes {it.msve[0]:.3g} → "
-        f"{it.msve[1]:.3g}: **{it.verdict}** (per-task change {it.change.text('+.3g')}; flat within ±5%).",
+        f"{it.msve[1]:.3g}: **{it.verdict}** (per-task change {it.change.text('+.3g')}; the rule: flat when "
+        "the interval lies within ±5% of the trained depth's MSVE).",
     ]
     if ic.cos_A is not None and ic.cosine_nulls:
         null = "; ".join(_null_text(r) for r in ic.cosine_nulls)

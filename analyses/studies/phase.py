@@ -23,6 +23,11 @@ DISCOUNT = summary_column("in_context.discount.value")
 MSVE = summary_column("in_context.msve.mean")
 CONSTANT = summary_column("baselines.estimators.constant.msve.mean")
 FIRST_VISIT = summary_column("baselines.estimators.first_visit_mc.msve.mean")
+EVERY_VISIT = summary_column("baselines.estimators.tabular_mc.msve.mean")
+CE = summary_column("baselines.estimators.tabular_td.msve.mean")
+LEVEL = summary_column("in_context.level")
+DEEP = summary_column("in_context.ladder.msve_with_depth.16x")  # MSVE at 16x the trained depth, trained n
+RUNS_TD = "runs TD"
 
 
 def by_cell(results: pd.DataFrame, spec: StudySpec) -> pd.DataFrame:
@@ -33,6 +38,8 @@ def by_cell(results: pd.DataFrame, spec: StudySpec) -> pd.DataFrame:
     grid = {cell.name: {k: v for k, v in cell.overrides.items() if k != "seed"} for cell in spec.cells()}
     keyed = pd.DataFrame([{**grid.get(cell, {}), CELL: cell} for cell in done[CELL]])
     values = done[[CELL, LEARNS, DISCOUNT, MSVE, CONSTANT, FIRST_VISIT]]
+    for column in (EVERY_VISIT, CE, LEVEL, DEEP):  # absent from summaries written before the verdict ladder
+        values = values.assign(**{column: done[column] if column in done else None})
     return keyed.merge(values, on=CELL)
 
 
@@ -59,6 +66,7 @@ def fractions(cells: pd.DataFrame, spec: StudySpec) -> list[dict[str, Any]]:
             continue
         learned = part[LEARNS].astype(bool)
         discount = part[DISCOUNT].dropna().astype(float)
+        deep = part[DEEP].dropna().astype(float)
         out.append(
             {
                 "condition": condition,
@@ -70,9 +78,22 @@ def fractions(cells: pd.DataFrame, spec: StudySpec) -> list[dict[str, Any]]:
                 "msve": t_interval(part[MSVE].astype(float).to_numpy()),
                 "constant": float(part[CONSTANT].astype(float).mean()),
                 "first_visit": float(part[FIRST_VISIT].astype(float).mean()),
+                "every_visit": _mean(part[EVERY_VISIT]),
+                "ce": _mean(part[CE]),
+                "runs_td": int((part[LEVEL] == RUNS_TD).sum()) if part[LEVEL].notna().any() else None,
+                "deep": t_interval(deep.to_numpy()) if len(deep) else None,
             }
         )
     return out
+
+
+def _mean(column: pd.Series) -> Optional[float]:
+    values = column.dropna().astype(float)
+    return float(values.mean()) if len(values) else None
+
+
+def _number(value: Optional[float]) -> str:
+    return "–" if value is None else f"{value:.3f}"
 
 
 def markdown(rows: list[dict[str, Any]]) -> list[str]:
@@ -85,17 +106,23 @@ def markdown(rows: list[dict[str, Any]]) -> list[str]:
         "A seed *learns in context* when its MSVE on held-out tasks is below both the constant mean(R)/(1−γ) "
         "and first-visit Monte Carlo, each by a paired 95% t interval over tasks lying below 0 (docs/theory.md "
         "§7a). Fraction: Wilson 95% interval over seeds; discount (the last layer's b/(−c), task γ beside it) "
-        "and MSVE: Student-t 95% intervals over seeds; the baselines' MSVE is their mean over the same cells.",
+        "and MSVE: Student-t 95% intervals over seeds; the baselines' MSVE is their mean over the same cells. "
+        "*Runs TD*: the seeds at the verdict ladder's top level (docs/theory.md §7b: run deeper, the error falls "
+        "toward the tabular TD fixed point of the context, CE); *MSVE at 16×*: the same model run to 16 times its "
+        "depth, on the ladder's tasks at the trained n (– where a summary predates it).",
         "",
-        "| condition | learns in context | fraction [95%] | effective discount | MSVE | constant | first-visit MC |",
-        "|---|---|---|---|---|---|---|",
+        "| condition | learns in context | fraction [95%] | runs TD | effective discount | MSVE | MSVE at 16× | "
+        "constant | first-visit MC | every-visit MC | CE |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         share, discount = r["share"], r["discount"]
+        runs_td = "–" if r["runs_td"] is None else f"{r['runs_td']}/{r['n']}"
         lines.append(
             f"| {r['label']} | {r['learned']}/{r['n']} | {share.mean:.2f} [{share.lo:.2f}, {share.hi:.2f}] "
-            f"| {discount.text('.3f') if discount else '–'} | {r['msve'].text('.3f')} | "
-            f"{r['constant']:.3f} | {r['first_visit']:.3f} |"
+            f"| {runs_td} | {discount.text('.3f') if discount else '–'} | {r['msve'].text('.3f')} | "
+            f"{r['deep'].text('.3f') if r['deep'] else '–'} | {r['constant']:.3f} | {r['first_visit']:.3f} | "
+            f"{_number(r['every_visit'])} | {_number(r['ce'])} |"
         )
     return lines + [""]
 

@@ -65,7 +65,7 @@ class TrainConfig:
             (empty: the loss at n_layers alone); a model trained so is judged at n_layers, so let it be the deepest.
         forward: positional (the prompt through the layers) or state-space (the exact state-space forward of the
             stylised paper-mask TSM softmax model: the same function, whose cost does not grow with the context
-            length, so long contexts and deep models train in minutes; docs/theory.md §4a).
+            length, so long contexts and deep models train in minutes; docs/theory.md §6).
         lr_schedule: constant, or cosine (decays to 0 at the last step).
         warmup_steps: the learning rate rises linearly from 0 over these first steps (0: none).
         grad_clip: the gradient's norm is clipped to this (0: not clipped).

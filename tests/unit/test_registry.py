@@ -31,6 +31,9 @@ REQUIRED = [
     "flagship-td-s0",
     "flagship-td-s1",
     "flagship-td-s2",
+    "deep-td-s0",
+    "deep-td-s1",
+    "deep-td-s2",
 ]
 
 
@@ -46,6 +49,30 @@ def test_the_registry_ships_the_promised_models():
         for seed in range(3)
     )
     assert listed["depth3-td-s0"]["learns_in_context"] is False
+    # every card says where on the verdict ladder its model stands: the quick models stop early, the deep ones run TD
+    assert {listed[f"quick-td-s{seed}"]["level"] for seed in range(3)} == {"learns in context"}
+    assert {listed[f"deep-td-s{seed}"]["level"] for seed in range(3)} == {"runs TD"}
+    assert listed["depth3-td-s0"]["level"] == "does not learn in context"
+
+
+def test_models_prints_a_table_a_person_reads(capsys):
+    """One header, one row per model (name, what, ladder level, MSVE with its interval); --json and --long beside."""
+    import json
+    from types import SimpleNamespace
+
+    from ictd_interp.cli.commands import models
+
+    assert models(SimpleNamespace(json=False, long=False)) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:2] == ["name", "what"] and "MSVE [95%]" in lines[0]
+    row = next(line for line in lines if line.startswith("deep-td-s0 "))
+    assert "48 tied layers" in row and "runs TD" in row and "[" in row
+    assert max(len(line) for line in lines) <= 160
+    assert models(SimpleNamespace(json=True, long=False)) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert {m["name"] for m in listed} == set(NAMES)
+    assert models(SimpleNamespace(json=False, long=True)) == 0
+    assert "every-visit MC" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("name", NAMES)
