@@ -25,6 +25,7 @@ from analyses.figures.style import (
     zoom,
 )
 from ictd_interp.models.constructions.theta_star import SIGNATURE_INPUTS, SIGNATURE_SIGNS, SIGNATURE_TEXT
+from ictd_interp.reference.metrics import VALUE_INPUTS, signature_on_values
 
 Numbers = Union[np.ndarray, Sequence]  # figures draw saved numbers: arrays or the nested lists of summary.json
 
@@ -134,31 +135,33 @@ def signature_bars(
     """Per layer, the normalised value-row weights on (reward, next value, current value) beside θ*'s (+, +, −).
     With ``gamma`` the next-value bar is the weight on v(S') itself (γ times the target row's, which holds γ v(S')),
     renormalised, so the bars read as the report's numbers: effective discount = next / |current|."""
-    data = np.asarray([[np.nan if v is None else v for v in s] for s in signature], dtype=float)
-    if gamma is not None:
-        data[:, 1] *= gamma
-        data /= np.nanmax(np.abs(data), axis=1, keepdims=True)
+    rows = signature if gamma is None else [signature_on_values(list(s), gamma) for s in signature]
+    data = np.asarray([[np.nan if v is None else v for v in s] for s in rows], dtype=float)
     layers = _layers_once(data.T, tied)  # rows: input, columns: layer
     reference = None if gamma is None else (1.0, gamma, -1.0)  # θ*'s weights on (R, v(S'), v(S)): discount γ
-    fig, ax = sign_bars([name for name, _ in layers], [list(values) for _, values in layers], reference)
+    labels = SIGNATURE_INPUTS if gamma is None else VALUE_INPUTS
+    fig, ax = sign_bars([name for name, _ in layers], [list(values) for _, values in layers], reference, labels)
     title = "Value-row signature ($\\theta^*$: " + SIGNATURE_TEXT[1:-1] + ")"
     if gamma is not None:
-        title += "; next value: the weight on v(S'), so effective discount = next / |current|"
+        title += "; effective discount = weight on v(S') / |weight on v(S)|"
     ax.set(xlabel="layer (missing bar: not identifiable)", ylabel="weight / largest |weight|", ylim=(-1.15, 1.15))
     ax.set_title(wrapped(title, 50))
-    legend_outside(ax, title="input row")
+    legend_outside(ax, title="input row" if gamma is None else "weight on")
     return fig
 
 
 def sign_bars(
-    groups: Sequence[str], rows: Sequence[Sequence[float]], reference: Optional[Sequence[float]] = None
+    groups: Sequence[str],
+    rows: Sequence[Sequence[float]],
+    reference: Optional[Sequence[float]] = None,
+    labels: Sequence[str] = SIGNATURE_INPUTS,
 ) -> tuple[Figure, object]:
     """Grouped bars of (reward, next value, current value) per group, θ*'s first (``reference``, default its signs):
     the drawing both signature figures share (``figures.circuits.probed_signature_bars`` is the other)."""
     groups, rows = [STAR, *groups], [list(reference or SIGNATURE_SIGNS), *rows]
     fig, (ax,) = new_figure(width=max(5.5, 0.9 * len(groups) + 2.5))
     width = 0.26
-    for k, label in enumerate(SIGNATURE_INPUTS):
+    for k, label in enumerate(labels):
         ax.bar(np.arange(len(groups)) + (k - 1) * width, [r[k] for r in rows], width, color=PALETTE[k], label=label)
     ax.axhline(0, color="black", lw=0.8)
     ax.set_xticks(np.arange(len(groups)), groups)

@@ -54,8 +54,9 @@ from ictd_interp.config import TrainConfig
 from ictd_interp.io.progress import computed
 from ictd_interp.models import HookedICTDTransformer
 from ictd_interp.models.architectures.hook_names import ends_with
-from ictd_interp.models.constructions.theta_star import SIGNATURE_INPUTS, SIGNATURE_TEXT
+from ictd_interp.models.constructions.theta_star import SIGNATURE_TEXT
 from ictd_interp.models.fast.state_space import state_space_unavailable
+from ictd_interp.reference.metrics import VALUE_INPUTS, signature_on_values
 from ictd_interp.tasks.sampling import TaskBatch, sample_from
 from ictd_interp.training.evaluation import EvalSet, evaluate
 
@@ -251,10 +252,11 @@ def lines(summary: Summary) -> list[str]:
     m, p, cfg = summary.metrics, summary.probes, summary.model
     conv, alg, ext = summary.convergence, summary.algorithm, summary.algorithm.extrapolation
     tied = cfg.tied
+    on_values = [signature_on_values(s, summary.gamma) for s in m.signature]  # as the signature figure draws them
     signature = (
-        [f"- layers 0–{len(m.signature) - 1} (tied): {signs_text(m.signature[0])}"]
+        [f"- layers 0–{len(m.signature) - 1} (tied): {signs_text(on_values[0])}"]
         if tied and all(s == m.signature[0] for s in m.signature)
-        else [f"- layer {l}: {signs_text(s)}" for l, s in enumerate(m.signature)]
+        else [f"- layer {l}: {signs_text(s)}" for l, s in enumerate(on_values)]
     )
     return [
         f"# ICTD analysis of `{summary.source}`",
@@ -294,7 +296,8 @@ def lines(summary: Summary) -> list[str]:
         "Weight cosines near 1 say the weights point where θ*'s do; they do not say the update converges "
         "(see above: the effective discount and the iteration decide that).",
         "",
-        f"Value-row signature ({', '.join(SIGNATURE_INPUTS)}), normalised; n/a = not identifiable at that layer:",
+        f"Value-row signature: the weights on ({', '.join(VALUE_INPUTS)}), normalised by the largest (θ*: 1, γ, "
+        "−1; effective discount = the v(S') weight over |the v(S) weight|); n/a = not identifiable at that layer:",
         "",
         *signature,
         "",

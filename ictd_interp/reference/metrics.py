@@ -5,6 +5,8 @@ They live in the core so that a training run can report them without importing `
 
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 import torch.nn.functional as F
 from einops import einsum
@@ -83,6 +85,19 @@ def value_signature(model, cfg: ICTDConfig) -> list[dict]:
             }
         )
     return rows
+
+
+VALUE_INPUTS = ("reward", "v(S')", "v(S)")  # what ``signature_on_values`` weighs
+
+
+def signature_on_values(signature: list[Optional[float]], gamma: float) -> list[Optional[float]]:
+    """A layer's normalised value-row weights on (reward, target row, current row) as weights on (reward, v(S'),
+    v(S)): the target row holds γ v(S'), so its weight times γ, renormalised by the largest magnitude. θ*'s is
+    (1, γ, −1), and the effective discount is the v(S') weight over |the v(S) weight|. The one conversion the
+    report's words and its signature figure both print."""
+    scaled = [None if v is None else v * (gamma if k == 1 else 1.0) for k, v in enumerate(signature)]
+    top = max((abs(v) for v in scaled if v is not None), default=0.0)
+    return [None if v is None or top == 0 else v / top for v in scaled]
 
 
 def grouped_kernel(

@@ -41,7 +41,8 @@ def retrain(name: str, out_dir: Union[str, Path], steps: Optional[int] = None) -
     torch.set_num_threads(entry["fingerprint"]["threads"])
     try:
         config = TrainConfig.from_dict(entry["train_config"])
-        # no schedule depends on the total step count, so a shorter run is the full run's prefix
+        if steps is not None and config.lr_schedule != "constant":  # a shorter run is the full run's prefix only
+            raise ValueError(f"{name}: its {config.lr_schedule} schedule depends on the step count: retrain it whole")
         run = train(config if steps is None else replace(config, steps=steps), out_dir, progress=False)
         reference = load_file(str(folder / (WEIGHTS if steps is None else PREFIX)))
         again = {k: v.detach().cpu() for k, v in run.model.state_dict().items() if k in reference}

@@ -90,3 +90,19 @@ def test_dynamics_over_checkpoints(tmp_path):
     assert [p["step"] for p in probes] == [2, 4]
     assert probes[-1]["cos_V"] == run.metrics[-1]["cos_V"]  # same eval set, same weights
     assert set(probes[0]) >= {"rms_gap_to_theta_star", "sensitivity_cosine", "circuits", "kernel_diagonality_mean"}
+
+
+def test_the_signature_in_words_and_in_its_figure_is_one_set_of_numbers(tmp_path):
+    """summary.md's signature line and signature.png's bars: the same three numbers under the same three labels
+    (the weights on reward, v(S') and v(S), from ``signature_on_values``)."""
+    from analyses.analyze import analyze, figures
+
+    summary = analyze("quick-td-s0", tmp_path / "a", neu=False, draw=False)
+    text = (tmp_path / "a" / "summary.md").read_text()
+    line = next(x for x in text.splitlines() if x.startswith("- layers 0–11 (tied):"))
+    words = [float(v) for v in line.split(":", 1)[1].split(",")]
+    ax = figures(summary)["signature"].axes[0]
+    bars = [container.patches[1].get_height() for container in ax.containers]  # [θ*, the tied layers] per input
+    assert words == pytest.approx(bars, abs=0.005)
+    assert [container.get_label() for container in ax.containers] == ["reward", "v(S')", "v(S)"]
+    assert "(reward, v(S'), v(S))" in text

@@ -206,3 +206,14 @@ def test_the_phase_table_counts_seeds_that_learn_in_context_per_condition():
     assert rows[1]["msve"].mean == pytest.approx(0.45) and rows[0]["share"].lo > 0.3  # Wilson of 2/2: [0.34, 1]
     assert "| tied=False | 1/2 | 0.50" in "\n".join(phase.markdown(rows))
     assert phase.phase_diagram(rows, spec_, "t") is not None
+    assert rows[0]["runs_td"] is None and "| – |" in "\n".join(phase.markdown(rows))  # summaries before the ladder
+    ladder = {
+        phase.LEVEL: ["runs TD", "learns in context", "does not learn in context", "runs TD"],
+        phase.EVERY_VISIT: [0.62] * 4,
+        phase.CE: [0.33] * 4,
+        phase.DEEP: [0.41, 1.9, 2.0, 0.40],
+    }
+    rows = phase.fractions(phase.by_cell(results.assign(**ladder), spec_), spec_)
+    assert [r["runs_td"] for r in rows] == [1, 1] and rows[0]["deep"].mean == pytest.approx(1.155)
+    assert "| tied=True | 2/2 | 1.00 [0.34, 1.00] | 1/2 |" in "\n".join(phase.markdown(rows))
+    assert "| 0.620 | 0.330 |" in "\n".join(phase.markdown(rows))
