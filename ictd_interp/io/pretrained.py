@@ -65,6 +65,13 @@ def what(config: dict[str, Any]) -> str:
         parts.insert(2, "no mask")
     if config.get("train_depths"):
         parts.insert(2, f"depths {config['train_depths']}")
+    recipe = [
+        *(["warm-up"] if config.get("warmup_steps") else []),
+        *([config["lr_schedule"]] if config.get("lr_schedule", "constant") != "constant" else []),
+        *([f"clip {config['grad_clip']:g}"] if config.get("grad_clip") else []),
+    ]
+    if recipe:
+        parts.insert(-1, " + ".join(recipe))
     if tasks["family"] != "boyan" or tasks["context_len"] != 30:
         parts.append(f"{tasks['family']}, n = {tasks['context_len']}")
     return ", ".join(parts)
