@@ -1,7 +1,8 @@
 """Figures drawn from saved numbers (never live models): each function returns a ``Figure`` that shows
 itself in Jupyter. ``style`` (what every figure shares: colours, ``Figure``, axes), ``plots`` (the report's
 figures), ``circuits`` (the standard model's circuit search and patching), ``attention_plots`` (circuitsvis
-views), ``control_plots`` (acting and backups). They import the core's constants only, never ``metrics``,
+views), ``control_plots`` (acting and backups). They import the core's constants only (and ``reference``'s
+``signature_on_values``, the one conversion the signature's words and figure share), never ``metrics``,
 ``reports`` or ``studies``. Names are imported on first use.
 """
 

@@ -58,20 +58,20 @@ def test_the_registry_ships_the_promised_models():
 def test_models_prints_a_table_a_person_reads(capsys):
     """One header, one row per model (name, what, ladder level, MSVE with its interval); --json and --long beside."""
     import json
-    from types import SimpleNamespace
+    from argparse import Namespace
 
     from ictd_interp.cli.commands import models
 
-    assert models(SimpleNamespace(json=False, long=False)) == 0
+    assert models(Namespace(json=False, long=False)) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[:2] == ["name", "what"] and "MSVE [95%]" in lines[0]
     row = next(line for line in lines if line.startswith("deep-td-s0 "))
     assert "48 tied layers" in row and "runs TD" in row and "[" in row
     assert max(len(line) for line in lines) <= 160
-    assert models(SimpleNamespace(json=True, long=False)) == 0
+    assert models(Namespace(json=True, long=False)) == 0
     listed = json.loads(capsys.readouterr().out)
     assert {m["name"] for m in listed} == set(NAMES)
-    assert models(SimpleNamespace(json=False, long=True)) == 0
+    assert models(Namespace(json=False, long=True)) == 0
     assert "every-visit MC" in capsys.readouterr().out
 
 
