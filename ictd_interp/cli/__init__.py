@@ -267,17 +267,31 @@ def one_line_warnings(command: str):
         warnings.formatwarning = saved
 
 
+def parse(parser: argparse.ArgumentParser, argv: Optional[Sequence[str]]) -> argparse.Namespace:
+    """The command line, a mistyped flag named first: flags the command does not know are reported before a
+    required flag's absence (``--otu DIR`` is a typo of ``--out``, not a missing ``--out``)."""
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    required = [a for command in sub.choices.values() for a in command._actions if a.required and a.option_strings]
+    for action in required:
+        action.required = False
+    try:
+        args, extra = parser.parse_known_args(argv)
+    finally:
+        for action in required:
+            action.required = True
+    if extra:
+        command = sub.choices[args.command]
+        command.error(unknown_flags(command, extra))
+    return parser.parse_args(argv)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     from ictd_interp.io.install import shadowing
 
     if (problem := shadowing()) is not None:
         print(f"ictd-interp: error: {problem}", file=sys.stderr)
         return 2
-    parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
-    if extra:
-        command = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[args.command]
-        command.error(unknown_flags(command, extra))
+    args = parse(build_parser(), argv)
     try:
         with one_line_warnings(args.command):
             if args.command not in commands.SETS_OWN_THREADS:

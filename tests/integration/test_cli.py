@@ -311,3 +311,16 @@ def test_ctrl_c_while_analyze_draws_leaves_nothing_half_written(monkeypatch, cap
     left = sorted(str(p.relative_to(out)) for p in out.rglob("*"))
     assert not any(name.startswith(("summary", "figures/", ".staged")) for name in left), left
     assert "interrupted (Ctrl-C)" in capsys.readouterr().err
+
+
+def test_a_mistyped_flag_is_named_before_a_missing_required_one(capsys):
+    """``--otu DIR`` is a typo of ``--out``: the error names it, not the absent ``--out``."""
+    from ictd_interp.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["analyze", "quick-td-s0", "--otu", "somewhere"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "--otu (did you mean --out?)" in err and "required" not in err
+    with pytest.raises(SystemExit):
+        main(["analyze", "quick-td-s0"])
+    assert "the following arguments are required: --out" in capsys.readouterr().err
