@@ -57,7 +57,13 @@ def add_config_args(parser: argparse.ArgumentParser, cls: type, title: str) -> N
         if owner is not default and f.name in getattr(cls, "not_flags", ()):
             continue
         value = getattr(owner, f.name)
-        shown = repr(value) if isinstance(value, str) else value
+        shown = (
+            "the model's"
+            if f.name in getattr(cls, "model_defaults", ())
+            else repr(value)
+            if isinstance(value, str)
+            else value
+        )
         _add_flag(group, f.name, value, f"{field_help(type(owner)).get(f.name, '')} (default: {shown})".strip())
 
 

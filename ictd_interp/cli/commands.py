@@ -145,12 +145,21 @@ def evaluate(args: argparse.Namespace) -> int:
     from ictd_interp.training.run_folder import claim_output
 
     path = _model_path(args.path)
-    model = resolve(path)[0].to("cpu")  # the inputs are read before --out is claimed: a bad one clears nothing
+    model, trained = resolve(path)[:2]  # the inputs are read before --out is claimed: a bad one clears nothing
+    model = model.to("cpu")
+    defaults = EvaluateConfig.for_model(
+        model.cfg.d_features, args.env, trained.tasks.context_len, trained.tasks.gamma
+    )  # the model's own context length and discount unless asked
     try:
-        cfg: EvaluateConfig = config_from_args(EvaluateConfig.for_model(model.cfg.d_features, args.env), args)
+        cfg: EvaluateConfig = config_from_args(defaults, args)
     except ValueError as err:  # the tasks' d_features is the model's, not a flag: name the model
         head, _, rest = str(err).partition(": ")
         raise ValueError(f"{path}: the model's {rest}" if head == "d_features" else err) from None
+    if abs(cfg.tasks.gamma - trained.tasks.gamma) > 1e-12:
+        raise ValueError(
+            f"gamma: {cfg.tasks.gamma:g}, but {path} was trained at gamma = {trained.tasks.gamma:g} (its temporal "
+            "shift writes gamma * v(next), so it evaluates tasks of that discount only)"
+        )
     features = _load_features(cfg.features) if cfg.features else None
     try:
         tasks = sample_from(cfg.tasks, cfg.n_tasks, seed=cfg.seed, features=features)

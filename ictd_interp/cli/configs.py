@@ -69,6 +69,7 @@ class EvaluateConfig:
     seed: int = 0
 
     not_flags = ("family", "d_features")  # the tasks' settings evaluate takes from env and the model
+    model_defaults = ("context_len", "gamma")  # default to the model's own training tasks (``for_model``)
 
     def __post_init__(self) -> None:
         check_positive_int(self, "n_tasks", least=2)
@@ -77,10 +78,14 @@ class EvaluateConfig:
         self.tasks = _env_tasks(self.env, self.tasks)
 
     @classmethod
-    def for_model(cls, d_features: int, env: Optional[str] = None) -> "EvaluateConfig":
-        """The defaults for a model with ``d_features`` feature dimensions on ``env`` (the default's when None):
-        the flags then apply to tasks of the right family and d, each check run once on what will be drawn."""
-        return cls(env=env or cls.env, tasks=TaskDistribution(context_len=200, d_features=d_features))
+    def for_model(
+        cls, d_features: int, env: Optional[str] = None, context_len: int = 200, gamma: float = 0.9
+    ) -> "EvaluateConfig":
+        """The defaults for a model with ``d_features`` feature dimensions, trained at ``context_len`` and ``gamma``,
+        on ``env`` (the default's when None): the flags then apply to tasks of the right family, d, n and γ, each
+        check run once on what will be drawn."""
+        tasks = TaskDistribution(context_len=context_len, d_features=d_features, gamma=gamma)
+        return cls(env=env or cls.env, tasks=tasks)
 
     def flat(self) -> dict:
         """Every setting by its flag's name, in the flags' order (what an output folder's request holds)."""

@@ -324,3 +324,12 @@ def test_a_mistyped_flag_is_named_before_a_missing_required_one(capsys):
     with pytest.raises(SystemExit):
         main(["analyze", "quick-td-s0"])
     assert "the following arguments are required: --out" in capsys.readouterr().err
+
+
+def test_evaluate_names_the_gamma_flag_the_user_typed(tmp_path, capsys):
+    from ictd_interp.cli import main
+
+    assert main(["evaluate", "quick-td-s0", "--env", "boyan", "--gamma", "0.5", "--out", str(tmp_path / "e")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ictd-interp evaluate: error: --gamma: 0.5, but") and "trained at gamma = 0.9" in err
+    assert not (tmp_path / "e").exists()  # refused before --out is claimed

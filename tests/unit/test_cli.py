@@ -162,6 +162,9 @@ def test_evaluate_takes_its_task_flags_from_the_task_distribution_and_its_d_from
     given = argparse.Namespace(feature_kind="onehot", n_states=10, env="loop")
     cfg = config_from_args(EvaluateConfig.for_model(12, "loop"), given)
     assert (cfg.tasks.family, cfg.tasks.d_features, cfg.tasks.context_len) == ("loop", 12, 200)
+    own = config_from_args(EvaluateConfig.for_model(12, "loop", context_len=30, gamma=0.95), given)
+    assert (own.tasks.context_len, own.tasks.gamma) == (30, 0.95)  # the model's own n and γ unless asked
+    assert helps["context_len"].endswith("(default: the model's)") and helps["gamma"].endswith("(default: the model's)")
     with pytest.raises(ValueError, match=r"^d_features: one-hot features need d_features >= n_states \(4 < 10"):
         config_from_args(EvaluateConfig.for_model(4, "loop"), given)
     with pytest.raises(ValueError, match="^env: must be one of"):
