@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -31,7 +32,7 @@ from ictd_interp.config import MODEL_CONFIGS, TaskDistribution
 from ictd_interp.config.train import PRESETS, TrainConfig, flat_fields
 
 BUILTIN_DIR = Path(__file__).parent
-KEYS = ("name", "description", "preset", "seeds", "fixed", "grid")
+KEYS = ("name", "description", "preset", "seeds", "fixed", "grid", "measured")
 
 
 class StudySpecError(ValueError):
@@ -57,6 +58,7 @@ class StudySpec:
     grid: dict[str, list[Any]] = field(default_factory=dict)
     description: str = ""
     source: str = "<dict>"
+    measured: str = ""  # the study's measured wall time, with its machine and date (documentation: never compared)
 
     def __post_init__(self) -> None:
         where = self.source
@@ -136,12 +138,25 @@ class StudySpec:
             grid=dict(data.get("grid", {})),
             description=str(data.get("description", "")),
             source=source,
+            measured=str(data.get("measured", "")),
         )
 
 
 def builtin_studies() -> dict[str, Path]:
     """Studies shipped with the package, by name."""
     return {p.stem: p for p in sorted(BUILTIN_DIR.glob("*.toml"))}
+
+
+def spec_size(path: Any) -> str:
+    """``12 runs (6 conditions × 2 seeds); 4 min measured on 2 cores ...`` from a spec file, read raw (no cell is
+    built): what ``study --help`` lists beside each built-in study."""
+    data = tomllib.loads(path.read_text())
+    conditions = math.prod(len(v) for v in data.get("grid", {}).values())
+    seeds = len(data.get("seeds", []))
+    return (
+        f"{conditions * seeds} runs ({conditions} condition{'s' * (conditions != 1)} × {seeds} seeds); "
+        + (data.get("measured") or "time not measured")
+    )
 
 
 def load_spec(spec: Union[str, Path, dict, StudySpec]) -> StudySpec:

@@ -122,8 +122,18 @@ def _ray_and_force(p: argparse.ArgumentParser) -> None:
 
 def _study_flags(p: argparse.ArgumentParser) -> None:
     """``study``: a spec, its folder, and where it runs."""
-    p.add_argument("spec", help="a study spec (.toml) or a built-in study: " + ", ".join(builtin_studies()))
-    p.add_argument("--out", required=True, help="study folder (re-running the same command resumes it)")
+    from analyses.studies.spec import spec_size  # torch-free: reads each spec file
+
+    folder = resources.files("analyses.studies")
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.epilog = "built-in studies:\n" + "\n".join(
+        f"  {name}: {spec_size(folder / f'{name}.toml')}" for name in builtin_studies()
+    )
+    p.add_argument("spec", help="a study spec (.toml) or a built-in study (listed below)")
+    p.add_argument("--out", default=None, help="study folder (re-running the same command resumes it); required to run")
+    p.add_argument(
+        "--dry-run", action="store_true", help="list the study's cells, seeds and measured time; run nothing"
+    )
     p.add_argument(
         "--workers", type=positive_int, default=None, help="cells at once on a local Ray instance (default: all cores)"
     )

@@ -192,6 +192,18 @@ def evaluate(args: argparse.Namespace) -> int:
 
 def study(args: argparse.Namespace) -> int:
     from analyses.studies.run import run_study
+    from analyses.studies.spec import load_spec
+
+    if args.dry_run:
+        spec = load_spec(args.spec)  # every cell's config built, so a bad spec fails here too
+        print(f"{spec.name}: {spec.description}")
+        print(f"preset {spec.preset}; fixed {spec.fixed or 'nothing'}; seeds {spec.seeds}")
+        for condition in spec.conditions():
+            print(f"  {', '.join(f'{k}={v}' for k, v in condition.items()) or '(the preset)'}: {len(spec.seeds)} runs")
+        print(f"{len(spec.cells())} runs in all; measured: {spec.measured or 'not yet'}")
+        return 0
+    if args.out is None:
+        raise ValueError("--out: a study folder is required to run a study (--dry-run lists its cells without one)")
 
     result = run_study(
         args.spec, args.out, address=args.address, workers=args.workers, keep_freed_memory=args.keep_freed_memory

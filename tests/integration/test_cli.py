@@ -333,3 +333,17 @@ def test_evaluate_names_the_gamma_flag_the_user_typed(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("ictd-interp evaluate: error: --gamma: 0.5, but") and "trained at gamma = 0.9" in err
     assert not (tmp_path / "e").exists()  # refused before --out is claimed
+
+
+def test_study_help_and_dry_run_say_what_a_study_costs_before_it_runs(capsys):
+    from ictd_interp.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["study", "--help"])
+    text = capsys.readouterr().out
+    assert "emergence-deep: 30 runs (6 conditions × 5 seeds); 12 min" in text and "built-in studies:" in text
+    assert main(["study", "stopped-early-or-td", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "n_layers=12: 2 runs" in out and "4 runs in all" in out
+    assert main(["study", "stopped-early-or-td"]) == 2
+    assert "--out: a study folder is required" in capsys.readouterr().err
