@@ -12,13 +12,16 @@ from torch import Tensor
 
 from analyses.figures import plots as figures
 from analyses.figures.style import wrapped
-from analyses.metrics import baselines
+from analyses.metrics import baselines, in_context
+from analyses.metrics.algorithm_id import LayerReading, read_layer
 from analyses.metrics.baselines import Baselines
 from analyses.metrics.convergence import GeometricFit, errors_by_context, errors_by_depth, fit_geometric
 from analyses.metrics.diagonality import model_margin
+from analyses.metrics.in_context import InContext
 from analyses.metrics.probes import query_gap
-from analyses.reports.summary_md import baseline_table
+from analyses.reports.summary_md import answer_lines, baseline_table, ladder_lines
 from analyses.summary.store import build, to_json
+from ictd_interp.config.tasks import TaskDistribution
 from ictd_interp.io.progress import computed
 from ictd_interp.io.staging import staged
 from ictd_interp.models import HookedICTDTransformer
@@ -63,14 +66,24 @@ class Evaluation:
     context: Curves
     gap: dict[str, float]
     baselines: Baselines
+    in_context: Optional[InContext] = None  # the Answer: analyze's verdict, on these tasks (None: before it)
 
 
-def evaluate_ood(model: ICTDModel, tasks: TaskBatch, depth: int, lengths: list[int]) -> Evaluation:
+def evaluate_ood(
+    model: ICTDModel,
+    tasks: TaskBatch,
+    depth: int,
+    lengths: list[int],
+    dist: Optional[TaskDistribution] = None,
+    seed: int = 0,
+) -> Evaluation:
     """Error versus depth and context length for the model and theta*, margin ``C``, and their gap
     (a standard model has no stored per-layer values nor a feature block ``A``: its depth curve and
     margin are left out). θ*'s curves and the model's come from the exact state-space forward wherever it
     applies (a stylised model in the TSM form with the paper mask and softmax: ``exact``; float64, cost
-    independent of the context length), else from the positional forward."""
+    independent of the context length), else from the positional forward. With ``dist`` (the distribution
+    ``tasks`` were drawn from, features drawn too) the Answer is ``analyze``'s: the function-space verdict on
+    these tasks and the verdict ladder on tasks of ``dist`` drawn from ``seed`` (``in_context.assess``)."""
     star = HookedICTDTransformer.from_theta_star(model.cfg)
     star_deep = HookedICTDTransformer.from_theta_star(model.cfg, depth=depth)
     exact = {
@@ -103,8 +116,14 @@ def evaluate_ood(model: ICTDModel, tasks: TaskBatch, depth: int, lengths: list[i
             "baselines": lambda: baselines.compare(
                 mine, tasks, tasks.mrp.gamma, model.cfg.n_layers, extra={"theta_star": theirs}
             ),
+            "in_context": lambda: (
+                None
+                if dist is None
+                else in_context.assess(model, tasks, out["baselines"], _last_layer(model), dist, seed)
+            ),
         },
         desc="evaluate",
+        into=(out := {}),
     )
     return Evaluation(
         n_states=tasks.mrp.n_states,
@@ -115,6 +134,13 @@ def evaluate_ood(model: ICTDModel, tasks: TaskBatch, depth: int, lengths: list[i
         context_lengths=lengths,
         **sections,
     )
+
+
+def _last_layer(model: ICTDModel) -> Optional[LayerReading]:
+    """The last layer read exactly from the weights where that applies (else the discount is left to ``analyze``)."""
+    if holds_theta_star(model) and state_space_unavailable(model.cfg) is None:
+        return read_layer(model, model.cfg.n_layers - 1)
+    return None
 
 
 @torch.no_grad()
@@ -137,6 +163,8 @@ def _write_ood(result: Evaluation, out_dir: Path) -> None:
         "",
         sample_sentence(result),
         "",
+        *answer_lines(result.in_context),
+        *ladder_lines(result.in_context),
         result.baselines.sentence,
         "",
         *baseline_table(result.baselines),

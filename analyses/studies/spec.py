@@ -153,9 +153,8 @@ def spec_size(path: Any) -> str:
     data = tomllib.loads(path.read_text())
     conditions = math.prod(len(v) for v in data.get("grid", {}).values())
     seeds = len(data.get("seeds", []))
-    return (
-        f"{conditions * seeds} runs ({conditions} condition{'s' * (conditions != 1)} × {seeds} seeds); "
-        + (data.get("measured") or "time not measured")
+    return f"{conditions * seeds} runs ({conditions} condition{'s' * (conditions != 1)} × {seeds} seeds); " + (
+        data.get("measured") or "time not measured"
     )
 
 

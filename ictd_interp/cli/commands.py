@@ -175,7 +175,7 @@ def evaluate(args: argparse.Namespace) -> int:
     lengths = context_lengths(cfg.tasks.context_len)
     policy = "uniform random over actions" if cfg.env.startswith("gym:") else "none (an MRP family: no actions)"
     result = replace(
-        evaluate_ood(model, tasks, cfg.depth, lengths),
+        evaluate_ood(model, tasks, cfg.depth, lengths, None if features is not None else cfg.tasks, cfg.seed),
         source=str(args.path),
         environment=cfg.env,
         policy=policy,
