@@ -146,7 +146,7 @@ def phase_diagram(rows: list[dict[str, Any]], spec: StudySpec, title: str) -> Op
         ax.text(
             j,
             i,
-            f"{r['learned']}/{r['n']}",
+            f"{r['learned']}/{r['n']}" + ("" if r.get("runs_td") is None else f"\nruns TD {r['runs_td']}/{r['n']}"),
             ha="center",
             va="center",
             fontsize=10,
@@ -157,6 +157,11 @@ def phase_diagram(rows: list[dict[str, Any]], spec: StudySpec, title: str) -> Op
     ax.set_yticks(range(len(labels)), labels if others else [""] * len(labels))  # one row: nothing to name
     ax.tick_params(axis="y", length=4 if others else 0)
     ax.set(xlabel=x.replace("_", " "))
-    ax.set_title(f"{title}: seeds that learn in context\n(beat the constant and first-visit MC, paired 95%)")
+    ladder = any(r.get("runs_td") is not None for r in rows)
+    ax.set_title(
+        f"{title}: seeds that learn in context\n(beat the constant and first-visit MC, paired 95%)"
+        + ("; below: seeds that run TD (verdict ladder)" if ladder else ""),
+        fontsize=10,
+    )
     fig.colorbar(image, ax=ax, label="fraction of seeds")
     return fig
