@@ -24,4 +24,4 @@ def test_the_cli_parser_and_the_models_list_import_no_torch():
         "assert 'torch' not in sys.modules, 'models imported torch'"
     )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
-    assert "depth3-td-s0" in out and "eval MSVE 0.631" in out
+    assert "depth3-td-s0" in out and "0.631 [0.541, 0.721]" in out
