@@ -217,3 +217,9 @@ def test_the_quick_device_checks_print_one_json_line_each_and_pass_on_the_cpu(ca
     assert all(line["model_steps_per_s"] > 0 for line in lines if "models" in line)
     failed = device_quick.run("cpu", only=("stacked",), stacked={"sizes": (0,)})  # an empty stack cannot be built
     assert failed[-1]["pass"] is False and failed[-1]["check"] == "stacked"
+
+
+def test_the_state_space_training_benchmark_steps_both_paths_on_one_batch():
+    """Its two paths compute one loss (float32 rounding apart); the ratio is what it reports, not asserted."""
+    result = benchmark_module("state_space_training").measure(30, 4, 1)
+    assert result["loss_relative_difference"] < 1e-5 and result["speedup"] > 0
