@@ -349,9 +349,12 @@ def set_threads(threads: Optional[int], run_dir: Optional[str | Path] = None) ->
 
     import torch
 
+    from ictd_interp.io.threads import chosen
+
     if threads is None:
         threads = _recorded_threads(run_dir) or DEFAULT_THREADS
     torch.set_num_threads(threads)
+    chosen()  # the command's count: the toolkit's Python default never applies on top
     cores, load = os.cpu_count() or 1, os.getloadavg()[0]
     if threads > 1 and load > cores - 1:
         warnings.warn(

@@ -19,6 +19,7 @@ from ictd_interp.config.train import TrainConfig
 from ictd_interp.io import provenance
 from ictd_interp.io.checkpoint import CONFIG, WEIGHTS
 from ictd_interp.io.pretrained import CARD, PREFIX, card, pretrained_path
+from ictd_interp.io.threads import chosen
 from ictd_interp.training import run_folder
 from ictd_interp.training.trainer import train
 
@@ -39,6 +40,7 @@ def retrain(name: str, out_dir: Union[str, Path], steps: Optional[int] = None) -
     entry, folder = card(name), pretrained_path(name)
     threads = torch.get_num_threads()
     torch.set_num_threads(entry["fingerprint"]["threads"])
+    chosen()  # the card's count, never the toolkit's default
     try:
         config = TrainConfig.from_dict(entry["train_config"])
         if steps is not None and config.lr_schedule != "constant":  # a shorter run is the full run's prefix only
@@ -65,6 +67,7 @@ def reexport(folder: Union[str, Path], work_dir: Union[str, Path]) -> dict[str, 
     entry = json.loads((folder / CARD).read_text())
     threads = torch.get_num_threads()
     torch.set_num_threads(entry["fingerprint"]["threads"])
+    chosen()  # the card's count, never the toolkit's default
     try:
         config = TrainConfig.from_dict(entry["train_config"])
         train(config, work_dir, progress=False)

@@ -4,6 +4,8 @@
 import subprocess
 import sys
 
+import pytest
+
 # Layers, lowest first: a module may import only its own layer and those before it. The CLI composes
 # everything (inside its command functions); ``ictd_interp/__init__`` and ``_lazy`` export lazily.
 
@@ -25,3 +27,27 @@ def test_the_cli_parser_and_the_models_list_import_no_torch():
     )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
     assert "depth3-td-s0" in out and "0.631 [0.541, 0.721]" in out
+
+
+def test_the_python_api_runs_on_one_thread_unless_told(tmp_path):
+    """The first model a process builds or loads sets torch to one thread (ictd_interp.io.threads), unless the count
+    was chosen: ICTD_INTERP_THREADS, or a torch.set_num_threads call with a count other than torch's default."""
+    import os
+
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "ICTD_INTERP_THREADS")
+    }
+    load = "from ictd_interp import HookedICTDTransformer; HookedICTDTransformer.from_pretrained('quick-td-s0'); "
+
+    def threads(code: str, **extra: str) -> str:
+        run = subprocess.run(
+            [sys.executable, "-c", code], cwd=tmp_path, env={**env, **extra}, capture_output=True, text=True, check=True
+        )
+        return run.stdout.strip()
+
+    assert threads("import torch; " + load + "print(torch.get_num_threads())") == "1"
+    assert threads("import torch; " + load + "print(torch.get_num_threads())", ICTD_INTERP_THREADS="2") == "2"
+    chosen = "import torch; torch.set_num_threads(3); " + load + "print(torch.get_num_threads())"
+    assert threads(chosen) == "3"
+    with pytest.raises(subprocess.CalledProcessError):
+        threads("import torch; " + load, ICTD_INTERP_THREADS="many")

@@ -12,6 +12,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from ictd_interp.config.fields import check_choice
+from ictd_interp.io.threads import toolkit_threads
 from ictd_interp.models.fast.chunked_attention import hooked
 
 RETURN_TYPES = (
@@ -62,7 +63,9 @@ class ModelBase:
 
     def finish_init(self) -> None:
         """The tail every model's ``__init__`` ends with: TransformerLens's hook registry, then eval mode
-        (TransformerLens's patching requires it; nothing here behaves differently in training mode)."""
+        (TransformerLens's patching requires it; nothing here behaves differently in training mode); the toolkit's
+        one-thread default applied once per process (``ictd_interp.io.threads``)."""
+        toolkit_threads()
         self.setup()
         self.eval()
 
