@@ -20,6 +20,7 @@ from typing import Optional
 from ictd_interp.cli import commands
 from ictd_interp.cli.args import add_config_args, add_train_args, positive_int
 from ictd_interp.cli.configs import ConstructConfig, EvaluateConfig
+from ictd_interp.cli.threads import SETS_OWN_THREADS, set_threads
 from ictd_interp.config.train import MODEL_CONFIGS, PRESETS, TrainConfig, flat_fields
 
 DESCRIPTION = """Softmax transformers that run TD learning in context: pretrain, analyse and probe them.
@@ -304,8 +305,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse(build_parser(), argv)
     try:
         with one_line_warnings(args.command):
-            if args.command not in commands.SETS_OWN_THREADS:
-                commands.set_threads(args.threads)
+            if args.command not in SETS_OWN_THREADS:
+                set_threads(args.threads)
             return COMMANDS[args.command](args)
     except KeyboardInterrupt:
         print(

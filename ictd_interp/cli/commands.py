@@ -6,10 +6,10 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 from pathlib import Path
-from typing import Optional
 
 from ictd_interp.cli.args import config_from_args
 from ictd_interp.cli.configs import ConstructConfig, EvaluateConfig
+from ictd_interp.cli.threads import set_threads
 from ictd_interp.config.train import MODEL_CONFIGS, PRESETS, TrainConfig
 
 
@@ -330,48 +330,6 @@ def _load_features(path: str):
             f"largest entry {np.abs(X).max():.3g}"
         )
     return torch.as_tensor(X, dtype=torch.float64)
-
-
-# One torch thread unless asked: never far behind two on an idle 2-core machine, and 3-4x ahead of two
-# when other work shares the cores (benchmarks/threads.py; docs/performance.md). A resumed run keeps the
-# count it was trained with (the bits of a run depend on it).
-DEFAULT_THREADS = 1
-# a resume keeps its run's count; ``models`` and ``study-report`` run no torch (and import none): every other command
-# sets its threads first
-SETS_OWN_THREADS = ("train", "reproduce", "models", "study-report")
-
-
-def set_threads(threads: Optional[int], run_dir: Optional[str | Path] = None) -> None:
-    """``--threads``, else the count recorded by the run in ``run_dir`` (a resume), else ``DEFAULT_THREADS``;
-    a count above one on a machine already busy gets a one-line warning."""
-    import os
-    import warnings
-
-    import torch
-
-    from ictd_interp.io.threads import chosen
-
-    if threads is None:
-        threads = _recorded_threads(run_dir) or DEFAULT_THREADS
-    torch.set_num_threads(threads)
-    chosen()  # the command's count: the toolkit's Python default never applies on top
-    cores, load = os.cpu_count() or 1, os.getloadavg()[0]
-    if threads > 1 and load > cores - 1:
-        warnings.warn(
-            f"--threads {threads}: the machine is busy (load {load:.1f} on {cores} cores); several threads "
-            "then run several times slower than one (benchmarks/threads.py)",
-            stacklevel=2,
-        )
-
-
-def _recorded_threads(run_dir: Optional[str | Path]) -> Optional[int]:
-    """The torch thread count the run in ``run_dir`` logged last (None: no run there yet)."""
-    from ictd_interp.training import run_folder
-
-    if run_dir is None or not run_folder.is_run(run_dir):
-        return None
-    rows = run_folder.read_metrics(run_dir)
-    return rows[-1].get("torch_threads") if rows else None
 
 
 def _refuse_changes(stored: TrainConfig, requested: TrainConfig, folder, way_forward: str) -> None:

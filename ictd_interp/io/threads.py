@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 
 ENV = "ICTD_INTERP_THREADS"
-DEFAULT = 1
+DEFAULT = 1  # the command line's default too (``ictd_interp.cli.threads``)
 _done = False
 
 

@@ -86,7 +86,7 @@ def test_cli_warnings_are_one_line_without_a_source_line():
 def test_threads_default_to_one_and_a_resume_keeps_the_runs_own_count(tmp_path):
     import torch
 
-    from ictd_interp.cli.commands import DEFAULT_THREADS, set_threads
+    from ictd_interp.cli.threads import DEFAULT_THREADS, set_threads
 
     before = torch.get_num_threads()
     run = tmp_path / "run"
