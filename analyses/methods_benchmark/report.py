@@ -32,7 +32,6 @@ from analyses.metrics.intervals import Interval, t_interval
 if TYPE_CHECKING:
     from analyses.methods_benchmark.run import BenchmarkBudget
 
-EDGE_COLUMNS = ("auroc", "auprc", "precision", "recall", "circuit_edges", "faithfulness")
 RECOVERS = 0.95
 EXACT_ANGLE, CLOSE_ANGLE = 1e-3, 5.0
 FEATURES_RECOVERED = 0.9  # a feature method recovers the superposed features when its MCC interval lies above

@@ -93,7 +93,6 @@ def residual_gradient(d: int, C: Optional[Tensor] = None) -> LinearConstruction:
     return LinearConstruction("residual_gradient", _last_row_writer(2 * d + 1), Q)
 
 
-CONSTRUCTIONS = {"td0": td0, "residual_gradient": residual_gradient}  # those a (d, C) call builds
 
 
 def linear_model(layers: Sequence[LinearConstruction], gamma: float, dtype: str = "float64") -> HookedLinearICTD:
