@@ -93,8 +93,6 @@ def residual_gradient(d: int, C: Optional[Tensor] = None) -> LinearConstruction:
     return LinearConstruction("residual_gradient", _last_row_writer(2 * d + 1), Q)
 
 
-
-
 def linear_model(layers: Sequence[LinearConstruction], gamma: float, dtype: str = "float64") -> HookedLinearICTD:
     """A ``HookedLinearICTD`` holding one construction per layer (tied when all layers are the same object)."""
     first = layers[0]
