@@ -132,3 +132,12 @@ def test_the_linear_models_circuits_are_factored_matrices_of_its_weights():
     # score of query z_0 on key z_1 is z_0^T Q^T z_1; the vector written from source z_1 is P z_1
     assert torch.allclose(z[0] @ attn.QK.AB[0] @ z[1], z[0] @ attn.Q.T @ z[1], atol=1e-12)
     assert torch.allclose(z[1] @ attn.OV.AB[0], attn.P @ z[1], atol=1e-12)
+
+
+def test_a_bad_thread_count_in_the_environment_is_named(monkeypatch):
+    from ictd_interp.io import threads
+
+    monkeypatch.setattr(threads, "_done", False)
+    monkeypatch.setenv(threads.ENV, "many")
+    with pytest.raises(ValueError, match="^ICTD_INTERP_THREADS: must be a positive integer"):
+        threads.toolkit_threads()
