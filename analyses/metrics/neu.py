@@ -303,4 +303,10 @@ def population_table(result: NeuGrid) -> list[str]:
             f"({r.zero_closed_form.text()}) | {model} | {r.theta_star_minus_zero.text()} | "
             f"{versus.text() if versus else '–'} |"
         )
+    if any(x is not None and x.estimate < 0 for r in result.rows for x in (r.theta_star, r.model, r.zero)):
+        lines += [
+            "",
+            "A negative entry is the unbiased U-statistic falling below 0 by chance: NEU itself is a squared norm, "
+            "never negative (read the calibrated interval, which never goes below 0).",
+        ]
     return lines
