@@ -158,12 +158,9 @@ def spec_size(path: Any) -> str:
     )
 
 
-def load_spec(spec: Union[str, Path, dict, StudySpec]) -> StudySpec:
-    """A spec from a ``StudySpec``, a dict, a TOML file path or a built-in study's name."""
-    if isinstance(spec, StudySpec):
-        return spec
-    if isinstance(spec, dict):
-        return StudySpec.from_dict(spec)
+def spec_file(spec: Union[str, Path]) -> Path:
+    """The TOML file a spec argument names: a path, or a built-in study's name (torch-free: the command line
+    checks it before loading anything)."""
     path = Path(spec)
     if not path.exists():
         builtin = builtin_studies()
@@ -175,6 +172,16 @@ def load_spec(spec: Union[str, Path, dict, StudySpec]) -> StudySpec:
             f"{spec}: a folder; give a study spec (a .toml file) or a built-in study's name "
             f"({sorted(builtin_studies())})"
         )
+    return path
+
+
+def load_spec(spec: Union[str, Path, dict, StudySpec]) -> StudySpec:
+    """A spec from a ``StudySpec``, a dict, a TOML file path or a built-in study's name."""
+    if isinstance(spec, StudySpec):
+        return spec
+    if isinstance(spec, dict):
+        return StudySpec.from_dict(spec)
+    path = spec_file(spec)
     try:
         data = tomllib.loads(path.read_text())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:

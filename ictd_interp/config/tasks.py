@@ -48,10 +48,7 @@ class TaskDistribution:
     terminal: str = "restart"
 
     def __post_init__(self) -> None:
-        if self.family not in FAMILIES and not self.family.startswith("gym:"):
-            raise ValueError(
-                f"family: must be one of {tuple(FAMILIES)} or gym:ENV_ID (e.g. gym:FrozenLake-v1), got {self.family!r}"
-            )
+        check_family(self.family)
         check_choice("feature_kind", self.feature_kind, FEATURE_KINDS)
         check_choice("terminal", self.terminal, TERMINALS)
         check_positive_int(self, "n_states", "d_features", "context_len")
@@ -85,3 +82,11 @@ class TaskDistribution:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "TaskDistribution":
         return from_dict_strict(cls, data)
+
+
+def check_family(family: str) -> None:
+    """A registered family or a Gymnasium environment (``gym:ENV_ID``), else a ``ValueError`` naming ``family``."""
+    if family not in FAMILIES and not family.startswith("gym:"):
+        raise ValueError(
+            f"family: must be one of {tuple(FAMILIES)} or gym:ENV_ID (e.g. gym:FrozenLake-v1), got {family!r}"
+        )

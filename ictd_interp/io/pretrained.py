@@ -80,15 +80,18 @@ def what(config: dict[str, Any]) -> str:
 def pretrained_path(name: str) -> Path:
     folder = PRETRAINED_DIR / name
     if not (folder / CARD).exists():
-        known = names()
-        close = closest_names(name, known)
-        hint = f" Did you mean {', '.join(close)}?" if close else ""
         from ictd_interp.io.checkpoint import CheckpointNotFoundError  # torch: only when a name is wrong
 
-        raise CheckpointNotFoundError(
-            f"{name}: no such pretrained model or path.{hint} Known models: {', '.join(known)}"
-        )
+        raise CheckpointNotFoundError(unknown_model(name))
     return folder
+
+
+def unknown_model(name: str) -> str:
+    """The one line for a name that is neither a path nor a shipped model, with the closest names."""
+    known = names()
+    close = closest_names(name, known)
+    hint = f" Did you mean {', '.join(close)}?" if close else ""
+    return f"{name}: no such pretrained model or path.{hint} Known models: {', '.join(known)}"
 
 
 LOOK_ALIKE = str.maketrans({"O": "0", "o": "0", "l": "1", "I": "1"})  # letters typed for digits

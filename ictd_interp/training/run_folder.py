@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 from ictd_interp.config.train import TrainConfig
+from ictd_interp.io.staging import refuse_unusable
 
 TRAIN_CONFIG, LEGACY_TRAIN_CONFIG = "train_config.json", "config.json"
 METRICS, CHECKPOINTS, FINAL = "metrics.jsonl", "checkpoints", "final"
@@ -170,7 +171,7 @@ def claim_output(
     that is or holds one of the request's ``inputs`` (the model it reads), and a path that is a file. Callers read
     their inputs before claiming, so a request whose inputs are bad leaves the folder as it was."""
     out_dir = Path(out_dir)
-    _refuse_unusable(out_dir, inputs)
+    refuse_unusable(out_dir, inputs)
     if out_dir.exists() and any(child.name != REQUEST for child in out_dir.iterdir()):
         stored_path = out_dir / REQUEST
         stored = _read_json(stored_path) if stored_path.exists() else None
@@ -215,21 +216,6 @@ def claim_output(
         raise ValueError(f"--out {out_dir}: cannot create the folder ({err.strerror or err})") from None
     write_request(out_dir, request)
     return out_dir
-
-
-def _refuse_unusable(out_dir: Path, inputs: Sequence[PathLike]) -> None:
-    if out_dir.exists() and not out_dir.is_dir():
-        raise ValueError(f"--out {out_dir}: is a file, not a folder; choose another --out")
-    here = out_dir.resolve()
-    for parent in [here, *here.parents]:
-        if parent.exists() and not parent.is_dir():
-            raise ValueError(f"--out {out_dir}: {parent} is a file, so no folder can be made under it")
-    for given in inputs:
-        source = Path(given).resolve()
-        if source == here or here in source.parents:
-            raise ValueError(
-                f"--out {out_dir}: holds the input {given}, which the results would replace; choose another --out"
-            )
 
 
 def write_request(out_dir: PathLike, request: dict[str, Any]) -> None:

@@ -347,3 +347,35 @@ def test_study_help_and_dry_run_say_what_a_study_costs_before_it_runs(capsys):
     assert "n_layers=12: 2 runs" in out and "4 runs in all" in out
     assert main(["study", "stopped-early-or-td"]) == 2
     assert "--out: a study folder is required" in capsys.readouterr().err
+
+
+def test_requests_wrong_without_a_model_are_refused_before_torch_loads(tmp_path):
+    """Each refusal is one line naming the wrong argument, in a fresh interpreter that never imports torch (it
+    costs 18-38 s on a busy machine); a request that passes these checks goes on to the command's own."""
+    import subprocess
+    import sys
+
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    requests = [
+        (["analyze", "quick-td-sO", "--out", str(tmp_path / "a")], "quick-td-sO: no such pretrained model or path"),
+        (["evaluate", "quick-td-s0", "--env", "nosuch", "--out", str(tmp_path / "e")], "--env: must be one of"),
+        (["analyze", "quick-td-s0", "--out", str(afile)], f"--out {afile}: is a file, not a folder"),
+        (["study", "nosuch", "--out", str(tmp_path / "s")], "nosuch: no such spec file or built-in study"),
+        (["train", "--out", str(afile / "x")], f"{afile} is a file, so no folder can be made under it"),
+    ]
+    script = (
+        "import contextlib, io, sys\nfrom ictd_interp.cli import main\n"
+        f"for argv, _ in {requests!r}:\n"
+        "    err = io.StringIO()\n"
+        "    with contextlib.redirect_stderr(err):\n"
+        "        code = main(argv)\n"
+        "    print(code, err.getvalue().strip())\n"
+        "print('torch' in sys.modules)\n"
+    )
+    lines = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    *answers, torch_loaded = lines.strip().splitlines()
+    assert torch_loaded == "False"
+    for (argv, expected), answer in zip(requests, answers, strict=True):
+        assert answer.startswith(f"2 ictd-interp {argv[0]}: error: ") and expected in answer, answer
+    assert "Did you mean quick-td-s0" in answers[0]
