@@ -17,6 +17,7 @@ import torch
 from torch import Tensor
 from transformer_lens.hook_points import HookPoint
 
+from ictd_interp.models.architectures.hook_names import get_act_name
 from ictd_interp.models.architectures.patching_guard import token_patching_allowed
 from ictd_interp.models.registry import ICTDModel
 
@@ -131,6 +132,8 @@ def _every(
             f"{', '.join(sorted(kwargs))}: {name} is run part by part here; pass reduce/baseline to "
             f"its parts ({', '.join(EVERY[name])}) instead"
         )
+    for part in EVERY[name]:
+        _check_hook(getattr(patching, part), name, model)
     parts = [
         tl_patching(getattr(patching, part), model, corrupted, clean_cache, metric, results_dtype)
         for part in EVERY[name]
@@ -138,6 +141,26 @@ def _every(
     if name.endswith("by_pos_every"):
         parts[-1] = parts[-1].permute(0, 2, 1)  # pattern: [layer, head, dest_pos] -> [layer, pos, head]
     return torch.stack(parts)
+
+
+def _check_hook(patch_fn: Callable, name: str, model: ICTDModel) -> None:
+    """A sweep over an activation the model does not have (the linear model has no MLP, so no ``mlp_out`` or
+    ``resid_mid``) is refused naming the sweep and the missing hook, before it runs."""
+    activation = getattr(patch_fn, "keywords", {}).get("activation_name")
+    hook = activation and get_act_name(activation, 0)
+    if hook and hook not in model.hook_dict:
+        raise ValueError(
+            f"{name}: {type(model).__name__} has no hook {hook} (no {activation} activation)"
+            + (f", which its part {_sweep_name(patch_fn)} patches" if name in EVERY else "")
+            + "; sweep the activations it has instead"
+        )
+
+
+def _sweep_name(patch_fn: Callable) -> str:
+    """The ``get_act_patch_*`` name TransformerLens gives a partial (partials carry no ``__name__``)."""
+    from transformer_lens import patching
+
+    return next((n for n, f in vars(patching).items() if f is patch_fn), "")
 
 
 def _index_axes(
@@ -152,6 +175,7 @@ def _index_axes(
             "functions patch one source-to-destination path with their own arguments: call them on "
             "the model yourself"
         )
+    _check_hook(patch_fn, name, model)
     accepted = inspect.signature(getattr(patch_fn, "func", patch_fn)).parameters
     if unknown := sorted(set(kwargs) - set(accepted)):
         raise ValueError(
@@ -200,7 +224,7 @@ def tl_patching(
     """
     from transformer_lens.patching import make_df_from_ranges
 
-    name = getattr(patch_fn, "__name__", "") or getattr(getattr(patch_fn, "func", None), "__name__", "")
+    name = getattr(patch_fn, "__name__", "") or _sweep_name(patch_fn)
     if name in EVERY:
         return _every(name, model, corrupted, clean_cache, metric, results_dtype, **kwargs)
     axes, shape = _index_axes(patch_fn, name, model, clean_cache, kwargs)

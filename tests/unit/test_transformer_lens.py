@@ -207,6 +207,31 @@ def test_every_transformer_lens_patching_function_runs_or_is_refused_by_name():
         hooks.tl_patching(patching.get_act_patch_block_every, model, corrupted, clean_cache, metric, reduce="none")
 
 
+def test_the_linear_models_sweeps_run_or_name_the_hook_it_lacks():
+    """The predecessor's linear model has no MLP: the sweeps over mlp_out and resid_mid (and the stack holding
+    mlp_out) are refused naming the sweep and the hook; every other sweep runs on its 2n + 1 residual columns."""
+    from ictd_interp.models.constructions.linear_td import linear_model, td0
+
+    clean = make_tasks().prompt.double()
+    model = linear_model([td0(clean.shape[-1] - 3)] * 2, gamma=0.9, dtype="float64")
+    corrupted = clean.clone()
+    corrupted[..., model.layout.reward] *= -1.0
+    clean_cache = model.run_with_cache(clean)[1]
+    metric = lambda values: values.mean()  # noqa: E731
+    lacking = {
+        "get_act_patch_mlp_out": "blocks.0.hook_mlp_out",
+        "get_act_patch_resid_mid": "blocks.0.hook_resid_mid",
+        "get_act_patch_block_every": "blocks.0.hook_mlp_out",
+    }
+    for name in sorted(n for n in dir(patching) if n.startswith("get_act_patch_") and "direct_path" not in n):
+        if name in lacking:
+            with pytest.raises(ValueError, match=f"^{name}: HookedLinearICTD has no hook {lacking[name]}"):
+                hooks.tl_patching(getattr(patching, name), model, corrupted, clean_cache, metric)
+        else:
+            table = hooks.tl_patching(getattr(patching, name), model, corrupted, clean_cache, metric)
+            assert table.shape[0] in (2, 5) and torch.isfinite(table).all(), name
+
+
 def test_circuitsvis_view_labels_positions_and_masks_nothing():
     pytest.importorskip("circuitsvis")
     model, prompt = make_star(form="dual"), make_tasks().prompt
