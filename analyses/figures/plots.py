@@ -17,6 +17,7 @@ from analyses.figures.style import (
     STAR,
     SUP_ERROR,
     Figure,
+    legend_below,
     legend_outside,
     log_axis,
     new_figure,
@@ -201,14 +202,16 @@ def error_vs_depth(
         depths = np.arange(len(errors))
         ax.plot(depths, errors, color=colour, marker="o", ms=3, label=label.replace("theta*", STAR))
         fit = (fits or {}).get(label)
-        if fit is not None:
+        if fit is not None:  # in black over the curve it fits, naming it: a coloured dash hid under the markers
             ax.plot(
                 depths,
                 fit.amplitude * fit.rate**depths + fit.floor,
-                color=colour,
+                color="black",
                 ls="--",
-                lw=1,
-                label=r"fit $a\rho^L$ + floor:" + "\n" + rf"$\rho$ = {fit.rate:.3f}, floor {fit.floor:.3g}",
+                lw=1.2,
+                zorder=5,
+                label=rf"fit to {label.replace('theta*', STAR)}: $a\rho^L$ + floor, $\rho$ = {fit.rate:.3f}, "
+                f"floor {fit.floor:.3g}",
             )
     ax.set_yscale("log")
     log_axis(ax.yaxis)
@@ -217,8 +220,8 @@ def error_vs_depth(
     if one_minus_c is not None:
         title += rf" ($1 - C$ = {one_minus_c:.3f})" if one_minus_c < 1 else " (C ≤ 0: no contraction bound)"
     ax.set(xlabel="depth L (layers)", ylabel=f"{SUP_ERROR} (value units)")
-    ax.set_title(wrapped(title, 40))
-    legend_outside(ax)
+    ax.set_title(wrapped(title, 60))
+    legend_below(ax, columns=1 if fits else 2)
     return fig
 
 
@@ -275,8 +278,11 @@ def error_vs_context(lengths: Sequence[int], curves: Mapping[str, Sequence[float
 def predicted_vs_true(predicted: Mapping[str, Numbers], true: Numbers) -> Figure:
     """Query predictions against ``v_pi`` of the query state."""
     fig, (ax,) = new_figure(width=6.2)
-    for colour, (label, pred) in zip(series_colours(list(predicted)), predicted.items()):
-        ax.scatter(true, pred, s=8, alpha=0.6, color=colour, label=label.replace("theta_star", STAR))
+    markers = ("o", "x", "^", "s", "+", "D")  # a shape per series: two near-equal colours are still told apart
+    for k, (colour, (label, pred)) in enumerate(zip(series_colours(list(predicted)), predicted.items())):
+        marker = markers[k % len(markers)]
+        face = {"facecolors": "none", "edgecolors": colour} if marker in "o^sD" else {"color": colour}
+        ax.scatter(true, pred, s=14, alpha=0.7, marker=marker, label=label.replace("theta_star", STAR), **face)
     lo, hi = float(np.min(true)), float(np.max(true))
     ax.plot([lo, hi], [lo, hi], color="black", lw=0.8, ls="--", label="y = x")
     ax.set(

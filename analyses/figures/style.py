@@ -141,3 +141,9 @@ def legend_outside(ax, title: Optional[str] = None, keep: bool = True) -> None:
         ax.get_legend().remove()
     if keep:
         ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False, title=title)
+
+
+def legend_below(ax, columns: int = 2) -> None:
+    """One legend under the axes, in ``columns``: for a plot whose entries are long (a fit's parameters), where a
+    legend at the right would squeeze the axes."""
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), frameon=False, ncols=columns)

@@ -17,7 +17,7 @@ from tests.support.cli import small_evaluate
 from tests.support.registry import _check_retrain
 
 
-def test_quick_td_s0_reproduces_its_first_1000_steps(tmp_path):
+def test_depth3_td_s0_reproduces_its_first_1000_steps(tmp_path):
     """The default suite retrains a third of depth3-td-s0 against the weights the card recorded at that step."""
     assert pretrained.card("depth3-td-s0")["prefix_steps"] == 1000
     _check_retrain("depth3-td-s0", tmp_path, steps=1000)

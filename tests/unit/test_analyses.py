@@ -132,8 +132,9 @@ def test_a_series_keeps_its_colour_across_figures_and_a_quoted_fit_is_drawn():
         {"theta*": [1.0, 0.5, 0.3], "trained model": [0.9, 0.4, 0.2]}, {"theta*": GeometricFit(0.5, 0.8, 0.2, 0.0)}
     )
     star, fit, model = depth.axes[0].get_lines()
-    assert fit.get_ydata().tolist() == pytest.approx([1.0, 0.6, 0.4])  # 0.8 * 0.5**L + 0.2, drawn in θ*'s colour
-    assert colour(fit) == colour(star) and "0.500" in fit.get_label()
+    assert fit.get_ydata().tolist() == pytest.approx([1.0, 0.6, 0.4])  # 0.8 * 0.5**L + 0.2
+    assert colour(fit) == "#000000" and fit.get_zorder() > star.get_zorder()  # black, over the curve it fits
+    assert "0.500" in fit.get_label() and fit.get_label().startswith("fit to $\\theta^*$")
     extrapolation = figures.depth_extrapolation([1, 2], [0.5, 0.4], [0.3, 0.2], 1, "converges")
     mine, theirs = extrapolation.axes[0].get_lines()[:2]
     assert (colour(mine), colour(theirs)) == (colour(model), colour(star))  # the same roles, the same colours
