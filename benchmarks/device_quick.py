@@ -3,13 +3,18 @@
 Correctness (float32 on the device against the float64 CPU reference; ``pass`` within ``TOL`` of the reference's
 scale, the largest error beside it): the forward of both architectures (full and query chunks), the fused backward,
 a stack's gradients, and a short training run end to end (metrics, checkpoints) against the same run on the CPU.
-Speed: one model's training step in ms (the ``quick`` preset's batch) and stacked model·steps/s at M = 1, 64 and
-1,024 models (4 tasks each). ``--device cpu`` runs the same checks here (the suite does, small).
+The first line asserts the device; the gradient lines cover every parameter (A and V), the training run every
+parameter and every logged metric. Speed: one model's training step in ms (the ``quick`` preset's batch) and stacked
+model·steps/s at M = 1, 64 and 1,024 models (4 tasks each; the step alone, its batch built beforehand, so the host's
+cost of drawing each run's batch is not in it), each with its target and pass/fail where one is set: on a GPU, the
+compiled step <= 0.5 ms and >= 1e5 model·steps/s at M = 1,024; on a CPU, the largest stack >= 1.5x one model.
+``--device cpu`` runs the same checks here (the suite does, small).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -30,6 +35,9 @@ from ictd_interp.training.trainer import make_optimizer, prepare_model, train
 
 TOL = 1e-4  # float32 against float64, relative to the reference's largest magnitude
 STACKS = (1, 64, 1024)
+STEP_MS_TARGET = 0.5  # a GPU: one model's compiled step (CUDA graphs), ms
+STACK_TARGET = 1e5  # a GPU: stacked model·steps/s at M = 1,024 (the stacked step alone, its batch built beforehand)
+CPU_SPEEDUP_TARGET = 1.5  # a CPU: the largest stack's model·steps/s over one model's
 
 
 def error(got: torch.Tensor, want: torch.Tensor) -> float:
@@ -56,7 +64,22 @@ def forward(device: str) -> Iterator[dict]:
             model.to(torch.float64).to("cpu")
 
 
+def device_line(device: str) -> Iterator[dict]:
+    """Where the checks run: a tensor made on ``device`` must be there (on a machine whose torch sees no GPU,
+    ``cuda`` fails here, not later), with the device's name."""
+    where = torch.ones(1, device=device).device.type
+    name = torch.cuda.get_device_name(0) if where == "cuda" else "cpu (compared with itself in float32/float64)"
+    yield {"check": "device", "name": name, "pass": where == torch.device(device).type}
+
+
+def grad_error(got: list[torch.Tensor], want: list[torch.Tensor]) -> float:
+    """The largest ``error`` over every parameter's gradient (A and V of every unique layer)."""
+    return max(error(g, w) for g, w in zip(got, want, strict=True))
+
+
 def gradients(device: str) -> Iterator[dict]:
+    """Every parameter's gradient of the TD loss: one model's (the fused backward) and a stack's, float32 on the
+    device against each model's own float64 gradient on the CPU."""
     cfg = ICTDConfig(d_features=4, n_layers=3, tied=False, dtype="float64", init_scale=0.3, seed=5)
     dist = TaskDistribution(d_features=4, context_len=20)
     batches = [window_batch(dist, 4, 4, generator=torch.Generator().manual_seed(s)) for s in range(3)]
@@ -64,23 +87,23 @@ def gradients(device: str) -> Iterator[dict]:
     wants = []
     for model, batch in zip(models, batches):
         td_loss(model, batch).backward()
-        wants.append([(a.A.grad.clone(), a.V.grad.clone()) for a in model.unique_attention()])
+        wants.append([g.clone() for a in model.unique_attention() for g in (a.A.grad, a.V.grad)])
     one = HookedICTDTransformer(replace(cfg, seed=0)).to(torch.float32).to(device)
     td_loss(one, batches[0].to(device, torch.float32)).backward()
-    yield {
-        "check": "fused backward",
-        "max_error": max(error(a.A.grad, w[0]) for a, w in zip(one.unique_attention(), wants[0])),
-    }
+    got = [g for a in one.unique_attention() for g in (a.A.grad, a.V.grad)]
+    yield {"check": "fused backward, every parameter's gradient", "max_error": grad_error(got, wants[0])}
     stack = ModelStack([m.to(torch.float32).to(device) for m in models])
     td_loss(stack, WindowBatch.stack([b.to(device, torch.float32) for b in batches])).sum().backward()
+    got = [g for i in range(3) for u in range(cfg.n_layers) for g in (stack.A.grad[i, u], stack.V.grad[i, u])]
     yield {
-        "check": "stack gradients",
-        "max_error": max(error(stack.A.grad[i, u], g[0]) for i, want in enumerate(wants) for u, g in enumerate(want)),
+        "check": "stack, every model's every gradient",
+        "max_error": grad_error(got, [g for want in wants for g in want]),
     }
 
 
 def training_run(device: str) -> Iterator[dict]:
-    """A short run end to end (evaluations, checkpoints, the final weights) on the device against the CPU's."""
+    """A short run end to end (evaluations, checkpoints, the final weights) on the device against the CPU's: every
+    parameter and every logged metric, and the run's model on the device."""
     base = TrainConfig.from_flat(
         d_features=3,
         n_states=5,
@@ -97,10 +120,37 @@ def training_run(device: str) -> Iterator[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         cpu = train(base, f"{tmp}/cpu", progress=False)
         other = train(replace(base, device=device), f"{tmp}/device", progress=False)
+    on = {p.device.type for p in other.model.parameters()}
+    yield {"check": "training run on the device", "devices": sorted(on), "pass": on == {torch.device(device).type}}
     yield {
-        "check": "training run (20 steps, metrics and checkpoints)",
-        "max_error": max(error(b, a) for a, b in zip(cpu.model.parameters(), other.model.parameters())),
+        "check": "training run (20 steps): every parameter",
+        "max_error": max(error(b, a) for a, b in zip(cpu.model.parameters(), other.model.parameters(), strict=True)),
     }
+    yield {"check": "training run: every logged metric", "max_error": metric_error(cpu.metrics, other.metrics)}
+
+
+def metric_error(want: list[dict], got: list[dict]) -> float:
+    """The largest ``error`` over every number of every logged entry (nested lists too); a missing entry or key,
+    or a non-finite number, is an infinite error."""
+    if [m.get("step") for m in want] != [m.get("step") for m in got]:
+        return float("inf")
+    worst = 0.0
+    for a, b in zip(want, got):
+        for key in set(a) | set(b):
+            if key in ("wall_time", "torch_threads") or isinstance(a.get(key), (str, bool)):
+                continue  # times differ by machine; text and flags are not measured
+            x, y = _numbers(a.get(key)), _numbers(b.get(key))
+            if len(x) != len(y) or not all(map(math.isfinite, y)):
+                return float("inf")
+            if x:
+                worst = max(worst, error(torch.tensor(y), torch.tensor(x)))
+    return worst
+
+
+def _numbers(value) -> list[float]:
+    if isinstance(value, (list, tuple)):
+        return [n for v in value for n in _numbers(v)]
+    return [] if value is None or isinstance(value, (str, bool)) else [float(value)]
 
 
 def step_ms(device: str, steps: int = 50, compiled: Optional[bool] = None) -> Iterator[dict]:
@@ -115,17 +165,20 @@ def step_ms(device: str, steps: int = 50, compiled: Optional[bool] = None) -> It
         model = prepare_model(HookedICTDTransformer(config.model).to(device), replace(config, compile=compile_))
         optimizer = make_optimizer(config, model)
         times = _timed(lambda m=model, o=optimizer: _update(m, o, td_loss(m, batch)), device, steps)
+        ms = 1e3 * sorted(times)[len(times) // 2]
+        target = STEP_MS_TARGET if compile_ and device == "cuda" else None
         yield {
             "check": "one model's training step" + (", compiled" if compile_ else ""),
             "tasks_per_batch": config.tasks_per_batch,
             "n_layers": config.model.n_layers,
-            "ms": round(1e3 * sorted(times)[len(times) // 2], 3),
+            "ms": round(ms, 3),
+            **({"target_ms": target, "pass": ms <= target} if target else {}),
         }
 
 
 def stacked(device: str, sizes: tuple[int, ...] = STACKS, steps: int = 10) -> Iterator[dict]:
     """Stacked model·steps/s of the quick model, 4 tasks per model."""
-    config = TrainConfig.from_preset("quick")
+    config, rates = TrainConfig.from_preset("quick"), {}
     for m in sizes:
         models = [HookedICTDTransformer(replace(config.model, seed=s)) for s in range(m)]
         stack = ModelStack([x.to(device) for x in models])
@@ -134,11 +187,22 @@ def stacked(device: str, sizes: tuple[int, ...] = STACKS, steps: int = 10) -> It
         batch = WindowBatch.stack([one] * m).to(device, torch.float32)
         times = _timed(lambda s=stack, o=optimizer, b=batch: _update(s, o, td_loss(s, b).sum()), device, steps)
         median = sorted(times)[len(times) // 2]
+        rates[m] = m / median
+        target = STACK_TARGET if device == "cuda" and m == 1024 else None
         yield {
             "check": f"stacked step, M = {m}",
             "models": m,
             "ms": round(1e3 * median, 3),
-            "model_steps_per_s": round(m / median, 1),
+            "model_steps_per_s": round(rates[m], 1),
+            **({"target_model_steps_per_s": target, "pass": rates[m] >= target} if target else {}),
+        }
+    if device == "cpu" and 1 in rates and len(rates) > 1:
+        speedup = rates[max(rates)] / rates[1]
+        yield {
+            "check": f"stack speed-up, M = {max(rates)} over one model (4 tasks each)",
+            "speedup": round(speedup, 2),
+            "target": CPU_SPEEDUP_TARGET,
+            "pass": speedup >= CPU_SPEEDUP_TARGET,
         }
 
 
@@ -163,6 +227,7 @@ def _timed(step: Callable[[], None], device: str, steps: int) -> list[float]:
 
 
 CHECKS = {
+    "device": device_line,
     "forward": forward,
     "gradients": gradients,
     "training_run": training_run,

@@ -81,7 +81,7 @@ def evaluate(model: ICTDModel, eval_set: EvalSet) -> EvalMetrics:
     cache = cache.to("cpu")  # read beside the tasks, on the CPU
     diag = diagonality_by_layer(cache, tasks.states, tasks.mrp.n_states, cfg.n_layers, cfg.n_heads)
     common = EvalMetrics(
-        eval_msve=float((values.double().cpu() - tasks.v_true).pow(2).mean()),
+        eval_msve=value_msve(values, tasks),
         theta_star_msve=eval_set.theta_star_msve,
         kernel_diagonality_mean=diag.mean().item(),
         kernel_diagonality_heads=diag.tolist(),

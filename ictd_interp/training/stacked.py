@@ -1,7 +1,8 @@
 """Runs of one shape trained together in one process (``models/fast/ictd_stack.py``), each into its own run folder.
 
-``train_stack(configs, out_dirs)`` trains ``M`` runs whose configs differ only in their seeds: each run draws its
-own batches from its own data generator (the batches its run alone draws), the stack steps every model in the
+``train_stack(configs, out_dirs)`` trains ``M`` runs of one shape whose configs may differ in their seeds, learning
+rates and schedules, step counts, clipping and task pools (``FREE``): each run draws its own batches from its own
+data generator (the batches its run alone draws), the stack steps every model in the
 same operations, one optimiser updates the stacked weights, and each run's folder is written as ``train`` writes
 it (metrics, checkpoints with the run's own optimiser state and generator, final weights), so any run of a stack
 resumes alone with ``resume`` and is analysed as any run. ``resume_stack`` continues them together. Each
@@ -11,6 +12,7 @@ docs/performance.md, "Many models in one process").
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from pathlib import Path
 from typing import Optional, Union
@@ -39,10 +41,15 @@ from ictd_interp.training.trainer import (
     start_loop,
 )
 
+# What may differ between the runs of one stack: their data and their schedule, never their shape. The model's
+# seed may differ too (the stack holds each model's own weights).
+FREE = ("seed", "lr", "lr_schedule", "warmup_steps", "steps", "grad_clip", "task_pool", "shuffle_rewards")
+
 
 def stack_refusal(configs: list[TrainConfig]) -> Optional[str]:
-    """Why these runs cannot be trained as one stack, or None: their configs must differ only in the seeds, on
-    the stylised model with the paper mask, eager, with one depth for every step."""
+    """Why these runs cannot be trained as one stack, or None: on the stylised model with the paper mask, eager,
+    positional, at one depth, their configs may differ only in ``FREE`` (seeds, learning rate and its schedule,
+    step count, clipping, task pool, shuffled rewards)."""
     first = configs[0]
     if not isinstance(first.model, ICTDConfig) or first.model.mask != "paper":
         return "a stack runs the stylised model's paper-mask fast path"
@@ -52,11 +59,13 @@ def stack_refusal(configs: list[TrainConfig]) -> Optional[str]:
         return "a stack runs the eager fast path (compile is off for stacks)"
     if first.forward != "positional":
         return "a stack runs the positional fast path (forward state-space runs one model at a time)"
-    if first.loss_depths or first.grad_clip:
-        return "loss_depths and grad_clip are per model: such runs train one at a time"
+    if first.loss_depths:
+        return "loss_depths averages several depths per step: such runs train one at a time"
+    shared = {name: getattr(first, name) for name in FREE}
     for i, config in enumerate(configs):
-        if replace(config, seed=first.seed, model=replace(config.model, seed=first.model.seed)) != first:
-            return f"configs[{i}]: differs from configs[0] beyond the seeds ({'; '.join(first.differences(config))})"
+        if replace(config, **shared, model=replace(config.model, seed=first.model.seed)) != first:
+            beyond = [d for d in first.differences(config) if d.split(":")[0] not in {*FREE, "model.seed"}]
+            return f"configs[{i}]: differs from configs[0] beyond {', '.join(FREE)} ({'; '.join(beyond)})"
     return None
 
 
@@ -68,7 +77,7 @@ def train_stack(
     stop: Optional[StopFlag] = None,
     keep_freed_memory: Optional[bool] = None,
 ) -> list[Run]:
-    """Train ``configs`` (one shape, different seeds) in one process, run ``i`` into ``out_dirs[i]``."""
+    """Train ``configs`` (one shape; ``FREE`` settings may differ) in one process, run ``i`` into ``out_dirs[i]``."""
     apply_allocator_choice(keep_freed_memory)
     return step_stack(open_stack(configs, out_dirs), progress, stop)
 
@@ -136,40 +145,96 @@ def _check(configs: list[TrainConfig], out_dirs: list[Union[str, Path]]) -> None
 
 
 def step_stack(loops: list[Loop], progress: bool = True, stop: Optional[StopFlag] = None) -> list[Run]:
-    """Step runs of one shape, all at one step, as one stack until done or stopped (``trainer.drive``)."""
+    """Step runs of one shape, all at one step, as one stack until done or stopped (``trainer.drive``). Runs whose
+    learning rates differ (their rate, schedule, warm-up or step count) are stepped by ``_per_model_rates``; a run
+    that is done stays in place while the others go on."""
     config = loops[0].run.config
     stack = ModelStack([loop.run.model for loop in loops])
     optimizer = make_optimizer(config, stack)
     _stack_optimizer_state(stack, optimizer, loops)
     objective = registered_objective(config.objective)
+    one_rate = all(_schedule(loop.run.config) == _schedule(config) for loop in loops)  # decided once
+    clips = torch.tensor([loop.run.config.grad_clip for loop in loops], dtype=stack.A.dtype, device=stack.A.device)
+    clipping = any(loop.run.config.grad_clip for loop in loops)  # decided on the host: no read of ``clips``
     for loop in loops:
         loop.models_in_process = len(loops)
 
+    unread: list[tuple[int, list[bool], torch.Tensor]] = []  # (step, runs stepped, losses on the device)
+
     def step() -> None:
+        active = [loop.run.step < loop.run.config.steps for loop in loops]
         batch = WindowBatch.stack([next(loop.batches)[0] for loop in loops])
         losses = objective(stack, batch)
-        if not torch.isfinite(losses).all():
+        unread.append((loops[0].run.step + 1, active, losses.detach()))  # read once per log or checkpoint
+        optimizer.zero_grad(set_to_none=True)
+        losses.nan_to_num(0.0).sum().backward()  # each model's gradient is its own loss's
+        if clipping:
+            _clip_per_model(stack, clips)
+        if one_rate and all(active):
+            set_learning_rate(optimizer, config, loops[0].run.step)
+            optimizer.step()
+        else:
+            rates = [loop.run.config.lr_at(loop.run.step) if on else 0.0 for loop, on in zip(loops, active)]
+            _per_model_rates(stack, optimizer, rates)
+        for loop, on in zip(loops, active):
+            loop.run.step += on
+
+    def settle() -> None:
+        """The losses since the last read, read at once: each run's sum, or ``TrainingDiverged`` naming the runs
+        and the first step whose loss is non-finite, before any log or checkpoint."""
+        rows = torch.stack([losses for *_, losses in unread]).tolist() if unread else []
+        for (at, active, _), row in zip(unread, rows):
             bad = [
                 f"{loop.run.out_dir} ({value}; last good checkpoint: "
                 f"{run_folder.latest_checkpoint(loop.run.out_dir) or 'none yet'})"
-                for loop, value in zip(loops, losses.tolist())
-                if not torch.isfinite(torch.tensor(value))
+                for loop, value, on in zip(loops, row, active)
+                if on and not math.isfinite(value)
             ]
-            raise TrainingDiverged(f"non-finite loss at step {loops[0].run.step + 1} of {'; '.join(bad)}")
-        optimizer.zero_grad(set_to_none=True)
-        losses.sum().backward()  # each model's gradient is its own loss's
-        set_learning_rate(optimizer, config, loops[0].run.step)
-        optimizer.step()
-        for loop, value in zip(loops, losses.tolist()):
-            loop.loss_sum, loop.loss_count = loop.loss_sum + value, loop.loss_count + 1
-            loop.run.step += 1
+            if bad:
+                raise TrainingDiverged(f"non-finite loss at step {at} of {'; '.join(bad)}")
+            for loop, value, on in zip(loops, row, active):
+                if on:
+                    loop.loss_sum, loop.loss_count = loop.loss_sum + value, loop.loss_count + 1
+        unread.clear()
 
     def sync() -> None:
+        settle()
         for i, loop in enumerate(loops):
             stack.model(i)
             loop.optimizer.load_state_dict(_model_optimizer_state(stack, optimizer, loop.optimizer, i))
 
     return drive(loops, step, progress, stop, sync)
+
+
+def _schedule(config: TrainConfig) -> tuple:
+    """What sets a run's learning rate at every step."""
+    return config.lr, config.lr_schedule, config.warmup_steps, config.steps
+
+
+def _clip_per_model(stack: ModelStack, clips: torch.Tensor) -> None:
+    """Each model's gradient clipped to its own ``grad_clip`` (0: not clipped) as ``clip_grad_norm_`` clips one
+    model's: scaled by ``min(1, clip / (norm + 1e-6))``, its norm taken over all its weights."""
+    grads = [p.grad for p in stack.parameters()]
+    norms = torch.stack([g.flatten(1).square().sum(1) for g in grads]).sum(0).sqrt()  # [model]
+    scale = torch.where(clips > 0, (clips / (norms + 1e-6)).clamp(max=1.0), torch.ones_like(norms))
+    for g in grads:
+        g.mul_(scale.view(-1, *[1] * (g.ndim - 1)))
+
+
+@torch.no_grad()
+def _per_model_rates(stack: ModelStack, optimizer: torch.optim.Optimizer, rates: list[float]) -> None:
+    """One optimiser step with model ``m`` at learning rate ``rates[m]``: the step is taken at rate 1 and each
+    model moved ``rates[m]`` of the way, ``w + r (w' - w)``. Adam's, AdamW's and SGD's updates are linear in the
+    rate (the moments do not depend on it; AdamW's decay is ``r * wd * w``), so this is each run's own step up to
+    rounding; a rate of 0 leaves a model exactly where it was."""
+    before = [p.detach().clone() for p in stack.parameters()]
+    for group in optimizer.param_groups:
+        group["lr"] = 1.0
+    optimizer.step()
+    r = torch.tensor(rates, dtype=stack.A.dtype, device=stack.A.device)
+    for p, w in zip(stack.parameters(), before):
+        rate = r.view(-1, *[1] * (p.ndim - 1))
+        p.copy_(torch.where(rate == 0, w, torch.lerp(w, p, rate)))  # a done run's weights kept bit for bit
 
 
 def _model_optimizer_state(

@@ -7,6 +7,7 @@ thread counts; the count is recorded in ``metrics.jsonl``).
 
 from __future__ import annotations
 
+import math
 import pickle
 import signal
 import time
@@ -63,6 +64,23 @@ class Loop:
     started: float = field(default_factory=time.perf_counter)
     elapsed_before: float = 0.0
     models_in_process: int = 1
+    unread: list = field(default_factory=list)  # (step, loss on the device) since the last ``settle``
+
+    def settle(self) -> None:
+        """Read the losses of the steps since the last read, once, onto the host (no step waits for the device):
+        their sum for the next log, or ``TrainingDiverged`` naming the first non-finite one's step, before any log
+        or checkpoint is written (so the last checkpoint is always a good one)."""
+        if not self.unread:
+            return
+        steps, values = zip(*self.unread)
+        self.unread = []
+        for step, value in zip(steps, torch.stack(values).tolist()):
+            if not math.isfinite(value):
+                last = run_folder.latest_checkpoint(self.run.out_dir)
+                raise TrainingDiverged(
+                    f"non-finite loss ({value}) at step {step}; last good checkpoint: {last if last else 'none yet'}"
+                )
+            self.loss_sum, self.loss_count = self.loss_sum + value, self.loss_count + 1
 
 
 StopFlag = Callable[[], bool]
@@ -202,8 +220,26 @@ def prepare_model(model: ICTDModel, config: TrainConfig) -> ICTDModel:
     """The model with its training path compiled when asked: on a GPU in CUDA graphs (``reduce-overhead``: one
     replay per step instead of a launch per kernel, the small-step floor), on a CPU by inductor alone."""
     if config.compile:
+        allow_graphs(len(depths_trained(config)))
         model.compile_fast_path(**({"mode": "reduce-overhead"} if config.device == "cuda" else {}))
     return model
+
+
+def depths_trained(config: TrainConfig) -> tuple[Optional[int], ...]:
+    """Every depth a run's steps use: one compiled graph each (None: the model's own depth)."""
+    if config.depth_range is not None:
+        return tuple(range(config.depth_range[0], config.depth_range[1] + 1))
+    return config.depth_list or (None,)
+
+
+def allow_graphs(n: int) -> None:
+    """Let torch keep ``n`` compiled graphs of the training path: past dynamo's recompile limit (8 by default) it
+    falls back to eager for good, so a run sampling 12 depths would train mostly uncompiled."""
+    import torch._dynamo
+
+    config = torch._dynamo.config
+    name = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"  # its name before 2.6
+    setattr(config, name, max(getattr(config, name), n + 2))
 
 
 def make_optimizer(config: TrainConfig, model: torch.nn.Module) -> torch.optim.Optimizer:
@@ -233,31 +269,47 @@ def drive(
     stop: Optional[StopFlag],
     sync: Optional[Callable[[], None]] = None,
 ) -> list[Run]:
-    """Step ``loops`` (runs of one schedule, at one step) with ``step()`` until done or stopped: each run's
-    metrics every ``eval_every`` steps, its checkpoint every ``checkpoint_every`` and on a stop, its final
-    weights at the end. ``sync()`` runs before each log and checkpoint (a stack writes its weights and optimiser
-    state back into each run's model and optimiser)."""
-    first, cfg = loops[0].run, loops[0].run.config
-    bar = progress_bar(total=cfg.steps, initial=first.step, disable=not progress, desc="train")
+    """Step ``loops`` (runs at one step, sharing their evaluation and checkpoint schedule; a stack's runs may stop
+    at different step counts) with ``step()`` until every run is done or a stop is asked: each run's metrics every
+    ``eval_every`` steps and at its last, its checkpoint every ``checkpoint_every``, at its last and on a stop, its
+    final weights when it is done. ``step()`` advances the runs not yet done (a done run stays in place). ``sync()``
+    runs before each log and checkpoint (a stack writes its weights and optimiser state back into each run's model
+    and optimiser)."""
+    cfg, finished = loops[0].run.config, []
+    undone = lambda: [loop for loop in loops if loop.run.step < loop.run.config.steps]  # noqa: E731
+    bar = progress_bar(
+        total=max(loop.run.config.steps for loop in loops),
+        initial=loops[0].run.step,
+        disable=not progress,
+        desc="train",
+    )
     with sigint_as_flag(stop) as interrupted:
         stopping = interrupted()  # polled once per step, so a stop is always followed by a checkpoint
-        while first.step < cfg.steps and not stopping:
+        while (active := undone()) and not stopping:
             step()
             bar.update(1)
-            logging = first.step % cfg.eval_every == 0 or first.step == cfg.steps
+            at_end = [loop for loop in active if loop.run.step == loop.run.config.steps]
+            logging = [loop for loop in active if loop.run.step % cfg.eval_every == 0 or loop in at_end]
             if logging:
+                for loop in active:  # one read of the losses since the last: raises on a non-finite one
+                    loop.settle()
                 if sync is not None:
                     sync()
-                entries = [log_metrics(loop, loss=loop.loss_sum / max(loop.loss_count, 1)) for loop in loops]
+                entries = [log_metrics(loop, loss=loop.loss_sum / max(loop.loss_count, 1)) for loop in logging]
                 bar.set_postfix(_postfix(entries[0]))
             stopping = interrupted()  # after the evaluation, so a stop asked during it still checkpoints now
-            if first.step % cfg.checkpoint_every == 0 or first.step == cfg.steps or stopping:
-                if sync is not None and not logging:
+            saving = [l for l in active if l.run.step % cfg.checkpoint_every == 0 or l in at_end or stopping]
+            if saving and not logging:
+                for loop in active:
+                    loop.settle()
+                if sync is not None:
                     sync()
-                for loop in loops:
-                    save_state(loop)
+            for loop in saving:
+                save_state(loop)
+            for loop in at_end:
+                finished.append(finish(loop.run))
     bar.close()
-    return [finish(loop.run) for loop in loops]
+    return [loop.run if any(loop.run is r for r in finished) else finish(loop.run) for loop in loops]
 
 
 def finish(run: Run) -> Run:
@@ -285,19 +337,13 @@ def _step(loop: Loop) -> None:
     run, config = loop.run, loop.run.config
     batch, depth = next(loop.batches)
     loss = step_loss(loop.batches.objective, run.model, batch, depth, config)
-    if not torch.isfinite(loss):
-        last = run_folder.latest_checkpoint(run.out_dir)
-        raise TrainingDiverged(
-            f"non-finite loss ({loss.item()}) at step {run.step + 1}; "
-            f"last good checkpoint: {last if last else 'none yet'}"
-        )
+    loop.unread.append((run.step + 1, loss.detach()))  # read at the next log or checkpoint (``Loop.settle``)
     loop.optimizer.zero_grad(set_to_none=True)
     loss.backward()
     if config.grad_clip:
         torch.nn.utils.clip_grad_norm_(run.model.parameters(), config.grad_clip)
     set_learning_rate(loop.optimizer, config, run.step)
     loop.optimizer.step()
-    loop.loss_sum, loop.loss_count = loop.loss_sum + loss.item(), loop.loss_count + 1
     run.step += 1
 
 

@@ -210,13 +210,26 @@ def test_the_quick_device_checks_print_one_json_line_each_and_pass_on_the_cpu(ca
         sys.path.remove(str(ROOT / "benchmarks"))
     lines = device_quick.run("cpu", stacked={"sizes": (1, 3), "steps": 2}, step_ms={"steps": 2})
     printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert printed == lines and len(lines) == 10
+    assert printed == lines and len(lines) == 14
+    assert lines[0]["check"] == "device" and lines[0]["pass"]
     checked = [line for line in lines if "max_error" in line]
-    assert len(checked) == 7 and all(line["pass"] and line["max_error"] < 1e-4 for line in checked)
+    assert len(checked) == 8 and all(line["pass"] and line["max_error"] < 1e-4 for line in checked)
+    assert next(line for line in lines if line["check"] == "training run on the device")["pass"]
     assert [line["models"] for line in lines if "models" in line] == [1, 3]
+    assert "speedup" in lines[-1] and lines[-1]["target"] == 1.5  # pass or fail: a timing, not asserted
     assert all(line["model_steps_per_s"] > 0 for line in lines if "models" in line)
     failed = device_quick.run("cpu", only=("stacked",), stacked={"sizes": (0,)})  # an empty stack cannot be built
     assert failed[-1]["pass"] is False and failed[-1]["check"] == "stacked"
+    # the gradient check reads every parameter: 5% off in V's gradient alone (or A's) fails it
+    want = [torch.ones(2, 2), torch.ones(3)]
+    for k in range(2):
+        got = [w.clone() for w in want]
+        got[k] *= 1.05
+        assert device_quick.grad_error(got, want) == pytest.approx(0.05)
+    assert device_quick.metric_error([{"step": 0, "loss": 1.0}], [{"step": 0, "loss": float("nan")}]) == float("inf")
+    assert device_quick.metric_error([{"step": 0, "x": [1.0, 2.0]}], [{"step": 0, "x": [1.0, 2.2]}]) == pytest.approx(
+        0.1
+    )
 
 
 def test_the_state_space_training_benchmark_steps_both_paths_on_one_batch():

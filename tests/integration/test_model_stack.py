@@ -47,6 +47,35 @@ def test_each_run_of_a_stack_reaches_its_own_runs_weights(tmp_path, objective, p
         assert run.metrics[-1]["models_in_process"] == 2 and "models_in_process" not in alone.metrics[-1]
 
 
+CONDITIONS = [  # one stack, four conditions: rate, schedule and warm-up, step count, clipping, task pool
+    {"lr": 1e-3},
+    {"lr": 3e-2, "lr_schedule": "cosine", "warmup_steps": 5},
+    {"lr": 1e-2, "steps": 13, "task_pool": 4},
+    {"lr": 2e-2, "grad_clip": 0.05, "shuffle_rewards": True},
+]
+
+
+def test_runs_in_different_conditions_share_a_stack_each_reaching_its_own_runs_weights(tmp_path, monkeypatch):
+    cfgs = [TrainConfig.from_preset("quick", seed=s, **{**SMALL, **c}) for s, c in enumerate(CONDITIONS)]
+    stacked = train_stack(cfgs, [tmp_path / f"s{i}" for i in range(4)], progress=False)
+    for i, (config, run) in enumerate(zip(cfgs, stacked)):
+        alone = train(config, tmp_path / f"a{i}", progress=False)
+        assert run.step == alone.step == config.steps and not run.interrupted
+        for name, weight in final_state(alone).items():
+            assert rel(run.model.state_dict()[name], weight) < 1e-11, (i, name)
+        assert [m["step"] for m in run.metrics] == [m["step"] for m in alone.metrics]  # 0, 8, 13 for the short one
+        assert run.metrics[-1]["loss"] == pytest.approx(alone.metrics[-1]["loss"], rel=1e-11)
+    # the check can fail: without clipping the clipped run misses its own run, and with one rate for every model
+    # (the first run's schedule) so does the run with another schedule
+    import ictd_interp.training.stacked as stacked_module
+
+    for i, (name, broken) in zip((3, 1), [("_clip_per_model", lambda stack, clips: None), ("_schedule", lambda c: 0)]):
+        monkeypatch.setattr(stacked_module, name, broken)
+        wrong = train_stack(cfgs, [tmp_path / f"{name}{k}" for k in range(4)], progress=False)
+        alone = train(cfgs[i], tmp_path / f"again{i}", progress=False)
+        assert max(rel(wrong[i].model.state_dict()[k], w) for k, w in final_state(alone).items()) > 1e-3, name
+
+
 def test_a_stopped_stack_resumes_to_the_uninterrupted_stacks_weights_and_each_run_resumes_alone(tmp_path):
     cfgs = configs()
     whole = train_stack(cfgs, [tmp_path / f"w{i}" for i in range(3)], progress=False)
@@ -89,8 +118,8 @@ def test_a_stacked_runs_checkpoint_holds_the_optimiser_state_of_its_own_run(tmp_
 
 
 def test_train_stack_refuses_runs_it_cannot_stack_naming_why(tmp_path):
-    with pytest.raises(ValueError, match=r"configs\[1\]: differs from configs\[0\] beyond the seeds \(lr"):
-        train_stack([configs()[0], configs(lr=3e-2)[1]], [tmp_path / "a", tmp_path / "b"], progress=False)
+    with pytest.raises(ValueError, match=r"configs\[1\]: differs from configs\[0\] beyond seed, lr.*\(objective"):
+        train_stack([configs()[0], configs(objective="mc")[1]], [tmp_path / "a", tmp_path / "b"], progress=False)
     with pytest.raises(ValueError, match="depth-sampled runs"):
         train_stack(configs(train_depths="1:3")[:2], [tmp_path / "a", tmp_path / "b"], progress=False)
     with pytest.raises(ValueError, match="stylised model's paper-mask fast path"):

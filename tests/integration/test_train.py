@@ -297,3 +297,24 @@ def test_a_run_folder_of_the_flat_layout_is_read_and_resumed(tmp_path):
         TrainConfig.from_dict({**LEGACY_FLAT, "learning_rate": 1.0})
     with pytest.raises(ValueError, match="'model' and 'tasks' tables"):
         TrainConfig.from_dict({"model": config.to_dict()["model"]})
+
+
+def test_a_compiled_run_sampling_depths_keeps_a_graph_for_each_depth():
+    """Each depth is its own compiled graph; torch keeps 8 before falling back to eager for good, so a run sampling
+    12 depths raises the limit to hold them all (``trainer.allow_graphs``); an eager run leaves it alone."""
+    import torch._dynamo
+
+    from ictd_interp.models.registry import build_model
+    from ictd_interp.training.trainer import depths_trained, prepare_model
+
+    limit = torch._dynamo.config.recompile_limit
+    try:
+        sampled = TrainConfig.from_preset("quick", train_depths="1:12")
+        assert depths_trained(sampled) == tuple(range(1, 13))
+        prepare_model(build_model(sampled.model), sampled)  # eager: nothing changes
+        assert torch._dynamo.config.recompile_limit == limit
+        compiled = replace(sampled, compile=True)
+        prepare_model(build_model(compiled.model), compiled)
+        assert torch._dynamo.config.recompile_limit >= 12 > limit
+    finally:
+        torch._dynamo.config.recompile_limit = limit

@@ -103,7 +103,8 @@ def test_studies_stack_cells_of_one_shape_only_at_small_batches():
     assert [len(u) for u in units(8)] == [1, 1, 1, 2] * 2  # a unit for every worker
     assert [len(u) for u in units(1, seeds=range(40))] == [20] * 4  # <= 128 tasks per stack at 4 per model
     assert [len(u) for u in units(1, seeds=range(85), grid={"tied": [True]}, tasks_per_batch=3)] == [28, 28, 29]
-    assert [len(u) for u in units(5, grid={"lr": [1e-3, 2e-3, 3e-3]})] == [2, 3, 2, 3, 5]  # a unit per worker
+    # runs that differ in learning rate share a stack (stacked.FREE): one group of 15, a unit per worker
+    assert [len(u) for u in units(5, grid={"lr": [1e-3, 2e-3, 3e-3]})] == [3, 3, 3, 3, 3]
     # a started cell keeps its last unit; the rest are split over the workers left
     last = {f"tied-False__seed-{s}": [f"tied-False__seed-{t}" for t in (0, 1, 2, 3)] for s in (0, 1, 2, 3)}
     assert units(4, previous=last) == [

@@ -221,12 +221,26 @@ class HookedICTDTransformer(TransformerLensSurface, HookedRootModule):
         self.hook_prompt = HookPoint()  # [batch, pos, d_model]: a copy of the caller's prompt
         self.hook_embed = HookPoint()  # [batch, pos, d_model]: the residual stream's input (= the prompt)
         self.blocks = nn.ModuleList(ICTDBlock(self.cfg) for _ in range(self.cfg.n_layers))
-        if self.cfg.tied:
-            for block in self.blocks[1:]:
-                block.attn.A, block.attn.V = self.blocks[0].attn.A, self.blocks[0].attn.V
+        self._tie()
         self.init_weights()
         self._mask_gradients()
         self.finish_init()
+
+    def _tie(self) -> None:
+        """A tied model's blocks share the first block's ``A`` and ``V`` (one parameter each)."""
+        if self.cfg.tied:
+            for block in self.blocks[1:]:
+                block.attn.A, block.attn.V = self.blocks[0].attn.A, self.blocks[0].attn.V
+
+    def _apply(self, fn, recurse: bool = True):
+        """``nn.Module._apply`` (``.to``, ``.double`` ...), keeping the ties and gradient masks: a move torch makes
+        by new parameters (to the ``meta`` device, say) would give each block its own copy, unmasked."""
+        before = [id(p) for p in self.parameters()]
+        super()._apply(fn, recurse)
+        if [id(p) for p in self.parameters()] != before:
+            self._tie()
+            self._mask_gradients()
+        return self
 
     def init_weights(self) -> None:
         """Seeded Gaussian init (std ``init_scale``) on the trainable entries, exact zeros elsewhere."""
