@@ -34,6 +34,7 @@ from analyses.studies.spec import Cell, StudySpecError
 
 STATUS_FILE = "status.json"
 FINAL = ("done", "failed", "interrupted")
+TRAINED = ("done", "trained")  # a cell whose training is over: "trained" waits for its analysis (a GPU unit's)
 STACK_MAX_TASKS_PER_BATCH = 16  # where a stack's step loop wins: 2.1x at 4 tasks, 1.25x at 16; ties at 32, 0.76x at 64
 STACK_TASKS = 128  # the most tasks of all a stack's models per step measured winning (4 tasks x 32 models: 2.2x)
 # On a GPU one model's step is launch-bound (4.7 ms whatever its batch, H200) and a stack wins at every batch: with
@@ -90,13 +91,18 @@ def _shares(workers: int, sizes: list[int]) -> list[int]:
 
 
 def run_stacked_cells(
-    cell_dirs: list[str], configs: list[dict[str, Any]], stop_file: str, keep_freed_memory: bool = False
+    cell_dirs: list[str],
+    configs: list[dict[str, Any]],
+    stop_file: str,
+    keep_freed_memory: bool = False,
+    analyse: bool = True,
 ) -> list[dict[str, Any]]:
     """Train cells of one shape as one stack (or resume them together), then analyse each; runs inside a Ray
     worker on one torch thread. Cells whose runs cannot continue together (some started, some not, no step at
     which all have a checkpoint, a stored run with other settings, a last stretch in another unit) or whose
     stack stopped on one model's non-finite loss continue one by one with ``run_cell``, from their
-    checkpoints: the diverging one fails alone, the others finish."""
+    checkpoints: the diverging one fails alone, the others finish. ``analyse=False`` (a GPU unit) leaves each cell
+    ``trained`` for ``units.analyse_cell`` to analyse in a CPU task, so the GPU is not held meanwhile."""
     import torch
 
     from ictd_interp.config.train import TrainConfig
@@ -112,10 +118,10 @@ def run_stacked_cells(
     if stop():
         return [write_status(c, "interrupted") for c in cells]
     one_by_one = lambda: [
-        run_cell(str(c), cfg, stop_file, keep_freed_memory, started_at)  # noqa: E731
+        run_cell(str(c), cfg, stop_file, keep_freed_memory, started_at, analyse)  # noqa: E731
         for c, cfg in zip(cells, configs)
     ]
-    if any(read_status(c).get("status") == "done" for c in cells):  # a retry after some finished: never redone
+    if any(read_status(c).get("status") in TRAINED for c in cells):  # a retry after some finished: never redone
         return one_by_one()
     cfgs = [TrainConfig.from_dict(c) for c in configs]
     started = _stack_start(cells, cfgs)
@@ -126,7 +132,7 @@ def run_stacked_cells(
     def failed(err: Exception) -> list[dict[str, Any]]:
         wall = time.perf_counter() - started_at
         return [
-            _failed(
+            record_failure(
                 c,
                 err,
                 wall_time=wall,
@@ -164,6 +170,7 @@ def run_stacked_cells(
                 "trained_in": ended(paths[cell], run.step),
                 **together,
             },
+            analyse,
         )
         for cell, run in zip(cells, runs)
     ]
@@ -195,7 +202,7 @@ def _stack_start(cells: list[Path], cfgs: list) -> Optional[list[bool]]:
     return started
 
 
-def _failed(cell: Path, err: Exception, **info: Any) -> dict[str, Any]:
+def record_failure(cell: Path, err: Exception, **info: Any) -> dict[str, Any]:
     """The cell's status after ``err`` (raised in the ``except`` block this is called from: its trace is kept)."""
     trace = traceback.format_exc(limit=-3)
     return write_status(cell, "failed", error=f"{type(err).__name__}: {err}", trace=trace, **info)
@@ -215,16 +222,17 @@ def _loop_for(run_dir: Path, cfg):
     return rewind(reopen_loop(run_dir))
 
 
-def _analyse_stacked(cell: Path, run, info: dict[str, Any]) -> dict[str, Any]:
-    """A stacked cell's status once its training stopped: interrupted, or analysed (done or failed)."""
+def _analyse_stacked(cell: Path, run, info: dict[str, Any], analyse: bool = True) -> dict[str, Any]:
+    """A stacked cell's status once its training stopped: interrupted, trained (``analyse=False``), or analysed
+    (done or failed)."""
     from analyses.analyze import analyze
 
-    if run.interrupted:
-        return write_status(cell, "interrupted", **info)
+    if run.interrupted or not analyse:
+        return write_status(cell, "interrupted" if run.interrupted else "trained", **info)
     try:
         analyze(run.out_dir, cell / "analysis", neu=False, draw=False)
     except Exception as err:
-        return _failed(cell, err, **info)
+        return record_failure(cell, err, **info)
     return write_status(cell, "done", **info)
 
 
@@ -234,9 +242,10 @@ def run_cell(
     stop_file: str,
     keep_freed_memory: bool = False,
     started_at: Optional[float] = None,
+    analyse: bool = True,
 ) -> dict[str, Any]:
     """Train (or resume) and analyse one cell; runs inside a Ray worker on one torch thread (``started_at``: the
-    start of its unit, when it continues a stack's work)."""
+    start of its unit, when it continues a stack's work; ``analyse=False``: leave it ``trained``)."""
     import torch
 
     from analyses.analyze import analyze
@@ -249,7 +258,7 @@ def run_cell(
     apply_allocator_choice(keep_freed_memory)
     cell, started = Path(cell_dir), time.perf_counter() if started_at is None else started_at
     run_dir, stop, path = cell / "run", (lambda: Path(stop_file).exists()), None
-    if read_status(cell).get("status") == "done":  # a unit's retry after this cell finished: never redone
+    if read_status(cell).get("status") in TRAINED:  # a unit's retry after this cell finished: never redone
         return read_status(cell)
     if stop():
         return write_status(cell, "interrupted")
@@ -260,8 +269,10 @@ def run_cell(
         if run_folder.config_path(run_dir).exists() and run_folder.latest_checkpoint(run_dir) is None:
             shutil.rmtree(run_dir)  # stopped before its first checkpoint: only step 0's log to redo
         if run_folder.final_dir(run_dir).exists():  # trained, its analysis cut short (a killed worker): analyse
-            analyze(run_dir, cell / "analysis", neu=False, draw=False)
-            return write_status(cell, "done", wall_time=time.perf_counter() - started, earlier_attempts=earlier)
+            if analyse:
+                analyze(run_dir, cell / "analysis", neu=False, draw=False)
+            wall = time.perf_counter() - started
+            return write_status(cell, "done" if analyse else "trained", wall_time=wall, earlier_attempts=earlier)
         loop = _loop_for(run_dir, cfg)
         path = trained_in(cell, loop.run.step, [cell.name])
         write_status(cell, "running", earlier_attempts=earlier, trained_in=path, models_in_process=1)
@@ -272,13 +283,14 @@ def run_cell(
                 cell, "interrupted", wall_time=time.perf_counter() - started, trained_in=path, models_in_process=1
             )
         # NEU per (n, L): analyses.metrics.neu.neu_grid, not per cell; figures: the study's, across cells
-        analyze(run_dir, cell / "analysis", neu=False, draw=False)
+        if analyse:
+            analyze(run_dir, cell / "analysis", neu=False, draw=False)
     except Exception as err:
         trained = {} if path is None else {"trained_in": ended(path, run_dir)}
-        return _failed(cell, err, wall_time=time.perf_counter() - started, earlier_attempts=earlier, **trained)
+        return record_failure(cell, err, wall_time=time.perf_counter() - started, earlier_attempts=earlier, **trained)
     return write_status(
         cell,
-        "done",
+        "done" if analyse else "trained",
         wall_time=time.perf_counter() - started,
         earlier_attempts=earlier,
         trained_in=path,
@@ -360,7 +372,7 @@ def attempts(cell: Path) -> list[dict[str, Any]]:
 
 
 def write_status(cell: Path, status: str, **info: Any) -> dict[str, Any]:
-    """``status.json``: running | retrying | done | failed | interrupted, with the pid (this process's
+    """``status.json``: running | retrying | trained | done | failed | interrupted, with the pid (this process's
     unless given) and host of the process, so a reader can find a cell's process; ``trained_in`` and
     ``earlier_attempts`` are kept from the status before unless given, a final status closes an open stretch
     at the run's latest checkpoint, and ``models_in_process`` is the last stretch's unless given."""
@@ -369,7 +381,7 @@ def write_status(cell: Path, status: str, **info: Any) -> dict[str, Any]:
     kept = {k: before[k] for k in ("trained_in", "earlier_attempts") if k in before}
     entry = {"status": status, "pid": os.getpid(), "host": socket.gethostname(), "error": None, **kept, **info}
     path = entry.get("trained_in")
-    if status in FINAL and path and path[-1]["until_step"] is None:  # an attempt that ended where none wrote it
+    if status in (*FINAL, "trained") and path and path[-1]["until_step"] is None:  # an attempt ended, none wrote it
         entry["trained_in"] = path = ended(path, cell / "run")
     if path and path[-1]["cells"] is not None:
         entry.setdefault("models_in_process", len(path[-1]["cells"]))

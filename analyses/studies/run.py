@@ -48,6 +48,7 @@ from analyses.studies.cells import (
 )
 from analyses.studies.results import collect, read_tables
 from analyses.studies.spec import StudySpec, StudySpecError, load_spec, stored_spec
+from analyses.studies.units import analyse_cell, analyses_apart
 from ictd_interp.io.progress import computed, progress_bar
 
 STOP_FILE = "STOP"
@@ -110,7 +111,7 @@ def run_study(
     (``ictd_interp.training.allocator``; the ``ictd-interp study`` command asks for it).
     """
     spec, out_dir = load_spec(spec), Path(out_dir)
-    _prepare_folder(spec, out_dir)
+    prepare_folder(spec, out_dir)
     sparse = sorted({c.condition for c in spec.cells() if c.config.steps < c.config.eval_every})
     if sparse:
         warnings.warn(
@@ -149,7 +150,7 @@ def load_study(out_dir: Union[str, Path]) -> Study:
     return Study(out_dir, stored_spec(out_dir), *read_tables(out_dir))
 
 
-def _prepare_folder(spec: StudySpec, out_dir: Path) -> None:
+def prepare_folder(spec: StudySpec, out_dir: Path) -> None:
     """A new folder gets the spec; an existing one must hold the same spec (nothing is reused for a
     different request)."""
     stored = out_dir / "spec.json"
@@ -176,16 +177,20 @@ def _run_on_ray(cells, out_dir: Path, session: RaySession, progress: bool, keep_
     ray = session.ray()
     alone = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(run_cell)
     stacked = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(run_stacked_cells)
+    analysis = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(analyse_cell)  # a CPU task: never holds a GPU
     stop_file = str(out_dir / STOP_FILE)
-    refs = {}
-    previous = {c.name: unit for c in cells if (unit := last_unit(out_dir / "cells" / c.name))}
-    for unit in stack_groups(cells, int(ray.cluster_resources().get("CPU", 1)), previous):
+    trained = [c for c in cells if read_status(out_dir / "cells" / c.name).get("status") == "trained"]
+    refs = {analysis.remote(str(out_dir / "cells" / c.name)): [c] for c in trained}
+    to_train = [c for c in cells if c not in trained]
+    previous = {c.name: unit for c in to_train if (unit := last_unit(out_dir / "cells" / c.name))}
+    for unit in stack_groups(to_train, _slots(ray, to_train), previous):
         dirs, configs = [str(out_dir / "cells" / c.name) for c in unit], [c.config.to_dict() for c in unit]
         gpus = {"num_gpus": 1} if unit[0].config.device == "cuda" else {}  # Ray spreads GPU units over the GPUs
+        apart = analyses_apart(unit[0].config.device)
         ref = (
-            alone.options(**gpus).remote(dirs[0], configs[0], stop_file, keep_freed_memory)
+            alone.options(**gpus).remote(dirs[0], configs[0], stop_file, keep_freed_memory, None, not apart)
             if len(unit) == 1
-            else stacked.options(**gpus).remote(dirs, configs, stop_file, keep_freed_memory)
+            else stacked.options(**gpus).remote(dirs, configs, stop_file, keep_freed_memory, not apart)
         )
         refs[ref] = unit
     bar = progress_bar(total=len(cells), disable=not progress, desc="study cells")
@@ -202,9 +207,13 @@ def _run_on_ray(cells, out_dir: Path, session: RaySession, progress: bool, keep_
                 (out_dir / STOP_FILE).touch()
                 continue
             for ref in ready:
-                for status in _results_of(ray, ref, refs[ref], out_dir):
+                for cell, status in zip(refs[ref], _results_of(ray, ref, refs[ref], out_dir)):
+                    if status == "trained":  # a GPU unit's cell: analysed in a CPU task while the GPU goes on
+                        pending.append(again := analysis.remote(str(out_dir / "cells" / cell.name)))
+                        refs[again] = [cell]
+                        continue
                     counts[status] = counts.get(status, 0) + 1
-                bar.update(len(refs[ref]))
+                    bar.update(1)
             running = 0
             for r in pending:  # a worker that died mid-cell: say why, before Ray's retry resumes the cell
                 for cell in refs[r]:
@@ -223,6 +232,14 @@ def _run_on_ray(cells, out_dir: Path, session: RaySession, progress: bool, keep_
         bar.close()
         (out_dir / STOP_FILE).unlink(missing_ok=True)
     return interrupted
+
+
+def _slots(ray, cells) -> int:
+    """How many units the cells are split into at least: one per GPU for GPU cells (each unit as large as the
+    device takes, ``cells.stack_rule``), one per CPU otherwise."""
+    resources = ray.cluster_resources()
+    on_gpu = any(c.config.device == "cuda" for c in cells)
+    return max(1, int(resources.get("GPU" if on_gpu else "CPU", 1)))
 
 
 def _results_of(ray, ref, unit, out_dir: Path) -> list[str]:

@@ -17,9 +17,10 @@ from dataclasses import fields
 from importlib import resources
 from typing import Optional
 
-from ictd_interp.cli import commands
+from ictd_interp.cli import commands, study
 from ictd_interp.cli.args import add_config_args, add_train_args, positive_int
 from ictd_interp.cli.configs import ConstructConfig, EvaluateConfig
+from ictd_interp.cli.prechecks import check_request
 from ictd_interp.cli.threads import SETS_OWN_THREADS, set_threads
 from ictd_interp.config.train import MODEL_CONFIGS, PRESETS, TrainConfig, flat_fields
 
@@ -136,12 +137,35 @@ def _study_flags(p: argparse.ArgumentParser) -> None:
         "--dry-run", action="store_true", help="list the study's cells, seeds and measured time; run nothing"
     )
     p.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default=None,
+        help="train every cell here (default: the spec's); on cuda each GPU trains one unit of cells at a time, "
+        "as many models stacked as its memory takes, and the analyses run in CPU tasks beside it",
+    )
+    where = p.add_mutually_exclusive_group()
+    where.add_argument(
         "--workers", type=positive_int, default=None, help="cells at once on a local Ray instance (default: all cores)"
     )
-    p.add_argument(
+    where.add_argument(
         "--address",
         default=None,
         help="join this Ray cluster (HOST:PORT) instead; --out must be storage every node sees",
+    )
+    where.add_argument(
+        "--plan",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="split the cells into at least N units for a cluster scheduler (DIR/units.json) and run nothing",
+    )
+    where.add_argument(
+        "--unit",
+        type=int,
+        default=None,
+        metavar="K",
+        help="run unit K of DIR/units.json in this process, without Ray (one job of a SLURM array: "
+        "K = $SLURM_ARRAY_TASK_ID); resumable; then the same command without --unit writes the report",
     )
     _allocator_flag(p)
 
@@ -194,6 +218,14 @@ def _benchmark_flags(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="a Python file that registers methods (register_method); repeatable",
     )
+    p.add_argument(
+        "--split",
+        default="public",
+        choices=["public", "private"],
+        help="public: cases from seeds 0, 1, ... (development); private: cases from seeds a key decides, "
+        "each method given a sealed problem (needs --key-file)",
+    )
+    p.add_argument("--key-file", default=None, metavar="FILE", help="the private split's key (at least 16 bytes)")
     _ray_and_force(p)
 
 
@@ -250,7 +282,7 @@ COMMANDS = {
     "models": commands.models,
     "analyze": commands.analyze,
     "evaluate": commands.evaluate,
-    "study": commands.study,
+    "study": study.study,
     "study-report": commands.study_report,
     "claims": commands.claims,
     "import-incontexttd": commands.import_incontexttd,
@@ -305,6 +337,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse(build_parser(), argv)
     try:
         with one_line_warnings(args.command):
+            check_request(args)  # before torch loads: a wrong name or path answers at once
             if args.command not in SETS_OWN_THREADS:
                 set_threads(args.threads)
             return COMMANDS[args.command](args)

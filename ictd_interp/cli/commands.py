@@ -190,35 +190,6 @@ def evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def study(args: argparse.Namespace) -> int:
-    from analyses.studies.run import run_study
-    from analyses.studies.spec import load_spec
-
-    if args.dry_run:
-        spec = load_spec(args.spec)  # every cell's config built, so a bad spec fails here too
-        print(f"{spec.name}: {spec.description}")
-        print(f"preset {spec.preset}; fixed {spec.fixed or 'nothing'}; seeds {spec.seeds}")
-        for condition in spec.conditions():
-            print(f"  {', '.join(f'{k}={v}' for k, v in condition.items()) or '(the preset)'}: {len(spec.seeds)} runs")
-        print(f"{len(spec.cells())} runs in all; measured: {spec.measured or 'not yet'}")
-        return 0
-    if args.out is None:
-        raise ValueError("--out: a study folder is required to run a study (--dry-run lists its cells without one)")
-
-    result = run_study(
-        args.spec, args.out, address=args.address, workers=args.workers, keep_freed_memory=args.keep_freed_memory
-    )
-    cells = result.results.drop_duplicates("cell")
-    print(
-        f"{result.out_dir}/study.md: {int((cells['status'] == 'done').sum())}/{len(cells)} cells done, "
-        f"{int((cells['status'] == 'failed').sum())} failed"
-    )
-    if result.interrupted:
-        print(f"{result.out_dir}: interrupted; run the same command again to continue")
-        return 130
-    return 0
-
-
 def import_incontexttd(args: argparse.Namespace) -> int:
     """Checkpoints of a model trained with the predecessor's public code: the last logged step in ``--out``,
     or (``--all-steps``) one checkpoint per logged step in ``--out/step-XXXXXX``."""
@@ -282,6 +253,7 @@ def claims(args: argparse.Namespace) -> int:
 def methods_benchmark(args: argparse.Namespace) -> int:
     from analyses.methods_benchmark.report import write_report
     from analyses.methods_benchmark.run import narrowed, run_benchmark
+    from analyses.methods_benchmark.sealed import Split
 
     names = lambda text: None if text is None else [m.strip() for m in text.split(",") if m.strip()]  # noqa: E731
     budget = narrowed(args.budget, names(args.cases), args.seeds)
@@ -293,6 +265,7 @@ def methods_benchmark(args: argparse.Namespace) -> int:
         workers=args.workers,
         address=args.address,
         force=args.force,
+        split=Split.read(args.split, args.key_file),
     )
     path = write_report(cells, budget, Path(args.out))
     print(f"{path}: {len(cells)} cells, methods {', '.join(cells[0].scores)}")

@@ -96,6 +96,58 @@ def test_four_cells_equal_their_summaries_and_standalone_runs(local_ray, tmp_pat
     assert [p.stat().st_mtime_ns for p in finals] == stamps
 
 
+def test_cells_of_other_conditions_share_a_stack_and_a_gpu_units_analyses_run_apart(local_ray, tmp_path, monkeypatch):
+    """Cells that differ in learning rate and step count (not only seed) are stacked together; with analyses apart
+    (what a GPU unit does, here on the CPU) each unit leaves its cells ``trained`` and CPU tasks analyse them, and a
+    cell found ``trained`` on a re-run is analysed without being trained again."""
+    import analyses.studies.run as study_run
+
+    monkeypatch.setattr(study_run, "analyses_apart", lambda device: True)
+    grid = {"lr": [1e-3, 1e-2], "steps": [8, 12]}
+    study = run_study(spec(grid=grid, seeds=(0,)), tmp_path / "s", progress=False)
+    assert (study.results["status"] == "done").all() and study.results["cell"].nunique() == 4
+    statuses = {c.name: json.loads((c / "status.json").read_text()) for c in (tmp_path / "s" / "cells").iterdir()}
+    assert all(s["analysis_time"] > 0 and s["models_in_process"] == 2 for s in statuses.values())
+    together = {tuple(sorted(s["trained_in"][-1]["cells"])) for s in statuses.values()}
+    assert len(together) == 2 and all(len({c.rsplit("__seed", 1)[0] for c in unit}) == 2 for unit in together)
+    cell = next((tmp_path / "s" / "cells").iterdir())
+    final = cell / "run" / "final" / "model.safetensors"
+    stamp = final.stat().st_mtime_ns
+    shutil.rmtree(cell / "analysis")
+    (cell / "status.json").write_text(json.dumps({**statuses[cell.name], "status": "trained"}))
+    run_study(spec(grid=grid, seeds=(0,)), tmp_path / "s", progress=False)
+    assert (cell / "analysis" / "summary.json").exists() and final.stat().st_mtime_ns == stamp
+    assert json.loads((cell / "status.json").read_text())["status"] == "done"
+
+
+def test_a_planned_study_runs_unit_by_unit_without_ray_and_resumes_per_unit(tmp_path):
+    """``--plan N`` fixes the split (DIR/units.json); each ``--unit K`` (a SLURM array's job) trains its stack in
+    its own process without Ray, bit for bit the same stack trained alone; a re-run unit redoes nothing, a unit
+    out of range and another plan once cells started are refused, and the report follows from the cells."""
+    from analyses.studies.plan import plan_units, run_unit
+
+    study, out = load_spec(spec(grid={"lr": [1e-3, 1e-2]})), tmp_path / "s"
+    units = plan_units(study, out, 2)
+    assert json.loads((out / "units.json").read_text())["units"] == units and len(units) == 2
+    assert plan_units(study, out, 2) == units  # the same plan again: nothing changes
+    for k in range(2):
+        assert [s["status"] for s in run_unit(study, out, k)] == ["done", "done"]
+    cells = {c.name: c for c in study.cells()}
+    stack = stacked_standalone([cells[n].config for n in units[1]], tmp_path / "alone")
+    for name, weights in zip(units[1], stack):
+        assert_same(final_weights(out / "cells" / name), weights)
+    final = out / "cells" / units[0][0] / "run" / "final" / "model.safetensors"
+    stamp = final.stat().st_mtime_ns
+    run_unit(study, out, 0)
+    assert final.stat().st_mtime_ns == stamp
+    with pytest.raises(ValueError, match=r"--unit: 2 is not a unit of .*units.json \(0 to 1\)"):
+        run_unit(study, out, 2)
+    with pytest.raises(ValueError, match="holds another plan and cells have started"):
+        plan_units(study, out, 4)
+    done = run_study(study, out, progress=False)  # every cell done: the report only, no Ray started
+    assert (done.results["status"] == "done").all() and (out / "study.md").exists()
+
+
 def assert_same_tables(a, b) -> None:
     pd.testing.assert_frame_equal(a.results, b.results)
     pd.testing.assert_frame_equal(a.curves, b.curves)
