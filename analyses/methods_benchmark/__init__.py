@@ -4,10 +4,14 @@
 - ``cases``: planted cases — θ*'s circuit (or a trained model's layer) behind a random rotation, with
   distractors — and their ground truth.
 - ``scores``: AUROC, AUPRC, ROC, principal angles, faithfulness (pure functions).
-- ``methods``: the ``Method`` record, ``register_method`` and the built-in methods.
+- ``methods``: the ``Method`` record, ``register_method`` and the built-in methods, with ``weight_reader`` (the
+  weights alone) and ``mask_selection`` (edge pruning) beside them; ``plugins``: outside methods' files.
+- ``guard``: a method's run on its ``Problem``, its failures named and the process state put back.
 - ``evaluate``: a method's output scored against a case's ground truth (typed: ``EdgeScores``,
   ``DirectionScores``, ``CellResult``).
-- ``run``: every method on every case × seed on Ray, resumable; ``report``: the table, verdicts and figures.
+- ``run``: every method on every case × seed on Ray, resumable; ``isolation``: each method in a Ray task of its
+  own, with a time limit; ``sealed``: the public and private splits.
+- ``report``: the tables, verdicts and figures; ``leaderboard``: ``results.json`` and the ranked table.
 
 Imports ``analyses.metrics``, ``analyses.figures``, ``analyses.studies`` (its Ray set-up), ``analyses.summary``
 (typed JSON written and read back) and the core's ``ictd_interp.config``, ``ictd_interp.tasks``,

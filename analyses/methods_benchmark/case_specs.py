@@ -42,6 +42,8 @@ class CaseSpec:
     leak_heads: int = 0
     leak_scale: float = 0.0
     split_td: bool = False
+    dormant_heads: int = 0  # heads with large weights whose values read a dimension the data never fills
+    closed_units: bool = False  # the MLP units write into the circuit, kept shut by their biases
     layer_norm: bool = False
     anchor: float = 0.0
     source: str = THETA_STAR
@@ -51,7 +53,15 @@ class CaseSpec:
         for key in ("n_layers", "d_features", "n_states", "context_len", "n_tasks"):
             if not isinstance(getattr(self, key), int) or getattr(self, key) < 1:
                 raise ValueError(f"case {self.name!r}: {key} must be a positive integer, got {getattr(self, key)!r}")
-        for key in ("silent_heads", "junk_heads", "cancelling_pairs", "d_mlp", "junk_dims", "leak_heads"):
+        for key in (
+            "silent_heads",
+            "junk_heads",
+            "cancelling_pairs",
+            "d_mlp",
+            "junk_dims",
+            "leak_heads",
+            "dormant_heads",
+        ):
             if not isinstance(getattr(self, key), int) or getattr(self, key) < 0:
                 raise ValueError(f"case {self.name!r}: {key} must be an integer >= 0, got {getattr(self, key)!r}")
         if (self.leak_heads > 0) != (self.leak_scale > 0):
@@ -71,7 +81,9 @@ class CaseSpec:
             )
         if self.split_td and self.source != THETA_STAR:
             raise ValueError(f"case {self.name!r}: split_td splits θ*'s head (its scores read features only)")
-        if (self.junk_heads or self.d_mlp) and not self.junk_dims:
+        if self.closed_units and (not self.d_mlp or self.mlp_active):
+            raise ValueError(f"case {self.name!r}: closed_units needs d_mlp >= 1 and no mlp_active (they never fire)")
+        if (self.junk_heads or self.d_mlp or self.dormant_heads) and not self.junk_dims:
             raise ValueError(
                 f"case {self.name!r}: junk heads and MLP units write into junk dimensions; set junk_dims >= 1"
             )
@@ -82,7 +94,14 @@ class CaseSpec:
 
     @property
     def n_heads(self) -> int:
-        return self.td_heads + self.silent_heads + self.junk_heads + 2 * self.cancelling_pairs + self.leak_heads
+        return (
+            self.td_heads
+            + self.silent_heads
+            + self.junk_heads
+            + 2 * self.cancelling_pairs
+            + self.dormant_heads
+            + self.leak_heads
+        )
 
     @property
     def roles(self) -> list[str]:
@@ -93,6 +112,7 @@ class CaseSpec:
             + ["silent"] * self.silent_heads
             + ["junk"] * self.junk_heads
             + ["cancelling"] * (2 * self.cancelling_pairs)
+            + ["dormant"] * self.dormant_heads
             + ["leak"] * self.leak_heads
         )
 
@@ -172,6 +192,16 @@ CASES: dict[str, CaseSpec] = {
             description="pre-LN blocks, held near θ*'s map by a read-in bias of 16 in a dimension of its own, + a "
             "silent head, two junk heads and 4 junk MLP units per layer: the junk moves the norm, so every junk "
             "edge has a small, non-zero effect",
+        ),
+        CaseSpec(
+            "dormant",
+            dormant_heads=1,
+            d_mlp=4,
+            closed_units=True,
+            junk_dims=1,
+            description="+ a dormant head per layer, its values reading a dimension the read-in fills from the "
+            "prompt's always-zero current-value column, and 4 ReLU units per layer shut by their biases: both "
+            "write large weights into the circuit's own dimensions and output exactly 0 on every prompt",
         ),
         CaseSpec(
             "trained",

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field, replace
+from typing import Optional
 
 import torch
 from jaxtyping import Float
@@ -46,6 +47,7 @@ from analyses.methods_benchmark.planting import (
     rotate,
     split_td_head,
 )
+from analyses.methods_benchmark.sealed import SEALED
 from analyses.metrics.site_probes import residual_stack
 from ictd_interp.config import ICTDConfig
 from ictd_interp.config.standard import StandardConfig
@@ -115,16 +117,18 @@ class Problem:
     fit_counterfactuals: dict[tuple[str, str], Float[Tensor, "batch"]]
 
 
-def problem_of(case: Case) -> Problem:
-    """The ``Problem`` a method is given on ``case``: fresh copies of the model and the task batches each call."""
-    counterfactuals = {
-        (name, site): counterfactual_labels(case, case.fit, name, site)
+def problem_of(case: Case, sealed_seed: Optional[int] = None) -> Problem:
+    """The ``Problem`` a method is given on ``case``: fresh copies of the model and the task batches each call.
+    ``sealed_seed`` (the private split, ``sealed.Split``): the problem is named ``sealed`` and carries this seed,
+    not the case's name and seed."""
+    counterfactuals = {  # every tensor its own copy: an in-place edit reaches neither the scorer nor the next method
+        (name, site): counterfactual_labels(case, case.fit, name, site).clone()
         for name, sites in case.truth.sites.items()
         for site in sites
     }
     return Problem(
-        case.spec.name,
-        case.seed,
+        case.spec.name if sealed_seed is None else SEALED,
+        case.seed if sealed_seed is None else sealed_seed,
         copy.deepcopy(case.model),
         copy.deepcopy(case.clean),
         copy.deepcopy(case.corrupted),
@@ -132,7 +136,7 @@ def problem_of(case: Case) -> Problem:
         dict(case.truth.sites),
         tuple(case.truth.features),
         case.spec.mlp_active,
-        variable_values(case, case.fit),
+        {name: values.clone() for name, values in variable_values(case, case.fit).items()},
         counterfactuals,
     )
 
@@ -211,7 +215,7 @@ def build_case(spec: CaseSpec, seed: int) -> Case:
         layer_norm=spec.layer_norm,
         dtype="float64",
         seed=seed,
-        act_fn="relu" if spec.mlp_active else "gelu",
+        act_fn="relu" if spec.mlp_active or spec.closed_units else "gelu",
     )
     star = circuit_source(spec, seed)
     weights, Q = _weights(spec, cfg, star, gen)

@@ -28,13 +28,13 @@ from analyses.methods_benchmark.cases import (
     Case,
     counterfactual_labels,
     feature_values,
-    problem_of,
     residual_sites,
     source_prompts,
     variable_values,
 )
 from analyses.methods_benchmark.faithfulness import size_scores
 from analyses.methods_benchmark.graph import build_graph
+from analyses.methods_benchmark.guard import guarded
 from analyses.methods_benchmark.methods import (
     DIRECTIONS,
     FEATURES,
@@ -137,6 +137,7 @@ class CellResult:
     true_edges: int
     scores: dict[str, Scores]
     failed: dict[str, str] = field(default_factory=dict)  # method -> why it was not scored (its output not finite)
+    seconds: dict[str, float] = field(default_factory=dict)  # method -> its run and scoring on this cell, wall
     circuit: Optional[list[float]] = None  # faithfulness.circuit_check: the planted edges, jointly; less one
 
 
@@ -299,33 +300,42 @@ def basis_labels(case: Case) -> list[str]:
     return [f"φ{i + 1}" for i in range(d)] + ["reward", "target", "value"] + [f"junk {i + 1}" for i in range(junk)]
 
 
-def score_method(method: Method, case: Case) -> Optional[Scores]:
+def score_method(method: Method, case: Case, sealed_seed: Optional[int] = None) -> Optional[Scores]:
     """Run ``method`` on ``case`` and score what it returns (None: a feature method on a case without features, a
-    direction method on a case without exact directions). The method gets a ``Problem`` (``_isolated``), never
+    direction method on a case without exact directions). The method gets a ``Problem`` (``guarded``), never
     the case. It fails (``MethodFailed``), never scored, when it raises, edits what it was given in place, or
     returns something that cannot be scored: the wrong kind of output, a missing edge or site, a zero or
     non-finite direction or decoder, an encoder that raises, or any score that comes out non-finite."""
-    if method.kind == FEATURES and not case.truth.features or method.kind == DIRECTIONS and not case.truth.sites:
+    if not asked(method, case.truth.features, case.truth.sites):
         return None
-    output = _isolated(method, case)
+    return score_output(method.name, method.kind, case, guarded(method, case, sealed_seed))
+
+
+def asked(method: Method, features, sites) -> bool:
+    """Whether a case asks what ``method`` answers: features where some are planted, directions where variables
+    lie on exact directions, edges always (a ``Problem`` holds both as ``feature_sites``, ``variable_sites``)."""
+    return not (method.kind == FEATURES and not features or method.kind == DIRECTIONS and not sites)
+
+
+def score_output(name: str, kind: str, case: Case, output: object) -> Scores:
+    """Method ``name``'s output (of its ``kind``) on ``case`` scored, or ``MethodFailed`` where it cannot be
+    (``score_method``); the method itself is not needed, so the scorer never imports a plugin."""
     kinds = {FEATURES: (FeatureOutput, score_features), DIRECTIONS: (DirectionOutput, score_directions)}
-    expected, score = kinds.get(method.kind, (EdgeOutput, score_edges))
+    expected, score = kinds.get(kind, (EdgeOutput, score_edges))
     if not isinstance(output, expected):
         raise MethodFailed(
-            f"method {method.name!r}: its kind ({method.kind}) returns {expected.__name__}, got {type(output).__name__}"
+            f"method {name!r}: its kind ({kind}) returns {expected.__name__}, got {type(output).__name__}"
         )
-    _check_vectors(method.name, output)
+    _check_vectors(name, output)
     try:
         scores = score(case, output)
     except MethodFailed:
         raise
     except Exception as err:  # a missing edge or site, an encoder that raises, a shape that does not fit
-        raise MethodFailed(
-            f"method {method.name!r}: its output cannot be scored ({type(err).__name__}: {err})"
-        ) from err
+        raise MethodFailed(f"method {name!r}: its output cannot be scored ({type(err).__name__}: {err})") from err
     bad = [path for path, value in _numbers(scores) if not math.isfinite(value)]
     if bad:
-        raise MethodFailed(f"method {method.name!r}: its output scores non-finite at {', '.join(bad[:3])}")
+        raise MethodFailed(f"method {name!r}: its output scores non-finite at {', '.join(bad[:3])}")
     return scores
 
 
@@ -351,33 +361,3 @@ def _numbers(value: object, path: str = "") -> list[tuple[str, float]]:
     if hasattr(value, "__dataclass_fields__"):
         return [n for f in value.__dataclass_fields__ for n in _numbers(getattr(value, f), f"{path}.{f}".lstrip("."))]
     return []
-
-
-def _isolated(method: Method, case: Case):
-    """``method.run`` on its own ``Problem`` (copies of the model and the task batches, no ground truth). A method
-    that raises, or that edits its copies in place (its output would then describe another model or other tasks),
-    fails (``MethodFailed``). The process-wide state a method may change — gradient mode, default dtype, torch's
-    random state — is put back after it. It runs in the scorer's process: this guards against accidents and honest
-    mistakes, not against a method that searches the process (its frames, the garbage collector) or rebuilds the
-    case from the benchmark's own code (docs/methods_benchmark.md, "What a method may read")."""
-    problem = problem_of(case)
-    saved = {k: v.detach().clone() for k, v in problem.model.state_dict().items()}
-    prompts = [b.prompt.clone() for b in (problem.clean, problem.corrupted, problem.fit)]
-    grad, dtype, rng = torch.is_grad_enabled(), torch.get_default_dtype(), torch.get_rng_state()
-    try:
-        output = method.run(problem)
-    except Exception as err:
-        raise MethodFailed(f"method {method.name!r} raised {type(err).__name__}: {err}") from err
-    finally:
-        torch.set_grad_enabled(grad)
-        torch.set_default_dtype(dtype)
-        torch.set_rng_state(rng)
-    edited = any(not torch.equal(v, saved[k]) for k, v in problem.model.state_dict().items()) or any(
-        not torch.equal(b.prompt, before) for b, before in zip((problem.clean, problem.corrupted, problem.fit), prompts)
-    )
-    if edited:
-        raise MethodFailed(
-            f"method {method.name!r} changed its model's weights or its tasks in place; its output is not scored "
-            "(the case's own were never handed out)"
-        )
-    return output

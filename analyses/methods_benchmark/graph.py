@@ -90,11 +90,14 @@ def run_graph(
     patched: Optional[dict[Edge, Tensor]] = None,
     embed: Optional[Tensor] = None,
     probes: Optional[dict[str, Tensor]] = None,
+    keep: Optional[tuple[dict[Edge, Tensor], dict[str, Tensor]]] = None,
 ) -> tuple[dict[str, Tensor], Float[Tensor, "batch"]]:
     """Every node's output and the query prediction. ``patched[(u, v)]`` is the value ``u`` writes into ``v``'s
     input instead of its own output (its output on the corrupted prompts); ``embed`` replaces the read-in's
     output (integrated gradients interpolate it); ``probes[v]``, zeros with ``requires_grad``, is added to
-    ``v``'s input so that its gradient is ``∂ prediction / ∂ input_v``."""
+    ``v``'s input so that its gradient is ``∂ prediction / ∂ input_v``. ``keep = (masks, corrupted)``: edge
+    ``(u, v)`` carries ``m`` of ``u``'s output in this run and ``1 − m`` of its output on the corrupted prompts
+    (``corrupted[u]``), for a mask ``m = masks[(u, v)]`` in [0, 1], differentiable (mask optimisation)."""
     patched, probes = patched or {}, probes or {}
     by_destination: dict[str, list[tuple[str, Tensor]]] = {}
     for (u, v), value in patched.items():
@@ -103,10 +106,14 @@ def run_graph(
         embed = model.embed(prompt) + (model.pos_embed(prompt) if model.cfg.pos_embed else 0)
     out, resid = {"embed": embed}, embed
 
+    masks, corrupted = keep if keep is not None else ({}, {})
+
     def read(v: str) -> Tensor:
         x = resid
         for u, value in by_destination.get(v, []):
             x = x + (value - out[u])
+        for u in (u for (u, w) in masks if w == v):
+            x = x + (1 - masks[(u, v)]) * (corrupted[u] - out[u])
         return x + probes[v] if v in probes else x
 
     for layer in range(model.cfg.n_layers):

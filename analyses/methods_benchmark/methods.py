@@ -50,6 +50,9 @@ from torch import Tensor
 
 from analyses.methods_benchmark.cases import Case, Problem, residual_sites, source_prompts
 from analyses.methods_benchmark.graph import Edge, build_graph, run_graph
+from analyses.methods_benchmark.mask_selection import STEPS as PRUNE_STEPS
+from analyses.methods_benchmark.mask_selection import prune_edges
+from analyses.methods_benchmark.weight_reader import weight_scores
 from analyses.metrics.site_probes import fit_probes, residual_stack
 
 EDGES, DIRECTIONS, FEATURES = "edges", "directions", "features"
@@ -208,6 +211,16 @@ def acdc(case: Problem, tau: float = ACDC_TAU) -> EdgeOutput:
     return EdgeOutput(scores, frozenset(graph.edges) - removed)
 
 
+def edge_pruning(case: Problem) -> EdgeOutput:
+    """Every edge's mask trained jointly (``mask_selection.prune_edges``)."""
+    return EdgeOutput(*prune_edges(case))
+
+
+def weight_reader(case: Problem) -> EdgeOutput:
+    """The model's weights alone, never a forward pass (``weight_reader.weight_scores``)."""
+    return EdgeOutput(weight_scores(case.model))
+
+
 def random_ranking(case: Problem) -> EdgeOutput:
     gen = torch.Generator().manual_seed(case.seed)
     edges = build_graph(case.model).edges
@@ -311,6 +324,9 @@ def das(case: Problem) -> DirectionOutput:
     return out
 
 
+TRUTH = "truth"  # the true edges ranked first: a reference row the scorer computes (no method), CMD's reference point
+REFERENCES = ("random", "weight-reader", "activation-patching")  # chance, weights alone, exact patching: always run
+
 for _method in (
     Method("activation-patching", EDGES, activation_patching, "exact edge patching (the reference)"),
     Method(
@@ -322,7 +338,9 @@ for _method in (
     Method("edge-attribution-patching", EDGES, edge_attribution_patching, "EAP: gradient × activation difference"),
     Method("eap-ig", EDGES, eap_ig, f"EAP with integrated gradients over the read-in ({IG_STEPS} steps)"),
     Method("acdc", EDGES, acdc, f"ACDC-style iterative pruning (τ = {ACDC_TAU} of the corrupted error)"),
+    Method("edge-pruning", EDGES, edge_pruning, f"every edge's mask trained jointly (Adam, {PRUNE_STEPS} steps)"),
     Method("random", EDGES, random_ranking, "a seeded random ranking (chance)"),
+    Method("weight-reader", EDGES, weight_reader, "weights alone, never a forward: |writer × reader| × best path"),
     Method("linear-probe", DIRECTIONS, linear_probe, "least-squares probe per site"),
     Method("das", DIRECTIONS, das, f"DAS through pyvene (1-D, {DAS_STEPS} Adam steps, best of {DAS_RESTARTS})"),
     Method("pca", FEATURES, pca, "principal directions per site (the dense linear baseline)"),

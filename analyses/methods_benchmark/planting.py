@@ -14,6 +14,11 @@ dimension and a last dimension nothing writes.
   residual whose other part is ``x_c``. The TD heads' readers and the read-out are multiplied by
   ``s₀ = √(anchor² / D + eps)``: each reads ``x_c · s₀ / s``, θ*'s input shrunk by ``(1 + |x_c|² / anchor²)^(−½)``
   (about). Anything written anywhere, the junk too, moves ``s``: every writer affects the output.
+* ``plant_distractors``, ``dormant`` heads: their values read only the first junk dimension, which the read-in fills
+  from the prompt's current-value column, 0 in every prompt (the value row is what the heads write), so their
+  output is exactly 0 whatever their large ``W_O`` writes into the circuit; ``closed_units``: ReLU units whose bias
+  ``-CLOSED_BIAS`` keeps them shut on every prompt, their large ``W_out`` into the circuit. Weights alone rank both
+  high; no forward pass sees them do anything.
 * ``rotate``: the change of residual basis ``x → x Q``: writers right-multiplied by ``Q``, readers left by ``Qᵀ``.
 """
 
@@ -27,8 +32,11 @@ from torch import Tensor
 
 from analyses.methods_benchmark.case_specs import CaseSpec
 from analyses.methods_benchmark.graph import OUTPUT, Edge, head_name
+from ictd_interp.tasks.prompt import PromptLayout
 
 LN_EPS = 1e-5  # the standard architecture's LayerNorm eps
+DORMANT_SCALE = 4.0  # the dormant heads' and shut units' weights: larger than the circuit's own
+CLOSED_BIAS = 1e3  # a shut unit's bias: far below any pre-activation these prompts give (|x| < 10, |W_in| ~ 1)
 
 
 def random_rotation(n: int, generator: torch.Generator) -> Float[Tensor, "n n"]:
@@ -90,11 +98,20 @@ def plant_distractors(spec: CaseSpec, weights: dict[str, Tensor], generator: tor
                 for name in ("W_Q", "W_K", "W_V"):
                     weights[f"{attn}.{name}"][h + 1] = weights[f"{attn}.{name}"][h]
                 weights[f"{attn}.W_O"][h + 1] = -weights[f"{attn}.W_O"][h]
+            elif role == "dormant":  # its values read the dormant dimension alone; it writes into the circuit
+                weights[f"{attn}.W_V"][h] = 0.0
+                weights[f"{attn}.W_V"][h, m] = DORMANT_SCALE * randn(weights[f"{attn}.W_V"].shape[-1]) / s
+                weights[f"{attn}.W_O"][h, :, :m] = DORMANT_SCALE * randn(weights[f"{attn}.W_O"].shape[1], m) / s
         if spec.d_mlp:
             mlp = f"blocks.{layer}.mlp"
             weights[f"{mlp}.W_in"] = randn(*weights[f"{mlp}.W_in"].shape)
             weights[f"{mlp}.b_in"] = randn(spec.d_mlp)
             weights[f"{mlp}.W_out"][:, junk] = randn(spec.d_mlp, spec.junk_dims)
+            if spec.closed_units:  # shut: a bias far below any pre-activation, writes into the circuit
+                weights[f"{mlp}.b_in"] = torch.full((spec.d_mlp,), -CLOSED_BIAS, dtype=torch.float64)
+                weights[f"{mlp}.W_out"][:, :m] = DORMANT_SCALE * randn(spec.d_mlp, m) / s
+    if "dormant" in roles:  # the read-in fills the dormant dimension from the prompt's always-zero value column
+        weights["embed.W_E"][PromptLayout(spec.d_features).current, m] = DORMANT_SCALE
 
 
 def anchor_layer_norm(spec: CaseSpec, weights: dict[str, Tensor], d_model: int) -> None:

@@ -4,6 +4,7 @@ directions against the true basis)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
@@ -11,9 +12,11 @@ from typing import TYPE_CHECKING, Optional
 import numpy as np
 
 from analyses.figures.style import text_outside
+from analyses.methods_benchmark import leaderboard
 from analyses.methods_benchmark.case_specs import CASES
 from analyses.methods_benchmark.evaluate import CellResult, FeatureScores
 from analyses.methods_benchmark.faithfulness import EPSILON
+from analyses.methods_benchmark.methods import TRUTH
 from analyses.methods_benchmark.report_figures import auroc_figure, direction_figure, roc_figure
 from analyses.methods_benchmark.selection import (
     CHANCE,
@@ -28,6 +31,7 @@ from analyses.methods_benchmark.selection import (
 )
 from analyses.metrics.intervals import METHOD as INTERVAL_METHOD
 from analyses.metrics.intervals import Interval, t_interval
+from ictd_interp.training.run_folder import REQUEST
 
 if TYPE_CHECKING:
     from analyses.methods_benchmark.run import BenchmarkBudget
@@ -50,11 +54,14 @@ RULES = (
 
 
 def edge_verdict(auroc: Interval) -> str:
-    if auroc.n >= 2 and auroc.lo > RECOVERS or auroc.n < 2 and auroc.mean > RECOVERS:
+    """By the interval over seeds; one seed has none, so no verdict."""
+    if auroc.n < 2:
+        return "one seed: no verdict"
+    if auroc.lo > RECOVERS:
         return "recovers"
-    if auroc.n >= 2 and auroc.lo <= CHANCE <= auroc.hi:
+    if auroc.lo <= CHANCE <= auroc.hi:
         return "not above chance"
-    if auroc.n >= 2 and auroc.hi < CHANCE or auroc.n < 2 and auroc.mean < CHANCE:
+    if auroc.hi < CHANCE:
         return "below chance"
     return "partial"
 
@@ -136,10 +143,10 @@ def size_lines(cells: Sequence[CellResult], cases: list[str]) -> list[str]:
     return lines
 
 
-def markdown(cells: Sequence[CellResult], budget: BenchmarkBudget) -> str:
+def markdown(cells: Sequence[CellResult], budget: BenchmarkBudget, table: Sequence[dict] = ()) -> str:
     """``report.md``: the cases, the rules, then each kind of method's tables, what failed, and a reading."""
     cases = cases_of(cells)
-    lines = _case_lines(cells, budget) + ["", "## Rules", "", RULES]
+    lines = _case_lines(cells, budget) + leaderboard.lines(table) + ["", "## Rules", "", RULES]
     lines += _edge_lines(cells, cases) + size_lines(cells, cases) + _circuit_lines(cells, cases)
     for m in direction_methods(cells):
         lines += _direction_lines(cells, m)
@@ -329,7 +336,7 @@ def reading(cells: Sequence[CellResult]) -> str:
     """The findings in words, from the verdicts (never from numbers typed here)."""
     parts = []
     for c in cases_of(cells) if edge_methods(cells) else []:
-        verdicts = {m: edge_verdict(interval(cells, c, m, "auroc")) for m in edge_methods(cells)}
+        verdicts = {m: edge_verdict(interval(cells, c, m, "auroc")) for m in edge_methods(cells) if m != TRUTH}
         good = [m for m, v in verdicts.items() if v == "recovers" and m != "random"]
         bad = [f"{m} ({v})" for m, v in verdicts.items() if v != "recovers" and m != "random"]
         parts.append(
@@ -380,8 +387,11 @@ def write_report(cells: Sequence[CellResult], budget: BenchmarkBudget, out_dir: 
         if clipped:
             raise RuntimeError(f"figure {name}: clipped {clipped}")
         fig.savefig(figures / f"{name}.png", dpi=120)
+    request = Path(out_dir) / REQUEST
+    table = leaderboard.rows(cells, json.loads(request.read_text()) if request.exists() else {})
+    leaderboard.write(table, out_dir)
     path = Path(out_dir) / "report.md"
     path.write_text(
-        markdown(cells, budget) + "\n" + "\n".join(f"![{name}](figures/{name}.png)" for name in drawn) + "\n"
+        markdown(cells, budget, table) + "\n" + "\n".join(f"![{name}](figures/{name}.png)" for name in drawn) + "\n"
     )
     return path

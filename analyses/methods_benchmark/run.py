@@ -8,23 +8,21 @@ FILE``): each is imported in the driver and in every worker before the methods a
 
 from __future__ import annotations
 
-import importlib.util
+import copy
 import json
-import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Optional, Union
 
 from analyses.methods_benchmark.case_specs import CASES
-from analyses.methods_benchmark.cases import build_case
-from analyses.methods_benchmark.evaluate import CellResult, score_method
-from analyses.methods_benchmark.faithfulness import circuit_check
-from analyses.methods_benchmark.graph import build_graph
-from analyses.methods_benchmark.methods import METHODS
-from analyses.methods_benchmark.scores import MethodFailed
+from analyses.methods_benchmark.evaluate import CellResult
+from analyses.methods_benchmark.isolation import METHOD_TIMEOUT, outcome, prepare, run_method, score_cell
+from analyses.methods_benchmark.methods import METHODS, REFERENCES
+from analyses.methods_benchmark.plugins import load_plugin, plugin_hash
+from analyses.methods_benchmark.sealed import PUBLIC, Split
 from analyses.studies.run import RaySession, check_address
-from analyses.summary.store import build, to_json
+from analyses.summary.store import build
 from ictd_interp.io.progress import progress_bar
 from ictd_interp.training.run_folder import claim_output
 
@@ -64,59 +62,35 @@ def narrowed(budget: str, cases: Optional[Sequence[str]] = None, seeds: Optional
     return chosen
 
 
-def load_plugin(path: Union[str, Path]) -> None:
-    """Import a plugin file (it registers its methods with ``register_method``); a file imported once is not
-    imported again."""
-    path = Path(path).resolve()
-    name = f"ictd_benchmark_plugin_{abs(hash(str(path)))}"
-    if name in sys.modules:
-        return
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such plugin file")
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except Exception as err:
-        del sys.modules[name]
-        raise ValueError(f"{path}: the plugin failed to import ({type(err).__name__}: {err})") from None
+BUILT_IN = "analyses.methods_benchmark."  # the package's own methods' module prefix: they share pooled workers
 
 
-def run_cell(case_name: str, seed: int, n_tasks: int, methods: Sequence[str], plugins: Sequence[str]) -> dict:
-    """One case at one seed, every method scored (runs in a Ray worker on one torch thread), as JSON."""
-    import torch
-
-    torch.set_num_threads(1)
-    for plugin in plugins:
-        load_plugin(plugin)
-    case = build_case(replace(CASES[case_name], n_tasks=n_tasks), seed)
-    scores, failed = {}, {}
-    for name in methods:
-        try:
-            if (found := score_method(METHODS[name], case)) is not None:
-                scores[name] = found
-        except MethodFailed as err:  # output not finite, the case edited: recorded, never scored
-            failed[name] = str(err)
-    return to_json(
-        CellResult(
-            case_name,
-            seed,
-            len(build_graph(case.model).edges),
-            len(case.truth.edges),
-            scores,
-            failed,
-            list(circuit_check(case)),
-        )
-    )
+def run_cell(
+    case_name: str,
+    seed: int,
+    n_tasks: int,
+    methods: Sequence[str],
+    plugins: Sequence[str],
+    sealed: Optional[tuple[int, int]] = None,
+) -> dict:
+    """One case at one seed, every method scored, as JSON: the steps the benchmark runs on Ray (``isolation``), in
+    this process (each method on its own copy of the problem). ``sealed`` (the private split): ``(k,
+    problem_seed)``, the cell recorded by its index ``k`` and each method given a ``Problem`` named ``sealed``."""
+    problem = prepare(case_name, seed, n_tasks, sealed and sealed[1])
+    results = {name: run_method(name, copy.deepcopy(problem), plugins) for name in methods}
+    return score_cell(case_name, seed, n_tasks, results, sealed)
 
 
-def _request(budget: BenchmarkBudget, methods: Sequence[str], plugins: Sequence[str]) -> dict[str, Any]:
+def _request(
+    budget: BenchmarkBudget, methods: Sequence[str], plugins: Sequence[str], split: Split = PUBLIC
+) -> dict[str, Any]:
     return {
         "command": "methods-benchmark",
         "budget": budget.to_dict(),
         "methods": list(methods),
         "plugins": [str(Path(p).resolve()) for p in plugins],
+        "plugin_sha256": [plugin_hash(p) for p in plugins],
+        **({"split": split.name, "key_fingerprint": split.fingerprint()} if split.key is not None else {}),
     }
 
 
@@ -129,27 +103,30 @@ def run_benchmark(
     address: Optional[str] = None,
     progress: bool = True,
     force: bool = False,
+    split: Split = PUBLIC,
+    timeout: int = METHOD_TIMEOUT,
 ) -> tuple[list[CellResult], BenchmarkBudget]:
     """Run (or resume) the benchmark into ``out_dir``; returns every cell's scores and the budget (for
-    ``report.write_report``)."""
+    ``report.write_report``). ``split``: the public cases, or the private ones a key draws (``sealed``)."""
     budget = BUDGETS[budget] if isinstance(budget, str) and budget in BUDGETS else budget
     if not isinstance(budget, BenchmarkBudget):
         raise ValueError(f"budget: must be one of {sorted(BUDGETS)}, got {budget!r}")
     plugins = [str(Path(p).resolve()) for p in plugins]
     for plugin in plugins:
         load_plugin(plugin)
-    methods = list(METHODS) if methods is None else list(methods)
+    methods = list(dict.fromkeys([*REFERENCES, *(METHODS if methods is None else methods)]))  # references always
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise ValueError(f"methods: unknown {unknown}; registered: {sorted(METHODS)}")
     if address is not None and force:
         check_address(address)  # before a forced claim clears the folder (otherwise checked when Ray is needed)
-    out = claim_output(out_dir, _request(budget, methods, plugins), force, inputs=plugins)
+    out = claim_output(out_dir, _request(budget, methods, plugins, split), force, inputs=plugins)
     (out / "cells").mkdir(exist_ok=True)
-    todo = [(c, s) for c in budget.cases for s in range(budget.seeds) if not _cell_path(out, c, s).exists()]
+    cells = [(c, k) for c in budget.cases for k in range(budget.seeds)]
+    todo = [(c, k) for c, k in cells if not (out / "cells" / split.cell_file(c, k)).exists()]
     if todo:
-        _run_on_ray(out, todo, budget, methods, plugins, workers, address, progress)
-    return [read_cell(_cell_path(out, c, s)) for c in budget.cases for s in range(budget.seeds)], budget
+        _run_on_ray(out, todo, budget, methods, plugins, workers, address, progress, split, timeout)
+    return [read_cell(out / "cells" / split.cell_file(c, k)) for c, k in cells], budget
 
 
 def read_cell(path: Path) -> CellResult:
@@ -160,30 +137,43 @@ def read_cell(path: Path) -> CellResult:
         raise ValueError(f"{path}: not a benchmark cell of this release ({err}); delete it to recompute") from None
 
 
-def _cell_path(out: Path, case: str, seed: int) -> Path:
-    return out / "cells" / f"{case}-s{seed}.json"
-
-
-def _run_on_ray(out: Path, todo, budget: BenchmarkBudget, methods, plugins, workers, address, progress) -> None:
+def _run_on_ray(
+    out: Path, todo, budget: BenchmarkBudget, methods, plugins, workers, address, progress, split, timeout
+) -> None:
+    """Per cell: the problem built (``isolation.prepare``), each method on it in a task of its own, then the cell
+    scored and written; a method's failure is its cell's record, a scorer's failure stops the run naming the cell."""
     session = RaySession(address, workers)
     ray = session.ray()
-    task = ray.remote(num_cpus=1)(run_cell)
-    refs = {task.remote(c, s, budget.n_tasks, methods, plugins): (c, s) for c, s in todo}
-    bar = progress_bar(total=len(refs), disable=not progress, desc="benchmark cells")
-    pending = list(refs)
+    prepared = ray.remote(num_cpus=1, max_retries=0)(prepare)
+    pooled = ray.remote(num_cpus=1, max_retries=0)(run_method)
+    fresh = ray.remote(num_cpus=1, max_retries=0, max_calls=1)(run_method)  # a plugin's: a new process each time
+    scored = ray.remote(num_cpus=1, max_retries=0)(score_cell)
+    sealed = {cell: None if split.key is None else (cell[1], split.problem_seed(*cell)) for cell in todo}
+    running, results, scoring = {}, {cell: {} for cell in todo}, {}
+    for cell in todo:
+        problem = prepared.remote(cell[0], split.seed(*cell), budget.n_tasks, sealed[cell] and sealed[cell][1])
+        for name in methods:
+            task = pooled if METHODS[name].run.__module__.startswith(BUILT_IN) else fresh
+            running[task.remote(name, problem, plugins, timeout)] = (cell, name)
+    bar = progress_bar(total=len(todo), disable=not progress, desc="benchmark cells")
     try:
-        while pending:
-            ready, pending = ray.wait(pending, num_returns=1)
-            for ref in ready:
-                try:
-                    cell = ray.get(ref)
-                except Exception as err:  # a method's error, raised in the worker: name the cell and the cause
-                    cause = getattr(err, "cause", None) or err
-                    raise ValueError(
-                        f"{out}: cell {refs[ref][0]}-s{refs[ref][1]} failed ({type(cause).__name__}: {cause})"
-                    ) from None
-                _cell_path(out, *refs[ref]).write_text(json.dumps(cell, indent=1))
-                bar.update(1)
+        while running or scoring:
+            (ref,), _ = ray.wait([*running, *scoring], num_returns=1)
+            if ref in running:
+                cell, name = running.pop(ref)
+                results[cell][name] = outcome(ray, ref, name)
+                if len(results[cell]) == len(methods):
+                    args = (cell[0], split.seed(*cell), budget.n_tasks, results.pop(cell), sealed[cell])
+                    scoring[scored.remote(*args)] = cell
+                continue
+            cell = scoring.pop(ref)
+            try:
+                written = ray.get(ref)
+            except Exception as err:  # the scorer's own error: name the cell and the cause
+                cause = getattr(err, "cause", None) or err
+                raise ValueError(f"{out}: cell {cell[0]}-s{cell[1]} failed ({type(cause).__name__}: {cause})") from None
+            (out / "cells" / split.cell_file(*cell)).write_text(json.dumps(written, indent=1))
+            bar.update(1)
     finally:
         bar.close()
         session.close()

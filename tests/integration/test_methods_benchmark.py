@@ -122,3 +122,84 @@ def test_the_documented_python_route_runs_as_written(tmp_path, monkeypatch):
     assert all(c.scores["out-degree"].auroc < 1.0 for c in cells)
     assert (tmp_path / "runs" / "mine-python" / "report.md").exists()
     M.METHODS.pop("out-degree", None)
+
+
+ADVERSARIES = '''
+import gc, os, sys, time
+import analyses.methods_benchmark.evaluate as evaluate
+import analyses.methods_benchmark.scores as scores
+from analyses.methods_benchmark.methods import EDGES, Method, register_method, random_ranking
+
+
+def quitter(problem):
+    sys.exit(3)
+
+
+def killer(problem):
+    os._exit(1)
+
+
+def sleeper(problem):
+    time.sleep(120)
+
+
+def snoop(problem):
+    """Looks for the truth in its own process: the stack's frames and every object the collector holds."""
+    frames, frame = [], sys._getframe()
+    while frame is not None:
+        frames.append(frame.f_locals)
+        frame = frame.f_back
+    found = [o for o in gc.get_objects() if type(o).__name__ in ("Case", "GroundTruth")]
+    if found or any("case" in f for f in frames):
+        return random_ranking(problem)  # never reached: nothing of the case is in this process
+    raise LookupError("no truth in this process")
+
+
+def patcher(problem):
+    """Makes every AUROC 1 in its own process: the scorer's is elsewhere."""
+    evaluate.auroc = scores.auroc = lambda *args, **kwargs: 1.0
+    return random_ranking(problem)
+
+
+for f in (quitter, killer, sleeper, snoop, patcher):
+    register_method(Method(f.__name__, EDGES, f, "an adversary"))
+'''
+
+
+def test_no_method_can_break_the_harness_or_another_methods_score(tmp_path, monkeypatch):
+    """Each adversary fails its own cell, named, in its own process; the reference methods after them score
+    exactly as in a run without them."""
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    plugin = tmp_path / "adversaries.py"
+    plugin.write_text(ADVERSARIES)
+    budget = BenchmarkBudget("tiny", seeds=1, n_tasks=8, cases=("distractors",))
+    names = ["quitter", "killer", "sleeper", "snoop", "patcher"]
+    try:
+        (cell,), _ = run_benchmark(
+            tmp_path / "b", budget, methods=names, plugins=[plugin], workers=2, progress=False, timeout=15
+        )
+        (clean,), _ = run_benchmark(tmp_path / "c", budget, methods=[], workers=2, progress=False)
+    finally:
+        for name in names:
+            M.METHODS.pop(name, None)
+    assert cell.failed["quitter"].endswith("raised SystemExit: 3")
+    assert "its process died" in cell.failed["killer"]
+    assert "did not finish within 15 s" in cell.failed["sleeper"]
+    assert "raised LookupError: no truth in this process" in cell.failed["snoop"]
+    assert cell.scores["patcher"].auroc == clean.scores["random"].auroc < 1.0  # its own patch reached no scorer
+    for name in ("random", "weight-reader", "activation-patching", "truth"):
+        assert cell.scores[name].auroc == clean.scores[name].auroc
+    report = write_report([cell], budget, tmp_path / "b").read_text()
+    assert "`killer` failed on 1 cell(s)" in report
+
+
+def test_edge_pruning_tests_edges_jointly_and_sees_through_a_cancelling_pair():
+    """Masks trained together remove both heads of a cancelling pair at no cost, which single-edge patching scores
+    as large effects: on ``cancelling`` edge pruning ranks the circuit first (AUROC > 0.9, every true edge kept)
+    where exact single-edge patching is near chance."""
+    from analyses.methods_benchmark.evaluate import score_method
+
+    case = build_case(CASES["cancelling"], 0)
+    pruned = score_method(M.METHODS["edge-pruning"], case)
+    single = score_method(M.METHODS["activation-patching"], case)
+    assert pruned.auroc > 0.9 and pruned.recall == 1.0 and single.auroc < 0.6

@@ -86,7 +86,7 @@ def test_a_plugin_loaded_twice_registers_once_and_a_different_method_is_still_re
     import importlib.util
 
     from analyses.methods_benchmark.methods import Method, register_method
-    from analyses.methods_benchmark.run import load_plugin
+    from analyses.methods_benchmark.plugins import load_plugin
 
     path = tmp_path / "twice.py"
     path.write_text(

@@ -378,3 +378,114 @@ def test_transformer_lens_placebo_moves_as_far_and_buys_less_than_the_true_direc
         assert placebo_r2(distractors, "value", site, u, seed=0) == pytest.approx(expected, abs=1e-3)
     monkeypatch.setitem(sys.modules, "transformer_lens.tools.analysis.interchange", None)
     assert placebo_r2(distractors, "value", "blocks.1.hook_resid_post", u, seed=0) is None
+
+
+def test_a_methods_supervision_is_its_own_copy_and_exit_or_a_changed_rng_reaches_no_one_else():
+    """``fit_values`` and ``fit_counterfactuals`` are copies (an honest in-place standardisation once leaked into the
+    next method); ``sys.exit`` in a method fails that method by name; numpy's and Python's random states, the
+    thread count and the deterministic flag are put back after it."""
+    import random
+    import sys
+
+    import numpy as np
+
+    from analyses.methods_benchmark.evaluate import score_method
+    from analyses.methods_benchmark.guard import guarded
+    from analyses.methods_benchmark.scores import MethodFailed
+
+    case = build_case(CASES["rotated"], 0)
+    first, second = problem_of(case), problem_of(case)
+    name = next(iter(first.fit_values))
+    kept = second.fit_values[name].clone()
+    first.fit_values[name].sub_(first.fit_values[name].mean()).div_(2.0)  # standardised in place
+    next(iter(first.fit_counterfactuals.values())).mul_(0.0)
+    assert torch.equal(second.fit_values[name], kept) and torch.equal(problem_of(case).fit_values[name], kept)
+    assert next(iter(second.fit_counterfactuals.values())).abs().sum() > 0
+
+    def quitter(problem):
+        sys.exit(3)
+
+    with pytest.raises(MethodFailed, match="'quitter' raised SystemExit: 3"):
+        score_method(M.Method("quitter", M.EDGES, quitter), case)
+
+    def meddler(problem):
+        np.random.seed(123), random.seed(123), torch.set_num_threads(torch.get_num_threads() + 1)
+        torch.use_deterministic_algorithms(True)
+        return M.METHODS["random"].run(problem)
+
+    other, threads = build_case(CASES["distractors"], 0), torch.get_num_threads()
+    np.random.seed(7), random.seed(7)
+    np_draw, py_draw = np.random.rand(), random.random()
+    np.random.seed(7), random.seed(7)
+    guarded(M.Method("meddler", M.EDGES, meddler), other)  # the method's run alone: scoring draws its own
+    assert (np.random.rand(), random.random()) == (np_draw, py_draw)
+    assert torch.get_num_threads() == threads and not torch.are_deterministic_algorithms_enabled()
+
+
+def test_a_request_records_each_plugins_contents_and_an_edited_plugin_is_imported_anew(tmp_path):
+    from analyses.methods_benchmark.plugins import load_plugin
+    from analyses.methods_benchmark.run import BUDGETS, _request
+
+    plugin = tmp_path / "mine.py"
+    source = (
+        "from analyses.methods_benchmark.methods import EDGES, Method, register_method\n"
+        "def mine(problem):\n    return {}\n"
+        "register_method(Method('mine-plugin', EDGES, mine, 'a plugin'))\n"
+    )
+    plugin.write_text(source)
+    try:
+        load_plugin(plugin)
+        first, request = M.METHODS["mine-plugin"].run, _request(BUDGETS["quick"], ["mine-plugin"], [str(plugin)])
+        plugin.write_text(source.replace("return {}", "return {'edited': 1}"))
+        load_plugin(plugin)
+        assert M.METHODS["mine-plugin"].run is not first and M.METHODS["mine-plugin"].run(None) == {"edited": 1}
+        edited = _request(BUDGETS["quick"], ["mine-plugin"], [str(plugin)])
+        assert request["plugins"] == edited["plugins"] and request["plugin_sha256"] != edited["plugin_sha256"]
+    finally:
+        M.METHODS.pop("mine-plugin", None)
+
+
+def test_the_private_split_draws_its_cases_from_a_key_no_method_sees(tmp_path):
+    """Seeds come from HMAC(key, case:k), differ from the public ones and between keys; a method's problem is named
+    ``sealed`` and carries a key-drawn seed, so rebuilding the case from it fails; the cell records only k; a
+    private split without a key, a public one with a key, a short key and a missing file are refused."""
+    from analyses.methods_benchmark.run import run_cell
+    from analyses.methods_benchmark.sealed import SEALED, Split
+
+    key = tmp_path / "key"
+    key.write_bytes(bytes(range(32)))
+    split = Split.read("private", str(key))
+    seeds = [split.seed("dormant", k) for k in range(3)]
+    assert len(set(seeds)) == 3 and not set(seeds) & {0, 1, 2}
+    (tmp_path / "other").write_bytes(bytes(range(1, 33)))
+    assert Split.read("private", str(tmp_path / "other")).seed("dormant", 0) != seeds[0]
+    case = build_case(CASES["dormant"], seeds[0])
+    problem = problem_of(case, split.problem_seed("dormant", 0))
+    assert problem.name == SEALED and problem.seed not in (seeds[0], 0)
+    with pytest.raises(KeyError):
+        build_case(CASES[problem.name], problem.seed)
+    cell = run_cell("dormant", seeds[0], 8, ["random"], [], (0, split.problem_seed("dormant", 0)))
+    assert cell["seed"] == 0 and str(seeds[0]) not in str(cell)
+    assert split.fingerprint() and split.fingerprint() not in str(bytes(range(32)))
+    for name, path, match in [
+        ("private", None, "--key-file: the private split draws"),
+        ("public", str(key), "only the private split takes a key"),
+        ("private", str(tmp_path / "missing"), "no such file"),
+    ]:
+        with pytest.raises((ValueError, FileNotFoundError), match=match):
+            Split.read(name, path)
+    (tmp_path / "short").write_bytes(b"abc")
+    with pytest.raises(ValueError, match="3 bytes; a key needs at least 16"):
+        Split.read("private", str(tmp_path / "short"))
+
+
+def test_transformer_lens_own_attribution_patching_refuses_the_benchmarks_prompts():
+    """TransformerLens 4.3's ``attribution_patch`` takes token ids ``[batch, seq]``; the benchmark's prompts are
+    continuous ``[batch, pos, d_prompt]``, so it refuses them (docs/methods_benchmark.md names it among the
+    libraries that cannot take these models; the graph adapter's EAP stands in)."""
+    attribution = pytest.importorskip("transformer_lens.tools.analysis.attribution_patching")
+    case = build_case(CASES["rotated"], 0)
+    with pytest.raises(ValueError, match="2D"):
+        attribution.attribution_patch(
+            case.model.eval(), case.clean.prompt, case.corrupted.prompt, lambda values: values[:, -1].mean()
+        )

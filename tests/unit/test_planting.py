@@ -59,3 +59,28 @@ def test_layer_norm_is_held_near_theta_star_by_the_anchor_and_the_junk_moves_the
     assert max(effects[e] for e in junk) < min(effects[e] for e in case.truth.edges)
     with pytest.raises(ValueError, match="layer_norm needs an anchor > 0"):
         CaseSpec("x", layer_norm=True)
+
+
+def test_dormant_heads_and_shut_units_weigh_much_and_do_nothing():
+    """Their edges carry large weights (the weight reader ranks them above the circuit's: AUROC below 0.5 at
+    seeds 0-2) and exactly no effect on any prompt (every edge but the planted ones patches to <= 1e-12), so
+    exact patching recovers the circuit and the planted edges are a circuit at ε."""
+    from analyses.methods_benchmark.scores import auroc
+    from analyses.methods_benchmark.weight_reader import weight_scores
+
+    for seed in range(3):
+        case = build_case(CASES["dormant"], seed)
+        effects = activation_patching(problem_of(case)).scores
+        true = case.truth.edges
+        assert max(v for e, v in effects.items() if e not in true) <= 1e-12
+        assert min(effects[e] for e in true) > 1e-2
+        dormant = [e for e in effects if "dormant" in (case.truth.roles.get(e[0]), case.truth.roles.get(e[1]))]
+        shut = [e for e in effects if case.truth.roles.get(e[0]) == "mlp-junk"]
+        assert len(dormant) > 0 and len(shut) > 0
+        weights = weight_scores(case.model)
+        assert max(weights[e] for e in dormant + shut) > max(weights[e] for e in true)
+        assert auroc(weights, true) < 0.4
+        joint, less_one = circuit_check(case)
+        assert joint == pytest.approx(1.0, abs=1e-12) and less_one < 1 - EPSILON
+    with pytest.raises(ValueError, match="closed_units needs d_mlp >= 1"):
+        CaseSpec("x", closed_units=True, junk_dims=1)
