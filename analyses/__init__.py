@@ -10,6 +10,7 @@ the core ``ictd_interp`` and ``hooks``):
 - ``claims``: every claim of the paper re-derived with intervals and verdicts (``ictd-interp claims``).
 - ``methods_benchmark``: interpretability methods scored against circuits planted exactly (``ictd-interp
   methods-benchmark``).
+- ``cards``: the shipped models' cards and verdicts recomputed (``python -m analyses.cards``).
 
 Importing it checks that ``hooks`` is the toolkit's own package, not a ``hooks.py`` of the working directory
 (``ictd_interp.io.install``): one line naming the file, instead of a failure deep in an import.

@@ -1,5 +1,6 @@
-"""Interventions on the ICTD circuit: ablations, attention swaps, value edits, activation patching, and the
-backups that turn θ*'s SARSA into expected SARSA or softmax Q-learning (``control_backups``).
+"""Interventions on the ICTD circuit: ablations (``ablation``), attention swaps (``attention``), value edits
+(``value``), activation patching with TransformerLens's sweeps (``patching``), their shared types (``types``), and
+the backups that turn θ*'s SARSA into expected SARSA or softmax Q-learning (``control_backups``).
 
 Every builder returns TransformerLens-style ``(hook_name, fn)`` pairs, used through
 ``model.run_with_hooks`` or the ``model.hooks(...)`` context manager, so no hook outlives its call.

@@ -1,11 +1,11 @@
 """The claims report (``ictd-interp claims``): every claim of the paper and this project's findings re-derived
-with intervals and a verdict by a stated rule. ``claim`` (the row), ``budget`` (quick / full), ``theory`` (θ*
-alone: Theorems 1-2, Assumption 5.1), ``neu_limit`` (Theorem 3), ``control_rows`` (θ* running SARSA, expected SARSA
-and softmax Q-learning), ``trained`` and ``findings`` (the paper's claims and this project's findings, from the
-studies it runs), ``claim_figures`` (figures from the rows' data), ``claims_md`` (claims.md/json), ``run`` (the
-resumable orchestration on Ray). The top layer of ``analyses``: it imports ``studies``, ``analyze`` (one model
-analysed), ``summary``, ``metrics`` and ``figures``, ``hooks`` (the control backups), and the core's ``config``,
-``tasks``, ``models``, ``reference`` and ``training``. Names are imported on first use.
+with intervals and a verdict by a stated rule. ``claim`` (the row), ``budget`` (quick / full), ``theory`` (θ* alone:
+Theorems 1-2, Assumption 5.1), ``neu_limit`` (Theorem 3), ``control_rows`` (θ* running SARSA, expected SARSA and
+softmax Q-learning), ``trained`` and ``findings`` (the paper's claims and this project's findings, from the studies
+it runs), ``claim_figures`` (figures from the rows' data, read by ``figure_data``), ``claims_md`` (claims.md/json),
+``run`` (the resumable orchestration on Ray). The top layer of ``analyses``: it imports ``studies``, ``analyze``
+(one model analysed), ``summary``, ``metrics`` and ``figures``, ``hooks`` (the control backups), and the core's
+``config``, ``tasks``, ``models``, ``reference`` and ``training``. Names are imported on first use.
 """
 
 from ictd_interp._lazy import lazy_exports

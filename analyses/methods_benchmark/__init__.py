@@ -2,8 +2,9 @@
 
 - ``graph``: a standard model's computation graph (writers, readers, edges) with patchable edges.
 - ``cases``: planted cases — θ*'s circuit (or a trained model's layer) behind a random rotation, with
-  distractors — and their ground truth.
-- ``scores``: AUROC, AUPRC, ROC, principal angles, faithfulness (pure functions).
+  distractors — and their ground truth; ``case_specs`` lists them, ``planting`` writes their weights.
+- ``scores``: AUROC, AUPRC, ROC, principal angles (pure functions); ``faithfulness``: circuits by joint ablation
+  and faithfulness over circuit size.
 - ``methods``: the ``Method`` record, ``register_method`` and the built-in methods, with ``weight_reader`` (the
   weights alone) and ``mask_selection`` (edge pruning) beside them; ``plugins``: outside methods' files.
 - ``guard``: a method's run on its ``Problem``, its failures named and the process state put back.
@@ -11,7 +12,9 @@
   ``DirectionScores``, ``CellResult``).
 - ``run``: every method on every case × seed on Ray, resumable; ``isolation``: each method in a Ray task of its
   own, with a time limit; ``sealed``: the public and private splits.
-- ``report``: the tables, verdicts and figures; ``leaderboard``: ``results.json`` and the ranked table.
+- ``report``: the tables, verdicts and figures (``report_figures``; ``selection``: which cells and methods a
+  table reads); ``leaderboard``: ``results.json`` and the ranked table.
+- ``sae_plugin``: sparse autoencoders through SAELens, a plugin (TransformerLens 3.9).
 
 Imports ``analyses.metrics``, ``analyses.figures``, ``analyses.studies`` (its Ray set-up), ``analyses.summary``
 (typed JSON written and read back) and the core's ``ictd_interp.config``, ``ictd_interp.tasks``,

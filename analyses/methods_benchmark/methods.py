@@ -1,14 +1,14 @@
 """Interpretability methods as small registered objects, and the built-in ones.
 
 A ``Method`` has a ``name``, a ``kind`` and a ``run(problem) -> output``, where ``problem`` is the case's
-``cases.Problem``: its own copy of the model, the tasks and the questions, never the planted answer (the truth
-stays with the scorer). An edge method returns ``EdgeOutput`` (a score per edge of
-``build_graph(problem.model)``, higher meaning "more likely in the circuit", and optionally the circuit it
-found); a direction method returns ``DirectionOutput`` (a direction in the residual stream per ``(variable,
-site)`` it reads); a feature method returns ``FeatureOutput`` (per site an encoder of the residual stream into
-latents and the latents' decoder directions), scored on the cases with superposed features.
-``register_method`` adds one to ``METHODS``; an outside method is one file
-that calls it (README, "Score your own method"). The benchmark scores outputs, never the method's own claims.
+``cases.Problem``: its own copy of the model, the tasks and the questions, never the planted answer (the truth stays
+with the scorer). An edge method returns ``EdgeOutput`` (a score per edge of ``build_graph(problem.model)``, higher
+meaning "more likely in the circuit", and optionally the circuit it found); a direction method returns
+``DirectionOutput`` (a direction in the residual stream per ``(variable, site)`` it reads); a feature method returns
+``FeatureOutput`` (per site an encoder of the residual stream into latents and the latents' decoder directions),
+scored on the cases with superposed features. ``register_method`` adds one to ``METHODS``; an outside method is one
+file that calls it (docs/methods_benchmark.md, "Score your own method"). The benchmark scores outputs, never the
+method's own claims.
 
 Built in (the graph adapter of ``analyses.methods_benchmark.graph`` in the place of ``auto-circuit``'s patchable model):
 

@@ -12,7 +12,8 @@ the last checkpoints of a run), ``cosine_null`` (weight cosines of models that r
 intervals), ``dynamics`` (curves over training), ``linear_family`` (a linear model's place in the predecessor's
 family), ``predecessor_metrics`` (the predecessor's own readings), ``depth_limit`` (values as depth grows),
 ``extrapolation`` (layers run beyond their trained depth), ``theta_star_limit`` (θ*'s map and its limit),
-``acting`` (a control model acting on its in-context q). Names are imported on first use.
+``acting`` (a control model acting on its in-context q), ``draws`` (every task set an analysis draws, named, with
+its seed). Names are imported on first use.
 """
 
 from ictd_interp._lazy import lazy_exports

@@ -32,6 +32,7 @@ from torch import Tensor
 from analyses.metrics.algorithm_id import LayerReading
 from analyses.metrics.baselines import LABELS, MODEL_ROW, Baselines, error_parts
 from analyses.metrics.cosine_null import NullRow
+from analyses.metrics.draws import draw_seed
 from analyses.metrics.extrapolation import values_at_depth
 from analyses.metrics.intervals import Interval, t_interval
 from analyses.metrics.ladder import FLAT, Ladder, depth_verdict, ladder
@@ -45,7 +46,6 @@ from ictd_interp.tasks.sampling import TaskBatch
 REQUIRED = ("constant", "first_visit_mc")  # the verdict's rule: beat both significantly
 DISCOUNT_BAND = 0.1  # "within γ ± 0.1"
 PAST = 4  # iterated to 4x the trained depth
-LADDER_SEED = 4  # the ladder's tasks: eval_seed + 4 (apart from the evaluation tasks and the reports' other draws)
 
 
 @dataclass(kw_only=True)  # fields in summary.json's order
@@ -189,7 +189,7 @@ def assess(
     eval_seed: int,
 ) -> InContext:
     """The verdict of ``model`` on ``tasks`` (drawn from ``dist``): ``base`` its baselines table on them, ``last`` its
-    last layer's reading (``discount_of``); the ladder's tasks are drawn from ``eval_seed + LADDER_SEED``."""
+    last layer's reading (``discount_of``); the ladder's tasks are the named draw ``ladder`` (``draws``)."""
     check_tasks(model, tasks)
     depth, gamma = model.cfg.n_layers, dist.gamma
     trained, deep = values_at_depth(model, tasks, depth), values_at_depth(model, tasks, PAST * depth)
@@ -197,5 +197,5 @@ def assess(
         base,
         discount_of(last, gamma),
         iterated(trained, deep, tasks, [depth, PAST * depth]),
-        lambda learns: ladder(model, dist, eval_seed + LADDER_SEED, learns),
+        lambda learns: ladder(model, dist, draw_seed(eval_seed, "ladder"), learns),
     )

@@ -18,6 +18,7 @@ from analyses.figures.style import Figure
 from analyses.metrics import baselines, in_context
 from analyses.metrics.convergence import CONTEXT_LENGTHS, errors_by_context, sup_error
 from analyses.metrics.diagonality import kernel_diagonality_mean
+from analyses.metrics.draws import draw_seed
 from analyses.metrics.extrapolation import depth_extrapolation
 from analyses.metrics.heads import head_kernels, most_like
 from analyses.metrics.linear_family import (
@@ -66,7 +67,7 @@ def compute(
         values, td_values, member_values = model(tasks.prompt), td(tasks.prompt), member(tasks.prompt)
         star_values = star(tasks.prompt)
     lengths = list(CONTEXT_LENGTHS)
-    long_tasks = sample_from(config.tasks, 64, seed=config.eval_seed + 1, length=max(lengths))
+    long_tasks = sample_from(config.tasks, 64, seed=draw_seed(config.eval_seed, "long_context"), length=max(lengths))
     sections = computed(
         {
             "metrics": lambda: evaluate(model, eval_set).to_dict(),

@@ -21,6 +21,7 @@ from analyses.metrics import baselines, in_context
 from analyses.metrics.algorithm_id import identify_from_values
 from analyses.metrics.convergence import CONTEXT_LENGTHS, errors_by_context, sup_error
 from analyses.metrics.diagonality import kernel_diagonality_mean
+from analyses.metrics.draws import draw_seed
 from analyses.metrics.extrapolation import depth_extrapolation
 from analyses.metrics.heads import (
     HeadKernel,
@@ -116,7 +117,7 @@ class _Run:
 
     def __init__(self, model: ICTDModel, star: HookedICTDTransformer, config: TrainConfig, tasks) -> None:
         self.model, self.star, self.config, self.tasks = model, star, config, tasks
-        self.fit = sample_from(config.tasks, PROBE_FIT_TASKS, seed=config.eval_seed + 2)
+        self.fit = sample_from(config.tasks, PROBE_FIT_TASKS, seed=draw_seed(config.eval_seed, "probe_fit"))
         self.few = tasks[:SIGNATURE_TASKS]
         self.lengths = [n for n in CONTEXT_LENGTHS if not model.cfg.pos_embed or n < model.cfg.n_ctx]
 
@@ -139,7 +140,9 @@ class _Run:
         context on 64 longer trajectories."""
         model, star, tasks, lengths = self.model, self.star, self.tasks, self.lengths
         star_rows = residual_stack(star, tasks.prompt)[..., star.layout.current]
-        long_tasks = sample_from(self.config.tasks, 64, seed=self.config.eval_seed + 1, length=max(lengths))
+        long_tasks = sample_from(
+            self.config.tasks, 64, seed=draw_seed(self.config.eval_seed, "long_context"), length=max(lengths)
+        )
         output = self.probes.output
         return {
             "depth_msve": DepthCurves(

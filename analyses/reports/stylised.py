@@ -25,6 +25,7 @@ from analyses.metrics.convergence import (
     fit_geometric,
 )
 from analyses.metrics.diagonality import kernel_diagonality_mean, model_margin, state_kernels
+from analyses.metrics.draws import draw_seed
 from analyses.metrics.extrapolation import depth_extrapolation, depths_up_to, layer_at_depth, spectral_depth
 from analyses.metrics.heads import head_kernels, most_like
 from analyses.metrics.neu import neu_grid
@@ -121,7 +122,7 @@ def compute(
                 cosine_nulls=cosine_null.nulls(model.cfg),
             ),
             "acting": lambda: (
-                model_acting(model, config.tasks, config.eval_seed + 3)
+                model_acting(model, config.tasks, draw_seed(config.eval_seed, "acting"))
                 if config.tasks.n_actions and model.cfg.attention == "softmax"
                 else None
             ),
@@ -153,14 +154,18 @@ def _convergence(
     """Error versus depth (the trained layers run past their depth, as far as θ*'s curve), θ*'s geometric fit
     and computed limit, and error versus context on 64 longer trajectories."""
     depth = max(2 * model.cfg.n_layers, 16)
-    long_tasks = sample_from(config.tasks, 64, seed=config.eval_seed + 1, length=max(CONTEXT_LENGTHS))
+    long_tasks = sample_from(
+        config.tasks, 64, seed=draw_seed(config.eval_seed, "long_context"), length=max(CONTEXT_LENGTHS)
+    )
     star_depth = errors_by_depth(HookedICTDTransformer.from_theta_star(model.cfg, depth=depth), tasks).mean(-1).tolist()
     deeper = layer_at_depth(model, depth)
     return {
         "depth": DepthCurves(model=errors_by_depth(deeper, tasks).mean(-1).tolist(), theta_star=star_depth),
         "theta_star_fit": fit_geometric(star_depth),
         "one_minus_C": 1 - C.mean().item(),
-        "theta_star_limit": theta_star_limit(model.cfg, config.tasks, config.eval_seed + 2, star_fixed),
+        "theta_star_limit": theta_star_limit(
+            model.cfg, config.tasks, draw_seed(config.eval_seed, "theta_star_limit"), star_fixed
+        ),
         "context_lengths": list(CONTEXT_LENGTHS),
         "context": {
             name: errors_by_context(m, long_tasks, CONTEXT_LENGTHS).mean(-1).tolist()

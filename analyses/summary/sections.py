@@ -179,7 +179,7 @@ class Example:
 
 @dataclass
 class Summary:
-    """Everything ``ictd-interp analyze`` measured on one model (docs/theory.md §7, README "Analyses")."""
+    """Everything ``ictd-interp analyze`` measured on one model (docs/theory.md §7)."""
 
     source: str = field(metadata={"detail": True})  # the path or name analysed (a study's cells differ by it)
     config: dict[str, Any]  # the TrainConfig (TrainConfig.to_dict): the tasks and the training that made it

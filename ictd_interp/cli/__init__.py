@@ -1,8 +1,10 @@
 """The ``ictd-interp`` command: the one place that composes the core with ``analyses`` and ``hooks``.
 
 ``build_parser`` declares every sub-command and its flags (generated from config dataclasses by
-``args``), torch-free so ``--help`` answers at once; each sub-command is one function of ``commands``,
-which imports the heavy layers inside it. ``main`` turns a bad request into one line naming what is wrong.
+``args``; ``configs`` holds ``construct``'s and ``evaluate``'s settings), torch-free so ``--help`` answers at once;
+each sub-command is one function of ``commands`` (``study`` in its own module), which imports the heavy layers
+inside it. ``main`` refuses what ``prechecks`` can see wrong before torch loads, sets the thread count
+(``threads``), and turns a bad request into one line naming what is wrong.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """Validated, torch-free configuration dataclasses: the lowest layer, importing nothing else of ours.
 
-``ICTDConfig`` (the stylised model), ``StandardConfig`` (the standard transformer), ``LinearICTDConfig`` (the
-predecessor's linear model), ``TaskDistribution``
-(which MRPs, features, context length and γ) and ``TrainConfig`` (a model config and a task distribution
-nested with the optimisation settings, and its ``PRESETS``). Each has ``to_dict``/``from_dict``; every
-choice and shared check is written once in ``fields``.
+``ICTDConfig`` (the stylised model, in ``model``), ``StandardConfig`` (the standard transformer, ``standard``),
+``LinearICTDConfig`` (the predecessor's linear model, ``linear``), ``TaskDistribution`` (``tasks``: which MRPs,
+features, context length and γ) and ``TrainConfig`` (``train``: a model config and a task distribution nested with
+the optimisation settings, and its ``PRESETS``); what can be named, families and objectives, is listed in
+``registry``. Each has ``to_dict``/``from_dict``; every choice and shared check is written once in ``fields``.
 """
 
 from ictd_interp.config.fields import FEATURE_KINDS, FORMS

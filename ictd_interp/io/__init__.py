@@ -1,8 +1,9 @@
 """Files and where things come from: checkpoint folders (``checkpoint``: header and state dict, no model
-class), the shipped models' folder and cards (``pretrained``, torch-free: ``ictd-interp models`` lists
-them without importing torch), the machine fingerprint that decides the bits of a CPU run
-(``provenance``), progress bars (``progress``), outputs written whole or not at all (``staging``) and the check
-that no user file shadows the toolkit's packages (``install``). Imports ``config`` only; names load on first use."""
+class), the shipped models' folder and cards (``pretrained``, torch-free: ``ictd-interp models`` lists them without
+importing torch), the machine fingerprint that decides the bits of a CPU run (``provenance``), progress bars
+(``progress``), outputs written whole or not at all (``staging``), the torch thread count the Python API sets
+(``threads``), the predecessor's InContextTD logs read (``incontexttd``) and the check that no user file shadows the
+toolkit's packages (``install``). Imports ``config`` only; names load on first use."""
 
 from ictd_interp._lazy import lazy_exports
 

@@ -6,7 +6,7 @@ seed, and also on the kernels that run it: torch and its MKL / oneDNN versions, 
 different fused-multiply-add and summation orders). Every shipped model's ``card.json`` records these
 as its ``fingerprint``. Retraining on a machine with the same fingerprint reproduces the weights bit for
 bit; on any other machine they agree within the card's ``cross_machine_rtol`` (measured: docs/theory.md
-§11, README "Reproducibility").
+§11).
 """
 
 from __future__ import annotations

@@ -1,10 +1,12 @@
 """The data a model reads: MRP -> trajectory -> features -> prompt, and task batches drawn from a
 ``TaskDistribution``. Imports ``ictd_interp.config`` only.
 
-``mrp`` (Markov reward processes, Boyan chains, their communicating classes), ``sources`` (loop,
-random and Gymnasium MRPs), ``trajectory`` (sampling), ``features``, ``prompt`` (the prompt layout and
-its shift), ``sampling`` (``TaskBatch``; ``sample_from``, where every batch is drawn, and its keyword forms
-``sample_tasks`` for Boyan chains or given MRPs and ``control_tasks`` for an MDP under a behaviour policy).
+``mrp`` (Markov reward processes, Boyan chains, their communicating classes), ``sources`` (loop, random and
+Gymnasium MRPs), ``families`` (the registered task families), ``mdp`` (MDPs and behaviour policies for control, with
+``action_columns``: the prompt's action-value columns), ``trajectory`` (sampling), ``features``, ``prompt`` (the
+prompt layout and its shift), ``_types`` (shared type aliases), ``sampling`` (``TaskBatch``; ``sample_from``, where
+every batch is drawn, and its keyword forms ``sample_tasks`` for Boyan chains or given MRPs and ``control_tasks``
+for an MDP under a behaviour policy).
 """
 
 from ictd_interp.tasks.features import make_features

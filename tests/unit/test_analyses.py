@@ -198,3 +198,24 @@ def test_a_contracting_map_whose_error_rises_is_never_said_to_converge():
     assert not ext.converges and ext.curve_verdict.startswith("settles on a worse fixed point")
     assert ext.verdict.startswith("contracts when iterated") and "its error rises with depth" in ext.verdict
     assert "converges" not in ext.verdict
+
+
+def test_every_analysis_draw_is_named_once_and_an_unknown_name_is_refused():
+    """The reports' task sets come from ``draws``: no report adds an offset of its own to the evaluation seed."""
+    import re
+    from pathlib import Path
+
+    from analyses.metrics.draws import DRAWS, draw_seed
+
+    assert draw_seed(100, "ladder") == 104 and set(DRAWS) >= {"long_context", "theta_star_limit", "probe_fit"}
+    with pytest.raises(ValueError, match="unknown task set 'nope'"):
+        draw_seed(0, "nope")
+    root = Path(__file__).resolve().parents[2]
+    written = [
+        f"{p.relative_to(root)}:{n}"
+        for folder in ("analyses", "ictd_interp")
+        for p in (root / folder).rglob("*.py")
+        for n, line in enumerate(p.read_text().splitlines(), start=1)
+        if re.search(r"eval_seed \+ \d", line)
+    ]
+    assert written == []

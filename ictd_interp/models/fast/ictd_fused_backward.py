@@ -19,7 +19,7 @@ a ``[batch, pos]`` product. With ``score[j, i] = x_i^T A x_j``, ``dL/dA = sum_j 
 two terms from cancelling when the features share a large offset), so one product of ``p`` with the
 ``d (uses + 1)`` columns ``[v_1 * X, ..., X]`` gives every pattern's ``K``:
 neither ``G`` nor ``dL/dscore`` is ever formed full-size (one pass over ``p`` instead of one per use and two
-more for the softmax's backward: 1.1-1.3x the model step, docs/performance.md, "History"). Linear
+more for the softmax's backward: 1.1-1.3x the model step, docs/performance.md, "Speed targets"). Linear
 attention (``p = score / n``, ``dL/dscore = G / n``): ``K[j] = sum_l g_l[j] (v_l^T X) / n``, no pattern read.
 
 The values are ``v_h = fixed_h + w_t * target + w_c * current`` (sources only), so ``dL/dv_h = p^T g_h``
