@@ -129,7 +129,7 @@ def problem_of(case: Case, sealed_seed: Optional[int] = None) -> Problem:
     return Problem(
         case.spec.name if sealed_seed is None else SEALED,
         case.seed if sealed_seed is None else sealed_seed,
-        copy.deepcopy(case.model),
+        _model_copy(case.model, sealed_seed),
         copy.deepcopy(case.clean),
         copy.deepcopy(case.corrupted),
         copy.deepcopy(case.fit),
@@ -139,6 +139,18 @@ def problem_of(case: Case, sealed_seed: Optional[int] = None) -> Problem:
         {name: values.clone() for name, values in variable_values(case, case.fit).items()},
         counterfactuals,
     )
+
+
+def _model_copy(model: HookedStandardTransformer, sealed_seed: Optional[int]) -> HookedStandardTransformer:
+    """A copy of the case's model; sealed, its config (shared by its modules) carries the sealed seed, not the
+    case's (its ``cfg.seed`` would rebuild the case)."""
+    copied = copy.deepcopy(model)
+    if sealed_seed is not None:
+        old, new = copied.cfg, replace(copied.cfg, seed=sealed_seed)
+        for module in copied.modules():
+            if getattr(module, "cfg", None) is old:
+                module.cfg = new
+    return copied
 
 
 def _truth(spec: CaseSpec, model: HookedStandardTransformer, Q: Tensor) -> GroundTruth:

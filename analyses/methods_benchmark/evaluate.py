@@ -317,15 +317,20 @@ def asked(method: Method, features, sites) -> bool:
     return not (method.kind == FEATURES and not features or method.kind == DIRECTIONS and not sites)
 
 
-def score_output(name: str, kind: str, case: Case, output: object) -> Scores:
-    """Method ``name``'s output (of its ``kind``) on ``case`` scored, or ``MethodFailed`` where it cannot be
-    (``score_method``); the method itself is not needed, so the scorer never imports a plugin."""
-    kinds = {FEATURES: (FeatureOutput, score_features), DIRECTIONS: (DirectionOutput, score_directions)}
-    expected, score = kinds.get(kind, (EdgeOutput, score_edges))
+def check_kind(name: str, kind: str, output: object) -> None:
+    """``MethodFailed`` unless ``output`` is what a method of ``kind`` returns."""
+    expected = {FEATURES: FeatureOutput, DIRECTIONS: DirectionOutput}.get(kind, EdgeOutput)
     if not isinstance(output, expected):
         raise MethodFailed(
             f"method {name!r}: its kind ({kind}) returns {expected.__name__}, got {type(output).__name__}"
         )
+
+
+def score_output(name: str, kind: str, case: Case, output: object) -> Scores:
+    """Method ``name``'s output (of its ``kind``) on ``case`` scored, or ``MethodFailed`` where it cannot be
+    (``score_method``); the method itself is not needed, so the scorer never imports a plugin."""
+    check_kind(name, kind, output)
+    score = {FEATURES: score_features, DIRECTIONS: score_directions}.get(kind, score_edges)
     _check_vectors(name, output)
     try:
         scores = score(case, output)

@@ -5,7 +5,8 @@ came back (``score_cell``), without importing any plugin. A method that raises, 
 time, kills its process, or patches the scorer's functions fails that method's cell only, named; the other methods
 and cells are untouched. A plugin's method runs in a fresh process each time (``max_calls=1``: nothing it leaves
 behind reaches another); the built-in ones share pooled workers (the guard puts back what they may change).
-Outputs come back as data (pickled), never as a reference into the method's process."""
+Edge and direction outputs come back as plain data (``as_data``), never as the method's own objects; a plugin is
+imported only in its own method's fresh process, never where the case is built or scored."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ def run_method(name: str, problem, plugins: Sequence[str], timeout: int = METHOD
     True}`` where the problem asks nothing the method answers."""
     import torch
 
-    from analyses.methods_benchmark.evaluate import asked
+    from analyses.methods_benchmark.evaluate import asked, check_kind
     from analyses.methods_benchmark.guard import run_on_problem
     from analyses.methods_benchmark.methods import METHODS
     from analyses.methods_benchmark.plugins import load_plugin
@@ -54,7 +55,9 @@ def run_method(name: str, problem, plugins: Sequence[str], timeout: int = METHOD
     previous = signal.signal(signal.SIGALRM, overrun)  # a Ray task runs on its worker's main thread
     signal.alarm(timeout)
     try:
-        return {"output": run_on_problem(method, problem), "seconds": time.perf_counter() - start, **kind}
+        output = run_on_problem(method, problem)
+        check_kind(name, method.kind, output)
+        return {"output": as_data(output), "seconds": time.perf_counter() - start, **kind}
     except MethodFailed as err:
         return {"failed": str(err), "seconds": time.perf_counter() - start, **kind}
     finally:
@@ -90,12 +93,40 @@ def score_cell(
             failed[name] = result["failed"]
             continue
         try:
-            scores[name] = score_output(name, result["kind"], case, result["output"])
+            scores[name] = score_output(name, result["kind"], case, from_data(result["output"]))
         except MethodFailed as err:
             failed[name] = str(err)
     recorded = seed if sealed is None else sealed[0]  # a private cell never names its seed
     circuit = list(circuit_check(case))
     return to_json(CellResult(case_name, recorded, len(edges), len(case.truth.edges), scores, failed, seconds, circuit))
+
+
+def as_data(output):
+    """An edge or direction output as plain data (floats, strings, base tensors), so nothing of the method's own
+    classes is unpickled in the scorer; a feature output's encoders are functions and travel as they are."""
+    import torch
+
+    from analyses.methods_benchmark.methods import DirectionOutput, EdgeOutput
+
+    if isinstance(output, EdgeOutput):
+        edges = {(str(u), str(v)): float(x) for (u, v), x in output.scores.items()}
+        circuit = None if output.circuit is None else sorted((str(u), str(v)) for u, v in output.circuit)
+        return {"edges": edges, "circuit": circuit}
+    if isinstance(output, DirectionOutput):
+        plain = lambda t: torch.as_tensor(t).detach().as_subclass(torch.Tensor).clone()  # noqa: E731
+        return {"directions": {(str(a), str(b)): plain(t) for (a, b), t in output.directions.items()}}
+    return output
+
+
+def from_data(data):
+    """``as_data``'s output back as the scorer's own classes."""
+    from analyses.methods_benchmark.methods import DirectionOutput, EdgeOutput
+
+    if isinstance(data, dict) and "edges" in data:
+        return EdgeOutput(data["edges"], None if data["circuit"] is None else frozenset(map(tuple, data["circuit"])))
+    if isinstance(data, dict) and "directions" in data:
+        return DirectionOutput(data["directions"])
+    return data
 
 
 def outcome(ray, ref, name: str) -> dict[str, Any]:

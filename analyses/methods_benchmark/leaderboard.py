@@ -52,7 +52,7 @@ def ranked(table: list[dict]) -> list[tuple[str, float]]:
     for m in dict.fromkeys(r["method"] for r in table):
         values = [r["auroc"]["mean"] for r in table if r["method"] == m and r["auroc"]]
         means[m] = sum(values) / len(values) if values else math.nan
-    return sorted(means.items(), key=lambda kv: -kv[1])
+    return sorted(means.items(), key=lambda kv: (math.isnan(kv[1]), -kv[1]))  # a method with no AUROC last
 
 
 def lines(table: list[dict]) -> list[str]:
@@ -100,12 +100,5 @@ def write(table: list[dict], out_dir: Path) -> Path:
 
 
 def plugin_hashes(request: dict[str, Any]) -> dict[str, str]:
-    """Each plugin method's file hash, from the request (``run._request``): method name -> SHA-256."""
-    from analyses.methods_benchmark.methods import METHODS
-
-    by_file = dict(zip(request.get("plugins", []), request.get("plugin_sha256", [])))
-    return {
-        name: by_file[path]
-        for name, method in METHODS.items()
-        if (path := getattr(getattr(method.run, "__code__", None), "co_filename", None)) in by_file
-    }
+    """Each plugin method's file hash, as the request recorded it (``run._request``): method name -> SHA-256."""
+    return dict(request.get("plugin_methods", {}))

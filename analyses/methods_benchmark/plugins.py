@@ -45,3 +45,39 @@ def plugin_hash(path: Union[str, Path]) -> str:
     """The SHA-256 of a plugin file's contents: a request records it, so results are never reused for an edited
     plugin."""
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+LIST = """
+import json, sys
+dumps, write = json.dumps, sys.__stdout__.write  # taken before any plugin runs
+from analyses.methods_benchmark.methods import METHODS
+from analyses.methods_benchmark.plugins import load_plugin
+before = set(METHODS)
+try:
+    for path in sys.argv[1:]:
+        load_plugin(path)
+except (ValueError, FileNotFoundError) as err:
+    write(dumps({"error": str(err)}) + "\\n")
+    sys.exit(0)
+files = {n: getattr(getattr(m.run, "__code__", None), "co_filename", "") for n, m in METHODS.items() if n not in before}
+write(dumps({"methods": files}) + "\\n")
+"""
+
+
+def plugin_methods(plugins: list[str]) -> dict[str, str]:
+    """The methods each plugin registers (name -> its file), listed in a process of their own: the driver never
+    imports a plugin, so nothing a plugin runs at import reaches what writes or scores the results."""
+    import json
+    import subprocess
+
+    if not plugins:
+        return {}
+    done = subprocess.run([sys.executable, "-c", LIST, *plugins], capture_output=True, text=True, check=False)
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ValueError(f"{', '.join(plugins)}: the plugins could not be listed ({last})")
+    answer = json.loads(lines[-1])
+    if "error" in answer or not isinstance(answer.get("methods"), dict):
+        raise ValueError(answer.get("error") or f"{', '.join(plugins)}: the plugins' listing is not what it should be")
+    return answer["methods"]

@@ -19,7 +19,7 @@ from analyses.methods_benchmark.case_specs import CASES
 from analyses.methods_benchmark.evaluate import CellResult
 from analyses.methods_benchmark.isolation import METHOD_TIMEOUT, outcome, prepare, run_method, score_cell
 from analyses.methods_benchmark.methods import METHODS, REFERENCES
-from analyses.methods_benchmark.plugins import load_plugin, plugin_hash
+from analyses.methods_benchmark.plugins import plugin_hash, plugin_methods
 from analyses.methods_benchmark.sealed import PUBLIC, Split
 from analyses.studies.run import RaySession, check_address
 from analyses.summary.store import build
@@ -62,9 +62,6 @@ def narrowed(budget: str, cases: Optional[Sequence[str]] = None, seeds: Optional
     return chosen
 
 
-BUILT_IN = "analyses.methods_benchmark."  # the package's own methods' module prefix: they share pooled workers
-
-
 def run_cell(
     case_name: str,
     seed: int,
@@ -82,14 +79,20 @@ def run_cell(
 
 
 def _request(
-    budget: BenchmarkBudget, methods: Sequence[str], plugins: Sequence[str], split: Split = PUBLIC
+    budget: BenchmarkBudget,
+    methods: Sequence[str],
+    plugins: Sequence[str],
+    split: Split = PUBLIC,
+    from_plugins: Optional[dict[str, str]] = None,
 ) -> dict[str, Any]:
+    hashes = {str(Path(p).resolve()): plugin_hash(p) for p in plugins}
     return {
         "command": "methods-benchmark",
         "budget": budget.to_dict(),
         "methods": list(methods),
-        "plugins": [str(Path(p).resolve()) for p in plugins],
-        "plugin_sha256": [plugin_hash(p) for p in plugins],
+        "plugins": list(hashes),
+        "plugin_sha256": list(hashes.values()),
+        "plugin_methods": {name: hashes.get(str(Path(f).resolve()), "") for name, f in (from_plugins or {}).items()},
         **({"split": split.name, "key_fingerprint": split.fingerprint()} if split.key is not None else {}),
     }
 
@@ -112,20 +115,21 @@ def run_benchmark(
     if not isinstance(budget, BenchmarkBudget):
         raise ValueError(f"budget: must be one of {sorted(BUDGETS)}, got {budget!r}")
     plugins = [str(Path(p).resolve()) for p in plugins]
-    for plugin in plugins:
-        load_plugin(plugin)
-    methods = list(dict.fromkeys([*REFERENCES, *(METHODS if methods is None else methods)]))  # references always
-    unknown = [m for m in methods if m not in METHODS]
+    from_plugins = plugin_methods(plugins)  # listed in a process of its own: this one never imports a plugin
+    known = [*METHODS, *from_plugins]
+    methods = list(dict.fromkeys([*REFERENCES, *(known if methods is None else methods)]))  # references always
+    unknown = [m for m in methods if m not in known]
     if unknown:
-        raise ValueError(f"methods: unknown {unknown}; registered: {sorted(METHODS)}")
+        raise ValueError(f"methods: unknown {unknown}; registered: {sorted(known)}")
     if address is not None and force:
         check_address(address)  # before a forced claim clears the folder (otherwise checked when Ray is needed)
-    out = claim_output(out_dir, _request(budget, methods, plugins, split), force, inputs=plugins)
+    request = _request(budget, methods, plugins, split, from_plugins)
+    out = claim_output(out_dir, request, force, inputs=plugins)
     (out / "cells").mkdir(exist_ok=True)
     cells = [(c, k) for c in budget.cases for k in range(budget.seeds)]
     todo = [(c, k) for c, k in cells if not (out / "cells" / split.cell_file(c, k)).exists()]
     if todo:
-        _run_on_ray(out, todo, budget, methods, plugins, workers, address, progress, split, timeout)
+        _run_on_ray(out, todo, budget, methods, plugins, workers, address, progress, split, timeout, from_plugins)
     return [read_cell(out / "cells" / split.cell_file(c, k)) for c, k in cells], budget
 
 
@@ -138,7 +142,7 @@ def read_cell(path: Path) -> CellResult:
 
 
 def _run_on_ray(
-    out: Path, todo, budget: BenchmarkBudget, methods, plugins, workers, address, progress, split, timeout
+    out: Path, todo, budget: BenchmarkBudget, methods, plugins, workers, address, progress, split, timeout, own
 ) -> None:
     """Per cell: the problem built (``isolation.prepare``), each method on it in a task of its own, then the cell
     scored and written; a method's failure is its cell's record, a scorer's failure stops the run naming the cell."""
@@ -152,9 +156,9 @@ def _run_on_ray(
     running, results, scoring = {}, {cell: {} for cell in todo}, {}
     for cell in todo:
         problem = prepared.remote(cell[0], split.seed(*cell), budget.n_tasks, sealed[cell] and sealed[cell][1])
-        for name in methods:
-            task = pooled if METHODS[name].run.__module__.startswith(BUILT_IN) else fresh
-            running[task.remote(name, problem, plugins, timeout)] = (cell, name)
+        for name in methods:  # a plugin's method in a fresh process; the others' pooled workers import no plugin
+            task, needs = (fresh, plugins) if name in own else (pooled, [])
+            running[task.remote(name, problem, needs, timeout)] = (cell, name)
     bar = progress_bar(total=len(todo), disable=not progress, desc="benchmark cells")
     try:
         while running or scoring:

@@ -258,7 +258,8 @@ def run_cell(
     apply_allocator_choice(keep_freed_memory)
     cell, started = Path(cell_dir), time.perf_counter() if started_at is None else started_at
     run_dir, stop, path = cell / "run", (lambda: Path(stop_file).exists()), None
-    if read_status(cell).get("status") in TRAINED:  # a unit's retry after this cell finished: never redone
+    before = read_status(cell).get("status")
+    if before == "done" or before == "trained" and not analyse:  # a unit's retry after this cell finished
         return read_status(cell)
     if stop():
         return write_status(cell, "interrupted")

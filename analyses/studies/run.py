@@ -37,6 +37,7 @@ from typing import Optional, Union
 import pandas as pd
 
 from analyses.studies.cells import (
+    TRAINED,
     attempts,
     is_running,
     last_unit,
@@ -252,7 +253,7 @@ def _results_of(ray, ref, unit, out_dir: Path) -> list[str]:
         outcomes = []
         for cell in unit:
             cell_dir = out_dir / "cells" / cell.name
-            if read_status(cell_dir).get("status") != "done":  # a stack's cell that finished before the deaths
+            if read_status(cell_dir).get("status") not in TRAINED:  # a cell that finished before the deaths
                 write_status(
                     cell_dir,
                     "failed",

@@ -11,6 +11,7 @@ from ictd_interp.cli.args import config_from_args
 from ictd_interp.cli.configs import ConstructConfig, EvaluateConfig
 from ictd_interp.cli.threads import set_threads
 from ictd_interp.config.train import MODEL_CONFIGS, PRESETS, TrainConfig
+from ictd_interp.io.pretrained import model_argument
 
 
 def construct(args: argparse.Namespace) -> int:
@@ -144,7 +145,7 @@ def evaluate(args: argparse.Namespace) -> int:
     from ictd_interp.tasks import sample_from
     from ictd_interp.training.run_folder import claim_output
 
-    path = _model_path(args.path)
+    path = model_argument(args.path)
     model, trained = resolve(path)[:2]  # the inputs are read before --out is claimed: a bad one clears nothing
     model = model.to("cpu")
     defaults = EvaluateConfig.for_model(
@@ -321,24 +322,11 @@ def _source(path: str) -> str:
     return path if path in names() else str(Path(path).resolve())
 
 
-def _model_path(path: str) -> Path:
-    """The model a command reads, found before its output folder is claimed: a shipped model's name wins over a
-    folder of that name holding no model (``analyze depth3-td-s0 --out depth3-td-s0`` claims that folder first, and
-    a re-run finds it there), so an output folder never shadows the model it was asked about."""
-    from ictd_interp.io.checkpoint import CONFIG, WEIGHTS
-    from ictd_interp.io.pretrained import names, pretrained_path
-    from ictd_interp.training.run_folder import TRAIN_CONFIG
-
-    local = Path(path)
-    holds_model = local.is_file() or any((local / name).exists() for name in (CONFIG, WEIGHTS, TRAIN_CONFIG))
-    return pretrained_path(path) if path in names() and not holds_model else local
-
-
 def _analyze(path: str, out: str, force: bool = False, stamp: bool = True) -> None:
     from analyses.analyze import analyze, resolve
     from ictd_interp.training.run_folder import claim_output
 
-    model = _model_path(path)
+    model = model_argument(path)
     resolved = resolve(model)  # read before --out is claimed: a model that cannot be loaded clears nothing
     request = {"command": "analyze", "source": _source(path), **({} if stamp else {"stamp": False})}
     claim_output(out, request, force, inputs=[model])

@@ -9,7 +9,7 @@ import argparse
 from pathlib import Path
 
 from ictd_interp.config.tasks import check_family
-from ictd_interp.io.pretrained import names, unknown_model
+from ictd_interp.io.pretrained import model_argument, names, unknown_model
 from ictd_interp.io.staging import refuse_unusable
 
 
@@ -29,8 +29,9 @@ def check_request(args: argparse.Namespace) -> None:
         Split.read(args.split, args.key_file)
     out = getattr(args, "out", None)
     if out is not None:
-        inputs = [args.path] if getattr(args, "path", None) and Path(args.path).exists() else []
-        refuse_unusable(Path(out), inputs)
+        path = getattr(args, "path", None)
+        inputs = [model_argument(path)] if path is not None and args.command in ("analyze", "evaluate") else []
+        refuse_unusable(Path(out), inputs + ([Path(path)] if args.command == "import-incontexttd" else []))
 
 
 def check_model(path: str) -> None:

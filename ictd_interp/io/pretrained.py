@@ -104,6 +104,22 @@ def closest_names(name: str, known: list[str]) -> list[str]:
     return [*alike, *(k for k in difflib.get_close_matches(name, known, n=3) if k not in alike)][:3]
 
 
+MODEL_FILES = ("config.json", "model.safetensors", "train_config.json")  # checkpoint.CONFIG, .WEIGHTS; TRAIN_CONFIG
+
+
+def holds_model(path: Union[str, Path]) -> bool:
+    """Whether ``path`` is a model a command can read: a file, or a folder holding a checkpoint or a run (torch-free:
+    the command line decides with it before loading anything)."""
+    local = Path(path)
+    return local.is_file() or any((local / name).exists() for name in MODEL_FILES)
+
+
+def model_argument(path: str) -> Path:
+    """The model a command reads: a shipped model's name wins over a folder of that name holding no model (an
+    output folder named after the model never shadows it), else the path as given."""
+    return pretrained_path(path) if path in names() and not holds_model(path) else Path(path)
+
+
 def resolve(name_or_path: Union[str, Path]) -> Path:
     """A path that exists is used as it is; anything else must be a registry name."""
     path = Path(name_or_path)

@@ -102,14 +102,23 @@ def open_stack(configs: list[TrainConfig], out_dirs: list[Union[str, Path]]) -> 
 
 
 def reopen_stack(out_dirs: list[Union[str, Path]]) -> list[Loop]:
-    """Runs trained as a stack, at the latest step at which every run has a usable checkpoint, ready for
-    ``step_stack`` (a stack killed between its runs' checkpoint writes leaves some a checkpoint ahead: they go
-    back to the shared one, their later checkpoints set aside as ``superseded_step_…`` and their later metrics
-    dropped, only once every run has agreed on the step; a ``CheckpointError`` changes nothing on disk but
-    setting aside unusable checkpoints)."""
+    """Runs trained as a stack, ready for ``step_stack``: the runs still training at the latest step at which every
+    one of them has a usable checkpoint (a stack killed between its runs' checkpoint writes leaves some a checkpoint
+    ahead: they go back to the shared one, their later checkpoints set aside as ``superseded_step_…`` and their
+    later metrics dropped, only once every run has agreed on the step; a ``CheckpointError`` changes nothing on disk
+    but setting aside unusable checkpoints), and the runs already done (a stack's runs may stop at different step
+    counts) at their own last step, where they stay."""
     configs = [run_folder.load_run_config(Path(d)) for d in out_dirs]
     _check(configs, out_dirs)
     eval_set = EvalSet.build(configs[0])
+    done = {d for d in out_dirs if run_folder.final_dir(d).exists()}
+    going = [d for d in out_dirs if d not in done]
+    shared = dict(zip(going, _at_shared_step(going, eval_set))) if going else {}
+    return [reopen_loop(d, eval_set) if d in done else shared[d] for d in out_dirs]
+
+
+def _at_shared_step(out_dirs: list[Union[str, Path]], eval_set: EvalSet) -> list[Loop]:
+    """``out_dirs`` reopened and rewound at the latest step at which each has a usable checkpoint."""
     up_to = None
     while True:
         shared = set.intersection(
@@ -154,6 +163,7 @@ def step_stack(loops: list[Loop], progress: bool = True, stop: Optional[StopFlag
     _stack_optimizer_state(stack, optimizer, loops)
     objective = registered_objective(config.objective)
     one_rate = all(_schedule(loop.run.config) == _schedule(config) for loop in loops)  # decided once
+    rates = None if one_rate else _rate_table(loops, stack.A)  # [step, model] on the device: no copy per step
     clips = torch.tensor([loop.run.config.grad_clip for loop in loops], dtype=stack.A.dtype, device=stack.A.device)
     clipping = any(loop.run.config.grad_clip for loop in loops)  # decided on the host: no read of ``clips``
     for loop in loops:
@@ -163,19 +173,19 @@ def step_stack(loops: list[Loop], progress: bool = True, stop: Optional[StopFlag
 
     def step() -> None:
         active = [loop.run.step < loop.run.config.steps for loop in loops]
+        at = next(loop.run.step for loop, on in zip(loops, active) if on)  # the runs still training share it
         batch = WindowBatch.stack([next(loop.batches)[0] for loop in loops])
         losses = objective(stack, batch)
-        unread.append((loops[0].run.step + 1, active, losses.detach()))  # read once per log or checkpoint
+        unread.append((at + 1, active, losses.detach()))  # read once per log or checkpoint
         optimizer.zero_grad(set_to_none=True)
         losses.nan_to_num(0.0).sum().backward()  # each model's gradient is its own loss's
         if clipping:
             _clip_per_model(stack, clips)
-        if one_rate and all(active):
-            set_learning_rate(optimizer, config, loops[0].run.step)
+        if rates is None:  # one schedule for all (and so one step count): the optimiser's own rate
+            set_learning_rate(optimizer, config, at)
             optimizer.step()
         else:
-            rates = [loop.run.config.lr_at(loop.run.step) if on else 0.0 for loop, on in zip(loops, active)]
-            _per_model_rates(stack, optimizer, rates)
+            _per_model_rates(stack, optimizer, rates[at])
         for loop, on in zip(loops, active):
             loop.run.step += on
 
@@ -221,8 +231,17 @@ def _clip_per_model(stack: ModelStack, clips: torch.Tensor) -> None:
         g.mul_(scale.view(-1, *[1] * (g.ndim - 1)))
 
 
+def _rate_table(loops: list[Loop], like: torch.Tensor) -> torch.Tensor:
+    """Each run's learning rate at every step, ``[step, model]``, 0 from its last step on (a done run stays in
+    place), built once (``TrainConfig.lr_at``, exactly) and put on the stack's device."""
+    configs = [loop.run.config for loop in loops]
+    horizon = max(c.steps for c in configs)
+    table = [[c.lr_at(t) if t < c.steps else 0.0 for c in configs] for t in range(horizon)]
+    return torch.tensor(table, dtype=like.dtype).to(like.device)
+
+
 @torch.no_grad()
-def _per_model_rates(stack: ModelStack, optimizer: torch.optim.Optimizer, rates: list[float]) -> None:
+def _per_model_rates(stack: ModelStack, optimizer: torch.optim.Optimizer, rates: torch.Tensor) -> None:
     """One optimiser step with model ``m`` at learning rate ``rates[m]``: the step is taken at rate 1 and each
     model moved ``rates[m]`` of the way, ``w + r (w' - w)``. Adam's, AdamW's and SGD's updates are linear in the
     rate (the moments do not depend on it; AdamW's decay is ``r * wd * w``), so this is each run's own step up to
@@ -231,9 +250,8 @@ def _per_model_rates(stack: ModelStack, optimizer: torch.optim.Optimizer, rates:
     for group in optimizer.param_groups:
         group["lr"] = 1.0
     optimizer.step()
-    r = torch.tensor(rates, dtype=stack.A.dtype, device=stack.A.device)
     for p, w in zip(stack.parameters(), before):
-        rate = r.view(-1, *[1] * (p.ndim - 1))
+        rate = rates.view(-1, *[1] * (p.ndim - 1))
         p.copy_(torch.where(rate == 0, w, torch.lerp(w, p, rate)))  # a done run's weights kept bit for bit
 
 
@@ -258,16 +276,17 @@ def _stack_optimizer_state(stack: ModelStack, optimizer: torch.optim.Optimizer, 
     states = [loop.optimizer.state_dict()["state"] for loop in loops]
     if not any(states):
         return
+    lead = next((i for i, loop in enumerate(loops) if loop.run.step < loop.run.config.steps), 0)  # one still going
     stacked = dict(zip("AV", stack.parameters()))
     slices = stack.parameter_slices(0)
     for name, param in stacked.items():
         ks = sorted((u, k) for k, (n, u) in enumerate(slices) if n == name)
         per_key = {}
-        for key in states[0][ks[0][1]]:
+        for key in states[lead][ks[0][1]]:
             values = [[state[k][key] for _, k in ks] for state in states]
             per_key[key] = (
                 torch.stack([torch.stack(v) for v in values]).to(param)
-                if values[0][0].shape == param.shape[2:]
-                else values[0][0].clone()
+                if values[lead][0].shape == param.shape[2:]
+                else values[lead][0].clone()  # the step count: a run still training's (a done run's stopped)
             )
         optimizer.state[param] = per_key

@@ -1,4 +1,5 @@
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -379,3 +380,16 @@ def test_requests_wrong_without_a_model_are_refused_before_torch_loads(tmp_path)
     for (argv, expected), answer in zip(requests, answers, strict=True):
         assert answer.startswith(f"2 ictd-interp {argv[0]}: error: ") and expected in answer, answer
     assert "Did you mean quick-td-s0" in answers[0]
+    # an output folder named after the shipped model it analyses is not taken for the model (the re-run case)
+    from argparse import Namespace
+
+    from ictd_interp.cli.prechecks import check_request
+
+    (tmp_path / "depth3-td-s0").mkdir()
+    (tmp_path / "depth3-td-s0" / "summary.md").write_text("")
+    here = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        check_request(Namespace(command="analyze", path="depth3-td-s0", out="depth3-td-s0"))  # raises if refused
+    finally:
+        os.chdir(here)

@@ -127,7 +127,8 @@ def test_train_stack_refuses_runs_it_cannot_stack_naming_why(tmp_path):
     with pytest.raises(ValueError, match="would share a folder"):
         train_stack(configs()[:2], [tmp_path / "a", tmp_path / "a"], progress=False)
     assert not (tmp_path / "a").exists()  # refused before any folder is written
-    train(configs()[0], tmp_path / "r0", progress=False)  # checkpoints at 8, 16, 24
+    polls = iter(range(10**6))
+    train(configs()[0], tmp_path / "r0", progress=False, stop=lambda: next(polls) >= 12)  # checkpoints at 8, 12
     polls = iter(range(10**6))
     train(configs()[1], tmp_path / "r1", progress=False, stop=lambda: next(polls) >= 5)  # one at 5
     with pytest.raises(CheckpointError, match=r"no step at which every run has a usable checkpoint.*r0.*r1"):
@@ -174,3 +175,24 @@ def test_every_optimiser_updates_each_model_of_a_stack_as_its_own_run(tmp_path, 
         alone = train(config, tmp_path / f"a{i}", progress=False)
         for name, weight in final_state(alone).items():
             assert rel(run.model.state_dict()[name], weight) < 1e-11, name
+
+
+@pytest.mark.parametrize("steps,stop_at", [((6, 20), 12), ((12, 30), 23)])
+def test_a_stack_whose_runs_stop_at_different_steps_resumes_bit_for_bit(tmp_path, steps, stop_at):
+    """A run that is done stays at its own end when the stack resumes: it is not rewound with the others (its
+    checkpoints and metrics untouched), and the runs still training resume from the step they share, reaching
+    the uninterrupted stack's weights bit for bit (the Adam step count taken from a run still training)."""
+    cfgs = [TrainConfig.from_preset("quick", seed=s, **{**SMALL, "steps": n}) for s, n in enumerate(steps)]
+    whole = train_stack(cfgs, [tmp_path / f"w{i}" for i in range(2)], progress=False)
+    polls = iter(range(10**6))
+    dirs = [tmp_path / f"p{i}" for i in range(2)]
+    stopped = train_stack(cfgs, dirs, progress=False, stop=lambda: next(polls) >= stop_at)
+    assert [r.step for r in stopped] == [steps[0], stop_at] and not stopped[0].interrupted
+    done_metrics = (dirs[0] / "metrics.jsonl").read_text()
+    resumed = resume_stack(dirs, progress=False)
+    assert (dirs[0] / "metrics.jsonl").read_text() == done_metrics
+    for run, done in zip(resumed, whole):
+        assert run.step == done.step and all(
+            torch.equal(run.model.state_dict()[k], v) for k, v in final_state(done).items()
+        )
+    assert json.loads((dirs[1] / "metrics.jsonl").read_text().splitlines()[-1])["loss"] == whole[1].metrics[-1]["loss"]

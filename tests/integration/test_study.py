@@ -140,6 +140,13 @@ def test_a_planned_study_runs_unit_by_unit_without_ray_and_resumes_per_unit(tmp_
     stamp = final.stat().st_mtime_ns
     run_unit(study, out, 0)
     assert final.stat().st_mtime_ns == stamp
+    cell = out / "cells" / units[0][0]  # left trained by a GPU unit: the unit's job analyses it, trains nothing
+    shutil.rmtree(cell / "analysis")
+    (cell / "status.json").write_text(
+        json.dumps({**json.loads((cell / "status.json").read_text()), "status": "trained"})
+    )
+    assert [s["status"] for s in run_unit(study, out, 0)] == ["done", "done"]
+    assert (cell / "analysis" / "summary.json").exists() and final.stat().st_mtime_ns == stamp
     with pytest.raises(ValueError, match=r"--unit: 2 is not a unit of .*units.json \(0 to 1\)"):
         run_unit(study, out, 2)
     with pytest.raises(ValueError, match="holds another plan and cells have started"):
@@ -249,6 +256,7 @@ def test_a_changed_spec_under_an_existing_folder_is_refused(tmp_path):
         run_study(spec(seeds=[0, 1, 2]), tmp_path / "s", progress=False)
 
 
+@pytest.mark.slow  # 31 s; the stack's killed worker (the next test) is the same path with more to resume
 def test_killed_worker_resumes_the_cell_to_the_same_weights(tmp_path):
     data = spec(grid={"n_layers": [3]}, seeds=[0], steps=300, checkpoint_every=50, eval_every=150)
     out = tmp_path / "s"
@@ -286,6 +294,7 @@ def test_a_killed_stacks_worker_resumes_every_cell_of_the_stack_to_the_same_weig
         assert_same(final_weights(cell), weights)  # resumed together: bit for bit the uninterrupted stack
 
 
+@pytest.mark.slow  # 24 s; cells.stack_groups' ``previous`` rule is held in tests/unit/test_model_stack.py
 def test_a_stopped_study_resumed_on_fewer_workers_keeps_each_cells_stack_and_its_weights(
     local_ray, tmp_path, monkeypatch
 ):

@@ -130,16 +130,15 @@ def test_an_output_folder_serves_one_request_unless_forced(tmp_path):
 def test_an_output_folder_named_after_a_shipped_model_never_shadows_it(tmp_path, monkeypatch):
     """``analyze depth3-td-s0 --out depth3-td-s0`` claims ./depth3-td-s0 before reading the model: the name still
     means the shipped model, on the first run and on a re-run; a folder of that name holding a model is used."""
-    from ictd_interp.cli.commands import _model_path
-    from ictd_interp.io.pretrained import pretrained_path
+    from ictd_interp.io.pretrained import model_argument, pretrained_path
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "depth3-td-s0").mkdir()
     (tmp_path / "depth3-td-s0" / "request.json").write_text("{}")  # what claiming the output folder leaves
-    assert _model_path("depth3-td-s0") == pretrained_path("depth3-td-s0")
+    assert model_argument("depth3-td-s0") == pretrained_path("depth3-td-s0")
     (tmp_path / "depth3-td-s0" / "config.json").write_text("{}")  # now the folder holds a checkpoint: it is used
-    assert _model_path("depth3-td-s0") == Path("depth3-td-s0")
-    assert _model_path("my-run") == Path("my-run")  # not a shipped name: the path as given
+    assert model_argument("depth3-td-s0") == Path("depth3-td-s0")
+    assert model_argument("my-run") == Path("my-run")  # not a shipped name: the path as given
 
 
 def test_evaluate_takes_its_task_flags_from_the_task_distribution_and_its_d_from_the_model():
@@ -173,3 +172,13 @@ def test_evaluate_takes_its_task_flags_from_the_task_distribution_and_its_d_from
         config_from_args(EvaluateConfig.for_model(4, "random"), argparse.Namespace(n_states=1, env="random"))
     with pytest.raises(ValueError, match="^env: must be one of"):
         EvaluateConfig.for_model(4, "nope")
+
+
+def test_the_model_files_the_command_line_looks_for_are_the_checkpoints_own():
+    """``pretrained.MODEL_FILES`` (torch-free, read before anything loads) names the files a checkpoint and a run
+    folder are written with."""
+    from ictd_interp.io.checkpoint import CONFIG, WEIGHTS
+    from ictd_interp.io.pretrained import MODEL_FILES
+    from ictd_interp.training.run_folder import TRAIN_CONFIG
+
+    assert set(MODEL_FILES) == {CONFIG, WEIGHTS, TRAIN_CONFIG}

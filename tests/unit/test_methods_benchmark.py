@@ -462,6 +462,8 @@ def test_the_private_split_draws_its_cases_from_a_key_no_method_sees(tmp_path):
     case = build_case(CASES["dormant"], seeds[0])
     problem = problem_of(case, split.problem_seed("dormant", 0))
     assert problem.name == SEALED and problem.seed not in (seeds[0], 0)
+    held = [m.cfg.seed for m in problem.model.modules() if hasattr(m, "cfg")]  # the config a model carries too
+    assert held and seeds[0] not in held and str(seeds[0]) not in repr(problem)
     with pytest.raises(KeyError):
         build_case(CASES[problem.name], problem.seed)
     cell = run_cell("dormant", seeds[0], 8, ["random"], [], (0, split.problem_seed("dormant", 0)))
@@ -489,3 +491,17 @@ def test_transformer_lens_own_attribution_patching_refuses_the_benchmarks_prompt
         attribution.attribution_patch(
             case.model.eval(), case.clean.prompt, case.corrupted.prompt, lambda values: values[:, -1].mean()
         )
+
+
+def test_the_leaderboard_ranks_by_mean_auroc_ties_share_a_rank_and_a_method_without_one_comes_last():
+    from analyses.methods_benchmark.leaderboard import lines, ranked
+
+    def row(method, case, mean):
+        return {"method": method, "case": case, "reference": method == "truth", "auroc": mean and {"mean": mean}}
+
+    table = [row("a", "x", 0.5), row("b", "x", None), row("c", "x", 0.9), row("truth", "x", 1.0), row("d", "x", 0.9)]
+    assert [m for m, _ in ranked(table)] == ["truth", "c", "d", "a", "b"]
+    table = [{**r, "split": "public"} for r in table]
+    body = [line for line in lines(table) if line.startswith("| ") and not line.startswith("| rank")]
+    assert [line.split(" | ")[0] for line in body] == ["| 1", "| 2", "| 2", "| 4", "| 5"]
+    assert "*truth*" in body[0] and "| — |" in body[-1]
