@@ -14,6 +14,7 @@ from matplotlib.figure import Figure as MatplotlibFigure
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter, NullLocator
 
 PALETTE = sns.color_palette("colorblind")
+LEGEND_ROWS = 12  # the most entries a legend at the right holds; more go under the axes in columns
 STAR = r"$\theta^*$"  # one name for the constructed weights in every figure
 SUP_ERROR = r"$\|v_L - v_\pi\|_\infty$"
 
@@ -136,14 +137,38 @@ def tick_text(x: float, powers: bool = False) -> str:
 
 def legend_outside(ax, title: Optional[str] = None, keep: bool = True) -> None:
     """One legend right of the axes with every labelled artist (seaborn's included; ``keep=False``: none,
-    for all but the last of axes sharing one legend)."""
+    for all but the last of axes sharing one legend); past ``LEGEND_ROWS`` entries, under the axes in columns."""
     if ax.get_legend() is not None:
         ax.get_legend().remove()
-    if keep:
+    if not keep:
+        return
+    entries = len(ax.get_legend_handles_labels()[1])
+    if entries <= LEGEND_ROWS:
         ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False, title=title)
+        return
+    # many series (a study's conditions): in columns under the axes, the figure made taller to hold them, so the
+    # axes keep their width and the title its room
+    columns = 3
+    rows = -(-entries // columns)
+    width, height = ax.figure.get_size_inches()
+    ax.figure.set_size_inches(width, height + 0.24 * rows)
+    handles, labels = ax.get_legend_handles_labels()
+    ax.figure.legend(handles, labels, loc="outside lower center", frameon=False, title=title, ncols=columns)
 
 
 def legend_below(ax, columns: int = 2) -> None:
     """One legend under the axes, in ``columns``: for a plot whose entries are long (a fit's parameters), where a
     legend at the right would squeeze the axes."""
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), frameon=False, ncols=columns)
+
+
+def condition_colours(conditions: Sequence[str]) -> dict[str, tuple]:
+    """A colour per condition: the palette's own up to its length, evenly spaced hues past it (a study of 20
+    conditions gets 20 colours, never a missing one)."""
+    import seaborn as sns
+
+    conditions = list(dict.fromkeys(conditions))
+    colours = (
+        sns.color_palette(PALETTE) if len(conditions) <= len(PALETTE) else sns.color_palette("husl", len(conditions))
+    )
+    return dict(zip(conditions, colours))

@@ -28,6 +28,9 @@ COSINE = (-1.0, 1.0)  # the range of a cosine or a correlation: ``t_interval(...
 NONNEGATIVE = (0.0, math.inf)  # an error, a distance
 
 
+LARGE = 1e6  # from here on a fixed-point number is written in scientific form (a diverged model's error)
+
+
 @dataclass(frozen=True)
 class Interval:
     """A mean with its two-sided Student-t interval over ``n`` values (``n_nonfinite`` of them not finite:
@@ -46,9 +49,11 @@ class Interval:
         """``0.630 [0.601, 0.659]``; with non-finite values ``not finite (1 of 5 diverged)``."""
         if self.n_nonfinite:
             return f"not finite ({self.n_nonfinite} of {self.n} diverged)"
+        fixed = spec.endswith("f") and max(abs(self.mean), abs(self.lo), abs(self.hi)) >= LARGE  # never 40 digits
+        show = lambda x: format(x, ".3g" if fixed else spec)  # noqa: E731
         if self.n < 2:
-            return format(self.mean, spec) + " (one value: no interval)"
-        return f"{format(self.mean, spec)} [{format(self.lo, spec)}, {format(self.hi, spec)}]"
+            return show(self.mean) + " (one value: no interval)"
+        return f"{show(self.mean)} [{show(self.lo)}, {show(self.hi)}]"
 
 
 def t_interval(

@@ -75,13 +75,13 @@ def fractions(cells: pd.DataFrame, spec: StudySpec) -> list[dict[str, Any]]:
                 "n": len(part),
                 "share": proportion_interval(int(learned.sum()), len(part)),
                 "discount": t_interval(discount.to_numpy()) if len(discount) else None,
-                "msve": t_interval(part[MSVE].astype(float).to_numpy()),
+                "msve": t_interval(part[MSVE].astype(float).to_numpy(), bounds=(0.0, float("inf"))),
                 "constant": float(part[CONSTANT].astype(float).mean()),
                 "first_visit": float(part[FIRST_VISIT].astype(float).mean()),
                 "every_visit": _mean(part[EVERY_VISIT]),
                 "ce": _mean(part[CE]),
                 "runs_td": int((part[LEVEL] == RUNS_TD).sum()) if part[LEVEL].notna().any() else None,
-                "deep": t_interval(deep.to_numpy()) if len(deep) else None,
+                "deep": t_interval(deep.to_numpy(), bounds=(0.0, float("inf"))) if len(deep) else None,
             }
         )
     return out

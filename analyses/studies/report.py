@@ -16,7 +16,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.ticker import MaxNLocator
 
-from analyses.figures.style import Figure, legend_outside, log_axis, zoom
+from analyses.figures.style import Figure, condition_colours, legend_outside, log_axis, zoom
 from analyses.metrics.intervals import COSINE, METHOD, describe_nonfinite, t_interval
 from analyses.studies import phase
 from analyses.studies.results import CELL, CONDITION, DEPTH, REFERENCE_NAME, STATUS, curve_column, read_tables
@@ -54,7 +54,7 @@ def band_lines(
     point's mean non-finite (drawn as a gap), it is never averaged away. ``log``: for errors spanning
     decades (log axes), the mean and interval of ``log10`` values, drawn back (a geometric mean; a
     t band over a few seeds would otherwise reach below 0); ``bounds``: the range of ``y`` (``t_interval``)."""
-    colors = dict(zip(data[CONDITION].unique(), sns.color_palette(PALETTE)))
+    colors = condition_colours(data[CONDITION].unique())
     for condition, part in data.groupby("condition", sort=False):
         rows = [
             (
@@ -199,6 +199,9 @@ def msve_curves(curves: pd.DataFrame, title: str) -> Figure:
     return fig
 
 
+PANELS_PER_ROW = 5  # the signature's panels, one per condition
+
+
 def signature(done: pd.DataFrame, title: str) -> Figure:
     """Final normalised (reward, next value, current value) weights per layer: bars = mean, dots = seeds."""
     long = done.melt(
@@ -206,8 +209,13 @@ def signature(done: pd.DataFrame, title: str) -> Figure:
     )
     long[INPUT] = long[INPUT].str.rsplit(".", n=1).str[-1]
     conditions = list(done[CONDITION].unique())
-    fig = Figure(figsize=(max(7.0, 3.6 * len(conditions)), 4), layout="constrained")
-    axes = np.atleast_1d(fig.subplots(1, len(conditions), sharey=True))
+    ncols = min(len(conditions), PANELS_PER_ROW)  # many conditions wrap onto rows of panels
+    nrows = -(-len(conditions) // ncols)
+    fig = Figure(figsize=(max(7.0, 3.6 * ncols), 4 * nrows), layout="constrained")
+    grid = np.atleast_1d(fig.subplots(nrows, ncols, sharey=True, squeeze=False)).ravel()
+    for ax in grid[len(conditions) :]:
+        ax.set_visible(False)
+    axes = grid[: len(conditions)]
     for ax, condition in zip(axes, conditions):
         part = long[long[CONDITION] == condition]
         sns.barplot(
@@ -235,6 +243,8 @@ def signature(done: pd.DataFrame, title: str) -> Figure:
         )
         ax.axhline(0, color="black", lw=0.6)
         ax.set(title=condition, xlabel="layer", ylabel=f"normalised weight ($\\theta^*$: {SIGNATURE_TEXT[1:-1]})")
+        if ax not in axes[::ncols]:
+            ax.set_ylabel("")  # the row's first panel names the axis
         legend_outside(ax, keep=ax is axes[-1])
     fig.suptitle(f"{title}: value-row signature (bars: mean; dots: seeds)")
     return fig

@@ -219,3 +219,10 @@ def test_every_analysis_draw_is_named_once_and_an_unknown_name_is_refused():
         if re.search(r"eval_seed \+ \d", line)
     ]
     assert written == []
+
+
+def test_an_interval_of_a_diverged_error_is_written_in_scientific_form_not_forty_digits():
+    from analyses.metrics.intervals import Interval
+
+    assert Interval(3.9e38, -3.3e38, 1.1e39, 5).text(".3f") == "3.9e+38 [-3.3e+38, 1.1e+39]"
+    assert Interval(0.5, 0.4, 0.6, 5).text(".3f") == "0.500 [0.400, 0.600]"
