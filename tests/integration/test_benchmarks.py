@@ -138,7 +138,7 @@ def test_the_threads_benchmark_times_one_cell_of_an_architecture():
     }
 
 
-@pytest.mark.slow  # 77 s: clones the tree and trains a new architecture; tests/unit/test_registry.py covers the registry
+@pytest.mark.slow  # 77 s: clones the tree, trains a new architecture; tests/unit/test_registry.py covers the registry
 @pytest.mark.skipif(not (ROOT / ".git").exists(), reason="the benchmark clones this git checkout")
 def test_a_fourth_architecture_is_three_new_files_and_one_registration_line():
     """Issue 43's measure: the toy architecture (benchmarks/new_architecture.py, a throwaway copy of this tree)
