@@ -54,7 +54,7 @@ def band_lines(
     point's mean non-finite (drawn as a gap), it is never averaged away. ``log``: for errors spanning
     decades (log axes), the mean and interval of ``log10`` values, drawn back (a geometric mean; a
     t band over a few seeds would otherwise reach below 0); ``bounds``: the range of ``y`` (``t_interval``)."""
-    colors = condition_colours(data[CONDITION].unique())
+    colors = condition_colours(list(data[CONDITION].unique()))
     for condition, part in data.groupby("condition", sort=False):
         rows = [
             (

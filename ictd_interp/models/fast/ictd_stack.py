@@ -1,6 +1,6 @@
 """``M`` stylised models of one shape stepped together: their free weights on a leading model axis.
 
-A study trains many models that differ only in their seed (or their data). At small batches a training step
+A study trains many models of one shape (different seeds, data, rates or step counts). At small batches a training step
 costs mostly its operations' overhead, not their arithmetic, so ``M`` models cost little more than one when
 every operation carries them all. ``ModelStack`` holds each model's attention weights stacked ``[model, unique,
 head, d_model, d_model]`` and runs the paper-mask fast path (``fast_path.py``, and its hand-written backward) on
