@@ -12,6 +12,7 @@ from analyses.claims.run import ORDER, run_claims
 from tests.support.claims import TINY
 
 
+@pytest.mark.slow  # 65 s; tests/unit/test_claims.py holds every rule, tests/slow/test_claims.py the quick budget
 def test_a_tiny_budget_end_to_end_resumed_and_refused_when_changed(tmp_path, monkeypatch):
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     rows = run_claims(tmp_path / "c", TINY, workers=2, progress=False)

@@ -248,6 +248,7 @@ def test_every_command_takes_threads_and_defaults_to_one(monkeypatch, tmp_path):
         assert any("--threads" in a.option_strings for a in command._actions), name
 
 
+@pytest.mark.slow  # 32 s; analyze's and evaluate's own tests in this file run by default
 def test_analyze_without_the_stamp_and_evaluate_lays_out_its_figures_as_analyze(tmp_path):
     from PIL import Image
 

@@ -322,6 +322,7 @@ def test_a_stopped_study_resumed_on_fewer_workers_keeps_each_cells_stack_and_its
             assert_same(final_weights(cell), weights)
 
 
+@pytest.mark.slow  # 26 s: starts a Ray head of its own; every other study test runs on a local Ray instance
 def test_a_real_cluster_on_loopback(tmp_path):
     port = 6400 + os.getpid() % 500
     ray_bin = Path(sys.executable).parent / "ray"
