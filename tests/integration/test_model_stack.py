@@ -196,3 +196,28 @@ def test_a_stack_whose_runs_stop_at_different_steps_resumes_bit_for_bit(tmp_path
             torch.equal(run.model.state_dict()[k], v) for k, v in final_state(done).items()
         )
     assert json.loads((dirs[1] / "metrics.jsonl").read_text().splitlines()[-1])["loss"] == whole[1].metrics[-1]["loss"]
+
+
+def test_a_non_finite_loss_is_named_at_its_own_step_when_another_run_is_done(tmp_path, monkeypatch):
+    """Losses are read at the next log, not at each step; the message still names the step whose loss was not
+    finite, counted by the runs still training (run 0 stopped at step 4), and the run it belongs to."""
+    import ictd_interp.training.stacked as stacked_module
+    from ictd_interp.training.trainer import TrainingDiverged
+
+    cfgs = [TrainConfig.from_preset("quick", seed=s, **{**SMALL, "steps": n}) for s, n in enumerate((4, 20))]
+    real, calls = stacked_module.registered_objective, iter(range(1, 10**6))
+
+    def poisoned(name):
+        objective = real(name)
+
+        def loss(stack, batch, depth=None):
+            losses = objective(stack, batch, depth)
+            return losses * torch.tensor([1.0, float("nan")]) if next(calls) == 11 else losses
+
+        return loss
+
+    monkeypatch.setattr(stacked_module, "registered_objective", poisoned)
+    with pytest.raises(
+        TrainingDiverged, match=r"non-finite loss at step 11 of \S*p1 \(nan; last good checkpoint: \S*8"
+    ):
+        train_stack(cfgs, [tmp_path / "p0", tmp_path / "p1"], progress=False)
