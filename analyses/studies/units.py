@@ -29,9 +29,9 @@ def analyse_cell(cell_dir: str) -> dict[str, Any]:
     before = read_status(cell)
     if before.get("status") == "done":
         return before
-    wall = {"wall_time": (before.get("wall_time") or 0.0), "analysis_time": None}
+    trained = before.get("wall_time") or 0.0  # the unit's training time, kept beside the analysis's
     try:
         analyze(cell / "run", cell / "analysis", neu=False, draw=False)
     except Exception as err:
-        return record_failure(cell, err, **{**wall, "analysis_time": time.perf_counter() - started})
-    return write_status(cell, "done", **{**wall, "analysis_time": time.perf_counter() - started})
+        return record_failure(cell, err, wall_time=trained, analysis_time=time.perf_counter() - started)
+    return write_status(cell, "done", wall_time=trained, analysis_time=time.perf_counter() - started)

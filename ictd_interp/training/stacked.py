@@ -236,8 +236,12 @@ def _rate_table(loops: list[Loop], like: torch.Tensor) -> torch.Tensor:
     place), built once (``TrainConfig.lr_at``, exactly) and put on the stack's device."""
     configs = [loop.run.config for loop in loops]
     horizon = max(c.steps for c in configs)
-    table = [[c.lr_at(t) if t < c.steps else 0.0 for c in configs] for t in range(horizon)]
-    return torch.tensor(table, dtype=like.dtype).to(like.device)
+    columns = {}  # each distinct schedule once: a study's runs share a few
+    for c in configs:
+        if _schedule(c) not in columns:
+            columns[_schedule(c)] = [c.lr_at(t) if t < c.steps else 0.0 for t in range(horizon)]
+    table = torch.tensor([columns[_schedule(c)] for c in configs], dtype=like.dtype)  # [model, step]
+    return table.T.contiguous().to(like.device)
 
 
 @torch.no_grad()
