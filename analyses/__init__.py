@@ -1,5 +1,5 @@
-"""Analyses of ICTD transformers, in layers; each sub-package imports only those listed before it (and
-the core ``ictd_interp`` and ``hooks``):
+"""Analyses of ICTD transformers (``ictd_interp.analyses``, from the folder ``analyses/``), in layers; each sub-package
+imports only those listed before it (and the core and ``ictd_interp.hooks``):
 
 - ``metrics``: pure functions of models, caches and tasks (numbers, tensors, tables).
 - ``figures``: figures drawn from saved numbers.
@@ -10,13 +10,7 @@ the core ``ictd_interp`` and ``hooks``):
 - ``claims``: every claim of the paper re-derived with intervals and verdicts (``ictd-interp claims``).
 - ``methods_benchmark``: interpretability methods scored against circuits planted exactly (``ictd-interp
   methods-benchmark``).
-- ``cards``: the shipped models' cards and verdicts recomputed (``python -m analyses.cards``).
-
-Importing it checks that ``hooks`` is the toolkit's own package, not a ``hooks.py`` of the working directory
-(``ictd_interp.io.install``): one line naming the file, instead of a failure deep in an import.
+- ``commands``: the ``ictd-interp`` sub-commands these own (``analyze``, ``study``, ``claims``, ...), registered with
+  the core's command line through an entry point.
+- ``cards``: the shipped models' cards and verdicts recomputed (``python -m ictd_interp.analyses.cards``).
 """
-
-from ictd_interp.io.install import shadowing as _shadowing
-
-if (_problem := _shadowing(("hooks",))) is not None:
-    raise ImportError(_problem)

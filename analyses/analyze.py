@@ -1,11 +1,11 @@
 """``ictd-interp analyze``: compute -> typed summary -> words and figures -> files, for a checkpoint or a run.
 
 ``REPORTS`` holds the reports, by model architecture, as found: each is a vertical slice, one module of
-``analyses.reports`` that names its ``ARCHITECTURE`` and holds its ``compute`` (every number once, into a typed
-``Summary``), its ``lines`` (summary.md's words) and its own ``figures`` (``reports.stylised``,
+``ictd_interp.analyses.reports`` that names its ``ARCHITECTURE`` and holds its ``compute`` (every number once, into a
+typed ``Summary``), its ``lines`` (summary.md's words) and its own ``figures`` (``reports.stylised``,
 ``reports.standard``, ``reports.linear``); what every report shares is in ``reports.render`` (words) and
 ``reports.drawing`` (figures). A new architecture's report is one new module there and no line here.
-``analyze`` validates the path, computes, saves ``summary.json`` (``analyses.summary``), then
+``analyze`` validates the path, computes, saves ``summary.json`` (``ictd_interp.analyses.summary``), then
 draws every figure from those saved numbers (PNG and SVG) and writes ``summary.md``.
 """
 
@@ -18,20 +18,19 @@ from importlib import import_module
 from pathlib import Path
 from typing import NamedTuple, Optional, Union
 
-import analyses.reports
-from analyses.figures.style import Figure
-from analyses.metrics.stability import over_training
-from analyses.reports.shared_figures import common_figures
-from analyses.reports.summary_md import write_with_figures
-from analyses.summary.sections import Summary
-from analyses.summary.store import write_summary
+from ictd_interp.analyses.figures.style import Figure
+from ictd_interp.analyses.metrics.stability import over_training
+from ictd_interp.analyses.reports.shared_figures import common_figures
+from ictd_interp.analyses.reports.summary_md import write_with_figures
+from ictd_interp.analyses.summary.sections import Summary
+from ictd_interp.analyses.summary.store import write_summary
 from ictd_interp.config import ARCHITECTURES, TaskDistribution, TrainConfig
 from ictd_interp.io.checkpoint import CONFIG, CheckpointError
 from ictd_interp.io.pretrained import resolve as resolve_name
+from ictd_interp.io.run_folder import METRICS, is_run, latest_checkpoint, load_run_config, read_metrics
 from ictd_interp.io.staging import staged
 from ictd_interp.models.loading import load_checkpoint
 from ictd_interp.models.registry import ICTDModel
-from ictd_interp.training.run_folder import METRICS, is_run, latest_checkpoint, load_run_config, read_metrics
 
 
 @dataclass(frozen=True)
@@ -45,10 +44,11 @@ class Report:
 
 
 def find_reports() -> dict[str, Report]:
-    """Every module of ``analyses.reports`` that names an ``ARCHITECTURE``, by that name (two for one is refused)."""
+    """Every module of ``ictd_interp.analyses.reports`` that names an ``ARCHITECTURE``, by that name (two for one
+    is refused)."""
     found: dict[str, Report] = {}
     for info in pkgutil.iter_modules(analyses.reports.__path__):
-        module = import_module(f"analyses.reports.{info.name}")
+        module = import_module(f"ictd_interp.analyses.reports.{info.name}")
         if (name := getattr(module, "ARCHITECTURE", None)) is None:
             continue
         if name in found:

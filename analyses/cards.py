@@ -2,9 +2,10 @@
 §7a) on its own evaluation tasks (a stylised model's last layer read from its weights; another architecture's effective
 discount is left to ``analyze``, which fits it), and a preset's models are shipped with it.
 
-    python -m analyses.cards verdicts            # recompute every card's verdict
-    python -m analyses.cards ship quick 0 1 2    # train the quick preset's seeds into quick-td-s<seed>, with verdicts
-    python -m analyses.cards ship quick 0 --kind mc --set objective=mc   # a null model: quick-mc-s0
+    python -m ictd_interp.analyses.cards verdicts            # recompute every card's verdict
+    python -m ictd_interp.analyses.cards ship quick 0 1 2    # train the quick preset's seeds into quick-td-s<seed>,
+    with verdicts python -m ictd_interp.analyses.cards ship quick 0 --kind mc --set objective=mc   # a null model:
+    quick-mc-s0
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ from typing import Any
 
 import torch
 
-from analyses.analyze import resolve
-from analyses.metrics import baselines, in_context, ladder
-from analyses.metrics.algorithm_id import read_layer
-from analyses.metrics.theta_star_limit import theta_star_rows
+from ictd_interp.analyses.analyze import resolve
+from ictd_interp.analyses.metrics import baselines, in_context, ladder
+from ictd_interp.analyses.metrics.algorithm_id import read_layer
+from ictd_interp.analyses.metrics.theta_star_limit import theta_star_rows
 from ictd_interp.config.train import TrainConfig
 from ictd_interp.io.pretrained import CARD, PRETRAINED_DIR, card, names
 from ictd_interp.models.fast.state_space import state_space_unavailable

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import torch
 
-from analyses.analyze import analyze
 from ictd_interp import HookedICTDTransformer, ICTDConfig
+from ictd_interp.analyses.analyze import analyze
 from ictd_interp.io.checkpoint import save_checkpoint
 
 

@@ -7,7 +7,8 @@ action values, each paired task by task with the SARSA-trained model's.
     python benchmarks/control_objectives.py runs/control-td runs/control-q-learning runs/control-supervised-q-star
 
 Prints JSON: per model, the mean squared error of the query's value against q_π and q* (over tasks, with a t
-interval), the greedy regret, and each against the first model's, task by task (``analyses.metrics.intervals``).
+interval), the greedy regret, and each against the first model's, task by task
+(``ictd_interp.analyses.metrics.intervals``).
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ import sys
 
 import torch
 
-from analyses.analyze import resolve
-from analyses.metrics.acting import acting_regret, in_context_q
-from analyses.metrics.intervals import paired, t_interval
+from ictd_interp.analyses.analyze import resolve
+from ictd_interp.analyses.metrics.acting import acting_regret, in_context_q
+from ictd_interp.analyses.metrics.intervals import paired, t_interval
 from ictd_interp.config.train import PRESETS
 from ictd_interp.tasks.mdp import random_mdps, uniform_policy
 from ictd_interp.tasks.sampling import sample_from

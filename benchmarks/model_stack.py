@@ -18,8 +18,9 @@ largest.
     python benchmarks/model_stack.py [--preset quick] [--models 8] [--batches 4 8 16 64] [--steps 200] [--rounds 3]
                                      [--device cuda]
 
-The studies' rule (``analyses.studies.cells``: stack only at ``tasks_per_batch <= STACK_MAX_TASKS_PER_BATCH``,
-at most ``STACK_TASKS`` tasks per stack) comes from these numbers; the JSON repeats it beside them.
+The studies' rule (``ictd_interp.analyses.studies.cells``: stack only at ``tasks_per_batch <=
+STACK_MAX_TASKS_PER_BATCH``, at most ``STACK_TASKS`` tasks per stack) comes from these numbers; the JSON repeats it
+beside them.
 """
 
 from __future__ import annotations
@@ -106,7 +107,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--device", default="cpu", help="cuda: the runs on the GPU (each loss read back every step)")
     args = parser.parse_args()
-    from analyses.studies.cells import STACK_MAX_TASKS_PER_BATCH, STACK_TASKS
+    from ictd_interp.analyses.studies.cells import STACK_MAX_TASKS_PER_BATCH, STACK_TASKS
 
     bar, rows = progress_bar(total=len(args.batches), desc="batch sizes"), []
     for batch in args.batches:

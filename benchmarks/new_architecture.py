@@ -45,7 +45,7 @@ class HookedToyLinear(HookedLinearICTD):
     CONFIG = ToyConfig
 ''',
     "analyses/reports/toy.py": '''"""The toy architecture's report: the linear model's."""
-from analyses.reports.linear import compute, figures, lines  # noqa: F401
+from ictd_interp.analyses.reports.linear import compute, figures, lines  # noqa: F401
 
 ARCHITECTURE = "toy-linear"
 ''',

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import ray
 
-from analyses.studies.run import run_study
+from ictd_interp.analyses.studies.run import run_study
 
 
 def main() -> None:

@@ -56,7 +56,7 @@ def claims_import_reports() -> list[str]:
     found = []
     for path in (ROOT / "analyses" / "claims").glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("analyses.reports"):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("ictd_interp.analyses.reports"):
                 found.append(f"{path.relative_to(ROOT)}: {node.module}")
     return found
 

@@ -8,8 +8,8 @@ Imports the core (``ictd_interp``: models, reference, hook names, and ``ictd_int
 columns), never ``analyses``.
 """
 
-from hooks.ablation import ablate_heads, ablate_target_path, mean_head, zero_activation, zero_head
-from hooks.attention import (
+from ictd_interp.hooks.ablation import ablate_heads, ablate_target_path, mean_head, zero_activation, zero_head
+from ictd_interp.hooks.attention import (
     pattern_hooks,
     replace_pattern,
     tabular_pattern,
@@ -18,9 +18,9 @@ from hooks.attention import (
     theta_star_pattern_hooks,
     uniform_pattern,
 )
-from hooks.control_backups import backup_hooks, expected_sarsa_hooks, never_sources, soft_q_hooks
-from hooks.patching import activation_patching, query_prediction, tl_patching
-from hooks.value import flip_weight_hooks, read_td_errors, scale_update, scale_update_hooks
+from ictd_interp.hooks.control_backups import backup_hooks, expected_sarsa_hooks, never_sources, soft_q_hooks
+from ictd_interp.hooks.patching import activation_patching, query_prediction, tl_patching
+from ictd_interp.hooks.value import flip_weight_hooks, read_td_errors, scale_update, scale_update_hooks
 
 __all__ = [
     "ablate_heads",

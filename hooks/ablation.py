@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 from transformer_lens.hook_points import HookPoint
 
-from hooks.types import Hooks
+from ictd_interp.hooks.types import Hooks
 from ictd_interp.models import HookedICTDTransformer
 from ictd_interp.models.architectures.hook_names import get_act_name
 

@@ -11,7 +11,7 @@ from jaxtyping import Int
 from torch import Tensor
 from transformer_lens.hook_points import HookPoint
 
-from hooks.types import Hooks
+from ictd_interp.hooks.types import Hooks
 from ictd_interp.models import HookedICTDTransformer
 from ictd_interp.models.architectures.hook_names import get_act_name
 from ictd_interp.reference.td import same_state_kernel

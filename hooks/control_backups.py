@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from hooks.types import Hooks
+from ictd_interp.hooks.types import Hooks
 from ictd_interp.models.architectures.hook_names import get_act_name
 from ictd_interp.models.architectures.ictd import HookedICTDTransformer
 from ictd_interp.reference.control_iterations import Weights, policy_weights, softmax_weights

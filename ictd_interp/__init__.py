@@ -9,7 +9,11 @@ The core, in layers; each sub-package imports only those listed before it:
   constructions, masks, the architecture registry and loading.
 - ``reference``: the algorithms and weight metrics the models are compared with (TD variants, cos to θ*).
 - ``training``: batches, objectives, the training loop, evaluation, run folders, retraining shipped models.
-- ``cli``: the ``ictd-interp`` command, the one place that composes the core with ``analyses`` and ``hooks``.
+- ``cli``: the ``ictd-interp`` command: the core's sub-commands, and those the analyses register (an entry point).
+
+Above the core, installed inside this package from their own top-level folders: ``ictd_interp.hooks`` (interventions
+on the hooked models; folder ``hooks/``) and ``ictd_interp.analyses`` (metrics, figures, reports, studies, claims,
+the methods benchmark and their commands; folder ``analyses/``). The core imports neither.
 
 Names are imported on first use (PEP 562), so ``ictd-interp --help`` does not pay for torch.
 """
@@ -52,7 +56,7 @@ _EXPORTS = {
     "train": "training",
     "resume": "training",
     "EvalSet": "training",
-    "load_run_config": "training",
+    "load_run_config": "io.run_folder",
     "retrain": "training",
 }
 __all__ = sorted(_EXPORTS)

@@ -9,15 +9,9 @@ import random
 import re
 import textwrap
 
-from jaxtyping import install_import_hook
-
 # One thread for the suite and every process it starts (notebook kernels, subprocesses): on a busy 2-core machine
 # two threads run several times slower than one (benchmarks/threads.py). Set before torch is first imported.
 os.environ["OMP_NUM_THREADS"] = os.environ.get("ICTD_TEST_THREADS", "1")
-
-# Runtime shape and type checks on the analyses and interventions too (the core's come from pytest's
-# --jaxtyping-packages in pyproject.toml); installed before any test module imports them.
-install_import_hook(["analyses", "hooks"], "beartype.beartype(conf=beartype.BeartypeConf(is_pep484_tower=True))")
 
 import numpy as np
 import pytest

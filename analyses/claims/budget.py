@@ -94,7 +94,7 @@ class Budget:
         return self.n_eval_tasks or TrainConfig.from_preset("quick").n_eval_tasks
 
     def studies(self) -> dict[str, dict[str, Any]]:
-        """The studies this budget trains, as study specs (``analyses.studies``)."""
+        """The studies this budget trains, as study specs (``ictd_interp.analyses.studies``)."""
         fixed = {
             **({"steps": self.steps} if self.steps else {}),
             **({"n_eval_tasks": self.n_eval_tasks} if self.n_eval_tasks else {}),

@@ -9,11 +9,18 @@ from typing import Any
 import numpy as np
 from matplotlib.ticker import FuncFormatter
 
-from analyses.claims.claim import Claim
-from analyses.claims.figure_data import ActingData, DiagonalityData, FloorData, MarginData, Theorem3Data, WeightsData
-from analyses.figures.style import Figure, legend_outside, log_axis, wrapped
-from analyses.metrics.intervals import Interval
-from analyses.summary.store import build
+from ictd_interp.analyses.claims.claim import Claim
+from ictd_interp.analyses.claims.figure_data import (
+    ActingData,
+    DiagonalityData,
+    FloorData,
+    MarginData,
+    Theorem3Data,
+    WeightsData,
+)
+from ictd_interp.analyses.figures.style import Figure, legend_outside, log_axis, wrapped
+from ictd_interp.analyses.metrics.intervals import Interval
+from ictd_interp.analyses.summary.store import build
 
 
 def _axes(size: tuple[float, float] = (7.5, 3.8)):

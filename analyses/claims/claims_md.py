@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from analyses.claims.budget import Budget
-from analyses.claims.claim import Claim
+from ictd_interp.analyses.claims.budget import Budget
+from ictd_interp.analyses.claims.claim import Claim
 
 RULES = (
     "A verdict is **holds**, **fails**, or **holds only when …** with the condition found (the settings, "

@@ -1,20 +1,20 @@
 """Beyond the paper: θ* runs control algorithms exactly (docs/theory.md §14). One row: on random MDPs, θ* is
-softmax SARSA on the state-action chain, and with a backup over action columns (``hooks.control_backups``) expected
-SARSA and softmax Q-learning, each layer against the reference iterations (``ictd_interp.reference``)."""
+softmax SARSA on the state-action chain, and with a backup over action columns (``ictd_interp.hooks.control_backups``)
+expected SARSA and softmax Q-learning, each layer against the reference iterations (``ictd_interp.reference``)."""
 
 from __future__ import annotations
 
 import torch
 
-from analyses.claims.budget import Budget
-from analyses.claims.claim import FAILS, HOLDS, Claim, conditional
-from analyses.claims.figure_data import ActingData
-from analyses.claims.theory import EXACT, GAMMA
-from analyses.metrics.acting import acting_regret, certainty_equivalence_q, in_context_q, q_learning
-from analyses.summary.store import to_json
-from hooks.control_backups import expected_sarsa_hooks, soft_q_hooks
+from ictd_interp.analyses.claims.budget import Budget
+from ictd_interp.analyses.claims.claim import FAILS, HOLDS, Claim, conditional
+from ictd_interp.analyses.claims.figure_data import ActingData
+from ictd_interp.analyses.claims.theory import EXACT, GAMMA
+from ictd_interp.analyses.metrics.acting import acting_regret, certainty_equivalence_q, in_context_q, q_learning
+from ictd_interp.analyses.summary.store import to_json
 from ictd_interp.config import ICTDConfig
 from ictd_interp.config.train import PRESETS
+from ictd_interp.hooks.control_backups import expected_sarsa_hooks, soft_q_hooks
 from ictd_interp.models import HookedICTDTransformer
 from ictd_interp.models.constructions.linear_control import (
     actor_critic,
@@ -156,7 +156,7 @@ ACTING_LAYERS = 10  # θ*'s depth in the acting row (SARSA iterations on the con
 
 def acting(budget: Budget, trained: dict[str, HookedICTDTransformer]) -> Claim:
     """Greedy regret of in-context action values on the control-quick preset's task family, each policy paired
-    task by task with the behaviour policy's (``analyses.metrics.acting.acting_regret``)."""
+    task by task with the behaviour policy's (``ictd_interp.analyses.metrics.acting.acting_regret``)."""
     dist = PRESETS["control-quick"].tasks
     gen = torch.Generator().manual_seed(17)
     mdp = random_mdps(budget.acting_tasks, dist.n_states, N_ACTIONS, dist.gamma, generator=gen)
@@ -187,7 +187,8 @@ def acting(budget: Budget, trained: dict[str, HookedICTDTransformer]) -> Claim:
         "control models improves on the behaviour policy that wrote the context.",
         f"{act.n_tasks} random two-action MDPs of {dist.n_states} states (γ = {dist.gamma}), one context each of "
         f"{dist.context_len} uniform-behaviour transitions with the control-quick preset's features; each model's "
-        "in-context q at one extra never-source column per pair (`analyses.metrics.acting.in_context_q`), its greedy "
+        "in-context q at one extra never-source column per pair "
+        "(`ictd_interp.analyses.metrics.acting.in_context_q`), its greedy "
         "policy's regret J(π*) − J(π) computed exactly on the task's MDP; beside them certainty-equivalence control "
         "and tabular Q-learning on the same context. The trained models: the control study's TD-objective seeds.",
         "holds for a policy when its regret is lower than the behaviour policy's task by task (the paired 95% t "

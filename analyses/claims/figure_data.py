@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from analyses.metrics.intervals import Interval, Paired
-from analyses.metrics.neu import NeuGrid
+from ictd_interp.analyses.metrics.intervals import Interval, Paired
+from ictd_interp.analyses.metrics.neu import NeuGrid
 
 
 @dataclass(frozen=True)

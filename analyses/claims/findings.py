@@ -10,12 +10,19 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from analyses.claims.claim import FAILS, HOLDS, Claim
-from analyses.metrics.intervals import COSINE, NONNEGATIVE, Interval, paired, proportion_interval, t_interval
-from analyses.metrics.ladder import FLAT, LEVELS
-from analyses.studies.results import CONDITION, STATUS
-from analyses.summary.sections import Summary
-from analyses.summary.tables import summary_column
+from ictd_interp.analyses.claims.claim import FAILS, HOLDS, Claim
+from ictd_interp.analyses.metrics.intervals import (
+    COSINE,
+    NONNEGATIVE,
+    Interval,
+    paired,
+    proportion_interval,
+    t_interval,
+)
+from ictd_interp.analyses.metrics.ladder import FLAT, LEVELS
+from ictd_interp.analyses.studies.results import CONDITION, STATUS
+from ictd_interp.analyses.summary.sections import Summary
+from ictd_interp.analyses.summary.tables import summary_column
 
 BEATS_CONSTANT = summary_column("baselines.estimators.constant.model_minus_baseline.verdict")
 CONSTANT_MSVE = summary_column("baselines.estimators.constant.msve.mean")
@@ -62,7 +69,7 @@ def iterated_claim(verdicts: dict[str, list[str]], msve: dict[str, np.ndarray], 
         "iteration does; a stopped-early estimator gets worse).",
         f"Per seed ({condition or 'the trained models'}), the MSVE on the verdict ladder's held-out tasks at the "
         f"trained context length, at {', '.join(ITERATED)} the trained depth against the trained depth's "
-        "(`analyses.metrics.ladder`).",
+        "(`ictd_interp.analyses.metrics.ladder`).",
         f"per seed, the paired 95% t interval over tasks of MSVE(k × depth) − MSVE(depth): falls / rises when it lies "
         f"below / above ∓{FLAT:.0%} of the trained depth's MSVE, flat within; holds when every seed falls or is flat "
         "at 4x and 16x; fails when every seed rises at one of them.",
@@ -111,7 +118,7 @@ def constant_baseline_claim(
         "This project: the TD-trained model beats the constant in-context predictor "
         "mean(R)/(1 − γ) (no attention, no training).",
         f"Per seed, the paired per-task MSVE difference model − constant on the {n_tasks} evaluation tasks "
-        "(`analyses.metrics.baselines`).",
+        "(`ictd_interp.analyses.metrics.baselines`).",
         "holds when every seed's paired 95% t interval (over tasks) lies below 0; fails when every seed's lies "
         "above 0; otherwise not shown, with the counts. The seed-level intervals below are over seeds only (the "
         "constant's is narrow because every seed is evaluated on the same tasks): they do not decide the rule.",
@@ -158,7 +165,7 @@ def depth_sampling_claim(fixed: list[str], sampled: list[str], fixed_name: str, 
         "This project: training the tied layer at depths drawn each step makes it run TD (more seeds reach the "
         "ladder's 'runs TD' than at its fixed depth).",
         f"The quick preset with `--train-depths` ({sampled_name}) against its fixed depth ({fixed_name}), same seeds, "
-        "each judged on the verdict ladder (`analyses.metrics.ladder`).",
+        "each judged on the verdict ladder (`ictd_interp.analyses.metrics.ladder`).",
         "holds when the share of depth-sampled seeds that run TD is larger and its 95% Wilson interval lies above "
         "the fixed depth's; fails when it is not larger; otherwise not shown.",
         verdict,

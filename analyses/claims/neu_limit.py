@@ -1,6 +1,6 @@
 """Theorem 3's row: θ* minimises the norm of the expected TD update (NEU) in the limit n → ∞, then L → ∞. The
-population NEU grid (``analyses.metrics.neu.neu_grid``) of θ*, the zero predictor and a trained model, read by a
-rule written for a limit: the upper end of θ*'s calibrated interval falls at every step of n to a small share of
+population NEU grid (``ictd_interp.analyses.metrics.neu.neu_grid``) of θ*, the zero predictor and a trained model, read
+by a rule written for a limit: the upper end of θ*'s calibrated interval falls at every step of n to a small share of
 the zero predictor's, and each step says whether the NEU itself is shown to fall."""
 
 from __future__ import annotations
@@ -8,13 +8,13 @@ from __future__ import annotations
 import math
 from typing import Optional
 
-from analyses.claims.budget import Budget
-from analyses.claims.claim import Claim
-from analyses.claims.figure_data import Theorem3Data
-from analyses.claims.theory import GAMMA
-from analyses.metrics.neu import NeuCell, NeuGrid, neu_grid
-from analyses.metrics.neu_intervals import DETECT, FLIPS, NeuDifference
-from analyses.summary.store import to_json
+from ictd_interp.analyses.claims.budget import Budget
+from ictd_interp.analyses.claims.claim import Claim
+from ictd_interp.analyses.claims.figure_data import Theorem3Data
+from ictd_interp.analyses.claims.theory import GAMMA
+from ictd_interp.analyses.metrics.neu import NeuCell, NeuGrid, neu_grid
+from ictd_interp.analyses.metrics.neu_intervals import DETECT, FLIPS, NeuDifference
+from ictd_interp.analyses.summary.store import to_json
 from ictd_interp.config import ICTDConfig, TaskDistribution
 from ictd_interp.models import HookedICTDTransformer
 
@@ -213,14 +213,15 @@ def theorem3_claim(grid: NeuGrid, name: str) -> Claim:
         "Theorem 3: θ* minimises the norm of the expected update (NEU) in the limit of long contexts "
         "(n → ∞) and then deep models (L → ∞); nothing is claimed at a finite (n, L).",
         "Population NEU ‖E u‖² (the unbiased U-statistic over all "
-        "pairs of tasks, `analyses.metrics.neu.population_neu`, "
+        "pairs of tasks, `ictd_interp.analyses.metrics.neu.population_neu`, "
         "exact per-task gradients from the state-space forward) "
         "of θ*, the zero predictor (also in closed form) and the "
         f"trained `{name}` (its tied layer run L times) on n ∈ {lengths} × L ∈ {depths}, "
         f"{grid.n_tasks:,} Boyan tasks (d = 4, γ = {GAMMA}) × {grid.windows_per_task} windows per cell, the same tasks "
         f"for the three models (paired); 95% intervals by the delete-one-group jackknife over {grid.groups} groups, "
         "and "
-        "for θ*'s NEU alone an interval calibrated near 0 (`analyses.metrics.neu_intervals.calibrated_interval`).",
+        "for θ*'s NEU alone an interval calibrated near 0 "
+        "(`ictd_interp.analyses.metrics.neu_intervals.calibrated_interval`).",
         "a finite grid can only approach the limit, so the verdict reads **consistent with the limit** when (1) at "
         "the largest depth the upper end of θ*'s calibrated 95% interval for its NEU (Wald's ellipsoid for the mean "
         "update, which covers at 0 too, where the jackknife does not) falls at every step of n "

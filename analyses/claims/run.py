@@ -11,18 +11,18 @@ import json
 from pathlib import Path
 from typing import Optional, Union
 
-from analyses.analyze import analyze
-from analyses.claims import control_rows, findings, neu_limit, theory, trained
-from analyses.claims.budget import BUDGETS, Budget
-from analyses.claims.claim import Claim
-from analyses.claims.claim_figures import draw
-from analyses.claims.claims_md import write_claims
-from analyses.studies.results import CELL, CONDITION, STATUS
-from analyses.studies.run import RaySession, check_address, load_study, run_study
-from analyses.summary.store import read_summary
+from ictd_interp.analyses.analyze import analyze
+from ictd_interp.analyses.claims import control_rows, findings, neu_limit, theory, trained
+from ictd_interp.analyses.claims.budget import BUDGETS, Budget
+from ictd_interp.analyses.claims.claim import Claim
+from ictd_interp.analyses.claims.claim_figures import draw
+from ictd_interp.analyses.claims.claims_md import write_claims
+from ictd_interp.analyses.studies.results import CELL, CONDITION, STATUS
+from ictd_interp.analyses.studies.run import RaySession, check_address, load_study, run_study
+from ictd_interp.analyses.summary.store import read_summary
 from ictd_interp.io.progress import progress_bar
+from ictd_interp.io.run_folder import claim_output, final_dir
 from ictd_interp.models import HookedICTDTransformer
-from ictd_interp.training.run_folder import claim_output, final_dir
 
 ORDER = (
     "theorem1",

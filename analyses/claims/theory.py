@@ -10,14 +10,14 @@ from typing import Any, Optional
 
 import numpy as np
 
-from analyses.claims.budget import Budget
-from analyses.claims.claim import FAILS, HOLDS, Claim, conditional
-from analyses.claims.figure_data import FloorData, FloorSetting, MarginData, MarginSetting
-from analyses.metrics.baselines import tabular_td_states
-from analyses.metrics.depth_limit import NEUTRAL_TOL, limit_spectrum
-from analyses.metrics.diagonality import model_margin
-from analyses.metrics.intervals import proportion_interval, t_interval
-from analyses.summary.store import to_json
+from ictd_interp.analyses.claims.budget import Budget
+from ictd_interp.analyses.claims.claim import FAILS, HOLDS, Claim, conditional
+from ictd_interp.analyses.claims.figure_data import FloorData, FloorSetting, MarginData, MarginSetting
+from ictd_interp.analyses.metrics.baselines import tabular_td_states
+from ictd_interp.analyses.metrics.depth_limit import NEUTRAL_TOL, limit_spectrum
+from ictd_interp.analyses.metrics.diagonality import model_margin
+from ictd_interp.analyses.metrics.intervals import proportion_interval, t_interval
+from ictd_interp.analyses.summary.store import to_json
 from ictd_interp.config import ICTDConfig, TaskDistribution
 from ictd_interp.models import HookedICTDTransformer
 from ictd_interp.reference.td import softmax_td
@@ -108,7 +108,7 @@ def assumption(budget: Budget) -> Claim:
         "assumption51",
         "Assumption 5.1: the population kernel is diagonal enough, C = min_s M(s, s) − (1 + γ)/2 > 0.",
         f"C of θ*'s kernel (A = I) on {budget.margin_tasks} Boyan chains ({N_STATES} states, d = {D}, γ = {GAMMA}) per "
-        f"feature kind and scale {list(budget.margin_scales)} (`analyses.metrics.model_margin`).",
+        f"feature kind and scale {list(budget.margin_scales)} (`ictd_interp.analyses.metrics.model_margin`).",
         "holds in a setting when every one of its tasks has C > 0 (the fraction's 95% Wilson interval is shown).",
         conditional(holds, describe),
         numbers,
@@ -200,7 +200,7 @@ def _rate_claim(data: dict[tuple[str, float], LimitRows], budget: Budget, n_max:
         "Assumption 5.1 holds (C > 0).",
         f"The spectral radius ρ of the moving part of θ*'s map on the context's state values (the asymptotic rate of "
         f"its error in depth; a state never a source adds the neutral eigenvalue 1, which never moves: "
-        f"`analyses.metrics.depth_limit`) on {budget.limit_tasks} tasks per setting "
+        f"`ictd_interp.analyses.metrics.depth_limit`) on {budget.limit_tasks} tasks per setting "
         f"({', '.join(f'{k} ×{s:g}' for k, s in data)}), n = {n_max}, against 1 − C per task: the asymptotic rate "
         "only (the bound at each finite depth and n is not checked).",
         "the bound is tested on every task with C > 0 (where C ≤ 0 it says nothing); holds when ρ ≤ 1 − C on every "
@@ -269,7 +269,8 @@ def theorem2(budget: Budget) -> list[Claim]:
     floor = Claim(
         "theorem2_floor",
         "Theorem 2 (floor): the error's floor (its limit as depth grows) goes to 0 as the context length n grows.",
-        f"θ*'s depth limit (`analyses.metrics.depth_limit`: exact, no singular solve where a state is never a source) "
+        "θ*'s depth limit (`ictd_interp.analyses.metrics.depth_limit`: exact, no singular solve where a state is "
+        "never a source) "
         "against v_π (sup over the context's positions) at n ∈ "
         f"{list(budget.limit_lengths)}, prefixes of one trajectory "
         f"per task, {budget.limit_tasks} tasks per setting; per task the slope of log error against log n.",

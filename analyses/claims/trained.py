@@ -11,12 +11,20 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from analyses.claims.claim import Claim, conditional
-from analyses.claims.figure_data import Curve, DiagonalityData, ObjectiveWeights, WeightsData
-from analyses.metrics.intervals import COSINE, NONNEGATIVE, Interval, paired, proportion_interval, t_interval, welch
-from analyses.studies.results import CELL, CONDITION, STATUS, STEP, curve_column
-from analyses.summary.store import build, to_json
-from analyses.summary.tables import summary_column
+from ictd_interp.analyses.claims.claim import Claim, conditional
+from ictd_interp.analyses.claims.figure_data import Curve, DiagonalityData, ObjectiveWeights, WeightsData
+from ictd_interp.analyses.metrics.intervals import (
+    COSINE,
+    NONNEGATIVE,
+    Interval,
+    paired,
+    proportion_interval,
+    t_interval,
+    welch,
+)
+from ictd_interp.analyses.studies.results import CELL, CONDITION, STATUS, STEP, curve_column
+from ictd_interp.analyses.summary.store import build, to_json
+from ictd_interp.analyses.summary.tables import summary_column
 
 LEARNS = summary_column("in_context.learns_in_context")
 COS_A = summary_column("metrics.cos_A")
@@ -85,7 +93,8 @@ def _weights(results: pd.DataFrame, seeds: int, claim_id: str, claim: str, run: 
 
 
 def weights(results: pd.DataFrame, seeds: int) -> Claim:
-    """Emergence judged in function space: the seeds that learn in context (``analyses.metrics.in_context``), per
+    """Emergence judged in function space: the seeds that learn in context
+    (``ictd_interp.analyses.metrics.in_context``), per
     objective; each objective's weight cosines are printed beside the other objectives' (their null: a cosine near 1
     that a non-TD objective reaches too says nothing about TD)."""
     base = _weights(

@@ -1,4 +1,4 @@
-"""Figures of the circuit search in a standard model (``analyses.reports.standard``): from saved numbers."""
+"""Figures of the circuit search in a standard model (``ictd_interp.analyses.reports.standard``): from saved numbers."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from analyses.figures.plots import sign_bars
-from analyses.figures.style import STAR, Figure, legend_outside, log_axis, new_figure, series_colours
+from ictd_interp.analyses.figures.plots import sign_bars
+from ictd_interp.analyses.figures.style import STAR, Figure, legend_outside, log_axis, new_figure, series_colours
 
 QUANTITY_LABELS = {
     "reward": "$R_{j+1}$",

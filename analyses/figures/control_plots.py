@@ -1,4 +1,5 @@
-"""Figures of in-context control (``analyses.metrics.acting``, ``hooks.control_backups``): from saved numbers."""
+"""Figures of in-context control (``ictd_interp.analyses.metrics.acting``, ``ictd_interp.hooks.control_backups``):
+from saved numbers."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from analyses.figures.style import Figure, legend_outside, log_axis, new_figure, series_colours
+from ictd_interp.analyses.figures.style import Figure, legend_outside, log_axis, new_figure, series_colours
 
 
 def regret_bars(

@@ -12,7 +12,7 @@ import numpy as np
 import seaborn as sns
 from matplotlib.ticker import MaxNLocator
 
-from analyses.figures.style import (
+from ictd_interp.analyses.figures.style import (
     PALETTE,
     STAR,
     SUP_ERROR,

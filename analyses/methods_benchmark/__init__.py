@@ -16,7 +16,8 @@
   table reads); ``leaderboard``: ``results.json`` and the ranked table.
 - ``sae_plugin``: sparse autoencoders through SAELens, a plugin (TransformerLens 3.9).
 
-Imports ``analyses.metrics``, ``analyses.figures``, ``analyses.studies`` (its Ray set-up), ``analyses.summary``
+Imports ``ictd_interp.analyses.metrics``, ``ictd_interp.analyses.figures``, ``ictd_interp.analyses.studies`` (its Ray
+set-up), ``ictd_interp.analyses.summary``
 (typed JSON written and read back) and the core's ``ictd_interp.config``, ``ictd_interp.tasks``,
 ``ictd_interp.models`` and ``ictd_interp.training`` (the output folder's request check).
 """

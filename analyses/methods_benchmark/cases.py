@@ -36,9 +36,9 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from analyses.methods_benchmark.case_specs import THETA_STAR, CaseSpec, source_name
-from analyses.methods_benchmark.graph import Edge, head_name, mlp_name
-from analyses.methods_benchmark.planting import (
+from ictd_interp.analyses.methods_benchmark.case_specs import THETA_STAR, CaseSpec, source_name
+from ictd_interp.analyses.methods_benchmark.graph import Edge, head_name, mlp_name
+from ictd_interp.analyses.methods_benchmark.planting import (
     anchor_layer_norm,
     circuit_edges,
     mean_fixing_rotation,
@@ -47,8 +47,8 @@ from analyses.methods_benchmark.planting import (
     rotate,
     split_td_head,
 )
-from analyses.methods_benchmark.sealed import SEALED
-from analyses.metrics.site_probes import residual_stack
+from ictd_interp.analyses.methods_benchmark.sealed import SEALED
+from ictd_interp.analyses.metrics.site_probes import residual_stack
 from ictd_interp.config import ICTDConfig
 from ictd_interp.config.standard import StandardConfig
 from ictd_interp.models.architectures.hook_names import get_act_name
@@ -263,7 +263,7 @@ def feature_values(case: Case, tasks: TaskBatch) -> dict[str, Float[Tensor, "sam
 
 
 def residual_sites(model: HookedStandardTransformer) -> list[str]:
-    """The hook names of ``analyses.metrics.site_probes.residual_stack``'s sites, in order."""
+    """The hook names of ``ictd_interp.analyses.metrics.site_probes.residual_stack``'s sites, in order."""
     return [get_act_name("resid_pre", 0)] + [get_act_name("resid_post", l) for l in range(model.cfg.n_layers)]
 
 

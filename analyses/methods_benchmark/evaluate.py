@@ -24,7 +24,7 @@ from typing import Optional, Union
 
 import torch
 
-from analyses.methods_benchmark.cases import (
+from ictd_interp.analyses.methods_benchmark.cases import (
     Case,
     counterfactual_labels,
     feature_values,
@@ -32,10 +32,10 @@ from analyses.methods_benchmark.cases import (
     source_prompts,
     variable_values,
 )
-from analyses.methods_benchmark.faithfulness import size_scores
-from analyses.methods_benchmark.graph import build_graph
-from analyses.methods_benchmark.guard import guarded
-from analyses.methods_benchmark.methods import (
+from ictd_interp.analyses.methods_benchmark.faithfulness import size_scores
+from ictd_interp.analyses.methods_benchmark.graph import build_graph
+from ictd_interp.analyses.methods_benchmark.guard import guarded
+from ictd_interp.analyses.methods_benchmark.methods import (
     DIRECTIONS,
     FEATURES,
     DirectionOutput,
@@ -45,7 +45,7 @@ from analyses.methods_benchmark.methods import (
     patched_prediction,
     runs,
 )
-from analyses.methods_benchmark.scores import (
+from ictd_interp.analyses.methods_benchmark.scores import (
     MethodFailed,
     angle_degrees,
     auroc,
@@ -54,7 +54,7 @@ from analyses.methods_benchmark.scores import (
     matched_correlations,
     roc_curve,
 )
-from analyses.metrics.site_probes import residual_stack
+from ictd_interp.analyses.metrics.site_probes import residual_stack
 
 
 @dataclass(frozen=True)

@@ -29,10 +29,10 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from analyses.methods_benchmark.cases import Case
-from analyses.methods_benchmark.graph import Edge, build_graph, run_graph
-from analyses.methods_benchmark.methods import Runs, patched_prediction, runs
-from analyses.methods_benchmark.scores import auroc, check_tensor, faithfulness
+from ictd_interp.analyses.methods_benchmark.cases import Case
+from ictd_interp.analyses.methods_benchmark.graph import Edge, build_graph, run_graph
+from ictd_interp.analyses.methods_benchmark.methods import Runs, patched_prediction, runs
+from ictd_interp.analyses.methods_benchmark.scores import auroc, check_tensor, faithfulness
 
 ABLATIONS = ("resample", "mean", "zero")
 SHARES = [k / 20 for k in range(21)]  # kept shares of the edges at which f is read

@@ -8,9 +8,9 @@ from typing import Optional
 
 import torch
 
-from analyses.methods_benchmark.cases import Case, Problem, problem_of
-from analyses.methods_benchmark.methods import Method
-from analyses.methods_benchmark.scores import MethodFailed
+from ictd_interp.analyses.methods_benchmark.cases import Case, Problem, problem_of
+from ictd_interp.analyses.methods_benchmark.methods import Method
+from ictd_interp.analyses.methods_benchmark.scores import MethodFailed
 
 
 def guarded(method: Method, case: Case, sealed_seed: Optional[int] = None):

@@ -23,8 +23,8 @@ def prepare(case_name: str, seed: int, n_tasks: int, sealed_seed: Optional[int])
     """The cell's ``Problem`` (what a method may read), built where the case is, returned as data."""
     import torch
 
-    from analyses.methods_benchmark.case_specs import CASES
-    from analyses.methods_benchmark.cases import build_case, problem_of
+    from ictd_interp.analyses.methods_benchmark.case_specs import CASES
+    from ictd_interp.analyses.methods_benchmark.cases import build_case, problem_of
 
     torch.set_num_threads(1)
     return problem_of(build_case(replace(CASES[case_name], n_tasks=n_tasks), seed), sealed_seed)
@@ -35,11 +35,11 @@ def run_method(name: str, problem, plugins: Sequence[str], timeout: int = METHOD
     True}`` where the problem asks nothing the method answers."""
     import torch
 
-    from analyses.methods_benchmark.evaluate import asked, check_kind
-    from analyses.methods_benchmark.guard import run_on_problem
-    from analyses.methods_benchmark.methods import METHODS
-    from analyses.methods_benchmark.plugins import load_plugin
-    from analyses.methods_benchmark.scores import MethodFailed
+    from ictd_interp.analyses.methods_benchmark.evaluate import asked, check_kind
+    from ictd_interp.analyses.methods_benchmark.guard import run_on_problem
+    from ictd_interp.analyses.methods_benchmark.methods import METHODS
+    from ictd_interp.analyses.methods_benchmark.plugins import load_plugin
+    from ictd_interp.analyses.methods_benchmark.scores import MethodFailed
 
     torch.set_num_threads(1)
     for plugin in plugins:
@@ -71,14 +71,14 @@ def score_cell(
     """Every method's output on the cell scored beside the truth row, as the cell's JSON (``run.read_cell``)."""
     import torch
 
-    from analyses.methods_benchmark.case_specs import CASES
-    from analyses.methods_benchmark.cases import build_case
-    from analyses.methods_benchmark.evaluate import CellResult, score_edges, score_output
-    from analyses.methods_benchmark.faithfulness import circuit_check
-    from analyses.methods_benchmark.graph import build_graph
-    from analyses.methods_benchmark.methods import TRUTH, EdgeOutput
-    from analyses.methods_benchmark.scores import MethodFailed
-    from analyses.summary.store import to_json
+    from ictd_interp.analyses.methods_benchmark.case_specs import CASES
+    from ictd_interp.analyses.methods_benchmark.cases import build_case
+    from ictd_interp.analyses.methods_benchmark.evaluate import CellResult, score_edges, score_output
+    from ictd_interp.analyses.methods_benchmark.faithfulness import circuit_check
+    from ictd_interp.analyses.methods_benchmark.graph import build_graph
+    from ictd_interp.analyses.methods_benchmark.methods import TRUTH, EdgeOutput
+    from ictd_interp.analyses.methods_benchmark.scores import MethodFailed
+    from ictd_interp.analyses.summary.store import to_json
 
     torch.set_num_threads(1)
     case = build_case(replace(CASES[case_name], n_tasks=n_tasks), seed)
@@ -106,7 +106,7 @@ def as_data(output):
     classes is unpickled in the scorer; a feature output's encoders are functions and travel as they are."""
     import torch
 
-    from analyses.methods_benchmark.methods import DirectionOutput, EdgeOutput
+    from ictd_interp.analyses.methods_benchmark.methods import DirectionOutput, EdgeOutput
 
     if isinstance(output, EdgeOutput):
         edges = {(str(u), str(v)): float(x) for (u, v), x in output.scores.items()}
@@ -120,7 +120,7 @@ def as_data(output):
 
 def from_data(data):
     """``as_data``'s output back as the scorer's own classes."""
-    from analyses.methods_benchmark.methods import DirectionOutput, EdgeOutput
+    from ictd_interp.analyses.methods_benchmark.methods import DirectionOutput, EdgeOutput
 
     if isinstance(data, dict) and "edges" in data:
         return EdgeOutput(data["edges"], None if data["circuit"] is None else frozenset(map(tuple, data["circuit"])))

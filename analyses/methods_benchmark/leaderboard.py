@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Optional
 
-from analyses.methods_benchmark.evaluate import CellResult
-from analyses.methods_benchmark.methods import REFERENCES, TRUTH
-from analyses.methods_benchmark.selection import cases_of, edge_methods, interval
+from ictd_interp.analyses.methods_benchmark.evaluate import CellResult
+from ictd_interp.analyses.methods_benchmark.methods import REFERENCES, TRUTH
+from ictd_interp.analyses.methods_benchmark.selection import cases_of, edge_methods, interval
 
 SCORES = ("auroc", "auprc", "cmd", "cpr")  # each row's scores, a mean over seeds with its interval
 

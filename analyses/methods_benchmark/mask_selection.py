@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from analyses.methods_benchmark.graph import build_graph, run_graph
+from ictd_interp.analyses.methods_benchmark.graph import build_graph, run_graph
 
 STEPS = 300  # Adam steps
 LR = 0.1

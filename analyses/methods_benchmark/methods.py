@@ -10,7 +10,8 @@ scored on the cases with superposed features. ``register_method`` adds one to ``
 file that calls it (docs/methods_benchmark.md, "Score your own method"). The benchmark scores outputs, never the
 method's own claims.
 
-Built in (the graph adapter of ``analyses.methods_benchmark.graph`` in the place of ``auto-circuit``'s patchable model):
+Built in (the graph adapter of ``ictd_interp.analyses.methods_benchmark.graph`` in the place of ``auto-circuit``'s
+patchable model):
 
 * ``activation-patching`` — exact edge patching, the reference: each edge alone carries the corrupted
   sender's output; score ``mean_tasks |Δ prediction|``.
@@ -25,7 +26,7 @@ Built in (the graph adapter of ``analyses.methods_benchmark.graph`` in the place
   grows by less than ``ACDC_TAU``; the circuit is what remains, the ranking each edge's growth at its test.
 * ``random`` — a seeded random ranking, the chance baseline (AUROC 0.5).
 * ``linear-probe`` — least squares of the variable on the residual stream at each site, fitted on the case's
-  ``fit`` tasks (``analyses.metrics.site_probes.fit_probes``); its weight vector is the direction found.
+  ``fit`` tasks (``ictd_interp.analyses.metrics.site_probes.fit_probes``); its weight vector is the direction found.
 * ``das`` — distributed alignment search through pyvene (``das``): the value variable only.
 * ``pca`` — the principal directions of the residual stream at each site (fit tasks), as latents: the dense
   linear baseline a feature method must beat (at most ``d_model`` latents for more features than dimensions).
@@ -48,12 +49,12 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from analyses.methods_benchmark.cases import Case, Problem, residual_sites, source_prompts
-from analyses.methods_benchmark.graph import Edge, build_graph, run_graph
-from analyses.methods_benchmark.mask_selection import STEPS as PRUNE_STEPS
-from analyses.methods_benchmark.mask_selection import prune_edges
-from analyses.methods_benchmark.weight_reader import weight_scores
-from analyses.metrics.site_probes import fit_probes, residual_stack
+from ictd_interp.analyses.methods_benchmark.cases import Case, Problem, residual_sites, source_prompts
+from ictd_interp.analyses.methods_benchmark.graph import Edge, build_graph, run_graph
+from ictd_interp.analyses.methods_benchmark.mask_selection import STEPS as PRUNE_STEPS
+from ictd_interp.analyses.methods_benchmark.mask_selection import prune_edges
+from ictd_interp.analyses.methods_benchmark.weight_reader import weight_scores
+from ictd_interp.analyses.metrics.site_probes import fit_probes, residual_stack
 
 EDGES, DIRECTIONS, FEATURES = "edges", "directions", "features"
 IG_STEPS = 8

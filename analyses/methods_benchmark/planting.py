@@ -30,8 +30,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from analyses.methods_benchmark.case_specs import CaseSpec
-from analyses.methods_benchmark.graph import OUTPUT, Edge, head_name
+from ictd_interp.analyses.methods_benchmark.case_specs import CaseSpec
+from ictd_interp.analyses.methods_benchmark.graph import OUTPUT, Edge, head_name
 from ictd_interp.tasks.prompt import PromptLayout
 
 LN_EPS = 1e-5  # the standard architecture's LayerNorm eps

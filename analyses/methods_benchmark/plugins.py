@@ -50,8 +50,8 @@ def plugin_hash(path: Union[str, Path]) -> str:
 LIST = """
 import json, sys
 dumps, write = json.dumps, sys.__stdout__.write  # taken before any plugin runs
-from analyses.methods_benchmark.methods import METHODS
-from analyses.methods_benchmark.plugins import load_plugin
+from ictd_interp.analyses.methods_benchmark.methods import METHODS
+from ictd_interp.analyses.methods_benchmark.plugins import load_plugin
 before = set(METHODS)
 try:
     for path in sys.argv[1:]:

@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 
-from analyses.figures.style import text_outside
-from analyses.methods_benchmark import leaderboard
-from analyses.methods_benchmark.case_specs import CASES
-from analyses.methods_benchmark.evaluate import CellResult, FeatureScores
-from analyses.methods_benchmark.faithfulness import EPSILON
-from analyses.methods_benchmark.methods import TRUTH
-from analyses.methods_benchmark.report_figures import auroc_figure, direction_figure, roc_figure
-from analyses.methods_benchmark.selection import (
+from ictd_interp.analyses.figures.style import text_outside
+from ictd_interp.analyses.methods_benchmark import leaderboard
+from ictd_interp.analyses.methods_benchmark.case_specs import CASES
+from ictd_interp.analyses.methods_benchmark.evaluate import CellResult, FeatureScores
+from ictd_interp.analyses.methods_benchmark.faithfulness import EPSILON
+from ictd_interp.analyses.methods_benchmark.methods import TRUTH
+from ictd_interp.analyses.methods_benchmark.report_figures import auroc_figure, direction_figure, roc_figure
+from ictd_interp.analyses.methods_benchmark.selection import (
     CHANCE,
     bounded,
     cases_of,
@@ -29,12 +29,12 @@ from analyses.methods_benchmark.selection import (
     variable_interval,
     variables_of,
 )
-from analyses.metrics.intervals import METHOD as INTERVAL_METHOD
-from analyses.metrics.intervals import Interval, t_interval
-from ictd_interp.training.run_folder import REQUEST
+from ictd_interp.analyses.metrics.intervals import METHOD as INTERVAL_METHOD
+from ictd_interp.analyses.metrics.intervals import Interval, t_interval
+from ictd_interp.io.run_folder import REQUEST
 
 if TYPE_CHECKING:
-    from analyses.methods_benchmark.run import BenchmarkBudget
+    from ictd_interp.analyses.methods_benchmark.run import BenchmarkBudget
 
 RECOVERS = 0.95
 EXACT_ANGLE, CLOSE_ANGLE = 1e-3, 5.0

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 import numpy as np
 import seaborn as sns
 
-from analyses.figures.style import Figure, legend_outside, new_figure, series_colours, wrapped
-from analyses.methods_benchmark.evaluate import CellResult
-from analyses.methods_benchmark.selection import CHANCE, cases_of, edge_methods, interval
+from ictd_interp.analyses.figures.style import Figure, legend_outside, new_figure, series_colours, wrapped
+from ictd_interp.analyses.methods_benchmark.evaluate import CellResult
+from ictd_interp.analyses.methods_benchmark.selection import CHANCE, cases_of, edge_methods, interval
 
 ROC_COLUMNS = 4  # ROC panels per row
 LINE_STYLES = ("-", "--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)))  # overlapping curves stay visible

@@ -15,16 +15,16 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from analyses.methods_benchmark.case_specs import CASES
-from analyses.methods_benchmark.evaluate import CellResult
-from analyses.methods_benchmark.isolation import METHOD_TIMEOUT, outcome, prepare, run_method, score_cell
-from analyses.methods_benchmark.methods import METHODS, REFERENCES
-from analyses.methods_benchmark.plugins import plugin_hash, plugin_methods
-from analyses.methods_benchmark.sealed import PUBLIC, Split
-from analyses.studies.run import RaySession, check_address
-from analyses.summary.store import build
+from ictd_interp.analyses.methods_benchmark.case_specs import CASES
+from ictd_interp.analyses.methods_benchmark.evaluate import CellResult
+from ictd_interp.analyses.methods_benchmark.isolation import METHOD_TIMEOUT, outcome, prepare, run_method, score_cell
+from ictd_interp.analyses.methods_benchmark.methods import METHODS, REFERENCES
+from ictd_interp.analyses.methods_benchmark.plugins import plugin_hash, plugin_methods
+from ictd_interp.analyses.methods_benchmark.sealed import PUBLIC, Split
+from ictd_interp.analyses.studies.run import RaySession, check_address
+from ictd_interp.analyses.summary.store import build
 from ictd_interp.io.progress import progress_bar
-from ictd_interp.training.run_folder import claim_output
+from ictd_interp.io.run_folder import claim_output
 
 
 @dataclass(frozen=True)

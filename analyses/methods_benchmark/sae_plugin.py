@@ -24,8 +24,8 @@ import torch
 from sae_lens import StandardTrainingSAE, StandardTrainingSAEConfig
 from sae_lens.saes.sae import TrainStepInput
 
-from analyses.methods_benchmark.cases import Problem, residual_sites
-from analyses.methods_benchmark.methods import (
+from ictd_interp.analyses.methods_benchmark.cases import Problem, residual_sites
+from ictd_interp.analyses.methods_benchmark.methods import (
     DICTIONARY_WIDTH,
     DIRECTIONS,
     FEATURES,
@@ -34,8 +34,8 @@ from analyses.methods_benchmark.methods import (
     Method,
     register_method,
 )
-from analyses.methods_benchmark.scores import correlations
-from analyses.metrics.site_probes import residual_stack
+from ictd_interp.analyses.methods_benchmark.scores import correlations
+from ictd_interp.analyses.metrics.site_probes import residual_stack
 
 SAE_WIDTH = DICTIONARY_WIDTH  # as wide as the random dictionary, its chance baseline
 SAE_L1, SAE_STEPS, SAE_LR = 0.1, 2000, 3e-3  # L1 and steps: the best of a small sweep (docs)

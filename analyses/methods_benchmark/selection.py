@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Optional
 
-from analyses.methods_benchmark.evaluate import CellResult, DirectionScores, EdgeScores
-from analyses.metrics.intervals import Interval, t_interval
+from ictd_interp.analyses.methods_benchmark.evaluate import CellResult, DirectionScores, EdgeScores
+from ictd_interp.analyses.metrics.intervals import Interval, t_interval
 
 CHANCE = 0.5  # an edge ranking's AUROC by chance
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from analyses.methods_benchmark.graph import OUTPUT, Edge, build_graph
+from ictd_interp.analyses.methods_benchmark.graph import OUTPUT, Edge, build_graph
 from ictd_interp.models.architectures.standard import HookedStandardTransformer
 
 

@@ -26,8 +26,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from analyses.metrics.intervals import Interval, Paired, paired, t_interval
-from hooks.control_backups import never_sources
+from ictd_interp.analyses.metrics.intervals import Interval, Paired, paired, t_interval
+from ictd_interp.hooks.control_backups import never_sources
 from ictd_interp.tasks.mdp import MDP, greedy_policy, split_pairs, uniform_policy
 from ictd_interp.tasks.sampling import TaskBatch
 

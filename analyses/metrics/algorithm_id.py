@@ -36,10 +36,10 @@ import torch
 from einops import einsum
 from torch import Tensor
 
-from analyses.metrics.depth_limit import NEUTRAL_TOL
-from analyses.metrics.diagonality import state_kernels
-from analyses.metrics.intervals import Interval, t_interval
-from analyses.metrics.site_probes import residual_stack
+from ictd_interp.analyses.metrics.depth_limit import NEUTRAL_TOL
+from ictd_interp.analyses.metrics.diagonality import state_kernels
+from ictd_interp.analyses.metrics.intervals import Interval, t_interval
+from ictd_interp.analyses.metrics.site_probes import residual_stack
 from ictd_interp.config.fields import check_choice
 from ictd_interp.models import HookedICTDTransformer
 from ictd_interp.models.architectures.hook_names import get_act_name
@@ -239,7 +239,7 @@ def identify_layers(model: HookedICTDTransformer, tasks: TaskBatch) -> list[Laye
 def identify_from_values(values: Tensor, tasks: TaskBatch, kernel: str = "softmax") -> list[LayerReading]:
     """``identify_layer`` (``kernel="softmax"``) or ``identify_layer_tabular`` (``"tabular"``) for each
     consecutive pair of per-site values ``[site, batch, pos]`` (the value row of a stylised model, or a
-    standard model's probed values: ``analyses.metrics.site_probes``)."""
+    standard model's probed values: ``ictd_interp.analyses.metrics.site_probes``)."""
     check_choice("kernel", kernel, ("softmax", "tabular"))
     scores, rewards = feature_scores(tasks.x.double()), tasks.rewards.double()
     fit = (
@@ -296,7 +296,7 @@ def iteration_map(
 
 
 def _weights_map(model: HookedICTDTransformer, tasks: TaskBatch, layer: int) -> IterationMap:
-    from analyses.metrics.depth_limit import limit_from
+    from ictd_interp.analyses.metrics.depth_limit import limit_from
 
     start = torch.zeros(len(tasks), tasks.mrp.n_states, dtype=torch.float64)
     values, spectrum = limit_from(model, tasks, start, layer)

@@ -21,7 +21,7 @@ model's value row), from the context alone (features, states seen, rewards ``R_1
 
 ``compare`` sets a model beside all of them on the same tasks: MSVE per task split into its level part
 (squared mean error over the positions) and its shape part (the rest), a t interval over tasks, and a
-paired interval of each difference (``analyses.metrics.intervals.paired``).
+paired interval of each difference (``ictd_interp.analyses.metrics.intervals.paired``).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from einops import einsum
 from jaxtyping import Float
 from torch import Tensor
 
-from analyses.metrics.intervals import Interval, Paired, paired, t_interval
+from ictd_interp.analyses.metrics.intervals import Interval, Paired, paired, t_interval
 from ictd_interp.reference.td import same_state_kernel, softmax_td
 from ictd_interp.tasks.sampling import TaskBatch
 

@@ -12,7 +12,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from analyses.metrics.diagonality import model_margin
+from ictd_interp.analyses.metrics.diagonality import model_margin
 from ictd_interp.config import ICTDConfig
 from ictd_interp.models import HookedICTDTransformer
 from ictd_interp.models.architectures.hook_names import ends_with

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Union
 
-from analyses.metrics.probes import circuit_cosines, prediction_gap, sensitivity_cosine
+from ictd_interp.analyses.metrics.probes import circuit_cosines, prediction_gap, sensitivity_cosine
+from ictd_interp.io.run_folder import load_run_config, read_metrics
 from ictd_interp.models import HookedICTDTransformer
 from ictd_interp.models.loading import load_checkpoint
 from ictd_interp.training.evaluation import EvalSet, evaluate
-from ictd_interp.training.run_folder import load_run_config, read_metrics
 
 
 def logged_curves(run_dir: Union[str, Path]) -> dict[str, list]:

@@ -12,7 +12,7 @@ for any architecture.
   one, and measure how the head's output moves the value read at the layer's output
   (``readout . result``, summed over positions, averaged over tasks): three directional derivatives,
   normalised by the reward's magnitude. The directions and read-out are given (e.g. θ*'s rows) or
-  come from the probes of ``analyses.metrics.site_probes``. A head's output may reach the value only through
+  come from the probes of ``ictd_interp.analyses.metrics.site_probes``. A head's output may reach the value only through
   a later MLP, so the **layer signature** also measures the whole layer's update of the probed value
   (``readout_out . resid_post - readout_in . resid_pre``), MLPs and all.
 """
@@ -26,8 +26,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from analyses.metrics.algorithm_id import MAX_CONDITION
-from analyses.metrics.site_probes import LinearProbes
+from ictd_interp.analyses.metrics.algorithm_id import MAX_CONDITION
+from ictd_interp.analyses.metrics.site_probes import LinearProbes
 from ictd_interp.models.architectures.hook_names import ends_with, get_act_name
 from ictd_interp.models.constructions.theta_star import SIGNATURE_SIGNS
 from ictd_interp.models.registry import ICTDModel

@@ -29,15 +29,15 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from analyses.metrics.algorithm_id import LayerReading
-from analyses.metrics.baselines import LABELS, MODEL_ROW, Baselines, error_parts
-from analyses.metrics.cosine_null import NullRow
-from analyses.metrics.draws import draw_seed
-from analyses.metrics.extrapolation import values_at_depth
-from analyses.metrics.intervals import Interval, t_interval
-from analyses.metrics.ladder import FLAT, Ladder, depth_verdict, ladder
-from analyses.metrics.linear_family import FamilyReading
-from analyses.metrics.stability import OverTraining
+from ictd_interp.analyses.metrics.algorithm_id import LayerReading
+from ictd_interp.analyses.metrics.baselines import LABELS, MODEL_ROW, Baselines, error_parts
+from ictd_interp.analyses.metrics.cosine_null import NullRow
+from ictd_interp.analyses.metrics.draws import draw_seed
+from ictd_interp.analyses.metrics.extrapolation import values_at_depth
+from ictd_interp.analyses.metrics.intervals import Interval, t_interval
+from ictd_interp.analyses.metrics.ladder import FLAT, Ladder, depth_verdict, ladder
+from ictd_interp.analyses.metrics.linear_family import FamilyReading
+from ictd_interp.analyses.metrics.stability import OverTraining
 from ictd_interp.config.tasks import TaskDistribution
 from ictd_interp.models.architectures.base import check_tasks
 from ictd_interp.models.registry import ICTDModel

@@ -36,9 +36,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from analyses.metrics import baselines
-from analyses.metrics.baselines import error_parts
-from analyses.metrics.intervals import Interval, Paired, paired, t_interval
+from ictd_interp.analyses.metrics import baselines
+from ictd_interp.analyses.metrics.baselines import error_parts
+from ictd_interp.analyses.metrics.intervals import Interval, Paired, paired, t_interval
 from ictd_interp.config.tasks import TaskDistribution
 from ictd_interp.models.fast.state_space import state_space_unavailable
 from ictd_interp.models.registry import ICTDModel, holds_theta_star
@@ -141,7 +141,7 @@ def prefix(tasks: TaskBatch, n: int) -> TaskBatch:
 @torch.no_grad()
 def model_values(model: ICTDModel, tasks: TaskBatch, depth: int) -> Tensor:
     """The model's value row at ``depth``: the exact state-space forward where it applies, else the positional one."""
-    from analyses.metrics.extrapolation import values_at_depth
+    from ictd_interp.analyses.metrics.extrapolation import values_at_depth
 
     if _state_space(model):
         return model.state_space_values(tasks, depth=depth)

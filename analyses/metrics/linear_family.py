@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from analyses.metrics.intervals import Interval, proportion_interval
+from ictd_interp.analyses.metrics.intervals import Interval, proportion_interval
 from ictd_interp.models.architectures.linear import HookedLinearICTD
 from ictd_interp.models.constructions.linear_td import LinearConstruction, linear_model, td0
 from ictd_interp.reference.metrics import cosine

@@ -42,7 +42,13 @@ import numpy as np
 import torch
 from einops import einsum
 
-from analyses.metrics.neu_intervals import GROUPS, NeuDifference, NeuEstimate, difference_interval, neu_interval
+from ictd_interp.analyses.metrics.neu_intervals import (
+    GROUPS,
+    NeuDifference,
+    NeuEstimate,
+    difference_interval,
+    neu_interval,
+)
 from ictd_interp.config.tasks import TaskDistribution
 from ictd_interp.models import HookedICTDTransformer
 from ictd_interp.models.fast.state_space import model_weights, state_space_forward, window_counts

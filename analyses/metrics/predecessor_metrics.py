@@ -29,8 +29,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from analyses.metrics.intervals import Interval, t_interval
-from analyses.metrics.linear_family import td0_model
+from ictd_interp.analyses.metrics.intervals import Interval, t_interval
+from ictd_interp.analyses.metrics.linear_family import td0_model
 from ictd_interp.models import HookedLinearICTD
 from ictd_interp.tasks.sampling import TaskBatch
 

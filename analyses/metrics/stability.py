@@ -16,11 +16,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from analyses.metrics.baselines import constant, error_parts, first_visit_mc
-from analyses.metrics.intervals import Interval, paired, proportion_interval
+from ictd_interp.analyses.metrics.baselines import constant, error_parts, first_visit_mc
+from ictd_interp.analyses.metrics.intervals import Interval, paired, proportion_interval
 from ictd_interp.config.train import TrainConfig
+from ictd_interp.io import run_folder
 from ictd_interp.models.loading import load_checkpoint
-from ictd_interp.training import run_folder
 from ictd_interp.training.evaluation import EvalSet
 
 WINDOW = 0.2  # the last 20% of the run's steps

@@ -15,9 +15,9 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from analyses.metrics.algorithm_id import IterationMap, iteration_map
-from analyses.metrics.depth_limit import depth_limit
-from analyses.metrics.intervals import Interval
+from ictd_interp.analyses.metrics.algorithm_id import IterationMap, iteration_map
+from ictd_interp.analyses.metrics.depth_limit import depth_limit
+from ictd_interp.analyses.metrics.intervals import Interval
 from ictd_interp.config.model import ICTDConfig
 from ictd_interp.config.tasks import TaskDistribution
 from ictd_interp.models import HookedICTDTransformer

@@ -2,8 +2,9 @@
 their ``compute`` (-> a typed ``summary``), their ``lines`` (summary.md's words) and their ``figures``, with their
 longer sentences in ``stylised_words`` and ``standard_words``; ``summary_md`` (words) and ``shared_figures``
 (figures) hold what every report shares; ``construction`` reports θ* alone; ``ood`` evaluates out of distribution.
-A module here that names an ``ARCHITECTURE`` is that architecture's report (``analyses.analyze.REPORTS`` finds it);
-the files they write are ``analyses.analyze``'s. They import ``metrics``, ``figures`` and ``summary``, and the
+A module here that names an ``ARCHITECTURE`` is that architecture's report (``ictd_interp.analyses.analyze.REPORTS``
+finds it); the files they write are ``ictd_interp.analyses.analyze``'s. They import ``metrics``, ``figures`` and
+``summary``, and the
 core's ``config``, ``io``, ``tasks``, ``models``, ``training`` and ``reference`` (the signature's one conversion).
 Names are imported on first use.
 """

@@ -3,8 +3,8 @@ Assumption 5.1 and the fitted geometric rate (docs/theory.md §5)."""
 
 from __future__ import annotations
 
-from analyses.metrics.convergence import errors_by_depth, fit_geometric
-from analyses.metrics.diagonality import model_margin
+from ictd_interp.analyses.metrics.convergence import errors_by_depth, fit_geometric
+from ictd_interp.analyses.metrics.diagonality import model_margin
 from ictd_interp.config import ICTDConfig, TaskDistribution
 from ictd_interp.io.progress import computed
 from ictd_interp.models import HookedICTDTransformer

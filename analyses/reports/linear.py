@@ -13,15 +13,15 @@ from typing import Any, Optional
 import torch
 from torch import Tensor
 
-from analyses.figures import plots
-from analyses.figures.style import Figure
-from analyses.metrics import baselines, in_context
-from analyses.metrics.convergence import CONTEXT_LENGTHS, errors_by_context, sup_error
-from analyses.metrics.diagonality import kernel_diagonality_mean
-from analyses.metrics.draws import draw_seed
-from analyses.metrics.extrapolation import depth_extrapolation
-from analyses.metrics.heads import head_kernels, most_like
-from analyses.metrics.linear_family import (
+from ictd_interp.analyses.figures import plots
+from ictd_interp.analyses.figures.style import Figure
+from ictd_interp.analyses.metrics import baselines, in_context
+from ictd_interp.analyses.metrics.convergence import CONTEXT_LENGTHS, errors_by_context, sup_error
+from ictd_interp.analyses.metrics.diagonality import kernel_diagonality_mean
+from ictd_interp.analyses.metrics.draws import draw_seed
+from ictd_interp.analyses.metrics.extrapolation import depth_extrapolation
+from ictd_interp.analyses.metrics.heads import head_kernels, most_like
+from ictd_interp.analyses.metrics.linear_family import (
     IN_FAMILY,
     FamilyIteration,
     FamilyReading,
@@ -30,11 +30,11 @@ from analyses.metrics.linear_family import (
     identify,
     td0_model,
 )
-from analyses.metrics.predecessor_metrics import function_readings, random_layer_iws, weight_readings
-from analyses.metrics.site_probes import residual_stack
-from analyses.reports.summary_md import answer_lines, baseline_table, ladder_lines, number, summary_header
-from analyses.summary.sections import DepthCurves, LinearWeights, Summary, TheirReadings
-from analyses.summary.store import build
+from ictd_interp.analyses.metrics.predecessor_metrics import function_readings, random_layer_iws, weight_readings
+from ictd_interp.analyses.metrics.site_probes import residual_stack
+from ictd_interp.analyses.reports.summary_md import answer_lines, baseline_table, ladder_lines, number, summary_header
+from ictd_interp.analyses.summary.sections import DepthCurves, LinearWeights, Summary, TheirReadings
+from ictd_interp.analyses.summary.store import build
 from ictd_interp.config.train import TrainConfig
 from ictd_interp.io.incontexttd import LOGGED_STEP
 from ictd_interp.io.progress import computed
@@ -42,7 +42,7 @@ from ictd_interp.models import HookedICTDTransformer, HookedLinearICTD
 from ictd_interp.tasks.sampling import sample_from
 from ictd_interp.training.evaluation import EvalSet, evaluate
 
-ARCHITECTURE = "linear-ictd"  # the architecture of this report (found by analyses.analyze)
+ARCHITECTURE = "linear-ictd"  # the architecture of this report (found by ictd_interp.analyses.analyze)
 LINEAR_EXTRAPOLATION = 8  # a tied layer's error curve runs to 8x its depth
 
 

@@ -10,17 +10,17 @@ from typing import Any, Optional, Union
 import torch
 from torch import Tensor
 
-from analyses.figures import plots as figures
-from analyses.figures.style import wrapped
-from analyses.metrics import baselines, in_context
-from analyses.metrics.algorithm_id import LayerReading, read_layer
-from analyses.metrics.baselines import Baselines
-from analyses.metrics.convergence import GeometricFit, errors_by_context, errors_by_depth, fit_geometric
-from analyses.metrics.diagonality import model_margin
-from analyses.metrics.in_context import InContext
-from analyses.metrics.probes import query_gap
-from analyses.reports.summary_md import answer_lines, baseline_table, ladder_lines
-from analyses.summary.store import build, to_json
+from ictd_interp.analyses.figures import plots as figures
+from ictd_interp.analyses.figures.style import wrapped
+from ictd_interp.analyses.metrics import baselines, in_context
+from ictd_interp.analyses.metrics.algorithm_id import LayerReading, read_layer
+from ictd_interp.analyses.metrics.baselines import Baselines
+from ictd_interp.analyses.metrics.convergence import GeometricFit, errors_by_context, errors_by_depth, fit_geometric
+from ictd_interp.analyses.metrics.diagonality import model_margin
+from ictd_interp.analyses.metrics.in_context import InContext
+from ictd_interp.analyses.metrics.probes import query_gap
+from ictd_interp.analyses.reports.summary_md import answer_lines, baseline_table, ladder_lines
+from ictd_interp.analyses.summary.store import build, to_json
 from ictd_interp.config.tasks import TaskDistribution
 from ictd_interp.io.progress import computed
 from ictd_interp.io.staging import staged

@@ -3,9 +3,9 @@ never a live model); each architecture's own are its report module's ``figures``
 
 from __future__ import annotations
 
-from analyses.figures import plots
-from analyses.figures.style import STAR, Figure
-from analyses.summary.sections import Summary
+from ictd_interp.analyses.figures import plots
+from ictd_interp.analyses.figures.style import STAR, Figure
+from ictd_interp.analyses.summary.sections import Summary
 
 
 def common_figures(summary: Summary) -> dict[str, Figure]:

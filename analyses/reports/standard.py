@@ -15,22 +15,22 @@ from typing import Any, NamedTuple, Optional
 
 import torch
 
-from analyses.figures import circuits, plots
-from analyses.figures.style import STAR, Figure
-from analyses.metrics import baselines, in_context
-from analyses.metrics.algorithm_id import identify_from_values
-from analyses.metrics.convergence import CONTEXT_LENGTHS, errors_by_context, sup_error
-from analyses.metrics.diagonality import kernel_diagonality_mean
-from analyses.metrics.draws import draw_seed
-from analyses.metrics.extrapolation import depth_extrapolation
-from analyses.metrics.heads import (
+from ictd_interp.analyses.figures import circuits, plots
+from ictd_interp.analyses.figures.style import STAR, Figure
+from ictd_interp.analyses.metrics import baselines, in_context
+from ictd_interp.analyses.metrics.algorithm_id import identify_from_values
+from ictd_interp.analyses.metrics.convergence import CONTEXT_LENGTHS, errors_by_context, sup_error
+from ictd_interp.analyses.metrics.diagonality import kernel_diagonality_mean
+from ictd_interp.analyses.metrics.draws import draw_seed
+from ictd_interp.analyses.metrics.extrapolation import depth_extrapolation
+from ictd_interp.analyses.metrics.heads import (
     HeadKernel,
     head_kernels,
     most_like,
     probed_layer_signatures,
     probed_signatures,
 )
-from analyses.metrics.site_probes import (
+from ictd_interp.analyses.metrics.site_probes import (
     LinearProbes,
     probe_errors_by_depth,
     probed_values,
@@ -39,10 +39,10 @@ from analyses.metrics.site_probes import (
     residual_stack,
     value_probes,
 )
-from analyses.reports.standard_words import standard_sentences
-from analyses.reports.summary_md import answer_lines, baseline_table, ladder_lines, summary_header
-from analyses.summary.sections import DepthCurves, Summary
-from analyses.summary.store import build
+from ictd_interp.analyses.reports.standard_words import standard_sentences
+from ictd_interp.analyses.reports.summary_md import answer_lines, baseline_table, ladder_lines, summary_header
+from ictd_interp.analyses.summary.sections import DepthCurves, Summary
+from ictd_interp.analyses.summary.store import build
 from ictd_interp.config.train import TrainConfig
 from ictd_interp.io.progress import computed
 from ictd_interp.models import HookedICTDTransformer
@@ -52,7 +52,7 @@ from ictd_interp.models.registry import ICTDModel
 from ictd_interp.tasks.sampling import sample_from
 from ictd_interp.training.evaluation import EvalSet, evaluate
 
-ARCHITECTURE = "standard"  # the architecture of this report (found by analyses.analyze)
+ARCHITECTURE = "standard"  # the architecture of this report (found by ictd_interp.analyses.analyze)
 # A tied standard block has no linear map to read a spectrum from: its error curve runs to 32x its depth
 STANDARD_EXTRAPOLATION = 32
 PROBE_FIT_TASKS, SIGNATURE_TASKS = 256, 64  # probes fitted on other tasks; signatures and fits on the first 64

@@ -1,4 +1,5 @@
-"""The report of a stylised model: every number, computed once, as a typed ``Summary`` (``analyses.summary``).
+"""The report of a stylised model: every number, computed once, as a typed ``Summary``
+(``ictd_interp.analyses.summary``).
 
 Weight probes against θ* (cosines, signature), the algorithm each layer runs (read from the weights),
 its iteration map and spectrum, baselines on the same tasks, kernel diagonality and Assumption 5.1's
@@ -13,32 +14,32 @@ from typing import Any, Optional
 import torch
 from torch import Tensor
 
-from analyses.figures import plots
-from analyses.figures.style import STAR, Figure
-from analyses.metrics import baselines, cosine_null, in_context
-from analyses.metrics.acting import model_acting
-from analyses.metrics.algorithm_id import IterationMap, identify_layers, iteration_map, read_layer
-from analyses.metrics.convergence import (
+from ictd_interp.analyses.figures import plots
+from ictd_interp.analyses.figures.style import STAR, Figure
+from ictd_interp.analyses.metrics import baselines, cosine_null, in_context
+from ictd_interp.analyses.metrics.acting import model_acting
+from ictd_interp.analyses.metrics.algorithm_id import IterationMap, identify_layers, iteration_map, read_layer
+from ictd_interp.analyses.metrics.convergence import (
     CONTEXT_LENGTHS,
     errors_by_context,
     errors_by_depth,
     fit_geometric,
 )
-from analyses.metrics.diagonality import kernel_diagonality_mean, model_margin, state_kernels
-from analyses.metrics.draws import draw_seed
-from analyses.metrics.extrapolation import depth_extrapolation, depths_up_to, layer_at_depth, spectral_depth
-from analyses.metrics.heads import head_kernels, most_like
-from analyses.metrics.neu import neu_grid
-from analyses.metrics.probes import activation_cosines, circuit_cosines, prediction_gap, sensitivity_cosine
-from analyses.metrics.theta_star_limit import star_map, theta_star_limit, theta_star_rows
-from analyses.reports.stylised_words import (
+from ictd_interp.analyses.metrics.diagonality import kernel_diagonality_mean, model_margin, state_kernels
+from ictd_interp.analyses.metrics.draws import draw_seed
+from ictd_interp.analyses.metrics.extrapolation import depth_extrapolation, depths_up_to, layer_at_depth, spectral_depth
+from ictd_interp.analyses.metrics.heads import head_kernels, most_like
+from ictd_interp.analyses.metrics.neu import neu_grid
+from ictd_interp.analyses.metrics.probes import activation_cosines, circuit_cosines, prediction_gap, sensitivity_cosine
+from ictd_interp.analyses.metrics.theta_star_limit import star_map, theta_star_limit, theta_star_rows
+from ictd_interp.analyses.reports.stylised_words import (
     algorithm_sentences,
     diagonality_sentence,
     limit_sentence,
     margin_sentence,
     per_layer_text,
 )
-from analyses.reports.summary_md import (
+from ictd_interp.analyses.reports.summary_md import (
     acting_lines,
     answer_lines,
     baseline_table,
@@ -49,8 +50,8 @@ from analyses.reports.summary_md import (
     signs_text,
     summary_header,
 )
-from analyses.summary.sections import Algorithm, DepthCurves, Summary
-from analyses.summary.store import build
+from ictd_interp.analyses.summary.sections import Algorithm, DepthCurves, Summary
+from ictd_interp.analyses.summary.store import build
 from ictd_interp.config import TrainConfig
 from ictd_interp.io.progress import computed
 from ictd_interp.models import HookedICTDTransformer
@@ -61,10 +62,10 @@ from ictd_interp.reference.metrics import VALUE_INPUTS, signature_on_values
 from ictd_interp.tasks.sampling import TaskBatch, sample_from
 from ictd_interp.training.evaluation import EvalSet, evaluate
 
-ARCHITECTURE = "stylised"  # the architecture of this report (found by analyses.analyze)
+ARCHITECTURE = "stylised"  # the architecture of this report (found by ictd_interp.analyses.analyze)
 FIT_TASKS = 64  # the function-space fit (and its bootstrap) runs on the first 64 evaluation tasks
 # NEU at the training setting and toward Theorem 3's limit (a longer context, deeper models); the claims
-# report runs the powered grid (``analyses.claims.neu_limit.theorem3``)
+# report runs the powered grid (``ictd_interp.analyses.claims.neu_limit.theorem3``)
 NEU_LONG, NEU_DEEP, NEU_TASKS = 100, (12, 96), 2048
 
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Optional
 
-from analyses.metrics.algorithm_id import IterationMap, LayerReading
-from analyses.metrics.baselines import Baselines
-from analyses.metrics.convergence import GeometricFit
-from analyses.metrics.theta_star_limit import DepthLimit
-from analyses.reports.summary_md import interval_text, layer_sentence, number
-from analyses.summary.sections import Algorithm, Diagonality, Margin
+from ictd_interp.analyses.metrics.algorithm_id import IterationMap, LayerReading
+from ictd_interp.analyses.metrics.baselines import Baselines
+from ictd_interp.analyses.metrics.convergence import GeometricFit
+from ictd_interp.analyses.metrics.theta_star_limit import DepthLimit
+from ictd_interp.analyses.reports.summary_md import interval_text, layer_sentence, number
+from ictd_interp.analyses.summary.sections import Algorithm, Diagonality, Margin
 
 
 def algorithm_sentences(alg: Algorithm, base: Baselines, gamma: float) -> list[str]:

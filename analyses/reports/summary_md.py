@@ -7,13 +7,13 @@ import math
 from pathlib import Path
 from typing import Any, Optional
 
-from analyses.metrics.algorithm_id import MAX_CONDITION, LayerReading
-from analyses.metrics.baselines import LABELS, MODEL_ROW, Baselines
-from analyses.metrics.in_context import PAST, InContext
-from analyses.metrics.intervals import Interval
-from analyses.metrics.ladder import ladder_sentence, ladder_table
-from analyses.metrics.neu import NeuGrid, population_table
-from analyses.metrics.stability import over_training_sentence
+from ictd_interp.analyses.metrics.algorithm_id import MAX_CONDITION, LayerReading
+from ictd_interp.analyses.metrics.baselines import LABELS, MODEL_ROW, Baselines
+from ictd_interp.analyses.metrics.in_context import PAST, InContext
+from ictd_interp.analyses.metrics.intervals import Interval
+from ictd_interp.analyses.metrics.ladder import ladder_sentence, ladder_table
+from ictd_interp.analyses.metrics.neu import NeuGrid, population_table
+from ictd_interp.analyses.metrics.stability import over_training_sentence
 from ictd_interp.config.registry import FAMILIES, OBJECTIVES
 
 MAX_CONDITION_TEXT = f"{MAX_CONDITION:.0f}"
@@ -270,7 +270,7 @@ def _null_text(row) -> str:
 
 
 def acting_lines(acting) -> list[str]:
-    """A control model acting on its in-context q (``analyses.metrics.acting.model_acting``), in words."""
+    """A control model acting on its in-context q (``ictd_interp.analyses.metrics.acting.model_acting``), in words."""
     if acting is None:
         return []
     r, v = acting.regret, acting.versus

@@ -31,7 +31,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Optional
 
-from analyses.studies.spec import Cell, StudySpecError
+from ictd_interp.analyses.studies.spec import Cell, StudySpecError
 
 STATUS_FILE = "status.json"
 FINAL = ("done", "failed", "interrupted")
@@ -182,7 +182,7 @@ def _stack_start(cells: list[Path], cfgs: list) -> Optional[list[bool]]:
     continue one by one (some started and some not after another unit stepped them, or a stored run holds other
     settings). Runs stopped before their first checkpoint are cleared; if this unit was killed between its runs'
     first checkpoints, every run starts again from step 0."""
-    from ictd_interp.training import run_folder
+    from ictd_interp.io import run_folder
 
     run_dirs, names = [c / "run" for c in cells], [c.name for c in cells]
     for run_dir in run_dirs:
@@ -212,7 +212,7 @@ def record_failure(cell: Path, err: Exception, **info: Any) -> dict[str, Any]:
 def _loop_for(run_dir: Path, cfg):
     """The cell's training loop: its stored run reopened at its last checkpoint (refused, naming the folder, when
     it holds other settings), or a new run."""
-    from ictd_interp.training import run_folder
+    from ictd_interp.io import run_folder
     from ictd_interp.training.trainer import reopen_loop, rewind, start_loop
 
     if not run_folder.config_path(run_dir).exists():
@@ -226,7 +226,7 @@ def _loop_for(run_dir: Path, cfg):
 def _analyse_stacked(cell: Path, run, info: dict[str, Any], analyse: bool = True) -> dict[str, Any]:
     """A stacked cell's status once its training stopped: interrupted, trained (``analyse=False``), or analysed
     (done or failed)."""
-    from analyses.analyze import analyze
+    from ictd_interp.analyses.analyze import analyze
 
     if run.interrupted or not analyse:
         return write_status(cell, "interrupted" if run.interrupted else "trained", **info)
@@ -249,9 +249,9 @@ def run_cell(
     start of its unit, when it continues a stack's work; ``analyse=False``: leave it ``trained``)."""
     import torch
 
-    from analyses.analyze import analyze
+    from ictd_interp.analyses.analyze import analyze
     from ictd_interp.config.train import TrainConfig
-    from ictd_interp.training import run_folder
+    from ictd_interp.io import run_folder
     from ictd_interp.training.allocator import apply_allocator_choice
     from ictd_interp.training.trainer import run_loop
 
@@ -284,7 +284,7 @@ def run_cell(
             return write_status(
                 cell, "interrupted", wall_time=time.perf_counter() - started, trained_in=path, models_in_process=1
             )
-        # NEU per (n, L): analyses.metrics.neu.neu_grid, not per cell; figures: the study's, across cells
+        # NEU per (n, L): ictd_interp.analyses.metrics.neu.neu_grid, not per cell; figures: the study's, across cells
         if analyse:
             analyze(run_dir, cell / "analysis", neu=False, draw=False)
     except Exception as err:
@@ -318,7 +318,7 @@ def ended(path: list[dict[str, Any]], at: int | Path) -> list[dict[str, Any]]:
     """``path`` with its last stretch ended at step ``at``, or at its run folder's latest checkpoint (where the
     next attempt continues); a stretch that trained nothing is dropped."""
     if isinstance(at, Path):
-        from ictd_interp.training import run_folder
+        from ictd_interp.io import run_folder
 
         latest = run_folder.latest_checkpoint(at)
         at = 0 if latest is None else run_folder.checkpoint_step(latest)
@@ -329,7 +329,7 @@ def ended(path: list[dict[str, Any]], at: int | Path) -> list[dict[str, Any]]:
 def last_unit(cell: Path) -> Optional[list[str]]:
     """The cells a started cell was last stepped with (itself included); itself alone for a run trained before
     ``trained_in`` was recorded (its stack unknown); None for a cell not started."""
-    from ictd_interp.training import run_folder
+    from ictd_interp.io import run_folder
 
     path = read_status(cell).get("trained_in")
     if path and path[-1]["cells"] is not None:

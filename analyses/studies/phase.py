@@ -1,5 +1,5 @@
 """Where a study's models learn in context: each condition's fraction of seeds with the function-space verdict
-(``analyses.metrics.in_context``), as a table with Wilson intervals and as a phase diagram over the grid.
+(``ictd_interp.analyses.metrics.in_context``), as a table with Wilson intervals and as a phase diagram over the grid.
 
 The diagram's columns are the grid's ``n_layers`` values (else its first setting), its rows every combination of the
 other settings; each square is coloured by the fraction of seeds that learn in context and says ``k/n``.
@@ -12,11 +12,11 @@ from typing import Any, Optional
 import numpy as np
 import pandas as pd
 
-from analyses.figures.style import Figure
-from analyses.metrics.intervals import proportion_interval, t_interval
-from analyses.studies.results import CELL, STATUS
-from analyses.studies.spec import StudySpec, condition_label
-from analyses.summary.tables import summary_column
+from ictd_interp.analyses.figures.style import Figure
+from ictd_interp.analyses.metrics.intervals import proportion_interval, t_interval
+from ictd_interp.analyses.studies.results import CELL, STATUS
+from ictd_interp.analyses.studies.spec import StudySpec, condition_label
+from ictd_interp.analyses.summary.tables import summary_column
 
 LEARNS = summary_column("in_context.learns_in_context")
 DISCOUNT = summary_column("in_context.discount.value")

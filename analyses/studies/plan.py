@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from analyses.studies.cells import read_status, run_cell, run_stacked_cells, stack_groups
-from analyses.studies.run import STOP_FILE, prepare_folder
-from analyses.studies.spec import StudySpecError, stored_spec
+from ictd_interp.analyses.studies.cells import read_status, run_cell, run_stacked_cells, stack_groups
+from ictd_interp.analyses.studies.run import STOP_FILE, prepare_folder
+from ictd_interp.analyses.studies.spec import StudySpecError, stored_spec
 
 PLAN = "units.json"  # a study folder's fixed split into units, for a cluster scheduler (``--plan``, ``--unit``)
 

@@ -1,8 +1,8 @@
 """A study's report from its CSVs alone: ``study.md`` and ``figures/`` (PNG + SVG).
 
 Every figure shows each condition with its spread over seeds: lines are the mean over seeds and bands
-the Student-t 95% interval of that mean (``analyses.metrics.intervals``); with fewer than ``SEED_LINES`` seeds
-every seed's own line is drawn too (thin). A seed whose value is not finite is counted and named in the
+the Student-t 95% interval of that mean (``ictd_interp.analyses.metrics.intervals``); with fewer than ``SEED_LINES``
+seeds every seed's own line is drawn too (thin). A seed whose value is not finite is counted and named in the
 table, never dropped from a mean.
 """
 
@@ -16,12 +16,20 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.ticker import MaxNLocator
 
-from analyses.figures.style import Figure, condition_colours, legend_outside, log_axis, zoom
-from analyses.metrics.intervals import COSINE, METHOD, describe_nonfinite, t_interval
-from analyses.studies import phase
-from analyses.studies.results import CELL, CONDITION, DEPTH, REFERENCE_NAME, STATUS, curve_column, read_tables
-from analyses.studies.spec import StudySpec, stored_spec
-from analyses.summary.tables import SIGNATURE_COLUMNS, STUDY_COLUMNS, Column, summary_column
+from ictd_interp.analyses.figures.style import Figure, condition_colours, legend_outside, log_axis, zoom
+from ictd_interp.analyses.metrics.intervals import COSINE, METHOD, describe_nonfinite, t_interval
+from ictd_interp.analyses.studies import phase
+from ictd_interp.analyses.studies.results import (
+    CELL,
+    CONDITION,
+    DEPTH,
+    REFERENCE_NAME,
+    STATUS,
+    curve_column,
+    read_tables,
+)
+from ictd_interp.analyses.studies.spec import StudySpec, stored_spec
+from ictd_interp.analyses.summary.tables import SIGNATURE_COLUMNS, STUDY_COLUMNS, Column, summary_column
 from ictd_interp.models.constructions.theta_star import SIGNATURE_INPUTS, SIGNATURE_TEXT
 
 DISCOUNT = summary_column("algorithm.layers.effective_discount")

@@ -19,10 +19,10 @@ from typing import Any
 
 import pandas as pd
 
-from analyses.studies.spec import StudySpec
-from analyses.summary.store import read_summary
-from analyses.summary.tables import flatten
-from ictd_interp.training import run_folder
+from ictd_interp.analyses.studies.spec import StudySpec
+from ictd_interp.analyses.summary.store import read_summary
+from ictd_interp.analyses.summary.tables import flatten
+from ictd_interp.io import run_folder
 from ictd_interp.training.evaluation import EvalMetrics
 
 # the tables' own columns, beside the summary's flattened fields (``schema.summary_column``)

@@ -36,7 +36,7 @@ from typing import Optional, Union
 
 import pandas as pd
 
-from analyses.studies.cells import (
+from ictd_interp.analyses.studies.cells import (
     TRAINED,
     attempts,
     is_running,
@@ -47,9 +47,9 @@ from analyses.studies.cells import (
     stack_groups,
     write_status,
 )
-from analyses.studies.results import collect, read_tables
-from analyses.studies.spec import StudySpec, StudySpecError, load_spec, stored_spec
-from analyses.studies.units import analyse_cell, analyses_apart
+from ictd_interp.analyses.studies.results import collect, read_tables
+from ictd_interp.analyses.studies.spec import StudySpec, StudySpecError, load_spec, stored_spec
+from ictd_interp.analyses.studies.units import analyse_cell, analyses_apart
 from ictd_interp.io.progress import computed, progress_bar
 
 STOP_FILE = "STOP"
@@ -130,7 +130,7 @@ def run_study(
         finally:
             if own:
                 session.close()
-    from analyses.studies.report import write_report
+    from ictd_interp.analyses.studies.report import write_report
 
     computed(
         {

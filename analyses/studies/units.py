@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from analyses.studies.cells import read_status, record_failure, write_status
+from ictd_interp.analyses.studies.cells import read_status, record_failure, write_status
 
 
 def analyses_apart(device: str) -> bool:
@@ -22,7 +22,7 @@ def analyse_cell(cell_dir: str) -> dict[str, Any]:
     ``failed``; a cell already done is returned as it is."""
     import torch
 
-    from analyses.analyze import analyze
+    from ictd_interp.analyses.analyze import analyze
 
     torch.set_num_threads(1)
     cell, started = Path(cell_dir), time.perf_counter()

@@ -1,6 +1,6 @@
 """The summary's sections: one dataclass per section of ``summary.json`` (``store`` writes and reads them).
 
-``compute`` of each architecture's report (``analyses.reports``) fills a ``Summary``; the leaves are the
+``compute`` of each architecture's report (``ictd_interp.analyses.reports``) fills a ``Summary``; the leaves are the
 metrics' own typed results (``LayerReading``, ``IterationMap``, ``Extrapolation``, ...), so renderers, study
 tables and claims read every number by attribute. Fields marked ``per_layer`` are lists indexed by layer,
 ``detail`` fields (curves, examples, full tables) stay in ``summary.json`` and are not tabulated (``tables``).
@@ -11,18 +11,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
-from analyses.metrics.acting import Acting
-from analyses.metrics.algorithm_id import IterationMap, LayerReading
-from analyses.metrics.baselines import Baselines
-from analyses.metrics.convergence import GeometricFit
-from analyses.metrics.extrapolation import Extrapolation
-from analyses.metrics.heads import HeadKernel, Signature
-from analyses.metrics.in_context import InContext
-from analyses.metrics.intervals import Interval
-from analyses.metrics.linear_family import FamilyIteration, FamilyReading
-from analyses.metrics.neu import NeuGrid
-from analyses.metrics.predecessor_metrics import WeightReadings
-from analyses.metrics.theta_star_limit import DepthLimit
+from ictd_interp.analyses.metrics.acting import Acting
+from ictd_interp.analyses.metrics.algorithm_id import IterationMap, LayerReading
+from ictd_interp.analyses.metrics.baselines import Baselines
+from ictd_interp.analyses.metrics.convergence import GeometricFit
+from ictd_interp.analyses.metrics.extrapolation import Extrapolation
+from ictd_interp.analyses.metrics.heads import HeadKernel, Signature
+from ictd_interp.analyses.metrics.in_context import InContext
+from ictd_interp.analyses.metrics.intervals import Interval
+from ictd_interp.analyses.metrics.linear_family import FamilyIteration, FamilyReading
+from ictd_interp.analyses.metrics.neu import NeuGrid
+from ictd_interp.analyses.metrics.predecessor_metrics import WeightReadings
+from ictd_interp.analyses.metrics.theta_star_limit import DepthLimit
 from ictd_interp.config.train import MODEL_CONFIGS, TrainConfig
 from ictd_interp.training.evaluation import DETAIL, PER_LAYER, EvalMetrics
 
@@ -116,7 +116,7 @@ class Convergence:
 @dataclass
 class TheirReadings:
     """The predecessor's own metrics of a linear model, as its code computes them
-    (``analyses.metrics.predecessor_metrics``), beside this project's family fit."""
+    (``ictd_interp.analyses.metrics.predecessor_metrics``), beside this project's family fit."""
 
     IWS: Interval
     SS: Interval
@@ -195,8 +195,8 @@ class Summary:
     architecture: str = "stylised"
     probes: Optional[Probes] = None
     margin: Optional[Margin] = None
-    in_context: Optional[InContext] = None  # the function-space verdict (analyses.metrics.in_context)
-    acting: Optional[Acting] = None  # a control model's greedy and softmax regret (analyses.metrics.acting)
+    in_context: Optional[InContext] = None  # the function-space verdict (ictd_interp.analyses.metrics.in_context)
+    acting: Optional[Acting] = None  # a control model's greedy and softmax regret (ictd_interp.analyses.metrics.acting)
     neu: Optional[NeuGrid] = detail()
     linear: Optional[LinearFamily] = None
     curves: Optional[Curves] = detail()

@@ -11,7 +11,7 @@ from dataclasses import MISSING, fields, is_dataclass
 from pathlib import Path
 from typing import Any, Union
 
-from analyses.summary.sections import Summary
+from ictd_interp.analyses.summary.sections import Summary
 
 
 def to_json(value: Any) -> Any:

@@ -11,9 +11,9 @@ import typing
 from dataclasses import dataclass, fields, is_dataclass
 from typing import Any, Optional, Union
 
-from analyses.metrics.intervals import COSINE, NONNEGATIVE
-from analyses.summary.sections import Summary
-from analyses.summary.store import written
+from ictd_interp.analyses.metrics.intervals import COSINE, NONNEGATIVE
+from ictd_interp.analyses.summary.sections import Summary
+from ictd_interp.analyses.summary.store import written
 from ictd_interp.models.constructions.theta_star import SIGNATURE_INPUTS
 
 

@@ -1,10 +1,11 @@
-"""The ``ictd-interp`` command: the one place that composes the core with ``analyses`` and ``hooks``.
+"""The ``ictd-interp`` command: the core's own sub-commands (``train``, ``models``, ``import-incontexttd``) and those a
+layer above registers (``command``: the analyses' ``analyze``, ``study``, ``claims``, ... through an entry point), so
+the command composes every layer while the core imports none above it.
 
-``build_parser`` declares every sub-command and its flags (generated from config dataclasses by
-``args``; ``configs`` holds ``construct``'s and ``evaluate``'s settings), torch-free so ``--help`` answers at once;
-each sub-command is one function of ``commands`` (``study`` in its own module), which imports the heavy layers
-inside it. ``main`` refuses what ``prechecks`` can see wrong before torch loads, sets the thread count
-(``threads``), and turns a bad request into one line naming what is wrong.
+``build_parser`` declares every sub-command and its flags (generated from config dataclasses by ``args``; shared
+flags in ``flags``), torch-free so ``--help`` answers at once; each sub-command runs one function that imports the
+heavy layers inside it. ``main`` refuses what ``prechecks`` and the command's own check can see wrong before torch
+loads, sets the thread count (``threads``), and turns a bad request into one line naming what is wrong.
 """
 
 from __future__ import annotations
@@ -16,20 +17,36 @@ import sys
 import warnings
 from collections.abc import Sequence
 from dataclasses import fields
-from importlib import resources
+from functools import partial
+from pathlib import Path
 from typing import Optional
 
-from ictd_interp.cli import commands, study
-from ictd_interp.cli.args import add_config_args, add_train_args, positive_int
-from ictd_interp.cli.configs import ConstructConfig, EvaluateConfig
+from ictd_interp.cli import commands
+from ictd_interp.cli.args import positive_int
+from ictd_interp.cli.command import GROUP, Command, registered
+from ictd_interp.cli.flags import THREADS_HELP, import_flags, models_flags, training_flags
 from ictd_interp.cli.prechecks import check_request
 from ictd_interp.cli.threads import SETS_OWN_THREADS, set_threads
-from ictd_interp.config.train import MODEL_CONFIGS, PRESETS, TrainConfig, flat_fields
+from ictd_interp.config.train import flat_fields
 
 DESCRIPTION = """Softmax transformers that run TD learning in context: pretrain, analyse and probe them.
 
 Start with `ictd-interp reproduce --preset quick --out runs/quick` (train, then analyse: summary.md and
 figures in runs/quick/analysis). The theory behind every number: docs/theory.md."""
+
+CORE = [
+    Command(
+        "train", "pretrain an ICTD transformer into a run folder", partial(training_flags, name="train"), commands.train
+    ),
+    Command("models", "the pretrained models shipped with the package, as a table", models_flags, commands.models),
+    Command(
+        "import-incontexttd",
+        "checkpoints of a model trained with the predecessor's InContextTD code",
+        import_flags,
+        commands.import_incontexttd,
+        check=lambda args: [Path(args.path)],
+    ),
+]
 
 
 class Parser(argparse.ArgumentParser):
@@ -49,254 +66,32 @@ def unknown_flags(parser: argparse.ArgumentParser, extra: Sequence[str]) -> str:
     return "unrecognized arguments: " + ", ".join(parts)
 
 
-def builtin_studies() -> list[str]:
-    """The studies shipped as ``analyses/studies/*.toml`` (read as files: no torch import)."""
-    return sorted(
-        p.name.removesuffix(".toml") for p in resources.files("analyses.studies").iterdir() if p.name.endswith(".toml")
-    )
+def all_commands() -> list[Command]:
+    """The core's commands, then the registered ones; a name registered twice is refused."""
+    found = CORE + registered()
+    names = [c.name for c in found]
+    if twice := sorted({n for n in names if names.count(n) > 1}):
+        raise ValueError(f"ictd-interp: the commands {twice} are registered twice (entry points {GROUP})")
+    return found
 
 
-def preset_help() -> str:
-    """Each preset with what it changes from its architecture's defaults (nested settings by their path)."""
-    parts = []
-    for name, preset in PRESETS.items():
-        base = TrainConfig(model=MODEL_CONFIGS[preset.architecture](d_features=preset.model.d_features))
-        parts.append(f"{name} ({preset.architecture}: {', '.join(base.differences(preset)) or 'the defaults'})")
-    return "training preset; every flag below overrides it: " + "; ".join(parts)
-
-
-THREADS_HELP = (
-    "torch CPU threads of this process (default: 1; two are somewhat faster on an idle machine and "
-    "several times slower on a busy one, which gets a warning: docs/performance.md, benchmarks/threads.py)"
-)
-
-
-def _path_and_out(p: argparse.ArgumentParser, out_help: str) -> None:
-    p.add_argument("path", help="a run folder, a checkpoint folder or a pretrained model's name (see models)")
-    p.add_argument("--out", required=True, help=out_help)
-    p.add_argument("--force", action="store_true", help="replace a folder that holds another request's results")
-
-
-def _training(p: argparse.ArgumentParser, name: str) -> None:
-    p.add_argument(
-        "--preset",
-        default=None,
-        choices=sorted(PRESETS),
-        help=preset_help()
-        + " (default: the architecture's own quick preset: "
-        + ", ".join(f"{cls.quick_preset} for {a}" for a, cls in MODEL_CONFIGS.items() if cls.quick_preset)
-        + "; quick otherwise)",
-    )
-    out_help = "run folder" if name == "train" else "folder for run/ (training) and analysis/ (report)"
-    p.add_argument("--out", required=name == "reproduce", help=out_help)
-    if name == "train":
-        p.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its last checkpoint")
-    p.add_argument(
-        "--threads",
-        type=positive_int,
-        default=None,
-        help=THREADS_HELP.replace(
-            "(default: 1;",
-            "(default: 1, or the count a resumed run was trained with; a bit-exact resume needs the same count;",
-        ),
-    )
-    _allocator_flag(p)
-    add_train_args(p)
-
-
-def _allocator_flag(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--keep-freed-memory",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="set glibc's allocator so each CPU step reuses warm pages (this command's processes only; "
-        "faster, numbers unchanged; ictd_interp.training.allocator)",
-    )
-
-
-def _ray_and_force(p: argparse.ArgumentParser) -> None:
-    """``--workers N | --address HOST:PORT`` and ``--force``, as the report commands on Ray take them."""
-    where = p.add_mutually_exclusive_group()
-    where.add_argument("--workers", type=positive_int, default=None, help="cells at once on a local Ray instance")
-    where.add_argument(
-        "--address", default=None, help="join this Ray cluster (HOST:PORT); --out must be shared storage"
-    )
-    p.add_argument("--force", action="store_true", help="replace a folder that holds another request's results")
-
-
-def _study_flags(p: argparse.ArgumentParser) -> None:
-    """``study``: a spec, its folder, and where it runs."""
-    from analyses.studies.spec import spec_size  # torch-free: reads each spec file
-
-    folder = resources.files("analyses.studies")
-    p.formatter_class = argparse.RawDescriptionHelpFormatter
-    p.epilog = "built-in studies:\n" + "\n".join(
-        f"  {name}: {spec_size(folder / f'{name}.toml')}" for name in builtin_studies()
-    )
-    p.add_argument("spec", help="a study spec (.toml) or a built-in study (listed below)")
-    p.add_argument("--out", default=None, help="study folder (re-running the same command resumes it); required to run")
-    p.add_argument(
-        "--dry-run", action="store_true", help="list the study's cells, seeds and measured time; run nothing"
-    )
-    p.add_argument(
-        "--device",
-        choices=("cpu", "cuda"),
-        default=None,
-        help="train every cell here (default: the spec's); on cuda each GPU trains one unit of cells at a time, "
-        "as many models stacked as its memory takes, and the analyses run in CPU tasks beside it",
-    )
-    where = p.add_mutually_exclusive_group()
-    where.add_argument(
-        "--workers", type=positive_int, default=None, help="cells at once on a local Ray instance (default: all cores)"
-    )
-    where.add_argument(
-        "--address",
-        default=None,
-        help="join this Ray cluster (HOST:PORT) instead; --out must be storage every node sees",
-    )
-    where.add_argument(
-        "--plan",
-        type=positive_int,
-        default=None,
-        metavar="N",
-        help="split the cells into at least N units for a cluster scheduler (DIR/units.json) and run nothing",
-    )
-    where.add_argument(
-        "--unit",
-        type=int,
-        default=None,
-        metavar="K",
-        help="run unit K of DIR/units.json in this process, without Ray (one job of a SLURM array: "
-        "K = $SLURM_ARRAY_TASK_ID); resumable; then the same command without --unit writes the report",
-    )
-    _allocator_flag(p)
-
-
-def _import_flags(p: argparse.ArgumentParser) -> None:
-    """``import-incontexttd``: the predecessor's log and what it does not record."""
-    p.add_argument("path", help="its log folder (data.npz, params.json), its data.npz, or a torch.save'd state dict")
-    p.add_argument("--out", required=True, help="checkpoint folder (with --all-steps: one sub-folder per logged step)")
-    p.add_argument("--all-steps", action="store_true", help="one checkpoint per logged step, not only the last")
-    p.add_argument(
-        "--n-layers", type=positive_int, default=None, help="depth of a tied ('auto') model without params.json"
-    )
-    p.add_argument(
-        "--gamma", type=float, default=None, help="discount of its prompts (default: params.json's, else 0.9)"
-    )
-    p.add_argument("--activation", default=None, help="identity or relu (default: params.json's, else identity)")
-    p.add_argument("--force", action="store_true", help="replace a folder that holds another request's results")
-
-
-def _claims_flags(p: argparse.ArgumentParser) -> None:
-    """``claims``: the report folder, its budget, and where it runs."""
-    p.add_argument("--out", required=True, help="report folder (re-running the same command resumes it)")
-    from analyses.claims.budget import BUDGETS  # after the check that ``analyses`` is the toolkit's own (main)
-
-    p.add_argument(
-        "--budget",
-        default="quick",
-        choices=sorted(BUDGETS),
-        help="quick: <= 15 min on 2 cores; full: more seeds, longer contexts, the standard model trained",
-    )
-    _ray_and_force(p)
-
-
-def _benchmark_flags(p: argparse.ArgumentParser) -> None:
-    """``methods-benchmark``: the report folder, its budget and which methods, cases, seeds and plug-ins."""
-    p.add_argument("--out", required=True, help="report folder (re-running the same command resumes it)")
-    p.add_argument(
-        "--budget",
-        default="quick",
-        choices=["quick", "full"],
-        help="quick: 5 seeds per case, 32 tasks (about 14 min on one core); full: 20 seeds, 64 tasks",
-    )
-    p.add_argument("--methods", default=None, help="comma-separated method names (default: every registered one)")
-    p.add_argument("--cases", default=None, help="comma-separated case names (default: every case)")
-    p.add_argument("--seeds", type=positive_int, default=None, help="seeds per case (default: the budget's)")
-    p.add_argument(
-        "--plugin",
-        action="append",
-        default=[],
-        metavar="FILE",
-        help="a Python file that registers methods (register_method); repeatable",
-    )
-    p.add_argument(
-        "--split",
-        default="public",
-        choices=["public", "private"],
-        help="public: cases from seeds 0, 1, ... (development); private: cases from seeds a key decides, "
-        "each method given a sealed problem (needs --key-file)",
-    )
-    p.add_argument("--key-file", default=None, metavar="FILE", help="the private split's key (at least 16 bytes)")
-    _ray_and_force(p)
-
-
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(available: Optional[list[Command]] = None) -> argparse.ArgumentParser:
     parser = Parser(prog="ictd-interp", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
-    p = sub.add_parser("construct", help="theta*: error versus depth on Boyan chains, with the margin C")
-    add_config_args(p, ConstructConfig, "construction")
-    for name, text in (
-        ("train", "pretrain an ICTD transformer into a run folder"),
-        ("reproduce", "pretrain a preset, then analyse it (re-run the same command to resume)"),
-    ):
-        _training(sub.add_parser(name, help=text, description=text), name)
-    listing = sub.add_parser("models", help="the pretrained models shipped with the package, as a table")
-    shape = listing.add_mutually_exclusive_group()
-    shape.add_argument("--long", action="store_true", help="every card's description, command and verdict ladder")
-    shape.add_argument("--json", action="store_true", help="the listing as JSON")
-    p = sub.add_parser("analyze", help="every metric and figure for a checkpoint or run folder")
-    _path_and_out(p, "folder for summary.json, summary.md and figures/")
-    p.add_argument(
-        "--stamp",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="the run's name in each figure's corner (--no-stamp for a figure going into a paper)",
-    )
-    p = sub.add_parser("evaluate", help="a checkpoint and theta* on another MRP source (out of distribution)")
-    _path_and_out(p, "folder for evaluation.json, evaluation.md and figures")
-    add_config_args(p, EvaluateConfig, "evaluation")
-    p = sub.add_parser("study", help="a grid of conditions x seeds on Ray, with aggregate figures and study.md")
-    _study_flags(p)
-    p = sub.add_parser(
-        "import-incontexttd", help="checkpoints of a model trained with the predecessor's InContextTD code"
-    )
-    _import_flags(p)
-    p = sub.add_parser("study-report", help="redraw a study's figures and study.md from its CSVs")
-    p.add_argument("path", help="a study folder")
-    p = sub.add_parser("claims", help="every claim of the paper re-derived with intervals and verdicts (claims.md)")
-    _claims_flags(p)
-    p = sub.add_parser(
-        "methods-benchmark",
-        help="score interpretability methods against circuits planted exactly (report.md, figures/)",
-    )
-    _benchmark_flags(p)
-    for command in sub.choices.values():  # one torch thread by default in every command
-        if not any("--threads" in action.option_strings for action in command._actions):
-            command.add_argument("--threads", type=positive_int, default=None, help=THREADS_HELP)
+    for command in all_commands() if available is None else available:
+        p = sub.add_parser(command.name, help=command.help, description=command.help)
+        command.flags(p)
+        if not any("--threads" in action.option_strings for action in p._actions):  # one torch thread by default
+            p.add_argument("--threads", type=positive_int, default=None, help=THREADS_HELP)
     return parser
 
 
-COMMANDS = {
-    "construct": commands.construct,
-    "train": commands.train,
-    "reproduce": commands.reproduce,
-    "models": commands.models,
-    "analyze": commands.analyze,
-    "evaluate": commands.evaluate,
-    "study": study.study,
-    "study-report": commands.study_report,
-    "claims": commands.claims,
-    "import-incontexttd": commands.import_incontexttd,
-    "methods-benchmark": commands.methods_benchmark,
-}
-
-
-def _as_flag(message: str) -> str:
+def _as_flag(message: str, command: Command) -> str:
     """A config's ``field: ...`` message names the command-line flag the user typed."""
     head, sep, rest = message.partition(": ")
-    known = set(flat_fields()) | {f.name for cls in (ConstructConfig, EvaluateConfig) for f in fields(cls)}
-    known |= set(EvaluateConfig().flat())
+    known = set(flat_fields())
+    if command.config is not None:
+        known |= {f.name for f in fields(command.config)} | set(command.config().flat())
     return f"--{head.replace('_', '-')}: {rest}" if sep and head in known else message
 
 
@@ -331,18 +126,15 @@ def parse(parser: argparse.ArgumentParser, argv: Optional[Sequence[str]]) -> arg
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from ictd_interp.io.install import shadowing
-
-    if (problem := shadowing()) is not None:
-        print(f"ictd-interp: error: {problem}", file=sys.stderr)
-        return 2
-    args = parse(build_parser(), argv)
+    available = all_commands()
+    args = parse(build_parser(available), argv)
+    command = next(c for c in available if c.name == args.command)
     try:
         with one_line_warnings(args.command):
-            check_request(args)  # before torch loads: a wrong name or path answers at once
+            check_request(args, command)  # before torch loads: a wrong name or path answers at once
             if args.command not in SETS_OWN_THREADS:
                 set_threads(args.threads)
-            return COMMANDS[args.command](args)
+            return command.run(args)
     except KeyboardInterrupt:
         print(
             f"ictd-interp {args.command}: interrupted (Ctrl-C); nothing it had finished was lost, re-run the same "
@@ -351,7 +143,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         )
         return 130
     except (ValueError, ImportError, FileNotFoundError, FileExistsError) as err:
-        print(f"ictd-interp {args.command}: error: {_as_flag(str(err))}", file=sys.stderr)
+        print(f"ictd-interp {args.command}: error: {_as_flag(str(err), command)}", file=sys.stderr)
         return 2
     except (MemoryError, RuntimeError) as err:  # torch's allocator failing: the request is too large, not a bug
         text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__

@@ -8,30 +8,18 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ictd_interp.cli.command import Command
 from ictd_interp.config.tasks import check_family
-from ictd_interp.io.pretrained import model_argument, names, unknown_model
+from ictd_interp.io.pretrained import names, unknown_model
 from ictd_interp.io.staging import refuse_unusable
 
 
-def check_request(args: argparse.Namespace) -> None:
-    """A ``ValueError`` (or ``FileNotFoundError``) naming the first thing wrong with ``args``, else nothing."""
-    if getattr(args, "path", None) is not None and args.command in ("analyze", "evaluate"):
-        check_model(args.path)
-    if args.command == "evaluate" and args.env is not None:
-        check_env(args.env)
-    if args.command == "study":
-        from analyses.studies.spec import spec_file  # torch-free: the specs are TOML files
-
-        spec_file(args.spec)
-    if args.command == "methods-benchmark":
-        from analyses.methods_benchmark.sealed import Split  # torch-free: reads the key file
-
-        Split.read(args.split, args.key_file)
-    out = getattr(args, "out", None)
-    if out is not None:
-        path = getattr(args, "path", None)
-        inputs = [model_argument(path)] if path is not None and args.command in ("analyze", "evaluate") else []
-        refuse_unusable(Path(out), inputs + ([Path(path)] if args.command == "import-incontexttd" else []))
+def check_request(args: argparse.Namespace, command: Command) -> None:
+    """A ``ValueError`` (or ``FileNotFoundError``) naming the first thing wrong with ``args``, else nothing: the
+    command's own check, then ``--out`` (never a folder it cannot use, never one of the files the request reads)."""
+    inputs = list(command.check(args)) if command.check is not None else []
+    if getattr(args, "out", None) is not None:
+        refuse_unusable(Path(args.out), inputs)
 
 
 def check_model(path: str) -> None:

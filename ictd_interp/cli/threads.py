@@ -38,7 +38,7 @@ def set_threads(threads: Optional[int], run_dir: Optional[str | Path] = None) ->
 
 def _recorded_threads(run_dir: Optional[str | Path]) -> Optional[int]:
     """The torch thread count the run in ``run_dir`` logged last (None: no run there yet)."""
-    from ictd_interp.training import run_folder
+    from ictd_interp.io import run_folder
 
     if run_dir is None or not run_folder.is_run(run_dir):
         return None

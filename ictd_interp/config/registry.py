@@ -2,7 +2,7 @@
 is the list: config validation, the CLI's help (``<families>`` and ``<objectives>`` in a docstring's ``Args:``),
 the task sampler, the trainer and the docs' tables (checked by the tests) all read it. An entry names the
 function behind it as ``module:function``, imported on first use, so configs stay torch-free. The methods of
-the methods benchmark have their own registry (``analyses.methods_benchmark.methods.METHODS``).
+the methods benchmark have their own registry (``ictd_interp.analyses.methods_benchmark.methods.METHODS``).
 """
 
 from __future__ import annotations

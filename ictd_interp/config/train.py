@@ -398,7 +398,8 @@ PRESETS: dict[str, TrainConfig] = {
     # In-context TD (docs/emergence.md, "A recipe that runs TD"): 48 tied layers, the learning rate warmed up over 100
     # steps then decayed by a cosine, the gradient clipped at norm 1, trained through the exact state-space forward.
     # Run deeper its error falls toward the tabular TD fixed point of the context; the quick preset's rises.
-    # Checkpoints every 60 steps: the last 20% of the run is judged at 6 of them (analyses.metrics.stability).
+    # Checkpoints every 60 steps: the last 20% of the run is judged at 6 of them
+    # (ictd_interp.analyses.metrics.stability).
     "deep": TrainConfig(
         model=ICTDConfig(d_features=4, tied=True, n_layers=48),
         steps=1500,

@@ -48,7 +48,7 @@ def list_pretrained() -> list[dict[str, Any]]:
                 "msve_interval": c.get("in_context", {}).get("msve_interval"),
                 "ladder": c.get("in_context", {}).get("ladder"),
             }
-        )  # analyses.cards
+        )  # ictd_interp.analyses.cards
     return out
 
 

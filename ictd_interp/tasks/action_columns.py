@@ -4,7 +4,7 @@ SARSA's target needs ``q(S_{k+1}, A_{k+1})``, which the context holds at column 
 Q-learning's need ``q(S_{k+1}, a')`` for *every* action ``a'``: one *action column* per ``(k + 1, a')`` carries
 the pair's features ``x(S_{k+1}, a')`` with zero reward and values, placed after the context's sources and before
 the query. Action columns are targets, never sources (as the query is), so each layer updates their values with
-the same kernel as every other column, and a backup reads them (``hooks.control_backups``).
+the same kernel as every other column, and a backup reads them (``ictd_interp.hooks.control_backups``).
 
 Columns: sources ``0 .. n-1`` (the context's pairs ``(S_k, A_k)``), then ``n · a`` action columns in the order
 ``(k + 1, a')`` for ``k = 0 .. n-1``, ``a' = 0 .. a-1``, then the query ``(S_n, A_n)``.

@@ -1,13 +1,12 @@
 """Pretraining: windowed batches (``batches``), the run's stream of them (``batch_stream``), the
 objectives (``objectives``), the resumable loop (``trainer``), runs of one shape stepped together in one
 process (``stacked``), evaluation during training
-(``evaluation``), run folders (``run_folder``), the opt-in CPU allocator setting (``allocator``) and
+(``evaluation``), the opt-in CPU allocator setting (``allocator``) and
 retraining a shipped model (``retraining``). Imports every layer below it (``config``, ``io``,
 ``tasks``, ``models``, ``reference``)."""
 
 from ictd_interp.training.evaluation import EvalSet, evaluate
 from ictd_interp.training.retraining import retrain
-from ictd_interp.training.run_folder import load_run_config
 from ictd_interp.training.trainer import Run, resume, train
 
-__all__ = ["EvalSet", "Run", "evaluate", "load_run_config", "resume", "retrain", "train"]
+__all__ = ["EvalSet", "Run", "evaluate", "resume", "retrain", "train"]

@@ -16,11 +16,10 @@ import torch
 from safetensors.torch import load_file
 
 from ictd_interp.config.train import TrainConfig
-from ictd_interp.io import provenance
+from ictd_interp.io import provenance, run_folder
 from ictd_interp.io.checkpoint import CONFIG, WEIGHTS
 from ictd_interp.io.pretrained import CARD, PREFIX, card, pretrained_path
 from ictd_interp.io.threads import chosen
-from ictd_interp.training import run_folder
 from ictd_interp.training.trainer import train
 
 # The cards' cross-machine tolerance of a retrain, relative to the largest weight. Measured between the CPU the

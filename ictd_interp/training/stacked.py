@@ -21,9 +21,9 @@ import torch
 
 from ictd_interp.config.model import ICTDConfig
 from ictd_interp.config.train import TrainConfig
+from ictd_interp.io import run_folder
 from ictd_interp.io.checkpoint import CheckpointError
 from ictd_interp.models.fast.ictd_stack import ModelStack
-from ictd_interp.training import run_folder
 from ictd_interp.training.allocator import apply_allocator_choice
 from ictd_interp.training.batches import WindowBatch
 from ictd_interp.training.evaluation import EvalSet

@@ -21,12 +21,12 @@ from typing import Any, Optional, Union
 import torch
 
 from ictd_interp.config.train import TrainConfig
+from ictd_interp.io import run_folder
 from ictd_interp.io.checkpoint import STATE as STATE_FILE
 from ictd_interp.io.checkpoint import CheckpointError, save_checkpoint
 from ictd_interp.io.progress import progress_bar
 from ictd_interp.models.loading import load_checkpoint
 from ictd_interp.models.registry import ICTDModel, build_model
-from ictd_interp.training import run_folder
 from ictd_interp.training.allocator import apply_allocator_choice
 from ictd_interp.training.batch_stream import BatchStream
 from ictd_interp.training.evaluation import EvalSet, evaluate

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from analyses.metrics.extrapolation import layer_at_depth
 from ictd_interp import HookedICTDTransformer, ICTDConfig
+from ictd_interp.analyses.metrics.extrapolation import layer_at_depth
 from ictd_interp.config.train import TrainConfig
 from ictd_interp.tasks.sampling import sample_tasks
 from ictd_interp.training.trainer import resume, train

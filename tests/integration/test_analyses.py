@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from analyses.analyze import analyze
 from ictd_interp import HookedICTDTransformer
+from ictd_interp.analyses.analyze import analyze
 from ictd_interp.io.checkpoint import CheckpointError, save_checkpoint
 from tests.conftest import make_cfg
 
@@ -13,9 +13,9 @@ def _check_report(out):
     for name in ("attention", "signature", "error_vs_depth", "error_vs_context", "predicted_vs_true", "grouped_kernel"):
         assert (out / "figures" / f"{name}.png").stat().st_size > 0 and (out / "figures" / f"{name}.svg").exists()
     assert "figures/signature.png" in (out / "summary.md").read_text()
-    from analyses.analyze import figures as draw
-    from analyses.figures.style import text_outside
-    from analyses.summary.store import read_summary, to_json
+    from ictd_interp.analyses.analyze import figures as draw
+    from ictd_interp.analyses.figures.style import text_outside
+    from ictd_interp.analyses.summary.store import read_summary, to_json
 
     typed = read_summary(out / "summary.json")  # the schema reads back exactly what it wrote
     assert to_json(typed) == summary and typed.metrics.eval_msve == summary["metrics"]["eval_msve"]
@@ -81,7 +81,7 @@ def test_analyze_bad_paths(tmp_path):
 
 
 def test_dynamics_over_checkpoints(tmp_path):
-    from analyses.metrics.dynamics import checkpoint_probes, logged_curves
+    from ictd_interp.analyses.metrics.dynamics import checkpoint_probes, logged_curves
 
     run = _short_run(tmp_path / "run", lr=0.05)
     curves = logged_curves(tmp_path / "run")
@@ -95,7 +95,7 @@ def test_dynamics_over_checkpoints(tmp_path):
 def test_the_signature_in_words_and_in_its_figure_is_one_set_of_numbers(tmp_path):
     """summary.md's signature line and signature.png's bars: the same three numbers under the same three labels
     (the weights on reward, v(S') and v(S), from ``signature_on_values``)."""
-    from analyses.analyze import analyze, figures
+    from ictd_interp.analyses.analyze import analyze, figures
 
     summary = analyze("quick-td-s0", tmp_path / "a", neu=False, draw=False)
     text = (tmp_path / "a" / "summary.md").read_text()

@@ -5,16 +5,16 @@ the TransformerLens 3.9 environment) a planted one-feature SAE case and the SAE 
 import pytest
 import torch
 
-from analyses.methods_benchmark.case_specs import CASES
-from analyses.methods_benchmark.cases import build_case
-from analyses.methods_benchmark.evaluate import score_method
-from analyses.methods_benchmark.methods import METHODS
-from analyses.methods_benchmark.scores import matched_correlations
+from ictd_interp.analyses.methods_benchmark.case_specs import CASES
+from ictd_interp.analyses.methods_benchmark.cases import build_case
+from ictd_interp.analyses.methods_benchmark.evaluate import score_method
+from ictd_interp.analyses.methods_benchmark.methods import METHODS
+from ictd_interp.analyses.methods_benchmark.scores import matched_correlations
 
 
 def test_a_planted_one_feature_sae_case():
     pytest.importorskip("sae_lens")
-    from analyses.methods_benchmark.sae_plugin import train_sae
+    from ictd_interp.analyses.methods_benchmark.sae_plugin import train_sae
 
     gen = torch.Generator().manual_seed(0)
     direction = torch.nn.functional.normalize(torch.randn(4, generator=gen, dtype=torch.float64), dim=0)
@@ -37,7 +37,7 @@ def superposed():
 
 def test_the_sae_plugin_beats_pca_on_the_superposed_case(superposed):
     pytest.importorskip("sae_lens")
-    import analyses.methods_benchmark.sae_plugin  # noqa: F401 (registers sae and sae-features)
+    import ictd_interp.analyses.methods_benchmark.sae_plugin  # noqa: F401 (registers sae and sae-features)
 
     sae, pca = score_method(METHODS["sae-features"], superposed), score_method(METHODS["pca"], superposed)
     assert sae.latents == 36 and sae.mcc > pca.mcc + 0.2

@@ -5,10 +5,10 @@ import json
 
 import pytest
 
-from analyses.claims.budget import BUDGETS
-from analyses.claims.claim import HOLDS
-from analyses.claims.claims_md import TITLES
-from analyses.claims.run import ORDER, run_claims
+from ictd_interp.analyses.claims.budget import BUDGETS
+from ictd_interp.analyses.claims.claim import HOLDS
+from ictd_interp.analyses.claims.claims_md import TITLES
+from ictd_interp.analyses.claims.run import ORDER, run_claims
 from tests.support.claims import TINY
 
 

@@ -268,41 +268,35 @@ def test_analyze_without_the_stamp_and_evaluate_lays_out_its_figures_as_analyze(
     assert not (tmp_path / "e" / "error_vs_depth.png").exists()
 
 
-def test_a_module_shadowing_the_toolkits_hooks_is_named_not_used(tmp_path):
+def test_a_users_hooks_py_and_analyses_py_shadow_nothing(tmp_path):
+    """``hooks`` and ``analyses`` install inside ``ictd_interp``: a user's own ``hooks.py`` or ``analyses.py`` in the
+    working directory is theirs, and the toolkit's command and imports still find the toolkit's packages."""
     import subprocess
     import sys
 
-    (tmp_path / "hooks.py").write_text("# a user's own file\n")
-    out = subprocess.run(
+    for name in ("hooks", "analyses"):
+        (tmp_path / f"{name}.py").write_text("raise SystemExit('a user file was imported by the toolkit')\n")
+    check = (
+        "import ictd_interp.analyses.metrics, ictd_interp.hooks, sys; "
+        "print(ictd_interp.hooks.__file__); assert 'hooks' not in sys.modules and 'analyses' not in sys.modules"
+    )
+    out = subprocess.run([sys.executable, "-c", check], cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert Path(out.stdout.strip()) == Path(__file__).resolve().parents[2] / "hooks" / "__init__.py"
+    listing = subprocess.run(
         [sys.executable, "-m", "ictd_interp.cli", "models"], cwd=tmp_path, capture_output=True, text=True
     )
-    assert out.returncode == 2 and out.stderr.count("\n") == 1
-    assert f"{tmp_path / 'hooks.py'}: a module named 'hooks' shadows ictd-interp's own hooks package" in out.stderr
-
-
-def test_importing_analyses_beside_a_users_hooks_py_names_the_file(tmp_path):
-    import subprocess
-    import sys
-
-    (tmp_path / "hooks.py").write_text("# a user's own file\n")
-    out = subprocess.run(
-        [sys.executable, "-c", "import analyses.metrics"], cwd=tmp_path, capture_output=True, text=True
-    )
-    assert out.returncode == 1
-    assert out.stderr.strip().splitlines()[-1] == (
-        f"ImportError: {tmp_path / 'hooks.py'}: a module named 'hooks' shadows ictd-interp's own hooks package "
-        f"({Path(__file__).resolve().parents[2] / 'hooks'}); rename it, or run from another folder"
-    )
-    alone = subprocess.run([sys.executable, "-c", "import analyses.metrics"], cwd=tmp_path.parent, capture_output=True)
-    assert alone.returncode == 0, alone.stderr
+    assert listing.returncode == 0 and "quick-td-s0" in listing.stdout, listing.stderr
+    own = subprocess.run([sys.executable, "-c", "import hooks"], cwd=tmp_path, capture_output=True, text=True)
+    assert own.returncode == 1 and "a user file was imported" in own.stderr  # the user's file is theirs to import
 
 
 def test_ctrl_c_while_analyze_draws_leaves_nothing_half_written(monkeypatch, capsys, tmp_path):
     """Interrupted once summary.json and every figure are written, before summary.md: the output folder holds
     none of them, and no staging folder (only what the command wrote before the work, so the same command starts
     again)."""
-    from analyses import analyze as analyze_module
     from ictd_interp import cli
+    from ictd_interp.analyses import analyze as analyze_module
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
@@ -384,6 +378,7 @@ def test_requests_wrong_without_a_model_are_refused_before_torch_loads(tmp_path)
     # an output folder named after the shipped model it analyses is not taken for the model (the re-run case)
     from argparse import Namespace
 
+    from ictd_interp.cli import all_commands
     from ictd_interp.cli.prechecks import check_request
 
     (tmp_path / "depth3-td-s0").mkdir()
@@ -391,6 +386,9 @@ def test_requests_wrong_without_a_model_are_refused_before_torch_loads(tmp_path)
     here = os.getcwd()
     os.chdir(tmp_path)
     try:
-        check_request(Namespace(command="analyze", path="depth3-td-s0", out="depth3-td-s0"))  # raises if refused
+        analyze = next(c for c in all_commands() if c.name == "analyze")
+        check_request(
+            Namespace(command="analyze", path="depth3-td-s0", out="depth3-td-s0"), analyze
+        )  # raises if refused
     finally:
         os.chdir(here)

@@ -2,8 +2,8 @@
 
 import json
 
-from analyses.figures.style import text_outside
-from analyses.reports.ood import ood_figures
+from ictd_interp.analyses.figures.style import text_outside
+from ictd_interp.analyses.reports.ood import ood_figures
 from ictd_interp.cli import main
 
 

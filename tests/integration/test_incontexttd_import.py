@@ -170,7 +170,7 @@ def test_the_runs_own_tasks_are_carried_into_the_import(tmp_path):
     refused by name."""
     import json
 
-    from analyses.analyze import resolve
+    from ictd_interp.analyses.analyze import resolve
     from ictd_interp.cli import main
     from ictd_interp.io.incontexttd import InContextTDError, read_incontexttd
 

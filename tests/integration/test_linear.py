@@ -17,7 +17,7 @@ D, N, L, GAMMA = 3, 12, 6, 0.9
 
 
 def test_analyze_reports_a_linear_model_in_its_family(tmp_path):
-    from analyses.summary.store import read_summary
+    from ictd_interp.analyses.summary.store import read_summary
     from ictd_interp.cli import main
     from ictd_interp.io.checkpoint import save_checkpoint
 

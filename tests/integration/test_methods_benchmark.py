@@ -5,13 +5,13 @@ import json
 
 import pytest
 
-from analyses.methods_benchmark import methods as M
-from analyses.methods_benchmark.case_specs import CASES
-from analyses.methods_benchmark.cases import build_case, problem_of
-from analyses.methods_benchmark.evaluate import CellResult
-from analyses.methods_benchmark.report import write_report
-from analyses.methods_benchmark.run import BenchmarkBudget, run_benchmark
-from analyses.methods_benchmark.scores import angle_degrees
+from ictd_interp.analyses.methods_benchmark import methods as M
+from ictd_interp.analyses.methods_benchmark.case_specs import CASES
+from ictd_interp.analyses.methods_benchmark.cases import build_case, problem_of
+from ictd_interp.analyses.methods_benchmark.evaluate import CellResult
+from ictd_interp.analyses.methods_benchmark.report import write_report
+from ictd_interp.analyses.methods_benchmark.run import BenchmarkBudget, run_benchmark
+from ictd_interp.analyses.methods_benchmark.scores import angle_degrees
 from ictd_interp.cli import main
 
 
@@ -32,8 +32,8 @@ def test_das_through_pyvene_finds_the_value_direction(monkeypatch):
 
 
 PLUGIN = '''
-from analyses.methods_benchmark.graph import build_graph
-from analyses.methods_benchmark.methods import EdgeOutput, Method, register_method
+from ictd_interp.analyses.methods_benchmark.graph import build_graph
+from ictd_interp.analyses.methods_benchmark.methods import EdgeOutput, Method, register_method
 
 
 def degree(case):
@@ -64,7 +64,7 @@ def test_a_tiny_benchmark_with_a_plugin_resumes_and_refuses_a_changed_request(tm
     report = write_report(cells, budget, tmp_path / "b").read_text()  # the typed cells, rendered
     assert "| out-degree |" in report and "| rotated | value |" in report and "AUROC 1.000 [1.000, 1.000]" in report
     assert (tmp_path / "b" / "figures" / "directions_linear-probe.png").stat().st_size > 10_000
-    monkeypatch.setattr("analyses.methods_benchmark.run.run_benchmark", lambda *a, **k: (cells, budget))
+    monkeypatch.setattr("ictd_interp.analyses.methods_benchmark.run.run_benchmark", lambda *a, **k: (cells, budget))
     assert main(["methods-benchmark", "--out", str(tmp_path / "b")]) == 0  # the command's own summary line
 
 
@@ -75,9 +75,9 @@ def test_the_command_names_an_unknown_method(tmp_path, capsys):
 
 
 def test_a_method_returning_nan_fails_its_cell_and_is_never_scored(tmp_path):
-    from analyses.methods_benchmark.evaluate import EdgeScores, Roc
-    from analyses.methods_benchmark.report import failure_lines
-    from analyses.methods_benchmark.selection import edge_methods
+    from ictd_interp.analyses.methods_benchmark.evaluate import EdgeScores, Roc
+    from ictd_interp.analyses.methods_benchmark.report import failure_lines
+    from ictd_interp.analyses.methods_benchmark.selection import edge_methods
 
     ok = EdgeScores(auroc=1.0, auprc=1.0, roc=Roc([0.0, 1.0], [0.0, 1.0]))
     cells = [
@@ -90,7 +90,7 @@ def test_a_method_returning_nan_fails_its_cell_and_is_never_scored(tmp_path):
 
 
 def test_a_method_author_narrows_the_benchmark_to_some_cases_and_seeds(tmp_path, capsys):
-    from analyses.methods_benchmark.run import narrowed
+    from ictd_interp.analyses.methods_benchmark.run import narrowed
     from ictd_interp.cli import main
 
     small = narrowed("quick", ["rotated"], 1)
@@ -126,9 +126,9 @@ def test_the_documented_python_route_runs_as_written(tmp_path, monkeypatch):
 
 ADVERSARIES = '''
 import gc, json, os, sys, time
-import analyses.methods_benchmark.evaluate as evaluate
-import analyses.methods_benchmark.scores as scores
-from analyses.methods_benchmark.methods import EDGES, Method, register_method, random_ranking
+import ictd_interp.analyses.methods_benchmark.evaluate as evaluate
+import ictd_interp.analyses.methods_benchmark.scores as scores
+from ictd_interp.analyses.methods_benchmark.methods import EDGES, Method, register_method, random_ranking
 
 # at import, in whatever process imports it: every score 1, every written number 1
 evaluate.score_edges = lambda case, output: (_ for _ in ()).throw(RuntimeError("patched scorer ran"))
@@ -188,7 +188,9 @@ def test_no_method_can_break_the_harness_or_another_methods_score(tmp_path, monk
     assert "raised LookupError: no truth in this process" in cell.failed["snoop"]
     from dataclasses import replace
 
-    from analyses.methods_benchmark.evaluate import score_method  # the references, scored here without any plugin
+    from ictd_interp.analyses.methods_benchmark.evaluate import (
+        score_method,  # the references, scored here without any plugin
+    )
 
     case = build_case(replace(CASES["distractors"], n_tasks=8), 0)
     alone = {
@@ -204,7 +206,7 @@ def test_edge_pruning_tests_edges_jointly_and_sees_through_a_cancelling_pair():
     """Masks trained together remove both heads of a cancelling pair at no cost, which single-edge patching scores
     as large effects: on ``cancelling`` edge pruning ranks the circuit first (AUROC > 0.9, every true edge kept)
     where exact single-edge patching is near chance."""
-    from analyses.methods_benchmark.evaluate import score_method
+    from ictd_interp.analyses.methods_benchmark.evaluate import score_method
 
     case = build_case(CASES["cancelling"], 0)
     pruned = score_method(M.METHODS["edge-pruning"], case)

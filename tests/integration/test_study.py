@@ -14,10 +14,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from analyses.studies.run import load_study, run_study
-from analyses.studies.spec import StudySpecError, load_spec
-from analyses.summary.store import read_summary
-from analyses.summary.tables import flatten
+from ictd_interp.analyses.studies.run import load_study, run_study
+from ictd_interp.analyses.studies.spec import StudySpecError, load_spec
+from ictd_interp.analyses.summary.store import read_summary
+from ictd_interp.analyses.summary.tables import flatten
 from ictd_interp.training.trainer import train
 from tests.support.study import ENV, _cli, _wait_for, _write_spec, assert_same, final_weights, spec, standalone
 
@@ -100,7 +100,7 @@ def test_cells_of_other_conditions_share_a_stack_and_a_gpu_units_analyses_run_ap
     """Cells that differ in learning rate and step count (not only seed) are stacked together; with analyses apart
     (what a GPU unit does, here on the CPU) each unit leaves its cells ``trained`` and CPU tasks analyse them, and a
     cell found ``trained`` on a re-run is analysed without being trained again."""
-    import analyses.studies.run as study_run
+    import ictd_interp.analyses.studies.run as study_run
 
     monkeypatch.setattr(study_run, "analyses_apart", lambda device: True)
     grid = {"lr": [1e-3, 1e-2], "steps": [8, 12]}
@@ -124,7 +124,7 @@ def test_a_planned_study_runs_unit_by_unit_without_ray_and_resumes_per_unit(tmp_
     """``--plan N`` fixes the split (DIR/units.json); each ``--unit K`` (a SLURM array's job) trains its stack in
     its own process without Ray, bit for bit the same stack trained alone; a re-run unit redoes nothing, a unit
     out of range and another plan once cells started are refused, and the report follows from the cells."""
-    from analyses.studies.plan import plan_units, run_unit
+    from ictd_interp.analyses.studies.plan import plan_units, run_unit
 
     study, out = load_spec(spec(grid={"lr": [1e-3, 1e-2]})), tmp_path / "s"
     units = plan_units(study, out, 2)
@@ -202,7 +202,7 @@ def _killed(cell: Path) -> None:
 
 
 def test_a_stack_killed_between_its_first_checkpoints_restarts_together_and_a_retry_never_redoes_a_done_cell(tmp_path):
-    from analyses.studies.cells import run_stacked_cells
+    from ictd_interp.analyses.studies.cells import run_stacked_cells
     from ictd_interp.training.stacked import train_stack
 
     cells = load_spec(spec(grid={"tied": [True]})).cells()
@@ -236,7 +236,7 @@ def test_a_stack_killed_between_its_first_checkpoints_restarts_together_and_a_re
 
 
 def test_a_cell_trained_before_trained_in_was_recorded_continues_alone_with_an_unknown_first_stretch(tmp_path):
-    from analyses.studies.cells import last_unit, run_cell
+    from ictd_interp.analyses.studies.cells import last_unit, run_cell
 
     cell = load_spec(spec(grid={"tied": [True]}, seeds=[0])).cells()[0]
     polls = iter(range(10**6))
@@ -362,7 +362,7 @@ def test_a_real_cluster_on_loopback(tmp_path):
 def test_sparse_curves_warn_and_get_markers(tmp_path, monkeypatch):
     import warnings as w
 
-    from analyses.studies import report as study_report
+    from ictd_interp.analyses.studies import report as study_report
 
     data = pd.DataFrame(
         {"condition": ["c"] * 4, "cell": ["x", "x", "y", "y"], "step": [0, 10, 0, 10], "v": [1.0, 0.5, 1.2, 0.6]}
@@ -371,7 +371,6 @@ def test_sparse_curves_warn_and_get_markers(tmp_path, monkeypatch):
     ax = fig.add_subplot()
     study_report.band_lines(ax, data, "step", "v")
     assert ax.get_lines()[0].get_marker() == "o"  # two evaluations: markers, not a bare straight line
-    import analyses.studies.run
 
     def no_ray(*args, **kwargs):
         raise RuntimeError("no cells run here")
@@ -387,8 +386,8 @@ def test_sparse_curves_warn_and_get_markers(tmp_path, monkeypatch):
 def test_an_unreachable_ray_address_is_refused_before_any_folder_is_touched(tmp_path):
     """Ray retries an unreachable head for minutes; the address is checked first, in one line, and a forced
     claims folder holding earlier results keeps them."""
-    from analyses.claims.run import run_claims
-    from analyses.studies.run import check_address
+    from ictd_interp.analyses.claims.run import run_claims
+    from ictd_interp.analyses.studies.run import check_address
 
     with pytest.raises(ValueError, match="expected HOST:PORT"):
         check_address("localhost")

@@ -3,7 +3,7 @@
 import pytest
 
 from ictd_interp.config.train import TrainConfig
-from ictd_interp.training.run_folder import read_metrics
+from ictd_interp.io.run_folder import read_metrics
 from ictd_interp.training.trainer import train
 
 

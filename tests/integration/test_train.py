@@ -11,10 +11,10 @@ import torch
 
 from ictd_interp import HookedICTDTransformer
 from ictd_interp.config.train import TrainConfig
+from ictd_interp.io.run_folder import read_metrics
 from ictd_interp.training import objectives
 from ictd_interp.training.batches import window_batch
 from ictd_interp.training.objectives import objective as registered_objective
-from ictd_interp.training.run_folder import read_metrics
 from ictd_interp.training.trainer import TrainingDiverged, resume, train
 
 
@@ -165,7 +165,7 @@ import json, sys, tempfile
 import torch
 from ictd_interp.config import TrainConfig
 from ictd_interp.tasks.sampling import sample_from
-from ictd_interp.training.run_folder import load_run_config
+from ictd_interp.io.run_folder import load_run_config
 from ictd_interp.training.trainer import train
 base = dict(d_features=3, n_states=5, context_len=6, tasks_per_batch=4, windows_per_task=3, steps=6, eval_every=3,
             checkpoint_every=3, n_eval_tasks=8, n_layers=2, lr=1e-2, dtype="float64", architecture=sys.argv[1])

@@ -2,7 +2,7 @@
 
 import pytest
 
-from analyses.figures.attention_plots import attention_view
+from ictd_interp.analyses.figures.attention_plots import attention_view
 from tests.conftest import make_star, make_tasks
 
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from analyses.claims.claim import HOLDS
+from ictd_interp.analyses.claims.claim import HOLDS
 
 
 @pytest.mark.slow  # the quick budget in full: about 10 minutes on 2 cores

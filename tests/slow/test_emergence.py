@@ -3,7 +3,7 @@ that learns in context; the depth-3 preset of release 0.2, whose weight cosines 
 
 import pytest
 
-from analyses.cards import verdict
+from ictd_interp.analyses.cards import verdict
 from ictd_interp.config.train import TrainConfig
 from ictd_interp.training.trainer import train
 

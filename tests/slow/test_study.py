@@ -6,7 +6,7 @@ import signal
 
 import pytest
 
-from analyses.studies.spec import load_spec
+from ictd_interp.analyses.studies.spec import load_spec
 from tests.support.study import _cli, _wait_for, _write_spec, assert_same, final_weights, spec, standalone
 
 

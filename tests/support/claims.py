@@ -1,6 +1,6 @@
 """Shared by tests/*/test_claims.py."""
 
-from analyses.claims.budget import Budget
+from ictd_interp.analyses.claims.budget import Budget
 
 TINY = Budget(
     "tiny",

@@ -5,7 +5,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).parents[2]
 
-PACKAGES = ("ictd_interp", "hooks", "analyses")
+# Each top-level folder and the module name it installs as (pyproject.toml's package-dir)
+FOLDERS = {"ictd_interp": "ictd_interp", "hooks": "ictd_interp.hooks", "analyses": "ictd_interp.analyses"}
 
 LAYERS = [
     "ictd_interp._lazy",
@@ -16,20 +17,22 @@ LAYERS = [
     "ictd_interp.reference",
     "ictd_interp.training",
     "hooks",
-    "analyses.metrics",
-    "analyses.figures",
-    "analyses.summary",
-    "analyses.reports",
-    "analyses.analyze",
-    "analyses.studies",
-    "analyses.claims",
-    "analyses.methods_benchmark",
+    "ictd_interp.analyses.metrics",
+    "ictd_interp.analyses.figures",
+    "ictd_interp.analyses.summary",
+    "ictd_interp.analyses.reports",
+    "ictd_interp.analyses.analyze",
+    "ictd_interp.analyses.cards",
+    "ictd_interp.analyses.studies",
+    "ictd_interp.analyses.claims",
+    "ictd_interp.analyses.methods_benchmark",
     "ictd_interp.cli",
 ]
 
 
 def module_name(path: Path, root: Path = ROOT) -> str:
-    return ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+    folder, *rest = path.relative_to(root).with_suffix("").parts
+    return ".".join([FOLDERS[folder], *rest]).removesuffix(".__init__")
 
 
 def imports(path: Path, modules: set[str]) -> set[str]:
@@ -43,14 +46,14 @@ def imports(path: Path, modules: set[str]) -> set[str]:
             found |= {
                 f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module for a in node.names
             }
-    return {m for m in found if m.split(".")[0] in PACKAGES}
+    return {m for m in found if m.split(".")[0] == "ictd_interp"}
 
 
 def graph(root: Path = ROOT) -> dict[str, set[str]]:
-    paths = {module_name(p, root): p for package in PACKAGES for p in (root / package).rglob("*.py")}
+    paths = {module_name(p, root): p for folder in FOLDERS for p in (root / folder).rglob("*.py")}
     return {name: imports(path, set(paths)) - {name} for name, path in paths.items()}
 
 
 def layer(module: str) -> int:
     matches = [i for i, prefix in enumerate(LAYERS) if module == prefix or module.startswith(prefix + ".")]
-    return matches[-1] if matches else -1  # -1: a package root (ictd_interp, analyses), lazy exports only
+    return matches[-1] if matches else -1  # -1: a package root (ictd_interp, ictd_interp.analyses), lazy exports only

@@ -4,7 +4,8 @@ import pytest
 import torch
 from einops import einsum
 
-from analyses.metrics.algorithm_id import (
+from ictd_interp import HookedICTDTransformer, ICTDConfig
+from ictd_interp.analyses.metrics.algorithm_id import (
     identify_layer,
     identify_layers,
     iterated_limit,
@@ -14,14 +15,13 @@ from analyses.metrics.algorithm_id import (
     spectral_verdict,
     state_map,
 )
-from analyses.metrics.extrapolation import (
+from ictd_interp.analyses.metrics.extrapolation import (
     depth_extrapolation,
     depths_up_to,
     extrapolation_verdict,
     layer_at_depth,
     spectral_depth,
 )
-from ictd_interp import HookedICTDTransformer, ICTDConfig
 from ictd_interp.config.train import TrainConfig
 from ictd_interp.models.constructions.theta_star import TDCoefficients
 from ictd_interp.tasks.sampling import sample_tasks
@@ -238,7 +238,7 @@ def test_the_quick_neu_model_diverges_by_its_spectrum():
 def test_tabular_identification_recovers_tabular_td_exactly():
     """Values produced by tabular TD (same-state kernel) are identified by the tabular family with
     fve 1 and the true (a, b, c); the softmax family fits them worse."""
-    from analyses.metrics.algorithm_id import identify_from_values
+    from ictd_interp.analyses.metrics.algorithm_id import identify_from_values
     from ictd_interp.reference.td import same_state_kernel
     from tests.conftest import make_tasks
 

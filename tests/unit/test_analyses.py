@@ -4,19 +4,19 @@ import numpy as np
 import pytest
 import torch
 
-from analyses.figures import plots as figures
-from analyses.figures.style import series_colours
-from analyses.metrics.convergence import GeometricFit, errors_by_context, errors_by_depth, fit_geometric
-from analyses.metrics.diagonality import (
+from ictd_interp import HookedICTDTransformer
+from ictd_interp.analyses.figures import plots as figures
+from ictd_interp.analyses.figures.style import series_colours
+from ictd_interp.analyses.metrics.convergence import GeometricFit, errors_by_context, errors_by_depth, fit_geometric
+from ictd_interp.analyses.metrics.diagonality import (
     kernel_diagonality,
     model_margin,
     onehot_margin,
     self_attention_mass,
     state_kernels,
 )
-from analyses.metrics.heads import Signature
-from analyses.metrics.probes import circuit_cosines, prediction_gap, sensitivity_cosine, weight_cosines
-from ictd_interp import HookedICTDTransformer
+from ictd_interp.analyses.metrics.heads import Signature
+from ictd_interp.analyses.metrics.probes import circuit_cosines, prediction_gap, sensitivity_cosine, weight_cosines
 from ictd_interp.reference.metrics import value_signature
 from ictd_interp.tasks.sampling import sample_tasks
 from tests.conftest import make_star, make_tasks
@@ -144,7 +144,7 @@ def test_a_series_keeps_its_colour_across_figures_and_a_quoted_fit_is_drawn():
 
 
 def test_figures_draw_the_numbers_they_are_given():
-    from analyses.figures import circuits as circuit_figures
+    from ictd_interp.analyses.figures import circuits as circuit_figures
 
     depth = figures.error_vs_depth({"theta*": [1.0, 0.5, 0.3], "trained model": [0.9, 0.4, 0.2]})
     lines = depth.axes[0].get_lines()  # no fits given: the two curves only
@@ -186,8 +186,8 @@ def test_a_tied_models_heads_are_drawn_once_not_once_per_layer():
 def test_a_contracting_map_whose_error_rises_is_never_said_to_converge():
     """quick-td-s0's layer contracts (radius < 1 on every task) but its error at 4x depth is far above its best:
     it settles on a worse fixed point, and does not converge."""
-    from analyses.metrics.theta_star_limit import star_map
-    from analyses.reports.stylised import algorithm_answers
+    from ictd_interp.analyses.metrics.theta_star_limit import star_map
+    from ictd_interp.analyses.reports.stylised import algorithm_answers
     from ictd_interp.config.train import TrainConfig
     from ictd_interp.training.evaluation import EvalSet
 
@@ -205,7 +205,7 @@ def test_every_analysis_draw_is_named_once_and_an_unknown_name_is_refused():
     import re
     from pathlib import Path
 
-    from analyses.metrics.draws import DRAWS, draw_seed
+    from ictd_interp.analyses.metrics.draws import DRAWS, draw_seed
 
     assert draw_seed(100, "ladder") == 104 and set(DRAWS) >= {"long_context", "theta_star_limit", "probe_fit"}
     with pytest.raises(ValueError, match="unknown task set 'nope'"):
@@ -222,7 +222,7 @@ def test_every_analysis_draw_is_named_once_and_an_unknown_name_is_refused():
 
 
 def test_an_interval_of_a_diverged_error_is_written_in_scientific_form_not_forty_digits():
-    from analyses.metrics.intervals import Interval
+    from ictd_interp.analyses.metrics.intervals import Interval
 
     assert Interval(3.9e38, -3.3e38, 1.1e39, 5).text(".3f") == "3.9e+38 [-3.3e+38, 1.1e+39]"
     assert Interval(0.5, 0.4, 0.6, 5).text(".3f") == "0.500 [0.400, 0.600]"

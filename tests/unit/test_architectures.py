@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from analyses.analyze import REPORTS, report_for
+from ictd_interp.analyses.analyze import REPORTS, report_for
 from ictd_interp.config.linear import LinearICTDConfig
 from ictd_interp.config.train import ARCHITECTURES, MODEL_CONFIGS
 from ictd_interp.models import HookedICTDTransformer, HookedLinearICTD, HookedStandardTransformer
@@ -45,7 +45,7 @@ def test_an_unknown_architecture_and_a_missing_report_are_named(monkeypatch):
 def test_the_analyses_read_the_records_flag_not_the_architectures_name():
     """A stylised model whose record said ``holds_theta_star = False`` is analysed in function space: the weight
     probes and the stored-value probe are off although its architecture is still named "stylised"."""
-    from analyses.metrics.site_probes import value_targets
+    from ictd_interp.analyses.metrics.site_probes import value_targets
     from ictd_interp.config import TrainConfig
     from ictd_interp.training.evaluation import EvalSet, evaluate
 

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from analyses.metrics import baselines
-from analyses.metrics.intervals import COSINE, NONNEGATIVE, paired, t_interval
 from ictd_interp import MRP
+from ictd_interp.analyses.metrics import baselines
+from ictd_interp.analyses.metrics.intervals import COSINE, NONNEGATIVE, paired, t_interval
 from ictd_interp.tasks.sampling import TaskBatch
 
 GAMMA = 0.5
@@ -126,7 +126,7 @@ def test_t_interval_covers_the_mean_of_normal_data(n_seeds):
 
 
 def test_tabular_td_on_states_equals_the_positional_solve():
-    from analyses.metrics.baselines import tabular_td, tabular_td_states
+    from ictd_interp.analyses.metrics.baselines import tabular_td, tabular_td_states
     from tests.conftest import make_tasks
 
     tasks = make_tasks(n_tasks=32, n_states=8, n=15, seed=3)

@@ -5,12 +5,12 @@ the TransformerLens 3.9 environment) a planted one-feature SAE case and the SAE 
 import pytest
 import torch
 
-from analyses.methods_benchmark.case_specs import CASES
-from analyses.methods_benchmark.cases import build_case, feature_values, problem_of, residual_sites
-from analyses.methods_benchmark.evaluate import score_features, score_method
-from analyses.methods_benchmark.methods import METHODS, FeatureOutput
-from analyses.methods_benchmark.scores import matched_correlations
-from analyses.metrics.site_probes import residual_stack
+from ictd_interp.analyses.methods_benchmark.case_specs import CASES
+from ictd_interp.analyses.methods_benchmark.cases import build_case, feature_values, problem_of, residual_sites
+from ictd_interp.analyses.methods_benchmark.evaluate import score_features, score_method
+from ictd_interp.analyses.methods_benchmark.methods import METHODS, FeatureOutput
+from ictd_interp.analyses.methods_benchmark.scores import matched_correlations
+from ictd_interp.analyses.metrics.site_probes import residual_stack
 
 
 @pytest.fixture(scope="module")
@@ -85,12 +85,12 @@ def test_the_random_dictionary_is_as_wide_as_the_sae_and_fires_as_often_as_the_u
 def test_a_plugin_loaded_twice_registers_once_and_a_different_method_is_still_refused(tmp_path):
     import importlib.util
 
-    from analyses.methods_benchmark.methods import Method, register_method
-    from analyses.methods_benchmark.plugins import load_plugin
+    from ictd_interp.analyses.methods_benchmark.methods import Method, register_method
+    from ictd_interp.analyses.methods_benchmark.plugins import load_plugin
 
     path = tmp_path / "twice.py"
     path.write_text(
-        "from analyses.methods_benchmark.methods import FeatureOutput, Method, register_method\n"
+        "from ictd_interp.analyses.methods_benchmark.methods import FeatureOutput, Method, register_method\n"
         "def twice(case):\n    return FeatureOutput()\n"
         "register_method(Method('twice-loaded', 'features', twice, 'a test plugin'))\n"
     )

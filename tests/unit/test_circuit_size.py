@@ -3,11 +3,18 @@
 import pytest
 import torch
 
-from analyses.methods_benchmark.case_specs import CASES
-from analyses.methods_benchmark.cases import build_case
-from analyses.methods_benchmark.faithfulness import ablated_outputs, areas, node_auroc, ranked, recovered, size_curve
-from analyses.methods_benchmark.graph import build_graph
-from analyses.methods_benchmark.methods import runs
+from ictd_interp.analyses.methods_benchmark.case_specs import CASES
+from ictd_interp.analyses.methods_benchmark.cases import build_case
+from ictd_interp.analyses.methods_benchmark.faithfulness import (
+    ablated_outputs,
+    areas,
+    node_auroc,
+    ranked,
+    recovered,
+    size_curve,
+)
+from ictd_interp.analyses.methods_benchmark.graph import build_graph
+from ictd_interp.analyses.methods_benchmark.methods import runs
 
 
 @pytest.fixture(scope="module")
@@ -57,10 +64,10 @@ def test_the_graded_cases_planted_edges_are_a_circuit_and_no_leak_edge_is_silent
     """``graded``: the planted edges alone reach faithfulness ≥ 1 − ε by joint ablation and fall below it without
     any one of them; every edge out of a leak head into a TD head or the output has a non-zero effect, smaller
     than every true edge's (into a silent head, which writes nothing, an edge has none)."""
-    from analyses.methods_benchmark.case_specs import CaseSpec
-    from analyses.methods_benchmark.cases import problem_of
-    from analyses.methods_benchmark.faithfulness import EPSILON, circuit_check
-    from analyses.methods_benchmark.methods import activation_patching
+    from ictd_interp.analyses.methods_benchmark.case_specs import CaseSpec
+    from ictd_interp.analyses.methods_benchmark.cases import problem_of
+    from ictd_interp.analyses.methods_benchmark.faithfulness import EPSILON, circuit_check
+    from ictd_interp.analyses.methods_benchmark.methods import activation_patching
 
     case = build_case(CASES["graded"], 0)
     joint, less_one = circuit_check(case)

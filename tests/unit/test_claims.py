@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from analyses.claims import neu_limit, theory
-from analyses.claims.budget import Budget
-from analyses.claims.claim import FAILS, HOLDS, conditional, thresholds
-from analyses.metrics.intervals import proportion_interval
+from ictd_interp.analyses.claims import neu_limit, theory
+from ictd_interp.analyses.claims.budget import Budget
+from ictd_interp.analyses.claims.claim import FAILS, HOLDS, conditional, thresholds
+from ictd_interp.analyses.metrics.intervals import proportion_interval
 from tests.support.claims import TINY
 
 
@@ -41,8 +41,8 @@ def test_theorem1_holds_and_its_rule_can_fail(monkeypatch):
 
 
 def test_assumption_51_holds_only_with_sharp_one_hot_features():
-    from analyses.claims.claim_figures import draw
-    from analyses.figures.style import text_outside
+    from ictd_interp.analyses.claims.claim_figures import draw
+    from ictd_interp.analyses.figures.style import text_outside
 
     claim = theory.assumption(TINY)
     assert claim.verdict == "holds only when onehot features at scale ≥ 5"
@@ -70,8 +70,8 @@ def test_the_signature_counts_seeds_not_a_tied_models_layers():
     n / (n + z^2) = 5 / 8.84), not of 15; a seed with one layer off does not count."""
     import pandas as pd
 
-    from analyses.claims.trained import SIGNATURE_MATCH, signature
-    from analyses.studies.results import CELL, CONDITION, STATUS
+    from ictd_interp.analyses.claims.trained import SIGNATURE_MATCH, signature
+    from ictd_interp.analyses.studies.results import CELL, CONDITION, STATUS
 
     rows = [
         {
@@ -95,7 +95,7 @@ def test_the_signature_counts_seeds_not_a_tied_models_layers():
 
 
 def test_the_signature_is_specific_to_td_only_when_no_other_objective_has_it():
-    from analyses.claims.trained import signature_specificity
+    from ictd_interp.analyses.claims.trained import signature_specificity
 
     assert signature_specificity({"objective=td": (5, 5), "objective=mc": (0, 5)}) == "; specific to TD"
     assert signature_specificity({"objective=td": (5, 5), "objective=mc": (5, 5)}) == "; not specific to TD"
@@ -108,7 +108,7 @@ def test_diagonality_is_specific_to_td_only_when_its_growth_exceeds_every_others
     growth under mc as under td is not."""
     import numpy as np
 
-    from analyses.claims.trained import diagonality_specificity
+    from ictd_interp.analyses.claims.trained import diagonality_specificity
 
     td = np.array([0.40, 0.41, 0.39, 0.42, 0.405])
     small = np.array([0.04, 0.035, 0.045, 0.04, 0.04])
@@ -120,7 +120,7 @@ def test_diagonality_is_specific_to_td_only_when_its_growth_exceeds_every_others
 def test_welch_interval_by_hand():
     """a = (1, 2, 3), b = (1, 1, 1, 1): var(a)/3 = 1/3, var(b) = 0, so df = 2 and the half width is t(0.975, 2) ×
     sqrt(1/3) = 4.3027 × 0.57735 = 2.4841."""
-    from analyses.metrics.intervals import welch
+    from ictd_interp.analyses.metrics.intervals import welch
 
     w = welch([1.0, 2.0, 3.0], [1.0, 1.0, 1.0, 1.0])
     assert (w.mean, w.lo, w.hi) == pytest.approx((1.0, 1.0 - 2.4841, 1.0 + 2.4841), abs=1e-4)
@@ -131,7 +131,7 @@ def test_welch_interval_by_hand():
 def test_the_iterated_row_reads_the_error_at_4x_and_16x_depth():
     import numpy as np
 
-    from analyses.claims.findings import iterated_claim
+    from ictd_interp.analyses.claims.findings import iterated_claim
 
     msve = {m: np.full(5, 0.4) for m in ("1x", "4x", "16x")}
     stopped_early = {"4x": ["rises"] * 5, "16x": ["rises"] * 5}
@@ -144,7 +144,7 @@ def test_the_iterated_row_reads_the_error_at_4x_and_16x_depth():
 
 
 def test_depth_sampling_is_judged_against_its_fixed_depth_control_on_the_ladder():
-    from analyses.claims.findings import depth_sampling_claim
+    from ictd_interp.analyses.claims.findings import depth_sampling_claim
 
     fixed = ["learns in context"] * 5
     assert depth_sampling_claim(fixed, ["runs TD"] * 5, "f", "s").verdict == HOLDS
@@ -154,8 +154,8 @@ def test_depth_sampling_is_judged_against_its_fixed_depth_control_on_the_ladder(
 
 
 def test_the_constant_baseline_reads_not_shown_when_no_seed_decides():
-    from analyses.claims.findings import constant_baseline_claim
-    from analyses.metrics.intervals import t_interval
+    from ictd_interp.analyses.claims.findings import constant_baseline_claim
+    from ictd_interp.analyses.metrics.intervals import t_interval
 
     model, const = t_interval([0.6, 0.65, 0.7]), t_interval([0.55, 0.55, 0.55])
     undecided = constant_baseline_claim(model, const, 0, 0, 5, 5, 256)
@@ -208,7 +208,7 @@ def test_theorem3_is_consistent_with_the_limit_only_when_neu_falls_at_every_n():
 
 
 def test_a_step_of_n_is_shown_only_when_the_longer_contexts_interval_lies_below_the_shorters():
-    from analyses.metrics.neu_intervals import NeuEstimate
+    from ictd_interp.analyses.metrics.neu_intervals import NeuEstimate
 
     def est(lo, hi):
         return NeuEstimate(
@@ -232,8 +232,8 @@ def test_a_step_of_n_is_shown_only_when_the_longer_contexts_interval_lies_below_
 
 
 def _saved_neu_grid():
-    from analyses.claims.figure_data import Theorem3Data
-    from analyses.summary.store import build
+    from ictd_interp.analyses.claims.figure_data import Theorem3Data
+    from ictd_interp.analyses.summary.store import build
 
     stored = json.loads((Path(__file__).parents[2] / "docs" / "claims" / "claims.json").read_text())
     return build(Theorem3Data, next(c for c in stored["claims"] if c["id"] == "theorem3")["data"]).grid
@@ -267,7 +267,7 @@ def test_the_floor_leaves_out_contexts_without_a_limit(monkeypatch):
 
 
 def test_the_same_state_row_reads_the_most_td_like_head_itself_when_known():
-    from analyses.claims.findings import same_state_claim
+    from ictd_interp.analyses.claims.findings import same_state_claim
 
     claim = same_state_claim([0.98, 0.97, 0.99], [0.69, 0.70, 0.68], "3 seeds", [0.10, 0.12, 0.08])
     assert claim.verdict == HOLDS and claim.data["td_head_tabular_minus_td"] == [0.10, 0.12, 0.08]
@@ -278,8 +278,8 @@ def test_the_same_state_row_reads_the_most_td_like_head_itself_when_known():
 def test_the_acting_figure_shows_a_uniform_behaviour_once():
     """The shipped control_acting row: its behaviour is the uniform random policy (the same regret on every task),
     so the figure has one row for both."""
-    from analyses.claims.claim import Claim
-    from analyses.claims.claim_figures import draw
+    from ictd_interp.analyses.claims.claim import Claim
+    from ictd_interp.analyses.claims.claim_figures import draw
 
     stored = json.loads((Path(__file__).parents[2] / "docs" / "claims" / "claims.json").read_text())
     claim = Claim(**next(c for c in stored["claims"] if c["id"] == "control_acting"))

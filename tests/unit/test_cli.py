@@ -2,9 +2,9 @@ from pathlib import Path
 
 import pytest
 
-from analyses.reports.construction import construction_table
+from ictd_interp.analyses.commands.configs import ConstructConfig
+from ictd_interp.analyses.reports.construction import construction_table
 from ictd_interp.cli.args import field_help
-from ictd_interp.cli.configs import ConstructConfig
 from ictd_interp.config import TaskDistribution
 
 
@@ -55,8 +55,8 @@ def test_field_help_reads_google_docstrings_at_any_indentation():
 
 
 def test_report_sentences_interpret_the_margin():
-    from analyses.reports.stylised_words import margin_sentence
-    from analyses.summary.sections import Margin
+    from ictd_interp.analyses.reports.stylised_words import margin_sentence
+    from ictd_interp.analyses.summary.sections import Margin
 
     negative = margin_sentence(Margin(model_mean=-0.9, theta_star_mean=-0.88, theta_star_min=-0.95), 1.88, 0.87, 0.9)
     assert "does not apply" in negative and "1 − C = 1.880" in negative
@@ -78,7 +78,7 @@ def test_help_lines_are_distinct_and_presets_are_listed():
 def test_an_output_folder_serves_one_request_unless_forced(tmp_path):
     """Same request: reused; another request, a run folder or unknown files: refused, naming the
     difference; --force replaces (clearing what the other request left)."""
-    from ictd_interp.training.run_folder import claim_output
+    from ictd_interp.io.run_folder import claim_output
 
     out = tmp_path / "a"
     claim_output(out, {"command": "analyze", "source": "depth3-td-s0"})
@@ -146,9 +146,9 @@ def test_evaluate_takes_its_task_flags_from_the_task_distribution_and_its_d_from
     d_features (the model's); one-hot features are checked against the model's d when the flags apply."""
     import argparse
 
+    from ictd_interp.analyses.commands.configs import EvaluateConfig
     from ictd_interp.cli import build_parser
     from ictd_interp.cli.args import config_from_args
-    from ictd_interp.cli.configs import EvaluateConfig
 
     evaluate = build_parser()._subparsers._group_actions[0].choices["evaluate"]
     helps = {a.dest: a.help for a in evaluate._actions}
@@ -179,6 +179,6 @@ def test_the_model_files_the_command_line_looks_for_are_the_checkpoints_own():
     folder are written with."""
     from ictd_interp.io.checkpoint import CONFIG, WEIGHTS
     from ictd_interp.io.pretrained import MODEL_FILES
-    from ictd_interp.training.run_folder import TRAIN_CONFIG
+    from ictd_interp.io.run_folder import TRAIN_CONFIG
 
     assert set(MODEL_FILES) == {CONFIG, WEIGHTS, TRAIN_CONFIG}

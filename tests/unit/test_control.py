@@ -1,10 +1,11 @@
-"""Acting on in-context action values (``analyses.metrics.acting``): cases worked by hand and exact limits."""
+"""Acting on in-context action values (``ictd_interp.analyses.metrics.acting``): cases worked by hand and exact
+limits."""
 
 import pytest
 import torch
 
-from analyses.metrics.acting import acting_regret, certainty_equivalence_q, in_context_q, q_learning
 from ictd_interp import HookedICTDTransformer, ICTDConfig
+from ictd_interp.analyses.metrics.acting import acting_regret, certainty_equivalence_q, in_context_q, q_learning
 from ictd_interp.tasks.mdp import MDP, greedy_policy, random_mdps, split_pairs, uniform_policy
 from ictd_interp.tasks.sampling import control_tasks
 
@@ -78,8 +79,8 @@ def test_in_context_q_reads_every_pair_as_a_target_of_the_unchanged_context():
 
 
 def test_a_control_models_report_scores_its_greedy_and_softmax_acting():
-    from analyses.metrics.acting import model_acting
     from ictd_interp import HookedICTDTransformer
+    from ictd_interp.analyses.metrics.acting import model_acting
     from ictd_interp.config.train import PRESETS
 
     dist = PRESETS["control-quick"].tasks

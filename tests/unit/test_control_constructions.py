@@ -1,4 +1,5 @@
-"""Expected SARSA and softmax Q-learning as θ* with a backup over action columns (``hooks.control_backups``), layer by
+"""Expected SARSA and softmax Q-learning as θ* with a backup over action columns
+(``ictd_interp.hooks.control_backups``), layer by
 layer against loops written here from the equations (float64, 1e-10), and the softmax backup's bounds."""
 
 import math
@@ -7,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from hooks.control_backups import expected_sarsa_hooks, soft_q_hooks
 from ictd_interp import HookedICTDTransformer, ICTDConfig
+from ictd_interp.hooks.control_backups import expected_sarsa_hooks, soft_q_hooks
 from ictd_interp.tasks.action_columns import action_column_prompt
 from ictd_interp.tasks.mdp import random_mdps, uniform_policy
 from ictd_interp.tasks.sampling import control_tasks

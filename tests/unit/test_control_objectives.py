@@ -97,7 +97,7 @@ def test_action_value_objectives_need_a_control_family():
 
 
 def test_a_control_models_report_names_sarsa_and_what_it_was_trained_toward():
-    from analyses.reports.summary_md import control_algorithm_sentence, eval_tasks_label
+    from ictd_interp.analyses.reports.summary_md import control_algorithm_sentence, eval_tasks_label
 
     assert control_algorithm_sentence(TrainConfig.from_preset("quick")) == []
     td = control_algorithm_sentence(TrainConfig.from_preset("control-quick"))

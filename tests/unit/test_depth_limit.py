@@ -4,9 +4,9 @@ the certainty-equivalence equations everywhere, the deep iteration itself, and a
 import pytest
 import torch
 
-from analyses.metrics.baselines import tabular_td
-from analyses.metrics.depth_limit import depth_limit, limit_spectrum
 from ictd_interp import HookedICTDTransformer
+from ictd_interp.analyses.metrics.baselines import tabular_td
+from ictd_interp.analyses.metrics.depth_limit import depth_limit, limit_spectrum
 from tests.conftest import make_cfg, make_tasks
 
 
@@ -57,7 +57,7 @@ def test_theta_stars_rows_of_a_full_mask_model_are_the_paper_masks():
     form (a full-mask model's analyze once failed here)."""
     from dataclasses import replace
 
-    from analyses.metrics.theta_star_limit import theta_star_rows
+    from ictd_interp.analyses.metrics.theta_star_limit import theta_star_rows
 
     cfg, tasks = make_cfg(n_layers=3), make_tasks()
     full, paper = theta_star_rows(replace(cfg, mask="full"), tasks), theta_star_rows(cfg, tasks)

@@ -2,8 +2,8 @@
 
 import pandas as pd
 
-from analyses.figures import style
-from analyses.figures.circuits import patching_heatmap
+from ictd_interp.analyses.figures import style
+from ictd_interp.analyses.figures.circuits import patching_heatmap
 
 
 def test_the_check_finds_a_title_that_runs_off_the_canvas():
@@ -26,7 +26,7 @@ def test_patching_heatmap_colorbar_label_fits():
 
 
 def test_log_ticks_read_as_plain_numbers_or_powers_of_ten():
-    from analyses.figures.style import tick_text
+    from ictd_interp.analyses.figures.style import tick_text
 
     assert [tick_text(x) for x in (0.05, 1000, 1e5, 1e6, 2e-5, 3e7)] == [
         "0.05",
@@ -40,7 +40,7 @@ def test_log_ticks_read_as_plain_numbers_or_powers_of_ten():
 
 
 def test_a_log_axis_reaching_a_million_writes_every_decade_as_a_power():
-    from analyses.figures.style import Figure, log_axis
+    from ictd_interp.analyses.figures.style import Figure, log_axis
 
     ax = Figure().add_subplot()
     ax.plot([30, 1e6], [1, 2])

@@ -5,9 +5,8 @@ import math
 import pytest
 import torch
 
-import hooks
-from analyses.figures.circuits import patching_heatmap
-from ictd_interp import softmax_td, tabular_td, td_errors
+from ictd_interp import hooks, softmax_td, tabular_td, td_errors
+from ictd_interp.analyses.figures.circuits import patching_heatmap
 from ictd_interp.reference.td import softmax_kernel
 from ictd_interp.tasks.sampling import sample_tasks
 from tests.conftest import make_star, make_tasks

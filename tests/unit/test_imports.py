@@ -1,14 +1,14 @@
-"""The import graph: layers, no circles (function-level imports included), the core free of ``analyses`` and
-``hooks`` except its CLI, and a CLI parser that needs no torch."""
+"""The import graph: layers, no circles (function-level imports included), the core (its CLI included) free of
+``ictd_interp.analyses`` and ``ictd_interp.hooks``, and a CLI parser that needs no torch."""
 
 import ast
 
 import pytest
 
-from tests.support.imports import LAYERS, PACKAGES, ROOT, graph, layer, module_name
+from tests.support.imports import FOLDERS, LAYERS, ROOT, graph, layer, module_name
 
-# Layers, lowest first: a module may import only its own layer and those before it. The CLI composes
-# everything (inside its command functions); ``ictd_interp/__init__`` and ``_lazy`` export lazily.
+# Layers, lowest first: a module may import only its own layer and those before it. The analyses' commands join the
+# core's CLI through an entry point; ``ictd_interp/__init__`` and ``_lazy`` export lazily.
 
 
 def find_cycle(edges: dict[str, set[str]]) -> list[str]:
@@ -45,24 +45,24 @@ def test_every_import_goes_down_the_layers():
 def test_modules_import_the_sub_package_they_need_not_a_package_root():
     """``from ictd_interp import X`` inside the package would run the lazy root: modules name their source."""
     edges = graph()
-    roots = {"ictd_interp", "analyses"}
+    roots = {"ictd_interp", "ictd_interp.analyses"}
     assert [f"{m} -> {d}" for m, deps in edges.items() for d in deps if d in roots and m not in roots] == []
 
 
 def test_the_checker_finds_circles_and_layer_breaks(tmp_path):
     """The checks above would fail on a tree with a function-level circle or an upward import."""
-    for package in PACKAGES:
-        (tmp_path / package).mkdir()
-        (tmp_path / package / "__init__.py").write_text("")
+    for folder in FOLDERS:
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "__init__.py").write_text("")
     (tmp_path / "ictd_interp" / "a.py").write_text("from ictd_interp import b\n")
     (tmp_path / "ictd_interp" / "b.py").write_text("def f():\n    from ictd_interp.a import x\n")
-    (tmp_path / "hooks" / "h.py").write_text("def g():\n    import analyses.metrics\n")
+    (tmp_path / "hooks" / "h.py").write_text("def g():\n    import ictd_interp.analyses.metrics\n")
     edges = graph(tmp_path)
     assert find_cycle(edges) in (
         ["ictd_interp.a", "ictd_interp.b", "ictd_interp.a"],
         ["ictd_interp.b", "ictd_interp.a", "ictd_interp.b"],
     )
-    assert layer("analyses.metrics") > layer("hooks.h")
+    assert layer("ictd_interp.analyses.metrics") > layer("ictd_interp.hooks.h")
 
 
 def imported_layers(folder: str, edges: dict[str, set[str]]) -> set[str]:
@@ -79,14 +79,14 @@ def imported_layers(folder: str, edges: dict[str, set[str]]) -> set[str]:
     }
 
 
-@pytest.mark.parametrize("package", ["ictd_interp", "analyses", "hooks"])
-def test_every_folder_names_each_layer_it_imports(package):
+@pytest.mark.parametrize("folder_name", list(FOLDERS))
+def test_every_folder_names_each_layer_it_imports(folder_name):
     """A folder's docstring names every other layer its modules import (by its last name: ``config``,
     ``metrics``), so the docstring cannot drift from the code it describes."""
     edges = graph()
-    for init in (ROOT / package).rglob("__init__.py"):
+    for init in (ROOT / folder_name).rglob("__init__.py"):
         folder = module_name(init)
-        if folder in ("ictd_interp", "analyses", "ictd_interp.cli"):  # lazy exports; the CLI composes every layer
+        if folder in ("ictd_interp", "ictd_interp.analyses"):  # lazy exports
             continue
         doc = ast.get_docstring(ast.parse(init.read_text())) or ""
         missing = sorted(name for name in imported_layers(folder, edges) if name.rsplit(".", 1)[-1] not in doc)
@@ -94,18 +94,24 @@ def test_every_folder_names_each_layer_it_imports(package):
 
 
 def test_the_docstring_rule_fails_on_a_folder_that_hides_an_import():
-    edges = {"analyses.reports.x": {"analyses.metrics.m", "ictd_interp.models.a"}, "analyses.metrics.m": set()}
-    assert imported_layers("analyses.reports", edges) == {"analyses.metrics", "ictd_interp.models"}
+    edges = {
+        "ictd_interp.analyses.reports.x": {"ictd_interp.analyses.metrics.m", "ictd_interp.models.a"},
+        "ictd_interp.analyses.metrics.m": set(),
+    }
+    assert imported_layers("ictd_interp.analyses.reports", edges) == {
+        "ictd_interp.analyses.metrics",
+        "ictd_interp.models",
+    }
 
 
 def test_analyses_and_hooks_are_type_checked_at_runtime():
-    """tests/conftest.py installs jaxtyping's checks on ``analyses`` and ``hooks`` (the core's come from
-    pyproject's --jaxtyping-packages): a wrong shape or dtype fails at the call, naming the parameter."""
+    """pyproject's --jaxtyping-packages=ictd_interp checks the analyses and the interventions too (they install inside
+    ``ictd_interp``): a wrong shape or dtype fails at the call, naming the parameter."""
     import torch
     from jaxtyping import TypeCheckError
 
-    from analyses.metrics.diagonality import self_attention_mass
-    from hooks.attention import tabular_pattern
+    from ictd_interp.analyses.metrics.diagonality import self_attention_mass
+    from ictd_interp.hooks.attention import tabular_pattern
 
     with pytest.raises(TypeCheckError, match="pattern"):
         self_attention_mass(torch.zeros(2, 3), torch.zeros(2, 3, dtype=torch.long))  # pattern needs [batch, q, k]
@@ -114,11 +120,11 @@ def test_analyses_and_hooks_are_type_checked_at_runtime():
 
 
 def test_no_package_exports_a_name_that_is_also_one_of_its_modules():
-    """``from analyses.reports import analyze`` must never give a module once that module has been
+    """``from ictd_interp.analyses.reports import analyze`` must never give a module once that module has been
     imported (Python sets a package's attribute to its submodule): exported names and module names differ."""
     import importlib
 
-    for init in [p for package in PACKAGES for p in (ROOT / package).rglob("__init__.py")]:
+    for init in [p for folder in FOLDERS for p in (ROOT / folder).rglob("__init__.py")]:
         package = module_name(init)
         modules = {p.stem for p in init.parent.glob("*.py")} | {p.name for p in init.parent.iterdir() if p.is_dir()}
         exported = set(getattr(importlib.import_module(package), "__all__", []))
@@ -130,11 +136,11 @@ def test_no_package_exports_a_name_that_is_also_one_of_its_modules():
     [
         "ictd_interp",
         "ictd_interp.io",
-        "analyses.claims",
-        "analyses.figures",
-        "analyses.metrics",
-        "analyses.reports",
-        "analyses.studies",
+        "ictd_interp.analyses.claims",
+        "ictd_interp.analyses.figures",
+        "ictd_interp.analyses.metrics",
+        "ictd_interp.analyses.reports",
+        "ictd_interp.analyses.studies",
     ],
 )
 def test_every_lazy_export_resolves_to_where_it_is_defined(package):

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from analyses.metrics import ladder as L
 from ictd_interp import HookedICTDTransformer, TrainConfig
+from ictd_interp.analyses.metrics import ladder as L
 from ictd_interp.tasks.sampling import sample_from
 
 DIST = TrainConfig.from_preset("quick").tasks

@@ -129,7 +129,7 @@ def test_hook_names_are_hooked_transformers_and_the_cache_holds_the_scores():
 
 
 def test_identification_reads_each_construction_back():
-    from analyses.metrics.linear_family import identify_layer, member_weights
+    from ictd_interp.analyses.metrics.linear_family import identify_layer, member_weights
 
     C = torch.tensor([[2.0, 0.5, 0.0], [0.0, 2.0, 0.0], [0.0, 0.0, 2.0]], dtype=torch.float64)
     row = identify_layer(td0(D, C).P, td0(D, C).Q, D, GAMMA)
@@ -155,7 +155,7 @@ def test_identification_reads_each_construction_back():
 
 
 def test_the_iteration_radius_on_a_context_worked_by_hand():
-    from analyses.metrics.linear_family import identify_layer, iteration_radius
+    from ictd_interp.analyses.metrics.linear_family import identify_layer, iteration_radius
     from ictd_interp.tasks.sampling import TaskBatch
 
     # d = 1, phi = (1, 1, 1): A = sum_i (1 - 0)(1 - gamma) = 2 (1 - gamma) = 0.2; G = 1 - p C A / n = 1 - 0.1 p
@@ -182,8 +182,8 @@ def test_transformer_lens_reads_the_shipped_linear_model():
 def test_readings_of_a_linear_layer_do_not_depend_on_its_sign_convention():
     """(P, Q) -> (-P, -Q) leaves an identity-activation layer unchanged: its kernel correlation and TD(0)
     cosines must not move; a ReLU layer is changed by the flip and read as it is."""
-    from analyses.metrics.heads import head_kernels
-    from analyses.metrics.linear_family import identify
+    from ictd_interp.analyses.metrics.heads import head_kernels
+    from ictd_interp.analyses.metrics.linear_family import identify
     from ictd_interp.models.constructions.linear_td import linear_model, td0
 
     model = linear_model([td0(D)] * 2, gamma=GAMMA)
@@ -200,7 +200,7 @@ def test_readings_of_a_linear_layer_do_not_depend_on_its_sign_convention():
 
 
 def test_a_near_untrained_layer_is_neutral_within_the_stated_tolerance_not_converging():
-    from analyses.metrics.linear_family import NEUTRAL_MOVEMENT, convergence, identify
+    from ictd_interp.analyses.metrics.linear_family import NEUTRAL_MOVEMENT, convergence, identify
     from ictd_interp.config import LinearICTDConfig
 
     model = HookedLinearICTD(LinearICTDConfig(d_features=4, n_layers=3, gamma=0.9, dtype="float64"))

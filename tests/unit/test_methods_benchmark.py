@@ -6,16 +6,16 @@ from dataclasses import replace
 import pytest
 import torch
 
-from analyses.methods_benchmark import methods as M
-from analyses.methods_benchmark.case_specs import CASES, CaseSpec
-from analyses.methods_benchmark.cases import (
+from ictd_interp.analyses.methods_benchmark import methods as M
+from ictd_interp.analyses.methods_benchmark.case_specs import CASES, CaseSpec
+from ictd_interp.analyses.methods_benchmark.cases import (
     build_case,
     circuit_source,
     counterfactual_labels,
     problem_of,
     variable_values,
 )
-from analyses.methods_benchmark.evaluate import (
+from ictd_interp.analyses.methods_benchmark.evaluate import (
     CellResult,
     Cosines,
     DirectionScores,
@@ -26,16 +26,16 @@ from analyses.methods_benchmark.evaluate import (
     score_edges,
     score_method,
 )
-from analyses.methods_benchmark.graph import OUTPUT, build_graph, run_graph
-from analyses.methods_benchmark.report import (
+from ictd_interp.analyses.methods_benchmark.graph import OUTPUT, build_graph, run_graph
+from ictd_interp.analyses.methods_benchmark.report import (
     chance_difference,
     chance_verdict,
     direction_verdict,
     seeds_off,
     write_report,
 )
-from analyses.methods_benchmark.run import BenchmarkBudget
-from analyses.methods_benchmark.scores import (
+from ictd_interp.analyses.methods_benchmark.run import BenchmarkBudget
+from ictd_interp.analyses.methods_benchmark.scores import (
     MethodFailed,
     angle_degrees,
     auroc,
@@ -43,8 +43,8 @@ from analyses.methods_benchmark.scores import (
     faithfulness,
     roc_curve,
 )
-from analyses.metrics.intervals import t_interval
-from analyses.metrics.site_probes import residual_stack
+from ictd_interp.analyses.metrics.intervals import t_interval
+from ictd_interp.analyses.metrics.site_probes import residual_stack
 from ictd_interp.models.constructions.standard_theta_star import standard_theta_star
 from tests.conftest import make_standard
 
@@ -235,8 +235,8 @@ def test_methods_and_cases_are_validated():
 def test_the_trained_case_carries_the_shipped_models_layer_and_refuses_a_misfit():
     """The trained case's TD heads are depth3-td-s0's tied layer (the standard block equals that model with its
     bootstrap path cut, 1e-10), and a source that does not fit the spec is named."""
-    from hooks.ablation import ablate_target_path
     from ictd_interp import HookedICTDTransformer
+    from ictd_interp.hooks.ablation import ablate_target_path
 
     case = build_case(CASES["trained"], 0)
     trained = HookedICTDTransformer.from_pretrained("depth3-td-s0", dtype="float64")
@@ -254,7 +254,7 @@ def test_every_score_refuses_non_finite_input_by_name():
 
     import torch
 
-    from analyses.methods_benchmark.scores import (
+    from ictd_interp.analyses.methods_benchmark.scores import (
         NonFinite,
         angle_degrees,
         auroc,
@@ -283,8 +283,8 @@ def test_every_score_refuses_non_finite_input_by_name():
 
 
 def test_a_method_that_edits_the_case_in_place_fails_and_the_next_method_sees_the_case_as_built():
-    from analyses.methods_benchmark.evaluate import score_method
-    from analyses.methods_benchmark.scores import MethodFailed
+    from ictd_interp.analyses.methods_benchmark.evaluate import score_method
+    from ictd_interp.analyses.methods_benchmark.scores import MethodFailed
 
     case = build_case(CASES["distractors"], 0)
     before = score_method(M.METHODS["activation-patching"], case).auroc
@@ -322,7 +322,7 @@ def test_outputs_that_cannot_be_scored_fail_by_name_and_leave_the_process_as_it_
     """A zero direction, a NaN one, a wrong output type, a missing edge, tasks edited in place, an encoder that
     raises, and a method that switches gradients off: each fails on its cell, and the next method scores as
     before."""
-    from analyses.methods_benchmark.evaluate import score_method
+    from ictd_interp.analyses.methods_benchmark.evaluate import score_method
 
     case = build_case(CASES["distractors"], 0)
     before = score_method(M.METHODS["edge-attribution-patching"], case)
@@ -361,7 +361,7 @@ def test_transformer_lens_placebo_moves_as_far_and_buys_less_than_the_true_direc
     seed 0: 0.67, 0.36 and −0.34 after blocks 0, 1, 2), and is None where TransformerLens lacks the module."""
     import sys
 
-    from analyses.methods_benchmark.evaluate import interchange_r2, placebo_r2
+    from ictd_interp.analyses.methods_benchmark.evaluate import interchange_r2, placebo_r2
 
     u = distractors.truth.directions["value"]
     try:
@@ -389,9 +389,9 @@ def test_a_methods_supervision_is_its_own_copy_and_exit_or_a_changed_rng_reaches
 
     import numpy as np
 
-    from analyses.methods_benchmark.evaluate import score_method
-    from analyses.methods_benchmark.guard import guarded
-    from analyses.methods_benchmark.scores import MethodFailed
+    from ictd_interp.analyses.methods_benchmark.evaluate import score_method
+    from ictd_interp.analyses.methods_benchmark.guard import guarded
+    from ictd_interp.analyses.methods_benchmark.scores import MethodFailed
 
     case = build_case(CASES["rotated"], 0)
     first, second = problem_of(case), problem_of(case)
@@ -423,12 +423,12 @@ def test_a_methods_supervision_is_its_own_copy_and_exit_or_a_changed_rng_reaches
 
 
 def test_a_request_records_each_plugins_contents_and_an_edited_plugin_is_imported_anew(tmp_path):
-    from analyses.methods_benchmark.plugins import load_plugin
-    from analyses.methods_benchmark.run import BUDGETS, _request
+    from ictd_interp.analyses.methods_benchmark.plugins import load_plugin
+    from ictd_interp.analyses.methods_benchmark.run import BUDGETS, _request
 
     plugin = tmp_path / "mine.py"
     source = (
-        "from analyses.methods_benchmark.methods import EDGES, Method, register_method\n"
+        "from ictd_interp.analyses.methods_benchmark.methods import EDGES, Method, register_method\n"
         "def mine(problem):\n    return {}\n"
         "register_method(Method('mine-plugin', EDGES, mine, 'a plugin'))\n"
     )
@@ -449,8 +449,8 @@ def test_the_private_split_draws_its_cases_from_a_key_no_method_sees(tmp_path):
     """Seeds come from HMAC(key, case:k), differ from the public ones and between keys; a method's problem is named
     ``sealed`` and carries a key-drawn seed, so rebuilding the case from it fails; the cell records only k; a
     private split without a key, a public one with a key, a short key and a missing file are refused."""
-    from analyses.methods_benchmark.run import run_cell
-    from analyses.methods_benchmark.sealed import SEALED, Split
+    from ictd_interp.analyses.methods_benchmark.run import run_cell
+    from ictd_interp.analyses.methods_benchmark.sealed import SEALED, Split
 
     key = tmp_path / "key"
     key.write_bytes(bytes(range(32)))
@@ -494,7 +494,7 @@ def test_transformer_lens_own_attribution_patching_refuses_the_benchmarks_prompt
 
 
 def test_the_leaderboard_ranks_by_mean_auroc_ties_share_a_rank_and_a_method_without_one_comes_last():
-    from analyses.methods_benchmark.leaderboard import lines, ranked
+    from ictd_interp.analyses.methods_benchmark.leaderboard import lines, ranked
 
     def row(method, case, mean):
         return {"method": method, "case": case, "reference": method == "truth", "auroc": mean and {"mean": mean}}

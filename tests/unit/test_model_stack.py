@@ -75,8 +75,8 @@ def test_a_stack_refuses_what_it_cannot_step_together():
 
 
 def test_studies_stack_cells_of_one_shape_only_at_small_batches():
-    from analyses.studies.cells import STACK_MAX_TASKS_PER_BATCH, stack_groups
-    from analyses.studies.spec import load_spec
+    from ictd_interp.analyses.studies.cells import STACK_MAX_TASKS_PER_BATCH, stack_groups
+    from ictd_interp.analyses.studies.spec import load_spec
 
     def units(workers, seeds=(0, 1, 2, 3, 4), grid=None, previous=None, **fixed):
         spec = load_spec(

@@ -8,9 +8,14 @@ import pytest
 import torch
 from scipy import stats
 
-from analyses.metrics.neu import per_task_updates, population_neu, zero_model, zero_predictor_neu
-from analyses.metrics.neu_intervals import calibrated_interval, difference_interval, neu_interval, tasks_needed
 from ictd_interp import HookedICTDTransformer
+from ictd_interp.analyses.metrics.neu import per_task_updates, population_neu, zero_model, zero_predictor_neu
+from ictd_interp.analyses.metrics.neu_intervals import (
+    calibrated_interval,
+    difference_interval,
+    neu_interval,
+    tasks_needed,
+)
 from ictd_interp.config.tasks import TaskDistribution
 from ictd_interp.tasks.sampling import sample_from
 from ictd_interp.training.batches import windows_from_tasks
@@ -132,7 +137,7 @@ def test_the_u_test_keeps_its_size_at_zero_and_has_the_power_it_promises():
     ``tasks_to_detect`` asks for, at about 80% (100 replicates each: 5% +- 4.4%, 80% +- 8%)."""
     import numpy as np
 
-    from analyses.metrics.neu_intervals import stationary_z, tasks_to_detect, u_test
+    from ictd_interp.analyses.metrics.neu_intervals import stationary_z, tasks_to_detect, u_test
 
     rng = np.random.default_rng(7)
     shift = np.zeros(5)

@@ -8,8 +8,8 @@ import stat
 import pytest
 
 from ictd_interp import load_checkpoint
+from ictd_interp.io import run_folder
 from ictd_interp.io.checkpoint import save_checkpoint
-from ictd_interp.training import run_folder
 from tests.conftest import make_star
 
 

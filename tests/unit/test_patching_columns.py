@@ -2,8 +2,8 @@
 
 import torch
 
-from hooks.patching import activation_patching, tl_patching
 from ictd_interp import load_checkpoint
+from ictd_interp.hooks.patching import activation_patching, tl_patching
 from ictd_interp.tasks.sampling import sample_tasks
 
 

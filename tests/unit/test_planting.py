@@ -5,13 +5,13 @@ import math
 import pytest
 import torch
 
-from analyses.methods_benchmark.case_specs import CASES, CaseSpec
-from analyses.methods_benchmark.cases import build_case, circuit_source, problem_of
-from analyses.methods_benchmark.faithfulness import EPSILON, circuit_check
-from analyses.methods_benchmark.graph import OUTPUT
-from analyses.methods_benchmark.methods import activation_patching
-from analyses.methods_benchmark.planting import mean_fixing_rotation
-from analyses.metrics.site_probes import residual_stack
+from ictd_interp.analyses.methods_benchmark.case_specs import CASES, CaseSpec
+from ictd_interp.analyses.methods_benchmark.cases import build_case, circuit_source, problem_of
+from ictd_interp.analyses.methods_benchmark.faithfulness import EPSILON, circuit_check
+from ictd_interp.analyses.methods_benchmark.graph import OUTPUT
+from ictd_interp.analyses.methods_benchmark.methods import activation_patching
+from ictd_interp.analyses.methods_benchmark.planting import mean_fixing_rotation
+from ictd_interp.analyses.metrics.site_probes import residual_stack
 from ictd_interp.models.constructions.standard_theta_star import standard_theta_star
 
 
@@ -65,8 +65,8 @@ def test_dormant_heads_and_shut_units_weigh_much_and_do_nothing():
     """Their edges carry large weights (the weight reader ranks them above the circuit's: AUROC below 0.5 at
     seeds 0-2) and exactly no effect on any prompt (every edge but the planted ones patches to <= 1e-12), so
     exact patching recovers the circuit and the planted edges are a circuit at ε."""
-    from analyses.methods_benchmark.scores import auroc
-    from analyses.methods_benchmark.weight_reader import weight_scores
+    from ictd_interp.analyses.methods_benchmark.scores import auroc
+    from ictd_interp.analyses.methods_benchmark.weight_reader import weight_scores
 
     for seed in range(3):
         case = build_case(CASES["dormant"], seed)

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from analyses.metrics.linear_family import td0_model
-from analyses.metrics.predecessor_metrics import function_readings, random_layer_iws, weight_readings
+from ictd_interp.analyses.metrics.linear_family import td0_model
+from ictd_interp.analyses.metrics.predecessor_metrics import function_readings, random_layer_iws, weight_readings
 from ictd_interp.config import LinearICTDConfig, TaskDistribution
 from ictd_interp.models import HookedLinearICTD
 from ictd_interp.tasks.sampling import sample_from

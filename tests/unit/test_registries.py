@@ -1,6 +1,6 @@
 """One registry per kind of plug-in, and what is registered is the list: validation, the CLI's help, the sampler,
 the trainer and the docs read MRP families and objectives from ``ictd_interp.config.registry`` and methods from
-``analyses.methods_benchmark.methods.METHODS``."""
+``ictd_interp.analyses.methods_benchmark.methods.METHODS``."""
 
 from pathlib import Path
 
@@ -22,16 +22,18 @@ def test_the_guide_shows_the_registered_families_and_objectives():
 
 
 def test_the_benchmark_docs_name_every_built_in_method():
-    from analyses.methods_benchmark.methods import METHODS
+    from ictd_interp.analyses.methods_benchmark.methods import METHODS
 
     docs = (ROOT / "docs" / "methods_benchmark.md").read_text()
-    built_in = [name for name, m in METHODS.items() if m.run.__module__.startswith("analyses.methods_benchmark")]
+    built_in = [
+        name for name, m in METHODS.items() if m.run.__module__.startswith("ictd_interp.analyses.methods_benchmark")
+    ]
     assert "activation-patching-signed" in built_in and [m for m in built_in if f"`{m}`" not in docs] == []
 
 
 def test_help_texts_list_the_registry():
+    from ictd_interp.analyses.commands.configs import EvaluateConfig
     from ictd_interp.cli.args import field_help
-    from ictd_interp.cli.configs import EvaluateConfig
 
     assert listing(FAMILIES) in field_help(TaskDistribution)["family"]
     assert listing(FAMILIES) in field_help(EvaluateConfig)["env"]
@@ -70,7 +72,7 @@ def test_every_entry_loads_and_a_taken_name_is_refused(monkeypatch):
 def test_a_budget_or_config_that_names_an_unregistered_objective_is_refused():
     from dataclasses import replace
 
-    from analyses.claims.budget import BUDGETS
+    from ictd_interp.analyses.claims.budget import BUDGETS
 
     with pytest.raises(ValueError, match=r"objectives: \['xx'\] not registered"):
         replace(BUDGETS["quick"], objectives=("td", "xx"))

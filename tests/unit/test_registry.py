@@ -42,7 +42,7 @@ def test_the_registry_ships_the_promised_models():
     listed = {m["name"]: m for m in list_pretrained()}
     assert listed["depth3-td-s0"]["command"].startswith("ictd-interp ")
     assert all(m["description"] for m in listed.values())
-    # the presets' own models carry the function-space verdict (analyses.cards), the depth-3 ones too
+    # the presets' own models carry the function-space verdict (ictd_interp.analyses.cards), the depth-3 ones too
     assert all(
         listed[f"{preset}-td-s{seed}"]["learns_in_context"] is not None
         for preset in ("quick", "flagship")

@@ -7,17 +7,17 @@ import math
 import pandas as pd
 import pytest
 
-from analyses.metrics.algorithm_id import IterationMap, LayerReading
-from analyses.metrics.baselines import Baselines, BestSoftmaxTD, Estimate
-from analyses.metrics.convergence import GeometricFit
-from analyses.metrics.extrapolation import Extrapolation
-from analyses.metrics.heads import HeadKernel
-from analyses.metrics.intervals import Interval, Paired
-from analyses.studies.report import markdown
-from analyses.studies.spec import StudySpec
-from analyses.summary.sections import Algorithm, Circuit, Convergence, DepthCurves, Diagonality, Summary
-from analyses.summary.store import build, read_summary, to_json, write_summary
-from analyses.summary.tables import STUDY_COLUMNS, Column, flatten, summary_column
+from ictd_interp.analyses.metrics.algorithm_id import IterationMap, LayerReading
+from ictd_interp.analyses.metrics.baselines import Baselines, BestSoftmaxTD, Estimate
+from ictd_interp.analyses.metrics.convergence import GeometricFit
+from ictd_interp.analyses.metrics.extrapolation import Extrapolation
+from ictd_interp.analyses.metrics.heads import HeadKernel
+from ictd_interp.analyses.metrics.intervals import Interval, Paired
+from ictd_interp.analyses.studies.report import markdown
+from ictd_interp.analyses.studies.spec import StudySpec
+from ictd_interp.analyses.summary.sections import Algorithm, Circuit, Convergence, DepthCurves, Diagonality, Summary
+from ictd_interp.analyses.summary.store import build, read_summary, to_json, write_summary
+from ictd_interp.analyses.summary.tables import STUDY_COLUMNS, Column, flatten, summary_column
 from ictd_interp.training.evaluation import EvalMetrics
 
 

@@ -2,7 +2,7 @@
 
 import torch
 
-from analyses.metrics.site_probes import fit_probes
+from ictd_interp.analyses.metrics.site_probes import fit_probes
 
 
 def test_a_rank_deficient_float32_site_is_fitted_on_its_directions():

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from analyses.metrics.convergence import errors_by_depth
 from ictd_interp import HookedICTDTransformer, ICTDConfig
+from ictd_interp.analyses.metrics.convergence import errors_by_depth
 from ictd_interp.tasks.sampling import sample_tasks
 from ictd_interp.tasks.sources import from_gymnasium, loop_mrps, random_mrps
 

@@ -73,7 +73,7 @@ def test_flat_settings_reach_the_nested_config_that_holds_them(architecture):
 
 
 def test_a_tied_standard_block_runs_to_any_depth():
-    from analyses.metrics.extrapolation import depth_extrapolation, msve_at_depth
+    from ictd_interp.analyses.metrics.extrapolation import depth_extrapolation, msve_at_depth
     from ictd_interp.training.evaluation import msve
 
     model, tasks = make_standard(tied=True, n_layers=2), make_tasks()

@@ -5,11 +5,17 @@ the report's verdict (float64, stated tolerances)."""
 import pytest
 import torch
 
-from analyses.metrics.algorithm_id import identify_from_values, identify_layers
-from analyses.metrics.heads import head_kernels, head_signatures
-from analyses.metrics.site_probes import probed_values, quantity_probes, quantity_r2, residual_stack, value_probes
-from analyses.reports.standard_words import verdict
-from hooks.ablation import ablate_target_path
+from ictd_interp.analyses.metrics.algorithm_id import identify_from_values, identify_layers
+from ictd_interp.analyses.metrics.heads import head_kernels, head_signatures
+from ictd_interp.analyses.metrics.site_probes import (
+    probed_values,
+    quantity_probes,
+    quantity_r2,
+    residual_stack,
+    value_probes,
+)
+from ictd_interp.analyses.reports.standard_words import verdict
+from ictd_interp.hooks.ablation import ablate_target_path
 from ictd_interp.models.constructions.standard_theta_star import standard_theta_star
 from ictd_interp.reference.metrics import kernel_diagonality
 from tests.conftest import make_standard, make_star, make_tasks
@@ -99,9 +105,9 @@ def test_signature_is_td_on_theta_star_in_both_families():
 
 
 def test_verdict_sentences():
-    from analyses.metrics.algorithm_id import LayerReading
-    from analyses.metrics.heads import HeadKernel, Signature
-    from analyses.summary.sections import Algorithm, Circuit
+    from ictd_interp.analyses.metrics.algorithm_id import LayerReading
+    from ictd_interp.analyses.metrics.heads import HeadKernel, Signature
+    from ictd_interp.analyses.summary.sections import Algorithm, Circuit
 
     fit = dict(
         source="fit", step=1.0, b=0.9, c=-1.0, effective_discount=0.9, current_weight=-1.0, beta=1.0, identifiable=True
@@ -140,7 +146,7 @@ def test_verdict_sentences():
 
 def test_tabular_kernel_correlation_is_one_for_a_same_state_head():
     tasks = make_tasks()
-    from analyses.metrics.heads import correlation, tabular_kernel
+    from ictd_interp.analyses.metrics.heads import correlation, tabular_kernel
 
     K = tabular_kernel(tasks)
     assert torch.allclose(K.sum(-1), torch.ones(4, 13, dtype=torch.float64), atol=1e-12)
@@ -152,7 +158,7 @@ def test_tabular_kernel_correlation_is_one_for_a_same_state_head():
 
 
 def test_layer_signature_is_td_on_theta_star_and_sees_through_an_mlp():
-    from analyses.metrics.heads import layer_signature
+    from ictd_interp.analyses.metrics.heads import layer_signature
 
     tasks, star = make_tasks(), make_star(n_layers=3)
     rows = {name: torch.zeros(6, dtype=torch.float64) for name in ("reward", "v_next", "v_current")}
@@ -177,7 +183,7 @@ def test_layer_signature_is_td_on_theta_star_and_sees_through_an_mlp():
 def test_signatures_perturb_along_the_dual_basis_and_nearly_dependent_probes_are_not_read():
     """Each dual direction moves one probe's reading by 1 and the others' by 0 (to rounding), however close the
     probes lie; above condition number 50 the three cannot be separated and the whole signature is n/a."""
-    from analyses.metrics.heads import _signature_row, dual_basis, readable
+    from ictd_interp.analyses.metrics.heads import _signature_row, dual_basis, readable
 
     e = torch.eye(3, dtype=torch.float64)
     close = {"reward": e[0], "v_next": e[1], "v_current": e[1] + 0.2 * e[2]}  # cos 0.981: separable

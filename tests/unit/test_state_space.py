@@ -125,7 +125,7 @@ def test_state_space_hooks_refuse_what_they_cannot_honour():
 
 def test_the_error_curves_in_state_space_equal_the_positional_ones():
     """``errors_by_depth`` / ``errors_by_context`` (what ``evaluate`` draws) agree across the two forwards."""
-    from analyses.metrics.convergence import errors_by_context, errors_by_depth
+    from ictd_interp.analyses.metrics.convergence import errors_by_context, errors_by_depth
 
     tasks = make_tasks(n_tasks=5, n_states=6, d=4, n=40, feature_scale=2.0)
     model = HookedICTDTransformer(make_cfg(d_features=4, n_layers=3, tied=False, seed=2, init_scale=0.5))
@@ -175,7 +175,7 @@ def test_hooks_on_modules_that_are_not_hook_points_are_refused():
 @pytest.mark.parametrize("override", [{"form": "dual"}, {"mask": "full"}])
 def test_evaluate_runs_models_the_state_space_forward_does_not_cover(override):
     """θ*'s own architecture follows the model's: a dual-form or full-mask model is evaluated positionally."""
-    from analyses.reports.ood import evaluate_ood
+    from ictd_interp.analyses.reports.ood import evaluate_ood
 
     tasks = make_tasks(n_tasks=4, n_states=5, d=3, n=12)
     model = HookedICTDTransformer(make_cfg(n_layers=2, tied=True, seed=1, init_scale=0.3, **override))

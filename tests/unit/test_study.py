@@ -5,7 +5,7 @@ import json
 import pandas as pd
 import pytest
 
-from analyses.studies.spec import StudySpecError, load_spec
+from ictd_interp.analyses.studies.spec import StudySpecError, load_spec
 from tests.support.study import spec
 
 
@@ -32,7 +32,7 @@ def test_bad_specs_name_the_cell_and_the_field(tmp_path):
 def test_a_damaged_results_table_never_replaces_the_report(tmp_path):
     """study-report on a results.csv that no longer lists the study's cells (cut short) is an error naming the
     file; the saved study.md stays."""
-    from analyses.studies.report import write_report
+    from ictd_interp.analyses.studies.report import write_report
 
     spec_dict = {"name": "cut", "preset": "quick", "fixed": {}, "grid": {"objective": ["td", "neu"]}, "seeds": [0]}
     (tmp_path / "spec.json").write_text(json.dumps(spec_dict))
@@ -56,7 +56,7 @@ def test_a_damaged_results_table_never_replaces_the_report(tmp_path):
 
 
 def test_the_cli_lists_every_built_in_study():
-    from analyses.studies.spec import builtin_studies
+    from ictd_interp.analyses.studies.spec import builtin_studies
     from ictd_interp.cli import build_parser
 
     assert len(builtin_studies()) >= 7
@@ -70,7 +70,7 @@ def test_weight_probe_figures_show_only_the_cells_that_have_weights(tmp_path, mo
     figures show the stylised condition alone (no empty panel, no legend entry without a line)."""
     import pandas as pd
 
-    from analyses.studies.report import write_report
+    from ictd_interp.analyses.studies.report import write_report
 
     spec_dict = {"name": "mixed", "preset": "quick", "fixed": {}, "grid": {"objective": ["td", "neu"]}, "seeds": [0]}
     ids = list(zip(("stylised", "standard"), (cell.name for cell in load_spec(spec_dict).cells())))
@@ -112,7 +112,7 @@ def test_weight_probe_figures_show_only_the_cells_that_have_weights(tmp_path, mo
     for name in ("depth", "extrapolation"):
         (tmp_path / f"{name}.csv").write_text("")
     (tmp_path / "spec.json").write_text(json.dumps(spec_dict))
-    from analyses.studies import report as study_report
+    from ictd_interp.analyses.studies import report as study_report
 
     drawn = {}
     for name in ("signature", "cells_cosine_curves"):
@@ -139,7 +139,7 @@ def test_study_table_gives_t_intervals_and_names_a_diverged_seed():
     away."""
     import math
 
-    from analyses.studies.report import _table_row
+    from ictd_interp.analyses.studies.report import _table_row
 
     def rows(condition, msves):
         return pd.DataFrame(
@@ -164,8 +164,8 @@ def test_study_table_gives_t_intervals_and_names_a_diverged_seed():
 
 
 def test_a_cell_counts_as_running_only_while_its_process_lives(tmp_path):
-    from analyses.studies.cells import is_running as _is_running
-    from analyses.studies.cells import write_status as _write_status
+    from ictd_interp.analyses.studies.cells import is_running as _is_running
+    from ictd_interp.analyses.studies.cells import write_status as _write_status
 
     alive = _write_status(tmp_path / "a", "running")
     assert _is_running(alive)
@@ -177,7 +177,7 @@ def test_a_cell_counts_as_running_only_while_its_process_lives(tmp_path):
 def test_the_phase_table_counts_seeds_that_learn_in_context_per_condition():
     import pandas as pd
 
-    from analyses.studies import phase
+    from ictd_interp.analyses.studies import phase
 
     spec_ = load_spec(spec(grid={"tied": [True, False]}, seeds=[0, 1]))
     learns = {

@@ -6,9 +6,8 @@ import pytest
 import torch
 from transformer_lens import patching
 
-import hooks
-from analyses.figures.attention_plots import attention_view, position_labels
-from ictd_interp import HookedICTDTransformer
+from ictd_interp import HookedICTDTransformer, hooks
+from ictd_interp.analyses.figures.attention_plots import attention_view, position_labels
 from tests.conftest import make_cfg, make_star, make_tasks
 
 TOL = 1e-12
@@ -283,7 +282,7 @@ def _standard_model():
 
 @pytest.mark.parametrize("architecture", ["stylised", "standard"])
 def test_patching_works_on_both_architectures_and_the_direct_call_fails_loudly(architecture):
-    """TransformerLens's patching through ``hooks.tl_patching`` gives [layer, pos] on both classes, equal to
+    """TransformerLens's patching through ``ictd_interp.hooks.tl_patching`` gives [layer, pos] on both classes, equal to
     ours; ``reduce="none"`` keeps the batch axis; calling ``get_act_patch_resid_pre`` on the model directly
     (which would sweep d_model 'positions') raises, naming the wrapper."""
     model = make_star(n_layers=2) if architecture == "stylised" else _standard_model()
@@ -313,7 +312,7 @@ def test_patching_works_on_both_architectures_and_the_direct_call_fails_loudly(a
         assert (per_task.values.mean(-1) - table).abs().max() <= 1e-10
     with pytest.raises(ValueError, match="no_such_option: not an option of TransformerLens"):
         hooks.tl_patching(patching.get_act_patch_resid_pre, model, corrupted, clean_cache, metric, no_such_option=1)
-    with pytest.raises(ValueError, match=r"hooks.tl_patching.*|sweep d_model"):
+    with pytest.raises(ValueError, match=r"ictd_interp.hooks.tl_patching.*|sweep d_model"):
         patching.get_act_patch_resid_pre(model, corrupted, clean_cache, metric)
 
 

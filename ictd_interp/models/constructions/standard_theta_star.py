@@ -12,7 +12,7 @@ Derivation (one head per layer, ``d_model = d_head = d + 3``, no MLP, no LayerNo
 
 So each layer computes ``v ← v + α K (R − v)``: the stylised θ* with its bootstrap path cut (the shift that
 fills the target row with ``γ v(S_{j+1})`` has no counterpart in a standard block), equal to
-``HookedICTDTransformer.from_theta_star`` under ``hooks.ablation.ablate_target_path`` layer by layer
+``HookedICTDTransformer.from_theta_star`` under ``ictd_interp.hooks.ablation.ablate_target_path`` layer by layer
 (tests/unit/test_standard_circuits.py, float64, 1e-10).
 """
 

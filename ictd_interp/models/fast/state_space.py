@@ -117,7 +117,7 @@ def state_space_forward(
     """The state values after ``depth`` layers (layer ``l`` uses weights ``min(l, unique - 1)``: a tied
     model has one, a per-layer model repeats its last layer beyond its trained depth). ``A_ff`` and ``w``
     may have a task axis of size 1 (shared weights) or of one per task (per-task copies, whose gradients
-    are then each task's own: ``analyses.metrics.neu``). One batched matrix-vector product per layer;
+    are then each task's own: ``ictd_interp.analyses.metrics.neu``). One batched matrix-vector product per layer;
     ``on_layer(layer, v)`` sees the values after each layer."""
     v = N.new_zeros(N.shape[:-1])
     maps = {}

@@ -1,4 +1,5 @@
-"""The layout of a training run folder, owned here for training, analyses, the CLI and studies.
+"""The layout of a training run folder and of an output folder, owned here for training, analyses, the CLI and
+studies (torch-free: paths and JSON only).
 
 ::
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 
 def study(args: argparse.Namespace) -> int:
-    from analyses.studies.run import run_study
-    from analyses.studies.spec import load_spec
+    from ictd_interp.analyses.studies.run import run_study
+    from ictd_interp.analyses.studies.spec import load_spec
 
     spec = load_spec(args.spec)  # every cell's config built, so a bad spec fails here too
     if args.device is not None:
@@ -43,7 +43,7 @@ def study(args: argparse.Namespace) -> int:
 
 def _study_unit(args: argparse.Namespace, spec) -> int:
     """``--plan N`` (the split into units, for a scheduler) or ``--unit K`` (one unit, here, without Ray)."""
-    from analyses.studies.plan import plan_units, run_unit
+    from ictd_interp.analyses.studies.plan import plan_units, run_unit
 
     out = Path(args.out)
     if args.plan is not None:
@@ -58,3 +58,10 @@ def _study_unit(args: argparse.Namespace, spec) -> int:
     counts = ", ".join(f"{statuses.count(s)} {s}" for s in sorted(set(statuses)))
     print(f"{out}: unit {args.unit}: {len(statuses)} cells: {counts}")
     return 0 if all(s == "done" for s in statuses) else 1
+
+
+def study_report(args: argparse.Namespace) -> int:
+    from ictd_interp.analyses.studies.report import write_report
+
+    print(write_report(args.path))
+    return 0

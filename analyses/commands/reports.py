@@ -1,0 +1,43 @@
+"""The analyses' commands over many models: ``claims`` (every claim of the paper re-derived with intervals and
+verdicts) and ``methods-benchmark`` (interpretability methods scored against circuits planted exactly)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def claims(args: argparse.Namespace) -> int:
+    from ictd_interp.analyses.claims.run import ClaimsInterrupted, run_claims
+
+    try:
+        rows = run_claims(args.out, args.budget, workers=args.workers, address=args.address, force=args.force)
+    except ClaimsInterrupted as stop:
+        print(stop)
+        return 130
+    for row in rows:
+        print(f"{row.id:<24} {row.verdict}")
+    print(f"{args.out}/claims.md: {len(rows)} claims")
+    return 0
+
+
+def methods_benchmark(args: argparse.Namespace) -> int:
+    from ictd_interp.analyses.methods_benchmark.report import write_report
+    from ictd_interp.analyses.methods_benchmark.run import narrowed, run_benchmark
+    from ictd_interp.analyses.methods_benchmark.sealed import Split
+
+    names = lambda text: None if text is None else [m.strip() for m in text.split(",") if m.strip()]  # noqa: E731
+    budget = narrowed(args.budget, names(args.cases), args.seeds)
+    cells, budget = run_benchmark(
+        args.out,
+        budget,
+        methods=names(args.methods),
+        plugins=args.plugin,
+        workers=args.workers,
+        address=args.address,
+        force=args.force,
+        split=Split.read(args.split, args.key_file),
+    )
+    path = write_report(cells, budget, Path(args.out))
+    print(f"{path}: {len(cells)} cells, methods {', '.join(cells[0].scores)}")
+    return 0
