@@ -25,8 +25,8 @@ from ictd_interp.analyses.metrics.algorithm_id import read_layer
 from ictd_interp.analyses.metrics.theta_star_limit import theta_star_rows
 from ictd_interp.config.train import TrainConfig
 from ictd_interp.io.pretrained import CARD, PRETRAINED_DIR, card, names
-from ictd_interp.models.fast.state_space import state_space_unavailable
 from ictd_interp.models.registry import holds_theta_star
+from ictd_interp.models.stylised.state_space import state_space_unavailable
 from ictd_interp.training.evaluation import EvalSet
 from ictd_interp.training.retraining import reexport
 

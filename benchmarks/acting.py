@@ -12,8 +12,8 @@ import torch
 
 from ictd_interp import HookedICTDTransformer, ICTDConfig
 from ictd_interp.analyses.metrics.acting import acting_regret, certainty_equivalence_q, in_context_q, q_learning
-from ictd_interp.models.constructions.linear_control import actor_critic, actor_critic_features, actor_queries
-from ictd_interp.models.constructions.linear_td import linear_model
+from ictd_interp.models.linear.control import actor_critic, actor_critic_features, actor_queries
+from ictd_interp.models.linear.td import linear_model
 from ictd_interp.tasks.features import make_features
 from ictd_interp.tasks.mdp import pair_features, random_mdps, two_action_chains, uniform_policy
 from ictd_interp.tasks.sampling import control_tasks

@@ -26,8 +26,8 @@ import torch
 from ictd_interp import HookedICTDTransformer, HookedStandardTransformer, ICTDConfig
 from ictd_interp.config import TaskDistribution, TrainConfig
 from ictd_interp.config.standard import StandardConfig
-from ictd_interp.models.fast.chunked_attention import QUERY_CHUNK
-from ictd_interp.models.fast.ictd_stack import ModelStack
+from ictd_interp.models.chunked_attention import QUERY_CHUNK
+from ictd_interp.models.stylised.stack import ModelStack
 from ictd_interp.tasks.sampling import sample_tasks
 from ictd_interp.training.batches import WindowBatch, window_batch
 from ictd_interp.training.objectives import td_loss

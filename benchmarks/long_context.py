@@ -5,7 +5,7 @@ Usage: python benchmarks/long_context.py [--threads 2] [--lengths 1000 10000 100
 Each row runs in a fresh process (peak RSS only grows): θ* (stylised, TSM, d = 4, 3 layers) and a standard model
 (d_model 16, 2 heads, 3 layers, MLPs, LayerNorm), one task, float32, under ``torch.no_grad``. ``full``: a no-op
 hook on every ``hook_pattern`` makes the model hold the whole pattern (what a cached run does); ``chunked``: no
-hook, so contexts longer than ``ictd_interp.models.fast.chunked_attention.QUERY_CHUNK`` run over query chunks.
+hook, so contexts longer than ``ictd_interp.models.chunked_attention.QUERY_CHUNK`` run over query chunks.
 ``added_mb`` is the peak RSS minus the RSS before the forward (model, prompt and libraries). The full forward is skipped
 beyond ``--full-up-to`` (at n = 10⁵ it would hold 40 GB of float32 scores per head and layer). On ``--device
 cuda`` the model and prompt live on the GPU and ``added_mb`` is the peak of ``torch.cuda.max_memory_allocated``

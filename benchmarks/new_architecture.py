@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 from pathlib import Path
 
@@ -33,12 +33,12 @@ from ictd_interp.config.linear import LinearICTDConfig
 class ToyConfig(LinearICTDConfig):
     architecture = "toy-linear"
     description = "a toy: the linear model under another name"
-    model_module = "ictd_interp.models.architectures.toy"
+    model_module = "ictd_interp.models.toy"
     original_architecture = "HookedToyLinear"
 ''',
-    "ictd_interp/models/architectures/toy.py": '''"""The toy architecture's model class."""
+    "ictd_interp/models/toy.py": '''"""The toy architecture's model class (one module; a folder once it has more)."""
 from ictd_interp.config.toy import ToyConfig
-from ictd_interp.models.architectures.linear import HookedLinearICTD
+from ictd_interp.models.linear.model import HookedLinearICTD
 
 
 class HookedToyLinear(HookedLinearICTD):
@@ -97,11 +97,26 @@ def copy_uncommitted(tree: Path) -> None:
         shutil.copy2(ROOT / name, tree / name)
 
 
-def run(tree: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(tree)}
-    return subprocess.run(
-        [sys.executable, "-m", "ictd_interp.cli", *args], cwd=tree, env=env, capture_output=True, text=True
-    )
+def install(tree: Path, where: Path) -> Path:
+    """The copy installed (editable, no dependencies) into a virtual environment of its own that sees this one's
+    libraries, so its ``ictd_interp.analyses`` and its entry points are the copy's; returns its Python."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True)
+    python = where / "bin" / "python"
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    ours = sysconfig.get_paths()["purelib"]  # a plain path line: this environment's libraries, not its .pth hooks
+    (Path(site) / "libraries.pth").write_text(ours + "\n")
+    pip = [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "-e", str(tree)]
+    subprocess.run(pip, check=True, capture_output=True)
+    return python
+
+
+def run(python: Path, tree: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(python), "-m", "ictd_interp.cli", *args], cwd=tree, capture_output=True, text=True)
 
 
 def main() -> None:
@@ -131,7 +146,9 @@ def main() -> None:
         )
         add_toy(tree)
         shape = touched(tree)
+        python = install(tree, Path(tmp) / "venv")
         trained = run(
+            python,
             tree,
             "train",
             "--architecture",
@@ -146,7 +163,7 @@ def main() -> None:
             str(Path(tmp) / "run"),
         )
         analysed = (
-            run(tree, "analyze", str(Path(tmp) / "run"), "--out", str(Path(tmp) / "analysis"))
+            run(python, tree, "analyze", str(Path(tmp) / "run"), "--out", str(Path(tmp) / "analysis"))
             if trained.returncode == 0
             else trained
         )

@@ -26,8 +26,8 @@ import torch
 from torch import Tensor
 
 from ictd_interp.hooks.types import Hooks
-from ictd_interp.models.architectures.hook_names import get_act_name
-from ictd_interp.models.architectures.ictd import HookedICTDTransformer
+from ictd_interp.models.hook_names import get_act_name
+from ictd_interp.models.stylised.model import HookedICTDTransformer
 from ictd_interp.reference.control_iterations import Weights, policy_weights, softmax_weights
 from ictd_interp.tasks.action_columns import ActionColumns
 

@@ -17,8 +17,8 @@ import torch
 from torch import Tensor
 from transformer_lens.hook_points import HookPoint
 
-from ictd_interp.models.architectures.hook_names import get_act_name
-from ictd_interp.models.architectures.patching_guard import token_patching_allowed
+from ictd_interp.models.hook_names import get_act_name
+from ictd_interp.models.patching_guard import token_patching_allowed
 from ictd_interp.models.registry import ICTDModel
 
 

@@ -1,5 +1,5 @@
 """What every hook builder shares: the ``(hook_name, fn)`` pairs type (hook names from the core's
-``ictd_interp.models.architectures.hook_names``)."""
+``ictd_interp.models.hook_names``)."""
 
 from collections.abc import Callable
 

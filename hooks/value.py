@@ -12,7 +12,7 @@ from transformer_lens.hook_points import HookPoint
 
 from ictd_interp.hooks.types import Hooks
 from ictd_interp.models import HookedICTDTransformer
-from ictd_interp.models.architectures.hook_names import ends_with, get_act_name
+from ictd_interp.models.hook_names import ends_with, get_act_name
 
 ENTRIES = ("reward", "target", "current")
 

@@ -16,13 +16,13 @@ from ictd_interp.config import ICTDConfig
 from ictd_interp.config.train import PRESETS
 from ictd_interp.hooks.control_backups import expected_sarsa_hooks, soft_q_hooks
 from ictd_interp.models import HookedICTDTransformer
-from ictd_interp.models.constructions.linear_control import (
+from ictd_interp.models.linear.control import (
     actor_critic,
     actor_critic_features,
     actor_queries,
     score_features,
 )
-from ictd_interp.models.constructions.linear_td import linear_model
+from ictd_interp.models.linear.td import linear_model
 from ictd_interp.reference.control_iterations import backup_td, batch_actor_critic, policy_weights, softmax_weights
 from ictd_interp.reference.td import softmax_td
 from ictd_interp.tasks.action_columns import action_column_prompt

@@ -25,7 +25,7 @@ from ictd_interp.analyses.figures.style import (
     wrapped,
     zoom,
 )
-from ictd_interp.models.constructions.theta_star import SIGNATURE_INPUTS, SIGNATURE_SIGNS, SIGNATURE_TEXT
+from ictd_interp.models.stylised.theta_star import SIGNATURE_INPUTS, SIGNATURE_SIGNS, SIGNATURE_TEXT
 from ictd_interp.reference.metrics import VALUE_INPUTS, signature_on_values
 
 Numbers = Union[np.ndarray, Sequence]  # figures draw saved numbers: arrays or the nested lists of summary.json

@@ -51,11 +51,11 @@ from ictd_interp.analyses.methods_benchmark.sealed import SEALED
 from ictd_interp.analyses.metrics.site_probes import residual_stack
 from ictd_interp.config import ICTDConfig
 from ictd_interp.config.standard import StandardConfig
-from ictd_interp.models.architectures.hook_names import get_act_name
-from ictd_interp.models.architectures.ictd import HookedICTDTransformer
-from ictd_interp.models.architectures.standard import HookedStandardTransformer
-from ictd_interp.models.constructions.standard_theta_star import standard_theta_star, theta_star_weights
-from ictd_interp.models.fast.state_space import state_space_unavailable
+from ictd_interp.models.hook_names import get_act_name
+from ictd_interp.models.standard.model import HookedStandardTransformer
+from ictd_interp.models.standard.theta_star import standard_theta_star, theta_star_weights
+from ictd_interp.models.stylised.model import HookedICTDTransformer
+from ictd_interp.models.stylised.state_space import state_space_unavailable
 from ictd_interp.tasks import TaskBatch, sample_from
 
 

@@ -22,7 +22,7 @@ from einops import einsum
 from jaxtyping import Float
 from torch import Tensor
 
-from ictd_interp.models.architectures.standard import HookedStandardTransformer
+from ictd_interp.models.standard.model import HookedStandardTransformer
 
 Edge = tuple[str, str]
 OUTPUT = "output"

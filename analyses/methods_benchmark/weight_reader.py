@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from ictd_interp.analyses.methods_benchmark.graph import OUTPUT, Edge, build_graph
-from ictd_interp.models.architectures.standard import HookedStandardTransformer
+from ictd_interp.models.standard.model import HookedStandardTransformer
 
 
 def writer(model: HookedStandardTransformer, node: str) -> Tensor:

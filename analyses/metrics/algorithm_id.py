@@ -42,10 +42,10 @@ from ictd_interp.analyses.metrics.intervals import Interval, t_interval
 from ictd_interp.analyses.metrics.site_probes import residual_stack
 from ictd_interp.config.fields import check_choice
 from ictd_interp.models import HookedICTDTransformer
-from ictd_interp.models.architectures.hook_names import get_act_name
-from ictd_interp.models.constructions.theta_star import TDCoefficients
-from ictd_interp.models.fast.state_space import state_space_unavailable
+from ictd_interp.models.hook_names import get_act_name
 from ictd_interp.models.registry import holds_theta_star
+from ictd_interp.models.stylised.state_space import state_space_unavailable
+from ictd_interp.models.stylised.theta_star import TDCoefficients
 from ictd_interp.reference.metrics import cosine, identifiable_inputs
 from ictd_interp.reference.td import feature_scores, same_state_kernel
 from ictd_interp.tasks.sampling import TaskBatch

@@ -114,7 +114,7 @@ def tabular_td_states(tasks: TaskBatch, gamma: float) -> Float[Tensor, "batch po
     """``tabular_td`` solved on the ``s`` states instead of the ``n + 1`` positions (the same equations: one
     value per state), so it costs ``s^3`` per task at any context length: ``v(s) - gamma sum_s' N[s, s'] v(s') /
     c(s) = r(s)`` on the source states, the constant elsewhere."""
-    from ictd_interp.models.fast.state_space import transition_counts
+    from ictd_interp.models.stylised.state_space import transition_counts
 
     N = transition_counts(tasks.states, tasks.mrp.n_states)  # [batch, state, next]
     c = N.sum(-1)

@@ -15,7 +15,7 @@ from torch import Tensor
 from ictd_interp.analyses.metrics.diagonality import model_margin
 from ictd_interp.config import ICTDConfig
 from ictd_interp.models import HookedICTDTransformer
-from ictd_interp.models.architectures.hook_names import ends_with
+from ictd_interp.models.hook_names import ends_with
 from ictd_interp.models.registry import ICTDModel
 from ictd_interp.tasks.sampling import TaskBatch
 

@@ -18,7 +18,7 @@ from typing import Optional
 
 import numpy as np
 
-from ictd_interp.config.model import ICTDConfig
+from ictd_interp.config.stylised import ICTDConfig
 from ictd_interp.io.checkpoint import CONFIG, WEIGHTS
 from ictd_interp.io.pretrained import PRETRAINED_DIR, names
 from ictd_interp.models import HookedICTDTransformer

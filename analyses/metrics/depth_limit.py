@@ -1,6 +1,6 @@
 """Where a stylised layer's values go as depth -> infinity, computed without a singular solve.
 
-In state space (``ictd_interp.models.fast.state_space``) one layer is ``v <- v + Ebar (y0 + F v)`` with
+In state space (``ictd_interp.models.stylised.state_space``) one layer is ``v <- v + Ebar (y0 + F v)`` with
 ``Ebar [state, source state]`` the grouped kernel, ``y0 = c (X w_x + w_R r)`` the drive and
 ``F = diag(c) w_cur + gamma w_tar N`` (rows: the source states). Its map on the state values is
 ``T = I + Ebar F``. Writing ``y_l = y0 + F v_l``,
@@ -33,7 +33,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from ictd_interp.models.fast.state_space import grouped_kernel, model_weights, transition_counts
+from ictd_interp.models.stylised.state_space import grouped_kernel, model_weights, transition_counts
 from ictd_interp.tasks.sampling import TaskBatch
 
 NEUTRAL_TOL = 1e-9  # |rho - 1| below this is reported as neutral (float64 rounding of an exact 1)
@@ -91,7 +91,7 @@ def limit_from(model, tasks: TaskBatch, start: Tensor, layer: int) -> tuple[Tens
 def limit_spectrum(model, tasks: TaskBatch) -> tuple[Float[Tensor, "batch pos"], LimitSpectrum]:
     """``depth_limit`` with its per-task spectrum and reasons. A per-layer model runs its layers, then
     repeats its last one (as ``algorithm_id.layer_at_depth`` does)."""
-    from ictd_interp.models.fast.state_space import state_space_forward
+    from ictd_interp.models.stylised.state_space import state_space_forward
 
     n_layers = model.cfg.n_layers
     if model.cfg.tied or n_layers == 1:

@@ -12,7 +12,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from ictd_interp.models import HookedICTDTransformer
-from ictd_interp.models.architectures.hook_names import ends_with
+from ictd_interp.models.hook_names import ends_with
 from ictd_interp.reference.metrics import (
     assumption_margin,
     diagonality_by_layer,

@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from ictd_interp.models import HookedICTDTransformer
-from ictd_interp.models.architectures.hook_names import attn_param, get_act_name
+from ictd_interp.models.hook_names import attn_param, get_act_name
 from ictd_interp.models.registry import ICTDModel, holds_theta_star
 from ictd_interp.tasks.sampling import TaskBatch
 from ictd_interp.training.evaluation import DETAIL, value_msve

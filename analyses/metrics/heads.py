@@ -28,9 +28,9 @@ from torch import Tensor
 
 from ictd_interp.analyses.metrics.algorithm_id import MAX_CONDITION
 from ictd_interp.analyses.metrics.site_probes import LinearProbes
-from ictd_interp.models.architectures.hook_names import ends_with, get_act_name
-from ictd_interp.models.constructions.theta_star import SIGNATURE_SIGNS
+from ictd_interp.models.hook_names import ends_with, get_act_name
 from ictd_interp.models.registry import ICTDModel
+from ictd_interp.models.stylised.theta_star import SIGNATURE_SIGNS
 from ictd_interp.reference.metrics import cosine, kernel_diagonality, query_rows
 from ictd_interp.reference.td import same_state_kernel, softmax_kernel
 from ictd_interp.tasks.sampling import TaskBatch

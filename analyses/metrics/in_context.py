@@ -39,7 +39,7 @@ from ictd_interp.analyses.metrics.ladder import FLAT, Ladder, depth_verdict, lad
 from ictd_interp.analyses.metrics.linear_family import FamilyReading
 from ictd_interp.analyses.metrics.stability import OverTraining
 from ictd_interp.config.tasks import TaskDistribution
-from ictd_interp.models.architectures.base import check_tasks
+from ictd_interp.models.base import check_tasks
 from ictd_interp.models.registry import ICTDModel
 from ictd_interp.tasks.sampling import TaskBatch
 

@@ -40,8 +40,8 @@ from ictd_interp.analyses.metrics import baselines
 from ictd_interp.analyses.metrics.baselines import error_parts
 from ictd_interp.analyses.metrics.intervals import Interval, Paired, paired, t_interval
 from ictd_interp.config.tasks import TaskDistribution
-from ictd_interp.models.fast.state_space import state_space_unavailable
 from ictd_interp.models.registry import ICTDModel, holds_theta_star
+from ictd_interp.models.stylised.state_space import state_space_unavailable
 from ictd_interp.tasks.sampling import TaskBatch, sample_from
 from ictd_interp.training.evaluation import DETAIL
 

@@ -17,8 +17,8 @@ import torch
 from torch import Tensor
 
 from ictd_interp.analyses.metrics.intervals import Interval, proportion_interval
-from ictd_interp.models.architectures.linear import HookedLinearICTD
-from ictd_interp.models.constructions.linear_td import LinearConstruction, linear_model, td0
+from ictd_interp.models.linear.model import HookedLinearICTD
+from ictd_interp.models.linear.td import LinearConstruction, linear_model, td0
 from ictd_interp.reference.metrics import cosine
 from ictd_interp.tasks.sampling import TaskBatch
 

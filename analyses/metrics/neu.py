@@ -12,7 +12,7 @@ training minimises) is biased upward by ``tr Cov(u) / N``; the U-statistic over 
 
 is unbiased for every ``N``. Its intervals (jackknife, and calibrated near 0) are in ``metrics.neu_intervals``.
 
-The per-task gradients come from the exact state-space forward (``ictd_interp.models.fast.state_space``),
+The per-task gradients come from the exact state-space forward (``ictd_interp.models.stylised.state_space``),
 with one copy of the weights per task so that one backward pass gives every ``u_i``: the cost is
 independent of ``n`` once the windows are counted, which makes ``n = 1000, L = 384`` with 16k tasks
 affordable. ``tests/unit/test_neu.py`` holds it against autograd through the positional hooked forward.
@@ -51,7 +51,7 @@ from ictd_interp.analyses.metrics.neu_intervals import (
 )
 from ictd_interp.config.tasks import TaskDistribution
 from ictd_interp.models import HookedICTDTransformer
-from ictd_interp.models.fast.state_space import model_weights, state_space_forward, window_counts
+from ictd_interp.models.stylised.state_space import model_weights, state_space_forward, window_counts
 from ictd_interp.tasks.sampling import TaskBatch, sample_from
 
 N_WINDOWS = 5  # windows per task (W - 1 = 4 TD errors), as in the NEU training batches

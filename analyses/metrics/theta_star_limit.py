@@ -18,10 +18,10 @@ from torch import Tensor
 from ictd_interp.analyses.metrics.algorithm_id import IterationMap, iteration_map
 from ictd_interp.analyses.metrics.depth_limit import depth_limit
 from ictd_interp.analyses.metrics.intervals import Interval
-from ictd_interp.config.model import ICTDConfig
+from ictd_interp.config.stylised import ICTDConfig
 from ictd_interp.config.tasks import TaskDistribution
 from ictd_interp.models import HookedICTDTransformer
-from ictd_interp.models.constructions.theta_star import theta_star_coefficients
+from ictd_interp.models.stylised.theta_star import theta_star_coefficients
 from ictd_interp.tasks.sampling import TaskBatch, sample_from
 
 LIMIT_LENGTHS, LIMIT_TASKS = (30, 100, 300, 1000), 32  # theta*'s limit (fixed point) versus context length

@@ -25,8 +25,8 @@ from ictd_interp.config.tasks import TaskDistribution
 from ictd_interp.io.progress import computed
 from ictd_interp.io.staging import staged
 from ictd_interp.models import HookedICTDTransformer
-from ictd_interp.models.fast.state_space import state_space_unavailable
 from ictd_interp.models.registry import ICTDModel, holds_theta_star
+from ictd_interp.models.stylised.state_space import state_space_unavailable
 from ictd_interp.tasks.mrp import describe_classes
 from ictd_interp.tasks.sampling import TaskBatch
 

@@ -46,9 +46,9 @@ from ictd_interp.analyses.summary.store import build
 from ictd_interp.config.train import TrainConfig
 from ictd_interp.io.progress import computed
 from ictd_interp.models import HookedICTDTransformer
-from ictd_interp.models.architectures.hook_names import ends_with
-from ictd_interp.models.constructions.theta_star import SIGNATURE_TEXT
+from ictd_interp.models.hook_names import ends_with
 from ictd_interp.models.registry import ICTDModel
+from ictd_interp.models.stylised.theta_star import SIGNATURE_TEXT
 from ictd_interp.tasks.sampling import sample_from
 from ictd_interp.training.evaluation import EvalSet, evaluate
 

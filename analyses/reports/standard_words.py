@@ -7,7 +7,7 @@ from ictd_interp.analyses.metrics.algorithm_id import MAX_CONDITION
 from ictd_interp.analyses.metrics.heads import HeadKernel, Signature
 from ictd_interp.analyses.reports.summary_md import layer_sentence
 from ictd_interp.analyses.summary.sections import Algorithm, Circuit, Summary
-from ictd_interp.models.constructions.theta_star import SIGNATURE_TEXT
+from ictd_interp.models.stylised.theta_star import SIGNATURE_TEXT
 
 TD_LIKE_CORRELATION = 0.5  # a head whose pattern correlates at least this much with the TD kernel
 

@@ -55,9 +55,9 @@ from ictd_interp.analyses.summary.store import build
 from ictd_interp.config import TrainConfig
 from ictd_interp.io.progress import computed
 from ictd_interp.models import HookedICTDTransformer
-from ictd_interp.models.architectures.hook_names import ends_with
-from ictd_interp.models.constructions.theta_star import SIGNATURE_TEXT
-from ictd_interp.models.fast.state_space import state_space_unavailable
+from ictd_interp.models.hook_names import ends_with
+from ictd_interp.models.stylised.state_space import state_space_unavailable
+from ictd_interp.models.stylised.theta_star import SIGNATURE_TEXT
 from ictd_interp.reference.metrics import VALUE_INPUTS, signature_on_values
 from ictd_interp.tasks.sampling import TaskBatch, sample_from
 from ictd_interp.training.evaluation import EvalSet, evaluate

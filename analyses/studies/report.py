@@ -30,7 +30,7 @@ from ictd_interp.analyses.studies.results import (
 )
 from ictd_interp.analyses.studies.spec import StudySpec, stored_spec
 from ictd_interp.analyses.summary.tables import SIGNATURE_COLUMNS, STUDY_COLUMNS, Column, summary_column
-from ictd_interp.models.constructions.theta_star import SIGNATURE_INPUTS, SIGNATURE_TEXT
+from ictd_interp.models.stylised.theta_star import SIGNATURE_INPUTS, SIGNATURE_TEXT
 
 DISCOUNT = summary_column("algorithm.layers.effective_discount")
 IN_FAMILY = summary_column("algorithm.layers.in_family")

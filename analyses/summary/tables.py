@@ -14,7 +14,7 @@ from typing import Any, Optional, Union
 from ictd_interp.analyses.metrics.intervals import COSINE, NONNEGATIVE
 from ictd_interp.analyses.summary.sections import Summary
 from ictd_interp.analyses.summary.store import written
-from ictd_interp.models.constructions.theta_star import SIGNATURE_INPUTS
+from ictd_interp.models.stylised.theta_star import SIGNATURE_INPUTS
 
 
 def flatten(summary: Summary) -> tuple[dict[str, Any], list[dict[str, Any]]]:

@@ -15,7 +15,7 @@ from ictd_interp.config.fields import (
     check_positive_int,
     dtype_name,
 )
-from ictd_interp.config.model import ICTDConfig, softmax_theta_star
+from ictd_interp.config.stylised import ICTDConfig, softmax_theta_star
 
 
 @dataclass
@@ -50,7 +50,7 @@ class LinearICTDConfig(ModelConfigIO):
     architecture = "linear-ictd"  # not a field: which model class a config builds (the registry's key)
     description = "the predecessor's linear model (docs/theory.md §13)"
     quick_preset = None  # none of its own: the stylised quick preset with --architecture linear-ictd
-    model_module = "ictd_interp.models.architectures.linear"  # where its model class (``original_architecture``) lives
+    model_module = "ictd_interp.models.linear.model"  # where its model class (``original_architecture``) lives
     holds_theta_star = False  # its weights hold the TD(0) construction, not θ*
     # TransformerLens-compatible fields its utilities read (HookedTransformerConfig names).
     n_heads = 1

@@ -14,7 +14,7 @@ from ictd_interp.config.fields import (
     check_positive_int,
     dtype_name,
 )
-from ictd_interp.config.model import ICTDConfig, softmax_theta_star
+from ictd_interp.config.stylised import ICTDConfig, softmax_theta_star
 from ictd_interp.config.tasks import TaskDistribution
 
 
@@ -59,9 +59,7 @@ class StandardConfig(ModelConfigIO):
     architecture = "standard"  # not a field: which model class a config builds (the registry's key)
     description = "a pre-LN transformer with MLPs, nothing pinned (docs/theory.md §10)"
     quick_preset = "standard-quick"  # this architecture's own minutes-on-2-cores preset
-    model_module = (
-        "ictd_interp.models.architectures.standard"  # where its model class (``original_architecture``) lives
-    )
+    model_module = "ictd_interp.models.standard.model"  # where its model class (``original_architecture``) lives
     holds_theta_star = False  # θ*'s circuit fits in a block, but no weight of it is θ*'s (function-space analyses)
     # TransformerLens-compatible fields its utilities read (HookedTransformerConfig names).
     n_key_value_heads = None

@@ -25,9 +25,9 @@ from ictd_interp.config.fields import (
     from_dict_strict,
 )
 from ictd_interp.config.linear import LinearICTDConfig
-from ictd_interp.config.model import ICTDConfig
 from ictd_interp.config.registry import FAMILIES, OBJECTIVES
 from ictd_interp.config.standard import StandardConfig
+from ictd_interp.config.stylised import ICTDConfig
 from ictd_interp.config.tasks import TaskDistribution
 
 # The architecture registry, the one list (a new architecture is one entry here): each model config is the record

@@ -9,7 +9,7 @@ query). Every column ``j`` starts at ``q_0(j) = 0`` and, per iteration,
 with ``w_k`` the backup's weights over the next state's actions: the target policy's ``π(· | S_{k+1})``
 (expected SARSA) or ``softmax(β q_t(next_columns[k, ·]))`` (softmax Q-learning). SARSA itself is
 ``reference.td.softmax_td`` on the pairs' features. ``batch_actor_critic``: the linear architecture's SARSA and
-actor-critic blocks (``models.linear_control``), as the loop over transitions.
+actor-critic blocks (``models.linear.control``), as the loop over transitions.
 """
 
 from __future__ import annotations

@@ -13,9 +13,9 @@ from einops import einsum
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from ictd_interp.config.model import ICTDConfig
-from ictd_interp.models.architectures.ictd_masks import attention_mask, value_mask
-from ictd_interp.models.constructions.theta_star import SIGNATURE_SIGNS, layer_star
+from ictd_interp.config.stylised import ICTDConfig
+from ictd_interp.models.stylised.masks import attention_mask, value_mask
+from ictd_interp.models.stylised.theta_star import SIGNATURE_SIGNS, layer_star
 from ictd_interp.tasks.prompt import PromptLayout
 
 

@@ -15,7 +15,7 @@ from torch import Tensor
 
 from ictd_interp.config.registry import FAMILIES
 from ictd_interp.config.tasks import TaskDistribution
-from ictd_interp.models.fast.state_space import window_counts
+from ictd_interp.models.stylised.state_space import window_counts
 from ictd_interp.tasks.mdp import MDP
 from ictd_interp.tasks.prompt import PromptLayout
 from ictd_interp.tasks.sampling import TaskBatch, sample_from

@@ -8,11 +8,11 @@ from typing import Any, Optional
 import torch
 from torch import Tensor
 
-from ictd_interp.models.architectures.base import check_tasks
-from ictd_interp.models.architectures.hook_names import ends_with
-from ictd_interp.models.architectures.ictd import HookedICTDTransformer
-from ictd_interp.models.constructions.theta_star import SIGNATURE_INPUTS
+from ictd_interp.models.base import check_tasks
+from ictd_interp.models.hook_names import ends_with
 from ictd_interp.models.registry import ICTDModel, holds_theta_star
+from ictd_interp.models.stylised.model import HookedICTDTransformer
+from ictd_interp.models.stylised.theta_star import SIGNATURE_INPUTS
 from ictd_interp.reference.metrics import diagonality_by_layer, value_signature, weight_cosines, weight_distances
 from ictd_interp.tasks.sampling import TaskBatch, sample_from
 

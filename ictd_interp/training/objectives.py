@@ -4,7 +4,7 @@ and the data it needs.
 Windows come task-major: the query prediction of window ``t`` of task ``b`` is ``v[b, t]``, and
 window ``t + 1`` of the same trajectory provides the bootstrap ``v[b, t + 1]``.
 
-A ``ModelStack`` (``models/fast/ictd_stack.py``) with a stacked batch (``WindowBatch.stack``) runs every loss with a
+A ``ModelStack`` (``models/stylised/stack.py``) with a stacked batch (``WindowBatch.stack``) runs every loss with a
 leading model axis: the loss is then a vector, each model's own loss, whose sum has each model's own gradient.
 Without the axis every operation is the single model's, bit for bit.
 """
@@ -21,9 +21,9 @@ from torch import Tensor
 
 from ictd_interp.config import registry
 from ictd_interp.config.registry import load
-from ictd_interp.models.fast.ictd_stack import ModelStack
-from ictd_interp.models.fast.state_space import window_query_values
 from ictd_interp.models.registry import ICTDModel
+from ictd_interp.models.stylised.stack import ModelStack
+from ictd_interp.models.stylised.state_space import window_query_values
 from ictd_interp.training.batches import WindowBatch
 
 Trainable = Union[ICTDModel, ModelStack]  # one model, or a stack of models with its stacked batch

@@ -1,4 +1,4 @@
-"""Runs of one shape trained together in one process (``models/fast/ictd_stack.py``), each into its own run folder.
+"""Runs of one shape trained together in one process (``models/stylised/stack.py``), each into its own run folder.
 
 ``train_stack(configs, out_dirs)`` trains ``M`` runs of one shape whose configs may differ in their seeds, learning
 rates and schedules, step counts, clipping and task pools (``FREE``): each run draws its own batches from its own
@@ -19,11 +19,11 @@ from typing import Optional, Union
 
 import torch
 
-from ictd_interp.config.model import ICTDConfig
+from ictd_interp.config.stylised import ICTDConfig
 from ictd_interp.config.train import TrainConfig
 from ictd_interp.io import run_folder
 from ictd_interp.io.checkpoint import CheckpointError
-from ictd_interp.models.fast.ictd_stack import ModelStack
+from ictd_interp.models.stylised.stack import ModelStack
 from ictd_interp.training.allocator import apply_allocator_choice
 from ictd_interp.training.batches import WindowBatch
 from ictd_interp.training.evaluation import EvalSet

@@ -4,8 +4,8 @@ layer in float64 at 1e-10, against loops written independently of any transforme
 import pytest
 import torch
 
-from ictd_interp.models.architectures.linear import HookedLinearICTD
-from ictd_interp.models.constructions.linear_td import (
+from ictd_interp.models.linear.model import HookedLinearICTD
+from ictd_interp.models.linear.td import (
     linear_model,
     td0,
 )

@@ -23,7 +23,7 @@ from ictd_interp.analyses.metrics.extrapolation import (
     spectral_depth,
 )
 from ictd_interp.config.train import TrainConfig
-from ictd_interp.models.constructions.theta_star import TDCoefficients
+from ictd_interp.models.stylised.theta_star import TDCoefficients
 from ictd_interp.tasks.sampling import sample_tasks
 
 TASKS = sample_tasks(32, 8, 4, 20, 0.9, seed=0)

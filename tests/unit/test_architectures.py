@@ -29,7 +29,7 @@ def test_only_the_stylised_record_holds_theta_star():
 
 def test_a_record_naming_a_class_of_another_record_is_refused(monkeypatch):
     monkeypatch.setattr(LinearICTDConfig, "original_architecture", "HookedICTDTransformer")
-    monkeypatch.setattr(LinearICTDConfig, "model_module", "ictd_interp.models.architectures.ictd")
+    monkeypatch.setattr(LinearICTDConfig, "model_module", "ictd_interp.models.stylised.model")
     with pytest.raises(TypeError, match="takes ICTDConfig, not LinearICTDConfig"):
         model_class("linear-ictd")
 

@@ -1,11 +1,11 @@
-"""Attention over chunks of query positions (``models/fast/chunked_attention.py``) equals the full forward (float64,
+"""Attention over chunks of query positions (``models/chunked_attention.py``) equals the full forward (float64,
 1e-12), and is taken only where no hook needs the whole pattern."""
 
 import pytest
 import torch
 
 from ictd_interp import HookedICTDTransformer
-from ictd_interp.models.fast import chunked_attention as chunked
+from ictd_interp.models import chunked_attention as chunked
 from tests.conftest import make_cfg, make_standard, make_tasks
 
 TOL = 1e-12

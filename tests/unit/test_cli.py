@@ -182,3 +182,17 @@ def test_the_model_files_the_command_line_looks_for_are_the_checkpoints_own():
     from ictd_interp.io.run_folder import TRAIN_CONFIG
 
     assert set(MODEL_FILES) == {CONFIG, WEIGHTS, TRAIN_CONFIG}
+
+
+def test_every_command_is_the_cores_or_registered_once(monkeypatch):
+    """The core's commands, then those the analyses register through the entry point; a name twice is refused."""
+    from ictd_interp import cli
+    from ictd_interp.cli.command import Command
+
+    assert [c.name for c in cli.all_commands()] == [
+        *("train", "models", "import-incontexttd", "construct", "reproduce", "analyze", "evaluate"),
+        *("study", "study-report", "claims", "methods-benchmark"),
+    ]
+    monkeypatch.setattr(cli, "registered", lambda: [Command("train", "again", lambda p: None, lambda a: 0)])
+    with pytest.raises(ValueError, match=r"\['train'\] are registered twice"):
+        cli.all_commands()

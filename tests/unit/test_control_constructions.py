@@ -141,16 +141,16 @@ def _linear_case(seed=0, n=12, d=4):
 
 @pytest.mark.parametrize("alpha,beta", [(1.0, 1.0), (0.7, 2.5)])
 def test_linear_sarsa_and_actor_critic_blocks_are_the_loops_layer_by_layer(alpha, beta):
-    """``models.linear_control``: critic and actor queries of every pair, after every layer, against
+    """``models.linear.control``: critic and actor queries of every pair, after every layer, against
     ``batch_actor_critic`` (a loop over transitions) at 1e-10; the critic alone is SARSA's block."""
-    from ictd_interp.models.constructions.linear_control import (
+    from ictd_interp.models.linear.control import (
         actor_critic,
         actor_critic_features,
         actor_queries,
         sarsa,
         score_features,
     )
-    from ictd_interp.models.constructions.linear_td import linear_model
+    from ictd_interp.models.linear.td import linear_model
     from ictd_interp.reference.control_iterations import batch_actor_critic
 
     mdp, psi, pi0, n = _linear_case()
@@ -183,8 +183,8 @@ def test_linear_sarsa_and_actor_critic_blocks_are_the_loops_layer_by_layer(alpha
 def test_from_the_uniform_policy_the_actors_preference_is_the_critics_advantage():
     """With π_0 uniform and features ``e_a ⊗ φ(s)``, ``h(s, a) = (β/α) (q(s, a) − mean_b q(s, b))`` exactly (theory
     §14a), so the actor's greedy policy is the critic's; from a non-uniform π_0 it is not the advantage."""
-    from ictd_interp.models.constructions.linear_control import actor_critic, actor_critic_features, actor_queries
-    from ictd_interp.models.constructions.linear_td import linear_model
+    from ictd_interp.models.linear.control import actor_critic, actor_critic_features, actor_queries
+    from ictd_interp.models.linear.td import linear_model
 
     mdp, psi, pi0, n = _linear_case(seed=4, n=30)
     alpha, beta = 0.8, 3.0

@@ -13,7 +13,7 @@ import torch
 from ictd_interp import HookedICTDTransformer, HookedStandardTransformer, ICTDConfig
 from ictd_interp.config import TaskDistribution
 from ictd_interp.config.standard import StandardConfig
-from ictd_interp.models.fast.chunked_attention import QUERY_CHUNK
+from ictd_interp.models.chunked_attention import QUERY_CHUNK
 from ictd_interp.tasks.sampling import sample_tasks
 from ictd_interp.training.batches import window_batch
 from ictd_interp.training.objectives import td_loss
@@ -63,7 +63,7 @@ def test_the_fused_backward_on_the_device_matches_the_float64_cpu_gradients():
 
 
 def test_a_stack_on_the_device_matches_each_models_float64_cpu_gradients():
-    from ictd_interp.models.fast.ictd_stack import ModelStack
+    from ictd_interp.models.stylised.stack import ModelStack
     from ictd_interp.training.batches import WindowBatch
 
     cfg = ICTDConfig(d_features=4, n_layers=3, tied=False, dtype="float64", init_scale=0.3)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from ictd_interp.config.train import TrainConfig
-from ictd_interp.models.fast.ictd_stack import ModelStack
+from ictd_interp.models.stylised.stack import ModelStack
 from ictd_interp.training.batches import WindowBatch
 from ictd_interp.training.objectives import td_loss
 from tests.support.device_mixing import FAKE, FakeAccelerator

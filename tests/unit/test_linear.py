@@ -4,8 +4,8 @@ layer in float64 at 1e-10, against loops written independently of any transforme
 import pytest
 import torch
 
-from ictd_interp.models.architectures.linear import HookedLinearICTD, linear_prompt
-from ictd_interp.models.constructions.linear_td import (
+from ictd_interp.models.linear.model import HookedLinearICTD, linear_prompt
+from ictd_interp.models.linear.td import (
     average_reward_layer,
     average_reward_prompt,
     average_reward_td,
@@ -184,7 +184,7 @@ def test_readings_of_a_linear_layer_do_not_depend_on_its_sign_convention():
     cosines must not move; a ReLU layer is changed by the flip and read as it is."""
     from ictd_interp.analyses.metrics.heads import head_kernels
     from ictd_interp.analyses.metrics.linear_family import identify
-    from ictd_interp.models.constructions.linear_td import linear_model, td0
+    from ictd_interp.models.linear.td import linear_model, td0
 
     model = linear_model([td0(D)] * 2, gamma=GAMMA)
     flipped = linear_model([td0(D)] * 2, gamma=GAMMA)

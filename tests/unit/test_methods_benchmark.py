@@ -45,7 +45,7 @@ from ictd_interp.analyses.methods_benchmark.scores import (
 )
 from ictd_interp.analyses.metrics.intervals import t_interval
 from ictd_interp.analyses.metrics.site_probes import residual_stack
-from ictd_interp.models.constructions.standard_theta_star import standard_theta_star
+from ictd_interp.models.standard.theta_star import standard_theta_star
 from tests.conftest import make_standard
 
 

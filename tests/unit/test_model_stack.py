@@ -9,9 +9,9 @@ import itertools
 import pytest
 import torch
 
-from ictd_interp.config.model import ICTDConfig
-from ictd_interp.models.architectures.ictd import HookedICTDTransformer
-from ictd_interp.models.fast.ictd_stack import ModelStack
+from ictd_interp.config.stylised import ICTDConfig
+from ictd_interp.models.stylised.model import HookedICTDTransformer
+from ictd_interp.models.stylised.stack import ModelStack
 from tests.support.model_stack import SMALL, rel
 
 

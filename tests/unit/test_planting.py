@@ -12,7 +12,7 @@ from ictd_interp.analyses.methods_benchmark.graph import OUTPUT
 from ictd_interp.analyses.methods_benchmark.methods import activation_patching
 from ictd_interp.analyses.methods_benchmark.planting import mean_fixing_rotation
 from ictd_interp.analyses.metrics.site_probes import residual_stack
-from ictd_interp.models.constructions.standard_theta_star import standard_theta_star
+from ictd_interp.models.standard.theta_star import standard_theta_star
 
 
 def test_the_split_update_has_exactly_the_derived_edges():

@@ -118,7 +118,7 @@ def test_dtype_and_device_on_load():
 
 
 def test_each_class_loads_only_its_own_architecture():
-    from ictd_interp.models.architectures.standard import HookedStandardTransformer
+    from ictd_interp.models.standard.model import HookedStandardTransformer
 
     assert isinstance(HookedStandardTransformer.from_pretrained("standard-quick-s0"), HookedStandardTransformer)
     with pytest.raises(ValueError, match="HookedStandardTransformer.from_pretrained"):

@@ -9,7 +9,7 @@ import torch
 from ictd_interp.config.standard import StandardConfig
 from ictd_interp.config.train import TrainConfig
 from ictd_interp.models import HookedICTDTransformer
-from ictd_interp.models.architectures.hook_names import get_act_name
+from ictd_interp.models.hook_names import get_act_name
 from tests.conftest import make_cfg, make_standard, make_star, make_tasks
 
 

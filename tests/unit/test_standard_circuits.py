@@ -16,7 +16,7 @@ from ictd_interp.analyses.metrics.site_probes import (
 )
 from ictd_interp.analyses.reports.standard_words import verdict
 from ictd_interp.hooks.ablation import ablate_target_path
-from ictd_interp.models.constructions.standard_theta_star import standard_theta_star
+from ictd_interp.models.standard.theta_star import standard_theta_star
 from ictd_interp.reference.metrics import kernel_diagonality
 from tests.conftest import make_standard, make_star, make_tasks
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from ictd_interp import HookedICTDTransformer
-from ictd_interp.models.fast.state_space import transition_counts, window_counts
+from ictd_interp.models.stylised.state_space import transition_counts, window_counts
 from tests.conftest import make_cfg, make_standard, make_tasks
 
 
@@ -71,7 +71,7 @@ def test_nonzero_frozen_entries_are_refused_not_silently_dropped(tied):
 
 def test_without_hooks_only_the_last_layer_is_gathered(monkeypatch):
     """Memory stays independent of depth (one [batch, pos] row, not one per layer) unless asked for every layer."""
-    import ictd_interp.models.fast.state_space as state_space
+    import ictd_interp.models.stylised.state_space as state_space
 
     seen, forward = [], state_space.state_space_forward
     monkeypatch.setattr(

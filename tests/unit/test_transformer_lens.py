@@ -209,7 +209,7 @@ def test_every_transformer_lens_patching_function_runs_or_is_refused_by_name():
 def test_the_linear_models_sweeps_run_or_name_the_hook_it_lacks():
     """The predecessor's linear model has no MLP: the sweeps over mlp_out and resid_mid (and the stack holding
     mlp_out) are refused naming the sweep and the hook; every other sweep runs on its 2n + 1 residual columns."""
-    from ictd_interp.models.constructions.linear_td import linear_model, td0
+    from ictd_interp.models.linear.td import linear_model, td0
 
     clean = make_tasks().prompt.double()
     model = linear_model([td0(clean.shape[-1] - 3)] * 2, gamma=0.9, dtype="float64")
@@ -273,7 +273,7 @@ def test_pyvene_zero_intervention_equals_the_transformer_lens_hook():
 
 def _standard_model():
     from ictd_interp.config.standard import StandardConfig
-    from ictd_interp.models.architectures.standard import HookedStandardTransformer
+    from ictd_interp.models.standard.model import HookedStandardTransformer
 
     return HookedStandardTransformer(
         StandardConfig(d_features=3, d_model=8, n_heads=2, n_layers=2, d_mlp=8, dtype="float64")
@@ -318,7 +318,7 @@ def test_patching_works_on_both_architectures_and_the_direct_call_fails_loudly(a
 
 @pytest.mark.parametrize("dtype", ["float64", torch.float64])
 def test_dtypes_are_taken_as_strings_or_torch_dtypes_and_cfg_follows_the_weights(dtype):
-    from ictd_interp.models.architectures.standard import HookedStandardTransformer
+    from ictd_interp.models.standard.model import HookedStandardTransformer
 
     for cls, name in ((HookedICTDTransformer, "depth3-td-s0"), (HookedStandardTransformer, "standard-quick-s0")):
         model = cls.from_pretrained(name, dtype=dtype)
@@ -350,8 +350,8 @@ def test_processed_weights_make_direct_attribution_add_up_to_the_value(tied):
     are unchanged, and decompose_resid(apply_ln=True) @ tokens_to_residual_directions() + b_U equals the
     query's value: the attribution a TransformerLens user computes (before: off by the LayerNorm)."""
     from ictd_interp.config.standard import StandardConfig
-    from ictd_interp.models.architectures.standard import HookedStandardTransformer
-    from ictd_interp.models.architectures.standard_weights import process_weights_
+    from ictd_interp.models.standard.model import HookedStandardTransformer
+    from ictd_interp.models.standard.weights import process_weights_
 
     cfg = StandardConfig(
         d_features=3, d_model=8, n_heads=2, n_layers=2, d_mlp=8, tied=tied, dtype="float64", init_range=0.5
@@ -376,7 +376,7 @@ def test_processed_weights_make_direct_attribution_add_up_to_the_value(tied):
 
 
 def test_from_pretrained_processes_the_shipped_standard_model():
-    from ictd_interp.models.architectures.standard import HookedStandardTransformer
+    from ictd_interp.models.standard.model import HookedStandardTransformer
 
     prompt = make_tasks(d=4, n_states=10).prompt
     plain = HookedStandardTransformer.from_pretrained("standard-quick-s0", dtype="float64")

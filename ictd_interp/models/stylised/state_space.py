@@ -28,7 +28,7 @@ from einops import einsum
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from ictd_interp.config.model import ICTDConfig
+from ictd_interp.config.stylised import ICTDConfig
 
 
 def state_space_unavailable(cfg: ICTDConfig) -> Optional[str]:
@@ -168,7 +168,7 @@ def positional_state_values(model, tasks, depth: int, every_layer: bool = False)
     """``HookedICTDTransformer.state_space_values``: the values at every position of ``tasks`` after ``depth``
     layers (``every_layer``: after each, ``[layer, batch, pos]``), float64 on the CPU; the hooks attached to
     the model fire from them (``state_space_hooks``)."""
-    from ictd_interp.models.fast.state_space_hooks import state_space_hooks
+    from ictd_interp.models.stylised.state_space_hooks import state_space_hooks
 
     if not isinstance(depth, int) or depth < 0:
         raise ValueError(f"depth: layers to run must be an integer >= 0, got {depth!r}")

@@ -39,7 +39,7 @@ class ICTDConfig(ModelConfigIO):
         dtype: ``"float32"`` or ``"float64"`` (a torch dtype is taken and stored by name).
         seed: seed of the random initial weights.
         backward: how training differentiates the paper-mask fast path: ``"fused"`` (a hand-written
-            backward, ``models/fast/ictd_fused_backward.py``; the faster: docs/performance.md) or ``"autograd"``
+            backward, ``models/stylised/fused_backward.py``; the faster: docs/performance.md) or ``"autograd"``
             (op by op: the numerics of every model shipped before the option existed). Equal up to float rounding;
             a config saved without this field ran ``"autograd"`` and loads as such.
     """
@@ -72,7 +72,7 @@ class ICTDConfig(ModelConfigIO):
     architecture = "stylised"  # not a field: which model class a config builds (the registry's key)
     description = "the paper's model: the residual stream is the prompt, theta* a point of it"
     quick_preset = "quick"  # this architecture's own minutes-on-2-cores preset
-    model_module = "ictd_interp.models.architectures.ictd"  # where its model class (``original_architecture``) lives
+    model_module = "ictd_interp.models.stylised.model"  # where its model class (``original_architecture``) lives
     holds_theta_star = True  # θ* is a point of its weights: readings against θ*'s weights and value row apply
     # TransformerLens-compatible fields its utilities read (HookedTransformerConfig names).
     n_key_value_heads = None  # no grouped-query attention

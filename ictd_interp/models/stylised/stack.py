@@ -24,9 +24,9 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
-from ictd_interp.models.architectures.ictd import HookedICTDTransformer
-from ictd_interp.models.fast.ictd_fast_path import paper_mask_values, reduced_weights
-from ictd_interp.models.fast.ictd_fused_backward import fused_values
+from ictd_interp.models.stylised.fast_path import paper_mask_values, reduced_weights
+from ictd_interp.models.stylised.fused_backward import fused_values
+from ictd_interp.models.stylised.model import HookedICTDTransformer
 
 
 def check_stackable(models: list[HookedICTDTransformer]) -> None:

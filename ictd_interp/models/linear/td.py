@@ -36,7 +36,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from ictd_interp.config.linear import LinearICTDConfig
-from ictd_interp.models.architectures.linear import HookedLinearICTD
+from ictd_interp.models.linear.model import HookedLinearICTD
 from ictd_interp.tasks.prompt import PromptLayout
 
 

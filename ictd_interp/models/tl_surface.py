@@ -20,9 +20,9 @@ from transformer_lens.FactoredMatrix import FactoredMatrix
 from ictd_interp.config.fields import dtype_name
 from ictd_interp.io.checkpoint import read_checkpoint
 from ictd_interp.io.pretrained import resolve
-from ictd_interp.models.architectures.base import ModelBase
-from ictd_interp.models.architectures.patching_guard import PATCHING_MESSAGE, from_tl_patching, patching_allowed
+from ictd_interp.models.base import ModelBase
 from ictd_interp.models.loading import model_from
+from ictd_interp.models.patching_guard import PATCHING_MESSAGE, from_tl_patching, patching_allowed
 
 try:  # TransformerLens 4
     from transformer_lens.utilities import composition_scores

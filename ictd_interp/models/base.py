@@ -13,7 +13,7 @@ from torch import Tensor
 
 from ictd_interp.config.fields import check_choice
 from ictd_interp.io.threads import toolkit_threads
-from ictd_interp.models.fast.chunked_attention import hooked
+from ictd_interp.models.chunked_attention import hooked
 
 RETURN_TYPES = (
     "values",

@@ -17,14 +17,14 @@ from torch import Tensor, nn
 from transformer_lens.hook_points import HookPoint
 from transformer_lens.HookedRootModule import HookedRootModule
 
-from ictd_interp.config.model import ICTDConfig
-from ictd_interp.models.architectures.base import check_return_type, check_tasks, select_return
-from ictd_interp.models.architectures.hook_names import attn_param
-from ictd_interp.models.architectures.ictd_masks import attention_mask, value_mask
-from ictd_interp.models.architectures.tl_surface import Circuits, TransformerLensSurface
-from ictd_interp.models.fast.chunked_attention import chunked_attention, use_chunks
-from ictd_interp.models.fast.ictd_fast_path import paper_mask_values, reduced_weights
-from ictd_interp.models.fast.ictd_fused_backward import fused_values
+from ictd_interp.config.stylised import ICTDConfig
+from ictd_interp.models.base import check_return_type, check_tasks, select_return
+from ictd_interp.models.chunked_attention import chunked_attention, use_chunks
+from ictd_interp.models.hook_names import attn_param
+from ictd_interp.models.stylised.fast_path import paper_mask_values, reduced_weights
+from ictd_interp.models.stylised.fused_backward import fused_values
+from ictd_interp.models.stylised.masks import attention_mask, value_mask
+from ictd_interp.models.tl_surface import Circuits, TransformerLensSurface
 from ictd_interp.tasks.prompt import PromptLayout, check_prompt, shift_to_predecessor
 
 
@@ -325,7 +325,7 @@ class HookedICTDTransformer(TransformerLensSurface, HookedRootModule):
             with model.hooks(fwd_hooks=fwd):
                 values = model.state_space_values(tasks)
         """
-        from ictd_interp.models.fast.state_space import positional_state_values
+        from ictd_interp.models.stylised.state_space import positional_state_values
 
         check_tasks(self, tasks)
         return positional_state_values(self, tasks, self.cfg.n_layers if depth is None else depth, every_layer)
@@ -361,7 +361,7 @@ class HookedICTDTransformer(TransformerLensSurface, HookedRootModule):
         TD (Theorem 1). ``cfg`` may be any model's config: θ* is built in the architecture that config
         compares with (``cfg.theta_star_config()``: a stylised config's own; the TSM softmax model of a
         standard config's depth). The one constructor of θ* (docs/theory.md §4)."""
-        from ictd_interp.models.constructions.theta_star import theta_star
+        from ictd_interp.models.stylised.theta_star import theta_star
 
         cfg = cfg.theta_star_config()
         if depth is not None:

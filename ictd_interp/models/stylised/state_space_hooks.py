@@ -33,7 +33,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 from transformer_lens.hook_points import HookPoint
 
-from ictd_interp.models.fast.chunked_attention import hooked
+from ictd_interp.models.chunked_attention import hooked
 from ictd_interp.tasks.prompt import shift_to_predecessor
 
 NOT_FORMED = ("attn.hook_attn_scores", "attn.hook_pattern")  # per pair of positions: never formed here

@@ -38,7 +38,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from ictd_interp.config.model import ICTDConfig
+from ictd_interp.config.stylised import ICTDConfig
 from ictd_interp.tasks.prompt import PromptLayout
 
 

@@ -25,10 +25,10 @@ from transformer_lens.hook_points import HookPoint
 from transformer_lens.HookedRootModule import HookedRootModule
 
 from ictd_interp.config.standard import StandardConfig
-from ictd_interp.models.architectures.base import check_return_type, select_return
-from ictd_interp.models.architectures.standard_weights import process_weights_
-from ictd_interp.models.architectures.tl_surface import Circuits, TransformerLensSurface
-from ictd_interp.models.fast.chunked_attention import chunked_attention, use_chunks
+from ictd_interp.models.base import check_return_type, select_return
+from ictd_interp.models.chunked_attention import chunked_attention, use_chunks
+from ictd_interp.models.standard.weights import process_weights_
+from ictd_interp.models.tl_surface import Circuits, TransformerLensSurface
 from ictd_interp.tasks.prompt import PromptLayout, check_prompt
 
 

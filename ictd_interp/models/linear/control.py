@@ -43,7 +43,7 @@ from einops import einsum, rearrange
 from jaxtyping import Float
 from torch import Tensor
 
-from ictd_interp.models.constructions.linear_td import LinearConstruction, td0
+from ictd_interp.models.linear.td import LinearConstruction, td0
 
 
 def sarsa(d: int, C: Optional[Tensor] = None) -> LinearConstruction:

@@ -24,8 +24,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from ictd_interp.config.model import ICTDConfig
-from ictd_interp.models.architectures.hook_names import attn_param
+from ictd_interp.config.stylised import ICTDConfig
+from ictd_interp.models.hook_names import attn_param
 from ictd_interp.tasks.prompt import PromptLayout
 
 # TD's signature, the one definition every metric, figure and report reads: the update adds the reward and

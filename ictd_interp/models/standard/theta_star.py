@@ -25,8 +25,8 @@ from jaxtyping import Float
 from torch import Tensor
 
 from ictd_interp.config.standard import StandardConfig
-from ictd_interp.models.architectures.ictd import HookedICTDTransformer
-from ictd_interp.models.architectures.standard import HookedStandardTransformer
+from ictd_interp.models.standard.model import HookedStandardTransformer
+from ictd_interp.models.stylised.model import HookedICTDTransformer
 
 
 def standard_config_for(star: HookedICTDTransformer, **overrides) -> StandardConfig:

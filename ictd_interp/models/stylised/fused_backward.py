@@ -44,8 +44,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from ictd_interp.config.model import ICTDConfig
-from ictd_interp.models.fast.ictd_fast_path import Tape, paper_mask_values
+from ictd_interp.config.stylised import ICTDConfig
+from ictd_interp.models.stylised.fast_path import Tape, paper_mask_values
 from ictd_interp.tasks.prompt import PromptLayout
 
 

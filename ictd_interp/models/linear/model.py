@@ -25,8 +25,8 @@ from transformer_lens.hook_points import HookPoint
 from transformer_lens.HookedRootModule import HookedRootModule
 
 from ictd_interp.config.linear import LinearICTDConfig
-from ictd_interp.models.architectures.base import check_return_type, select_return
-from ictd_interp.models.architectures.tl_surface import Circuits, TransformerLensSurface
+from ictd_interp.models.base import check_return_type, select_return
+from ictd_interp.models.tl_surface import Circuits, TransformerLensSurface
 from ictd_interp.tasks.prompt import PromptLayout, check_prompt
 
 
