@@ -94,7 +94,7 @@ def study_flags(p: argparse.ArgumentParser) -> None:
 def claims_flags(p: argparse.ArgumentParser) -> None:
     """``claims``: the report folder, its budget, and where it runs."""
     p.add_argument("--out", required=True, help="report folder (re-running the same command resumes it)")
-    from analyses.claims.budget import BUDGETS  # torch-free
+    from ictd_interp.analyses.claims.budget import BUDGETS  # torch-free
 
     p.add_argument(
         "--budget",
