@@ -18,6 +18,7 @@ from importlib import import_module
 from pathlib import Path
 from typing import NamedTuple, Optional, Union
 
+import ictd_interp.analyses.reports as report_modules
 from ictd_interp.analyses.figures.style import Figure
 from ictd_interp.analyses.metrics.stability import over_training
 from ictd_interp.analyses.reports.shared_figures import common_figures
@@ -47,7 +48,7 @@ def find_reports() -> dict[str, Report]:
     """Every module of ``ictd_interp.analyses.reports`` that names an ``ARCHITECTURE``, by that name (two for one
     is refused)."""
     found: dict[str, Report] = {}
-    for info in pkgutil.iter_modules(analyses.reports.__path__):
+    for info in pkgutil.iter_modules(report_modules.__path__):
         module = import_module(f"ictd_interp.analyses.reports.{info.name}")
         if (name := getattr(module, "ARCHITECTURE", None)) is None:
             continue

@@ -3,8 +3,9 @@ registers ``COMMANDS`` under the entry-point group ``ictd_interp.commands``, and
 the core imports nothing of the analyses. ``flags`` declares their arguments (torch-free); ``model`` runs
 ``construct``, ``reproduce``, ``analyze`` and ``evaluate``; ``study`` runs ``study`` and ``study-report``;
 ``reports`` runs ``claims`` and ``methods-benchmark``; ``configs`` holds ``construct``'s and ``evaluate``'s settings.
-Each check refuses, before torch loads, what it can see wrong. Imports ``cli`` and, inside its functions, every
-layer of the analyses (``analyze``, ``metrics``, ``reports``, ``studies``, ``claims``, ``methods_benchmark``)."""
+Each check refuses, before torch loads, what it can see wrong. Imports ``cli`` and, inside its functions, the core's
+``io``, ``tasks`` and ``training`` and every layer of the analyses (``analyze``, ``metrics``, ``reports``,
+``studies``, ``claims``, ``methods_benchmark``)."""
 
 from __future__ import annotations
 

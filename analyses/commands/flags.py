@@ -50,7 +50,7 @@ def study_flags(p: argparse.ArgumentParser) -> None:
 
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.epilog = "built-in studies:\n" + "\n".join(
-        f"  {name}: {spec_size(path)}" for name, path in builtin_studies().items()
+        f"  {name}: {spec_size(path)}" for name, path in sorted(builtin_studies().items())
     )
     p.add_argument("spec", help="a study spec (.toml) or a built-in study (listed below)")
     p.add_argument("--out", default=None, help="study folder (re-running the same command resumes it); required to run")

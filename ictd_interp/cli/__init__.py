@@ -4,8 +4,9 @@ the command composes every layer while the core imports none above it.
 
 ``build_parser`` declares every sub-command and its flags (generated from config dataclasses by ``args``; shared
 flags in ``flags``), torch-free so ``--help`` answers at once; each sub-command runs one function that imports the
-heavy layers inside it. ``main`` refuses what ``prechecks`` and the command's own check can see wrong before torch
-loads, sets the thread count (``threads``), and turns a bad request into one line naming what is wrong.
+heavy layers inside it (the core's own are in ``commands``: ``training`` and ``io``). ``main`` refuses what
+``prechecks`` and the command's own check can see wrong before torch loads, sets the thread count (``threads``), and
+turns a bad request into one line naming what is wrong.
 """
 
 from __future__ import annotations

@@ -362,6 +362,7 @@ def test_a_real_cluster_on_loopback(tmp_path):
 def test_sparse_curves_warn_and_get_markers(tmp_path, monkeypatch):
     import warnings as w
 
+    import ictd_interp.analyses.studies.run as study_run
     from ictd_interp.analyses.studies import report as study_report
 
     data = pd.DataFrame(
@@ -375,7 +376,7 @@ def test_sparse_curves_warn_and_get_markers(tmp_path, monkeypatch):
     def no_ray(*args, **kwargs):
         raise RuntimeError("no cells run here")
 
-    monkeypatch.setattr(analyses.studies.run, "_run_on_ray", no_ray)
+    monkeypatch.setattr(study_run, "_run_on_ray", no_ray)
     with w.catch_warnings(record=True) as caught:
         w.simplefilter("always")
         with pytest.raises(RuntimeError, match="no cells"):  # only the warning, given before any cell runs

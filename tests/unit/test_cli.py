@@ -65,7 +65,7 @@ def test_report_sentences_interpret_the_margin():
 
 
 def test_help_lines_are_distinct_and_presets_are_listed():
-    from ictd_interp.cli import preset_help
+    from ictd_interp.cli.flags import preset_help
 
     text = preset_help()
     assert (
