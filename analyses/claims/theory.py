@@ -13,7 +13,7 @@ import numpy as np
 from ictd_interp.analyses.claims.budget import Budget
 from ictd_interp.analyses.claims.claim import FAILS, HOLDS, Claim, conditional
 from ictd_interp.analyses.claims.figure_data import FloorData, FloorSetting, MarginData, MarginSetting
-from ictd_interp.analyses.metrics.baselines import tabular_td_states
+from ictd_interp.analyses.metrics.baselines import td_fixed_point_states
 from ictd_interp.analyses.metrics.depth_limit import NEUTRAL_TOL, limit_spectrum
 from ictd_interp.analyses.metrics.diagonality import model_margin
 from ictd_interp.analyses.metrics.intervals import proportion_interval, t_interval
@@ -143,7 +143,7 @@ def _limit_rows(kind: str, scale: float, budget: Budget) -> LimitRows:
         values, spectrum = limit_spectrum(star, prefix)
         errors = (values - prefix.v_true.double()).abs().amax(1)
         source = (prefix.states[:, :-1] == prefix.states[:, -1:]).any(1) & values.isfinite().all(1)  # and a limit
-        gap = (values - tabular_td_states(prefix, GAMMA)).abs().amax(1)[source]
+        gap = (values - td_fixed_point_states(prefix, GAMMA)).abs().amax(1)[source]
         out.radius.append(spectrum.radius)
         out.neutral.append(spectrum.neutral)
         out.floor.append([float(e) if math.isfinite(e) else None for e in errors.tolist()])
@@ -258,7 +258,7 @@ def theorem2(budget: Budget) -> list[Claim]:
     contexts = len(data) * len(lengths) * budget.limit_tasks
     floor_numbers.append(
         "θ*'s depth limit equals the tabular TD fixed point of the context "
-        f"(`baselines.tabular_td`, solved on the states) to {max(gaps):.1e} "
+        f"(`baselines.td_fixed_point`, solved on the states) to {max(gaps):.1e} "
         f"on the {sources} of {contexts} contexts (over the {len(data)} settings) whose query state is a source and "
         "whose limit exists: the "
         "floor is tabular estimation error; the kernel and C set only the rate. Where the query state is not a "

@@ -145,14 +145,14 @@ def patched_prediction(
     return run_graph(case.model, case.clean.prompt, patched={e: r.corrupted[e[0]] for e in edges})[1]
 
 
-def activation_patching(case: Problem) -> EdgeOutput:
+def edge_patching(case: Problem) -> EdgeOutput:
     r = runs(case)
     return EdgeOutput(
         {e: float((patched_prediction(case, r, {e}) - r.pred).abs().mean()) for e in build_graph(case.model).edges}
     )
 
 
-def activation_patching_signed(case: Problem) -> EdgeOutput:
+def edge_patching_signed(case: Problem) -> EdgeOutput:
     """Exact edge patching ranked by ``|mean_tasks Δ prediction|``: the convention of EAP-IG's reference
     implementation, where effects of opposite sign on different tasks cancel."""
     r = runs(case)
@@ -329,11 +329,11 @@ TRUTH = "truth"  # the true edges ranked first: a reference row the scorer compu
 REFERENCES = ("random", "weight-reader", "activation-patching")  # chance, weights alone, exact patching: always run
 
 for _method in (
-    Method("activation-patching", EDGES, activation_patching, "exact edge patching (the reference)"),
+    Method("activation-patching", EDGES, edge_patching, "exact edge patching (the reference)"),
     Method(
         "activation-patching-signed",
         EDGES,
-        activation_patching_signed,
+        edge_patching_signed,
         "exact edge patching ranked by |mean effect| (EAP-IG's convention)",
     ),
     Method("edge-attribution-patching", EDGES, edge_attribution_patching, "EAP: gradient × activation difference"),

@@ -93,7 +93,7 @@ def first_visit_mc(tasks: TaskBatch, gamma: float) -> Float[Tensor, "batch pos"]
     return torch.where(same.any(1), values, constant(tasks, gamma))
 
 
-def tabular_td(tasks: TaskBatch, gamma: float) -> Float[Tensor, "batch pos"]:
+def td_fixed_point(tasks: TaskBatch, gamma: float) -> Float[Tensor, "batch pos"]:
     """Solved on positions: ``v_j = sum_t K[t, j] (R_{t+1} + gamma v_{t+1})`` with ``K`` the same-state
     kernel (positions in one state get one equation, so one value); ``v_j = constant`` where no source
     shares ``S_j``. ``I - gamma K^T shift`` is strictly diagonally dominant (row sums ``gamma < 1``), so
@@ -110,8 +110,8 @@ def tabular_td(tasks: TaskBatch, gamma: float) -> Float[Tensor, "batch pos"]:
     return torch.linalg.solve(system, rhs.unsqueeze(-1)).squeeze(-1)
 
 
-def tabular_td_states(tasks: TaskBatch, gamma: float) -> Float[Tensor, "batch pos"]:
-    """``tabular_td`` solved on the ``s`` states instead of the ``n + 1`` positions (the same equations: one
+def td_fixed_point_states(tasks: TaskBatch, gamma: float) -> Float[Tensor, "batch pos"]:
+    """``td_fixed_point`` solved on the ``s`` states instead of the ``n + 1`` positions (the same equations: one
     value per state), so it costs ``s^3`` per task at any context length: ``v(s) - gamma sum_s' N[s, s'] v(s') /
     c(s) = r(s)`` on the source states, the constant elsewhere."""
     from ictd_interp.models.stylised.state_space import transition_counts
@@ -203,7 +203,7 @@ def estimates(tasks: TaskBatch, gamma: float, depth: int) -> tuple[dict[str, Ten
         "constant": constant(tasks, gamma),
         "tabular_mc": tabular_mc(tasks, gamma),
         "first_visit_mc": first_visit_mc(tasks, gamma),
-        "tabular_td": tabular_td(tasks, gamma),
+        "tabular_td": td_fixed_point(tasks, gamma),
         "lstd": lstd(tasks, gamma),
         "lstd_bias": lstd_bias(tasks, gamma),
         "best_softmax_td": softmax_td_values(tasks, gamma, depth, best["alpha"], best["beta"]),

@@ -20,7 +20,7 @@ solver notices.
 
 For θ* (``w_R = 1, w_tar = 1, w_cur = -1``) the limit makes ``y = 0``: every source state's summed TD
 error vanishes, the certainty-equivalence TD equations of the context. Where the query state is also a
-source that is the whole tabular fixed point (``baselines.tabular_td``, whatever the kernel); where it is
+source that is the whole tabular fixed point (``baselines.td_fixed_point``, whatever the kernel); where it is
 not, the equations leave the query state's value free and θ*'s kernel picks it (its row of ``Ebar``),
 while ``tabular_td`` sets it to the constant predictor: the two then differ on the whole context.
 """

@@ -56,7 +56,7 @@ ESTIMATORS: dict[str, Callable[[TaskBatch, float], Tensor]] = {
     "first_visit_mc": baselines.first_visit_mc,
     "tabular_mc": baselines.tabular_mc,
     "lstd_bias": baselines.lstd_bias,
-    "tabular_td": baselines.tabular_td_states,  # CE, solved on the states: any n
+    "tabular_td": baselines.td_fixed_point_states,  # CE, solved on the states: any n
 }
 MC = ("first_visit_mc", "tabular_mc")
 CE = "tabular_td"

@@ -27,7 +27,7 @@ IN_FAMILY = 0.9  # a layer is in the family when the fit explains at least this 
 
 @dataclass(kw_only=True)  # fields in summary.json's order
 class FamilyReading:
-    """One (unique) layer's closest family member (``identify_layer``): cosines with TD(0)'s ``(P, Q)``, the
+    """One (unique) layer's closest family member (``closest_member``): cosines with TD(0)'s ``(P, Q)``, the
     member's step ``p tr(C)/d``, ``kappa`` (discount share), ``rg_share`` (``rho``: 0 TD(0), 1 residual gradient),
     how far its preconditioner is from a multiple of the identity, and the share of ``P`` and ``Q`` it explains."""
 
@@ -58,7 +58,7 @@ class FamilyIteration:
     median_radius: float
 
 
-def identify_layer(P: Tensor, Q: Tensor, d: int, gamma: float, symmetric: bool = True, layer: int = 0) -> FamilyReading:
+def closest_member(P: Tensor, Q: Tensor, d: int, gamma: float, symmetric: bool = True, layer: int = 0) -> FamilyReading:
     """The family member closest to one layer's ``(P, Q)`` (least squares on each block, ``C`` from
     ``Q``'s top-left block), with the share of each matrix it explains and the cosines with TD(0)'s. With the
     identity activation (``symmetric``) the layer is unchanged by ``(P, Q) -> (-P, -Q)``, and the cosines are
@@ -110,10 +110,10 @@ def _explained(W: Tensor, fit: Tensor) -> float:
 
 
 def identify(model: HookedLinearICTD) -> list[FamilyReading]:
-    """``identify_layer`` for every layer (one row for tied weights, said so by ``layer``)."""
+    """``closest_member`` for every layer (one row for tied weights, said so by ``layer``)."""
     cfg = model.cfg
     return [
-        identify_layer(a.P.detach(), a.Q.detach(), cfg.d_features, cfg.gamma, cfg.activation == "identity", l)
+        closest_member(a.P.detach(), a.Q.detach(), cfg.d_features, cfg.gamma, cfg.activation == "identity", l)
         for l, a in enumerate(model.unique_attention())
     ]
 
@@ -124,7 +124,7 @@ def identified_model(model: HookedLinearICTD) -> HookedLinearICTD:
     layers = []
     for a in model.unique_attention():
         P, Q = a.P.detach().double(), a.Q.detach().double()
-        row = identify_layer(P, Q, d, cfg.gamma)
+        row = closest_member(P, Q, d, cfg.gamma)
         member = member_weights(float(P[-1, -1]), -Q[:d, :d].T, row.kappa, row.rg_share, d)
         layers.append(LinearConstruction(member.name, member.P, member.Q, cfg.trace_decay))
     return linear_model(layers * cfg.n_layers if cfg.tied else layers, gamma=cfg.gamma)

@@ -43,7 +43,7 @@ def test_tabular_td_fixed_point_by_hand():
     tasks = hand_tasks()
     c = 8 / 3
     v0 = (1.5 + c / 4) / 0.875
-    assert baselines.tabular_td(tasks, GAMMA)[0].tolist() == pytest.approx([v0, 2 + 0.5 * v0, v0, c], abs=1e-12)
+    assert baselines.td_fixed_point(tasks, GAMMA)[0].tolist() == pytest.approx([v0, 2 + 0.5 * v0, v0, c], abs=1e-12)
 
 
 def test_lstd_solves_its_normal_equations():
@@ -126,9 +126,9 @@ def test_t_interval_covers_the_mean_of_normal_data(n_seeds):
 
 
 def test_tabular_td_on_states_equals_the_positional_solve():
-    from ictd_interp.analyses.metrics.baselines import tabular_td, tabular_td_states
+    from ictd_interp.analyses.metrics.baselines import td_fixed_point, td_fixed_point_states
     from tests.conftest import make_tasks
 
     tasks = make_tasks(n_tasks=32, n_states=8, n=15, seed=3)
     assert ((tasks.states[:, :-1] == tasks.states[:, -1:]).any(1)).float().mean() < 1  # unvisited queries present
-    assert (tabular_td_states(tasks, 0.9) - tabular_td(tasks, 0.9)).abs().max() < 1e-12
+    assert (td_fixed_point_states(tasks, 0.9) - td_fixed_point(tasks, 0.9)).abs().max() < 1e-12

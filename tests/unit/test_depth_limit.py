@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from ictd_interp import HookedICTDTransformer
-from ictd_interp.analyses.metrics.baselines import tabular_td
+from ictd_interp.analyses.metrics.baselines import td_fixed_point
 from ictd_interp.analyses.metrics.depth_limit import depth_limit, limit_spectrum
 from tests.conftest import make_cfg, make_tasks
 
@@ -22,7 +22,7 @@ def test_theta_stars_limit_is_the_tabular_fixed_point(kind, scale):
     assert 0 < int((~query_source).sum()) < len(tasks)  # both kinds of context are in the sample
     assert spectrum.neutral == (~query_source).tolist()  # a query state never a source: the eigenvalue 1
     assert all(r is None for r in spectrum.reason) and max(spectrum.radius) < 1
-    assert (values - tabular_td(tasks, 0.9))[query_source].abs().max() < 1e-8
+    assert (values - td_fixed_point(tasks, 0.9))[query_source].abs().max() < 1e-8
     # where the query state is never a source: every source state's summed TD error still vanishes ...
     src = tasks.states[:, :-1]
     v_src, v_nxt = values[:, :-1], values[:, 1:]
@@ -32,7 +32,7 @@ def test_theta_stars_limit_is_the_tabular_fixed_point(kind, scale):
     # ... and the limit is where the iteration goes (the query's value is the kernel's choice, not a constant)
     deep = _star(8).state_space_values(tasks, depth=4000)
     assert (deep - values)[~query_source].abs().max() < 1e-6
-    assert (values - tabular_td(tasks, 0.9))[~query_source].abs().max() > 1e-3
+    assert (values - td_fixed_point(tasks, 0.9))[~query_source].abs().max() > 1e-3
 
 
 def test_a_diverging_layer_has_no_limit_and_says_why():

@@ -66,7 +66,7 @@ def test_rung_numbers_are_recomputed_from_the_estimators():
     model = HookedICTDTransformer.from_pretrained("quick-td-s0")
     tasks = sample_from(DIST, 32, seed=2, length=100)
     found, deepest = L.rung(model, tasks, DIST.gamma)
-    ce = L.baselines.tabular_td(tasks, DIST.gamma)  # on positions: the same fixed point
+    ce = L.baselines.td_fixed_point(tasks, DIST.gamma)  # on positions: the same fixed point
     assert found.estimators["tabular_td"].mean == pytest.approx(float((ce - tasks.v_true).pow(2).mean()), rel=1e-9)
     deep = model.state_space_values(tasks, depth=16 * 12)
     assert np.allclose(deepest, (deep - tasks.v_true).pow(2).mean(-1).numpy(), rtol=1e-12)

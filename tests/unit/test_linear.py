@@ -129,40 +129,40 @@ def test_hook_names_are_hooked_transformers_and_the_cache_holds_the_scores():
 
 
 def test_identification_reads_each_construction_back():
-    from ictd_interp.analyses.metrics.linear_family import identify_layer, member_weights
+    from ictd_interp.analyses.metrics.linear_family import closest_member, member_weights
 
     C = torch.tensor([[2.0, 0.5, 0.0], [0.0, 2.0, 0.0], [0.0, 0.0, 2.0]], dtype=torch.float64)
-    row = identify_layer(td0(D, C).P, td0(D, C).Q, D, GAMMA)
+    row = closest_member(td0(D, C).P, td0(D, C).Q, D, GAMMA)
     assert row.cos_P_td0 == pytest.approx(1.0) and row.kappa == pytest.approx(1.0) and row.rg_share == 0.0
     assert row.step == pytest.approx(2.0) and row.effective_discount == pytest.approx(GAMMA)
     assert row.P_explained == pytest.approx(1.0) and row.Q_explained == pytest.approx(1.0) and row.in_family
     # C - 2I = 0.5 e_0 e_1^T: ||C - step I|| / ||C|| = 0.5 / sqrt(12.25)
     assert row.preconditioner_off_identity == pytest.approx(0.5 / 12.25**0.5)
     rg = residual_gradient(D)
-    assert identify_layer(rg.P, rg.Q, D, GAMMA).rg_share == pytest.approx(1.0)
-    flipped = identify_layer(-td0(D, C).P, -td0(D, C).Q, D, GAMMA)  # the same layer: (P, Q) -> (-P, -Q)
-    assert flipped.cos_Q_td0 == pytest.approx(identify_layer(td0(D, C).P, td0(D, C).Q, D, GAMMA).cos_Q_td0)
+    assert closest_member(rg.P, rg.Q, D, GAMMA).rg_share == pytest.approx(1.0)
+    flipped = closest_member(-td0(D, C).P, -td0(D, C).Q, D, GAMMA)  # the same layer: (P, Q) -> (-P, -Q)
+    assert flipped.cos_Q_td0 == pytest.approx(closest_member(td0(D, C).P, td0(D, C).Q, D, GAMMA).cos_Q_td0)
     assert flipped.step == pytest.approx(2.0) and flipped.in_family
     # a member with half the discount and step 0.3: read back exactly
     member = member_weights(0.3, torch.eye(D, dtype=torch.float64), 0.5, 0.0, D)
-    row = identify_layer(member.P, member.Q, D, GAMMA)
+    row = closest_member(member.P, member.Q, D, GAMMA)
     assert row.step == pytest.approx(0.3) and row.effective_discount == pytest.approx(0.45)
     assert row.cos_Q_td0 < 1.0
-    noisy = identify_layer(td0(D).P + 0.5, td0(D).Q, D, GAMMA)  # P spread over every entry: out of the family
+    noisy = closest_member(td0(D).P + 0.5, td0(D).Q, D, GAMMA)  # P spread over every entry: out of the family
     assert not noisy.in_family and noisy.P_explained == pytest.approx(
         2.25 / (2.25 + 48 * 0.25)
     )  # 1.5^2 of 1.5^2 + 48 * 0.5^2
 
 
 def test_the_iteration_radius_on_a_context_worked_by_hand():
-    from ictd_interp.analyses.metrics.linear_family import identify_layer, iteration_radius
+    from ictd_interp.analyses.metrics.linear_family import closest_member, iteration_radius
     from ictd_interp.tasks.sampling import TaskBatch
 
     # d = 1, phi = (1, 1, 1): A = sum_i (1 - 0)(1 - gamma) = 2 (1 - gamma) = 0.2; G = 1 - p C A / n = 1 - 0.1 p
     tasks = make_tasks(n_tasks=1, d=1, n=2)
     tasks = TaskBatch(tasks.mrp, torch.ones_like(tasks.features), tasks.states)
     c = td0(1)
-    row = identify_layer(3.0 * c.P, c.Q, 1, GAMMA)
+    row = closest_member(3.0 * c.P, c.Q, 1, GAMMA)
     assert iteration_radius(row, 3.0 * c.P, c.Q, tasks, GAMMA).item() == pytest.approx(0.7)
     assert iteration_radius(row, 30.0 * c.P, c.Q, tasks, GAMMA).item() == pytest.approx(2.0)  # |1 - 3| diverges
 

@@ -92,7 +92,7 @@ def test_a_planted_case_computes_theta_stars_circuit_and_its_truth_holds(name):
 
 
 def test_exact_patching_sees_exactly_the_planted_edges_where_nothing_cancels(distractors):
-    scores = M.activation_patching(problem_of(distractors)).scores
+    scores = M.edge_patching(problem_of(distractors)).scores
     false = [v for e, v in scores.items() if e not in distractors.truth.edges]
     assert max(false) <= 1e-12 and min(scores[e] for e in distractors.truth.edges) > 1e-3
     assert len(false) == 118 - 9
@@ -103,7 +103,7 @@ def test_exact_patching_sees_exactly_the_planted_edges_where_nothing_cancels(dis
 
 def test_cancelling_heads_fool_single_edge_patching():
     case = build_case(CASES["cancelling"], 0)
-    scores = M.activation_patching(problem_of(case)).scores
+    scores = M.edge_patching(problem_of(case)).scores
     pair = [("embed", "a0.h2"), ("a0.h2", OUTPUT), ("a0.h3", OUTPUT)]
     assert all(scores[e] > 1e-3 for e in pair)  # one head of the pair alone changes the answer
     r = M.runs(case)
