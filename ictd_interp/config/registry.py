@@ -16,12 +16,17 @@ from typing import Any, Union
 @dataclass(frozen=True)
 class Family:
     """An MRP family; ``make(dist, n_tasks, generator)`` returns its MRPs, or for a ``control`` family the
-    two-action MDPs whose state-action chain under the uniform behaviour policy is the MRP."""
+    two-action MDPs whose state-action chain under the uniform behaviour policy is the MRP. ``split_draws``: its
+    tasks are drawn as uniforms first and built after (``ictd_interp.tasks.sampling.draw_tasks``), so a run builds
+    several batches in one pass; every other option (a finite task pool, shuffled rewards) works on every family.
+    ``min_states``: the fewest states it is defined on."""
 
     name: str
     help: str
     make: str
     control: bool = False
+    split_draws: bool = False
+    min_states: int = 1
 
 
 @dataclass(frozen=True)
@@ -68,7 +73,7 @@ def markdown(table: dict[str, Union[Family, Objective]]) -> list[str]:
 
 _TASKS, _LOSSES = "ictd_interp.tasks.families", "ictd_interp.training.objectives"
 for _entry in (
-    Family("boyan", "the paper's randomized Boyan chains", f"{_TASKS}:boyan"),
+    Family("boyan", "the paper's randomized Boyan chains", f"{_TASKS}:boyan", split_draws=True, min_states=2),
     Family("loop", "the predecessor's ring with random extra edges", f"{_TASKS}:loop"),
     Family("random", "dense random ergodic chains", f"{_TASKS}:dense_random"),
     Family("random-sparse", "random ergodic chains, 20% of edges", f"{_TASKS}:sparse_random"),

@@ -52,8 +52,9 @@ class TaskDistribution:
         check_choice("feature_kind", self.feature_kind, FEATURE_KINDS)
         check_choice("terminal", self.terminal, TERMINALS)
         check_positive_int(self, "n_states", "d_features", "context_len")
-        if self.family == "boyan" and self.n_states < 2:
-            raise ValueError(f"n_states: a Boyan chain needs at least 2 states, got {self.n_states}")
+        least = 1 if self.family.startswith("gym:") else FAMILIES[self.family].min_states
+        if self.n_states < least:
+            raise ValueError(f"n_states: the {self.family} family needs at least {least} states, got {self.n_states}")
         object.__setattr__(self, "gamma", check_gamma(self.gamma))
         if not self.feature_scale > 0:
             raise ValueError(f"feature_scale: must be > 0, got {self.feature_scale!r}")

@@ -71,10 +71,10 @@ class TrainConfig:
         grad_clip: the gradient's norm is clipped to this (0: not clipped).
         task_pool: task diversity: the number of distinct tasks (an MRP and its features) pretraining sees, each
             step's tasks picked uniformly from this pool with fresh trajectories (0: a fresh task every time,
-            unlimited). Boyan chains only; the pool is seeded by ``seed``, apart from the evaluation tasks.
+            unlimited). Any family; the pool is seeded by ``seed``, apart from the evaluation tasks.
         shuffle_rewards: a null for what pretraining learns: each training trajectory's rewards are permuted in time
             before its windows are cut, so a reward says nothing about the state it was received in (the TD
-            objective, Boyan chains only; evaluation is on ordinary tasks).
+            objective, any family; evaluation is on ordinary tasks).
         seed: seeds the training data (the flag --seed also seeds the model's initial weights).
         eval_seed: seeds the fixed evaluation tasks (apart from training, so curves compare across runs).
         n_eval_tasks: evaluation tasks.
@@ -204,18 +204,11 @@ class TrainConfig:
             raise ValueError(f"mc_horizon: the {self.objective} objective needs a horizon >= 1, got {self.mc_horizon}")
 
     def _check_task_options(self) -> None:
-        """The task pool and the shuffled-reward null are for Boyan chains (the null for the TD objective)."""
+        """A finite task pool works on every family; the shuffled-reward null is one of the TD objective."""
         check_positive_int(self, "task_pool", least=0)
         check_bool(self, "shuffle_rewards")
-        if self.shuffle_rewards and (self.tasks.family != "boyan" or self.objective != "td"):
-            raise ValueError(
-                f"shuffle_rewards: a null of the TD objective on Boyan chains, got objective "
-                f"{self.objective!r} on {self.tasks.family!r}"
-            )
-        if self.task_pool and self.tasks.family != "boyan":
-            raise ValueError(
-                f"task_pool: a finite pool of tasks is drawn for Boyan chains only, got family {self.tasks.family!r}"
-            )
+        if self.shuffle_rewards and self.objective != "td":
+            raise ValueError(f"shuffle_rewards: a null of the TD objective, got objective {self.objective!r}")
 
     @property
     def architecture(self) -> str:

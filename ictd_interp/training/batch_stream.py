@@ -8,20 +8,21 @@ chains the stream therefore draws the uniforms of ``block`` successive batches i
 then its depth: the same calls on the same generator as drawing them one at a time), builds all their
 tasks and windows in one pass (the construction is row-wise, so each batch's rows are the ones it would
 have alone) and hands the batches out one per step: the same batches and depths, bit for bit, at less
-than half the cost per batch (benchmarks/train_throughput.py, ``data_ms``). Other families draw one
-batch at a time. The block size is decided once, when the stream is made (``block_size``).
+than half the cost per batch (benchmarks/train_throughput.py, ``data_ms``). Other families (their registry
+entry has no ``split_draws``) draw one batch at a time; a finite task pool and shuffled rewards work on every
+family. The block size is decided once, when the stream is made (``block_size``).
 """
 
 from __future__ import annotations
 
 from collections import deque
-from typing import Optional
+from typing import Optional, Union
 
 import torch
 from torch import Tensor
 
 from ictd_interp.config.train import TrainConfig
-from ictd_interp.tasks.sampling import TaskDraws, draw_tasks, tasks_from_draws
+from ictd_interp.tasks.sampling import TaskBatch, TaskDraws, draw_tasks, sample_from, split_draws, tasks_from_draws
 from ictd_interp.training.batches import WindowBatch, window_batch, windows_from_tasks
 from ictd_interp.training.objectives import objective
 
@@ -31,9 +32,9 @@ POOL_SEED = 7_919  # a finite task pool (``task_pool``) is drawn from seed + POO
 
 
 def block_size(config: TrainConfig, dtype: torch.dtype) -> int:
-    """How many batches a stream builds at once: ``BLOCK`` for Boyan chains, fewer when their prompts
-    would exceed ``BLOCK_BYTES``; 1 for the other families."""
-    if config.tasks.family != "boyan":
+    """How many batches a stream builds at once: ``BLOCK`` for a family with split draws (Boyan chains), fewer
+    when their prompts would exceed ``BLOCK_BYTES``; 1 for the other families."""
+    if not split_draws(config.tasks):
         return 1
     t = config.tasks
     prompt_bytes = (
@@ -46,10 +47,13 @@ def block_size(config: TrainConfig, dtype: torch.dtype) -> int:
     return max(1, min(BLOCK, BLOCK_BYTES // prompt_bytes))
 
 
-def task_pool(config: TrainConfig, length: int) -> TaskDraws:
-    """The ``config.task_pool`` distinct tasks a run with a finite pool draws from (seeded by ``config.seed``)."""
+def task_pool(config: TrainConfig, length: int) -> Union[TaskDraws, TaskBatch]:
+    """The ``config.task_pool`` distinct tasks a run with a finite pool draws from (seeded by ``config.seed``): their
+    draws for a family with split draws, else the tasks themselves (their MRPs and features are what is pooled)."""
     generator = torch.Generator().manual_seed(config.seed + POOL_SEED)
-    return draw_tasks(config.tasks, config.task_pool, generator, length)
+    if split_draws(config.tasks):
+        return draw_tasks(config.tasks, config.task_pool, generator, length)
+    return sample_from(config.tasks, config.task_pool, generator=generator, length=1)
 
 
 class BatchStream:
@@ -91,7 +95,10 @@ class BatchStream:
 
     def _fill(self) -> None:
         cfg = self.config
-        needs_values, horizon = self.objective.needs_values, self.objective.mc_horizon(cfg)
+        needs_values, horizon = self.objective.entry.needs_values, self.objective.mc_horizon(cfg)
+        if not split_draws(cfg.tasks) and (self.pool is not None or cfg.shuffle_rewards):
+            self._ready.append(self._drawn_whole(self.generator))
+            return
         if self.block == 1 and self.pool is None and not cfg.shuffle_rewards:
             batch = window_batch(
                 cfg.tasks,
@@ -101,8 +108,8 @@ class BatchStream:
                 mc_horizon=horizon,
                 dtype=self.dtype,
                 with_values=needs_values,
-                values=self.objective.values,
-                action_queries=self.objective.needs_action_queries,
+                values=self.objective.entry.values,
+                action_queries=self.objective.entry.needs_action_queries,
                 state_space=cfg.forward == "state-space",
             )
             self._ready.append((batch, self._depth(self.generator)))
@@ -117,13 +124,45 @@ class BatchStream:
             horizon,
             self.dtype,
             needs_values,
-            self.objective.values,
-            self.objective.needs_action_queries,
+            self.objective.entry.values,
+            self.objective.entry.needs_action_queries,
             None if orders[0] is None else torch.cat(orders),
             state_space=cfg.forward == "state-space",
         )
         b = cfg.tasks_per_batch
         self._ready.extend((windows.select_tasks(slice(i * b, (i + 1) * b)), depth) for i, depth in enumerate(depths))
+
+    def _drawn_whole(self, generator: torch.Generator) -> tuple[WindowBatch, Optional[int]]:
+        """One batch of a family without split draws, with a finite pool (the pool's MRPs and features, picked
+        first, then fresh trajectories) or shuffled rewards (the order drawn after the tasks), then its depth."""
+        cfg, b = self.config, self.config.tasks_per_batch
+        if self.pool is None:
+            tasks = sample_from(cfg.tasks, b, generator=generator, length=self.length)
+        else:
+            pick = torch.randint(cfg.task_pool, (b,), generator=generator)
+            mrp, features = self.pool.mrp[pick], self.pool.features[pick]
+            tasks = sample_from(cfg.tasks, b, generator=generator, length=self.length, mrp=mrp, features=features)
+        windows = windows_from_tasks(
+            tasks,
+            cfg.tasks,
+            cfg.windows_per_task + 1,
+            self.objective.mc_horizon(cfg),
+            self.dtype,
+            self.objective.entry.needs_values,
+            self.objective.entry.values,
+            self.objective.entry.needs_action_queries,
+            self._order(generator),
+            state_space=cfg.forward == "state-space",
+        )
+        return windows, self._depth(generator)
+
+    def _order(self, generator: torch.Generator) -> Optional[Tensor]:
+        """Shuffling rewards: each trajectory's order of its rewards in time (None otherwise)."""
+        cfg = self.config
+        if not cfg.shuffle_rewards:
+            return None
+        span = cfg.tasks.context_len + cfg.windows_per_task + 1
+        return torch.rand(cfg.tasks_per_batch, span, generator=generator).argsort(dim=1)
 
     def _draw(self, generator: torch.Generator) -> tuple[tuple[TaskDraws, Optional[Tensor]], Optional[int]]:
         """One batch's draws (and, shuffling rewards, each trajectory's order of them), then its depth."""
@@ -132,11 +171,7 @@ class BatchStream:
         if self.pool is not None:  # the same draws as an unlimited run, then the tasks picked from the pool
             pick = torch.randint(cfg.task_pool, (cfg.tasks_per_batch,), generator=generator)
             draws = draws.on_tasks_of(self.pool, pick)
-        order = None
-        if cfg.shuffle_rewards:
-            span = cfg.tasks.context_len + cfg.windows_per_task + 1
-            order = torch.rand(cfg.tasks_per_batch, span, generator=generator).argsort(dim=1)
-        return (draws, order), self._depth(generator)
+        return (draws, self._order(generator)), self._depth(generator)
 
     def _depth(self, generator: torch.Generator) -> Optional[int]:
         if self.config.depth_range is None:

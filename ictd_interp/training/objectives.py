@@ -110,29 +110,25 @@ def q_learning_loss(model: Trainable, batch: WindowBatch, depth: Optional[int] =
 
 @dataclass(frozen=True)
 class Objective:
-    """A registered objective (``ictd_interp.config.registry.OBJECTIVES``) ready to call: its loss and what its
-    batches need: Monte-Carlo returns (the trajectories are then extended by ``mc_horizon`` transitions), the true
-    values (``values``: ``v_pi`` of the chain, or ``q_star`` of a control task), each action's query features."""
+    """A registered objective ready to call: its registry entry (``entry``: what its batches need, Monte-Carlo
+    returns, true values, each action's query) and its loss, loaded."""
 
-    name: str
+    entry: registry.Objective
     loss: Callable[..., Tensor]
-    needs_returns: bool = False
-    needs_values: bool = False
-    values: str = "v_pi"
-    needs_action_queries: bool = False
 
     def __call__(self, model: Trainable, batch: WindowBatch, depth: Optional[int] = None) -> Tensor:
         return self.loss(model, batch, depth=depth)
 
     def mc_horizon(self, config: Any) -> int:
-        return config.mc_horizon if self.needs_returns else 0
+        """Transitions the trajectories are extended by for the Monte-Carlo returns (0 without returns)."""
+        return config.mc_horizon if self.entry.needs_returns else 0
 
 
 def objective(name: str) -> Objective:
     """The registered objective ``name``, read from the registry at each call (one registered after this module
     was imported is found; its loss is looked up by its ``module:function`` name then)."""
-    e = registry.OBJECTIVES[name]
-    return Objective(e.name, load(e.loss), e.needs_returns, e.needs_values, e.values, e.needs_action_queries)
+    entry = registry.OBJECTIVES[name]
+    return Objective(entry, load(entry.loss))
 
 
 def expected_update(

@@ -121,5 +121,36 @@ def test_a_task_pool_draws_its_tasks_from_that_many_chains_and_shuffled_rewards_
     assert torch.equal(got, torch.gather(sequence, 1, order)[:, :n].to(got.dtype))
     with pytest.raises(ValueError, match="shuffle_rewards: a null of the TD objective"):
         TrainConfig.from_preset("quick", shuffle_rewards=True, objective="mc")
-    with pytest.raises(ValueError, match="task_pool: a finite pool"):
-        TrainConfig.from_preset("quick", task_pool=4, family="loop")
+
+
+@pytest.mark.parametrize("family", ["loop", "mdp-chain"])
+def test_a_finite_pool_and_shuffled_rewards_work_on_a_family_without_split_draws(family):
+    """Through the registry every family takes every task option: a pool of 3 tasks gives 3 tasks' features only;
+    shuffled rewards keep the states and features of the first batch and change its rewards; a stream resumed from
+    ``generator_state`` continues with the same batches."""
+    extra = {"objective": "td"} if family.startswith("mdp") else {}
+
+    def stream(**settings):
+        config = TrainConfig.from_preset("quick", tasks_per_batch=8, family=family, **extra, **settings)
+        return config, BatchStream(config, torch.Generator().manual_seed(0), torch.float64)
+
+    def rows(**settings):
+        config, s = stream(**settings)
+        return config, torch.cat([next(s)[0].prompts for _ in range(6)])
+
+    config, plain = rows()
+    d, reward = config.tasks.d_features, config.tasks.d_features
+    features = lambda p: {tuple(r) for r in p[..., :d].reshape(-1, d).tolist()}  # noqa: E731
+    _, pooled = rows(task_pool=3)
+    states = len(features(pooled))
+    assert 3 <= states <= 3 * config.tasks.n_states * (config.tasks.n_actions or 1) < len(features(plain))
+    _, shuffled = rows(shuffle_rewards=True)
+    w = config.windows_per_task + 1
+    first = lambda p: p.view(-1, w, *p.shape[1:])[:, 0]  # noqa: E731
+    assert torch.equal(first(shuffled)[:8, :, :reward], first(plain)[:8, :, :reward])
+    assert not torch.equal(first(shuffled)[:8, :, reward], first(plain)[:8, :, reward])
+    _, a = stream(task_pool=3, shuffle_rewards=True)
+    [next(a) for _ in range(2)]
+    config, b = stream(task_pool=3, shuffle_rewards=True)
+    b.generator.set_state(a.generator_state())
+    assert torch.equal(next(a)[0].prompts, next(b)[0].prompts)

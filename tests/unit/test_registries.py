@@ -43,12 +43,21 @@ def test_help_texts_list_the_registry():
 
 def test_validation_reads_the_registry(monkeypatch):
     with pytest.raises(ValueError, match=r"family: must be one of \('boyan', 'loop'.*'mdp-chain'\)"):
-        TaskDistribution(family="ring")
+        TaskDistribution(family="users-family")
     assert TaskDistribution(family="mdp-chain", n_states=4).n_actions == 2
     assert TaskDistribution(family="loop").n_actions is None
-    monkeypatch.setitem(FAMILIES, "ring", Family("ring", "a plain ring", "ictd_interp.tasks.families:loop"))
-    ring = TaskDistribution(family="ring", n_states=5)  # registered: accepted and sampled
-    assert family_mrps(ring, 3, torch.Generator().manual_seed(0)).P.shape == (3, 5, 5)
+    own = Family("users-family", "a user's own family", "ictd_interp.tasks.families:loop", min_states=3)
+    monkeypatch.setitem(FAMILIES, "users-family", own)  # what register does, undone after the test
+    mine = TaskDistribution(family="users-family", n_states=5)  # registered: accepted and sampled
+    assert family_mrps(mine, 3, torch.Generator().manual_seed(0)).P.shape == (3, 5, 5)
+    with pytest.raises(ValueError, match="n_states: the users-family family needs at least 3 states, got 2"):
+        TaskDistribution(family="users-family", n_states=2)
+    # every task option through the registry: a finite pool and the shuffled-reward null on the new family
+    from ictd_interp.training.batch_stream import BatchStream
+
+    config = TrainConfig.from_preset("quick", family="users-family", task_pool=2, shuffle_rewards=True)
+    batch, _ = next(BatchStream(config, torch.Generator().manual_seed(0), torch.float64))
+    assert batch.prompts.shape[0] == config.tasks_per_batch * (config.windows_per_task + 1)
     with pytest.raises(
         ValueError,
         match="'q-learning' learns action values: it needs a control family "
@@ -64,7 +73,7 @@ def test_every_entry_loads_and_a_taken_name_is_refused(monkeypatch):
     assert got == {name: load(e.loss) for name, e in OBJECTIVES.items()}
     late = Objective("late", "registered after the trainer's import", "ictd_interp.training.objectives:mc_loss", True)
     monkeypatch.setitem(OBJECTIVES, "late", late)  # what register does, undone after the test
-    assert objectives.objective("late").loss is objectives.mc_loss and objectives.objective("late").needs_returns
+    assert objectives.objective("late").loss is objectives.mc_loss and objectives.objective("late").entry.needs_returns
     with pytest.raises(ValueError, match="'boyan': already registered"):
         register(Family("boyan", "again", "ictd_interp.tasks.families:boyan"))
 

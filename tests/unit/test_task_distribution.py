@@ -34,7 +34,7 @@ def test_loop_family_draws_loop_mrps():
             dict(feature_kind="onehot", d_features=3, n_states=5),
             "d_features: one-hot features need d_features >= n_states",
         ),
-        (dict(n_states=1), "Boyan chain needs at least 2"),
+        (dict(n_states=1), "the boyan family needs at least 2 states"),
         (dict(terminal="wrap"), "terminal"),
     ],
 )
