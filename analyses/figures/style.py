@@ -8,6 +8,7 @@ import io
 from collections.abc import Sequence
 from typing import Optional
 
+import matplotlib
 import numpy as np
 import seaborn as sns
 from matplotlib.figure import Figure as MatplotlibFigure
@@ -17,6 +18,7 @@ PALETTE = sns.color_palette("colorblind")
 LEGEND_ROWS = 12  # the most entries a legend at the right holds; more go under the axes in columns
 STAR = r"$\theta^*$"  # one name for the constructed weights in every figure
 SUP_ERROR = r"$\|v_L - v_\pi\|_\infty$"
+SVG_SALT = "ictd-interp"  # matplotlib's SVG ids are random unless salted
 
 
 def series_colours(labels: Sequence[str]) -> list:
@@ -44,7 +46,15 @@ def series_colours(labels: Sequence[str]) -> list:
 
 class Figure(MatplotlibFigure):
     """A matplotlib Figure that shows itself as a PNG in any Jupyter kernel (``display(fig)`` or a
-    cell's last line), whatever the matplotlib backend: no pyplot state is needed."""
+    cell's last line), whatever the matplotlib backend: no pyplot state is needed. Saved as SVG it has no date and
+    fixed element ids, so the same numbers give the same bytes (as its PNG does)."""
+
+    def savefig(self, fname, *args, **kwargs) -> None:
+        if str(fname).endswith(".svg") or kwargs.get("format") == "svg":
+            kwargs.setdefault("metadata", {"Date": None})
+            with matplotlib.rc_context({"svg.hashsalt": SVG_SALT}):
+                return super().savefig(fname, *args, **kwargs)
+        return super().savefig(fname, *args, **kwargs)
 
     def _repr_png_(self) -> bytes:
         buffer = io.BytesIO()

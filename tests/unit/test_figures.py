@@ -49,3 +49,19 @@ def test_a_log_axis_reaching_a_million_writes_every_decade_as_a_power():
     ax.figure.canvas.draw()
     labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
     assert "10³" in labels and "10⁶" in labels and "1000" not in labels and "100000" not in labels
+
+
+def test_a_figure_saved_twice_as_svg_gives_the_same_bytes(tmp_path):
+    """No date, fixed ids: the same numbers give the same SVG (matplotlib's own Figure differs on both counts)."""
+    from matplotlib.figure import Figure as MatplotlibFigure
+
+    from ictd_interp.analyses.figures.style import Figure
+
+    def saved(cls, name):
+        fig = cls()
+        fig.add_subplot().plot([0, 1], [1, 0])
+        fig.savefig(tmp_path / name)
+        return (tmp_path / name).read_bytes()
+
+    assert saved(Figure, "a.svg") == saved(Figure, "b.svg") and b"<dc:date>" not in saved(Figure, "c.svg")
+    assert saved(MatplotlibFigure, "d.svg") != saved(MatplotlibFigure, "e.svg")  # the test could fail
