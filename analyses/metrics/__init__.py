@@ -83,7 +83,7 @@ _EXPORTS = {
     "constant": "baselines",
     "tabular_mc": "baselines",
     "first_visit_mc": "baselines",
-    "tabular_td": "baselines",
+    "td_fixed_point": "baselines",
     "lstd": "baselines",
     "softmax_td_values": "baselines",
     "best_softmax_td": "baselines",

@@ -91,8 +91,8 @@ def _as_flag(message: str, command: Command) -> str:
     """A config's ``field: ...`` message names the command-line flag the user typed."""
     head, sep, rest = message.partition(": ")
     known = set(flat_fields())
-    if command.config is not None:
-        known |= {f.name for f in fields(command.config)} | set(command.config().flat())
+    if command.config is not None:  # its fields, and the flat names of its nested ones (``EvaluateConfig.flat``)
+        known |= {f.name for f in fields(command.config)} | set(getattr(command.config(), "flat", dict)())
     return f"--{head.replace('_', '-')}: {rest}" if sep and head in known else message
 
 

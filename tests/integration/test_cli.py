@@ -220,14 +220,23 @@ def test_evaluate_validates_its_numbers_and_never_overwrites_another_request(tmp
     assert main([*common, "--env", "random", "--out", str(tmp_path / "e"), "--force"]) == 0
 
 
+def running(monkeypatch, cli, runs: dict) -> None:
+    """The registered commands with ``runs[name]`` in the place of their own function."""
+    from dataclasses import replace
+
+    from ictd_interp.cli.command import registered
+
+    found = [replace(c, run=runs.get(c.name, c.run)) for c in registered()]
+    monkeypatch.setattr(cli, "registered", lambda: found)
+
+
 def test_ctrl_c_in_any_command_is_one_line_and_exit_130(monkeypatch, capsys, tmp_path):
     from ictd_interp import cli
 
     def interrupted(args):
         raise KeyboardInterrupt
 
-    for command in ("analyze", "evaluate"):
-        monkeypatch.setitem(cli.COMMANDS, command, interrupted)
+    running(monkeypatch, cli, {"analyze": interrupted, "evaluate": interrupted})
     assert cli.main(["analyze", "depth3-td-s0", "--out", str(tmp_path / "a")]) == 130
     assert cli.main(["evaluate", "depth3-td-s0", "--env", "loop", "--out", str(tmp_path / "e")]) == 130
     err = capsys.readouterr().err.strip().splitlines()
@@ -240,7 +249,7 @@ def test_every_command_takes_threads_and_defaults_to_one(monkeypatch, tmp_path):
     from ictd_interp import cli
 
     seen = {}
-    monkeypatch.setitem(cli.COMMANDS, "analyze", lambda args: seen.setdefault("threads", torch.get_num_threads()) and 0)
+    running(monkeypatch, cli, {"analyze": lambda args: seen.setdefault("threads", torch.get_num_threads()) and 0})
     torch.set_num_threads(2)
     assert cli.main(["analyze", "depth3-td-s0", "--out", str(tmp_path / "a")]) == 0 and seen["threads"] == 1
     parser = cli.build_parser()

@@ -67,12 +67,12 @@ def test_the_graded_cases_planted_edges_are_a_circuit_and_no_leak_edge_is_silent
     from ictd_interp.analyses.methods_benchmark.case_specs import CaseSpec
     from ictd_interp.analyses.methods_benchmark.cases import problem_of
     from ictd_interp.analyses.methods_benchmark.faithfulness import EPSILON, circuit_check
-    from ictd_interp.analyses.methods_benchmark.methods import activation_patching
+    from ictd_interp.analyses.methods_benchmark.methods import edge_patching
 
     case = build_case(CASES["graded"], 0)
     joint, less_one = circuit_check(case)
     assert joint >= 1 - EPSILON > less_one and joint < 1 - 1e-6
-    effects = activation_patching(problem_of(case)).scores
+    effects = edge_patching(problem_of(case)).scores
     leaks = [e for e in effects if case.truth.roles.get(e[0]) == "leak" and case.truth.roles.get(e[1]) != "silent"]
     assert len(leaks) == 3 * 4 + (3 * 1 + 3 * 2 + 3 * 3) * 4  # to the output; to every later head but the silent
     assert min(effects[e] for e in leaks) > 0 and max(effects[e] for e in leaks) < min(

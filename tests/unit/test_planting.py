@@ -9,7 +9,7 @@ from ictd_interp.analyses.methods_benchmark.case_specs import CASES, CaseSpec
 from ictd_interp.analyses.methods_benchmark.cases import build_case, circuit_source, problem_of
 from ictd_interp.analyses.methods_benchmark.faithfulness import EPSILON, circuit_check
 from ictd_interp.analyses.methods_benchmark.graph import OUTPUT
-from ictd_interp.analyses.methods_benchmark.methods import activation_patching
+from ictd_interp.analyses.methods_benchmark.methods import edge_patching
 from ictd_interp.analyses.methods_benchmark.planting import mean_fixing_rotation
 from ictd_interp.analyses.metrics.site_probes import residual_stack
 from ictd_interp.models.standard.theta_star import standard_theta_star
@@ -19,7 +19,7 @@ def test_the_split_update_has_exactly_the_derived_edges():
     """Reward heads read only the read-in; the first value head writes nothing: every other edge has no effect
     at all, every derived one a clear effect, and the derived edges are a circuit at ε."""
     case = build_case(CASES["split"], 0)
-    effects = activation_patching(problem_of(case)).scores
+    effects = edge_patching(problem_of(case)).scores
     true = case.truth.edges
     assert len(true) == 3 + 2 + 3 + 2 + 3 + 1  # embed→6−1 heads, 5 → output, reward→later value, value→value
     assert max(v for e, v in effects.items() if e not in true) <= 1e-12
@@ -53,7 +53,7 @@ def test_layer_norm_is_held_near_theta_star_by_the_anchor_and_the_junk_moves_the
     assert 8 < bare[16.0] / bare[64.0] < 32 and bare[64.0] < 1e-3
     joint, less_one = circuit_check(case)
     assert 1 - EPSILON <= joint < 1 - 1e-4 and less_one < 1 - EPSILON
-    effects = activation_patching(problem_of(case)).scores
+    effects = edge_patching(problem_of(case)).scores
     junk = [e for e in effects if case.truth.roles.get(e[0]) in ("junk", "mlp-junk") and e[1] == OUTPUT]
     assert len(junk) == 3 * 3 and min(effects[e] for e in junk) > 1e-6
     assert max(effects[e] for e in junk) < min(effects[e] for e in case.truth.edges)
@@ -70,7 +70,7 @@ def test_dormant_heads_and_shut_units_weigh_much_and_do_nothing():
 
     for seed in range(3):
         case = build_case(CASES["dormant"], seed)
-        effects = activation_patching(problem_of(case)).scores
+        effects = edge_patching(problem_of(case)).scores
         true = case.truth.edges
         assert max(v for e, v in effects.items() if e not in true) <= 1e-12
         assert min(effects[e] for e in true) > 1e-2
