@@ -30,13 +30,14 @@ from ictd_interp.models.chunked_attention import QUERY_CHUNK
 from ictd_interp.models.stylised.stack import ModelStack
 from ictd_interp.tasks.sampling import sample_tasks
 from ictd_interp.training.batches import WindowBatch, window_batch
+from ictd_interp.training.device_stream import DeviceBatches
 from ictd_interp.training.objectives import td_loss
 from ictd_interp.training.trainer import make_optimizer, prepare_model, train
 
 TOL = 1e-4  # float32 against float64, relative to the reference's largest magnitude
 STACKS = (1, 64, 1024)
 STEP_MS_TARGET = 0.5  # a GPU: one model's compiled step (CUDA graphs), ms
-STACK_TARGET = 1e5  # a GPU: stacked model·steps/s at M = 1,024 (the stacked step alone, its batch built beforehand)
+STACK_TARGET = 1e5  # a GPU: stacked model·steps/s at M = 1,024 (the step with its batch drawn on the device)
 CPU_SPEEDUP_TARGET = 1.5  # a CPU: the largest stack's model·steps/s over one model's
 
 
@@ -177,15 +178,16 @@ def step_ms(device: str, steps: int = 50, compiled: Optional[bool] = None) -> It
 
 
 def stacked(device: str, sizes: tuple[int, ...] = STACKS, steps: int = 10) -> Iterator[dict]:
-    """Stacked model·steps/s of the quick model, 4 tasks per model."""
-    config, rates = TrainConfig.from_preset("quick"), {}
+    """Stacked model·steps/s of the quick model, 4 tasks per model, each step's batch of every model drawn on the
+    device in the step (``sampler = "device"``), as a study's stack draws it."""
+    config, rates = TrainConfig.from_preset("quick", tasks_per_batch=4, sampler="device", device=device), {}
     for m in sizes:
         models = [HookedICTDTransformer(replace(config.model, seed=s)) for s in range(m)]
         stack = ModelStack([x.to(device) for x in models])
         optimizer = torch.optim.Adam(stack.parameters(), lr=1e-3)
-        one = window_batch(config.tasks, 4, config.windows_per_task + 1, generator=torch.Generator().manual_seed(0))
-        batch = WindowBatch.stack([one] * m).to(device, torch.float32)
-        times = _timed(lambda s=stack, o=optimizer, b=batch: _update(s, o, td_loss(s, b).sum()), device, steps)
+        draws, at = DeviceBatches([replace(config, seed=s) for s in range(m)], torch.float32), iter(range(10**9))
+        step = lambda s=stack, o=optimizer, d=draws, i=at: _update(s, o, td_loss(s, d.at(next(i))).sum())  # noqa: E731
+        times = _timed(step, device, steps)
         median = sorted(times)[len(times) // 2]
         rates[m] = m / median
         target = STACK_TARGET if device == "cuda" and m == 1024 else None

@@ -64,6 +64,13 @@ def study_flags(p: argparse.ArgumentParser) -> None:
         help="train every cell here (default: the spec's); on cuda each GPU trains one unit of cells at a time, "
         "as many models stacked as its memory takes, and the analyses run in CPU tasks beside it",
     )
+    p.add_argument(
+        "--sampler",
+        choices=("host", "device"),
+        default=None,
+        help="where every cell's batches are drawn (default: the spec's): device draws a stack's batches in one call "
+        "where its models are (the choice for GPUs; other numbers than host's); Boyan chains only",
+    )
     where = p.add_mutually_exclusive_group()
     where.add_argument(
         "--workers", type=positive_int, default=None, help="cells at once on a local Ray instance (default: all cores)"

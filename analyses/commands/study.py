@@ -13,8 +13,9 @@ def study(args: argparse.Namespace) -> int:
     from ictd_interp.analyses.studies.spec import load_spec
 
     spec = load_spec(args.spec)  # every cell's config built, so a bad spec fails here too
-    if args.device is not None:
-        spec = replace(spec, fixed={**spec.fixed, "device": args.device})
+    for name in ("device", "sampler"):  # set for every cell, over the spec's
+        if getattr(args, name) is not None:
+            spec = replace(spec, fixed={**spec.fixed, name: getattr(args, name)})
     if args.dry_run:
         print(f"{spec.name}: {spec.description}")
         print(f"preset {spec.preset}; fixed {spec.fixed or 'nothing'}; seeds {spec.seeds}")

@@ -17,6 +17,7 @@ OPTIMIZERS = ("adam", "adamw", "sgd")
 OPTIMIZER_KERNELS = ("fused", "foreach")  # how the optimiser update runs (TrainConfig.optimizer_kernel)
 DEVICES = ("cpu", "cuda")
 FORWARDS = ("positional", "state-space")  # how training runs the model (TrainConfig.forward)
+SAMPLERS = ("host", "device")  # where the training batches are drawn (TrainConfig.sampler)
 LR_SCHEDULES = ("constant", "cosine")
 ACT_FNS = ("gelu", "relu")
 LINEAR_ACTIVATIONS = ("identity", "relu")  # on the linear model's scores; both act on each entry alone

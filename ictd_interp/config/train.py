@@ -19,6 +19,7 @@ from ictd_interp.config.fields import (
     LR_SCHEDULES,
     OPTIMIZER_KERNELS,
     OPTIMIZERS,
+    SAMPLERS,
     check_bool,
     check_choice,
     check_positive_int,
@@ -81,6 +82,10 @@ class TrainConfig:
         eval_every: steps between evaluations (metrics.jsonl).
         checkpoint_every: steps between checkpoints (resume points).
         device: cpu or cuda.
+        sampler: where the training batches are drawn. host: from the run's generator on the CPU, copied to the
+            device each step. device: counter-based draws (``ictd_interp.tasks.counter``) made on the run's
+            device, one call for a whole stack of runs; a family with split draws (Boyan chains); other numbers
+            than host's, the same on every device and in any stack.
         compile: torch.compile the model's hook-free training path (inductor: compiled once per depth, 20-60 s on
             a CPU and a C++ compiler needed; float rounding differs from eager's). Faster or slower depending on the
             CPU and the model (measured: docs/performance.md); measure with benchmarks/train_throughput.py
@@ -112,6 +117,7 @@ class TrainConfig:
     eval_every: int = 250
     checkpoint_every: int = 1000
     device: str = "cpu"
+    sampler: str = "host"
     compile: bool = False
 
     def __post_init__(self) -> None:
@@ -124,6 +130,7 @@ class TrainConfig:
         self._check_task_options()
         self._check_depths()
         self._check_forward()
+        self._check_sampler()
         self.model.check_positions(self.tasks.context_len + 1)
 
     def _check_depths(self) -> None:
@@ -139,6 +146,18 @@ class TrainConfig:
                     )
         if self.train_depths and self.loss_depths:
             raise ValueError("loss_depths: one of train_depths (sampled) and loss_depths (averaged), not both")
+
+    def _check_sampler(self) -> None:
+        """Counter-based draws are the uniforms of a family with split draws (Boyan chains)."""
+        check_choice("sampler", self.sampler, SAMPLERS)
+        if self.sampler == "device" and not (
+            not self.tasks.family.startswith("gym:") and FAMILIES[self.tasks.family].split_draws
+        ):
+            splits = " or ".join(f.name for f in FAMILIES.values() if f.split_draws)
+            raise ValueError(
+                f"sampler: 'device' draws the uniforms of a family with split draws ({splits}), "
+                f"got {self.tasks.family!r}; use --sampler host"
+            )
 
     def _check_forward(self) -> None:
         """The state-space forward is exact only where every position's value is a function of its state."""
@@ -272,6 +291,7 @@ class TrainConfig:
 
     def to_dict(self) -> dict[str, Any]:
         own = {name: getattr(self, name) for name in sorted(_own_fields(), key=FIELD_ORDER.get)}
+        own = {k: v for k, v in own.items() if WRITTEN_WHEN_SET.get(k, object()) != v}
         return {"architecture": self.architecture, "model": self.model.to_dict(), "tasks": self.tasks.to_dict(), **own}
 
     @classmethod
@@ -313,6 +333,9 @@ class TrainConfig:
 
 
 FIELD_ORDER = {f.name: i for i, f in enumerate(fields(TrainConfig))}
+# Fields added after runs were shipped, written only when set otherwise than here: every earlier run's files (its
+# train_config.json, a report's summary.json) stay as they were
+WRITTEN_WHEN_SET = {"sampler": "host"}
 
 
 def migrate_flat(data: dict[str, Any]) -> dict[str, Any]:

@@ -20,6 +20,7 @@ def make_features(
     *,
     generator: Optional[torch.Generator] = None,
     batch: Optional[int] = None,
+    device: Optional[torch.device] = None,
 ) -> Float[Tensor, "*batch state d_feat"]:
     """Feature matrix ``X [s, d]`` (or ``[batch, s, d]``): ``scale * U(-1, 1)`` or ``scale * e_s``.
 
@@ -33,7 +34,7 @@ def make_features(
     shape = (n_states, d) if batch is None else (batch, n_states, d)
     if kind == "onehot":
         check_onehot(d, n_states, "d", advice="; use kind='uniform' or pass your own feature matrix")
-        return scale * torch.eye(n_states, d, dtype=torch.float64).expand(shape).clone()
+        return scale * torch.eye(n_states, d, dtype=torch.float64, device=device).expand(shape).clone()
     return uniform_features(torch.rand(shape, generator=generator, dtype=torch.float64), scale)
 
 

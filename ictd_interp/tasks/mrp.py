@@ -61,7 +61,7 @@ class MRP:
     @property
     def v_pi(self) -> Float[Tensor, "... state"]:
         """True value ``(I - gamma P)^{-1} r``."""
-        eye = torch.eye(self.n_states, dtype=self.P.dtype)
+        eye = torch.eye(self.n_states, dtype=self.P.dtype, device=self.P.device)
         return torch.linalg.solve(eye - self.gamma * self.P, self.r.unsqueeze(-1)).squeeze(-1)
 
     @property
@@ -216,7 +216,7 @@ def boyan_from_uniforms(p: Tensor, last: Tensor, mu0: Tensor, r: Tensor, gamma: 
     from concatenated draws are those built from each part. ``p ~ U(0.01, 0.99)``, the last row and
     ``mu0`` ``U(0.01, 0.99)`` weights normalised, ``r ~ U(-1, 1)``."""
     batch, s = last.shape
-    P = torch.zeros(batch, s, s, dtype=torch.float64)
+    P = torch.zeros(batch, s, s, dtype=torch.float64, device=last.device)
     p = _affine(p, 0.01, 0.99)
     P.diagonal(1, -2, -1)[:, : s - 2] = p  # P[i, i+1] = p_i, P[i, i+2] = 1 - p_i for i < s - 2
     P.diagonal(2, -2, -1).copy_(1 - p)

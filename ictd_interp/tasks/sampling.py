@@ -214,7 +214,7 @@ def tasks_from_draws(dist: TaskDistribution, draws: TaskDraws) -> TaskBatch:
     dist.check_onehot(mrp.n_states)
     n_tasks = mrp.P.shape[0]
     features = (
-        make_features(mrp.n_states, dist.d_features, "onehot", dist.feature_scale, batch=n_tasks)
+        make_features(mrp.n_states, dist.d_features, "onehot", dist.feature_scale, batch=n_tasks, device=mrp.P.device)
         if draws.features is None
         else uniform_features(draws.features, dist.feature_scale)
     )

@@ -54,6 +54,8 @@ def trajectories_from_uniforms(
     """The trajectories of ``sample_trajectories`` from their draws (row-wise: trajectories from
     concatenated draws are those from each part). ``S_0`` from ``mu0``, then each ``S_{t+1}`` from the
     visited row of ``P`` (one ``take`` of the rows per step), both by ``_inverse_cdf``."""
+    if mu0.device.type != "cpu":
+        return walk(P, mu0, u0, u)
     batch, n_states = mu0.shape
     n_steps = 0 if u is None else u.shape[1]
     states = np.empty((n_steps + 1, batch), dtype=np.int64)  # time-major: each step writes one row
@@ -64,6 +66,23 @@ def trajectories_from_uniforms(
         for t in range(n_steps):
             _inverse_cdf(rows.take(first_row + states[t], axis=0), draws[:, t], out=states[t + 1])
     return torch.from_numpy(np.ascontiguousarray(states.T))
+
+
+def walk(
+    P: Float[Tensor, "batch state state"],
+    mu0: Float[Tensor, "batch state"],
+    u0: Float[Tensor, "batch 1"],
+    u: Optional[Float[Tensor, "batch time"]],
+) -> Int[Tensor, "batch pos"]:
+    """``trajectories_from_uniforms`` in torch on the tensors' device (the same count of cumulative entries
+    ``<= u``, so the same states as the NumPy walk on a CPU): one gather of the visited rows per step."""
+    n_states = mu0.shape[-1]
+    states = [torch.clamp((mu0.cumsum(-1) <= u0).sum(-1), max=n_states - 1)]
+    cdf = P.cumsum(-1)
+    for t in range(0 if u is None else u.shape[1]):
+        rows = torch.gather(cdf, 1, states[-1][:, None, None].expand(-1, 1, n_states))[:, 0]  # [batch, state]
+        states.append(torch.clamp((rows <= u[:, t : t + 1]).sum(-1), max=n_states - 1))
+    return torch.stack(states, dim=1)
 
 
 def _batched(mrp: MRP, batch: Optional[int]) -> tuple[Tensor, Tensor]:

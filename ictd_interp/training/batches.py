@@ -80,6 +80,22 @@ class WindowBatch:
             None if self.space is None else self.space.to(device, dtype),
         )
 
+    def by_model(self, n_models: int) -> "WindowBatch":
+        """The batch of ``n_models`` runs' tasks, drawn together run after run, as a stack's batch (a leading model
+        axis; views, no copy): what ``stack`` makes of the runs' batches drawn apart."""
+        if self.space is not None:
+            raise ValueError("batches: a stack runs the positional fast path; state-space batches are not stacked")
+        split = lambda t: None if t is None else t.view(n_models, -1, *t.shape[1:])  # noqa: E731
+        actions = None if self.action_queries is None else self.action_queries.unflatten(1, (n_models, -1))
+        return WindowBatch(
+            split(self.prompts),
+            split(self.query_reward),
+            split(self.query_value),
+            split(self.query_return),
+            self.n_windows,
+            None if actions is None else actions.transpose(0, 1),
+        )
+
     @classmethod
     def stack(cls, batches: list["WindowBatch"]) -> "WindowBatch":
         """One batch per model, stacked on a leading model axis (``prompts [model, batch, pos, d_model]``, the
@@ -147,7 +163,7 @@ def sliding_windows(
 
 def discounted_returns(rewards: Float[Tensor, "task time"], gamma: float, horizon: int) -> Float[Tensor, "task window"]:
     """``sum_{h < H} gamma^h R_{t+1+h}`` for every start ``t`` that has ``H`` rewards after it."""
-    discounts = gamma ** torch.arange(horizon, dtype=rewards.dtype)
+    discounts = gamma ** torch.arange(horizon, dtype=rewards.dtype, device=rewards.device)
     return rewards.unfold(1, horizon, 1) @ discounts
 
 
@@ -237,5 +253,6 @@ def _true_values(tasks: TaskBatch, dist: TaskDistribution, values: str) -> Float
 
 def _action_queries(tasks: TaskBatch, n_actions: int, query_pairs: Tensor) -> Float[Tensor, "action task window d"]:
     """The features of ``(S, a)`` for every action ``a``, ``S`` the state of each window's query pair."""
-    pairs = (query_pairs // n_actions)[None] * n_actions + torch.arange(n_actions)[:, None, None]  # [action, task, w]
-    return tasks.features.expand(len(tasks), -1, -1)[torch.arange(len(tasks))[:, None], pairs]
+    actions = torch.arange(n_actions, device=query_pairs.device)[:, None, None]
+    pairs = (query_pairs // n_actions)[None] * n_actions + actions  # [action, task, window]
+    return tasks.features.expand(len(tasks), -1, -1)[torch.arange(len(tasks), device=pairs.device)[:, None], pairs]

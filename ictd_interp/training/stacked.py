@@ -26,6 +26,7 @@ from ictd_interp.io.checkpoint import CheckpointError
 from ictd_interp.models.stylised.stack import ModelStack
 from ictd_interp.training.allocator import apply_allocator_choice
 from ictd_interp.training.batches import WindowBatch
+from ictd_interp.training.device_stream import DeviceBatches
 from ictd_interp.training.evaluation import EvalSet
 from ictd_interp.training.objectives import objective as registered_objective
 from ictd_interp.training.trainer import (
@@ -170,11 +171,14 @@ def step_stack(loops: list[Loop], progress: bool = True, stop: Optional[StopFlag
         loop.models_in_process = len(loops)
 
     unread: list[tuple[int, list[bool], torch.Tensor]] = []  # (step, runs stepped, losses on the device)
+    drawn = (  # counter-based draws: every run's batch in one call on the device, else each run's own stream
+        DeviceBatches([loop.run.config for loop in loops], stack.A.dtype) if config.sampler == "device" else None
+    )
 
     def step() -> None:
         active = [loop.run.step < loop.run.config.steps for loop in loops]
         at = next(loop.run.step for loop, on in zip(loops, active) if on)  # the runs still training share it
-        batch = WindowBatch.stack([next(loop.batches)[0] for loop in loops])
+        batch = drawn.at(at) if drawn is not None else WindowBatch.stack([next(loop.batches)[0] for loop in loops])
         losses = objective(stack, batch)
         unread.append((at + 1, active, losses.detach()))  # read once per log or checkpoint
         optimizer.zero_grad(set_to_none=True)

@@ -29,6 +29,7 @@ from ictd_interp.models.loading import load_checkpoint
 from ictd_interp.models.registry import ICTDModel, build_model
 from ictd_interp.training.allocator import apply_allocator_choice
 from ictd_interp.training.batch_stream import BatchStream
+from ictd_interp.training.device_stream import DeviceBatches, open_stream
 from ictd_interp.training.evaluation import EvalSet, evaluate
 
 __all__ = ["Loop", "Run", "TrainingDiverged", "resume", "train"]
@@ -57,7 +58,7 @@ class Loop:
 
     run: Run
     optimizer: torch.optim.Optimizer
-    batches: BatchStream
+    batches: Union[BatchStream, DeviceBatches]
     eval_set: EvalSet
     loss_sum: float = 0.0
     loss_count: int = 0
@@ -141,7 +142,7 @@ def start_loop(config: TrainConfig, out_dir: Union[str, Path], eval_set: Optiona
     loop = Loop(
         Run(out_dir, config, model),
         make_optimizer(config, model),
-        BatchStream(config, torch.Generator().manual_seed(config.seed), model.cfg.torch_dtype),
+        open_stream(config, torch.Generator().manual_seed(config.seed), model.cfg.torch_dtype),
         EvalSet.build(config) if eval_set is None else eval_set,
     )
     log_metrics(loop, loss=None)
@@ -174,7 +175,7 @@ def reopen_loop(out_dir: Union[str, Path], eval_set: Optional[EvalSet] = None, u
     loop = Loop(
         Run(out_dir, config, model, step=state["step"]),
         make_optimizer(config, model),
-        BatchStream(config, generator, model.cfg.torch_dtype),
+        open_stream(config, generator, model.cfg.torch_dtype, state["step"]),
         EvalSet.build(config) if eval_set is None else eval_set,
         state["loss_sum"],
         state["loss_count"],

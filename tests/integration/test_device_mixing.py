@@ -18,6 +18,7 @@ import ictd_interp.config.train as train_config
 from ictd_interp.config.train import TrainConfig
 from ictd_interp.training import evaluation
 from ictd_interp.training.batch_stream import BatchStream
+from ictd_interp.training.device_stream import DeviceBatches
 from ictd_interp.training.objectives import Objective
 from ictd_interp.training.stacked import resume_stack, train_stack
 from ictd_interp.training.trainer import resume, train
@@ -32,6 +33,7 @@ SETTINGS = {  # objective -> (preset, settings)
     "q-learning": ("control-quick", {}),
     "td, state-space forward": ("quick", {"forward": "state-space"}),
     "td, standard model": ("standard-quick", {}),
+    "td, drawn on the device": ("quick", {"sampler": "device", "task_pool": 3, "shuffle_rewards": True}),
 }
 
 
@@ -64,7 +66,7 @@ def run_path(path: str, case: str, tmp) -> None:
 
 
 def stackable(path: str, case: str) -> bool:
-    return "stack" not in path or case in ("td", "neu", "mc", "supervised", "q-learning")
+    return "stack" not in path or case in ("td", "neu", "mc", "supervised", "q-learning", "td, drawn on the device")
 
 
 def on_cpu(batch, depth, dtype):
@@ -81,6 +83,7 @@ BUGS = {  # a device bug of each kind: where it is put, and what it does
     ),
 }
 CASES = [(p, c) for p in ("train", "stack", "resume", "resume-stack") for c in SETTINGS if stackable(p, c)]
+DRAWN_ON_THE_CPU = (DeviceBatches, "at", lambda f: lambda self, step: f(self, step).to("cpu", self.dtype))
 
 
 @pytest.fixture(autouse=True)
@@ -102,6 +105,14 @@ def test_each_path_fails_on_each_injected_device_bug(tmp_path, monkeypatch, path
     monkeypatch.setattr(owner, name, inject(getattr(owner, name)))
     with FakeAccelerator(), pytest.raises(RuntimeError, match="device mixing"):
         run_path(path, "td", tmp_path)
+
+
+@pytest.mark.parametrize("path", ["train", "stack", "resume", "resume-stack"])
+def test_each_path_drawing_on_the_device_fails_on_draws_left_on_the_cpu(tmp_path, monkeypatch, path):
+    owner, name, inject = DRAWN_ON_THE_CPU
+    monkeypatch.setattr(owner, name, inject(getattr(owner, name)))
+    with FakeAccelerator(), pytest.raises(RuntimeError, match="device mixing"):
+        run_path(path, "td, drawn on the device", tmp_path)
 
 
 @pytest.mark.parametrize("case", sorted(SETTINGS))
@@ -142,13 +153,14 @@ class CountingReads(FakeAccelerator):
         return super().__torch_dispatch__(func, types, args, kwargs)
 
 
+@pytest.mark.parametrize("sampler", ["host", "device"])
 @pytest.mark.parametrize("path", ["train", "stack"])
-def test_a_training_step_reads_nothing_back_from_the_device_until_it_logs(tmp_path, monkeypatch, path):
+def test_a_training_step_reads_nothing_back_from_the_device_until_it_logs(tmp_path, monkeypatch, path, sampler):
     """Losses stay on the device between logs (read once, before a log or checkpoint: ``Loop.settle``, the stack's
     ``sync``), so steps queue on a GPU without waiting; the read at the log is counted, so the count could fail."""
     from ictd_interp.training import stacked, trainer
 
-    config = fake_config("td", steps=6, eval_every=3, checkpoint_every=3, grad_clip=1.0)
+    config = fake_config("td", steps=6, eval_every=3, checkpoint_every=3, grad_clip=1.0, sampler=sampler)
     counter, handed = CountingReads(), []
     with counter:
         if path == "train":

@@ -221,3 +221,32 @@ def test_a_non_finite_loss_is_named_at_its_own_step_when_another_run_is_done(tmp
         TrainingDiverged, match=r"non-finite loss at step 11 of \S*p1 \(nan; last good checkpoint: \S*8"
     ):
         train_stack(cfgs, [tmp_path / "p0", tmp_path / "p1"], progress=False)
+
+
+def test_a_device_sampled_stack_draws_once_per_step_and_each_run_reaches_its_own_runs_weights(tmp_path, monkeypatch):
+    """``sampler = "device"``: one call draws every run's batch (no run's own stream is read), each run reaches the
+    weights of its run alone, and a run stopped and resumed reaches them too (its draws depend on the step only)."""
+    from ictd_interp.training.batch_stream import BatchStream
+    from ictd_interp.training.device_stream import DeviceBatches
+
+    cfgs = [
+        TrainConfig.from_preset("quick", seed=s, sampler="device", **{**SMALL, **c}) for s, c in enumerate(CONDITIONS)
+    ]
+    calls = []
+    real_at = DeviceBatches.at
+    monkeypatch.setattr(DeviceBatches, "at", lambda self, step: calls.append(len(self.configs)) or real_at(self, step))
+    monkeypatch.setattr(BatchStream, "__next__", lambda self: pytest.fail("a host stream was read"))
+    stacked = train_stack(cfgs, [tmp_path / f"s{i}" for i in range(4)], progress=False)
+    assert calls and set(calls) == {4}  # one draw for the four runs, each step
+    for i, (config, run) in enumerate(zip(cfgs, stacked)):
+        alone = train(config, tmp_path / f"a{i}", progress=False)
+        for name, weight in final_state(alone).items():
+            assert rel(run.model.state_dict()[name], weight) < 1e-11, (i, name)
+    import itertools
+
+    polls = itertools.count()
+    half = train(cfgs[2], tmp_path / "half", progress=False, stop=lambda: next(polls) >= 6)
+    assert half.interrupted and 0 < half.step < cfgs[2].steps
+    resumed = resume(tmp_path / "half", progress=False)
+    for name, weight in final_state(stacked[2]).items():
+        assert rel(resumed.model.state_dict()[name], weight) < 1e-11, name
