@@ -1,7 +1,8 @@
 """The data a model reads: MRP -> trajectory -> features -> prompt, and task batches drawn from a
 ``TaskDistribution``. Imports ``ictd_interp.config`` only.
 
-``mrp`` (Markov reward processes, Boyan chains, their communicating classes), ``sources`` (loop, random and
+``mrp`` (Markov reward processes, Boyan chains, their communicating classes), ``counter`` (counter-based draws of
+Boyan-chain tasks on any device), ``sources`` (loop, random and
 Gymnasium MRPs), ``families`` (the registered task families), ``mdp`` (MDPs and behaviour policies for control, with
 ``action_columns``: the prompt's action-value columns), ``trajectory`` (sampling), ``features``, ``prompt`` (the
 prompt layout and its shift), ``_types`` (shared type aliases), ``sampling`` (``TaskBatch``; ``sample_from``, where
