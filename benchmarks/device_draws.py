@@ -29,7 +29,7 @@ def host_draws(configs: list[TrainConfig], device: str, dtype: torch.dtype):
 
 
 def device_draws(configs: list[TrainConfig], dtype: torch.dtype):
-    draws, steps = DeviceBatches(configs, dtype), itertools.count()
+    draws, steps = DeviceBatches(configs, dtype, stacked=True), itertools.count()
     return lambda: draws.at(next(steps))
 
 

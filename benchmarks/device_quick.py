@@ -185,7 +185,8 @@ def stacked(device: str, sizes: tuple[int, ...] = STACKS, steps: int = 10) -> It
         models = [HookedICTDTransformer(replace(config.model, seed=s)) for s in range(m)]
         stack = ModelStack([x.to(device) for x in models])
         optimizer = torch.optim.Adam(stack.parameters(), lr=1e-3)
-        draws, at = DeviceBatches([replace(config, seed=s) for s in range(m)], torch.float32), iter(range(10**9))
+        draws = DeviceBatches([replace(config, seed=s) for s in range(m)], torch.float32, stacked=True)
+        at = iter(range(10**9))
         step = lambda s=stack, o=optimizer, d=draws, i=at: _update(s, o, td_loss(s, d.at(next(i))).sum())  # noqa: E731
         times = _timed(step, device, steps)
         median = sorted(times)[len(times) // 2]

@@ -24,13 +24,17 @@ from ictd_interp.training.objectives import objective
 
 
 class DeviceBatches:
-    """``at(step)``: the batch of every run at ``step``, on the runs' device (a stack's batch, ``[model, ...]``,
-    for several runs; the run's own batch for one). ``next(stream)``: a single run's ``(batch, depth)``, step after
-    step from ``step``. ``generator_state()``: the host generator a checkpoint keeps (unused by these draws)."""
+    """``at(step)``: the batch of every run at ``step``, on the runs' device: a stack's batch (``[model, ...]``) when
+    ``stacked`` (by default, for several runs), else the one run's own batch. ``next(stream)``: a single run's
+    ``(batch, depth)``, step after step from ``step``. ``generator_state()``: the host generator a checkpoint keeps
+    (unused by these draws)."""
 
-    def __init__(self, configs: list[TrainConfig], dtype: torch.dtype, step: int = 0):
+    def __init__(self, configs: list[TrainConfig], dtype: torch.dtype, step: int = 0, stacked: Optional[bool] = None):
         first = configs[0]
         self.configs, self.dtype, self.step = configs, dtype, step
+        self.stacked = len(configs) > 1 if stacked is None else stacked
+        if not self.stacked and len(configs) > 1:
+            raise ValueError(f"configs: {len(configs)} runs draw a stack's batch (stacked=True)")
         self.device = torch.device(first.device)
         self.objective = objective(first.objective)
         self.length = first.tasks.context_len + first.windows_per_task + self.objective.mc_horizon(first)
@@ -70,7 +74,7 @@ class DeviceBatches:
             self._order(step),
             state_space=cfg.forward == "state-space",
         ).to(self.device, self.dtype)  # the per-window quantities in the model's dtype, as a host stream's
-        return windows if runs == 1 else windows.by_model(runs)
+        return windows.by_model(runs) if self.stacked else windows
 
     def _pooled(self, draws: TaskDraws, step: int) -> TaskDraws:
         """The chains and features of each run's pool (its first ``task_pool`` tasks) picked uniformly, for the runs

@@ -172,7 +172,9 @@ def step_stack(loops: list[Loop], progress: bool = True, stop: Optional[StopFlag
 
     unread: list[tuple[int, list[bool], torch.Tensor]] = []  # (step, runs stepped, losses on the device)
     drawn = (  # counter-based draws: every run's batch in one call on the device, else each run's own stream
-        DeviceBatches([loop.run.config for loop in loops], stack.A.dtype) if config.sampler == "device" else None
+        DeviceBatches([loop.run.config for loop in loops], stack.A.dtype, stacked=True)
+        if config.sampler == "device"
+        else None
     )
 
     def step() -> None:

@@ -53,6 +53,10 @@ def test_a_runs_batch_is_the_same_alone_in_a_stack_and_after_a_resume():
         assert torch.equal(stacked.prompts[i], alone.prompts) and torch.equal(
             stacked.query_reward[i], alone.query_reward
         )
+    one = DeviceBatches([runs[0]], torch.float64, stacked=True).at(6)  # a stack of one has its model axis
+    assert torch.equal(one.prompts, DeviceBatches([runs[0]], torch.float64).at(6).prompts[None])
+    with pytest.raises(ValueError, match="4 runs draw a stack's batch"):
+        DeviceBatches(runs, torch.float64, stacked=False)
     stream = DeviceBatches([runs[1]], torch.float64)
     batches = [next(stream)[0] for _ in range(4)]
     resumed = DeviceBatches([runs[1]], torch.float64, step=3)
