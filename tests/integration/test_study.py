@@ -276,7 +276,6 @@ def test_killed_worker_resumes_the_cell_to_the_same_weights(tmp_path):
     assert_same(final_weights(cell), standalone(load_spec(data).cells()[0].config, tmp_path / "alone"))
 
 
-@pytest.mark.slow  # 35 s (300 steps to kill mid-run); the default run kills a stack between its first checkpoints
 def test_a_killed_stacks_worker_resumes_every_cell_of_the_stack_to_the_same_weights(tmp_path):
     data = spec(grid={"n_layers": [3]}, seeds=[0, 1], steps=300, checkpoint_every=50, eval_every=150)
     out = tmp_path / "s"
