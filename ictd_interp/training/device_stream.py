@@ -5,8 +5,8 @@ A run's draws at a step are a function of its seed and the step alone (``ictd_in
 draws the same batch alone, in any stack and after a resume (the stream needs only the step, which the checkpoint
 holds). The task pool, shuffled rewards and the objective's needs (returns, true values, action queries) are
 ``BatchStream``'s, drawn from counters; a sampled depth is drawn on the host (``python_uniform``: a number the host
-needs before the step, so no device read). Boyan chains (a family with split draws) only: ``TrainConfig`` refuses
-the others.
+needs before the step, so no device read) from the step alone, so runs with sampled depths share a stack. Boyan
+chains (a family with split draws) only: ``TrainConfig`` refuses the others.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from ictd_interp.tasks.sampling import TaskDraws, tasks_from_draws
 from ictd_interp.training.batch_stream import BatchStream
 from ictd_interp.training.batches import WindowBatch, windows_from_tasks
 from ictd_interp.training.objectives import objective
+
+DEPTH_KEY = 0  # the seed word of the depth draws: every run's the same (``DeviceBatches.depth``)
 
 
 class DeviceBatches:
@@ -50,7 +52,7 @@ class DeviceBatches:
         return self
 
     def __next__(self) -> tuple[WindowBatch, Optional[int]]:
-        batch, depth = self.at(self.step), self._depth(self.step)
+        batch, depth = self.at(self.step), self.depth(self.step)
         self.step += 1
         return batch, depth
 
@@ -99,12 +101,14 @@ class DeviceBatches:
         kept = torch.arange(span, device=self.device).expand_as(order)
         return torch.where(self.shuffled, order, kept).flatten(0, 1)
 
-    def _depth(self, step: int) -> Optional[int]:
+    def depth(self, step: int) -> Optional[int]:
+        """The step's depth of a depth-sampled run: uniform over ``train_depths``, drawn from the step alone (not the
+        seed), so every run of a stack runs the same depth at each step and still draws its own run's depths."""
         cfg = self.configs[0]
         if cfg.depth_range is None:
             return None
         lo, hi = cfg.depth_range
-        return lo + int(python_uniform(cfg.seed, step, DEPTH) * (hi - lo + 1))
+        return lo + int(python_uniform(DEPTH_KEY, step, DEPTH) * (hi - lo + 1))
 
 
 def open_stream(

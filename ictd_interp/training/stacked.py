@@ -49,13 +49,17 @@ FREE = ("seed", "lr", "lr_schedule", "warmup_steps", "steps", "grad_clip", "task
 
 def stack_refusal(configs: list[TrainConfig]) -> Optional[str]:
     """Why these runs cannot be trained as one stack, or None: on the stylised model with the paper mask, eager,
-    positional, at one depth, their configs may differ only in ``FREE`` (seeds, learning rate and its schedule,
-    step count, clipping, task pool, shuffled rewards)."""
+    positional, at one depth each step (sampled depths with the device sampler, whose depth draws the runs share),
+    their configs may differ only in ``FREE`` (seeds, learning rate and its schedule, step count, clipping, task
+    pool, shuffled rewards)."""
     first = configs[0]
     if not isinstance(first.model, ICTDConfig) or first.model.mask != "paper":
         return "a stack runs the stylised model's paper-mask fast path"
-    if first.depth_range is not None:
-        return "depth-sampled runs draw each step's depth per run, so their steps differ in shape"
+    if first.depth_range is not None and first.sampler != "device":
+        return (
+            "depth-sampled runs draw each step's depth per run, so their steps differ in shape (with sampler device "
+            "every run draws the same depths: those stack)"
+        )
     if first.compile:
         return "a stack runs the eager fast path (compile is off for stacks)"
     if first.forward != "positional":
@@ -180,8 +184,11 @@ def step_stack(loops: list[Loop], progress: bool = True, stop: Optional[StopFlag
     def step() -> None:
         active = [loop.run.step < loop.run.config.steps for loop in loops]
         at = next(loop.run.step for loop, on in zip(loops, active) if on)  # the runs still training share it
-        batch = drawn.at(at) if drawn is not None else WindowBatch.stack([next(loop.batches)[0] for loop in loops])
-        losses = objective(stack, batch)
+        if drawn is not None:
+            batch, depth = drawn.at(at), drawn.depth(at)  # one depth for every run: the device sampler's is shared
+        else:
+            batch, depth = WindowBatch.stack([next(loop.batches)[0] for loop in loops]), None
+        losses = objective(stack, batch, depth=depth)
         unread.append((at + 1, active, losses.detach()))  # read once per log or checkpoint
         optimizer.zero_grad(set_to_none=True)
         losses.nan_to_num(0.0).sum().backward()  # each model's gradient is its own loss's

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 
 import pytest
 import torch
@@ -250,3 +251,21 @@ def test_a_device_sampled_stack_draws_once_per_step_and_each_run_reaches_its_own
     resumed = resume(tmp_path / "half", progress=False)
     for name, weight in final_state(stacked[2]).items():
         assert rel(resumed.model.state_dict()[name], weight) < 1e-11, name
+
+
+def test_depth_sampled_runs_drawing_on_the_device_share_a_stack_each_reaching_its_own_runs_weights(tmp_path):
+    """The device sampler draws a step's depth from the step alone: two runs of other seeds and rates run the same
+    depths in one stack and alone (the host sampler's stack is still refused, naming why)."""
+    from ictd_interp.training.device_stream import DeviceBatches
+
+    first, second = configs(seeds=(0, 1), sampler="device", train_depths="1:3", steps=12)
+    cfgs = [first, replace(second, lr=3e-3)]
+    depths = [DeviceBatches([cfgs[0]], torch.float64).depth(s) for s in range(12)]
+    assert set(depths) == {1, 2, 3}  # sampled, not fixed
+    stacked = train_stack(cfgs, [tmp_path / "s0", tmp_path / "s1"], progress=False)
+    for i, (config, run) in enumerate(zip(cfgs, stacked)):
+        alone = train(config, tmp_path / f"a{i}", progress=False)
+        for name, weight in final_state(alone).items():
+            assert rel(run.model.state_dict()[name], weight) < 1e-11, (i, name)
+    with pytest.raises(ValueError, match="depth-sampled runs draw each step's depth per run"):
+        train_stack([replace(c, sampler="host") for c in cfgs], [tmp_path / "h0", tmp_path / "h1"], progress=False)
