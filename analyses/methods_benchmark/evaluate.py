@@ -40,6 +40,7 @@ from ictd_interp.analyses.methods_benchmark.methods import (
     FEATURES,
     DirectionOutput,
     EdgeOutput,
+    Encoder,
     FeatureOutput,
     Method,
     patched_prediction,
@@ -324,6 +325,12 @@ def check_kind(name: str, kind: str, output: object) -> None:
         raise MethodFailed(
             f"method {name!r}: its kind ({kind}) returns {expected.__name__}, got {type(output).__name__}"
         )
+    code = [site for site, e in getattr(output, "encoders", {}).items() if not isinstance(e, Encoder)]
+    if code:
+        raise MethodFailed(
+            f"method {name!r}: the encoders at {code[:3]} are not Encoder data (weights, bias, center, activation); "
+            "a feature method sends its encoder as tensors, never as code"
+        )
 
 
 def score_output(name: str, kind: str, case: Case, output: object) -> Scores:
@@ -345,7 +352,11 @@ def score_output(name: str, kind: str, case: Case, output: object) -> Scores:
 
 
 def _check_vectors(name: str, output: object) -> None:
-    """Directions and decoder rows must be finite and non-zero (a zero direction has no angle)."""
+    """Directions and decoder rows must be finite and non-zero (a zero direction has no angle); an encoder's
+    tensors finite."""
+    for site, encoder in getattr(output, "encoders", {}).items():
+        if not all(bool(torch.isfinite(t).all()) for t in encoder.tensors()):
+            raise MethodFailed(f"method {name!r}: the encoder at {site} is not finite")
     vectors = getattr(output, "directions", None) or getattr(output, "decoders", None) or {}
     for key, vector in vectors.items():
         vector = torch.as_tensor(vector)

@@ -102,30 +102,49 @@ def score_cell(
 
 
 def as_data(output):
-    """An edge or direction output as plain data (floats, strings, base tensors), so nothing of the method's own
-    classes is unpickled in the scorer; a feature output's encoders are functions and travel as they are."""
+    """An output as plain data (floats, strings, base tensors), so nothing of the method's own classes or code is
+    unpickled in the scorer: a feature output's encoders travel as their tensors and activation's name."""
     import torch
 
-    from ictd_interp.analyses.methods_benchmark.methods import DirectionOutput, EdgeOutput
+    from ictd_interp.analyses.methods_benchmark.methods import DirectionOutput, EdgeOutput, Encoder, FeatureOutput
 
+    plain = lambda t: None if t is None else torch.as_tensor(t).detach().as_subclass(torch.Tensor).clone()  # noqa: E731
     if isinstance(output, EdgeOutput):
         edges = {(str(u), str(v)): float(x) for (u, v), x in output.scores.items()}
         circuit = None if output.circuit is None else sorted((str(u), str(v)) for u, v in output.circuit)
         return {"edges": edges, "circuit": circuit}
     if isinstance(output, DirectionOutput):
-        plain = lambda t: torch.as_tensor(t).detach().as_subclass(torch.Tensor).clone()  # noqa: E731
         return {"directions": {(str(a), str(b)): plain(t) for (a, b), t in output.directions.items()}}
+    if isinstance(output, FeatureOutput):
+        encoders = {
+            str(site): (
+                {
+                    "weight": plain(e.weight),
+                    "bias": plain(e.bias),
+                    "center": plain(e.center),
+                    "activation": str(e.activation),
+                }
+                if isinstance(e, Encoder)
+                else None  # code, not data: refused by the scorer (check_kind), named
+            )
+            for site, e in output.encoders.items()
+        }
+        return {"features": {"encoders": encoders, "decoders": {str(s): plain(t) for s, t in output.decoders.items()}}}
     return output
 
 
 def from_data(data):
     """``as_data``'s output back as the scorer's own classes."""
-    from ictd_interp.analyses.methods_benchmark.methods import DirectionOutput, EdgeOutput
+    from ictd_interp.analyses.methods_benchmark.methods import DirectionOutput, EdgeOutput, Encoder, FeatureOutput
 
     if isinstance(data, dict) and "edges" in data:
         return EdgeOutput(data["edges"], None if data["circuit"] is None else frozenset(map(tuple, data["circuit"])))
     if isinstance(data, dict) and "directions" in data:
         return DirectionOutput(data["directions"])
+    if isinstance(data, dict) and "features" in data:
+        output = FeatureOutput(decoders=data["features"]["decoders"])
+        output.encoders.update({s: _encoder(e, Encoder) for s, e in data["features"]["encoders"].items()})
+        return output  # an encoder that was no data is None here: check_kind refuses it, named
     return data
 
 
@@ -136,3 +155,11 @@ def outcome(ray, ref, name: str) -> dict[str, Any]:
     except Exception as err:  # a RayError: the worker died, or the task could not run
         first = next((line for line in str(err).splitlines() if line.strip()), type(err).__name__)
         return {"failed": f"method {name!r}: its process died ({type(err).__name__}: {first[:200]})", "seconds": 0.0}
+
+
+def _encoder(data, encoder_class):
+    """An encoder's data as an ``Encoder``, or None where it is none (the scorer then refuses it, named)."""
+    try:
+        return None if data is None else encoder_class(**data)
+    except (TypeError, ValueError, AttributeError):
+        return None

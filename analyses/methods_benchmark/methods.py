@@ -73,11 +73,44 @@ class DirectionOutput:
 
 
 @dataclass
-class FeatureOutput:
-    """Per site (hook name): ``encoders[site]`` maps residual activations ``[samples, d_model]`` to latents
-    ``[samples, k]``; ``decoders[site]`` ``[k, d_model]`` is each latent's direction."""
+class Encoder:
+    """A site's latents as data, not code: ``activation((x - center) @ weight.T + bias)`` for residual activations
+    ``x [samples, d_model]``; ``weight [k, d_model]``, ``bias [k]`` (None: 0), ``center [d_model]`` (None: 0; an
+    SAE's ``b_dec``, PCA's mean), ``activation`` ``identity`` or ``relu``. Sent to the scorer as plain tensors, so a
+    method's own code never runs there."""
 
-    encoders: dict[str, Callable[[Tensor], Tensor]] = field(default_factory=dict)
+    weight: Tensor
+    bias: Optional[Tensor] = None
+    center: Optional[Tensor] = None
+    activation: str = "identity"
+
+    def __post_init__(self) -> None:
+        if self.activation not in ENCODER_ACTIVATIONS:
+            raise ValueError(f"encoder activation: one of {ENCODER_ACTIVATIONS}, got {self.activation!r}")
+        k, d = self.weight.shape
+        if self.bias is not None and tuple(self.bias.shape) != (k,):
+            raise ValueError(f"encoder bias: shape ({k},) for a weight of {k} latents, got {tuple(self.bias.shape)}")
+        if self.center is not None and tuple(self.center.shape) != (d,):
+            raise ValueError(f"encoder center: shape ({d},) for a weight over {d} dims, got {tuple(self.center.shape)}")
+
+    def __call__(self, x: Float[Tensor, "sample d_model"]) -> Float[Tensor, "sample latent"]:
+        x = x.double() - (0.0 if self.center is None else self.center.double())
+        pre = x @ self.weight.double().T + (0.0 if self.bias is None else self.bias.double())
+        return torch.relu(pre) if self.activation == "relu" else pre
+
+    def tensors(self) -> list[Tensor]:
+        return [t for t in (self.weight, self.bias, self.center) if t is not None]
+
+
+ENCODER_ACTIVATIONS = ("identity", "relu")
+
+
+@dataclass
+class FeatureOutput:
+    """Per site (hook name): ``encoders[site]`` (an ``Encoder``) maps residual activations ``[samples, d_model]``
+    to latents ``[samples, k]``; ``decoders[site]`` ``[k, d_model]`` is each latent's direction."""
+
+    encoders: dict[str, Encoder] = field(default_factory=dict)
     decoders: dict[str, Tensor] = field(default_factory=dict)
 
 
@@ -246,7 +279,7 @@ def pca(case: Problem) -> FeatureOutput:
         acts = resid[sites.index(site)].reshape(-1, resid.shape[-1])
         mean = acts.mean(0)
         components = torch.linalg.svd(acts - mean, full_matrices=False).Vh  # [d_model, d_model], rows orthonormal
-        out.encoders[site] = lambda x, m=mean, c=components: (x - m) @ c.T
+        out.encoders[site] = Encoder(components, center=mean)
         out.decoders[site] = components
     return out
 
@@ -267,7 +300,7 @@ def random_dictionary(case: Problem) -> FeatureOutput:
         w = torch.randn(DICTIONARY_WIDTH * acts.shape[-1], acts.shape[-1], generator=gen, dtype=acts.dtype)
         w = torch.nn.functional.normalize(w, dim=-1)
         bias = torch.quantile(acts @ w.T, 1 - case.feature_rate, dim=0)
-        out.encoders[site] = lambda x, w=w, b=bias: torch.relu(x @ w.T - b)
+        out.encoders[site] = Encoder(w, bias=-bias, activation="relu")
         out.decoders[site] = w
     return out
 

@@ -30,6 +30,7 @@ from ictd_interp.analyses.methods_benchmark.methods import (
     DIRECTIONS,
     FEATURES,
     DirectionOutput,
+    Encoder,
     FeatureOutput,
     Method,
     register_method,
@@ -101,12 +102,24 @@ def sae(case: Problem) -> DirectionOutput:
     return out
 
 
+def sae_encoder(model: StandardTrainingSAE, acts: torch.Tensor) -> Encoder:
+    """A standard SAE's encoder as data, ``relu((x - b_dec) @ W_enc + b_enc)``, checked against SAELens's own
+    ``encode`` on the fit activations (a version that encodes otherwise is refused, not scored wrongly)."""
+    center = model.b_dec.detach().double().clone() if getattr(model.cfg, "apply_b_dec_to_input", True) else None
+    encoder = Encoder(model.W_enc.detach().double().T.clone(), model.b_enc.detach().double().clone(), center, "relu")
+    with torch.no_grad():
+        theirs = model.encode(acts.float()).double()
+    if not torch.allclose(encoder(acts), theirs, atol=1e-4, rtol=1e-4):
+        raise ValueError("sae-features: SAELens's encode is not relu((x - b_dec) W_enc + b_enc) in this version")
+    return encoder
+
+
 def sae_features(case: Problem) -> FeatureOutput:
     """One SAE per site where a superposed case's features lie: its latents and decoder rows, scored by MCC."""
     resid, sites, out = residual_stack(case.model, case.fit.prompt), residual_sites(case.model), FeatureOutput()
     for site in case.feature_sites:
         model = site_sae(case, resid, sites.index(site))
-        out.encoders[site] = lambda x, m=model: m.encode(x.float()).detach().double()
+        out.encoders[site] = sae_encoder(model, resid[sites.index(site)].reshape(-1, resid.shape[-1]))
         out.decoders[site] = model.W_dec.detach().double().clone()
     return out
 

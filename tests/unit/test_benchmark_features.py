@@ -8,7 +8,7 @@ import torch
 from ictd_interp.analyses.methods_benchmark.case_specs import CASES
 from ictd_interp.analyses.methods_benchmark.cases import build_case, feature_values, problem_of, residual_sites
 from ictd_interp.analyses.methods_benchmark.evaluate import score_features, score_method
-from ictd_interp.analyses.methods_benchmark.methods import METHODS, FeatureOutput
+from ictd_interp.analyses.methods_benchmark.methods import METHODS, Encoder, FeatureOutput
 from ictd_interp.analyses.methods_benchmark.scores import matched_correlations
 from ictd_interp.analyses.metrics.site_probes import residual_stack
 
@@ -43,13 +43,25 @@ def test_the_planted_units_are_sparse_and_superposed_exactly(superposed):
         assert 0.05 < share < 0.2
 
 
+class Given(Encoder):
+    """The scorer's test double: latents given in advance (the planted units are no function of one site's
+    residual), through ``Encoder``'s interface."""
+
+    def __init__(self, latents: torch.Tensor):
+        super().__init__(torch.zeros(latents.shape[1], 9, dtype=torch.float64))
+        self.latents = latents
+
+    def __call__(self, x):
+        return self.latents
+
+
 def test_an_oracle_scores_one_and_a_shuffled_oracle_near_zero(superposed):
     case, truth = superposed, feature_values(superposed, superposed.held_out)
     perm = torch.randperm(truth[next(iter(truth))].shape[0], generator=torch.Generator().manual_seed(0))
     oracle, shuffled = FeatureOutput(), FeatureOutput()
     for site, acts in truth.items():
-        oracle.encoders[site] = lambda x, a=acts: a
-        shuffled.encoders[site] = lambda x, a=acts: a[perm]
+        oracle.encoders[site] = Given(acts)
+        shuffled.encoders[site] = Given(acts[perm])
         oracle.decoders[site] = shuffled.decoders[site] = case.truth.features[site]
     exact = score_features(case, oracle)
     assert exact.mcc == pytest.approx(1.0) and exact.cosine == pytest.approx(1.0)
@@ -101,3 +113,26 @@ def test_a_plugin_loaded_twice_registers_once_and_a_different_method_is_still_re
     with pytest.raises(ValueError, match="already registered"):
         register_method(Method("twice-loaded", "features", lambda case: FeatureOutput(), "a test plugin"))
     del METHODS["twice-loaded"]
+
+
+def test_an_encoder_is_data_and_code_is_refused_named(superposed):
+    """``Encoder`` computes ``activation((x - center) W^T + b)`` (worked by hand), travels as tensors through the
+    harness's ``as_data``/``from_data``, and a feature output whose encoder is a function fails its cell, named."""
+    from ictd_interp.analyses.methods_benchmark.evaluate import MethodFailed, score_output
+    from ictd_interp.analyses.methods_benchmark.isolation import as_data, from_data
+
+    e = Encoder(torch.tensor([[1.0, -1.0], [0.0, 2.0]]), torch.tensor([0.5, -3.0]), torch.tensor([1.0, 1.0]), "relu")
+    assert e(torch.tensor([[3.0, 2.0]])).tolist() == [[1.5, 0.0]]  # (2, 1): 2 - 1 + 0.5 = 1.5; relu(2 - 3) = 0
+    back = from_data(as_data(FeatureOutput({"s": e}, {"s": torch.eye(2)})))
+    assert isinstance(back.encoders["s"], Encoder) and torch.equal(back.encoders["s"].weight, e.weight)
+    with pytest.raises(ValueError, match="encoder activation"):
+        Encoder(torch.eye(2), activation="tanh")
+    pca = METHODS["pca"].run(problem_of(superposed))
+    as_code = FeatureOutput(decoders=pca.decoders)
+    as_code.encoders.update({s: (lambda x, f=f: f(x)) for s, f in pca.encoders.items()})  # a plugin's closures
+    for output in (as_code, from_data(as_data(as_code))):  # alone, and after the harness
+        with pytest.raises(MethodFailed, match="not Encoder data"):
+            score_output("pca-as-code", "features", superposed, output)
+    assert score_output("pca", "features", superposed, from_data(as_data(pca))).mcc == pytest.approx(
+        score_output("pca", "features", superposed, pca).mcc
+    )
