@@ -52,15 +52,15 @@ def step_keys(seeds: Int[Tensor, "run"], step: int, what: int) -> Int[Tensor, "r
     return mix(mix(mix(seeds + GOLDEN) ^ step) ^ what)
 
 
-def uniforms(keys: Int[Tensor, "run"], *shape: int) -> Float[Tensor, "run ..."]:
-    """``[run, *shape]`` float64 draws in ``[0, 1)``: element ``i`` of run ``r`` is
-    ``mix(key_r + (i + 1) * GOLDEN)``."""
+def uniforms(keys: Int[Tensor, "*key"], *shape: int) -> Float[Tensor, "*key ..."]:
+    """``[*keys.shape, *shape]`` float64 draws in ``[0, 1)``: element ``i`` of key ``k`` is
+    ``mix(k + (i + 1) * GOLDEN)``."""
     count = 1
     for n in shape:
         count *= n
     index = torch.arange(1, count + 1, dtype=torch.int64, device=keys.device) * GOLDEN
-    bits = _shift(mix(keys[:, None] + index), 11)  # the top 53 bits
-    return (bits.double() * 2.0**-53).view(len(keys), *shape)
+    bits = _shift(mix(keys[..., None] + index), 11)  # the top 53 bits
+    return (bits.double() * 2.0**-53).view(*keys.shape, *shape)
 
 
 def python_uniform(seed: int, step: int, what: int, index: int = 0) -> float:
@@ -79,9 +79,13 @@ def python_uniform(seed: int, step: int, what: int, index: int = 0) -> float:
 
 def counter_draws(seeds: Int[Tensor, "run"], step: int, dist: TaskDistribution, n_tasks: int, length: int) -> TaskDraws:
     """The draws of ``n_tasks`` Boyan-chain tasks per run (rows ``run * n_tasks + task``) with trajectories of
-    ``length`` transitions, at ``step`` (``POOL``: the run's task pool), on the seeds' device."""
+    ``length`` transitions, at ``step`` (``POOL``: the run's task pool), on the seeds' device. Each task's
+    trajectory has a counter of its own, so a longer trajectory (a Monte-Carlo horizon) extends the shorter one's
+    steps: runs of different horizons share a stack and still draw their own runs' batches."""
     s, d = dist.n_states, dist.d_features
     rows = lambda what, *shape: uniforms(step_keys(seeds, step, what), n_tasks, *shape).flatten(0, 1)  # noqa: E731
     chains = (rows(CHAIN_P, s - 2), rows(CHAIN_LAST, s), rows(CHAIN_MU0, s), rows(CHAIN_R, s))
     features = rows(FEATURES, s, d) if dist.feature_kind == "uniform" else None
-    return TaskDraws(chains, features, rows(START, 1), rows(STEPS, length) if length else None)
+    tasks = torch.arange(n_tasks, dtype=torch.int64, device=seeds.device)
+    steps = uniforms(mix(step_keys(seeds, step, STEPS)[:, None] ^ tasks), length).flatten(0, 1) if length else None
+    return TaskDraws(chains, features, rows(START, 1), steps)

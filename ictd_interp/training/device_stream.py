@@ -4,9 +4,10 @@ step's batch from one call, made where the models are, with no copy from the hos
 A run's draws at a step are a function of its seed and the step alone (``ictd_interp.tasks.counter``), so a run
 draws the same batch alone, in any stack and after a resume (the stream needs only the step, which the checkpoint
 holds). The task pool, shuffled rewards and the objective's needs (returns, true values, action queries) are
-``BatchStream``'s, drawn from counters; a sampled depth is drawn on the host (``python_uniform``: a number the host
-needs before the step, so no device read) from the step alone, so runs with sampled depths share a stack. Boyan
-chains (a family with split draws) only: ``TrainConfig`` refuses the others.
+``BatchStream``'s, drawn from counters; a stack's runs may train other objectives (their batch holds what each
+needs, and each reads its own part, its run's batch); a sampled depth is drawn on the host (``python_uniform``: a
+number the host needs before the step, so no device read) from the step alone, so runs with sampled depths share a
+stack. Boyan chains (a family with split draws) only: ``TrainConfig`` refuses the others.
 """
 
 from __future__ import annotations
@@ -38,8 +39,16 @@ class DeviceBatches:
         if not self.stacked and len(configs) > 1:
             raise ValueError(f"configs: {len(configs)} runs draw a stack's batch (stacked=True)")
         self.device = torch.device(first.device)
-        self.objective = objective(first.objective)
-        self.length = first.tasks.context_len + first.windows_per_task + self.objective.mc_horizon(first)
+        self.objective = objective(first.objective)  # a single run's (the trainer reads it)
+        entries = [objective(c.objective).entry for c in configs]  # a stack's runs may train other objectives
+        values = {e.values for e in entries if e.needs_values}
+        if len(values) > 1:
+            raise ValueError(f"objectives: a stack's batch holds one kind of true value, these regress on {values}")
+        # what every run's objective needs, drawn once: a run reads its own part (the windows are the same)
+        self.needs = (any(e.needs_values for e in entries), min(values, default="v_pi"))
+        self.action_queries = any(e.needs_action_queries for e in entries)
+        self.horizon = max(objective(c.objective).mc_horizon(c) for c in configs)
+        self.length = first.tasks.context_len + first.windows_per_task + self.horizon
         on = lambda values, kind: torch.tensor(values, dtype=kind, device=self.device)  # noqa: E731 (once, here)
         self.seeds = on([c.seed for c in configs], torch.int64)
         self.pool_size = max(c.task_pool for c in configs)
@@ -68,11 +77,10 @@ class DeviceBatches:
             tasks_from_draws(cfg.tasks, draws),
             cfg.tasks,
             cfg.windows_per_task + 1,
-            self.objective.mc_horizon(cfg),
+            self.horizon,
             self.dtype,
-            self.objective.entry.needs_values,
-            self.objective.entry.values,
-            self.objective.entry.needs_action_queries,
+            *self.needs,
+            self.action_queries,
             self._order(step),
             state_space=cfg.forward == "state-space",
         ).to(self.device, self.dtype)  # the per-window quantities in the model's dtype, as a host stream's

@@ -19,6 +19,7 @@ from typing import Optional, Union
 
 import torch
 
+from ictd_interp.config.registry import OBJECTIVES
 from ictd_interp.config.stylised import ICTDConfig
 from ictd_interp.config.train import TrainConfig
 from ictd_interp.io import run_folder
@@ -55,6 +56,7 @@ def stack_refusal(configs: list[TrainConfig]) -> Optional[str]:
     first = configs[0]
     if not isinstance(first.model, ICTDConfig) or first.model.mask != "paper":
         return "a stack runs the stylised model's paper-mask fast path"
+    free = (*FREE, "objective") if first.sampler == "device" else FREE  # one batch draws every objective's needs
     if first.depth_range is not None and first.sampler != "device":
         return (
             "depth-sampled runs draw each step's depth per run, so their steps differ in shape (with sampler device "
@@ -66,11 +68,14 @@ def stack_refusal(configs: list[TrainConfig]) -> Optional[str]:
         return "a stack runs the positional fast path (forward state-space runs one model at a time)"
     if first.loss_depths:
         return "loss_depths averages several depths per step: such runs train one at a time"
-    shared = {name: getattr(first, name) for name in FREE}
+    shared = {name: getattr(first, name) for name in free}
     for i, config in enumerate(configs):
         if replace(config, **shared, model=replace(config.model, seed=first.model.seed)) != first:
-            beyond = [d for d in first.differences(config) if d.split(":")[0] not in {*FREE, "model.seed"}]
-            return f"configs[{i}]: differs from configs[0] beyond {', '.join(FREE)} ({'; '.join(beyond)})"
+            beyond = [d for d in first.differences(config) if d.split(":")[0] not in {*free, "model.seed"}]
+            return f"configs[{i}]: differs from configs[0] beyond {', '.join(free)} ({'; '.join(beyond)})"
+    values = {OBJECTIVES[c.objective].values for c in configs if OBJECTIVES[c.objective].needs_values}
+    if len(values) > 1:
+        return f"their objectives regress on different true values ({', '.join(sorted(values))}): one batch holds one"
     return None
 
 
@@ -166,7 +171,13 @@ def step_stack(loops: list[Loop], progress: bool = True, stop: Optional[StopFlag
     stack = ModelStack([loop.run.model for loop in loops])
     optimizer = make_optimizer(config, stack)
     _stack_optimizer_state(stack, optimizer, loops)
-    objective = registered_objective(config.objective)
+    objectives = {
+        name: registered_objective(name) for name in dict.fromkeys(loop.run.config.objective for loop in loops)
+    }
+    trains = {  # which models train each objective (one objective: all of them, no mask)
+        name: torch.tensor([loop.run.config.objective == name for loop in loops], device=stack.A.device)
+        for name in objectives
+    }
     one_rate = all(_schedule(loop.run.config) == _schedule(config) for loop in loops)  # decided once
     rates = None if one_rate else _rate_table(loops, stack.A)  # [step, model] on the device: no copy per step
     clips = torch.tensor([loop.run.config.grad_clip for loop in loops], dtype=stack.A.dtype, device=stack.A.device)
@@ -188,7 +199,7 @@ def step_stack(loops: list[Loop], progress: bool = True, stop: Optional[StopFlag
             batch, depth = drawn.at(at), drawn.depth(at)  # one depth for every run: the device sampler's is shared
         else:
             batch, depth = WindowBatch.stack([next(loop.batches)[0] for loop in loops]), None
-        losses = objective(stack, batch, depth=depth)
+        losses = objectives_loss(objectives, trains, stack, batch, depth)
         unread.append((at + 1, active, losses.detach()))  # read once per log or checkpoint
         optimizer.zero_grad(set_to_none=True)
         losses.nan_to_num(0.0).sum().backward()  # each model's gradient is its own loss's
@@ -227,6 +238,15 @@ def step_stack(loops: list[Loop], progress: bool = True, stop: Optional[StopFlag
             loop.optimizer.load_state_dict(_model_optimizer_state(stack, optimizer, loop.optimizer, i))
 
     return drive(loops, step, progress, stop, sync)
+
+
+def objectives_loss(objectives: dict, trains: dict, stack: ModelStack, batch: WindowBatch, depth) -> torch.Tensor:
+    """Each model's loss ``[model]`` under its own run's objective: one objective's losses for all, else each
+    objective's losses where its models are (every objective runs on the whole stack, so ``k`` objectives cost
+    ``k`` forwards; a model's gradient is still its own objective's)."""
+    if len(objectives) == 1:
+        return next(iter(objectives.values()))(stack, batch, depth=depth)
+    return sum(torch.where(trains[name], obj(stack, batch, depth=depth), 0.0) for name, obj in objectives.items())
 
 
 def _schedule(config: TrainConfig) -> tuple:

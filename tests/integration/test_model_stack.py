@@ -269,3 +269,22 @@ def test_depth_sampled_runs_drawing_on_the_device_share_a_stack_each_reaching_it
             assert rel(run.model.state_dict()[name], weight) < 1e-11, (i, name)
     with pytest.raises(ValueError, match="depth-sampled runs draw each step's depth per run"):
         train_stack([replace(c, sampler="host") for c in cfgs], [tmp_path / "h0", tmp_path / "h1"], progress=False)
+
+
+def test_runs_of_other_objectives_drawing_on_the_device_share_a_stack_each_reaching_its_own_runs_weights(tmp_path):
+    """td, neu, mc (a 4-step horizon: longer trajectories) and supervised runs in one stack: the batch holds every
+    objective's needs, each model's loss is its own run's objective's, and each reaches its run alone's weights. With
+    the host sampler, or two kinds of true values, the stack is refused, naming why."""
+    objectives = ("td", "neu", "mc", "supervised")
+    cfgs = [
+        TrainConfig.from_preset("quick", seed=s, sampler="device", objective=o, mc_horizon=4, **{**SMALL, "steps": 8})
+        for s, o in enumerate(objectives)
+    ]
+    stacked = train_stack(cfgs, [tmp_path / f"s{o}" for o in objectives], progress=False)
+    for config, run in zip(cfgs, stacked):
+        alone = train(config, tmp_path / f"a{config.objective}", progress=False)
+        for name, weight in final_state(alone).items():
+            assert rel(run.model.state_dict()[name], weight) < 1e-11, (config.objective, name)
+        assert run.metrics[-1]["loss"] == pytest.approx(alone.metrics[-1]["loss"], rel=1e-11)
+    with pytest.raises(ValueError, match=r"differs from configs\[0\] beyond .*objective: 'td' -> 'neu'"):
+        train_stack([replace(c, sampler="host") for c in cfgs[:2]], [tmp_path / "h0", tmp_path / "h1"], progress=False)
