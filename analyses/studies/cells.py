@@ -1,8 +1,9 @@
 """A study's cells as Ray tasks: one cell alone (``run_cell``) or cells of one shape stacked in one process
 (``run_stacked_cells``, ``ictd_interp.training.stacked``), and each cell's ``status.json``.
 
-Cells of one shape (``stacked.FREE``: seed, rate, schedule, steps, clipping, task pool may differ) share a stack; at
-small batches their steps cost mostly operation overhead,
+Cells of one shape (``stacked.FREE``: seed, rate, schedule, steps, clipping, task pool may differ; with the device
+sampler also the objective and sampled depths: ``stack_refusal``) share a stack; at small batches their steps cost
+mostly operation overhead,
 so one process stepping them together trains them faster (measured: ``benchmarks/model_stack.py``,
 docs/performance.md, "Many models in one process"). At the default batch (64 tasks) a stack is slower than its
 runs one by one, so a study stacks cells only at ``tasks_per_batch <= STACK_MAX_TASKS_PER_BATCH``, at most
