@@ -1,6 +1,6 @@
 """Regret of θ*'s in-context greedy policy against certainty-equivalence control, Q-learning, the behaviour and
 the random policy, on random MDPs, two-action chains and FrozenLake (the rows quoted in docs/theory.md §14); beside
-them the linear architecture's SARSA block and its actor-critic block (``models.linear_control``, 20 layers,
+them the linear architecture's SARSA block and its actor-critic block (``models.linear.control``, 20 layers,
 α = β = 1, the actor starting from the uniform policy), each acting greedily on what its query reads.
 
 Usage: python benchmarks/acting.py

@@ -25,6 +25,7 @@ import torch
 
 from ictd_interp import HookedICTDTransformer, HookedStandardTransformer, ICTDConfig
 from ictd_interp.config import TaskDistribution, TrainConfig
+from ictd_interp.config.registry import OBJECTIVES
 from ictd_interp.config.standard import StandardConfig
 from ictd_interp.models.chunked_attention import QUERY_CHUNK
 from ictd_interp.models.stylised.stack import ModelStack
@@ -71,6 +72,44 @@ def device_line(device: str) -> Iterator[dict]:
     where = torch.ones(1, device=device).device.type
     name = torch.cuda.get_device_name(0) if where == "cuda" else "cpu (compared with itself in float32/float64)"
     yield {"check": "device", "name": name, "pass": where == torch.device(device).type}
+
+
+def draws(device: str) -> Iterator[dict]:
+    """Batches drawn on the device (``sampler = "device"``, float64): each run's batch in a stack of four (pools,
+    shuffled rewards, supervised values) against its batch drawn alone there, and against the CPU's draws."""
+    supervised = {"objective": "supervised"}
+    settings = (
+        supervised,
+        {"task_pool": 3, **supervised},
+        {"shuffle_rewards": True},
+        {"task_pool": 5, "objective": "mc"},
+    )
+    configs = [
+        TrainConfig.from_preset("quick", seed=s, sampler="device", device=device, **extra)
+        for s, extra in enumerate(settings)
+    ]
+    stacked = DeviceBatches(configs, torch.float64).at(3)
+    stack_error = cpu_error = 0.0
+    for i, config in enumerate(configs):
+        alone = DeviceBatches([config], torch.float64).at(3)
+        on_cpu = DeviceBatches([replace(config, device="cpu")], torch.float64).at(3)
+        entry = OBJECTIVES[config.objective]  # what the run's own objective reads of its batch
+        fields = (
+            ["prompts", "query_reward"] + ["query_value"] * entry.needs_values + ["query_return"] * entry.needs_returns
+        )
+        for name in fields:
+            stack_error = max(stack_error, float((getattr(stacked, name)[i] - getattr(alone, name)).abs().max()))
+            cpu_error = max(cpu_error, float((getattr(alone, name).cpu() - getattr(on_cpu, name)).abs().max()))
+    yield {
+        "check": "draws: a stacked run's batch against its own, on the device",
+        "max_error": stack_error,
+        "pass": stack_error <= 1e-12,
+    }
+    yield {
+        "check": "draws: the device's batch against the CPU's (float64)",
+        "max_error": cpu_error,
+        "pass": cpu_error <= 1e-9,
+    }
 
 
 def grad_error(got: list[torch.Tensor], want: list[torch.Tensor]) -> float:
@@ -231,6 +270,7 @@ def _timed(step: Callable[[], None], device: str, steps: int) -> list[float]:
 
 CHECKS = {
     "device": device_line,
+    "draws": draws,
     "forward": forward,
     "gradients": gradients,
     "training_run": training_run,

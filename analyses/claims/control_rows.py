@@ -128,7 +128,7 @@ def constructions(budget: Budget) -> Claim:
         f"({depth} layers, float64) against the reference iterations: `softmax_td` on the pairs (SARSA), "
         f"`reference.control.backup_td` with a random target policy (expected SARSA) and with softmax weights at "
         f"β ∈ {list(BETAS)} (softmax Q-learning); every layer compared. The linear blocks "
-        f"(`models.linear_control`, 1 to {depth} layers, α = {ALPHA}, β = {BETA}, the actor from the random target "
+        f"(`models.linear.control`, 1 to {depth} layers, α = {ALPHA}, β = {BETA}, the actor from the random target "
         "policy) "
         "against `reference.control.batch_actor_critic`, the loop over transitions: the critic's q and the actor's "
         "preference at every pair, the difference relative to max(1, |reference|) (these values grow with depth).",

@@ -22,7 +22,7 @@ For θ* (``w_R = 1, w_tar = 1, w_cur = -1``) the limit makes ``y = 0``: every so
 error vanishes, the certainty-equivalence TD equations of the context. Where the query state is also a
 source that is the whole tabular fixed point (``baselines.td_fixed_point``, whatever the kernel); where it is
 not, the equations leave the query state's value free and θ*'s kernel picks it (its row of ``Ebar``),
-while ``tabular_td`` sets it to the constant predictor: the two then differ on the whole context.
+while ``td_fixed_point`` sets it to the constant predictor: the two then differ on the whole context.
 """
 
 from __future__ import annotations

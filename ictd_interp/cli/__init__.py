@@ -112,6 +112,13 @@ def parse(parser: argparse.ArgumentParser, argv: Optional[Sequence[str]]) -> arg
     """The command line, a mistyped flag named first: flags the command does not know are reported before a
     required flag's absence (``--otu DIR`` is a typo of ``--out``, not a missing ``--out``)."""
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    asked = next((a for a in (argv if argv is not None else sys.argv[1:]) if not a.startswith("-")), None)
+    if asked is not None and asked not in sub.choices and not registered():
+        parser.exit(
+            2,
+            f"ictd-interp: error: {asked!r} is no command of this install, whose entry points register none beyond "
+            f"the core's ({', '.join(sub.choices)}); reinstall the package (pip install -e .)\n",
+        )
     required = [a for command in sub.choices.values() for a in command._actions if a.required and a.option_strings]
     for action in required:
         action.required = False

@@ -17,8 +17,9 @@ from typing import Any, Union
 class Family:
     """An MRP family; ``make(dist, n_tasks, generator)`` returns its MRPs, or for a ``control`` family the
     two-action MDPs whose state-action chain under the uniform behaviour policy is the MRP. ``split_draws``: its
-    tasks are drawn as uniforms first and built after (``ictd_interp.tasks.sampling.draw_tasks``), so a run builds
-    several batches in one pass; every other option (a finite task pool, shuffled rewards) works on every family.
+    tasks are drawn as uniforms first and built after (``ictd_interp.tasks.sampling.draw_tasks``, which draws and
+    builds Boyan chains: their maker alone may set it), so a run builds several batches in one pass and may draw
+    on the device; every other option (a finite task pool, shuffled rewards) works on every family.
     ``min_states``: the fewest states it is defined on."""
 
     name: str
@@ -27,6 +28,13 @@ class Family:
     control: bool = False
     split_draws: bool = False
     min_states: int = 1
+
+    def __post_init__(self) -> None:
+        if self.split_draws and self.make != SPLIT_DRAWS_MAKER:
+            raise ValueError(
+                f"family {self.name!r}: split_draws builds Boyan chains from their uniforms ({SPLIT_DRAWS_MAKER}); "
+                f"a family made by {self.make} draws whole tasks (leave split_draws out)"
+            )
 
 
 @dataclass(frozen=True)
@@ -44,6 +52,7 @@ class Objective:
     control: bool = False
 
 
+SPLIT_DRAWS_MAKER = "ictd_interp.tasks.families:boyan"  # the one maker whose draws are split (draw_tasks)
 FAMILIES: dict[str, Family] = {}
 OBJECTIVES: dict[str, Objective] = {}
 

@@ -52,7 +52,7 @@ class DeviceBatches:
         on = lambda values, kind: torch.tensor(values, dtype=kind, device=self.device)  # noqa: E731 (once, here)
         self.seeds = on([c.seed for c in configs], torch.int64)
         self.pool_size = max(c.task_pool for c in configs)
-        self.pool = counter_draws(self.seeds, POOL, first.tasks, self.pool_size, 0) if self.pool_size else None
+        self._pool: Optional[TaskDraws] = None  # drawn at the first batch: a stacked run's own stream never draws
         self.pools = on([c.task_pool for c in configs], torch.float64)[:, None]  # [run, 1]
         self.shuffled = on([c.shuffle_rewards for c in configs], torch.bool)[:, None, None]
         self.any_shuffled = any(c.shuffle_rewards for c in configs)
@@ -71,7 +71,7 @@ class DeviceBatches:
     def at(self, step: int) -> WindowBatch:
         cfg, runs = self.configs[0], len(self.configs)
         draws = counter_draws(self.seeds, step, cfg.tasks, cfg.tasks_per_batch, self.length)
-        if self.pool is not None:
+        if self.pool_size:
             draws = self._pooled(draws, step)
         windows = windows_from_tasks(
             tasks_from_draws(cfg.tasks, draws),
@@ -90,13 +90,15 @@ class DeviceBatches:
         """The chains and features of each run's pool (its first ``task_pool`` tasks) picked uniformly, for the runs
         with a pool; fresh ones for the others; fresh trajectories for all."""
         b = self.configs[0].tasks_per_batch
+        if self._pool is None:
+            self._pool = counter_draws(self.seeds, POOL, self.configs[0].tasks, self.pool_size, 0)
         u = uniforms(step_keys(self.seeds, step, POOL_PICK), b)  # [run, task]
         first = torch.arange(len(self.configs), device=self.device)[:, None] * self.pool_size
         pick = (first + (u * self.pools).long()).flatten()  # rows of the pool
         pooled = (self.pools > 0).expand(-1, b).flatten()[:, None]  # [run * task, 1]
         choose = lambda mine, fresh: torch.where(pooled.view(-1, *[1] * (fresh.ndim - 1)), mine[pick], fresh)  # noqa: E731
-        chains = tuple(choose(p, c) for p, c in zip(self.pool.chains, draws.chains))
-        features = None if draws.features is None else choose(self.pool.features, draws.features)
+        chains = tuple(choose(p, c) for p, c in zip(self._pool.chains, draws.chains))
+        features = None if draws.features is None else choose(self._pool.features, draws.features)
         return TaskDraws(chains, features, draws.start, draws.steps)
 
     def _order(self, step: int) -> Optional[torch.Tensor]:

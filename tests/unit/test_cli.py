@@ -196,3 +196,17 @@ def test_every_command_is_the_cores_or_registered_once(monkeypatch):
     monkeypatch.setattr(cli, "registered", lambda: [Command("train", "again", lambda p: None, lambda a: 0)])
     with pytest.raises(ValueError, match=r"\['train'\] are registered twice"):
         cli.all_commands()
+
+
+def test_an_install_without_the_analyses_entry_point_says_to_reinstall(monkeypatch, capsys):
+    """A source tree on PYTHONPATH, or an install from before the entry point: the analyses' commands are missing,
+    and asking for one says so in one line, not argparse's bare "invalid choice"."""
+    from ictd_interp import cli
+
+    monkeypatch.setattr(cli, "registered", lambda: [])
+    with pytest.raises(SystemExit) as stop:
+        cli.parse(cli.build_parser(), ["analyze", "depth3-td-s0", "--out", "x"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.count("\n") == 1
+    assert "'analyze' is no command of this install" in err and "reinstall the package (pip install -e .)" in err
+    assert cli.parse(cli.build_parser(), ["models"]).command == "models"  # the core's commands still run

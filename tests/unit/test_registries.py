@@ -87,3 +87,11 @@ def test_a_budget_or_config_that_names_an_unregistered_objective_is_refused():
         replace(BUDGETS["quick"], objectives=("td", "xx"))
     with pytest.raises(ValueError, match="mc_horizon: the mc objective needs a horizon >= 1"):
         TrainConfig.from_preset("quick", objective="mc", mc_horizon=0)
+
+
+def test_only_boyan_chains_draw_split_so_no_family_is_silently_built_as_one():
+    """``split_draws`` means ``draw_tasks``' Boyan-chain uniforms: another maker with it would be trained on Boyan
+    chains, so it is refused, naming the maker."""
+    with pytest.raises(ValueError, match="family 'mine': split_draws builds Boyan chains .* made by .*:loop"):
+        Family("mine", "a loop claiming split draws", "ictd_interp.tasks.families:loop", split_draws=True)
+    assert FAMILIES["boyan"].split_draws and not any(f.split_draws for n, f in FAMILIES.items() if n != "boyan")
