@@ -98,29 +98,25 @@ def study_flags(p: argparse.ArgumentParser) -> None:
     allocator_flag(p)
 
 
+def _folder_and_budget(p: argparse.ArgumentParser, budgets: list[str], budget_help: str) -> None:
+    """A report command's folder (resumed by the same command) and its budget."""
+    p.add_argument("--out", required=True, help="report folder (re-running the same command resumes it)")
+    p.add_argument("--budget", default="quick", choices=budgets, help=budget_help)
+
+
 def claims_flags(p: argparse.ArgumentParser) -> None:
     """``claims``: the report folder, its budget, and where it runs."""
-    p.add_argument("--out", required=True, help="report folder (re-running the same command resumes it)")
     from ictd_interp.analyses.claims.budget import BUDGETS  # torch-free
 
-    p.add_argument(
-        "--budget",
-        default="quick",
-        choices=sorted(BUDGETS),
-        help="quick: <= 15 min on 2 cores; full: more seeds, longer contexts, the standard model trained",
-    )
+    budget_help = "quick: <= 15 min on 2 cores; full: more seeds, longer contexts, the standard model trained"
+    _folder_and_budget(p, sorted(BUDGETS), budget_help)
     _ray_and_force(p)
 
 
 def benchmark_flags(p: argparse.ArgumentParser) -> None:
     """``methods-benchmark``: the report folder, its budget and which methods, cases, seeds and plug-ins."""
-    p.add_argument("--out", required=True, help="report folder (re-running the same command resumes it)")
-    p.add_argument(
-        "--budget",
-        default="quick",
-        choices=["quick", "full"],
-        help="quick: 5 seeds per case, 32 tasks (about 14 min on one core); full: 20 seeds, 64 tasks",
-    )
+    budget_help = "quick: 5 seeds per case, 32 tasks (about 14 min on one core); full: 20 seeds, 64 tasks"
+    _folder_and_budget(p, ["quick", "full"], budget_help)
     p.add_argument("--methods", default=None, help="comma-separated method names (default: every registered one)")
     p.add_argument("--cases", default=None, help="comma-separated case names (default: every case)")
     p.add_argument("--seeds", type=positive_int, default=None, help="seeds per case (default: the budget's)")
