@@ -120,6 +120,26 @@ def test_cells_of_other_conditions_share_a_stack_and_a_gpu_units_analyses_run_ap
     assert json.loads((cell / "status.json").read_text())["status"] == "done"
 
 
+@pytest.mark.slow  # 31 s; the stack of objectives itself runs by default in test_model_stack.py
+def test_a_study_drawing_on_the_device_stacks_cells_of_other_objectives(local_ray, tmp_path):
+    """``--sampler device`` (a fixed setting of every cell): cells of other objectives share a stack, and each
+    stacked model reaches what the same configs reach as one stack outside the study."""
+    grid = {"lr": [1e-3, 1e-2], "objective": ["td", "mc"]}  # two workers: a stack per rate, of both objectives
+    data = spec(grid=grid, seeds=(0,), sampler="device", mc_horizon=4)
+    study = run_study(data, tmp_path / "s", progress=False)
+    assert (study.results["status"] == "done").all() and study.results["cell"].nunique() == 4
+    configs = {c.name: c.config for c in load_spec(data).cells()}
+    assert {c.sampler for c in configs.values()} == {"device"}
+    statuses = [json.loads((tmp_path / "s" / "cells" / name / "status.json").read_text()) for name in configs]
+    units = {tuple(s["trained_in"][-1]["cells"]) for s in statuses}
+    assert all(s["models_in_process"] == 2 for s in statuses) and len(units) == 2
+    for unit in units:  # both objectives in each stack, each model as the same configs stacked outside the study
+        assert {configs[name].objective for name in unit} == {"td", "mc"}
+        alone = stacked_standalone([configs[name] for name in unit], tmp_path / unit[0])
+        for name, weights in zip(unit, alone):
+            assert_same(final_weights(tmp_path / "s" / "cells" / name), weights)
+
+
 def test_a_planned_study_runs_unit_by_unit_without_ray_and_resumes_per_unit(tmp_path):
     """``--plan N`` fixes the split (DIR/units.json); each ``--unit K`` (a SLURM array's job) trains its stack in
     its own process without Ray, bit for bit the same stack trained alone; a re-run unit redoes nothing, a unit
