@@ -203,7 +203,7 @@ def test_the_model_stack_benchmark_times_both_ways_and_states_the_studies_rule()
     assert row["step_loop_alone_models_steps_per_s"] > row["whole_run_alone_models_steps_per_s"]
 
 
-def test_the_quick_device_checks_print_one_json_line_each_and_pass_on_the_cpu(capsys):
+def test_the_quick_device_checks_print_one_json_line_each_and_pass_on_the_cpu(capsys, monkeypatch):
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
         import device_quick
@@ -211,16 +211,26 @@ def test_the_quick_device_checks_print_one_json_line_each_and_pass_on_the_cpu(ca
         sys.path.remove(str(ROOT / "benchmarks"))
     lines = device_quick.run("cpu", stacked={"sizes": (1, 3), "steps": 2}, step_ms={"steps": 2})
     printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert printed == lines and len(lines) == 14
+    assert printed == lines and len(lines) == 16
     assert lines[0]["check"] == "device" and lines[0]["pass"]
     checked = [line for line in lines if "max_error" in line]
-    assert len(checked) == 8 and all(line["pass"] and line["max_error"] < 1e-4 for line in checked)
+    assert len(checked) == 10 and all(line["pass"] and line["max_error"] < 1e-4 for line in checked)
     assert next(line for line in lines if line["check"] == "training run on the device")["pass"]
     assert [line["models"] for line in lines if "models" in line] == [1, 3]
     assert "speedup" in lines[-1] and lines[-1]["target"] == 1.5  # pass or fail: a timing, not asserted
     assert all(line["model_steps_per_s"] > 0 for line in lines if "models" in line)
     failed = device_quick.run("cpu", only=("stacked",), stacked={"sizes": (0,)})  # an empty stack cannot be built
     assert failed[-1]["pass"] is False and failed[-1]["check"] == "stacked"
+    # the draws check fails on a stack that hands a run another run's batch
+    from dataclasses import replace
+
+    real = device_quick.DeviceBatches.at
+    swapped = lambda self, step: (lambda b: replace(b, prompts=b.prompts.flip(0)) if self.stacked else b)(  # noqa: E731
+        real(self, step)
+    )
+    monkeypatch.setattr(device_quick.DeviceBatches, "at", swapped)
+    draws = device_quick.run("cpu", only=("draws",))
+    assert draws[0]["pass"] is False and draws[0]["max_error"] > 0.1 and draws[1]["pass"]
     # the gradient check reads every parameter: 5% off in V's gradient alone (or A's) fails it
     want = [torch.ones(2, 2), torch.ones(3)]
     for k in range(2):
