@@ -44,6 +44,7 @@ class CaseSpec:
     split_td: bool = False
     dormant_heads: int = 0  # heads with large weights whose values read a dimension the data never fills
     closed_units: bool = False  # the MLP units write into the circuit, kept shut by their biases
+    disguised: bool = False  # a cancelling pair's second head differs from the first along an always-zero dimension
     layer_norm: bool = False
     anchor: float = 0.0
     source: str = THETA_STAR
@@ -81,6 +82,11 @@ class CaseSpec:
             )
         if self.split_td and self.source != THETA_STAR:
             raise ValueError(f"case {self.name!r}: split_td splits θ*'s head (its scores read features only)")
+        if self.disguised and (not self.cancelling_pairs or self.junk_dims != 1 or self.junk_heads or self.d_mlp):
+            raise ValueError(
+                f"case {self.name!r}: disguised needs cancelling pairs and one junk dimension that nothing writes "
+                "(no junk heads, no MLP units): the dimension the pairs' second heads differ along stays 0"
+            )
         if self.closed_units and (not self.d_mlp or self.mlp_active):
             raise ValueError(f"case {self.name!r}: closed_units needs d_mlp >= 1 and no mlp_active (they never fire)")
         if (self.junk_heads or self.d_mlp or self.dormant_heads) and not self.junk_dims:
@@ -202,6 +208,15 @@ CASES: dict[str, CaseSpec] = {
             description="+ a dormant head per layer, its values reading a dimension the read-in fills from the "
             "prompt's always-zero current-value column, and 4 ReLU units per layer shut by their biases: both "
             "write large weights into the circuit's own dimensions and output exactly 0 on every prompt",
+        ),
+        CaseSpec(
+            "disguised",
+            cancelling_pairs=1,
+            junk_dims=1,
+            disguised=True,
+            description="+ a pair of heads per layer whose writes cancel exactly on every prompt, the second's Q, K "
+            "and V differing from the first's along a dimension the read-in fills from the prompt's always-zero "
+            "value column: no two heads share their weights, so a reader of weights cannot pair them",
         ),
         CaseSpec(
             "trained",

@@ -18,7 +18,10 @@ dimension and a last dimension nothing writes.
   from the prompt's current-value column, 0 in every prompt (the value row is what the heads write), so their
   output is exactly 0 whatever their large ``W_O`` writes into the circuit; ``closed_units``: ReLU units whose bias
   ``-CLOSED_BIAS`` keeps them shut on every prompt, their large ``W_out`` into the circuit. Weights alone rank both
-  high; no forward pass sees them do anything.
+  high; no forward pass sees them do anything. ``disguised`` cancelling pairs: the second head's Q, K and V rows of
+  that same dimension are random, so its scores and values on every prompt are the first head's (the dimension
+  holds 0) while no two heads have the same weights: their writes cancel exactly, and a reader that pairs heads by
+  equal weights finds no pair.
 * ``rotate``: the change of residual basis ``x → x Q``: writers right-multiplied by ``Q``, readers left by ``Qᵀ``.
 """
 
@@ -97,6 +100,9 @@ def plant_distractors(spec: CaseSpec, weights: dict[str, Tensor], generator: tor
                 weights[f"{attn}.W_O"][h, :, :m] = randn(weights[f"{attn}.W_O"].shape[1], m)
                 for name in ("W_Q", "W_K", "W_V"):
                     weights[f"{attn}.{name}"][h + 1] = weights[f"{attn}.{name}"][h]
+                    if spec.disguised:  # a row the data never reaches: the same output, other weights
+                        row = weights[f"{attn}.{name}"][h + 1, m]
+                        row += DORMANT_SCALE * randn(row.shape[-1]) / s
                 weights[f"{attn}.W_O"][h + 1] = -weights[f"{attn}.W_O"][h]
             elif role == "dormant":  # its values read the dormant dimension alone; it writes into the circuit
                 weights[f"{attn}.W_V"][h] = 0.0
@@ -110,7 +116,7 @@ def plant_distractors(spec: CaseSpec, weights: dict[str, Tensor], generator: tor
             if spec.closed_units:  # shut: a bias far below any pre-activation, writes into the circuit
                 weights[f"{mlp}.b_in"] = torch.full((spec.d_mlp,), -CLOSED_BIAS, dtype=torch.float64)
                 weights[f"{mlp}.W_out"][:, :m] = DORMANT_SCALE * randn(spec.d_mlp, m) / s
-    if "dormant" in roles:  # the read-in fills the dormant dimension from the prompt's always-zero value column
+    if "dormant" in roles or spec.disguised:  # the read-in fills that dimension from the always-zero value column
         weights["embed.W_E"][PromptLayout(spec.d_features).current, m] = DORMANT_SCALE
 
 

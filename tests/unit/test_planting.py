@@ -84,3 +84,27 @@ def test_dormant_heads_and_shut_units_weigh_much_and_do_nothing():
         assert joint == pytest.approx(1.0, abs=1e-12) and less_one < 1 - EPSILON
     with pytest.raises(ValueError, match="closed_units needs d_mlp >= 1"):
         CaseSpec("x", closed_units=True, junk_dims=1)
+
+
+def test_disguised_pairs_cancel_exactly_and_share_no_weights():
+    """Each layer's pair writes opposite outputs on every held-out prompt (their sum ≤ 1e-12 of one alone), while
+    no two heads of a layer have equal Q, K or V: pairing heads by equal weights (the reader that solves
+    ``cancelling``) finds nothing, and the built-in weight reader ranks the pairs' edges above the circuit's."""
+    from ictd_interp.analyses.methods_benchmark.scores import auroc
+    from ictd_interp.analyses.methods_benchmark.weight_reader import weight_scores
+
+    for seed in range(2):
+        case = build_case(CASES["disguised"], seed)
+        pair = [h for h, role in enumerate(case.spec.roles) if role == "cancelling"]
+        _, cache = case.model.run_with_cache(case.held_out.prompt)
+        for layer in range(case.spec.n_layers):
+            attn = case.model.blocks[layer].attn
+            z = cache[f"blocks.{layer}.attn.hook_z"]  # [batch, pos, head, d_head]
+            writes = [z[:, :, h] @ attn.W_O[h] for h in pair]
+            assert (writes[0] + writes[1]).abs().max() <= 1e-12 * writes[0].abs().max() and writes[0].abs().max() > 0.1
+            for name in ("W_Q", "W_K", "W_V"):
+                w = getattr(attn, name)
+                assert (w[pair[0]] - w[pair[1]]).abs().max() > 0.1  # the weights differ
+        assert auroc(weight_scores(case.model), case.truth.edges) < 0.45
+    with pytest.raises(ValueError, match="disguised needs cancelling pairs and one junk dimension"):
+        CaseSpec("x", cancelling_pairs=1, junk_dims=1, junk_heads=1, disguised=True)
