@@ -135,7 +135,7 @@ def as_data(output):
 
 def from_data(data):
     """``as_data``'s output back as the scorer's own classes."""
-    from ictd_interp.analyses.methods_benchmark.methods import DirectionOutput, EdgeOutput, Encoder, FeatureOutput
+    from ictd_interp.analyses.methods_benchmark.methods import DirectionOutput, EdgeOutput, FeatureOutput
 
     if isinstance(data, dict) and "edges" in data:
         return EdgeOutput(data["edges"], None if data["circuit"] is None else frozenset(map(tuple, data["circuit"])))
@@ -143,7 +143,7 @@ def from_data(data):
         return DirectionOutput(data["directions"])
     if isinstance(data, dict) and "features" in data:
         output = FeatureOutput(decoders=data["features"]["decoders"])
-        output.encoders.update({s: _encoder(e, Encoder) for s, e in data["features"]["encoders"].items()})
+        output.encoders.update({s: _encoder(e) for s, e in data["features"]["encoders"].items()})
         return output  # an encoder that was no data is None here: check_kind refuses it, named
     return data
 
@@ -157,9 +157,11 @@ def outcome(ray, ref, name: str) -> dict[str, Any]:
         return {"failed": f"method {name!r}: its process died ({type(err).__name__}: {first[:200]})", "seconds": 0.0}
 
 
-def _encoder(data, encoder_class):
+def _encoder(data):
     """An encoder's data as an ``Encoder``, or None where it is none (the scorer then refuses it, named)."""
+    from ictd_interp.analyses.methods_benchmark.methods import Encoder
+
     try:
-        return None if data is None else encoder_class(**data)
+        return None if data is None else Encoder(**data)
     except (TypeError, ValueError, AttributeError):
         return None

@@ -66,6 +66,12 @@ class TaskDistribution:
         """``CONTROL_ACTIONS`` for a control family (its "states" are state-action pairs), else None."""
         return CONTROL_ACTIONS if self.family in FAMILIES and FAMILIES[self.family].control else None
 
+    @property
+    def split_draws(self) -> bool:
+        """Whether the family draws its tasks as uniforms first (``ictd_interp.tasks.sampling.draw_tasks``): its
+        registry entry says (a Gymnasium environment's tasks are drawn whole)."""
+        return not self.family.startswith("gym:") and FAMILIES[self.family].split_draws
+
     def check_onehot(self, n_states: int) -> None:
         """The one place that checks one-hot features fit: ``d_features >= n_states``."""
         if self.feature_kind == "onehot":

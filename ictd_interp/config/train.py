@@ -150,9 +150,7 @@ class TrainConfig:
     def _check_sampler(self) -> None:
         """Counter-based draws are the uniforms of a family with split draws (Boyan chains)."""
         check_choice("sampler", self.sampler, SAMPLERS)
-        if self.sampler == "device" and not (
-            not self.tasks.family.startswith("gym:") and FAMILIES[self.tasks.family].split_draws
-        ):
+        if self.sampler == "device" and not self.tasks.split_draws:
             splits = " or ".join(f.name for f in FAMILIES.values() if f.split_draws)
             raise ValueError(
                 f"sampler: 'device' draws the uniforms of a family with split draws ({splits}), "

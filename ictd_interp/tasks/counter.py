@@ -14,6 +14,8 @@ counter stream, so ``tasks_from_draws`` builds the tasks from them unchanged.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
@@ -55,10 +57,7 @@ def step_keys(seeds: Int[Tensor, "run"], step: int, what: int) -> Int[Tensor, "r
 def uniforms(keys: Int[Tensor, "*key"], *shape: int) -> Float[Tensor, "*key ..."]:
     """``[*keys.shape, *shape]`` float64 draws in ``[0, 1)``: element ``i`` of key ``k`` is
     ``mix(k + (i + 1) * GOLDEN)``."""
-    count = 1
-    for n in shape:
-        count *= n
-    index = torch.arange(1, count + 1, dtype=torch.int64, device=keys.device) * GOLDEN
+    index = torch.arange(1, math.prod(shape) + 1, dtype=torch.int64, device=keys.device) * GOLDEN
     bits = _shift(mix(keys[..., None] + index), 11)  # the top 53 bits
     return (bits.double() * 2.0**-53).view(*keys.shape, *shape)
 

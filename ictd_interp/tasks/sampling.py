@@ -14,7 +14,6 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from ictd_interp.config.registry import FAMILIES
 from ictd_interp.config.tasks import TaskDistribution
 from ictd_interp.tasks._types import ArrayLike, as_tensor
 from ictd_interp.tasks.families import registered_mrps
@@ -134,7 +133,7 @@ def sample_from(
     ``draw_tasks``/``tasks_from_draws``, which draw exactly the same numbers (tests/unit/test_task_distribution.py)."""
     gen = resolve_generator(seed, generator)
     n = dist.context_len if length is None else length
-    if features is None and mrp is None and split_draws(dist):
+    if features is None and mrp is None and dist.split_draws:
         return tasks_from_draws(dist, draw_tasks(dist, n_tasks, gen, n))
     mrp = _batched(family_mrps(dist, n_tasks, gen) if mrp is None else mrp, n_tasks)
     dist.check_onehot(mrp.n_states)
@@ -190,14 +189,9 @@ class TaskDraws:
         )
 
 
-def split_draws(dist: TaskDistribution) -> bool:
-    """Whether ``dist``'s family draws its tasks as uniforms first (``draw_tasks``): its registry entry says."""
-    return not dist.family.startswith("gym:") and FAMILIES[dist.family].split_draws
-
-
 def draw_tasks(dist: TaskDistribution, n_tasks: int, generator: torch.Generator, length: int) -> TaskDraws:
     """The draws of ``n_tasks`` Boyan-chain tasks with trajectories of ``length`` transitions."""
-    if not split_draws(dist):
+    if not dist.split_draws:
         raise ValueError(f"family: draws are split from construction for Boyan chains only, got {dist.family!r}")
     chains = boyan_uniforms(generator, n_tasks, dist.n_states)
     features = (

@@ -22,8 +22,8 @@ import torch
 from torch import Tensor
 
 from ictd_interp.config.train import TrainConfig
-from ictd_interp.tasks.sampling import TaskBatch, TaskDraws, draw_tasks, sample_from, split_draws, tasks_from_draws
-from ictd_interp.training.batches import WindowBatch, window_batch, windows_from_tasks
+from ictd_interp.tasks.sampling import TaskBatch, TaskDraws, draw_tasks, sample_from, tasks_from_draws
+from ictd_interp.training.batches import WindowBatch, windows_from_tasks
 from ictd_interp.training.objectives import objective
 
 BLOCK = 8  # batches drawn together: as cheap per batch as 16 (docs/performance.md, "Choices measured")
@@ -34,7 +34,7 @@ POOL_SEED = 7_919  # a finite task pool (``task_pool``) is drawn from seed + POO
 def block_size(config: TrainConfig, dtype: torch.dtype) -> int:
     """How many batches a stream builds at once: ``BLOCK`` for a family with split draws (Boyan chains), fewer
     when their prompts would exceed ``BLOCK_BYTES``; 1 for the other families."""
-    if not split_draws(config.tasks):
+    if not config.tasks.split_draws:
         return 1
     t = config.tasks
     prompt_bytes = (
@@ -51,7 +51,7 @@ def task_pool(config: TrainConfig, length: int) -> Union[TaskDraws, TaskBatch]:
     """The ``config.task_pool`` distinct tasks a run with a finite pool draws from (seeded by ``config.seed``): their
     draws for a family with split draws, else the tasks themselves (their MRPs and features are what is pooled)."""
     generator = torch.Generator().manual_seed(config.seed + POOL_SEED)
-    if split_draws(config.tasks):
+    if config.tasks.split_draws:
         return draw_tasks(config.tasks, config.task_pool, generator, length)
     return sample_from(config.tasks, config.task_pool, generator=generator, length=1)
 
@@ -95,46 +95,21 @@ class BatchStream:
 
     def _fill(self) -> None:
         cfg = self.config
-        needs_values, horizon = self.objective.entry.needs_values, self.objective.mc_horizon(cfg)
-        if not split_draws(cfg.tasks) and (self.pool is not None or cfg.shuffle_rewards):
+        if not cfg.tasks.split_draws or (self.block == 1 and self.pool is None and not cfg.shuffle_rewards):
             self._ready.append(self._drawn_whole(self.generator))
-            return
-        if self.block == 1 and self.pool is None and not cfg.shuffle_rewards:
-            batch = window_batch(
-                cfg.tasks,
-                cfg.tasks_per_batch,
-                cfg.windows_per_task + 1,
-                generator=self.generator,
-                mc_horizon=horizon,
-                dtype=self.dtype,
-                with_values=needs_values,
-                values=self.objective.entry.values,
-                action_queries=self.objective.entry.needs_action_queries,
-                state_space=cfg.forward == "state-space",
-            )
-            self._ready.append((batch, self._depth(self.generator)))
             return
         self._block_start, self._handed = self.generator.get_state(), 0
         drawn, depths = zip(*(self._draw(self.generator) for _ in range(self.block)))
         draws, orders = zip(*drawn)
-        windows = windows_from_tasks(
-            tasks_from_draws(cfg.tasks, TaskDraws.cat(list(draws))),
-            cfg.tasks,
-            cfg.windows_per_task + 1,
-            horizon,
-            self.dtype,
-            needs_values,
-            self.objective.entry.values,
-            self.objective.entry.needs_action_queries,
-            None if orders[0] is None else torch.cat(orders),
-            state_space=cfg.forward == "state-space",
-        )
+        tasks = tasks_from_draws(cfg.tasks, TaskDraws.cat(list(draws)))
+        windows = self._windows(tasks, None if orders[0] is None else torch.cat(orders))
         b = cfg.tasks_per_batch
         self._ready.extend((windows.select_tasks(slice(i * b, (i + 1) * b)), depth) for i, depth in enumerate(depths))
 
     def _drawn_whole(self, generator: torch.Generator) -> tuple[WindowBatch, Optional[int]]:
-        """One batch of a family without split draws, with a finite pool (the pool's MRPs and features, picked
-        first, then fresh trajectories) or shuffled rewards (the order drawn after the tasks), then its depth."""
+        """One batch drawn whole (``sample_from``: a family without split draws, or one batch at a time), from a
+        finite pool (the pool's MRPs and features, picked first, then fresh trajectories) or not, its rewards
+        shuffled (the order drawn after the tasks) or not, then its depth."""
         cfg, b = self.config, self.config.tasks_per_batch
         if self.pool is None:
             tasks = sample_from(cfg.tasks, b, generator=generator, length=self.length)
@@ -142,19 +117,23 @@ class BatchStream:
             pick = torch.randint(cfg.task_pool, (b,), generator=generator)
             mrp, features = self.pool.mrp[pick], self.pool.features[pick]
             tasks = sample_from(cfg.tasks, b, generator=generator, length=self.length, mrp=mrp, features=features)
-        windows = windows_from_tasks(
+        return self._windows(tasks, self._order(generator)), self._depth(generator)
+
+    def _windows(self, tasks: TaskBatch, order: Optional[Tensor]) -> WindowBatch:
+        """The windows of ``tasks``, with what the run's objective needs (``windows_from_tasks``)."""
+        cfg, entry = self.config, self.objective.entry
+        return windows_from_tasks(
             tasks,
             cfg.tasks,
             cfg.windows_per_task + 1,
             self.objective.mc_horizon(cfg),
             self.dtype,
-            self.objective.entry.needs_values,
-            self.objective.entry.values,
-            self.objective.entry.needs_action_queries,
-            self._order(generator),
+            entry.needs_values,
+            entry.values,
+            entry.needs_action_queries,
+            order,
             state_space=cfg.forward == "state-space",
         )
-        return windows, self._depth(generator)
 
     def _order(self, generator: torch.Generator) -> Optional[Tensor]:
         """Shuffling rewards: each trajectory's order of its rewards in time (None otherwise)."""

@@ -39,15 +39,16 @@ class DeviceBatches:
         if not self.stacked and len(configs) > 1:
             raise ValueError(f"configs: {len(configs)} runs draw a stack's batch (stacked=True)")
         self.device = torch.device(first.device)
-        self.objective = objective(first.objective)  # a single run's (the trainer reads it)
-        entries = [objective(c.objective).entry for c in configs]  # a stack's runs may train other objectives
+        loaded = {name: objective(name) for name in dict.fromkeys(c.objective for c in configs)}  # each once
+        self.objective = loaded[first.objective]  # a single run's (the trainer reads it)
+        entries = [o.entry for o in loaded.values()]  # a stack's runs may train other objectives
         values = {e.values for e in entries if e.needs_values}
         if len(values) > 1:
             raise ValueError(f"objectives: a stack's batch holds one kind of true value, these regress on {values}")
         # what every run's objective needs, drawn once: a run reads its own part (the windows are the same)
-        self.needs = (any(e.needs_values for e in entries), min(values, default="v_pi"))
+        self.needs = (bool(values), next(iter(values), "v_pi"))
         self.action_queries = any(e.needs_action_queries for e in entries)
-        self.horizon = max(objective(c.objective).mc_horizon(c) for c in configs)
+        self.horizon = max(loaded[c.objective].mc_horizon(c) for c in configs)
         self.length = first.tasks.context_len + first.windows_per_task + self.horizon
         on = lambda values, kind: torch.tensor(values, dtype=kind, device=self.device)  # noqa: E731 (once, here)
         self.seeds = on([c.seed for c in configs], torch.int64)
