@@ -1,10 +1,12 @@
 """Drawing a stack's batch two ways, timed in one run: each run's own host stream, stacked and copied to the device
 (``sampler = "host"``: ``M`` streams, ``M`` host draws, one copy), against one counter-based call that draws every
 run's batch where the models are (``sampler = "device"``: ``ictd_interp.training.device_stream``). Prints one JSON
-line per stack size: milliseconds per stacked batch each way (the mean over ``--repeats``, a multiple of the host
-stream's block of 8) and ``host_over_device`` (> 1: drawing on the device is faster).
+line per stack size: milliseconds per stacked batch each way (each round's mean over ``--repeats`` batches, a multiple
+of the host stream's block of 8; the median over ``--rounds``, the two ways alternating so the machine's drift leaves
+the ratio) and ``host_over_device``, the median of the per-round ratios with the smallest and largest (> 1: drawing
+on the device is faster).
 
-    python benchmarks/device_draws.py [--models 1 8 64 256] [--tasks 4] [--device cpu] [--repeats 24]
+    python benchmarks/device_draws.py [--models 1 8 64 256] [--tasks 4] [--device cpu] [--repeats 24] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import statistics
 import time
 from dataclasses import replace
 
@@ -53,16 +56,29 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=4, help="tasks per model per step")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--repeats", type=int, default=24)
+    parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     torch.set_num_threads(1)
     base = TrainConfig.from_preset("quick", tasks_per_batch=args.tasks, device=args.device)
     for m in args.models:
         configs = [replace(base, seed=s) for s in range(m)]
-        host = mean_ms(host_draws(configs, args.device, torch.float32), args.device, args.repeats)
-        on_device = [replace(c, sampler="device") for c in configs]
-        drawn = mean_ms(device_draws(on_device, torch.float32), args.device, args.repeats)
-        line = {"models": m, "tasks": args.tasks, "device": args.device, "host_ms": round(host, 2)}
-        print(json.dumps({**line, "device_ms": round(drawn, 2), "host_over_device": round(host / drawn, 2)}))
+        host, drawn = (
+            host_draws(configs, args.device, torch.float32),
+            device_draws([replace(c, sampler="device") for c in configs], torch.float32),
+        )
+        rounds = [
+            (mean_ms(host, args.device, args.repeats), mean_ms(drawn, args.device, args.repeats))
+            for _ in range(args.rounds)
+        ]
+        ratios = [h / d for h, d in rounds]
+        line = {"models": m, "tasks": args.tasks, "device": args.device, "rounds": args.rounds}
+        line |= {"host_ms": round(statistics.median(h for h, _ in rounds), 2)}
+        line |= {"device_ms": round(statistics.median(d for _, d in rounds), 2)}
+        line |= {
+            "host_over_device": round(statistics.median(ratios), 2),
+            "range": [round(min(ratios), 2), round(max(ratios), 2)],
+        }
+        print(json.dumps(line))
 
 
 if __name__ == "__main__":
