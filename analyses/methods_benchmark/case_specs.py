@@ -45,6 +45,9 @@ class CaseSpec:
     dormant_heads: int = 0  # heads with large weights whose values read a dimension the data never fills
     closed_units: bool = False  # the MLP units write into the circuit, kept shut by their biases
     disguised: bool = False  # a cancelling pair's second head differs from the first along an always-zero dimension
+    relayed: bool = False  # per layer a relay writer and an eraser: layer l's write is erased by layer l + 1's
+    broadcast_heads: int = 0  # heads writing the same vector at every position, read by later TD heads' keys
+    entangled: bool = False  # each superposed feature written by two units firing together, neither along it
     layer_norm: bool = False
     anchor: float = 0.0
     source: str = THETA_STAR
@@ -62,6 +65,7 @@ class CaseSpec:
             "junk_dims",
             "leak_heads",
             "dormant_heads",
+            "broadcast_heads",
         ):
             if not isinstance(getattr(self, key), int) or getattr(self, key) < 0:
                 raise ValueError(f"case {self.name!r}: {key} must be an integer >= 0, got {getattr(self, key)!r}")
@@ -87,6 +91,21 @@ class CaseSpec:
                 f"case {self.name!r}: disguised needs cancelling pairs and one junk dimension that nothing writes "
                 "(no junk heads, no MLP units): the dimension the pairs' second heads differ along stays 0"
             )
+        if (self.relayed or self.broadcast_heads) and (self.junk_heads or self.d_mlp or self.source != THETA_STAR):
+            raise ValueError(
+                f"case {self.name!r}: relays and broadcast heads need θ*'s circuit (a relay's write is in the null "
+                "space of θ*'s readers) and no junk heads or MLP units (they would write the always-zero dimension)"
+            )
+        if self.junk_dims < self.relayed + 2 * bool(self.broadcast_heads):
+            raise ValueError(
+                f"case {self.name!r}: relays need junk_dims >= 1 (the always-zero dimension), broadcast heads >= 2 "
+                f"(it and one to write into), got junk_dims={self.junk_dims}"
+            )
+        if self.entangled and (not self.mlp_active or self.d_mlp % 2 or self.junk_dims < 2 or self.junk_heads):
+            raise ValueError(
+                f"case {self.name!r}: entangled features need mlp_active > 0, an even d_mlp (two units a feature), "
+                "junk_dims >= 2 (the always-zero dimension and one to write into) and no junk heads"
+            )
         if self.closed_units and (not self.d_mlp or self.mlp_active):
             raise ValueError(f"case {self.name!r}: closed_units needs d_mlp >= 1 and no mlp_active (they never fire)")
         if (self.junk_heads or self.d_mlp or self.dormant_heads) and not self.junk_dims:
@@ -106,6 +125,8 @@ class CaseSpec:
             + self.junk_heads
             + 2 * self.cancelling_pairs
             + self.dormant_heads
+            + 2 * self.relayed
+            + self.broadcast_heads
             + self.leak_heads
         )
 
@@ -119,8 +140,16 @@ class CaseSpec:
             + ["junk"] * self.junk_heads
             + ["cancelling"] * (2 * self.cancelling_pairs)
             + ["dormant"] * self.dormant_heads
+            + ["relay-write", "relay-erase"] * self.relayed
+            + ["broadcast"] * self.broadcast_heads
             + ["leak"] * self.leak_heads
         )
+
+    @property
+    def zero_dimension(self) -> bool:
+        """Whether the read-in fills the first junk dimension from the prompt's always-zero current-value column
+        (dormant heads, disguised pairs, relay erasers and broadcast queries read it: large weights, 0 on data)."""
+        return bool(self.dormant_heads or self.disguised or self.relayed or self.broadcast_heads or self.entangled)
 
     @property
     def exact_variables(self) -> bool:
@@ -168,6 +197,17 @@ CASES: dict[str, CaseSpec] = {
             mlp_active=0.1,
             description="+ 6 sparse ReLU junk units per layer (each active on 10 % of positions) in 3 junk "
             "dimensions: 6, 12, 18 features superposed in 3 dimensions after blocks 0, 1, 2",
+        ),
+        CaseSpec(
+            "entangled",
+            d_mlp=16,
+            junk_dims=7,
+            mlp_active=0.1,
+            entangled=True,
+            description="as `superposed` (6 sparse features per layer in 3 junk dimensions), but each feature is "
+            "written by two ReLU units that fire together, their W_out rows the feature's direction plus and minus "
+            "a part three times larger that cancels in the sum, their W_in rows disguised along the always-zero "
+            "dimension: no unit's weights point along a feature",
         ),
         CaseSpec(
             "graded",
@@ -219,6 +259,24 @@ CASES: dict[str, CaseSpec] = {
             "value column: no two heads share their weights, so a reader of weights cannot pair them",
         ),
         CaseSpec(
+            "relayed",
+            relayed=True,
+            junk_dims=1,
+            description="+ per layer a relay writer and an eraser: layer l's writer adds a large write along the "
+            "target and current-value rows, which θ*'s readers cannot see (their values read R + t − v), and layer "
+            "l + 1's eraser, the writer's Q, K and V disguised along the always-zero dimension, subtracts it: "
+            "cancellation across layers, each write alone reaching the output",
+        ),
+        CaseSpec(
+            "broadcast",
+            broadcast_heads=2,
+            junk_dims=3,
+            description="+ per layer two broadcast heads, attending by the keys' content with one query from every "
+            "position (a bias; their W_Q reads only the always-zero dimension), so each writes the same vector at "
+            "every position into 2 junk dimensions, which the later TD heads' keys read with large weights: a "
+            "write the same for every key moves every score alike, and softmax ignores it",
+        ),
+        CaseSpec(
             "trained",
             d_features=4,
             silent_heads=1,
@@ -229,6 +287,15 @@ CASES: dict[str, CaseSpec] = {
             description="a TD-trained tied layer (read from its weights) in place of θ*'s — the shipped "
             "depth3-td-s0 … s4, seed k carrying s(k mod 5) — with a silent head, a junk head and 4 junk MLP units "
             "per layer",
+        ),
+        CaseSpec(
+            "trained-disguised",
+            d_features=4,
+            cancelling_pairs=1,
+            junk_dims=1,
+            disguised=True,
+            source="depth3-td-s{k}",
+            description="the trained layer of `trained`, + per layer a disguised cancelling pair as in `disguised`",
         ),
     )
 }

@@ -41,8 +41,10 @@ from ictd_interp.analyses.methods_benchmark.graph import Edge, head_name, mlp_na
 from ictd_interp.analyses.methods_benchmark.planting import (
     anchor_layer_norm,
     circuit_edges,
+    feature_writes,
     mean_fixing_rotation,
     plant_distractors,
+    plant_null_paths,
     random_rotation,
     rotate,
     split_td_head,
@@ -162,10 +164,10 @@ def _truth(spec: CaseSpec, model: HookedStandardTransformer, Q: Tensor) -> Groun
             roles[mlp_name(layer)] = "mlp-junk"
     sites = tuple(residual_sites(model))
     features = {}
-    if spec.mlp_active:  # after block l, the units of blocks 0..l, each along its (rotated) write direction
-        writes = [b.mlp.W_out.detach() / b.mlp.W_out.detach().norm(dim=-1, keepdim=True) for b in model.blocks]
+    if spec.mlp_active:  # after block l, the features of blocks 0..l, each along its (rotated) write direction
+        writes = [feature_writes(spec, b.mlp.W_out.detach()) for b in model.blocks]
         features = {sites[l + 1]: torch.cat(writes[: l + 1]) for l in range(spec.n_layers)}
-    exact = {"reward": sites, "value": sites[1:]} if spec.exact_variables else {}
+    exact = {"reward": sites, "value": sites[-1:] if spec.relayed else sites[1:]} if spec.exact_variables else {}
     return GroundTruth(
         circuit_edges(spec),
         roles,
@@ -202,6 +204,7 @@ def _weights(spec: CaseSpec, cfg: StandardConfig, star: HookedICTDTransformer, g
     if spec.split_td:
         split_td_head(weights, spec.n_layers, star.layout.current)
     plant_distractors(spec, weights, gen)
+    plant_null_paths(spec, weights, gen)
     if spec.layer_norm:
         norms = {k: v for k, v in HookedStandardTransformer(cfg).state_dict().items() if ".ln" in k or "ln_" in k}
         weights |= {k: v.to(torch.float64) for k, v in norms.items()}
@@ -255,10 +258,11 @@ def _calibrate_sparsity(model: HookedStandardTransformer, fit: TaskBatch, active
 @torch.no_grad()
 def feature_values(case: Case, tasks: TaskBatch) -> dict[str, Float[Tensor, "sample feature"]]:
     """A superposed case's true features at each site where they lie (``truth.features``): the junk units'
-    activations (``hook_post`` of blocks 0..l after block l), one row per prompt position."""
+    activations (``hook_post`` of blocks 0..l after block l; entangled, each pair's first unit), one row per prompt
+    position."""
     names = [f"blocks.{l}.mlp.hook_post" for l in range(case.spec.n_layers)]
     _, cache = case.model.run_with_cache(tasks.prompt, names_filter=lambda n: n in names)
-    acts = [cache[n].reshape(-1, case.spec.d_mlp) for n in names]
+    acts = [cache[n].reshape(-1, case.spec.d_mlp)[:, :: 1 + case.spec.entangled] for n in names]
     return {site: torch.cat(acts[: l + 1], dim=1) for l, site in enumerate(case.truth.features)}
 
 

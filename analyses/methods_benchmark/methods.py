@@ -30,6 +30,8 @@ patchable model):
 * ``das`` — distributed alignment search through pyvene (``das``): the value variable only.
 * ``pca`` — the principal directions of the residual stream at each site (fit tasks), as latents: the dense
   linear baseline a feature method must beat (at most ``d_model`` latents for more features than dimensions).
+* ``weight-units`` — the weights alone for features: every MLP unit's write direction a ReLU latent (a
+  reference row, as ``weight-reader`` for edges).
 * ``random-dictionary`` — the chance baseline of a feature method: as many latents as the SAE plugin's
   (``DICTIONARY_WIDTH × d_model``), each a seeded random unit direction read through a ReLU whose bias makes it
   fire as often as the planted units are built to (``Problem.feature_rate`` of the fit positions); what the
@@ -53,7 +55,7 @@ from ictd_interp.analyses.methods_benchmark.cases import Case, Problem, residual
 from ictd_interp.analyses.methods_benchmark.graph import Edge, build_graph, run_graph
 from ictd_interp.analyses.methods_benchmark.mask_selection import STEPS as PRUNE_STEPS
 from ictd_interp.analyses.methods_benchmark.mask_selection import prune_edges
-from ictd_interp.analyses.methods_benchmark.weight_reader import weight_scores
+from ictd_interp.analyses.methods_benchmark.weight_reader import unit_directions, weight_scores
 from ictd_interp.analyses.metrics.site_probes import fit_probes, residual_stack
 
 EDGES, DIRECTIONS, FEATURES = "edges", "directions", "features"
@@ -284,6 +286,17 @@ def pca(case: Problem) -> FeatureOutput:
     return out
 
 
+def weight_units(case: Problem) -> FeatureOutput:
+    """The weights alone: at the site after block ``l``, every unit of blocks ``0..l`` a latent
+    ``relu(x · w)`` along its write direction ``w`` (``weight_reader.unit_directions``), ``w`` its decoder row."""
+    sites, out = residual_sites(case.model), FeatureOutput()
+    for site in case.feature_sites:
+        directions = unit_directions(case.model, sites.index(site))
+        out.encoders[site] = Encoder(directions, activation="relu")
+        out.decoders[site] = directions
+    return out
+
+
 DICTIONARY_WIDTH = 4  # a dictionary's latents per residual dimension: the SAE plugin's and its random baseline's
 
 
@@ -359,7 +372,9 @@ def das(case: Problem) -> DirectionOutput:
 
 
 TRUTH = "truth"  # the true edges ranked first: a reference row the scorer computes (no method), CMD's reference point
-REFERENCES = ("random", "weight-reader", "activation-patching")  # chance, weights alone, exact patching: always run
+# chance, weights alone and exact patching for edges, chance and weights alone for features: always run (a feature
+# method only where features are planted)
+REFERENCES = ("random", "weight-reader", "activation-patching", "random-dictionary", "weight-units")
 
 for _method in (
     Method("activation-patching", EDGES, edge_patching, "exact edge patching (the reference)"),
@@ -378,6 +393,7 @@ for _method in (
     Method("linear-probe", DIRECTIONS, linear_probe, "least-squares probe per site"),
     Method("das", DIRECTIONS, das, f"DAS through pyvene (1-D, {DAS_STEPS} Adam steps, best of {DAS_RESTARTS})"),
     Method("pca", FEATURES, pca, "principal directions per site (the dense linear baseline)"),
+    Method("weight-units", FEATURES, weight_units, "weights alone: each MLP unit's write direction as a latent"),
     Method(
         "random-dictionary",
         FEATURES,

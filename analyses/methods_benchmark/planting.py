@@ -86,7 +86,7 @@ def plant_distractors(spec: CaseSpec, weights: dict[str, Tensor], generator: tor
     for layer in range(spec.n_layers):
         attn = f"blocks.{layer}.attn"
         for h, role in enumerate(roles):
-            if role in ("td", "td-value") or (role == "cancelling" and (h - first_cancelling) % 2):
+            if role in NULL_PATH_ROLES + ("td", "td-value") or (role == "cancelling" and (h - first_cancelling) % 2):
                 continue
             for name in ("W_Q", "W_K", "W_V"):
                 weights[f"{attn}.{name}"][h] = randn(*weights[f"{attn}.{name}"][h].shape)
@@ -116,8 +116,78 @@ def plant_distractors(spec: CaseSpec, weights: dict[str, Tensor], generator: tor
             if spec.closed_units:  # shut: a bias far below any pre-activation, writes into the circuit
                 weights[f"{mlp}.b_in"] = torch.full((spec.d_mlp,), -CLOSED_BIAS, dtype=torch.float64)
                 weights[f"{mlp}.W_out"][:, :m] = DORMANT_SCALE * randn(spec.d_mlp, m) / s
-    if "dormant" in roles or spec.disguised:  # the read-in fills that dimension from the always-zero value column
+    if spec.entangled:
+        entangle_units(spec, weights, generator)
+    if spec.zero_dimension:  # the read-in fills that dimension from the always-zero value column
         weights["embed.W_E"][PromptLayout(spec.d_features).current, m] = DORMANT_SCALE
+
+
+ENTANGLE_SCALE = 3.0  # an entangled unit's write off its feature, against the feature's own
+
+
+def entangle_units(spec: CaseSpec, weights: dict[str, Tensor], generator: torch.Generator) -> None:
+    """Units ``2k`` and ``2k + 1`` of each block become one feature: the same ``W_in`` column and bias but for
+    the always-zero row ``m`` (0 on every prompt: the same pre-activation, so they fire together), ``W_out`` rows
+    ``a_k ± n_k`` in the junk dimensions after ``m`` with ``|n_k| ≈ ENTANGLE_SCALE |a_k|``: their writes sum to
+    ``2 a_k`` times the shared activation, while each row points far from ``a_k``."""
+    m, s = spec.d_features + 3, spec.weight_scale
+    written = slice(m + 1, m + spec.junk_dims)
+    randn = lambda *shape: s * torch.randn(*shape, generator=generator, dtype=torch.float64)  # noqa: E731
+    for layer in range(spec.n_layers):
+        W_in, b_in, W_out = (weights[f"blocks.{layer}.mlp.{name}"] for name in ("W_in", "b_in", "W_out"))
+        W_in[:, 1::2], b_in[1::2] = W_in[:, 0::2], b_in[0::2]
+        W_in[m, 1::2] += DORMANT_SCALE * randn(spec.d_mlp // 2) / s
+        a, n = randn(spec.d_mlp // 2, spec.junk_dims - 1), ENTANGLE_SCALE * randn(spec.d_mlp // 2, spec.junk_dims - 1)
+        W_out[:, m] = 0.0
+        W_out[0::2, written], W_out[1::2, written] = a + n, a - n
+
+
+def feature_writes(spec: CaseSpec, W_out: Float[Tensor, "unit d_model"]) -> Float[Tensor, "feature d_model"]:
+    """A block's planted features' unit write directions: its units' ``W_out`` rows, or, entangled, each pair's
+    sum."""
+    writes = W_out[0::2] + W_out[1::2] if spec.entangled else W_out
+    return writes / writes.norm(dim=-1, keepdim=True)
+
+
+NULL_PATH_ROLES = ("relay-write", "relay-erase", "broadcast")
+
+
+def plant_null_paths(spec: CaseSpec, weights: dict[str, Tensor], generator: torch.Generator) -> None:
+    """Relays and broadcast heads (module docstring), in the unrotated basis: both read only the rows no head
+    writes (features and reward: ``fixed``), so a later head given the same weights computes the same output."""
+    layout, m, s = PromptLayout(spec.d_features), spec.d_features + 3, spec.weight_scale
+    fixed, broadcast = slice(0, layout.reward + 1), slice(m + 1, m + spec.junk_dims)
+    randn = lambda *shape: s * torch.randn(*shape, generator=generator, dtype=torch.float64)  # noqa: E731
+    attn = lambda layer, name: weights[f"blocks.{layer}.attn.{name}"]  # noqa: E731
+    for layer in range(spec.n_layers):
+        for h, role in enumerate(spec.roles):
+            if role not in NULL_PATH_ROLES:
+                continue
+            for name in ("W_Q", "W_K", "W_V"):
+                attn(layer, name)[h, fixed] = randn(fixed.stop, attn(layer, name).shape[-1])
+            if role == "relay-write" and layer + 1 < spec.n_layers:  # the TD heads' readers cannot see t + v
+                write = DORMANT_SCALE * randn(attn(layer, "W_O").shape[1]) / s
+                attn(layer, "W_O")[h, :, layout.target] = write
+                attn(layer, "W_O")[h, :, layout.current] = write
+            elif role == "relay-erase" and layer > 0:  # the previous layer's writer, disguised, its write negated
+                writer = spec.roles.index("relay-write")
+                for name in ("W_Q", "W_K", "W_V"):
+                    attn(layer, name)[h] = attn(layer - 1, name)[writer]
+                    attn(layer, name)[h, m] += DORMANT_SCALE * randn(attn(layer, name).shape[-1]) / s
+                attn(layer, "W_O")[h] = -attn(layer - 1, "W_O")[writer]
+            elif role == "broadcast":  # one query from every position: the same pattern, the same write everywhere
+                attn(layer, "W_Q")[h] = 0.0
+                attn(layer, "W_Q")[h, m] = DORMANT_SCALE * randn(attn(layer, "W_Q").shape[-1]) / s
+                weights[f"blocks.{layer}.attn.b_Q"][h] = randn(attn(layer, "W_Q").shape[-1]) / s
+                for name in ("W_Q", "W_K", "W_V"):  # the broadcasts so far: the same at every position too
+                    attn(layer, name)[h, broadcast] = (
+                        DORMANT_SCALE * randn(spec.junk_dims - 1, attn(layer, name).shape[-1]) / s
+                    )
+                attn(layer, "W_O")[h, :, broadcast] = randn(attn(layer, "W_O").shape[1], spec.junk_dims - 1)
+        if spec.broadcast_heads:  # the TD head's keys read the broadcast dimensions, in its query's feature rows
+            attn(layer, "W_K")[0, broadcast, : spec.d_features] = (
+                DORMANT_SCALE * randn(spec.junk_dims - 1, spec.d_features) / s
+            )
 
 
 def anchor_layer_norm(spec: CaseSpec, weights: dict[str, Tensor], d_model: int) -> None:

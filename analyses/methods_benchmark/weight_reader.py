@@ -9,6 +9,10 @@ write of unit size reaches ``v``: the edge's weight-only strength. A strong edge
 by weak paths matters little, so each edge is weighted by its reader's best path onward,
 ``reach(v) = max_w strength(v -> w) reach(w)``, ``reach(output) = 1``, in one backward sweep. LayerNorm and the
 activations are ignored: they are what only a forward pass sees.
+
+Features from weights alone (``unit_directions``): where an MLP writes sparse features, read each unit's write
+direction, the unit-normalised row of ``W_out``; a unit is a feature exactly when the model's basis is the
+features' (``superposed``), not where several units write one feature (``entangled``).
 """
 
 from __future__ import annotations
@@ -40,6 +44,13 @@ def reader(model: HookedStandardTransformer, node: str) -> Tensor:
         attn, head = model.blocks[layer].attn, int(node.split(".")[-1][1:])
         return torch.cat([attn.W_Q[head], attn.W_K[head], attn.W_V[head]], dim=-1)
     return model.blocks[layer].mlp.W_in
+
+
+@torch.no_grad()
+def unit_directions(model: HookedStandardTransformer, blocks: int) -> Tensor:
+    """The MLP units of blocks ``0 .. blocks - 1``, each its unit write direction: ``[units, d_model]``."""
+    rows = torch.cat([model.blocks[l].mlp.W_out.detach() for l in range(blocks)])
+    return rows / rows.norm(dim=-1, keepdim=True)
 
 
 @torch.no_grad()
