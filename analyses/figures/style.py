@@ -5,6 +5,7 @@ outside, wrapped titles)."""
 from __future__ import annotations
 
 import io
+import itertools
 from collections.abc import Sequence
 from typing import Optional
 
@@ -24,7 +25,8 @@ SVG_SALT = "ictd-interp"  # matplotlib's SVG ids are random unless salted
 def series_colours(labels: Sequence[str]) -> list:
     """One colour per series by what it is, the same in every figure: a trained model blue, θ* green, a
     TD(0) or tabular construction orange; any other series (or a second of one kind) takes the next
-    colour not given out, in order."""
+    colour not given out, in order; past the palette, the roles' colours no series took, then the palette again
+    (a figure with that many series tells them apart by line style too)."""
 
     def role(label: str) -> Optional[int]:
         text = label.lower()
@@ -35,8 +37,10 @@ def series_colours(labels: Sequence[str]) -> list:
         return 0 if "model" in text or "trained" in text else None
 
     wanted = [role(label) for label in labels]
+    unused = [k for k in range(3) if k not in wanted]
+    # colours 0-2 belong to the three roles, even where one is absent, until the others run out
+    spare = itertools.chain(range(3, len(PALETTE)), unused, itertools.cycle(range(len(PALETTE))))
     taken, out = set(), []
-    spare = iter(range(3, len(PALETTE)))  # colours 0-2 belong to the three roles, even where one is absent
     for k in wanted:
         k = next(spare) if k is None or k in taken else k
         taken.add(k)

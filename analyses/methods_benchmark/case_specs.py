@@ -52,6 +52,7 @@ class CaseSpec:
     anchor: float = 0.0
     source: str = THETA_STAR
     description: str = ""
+    solve: str = ""  # what a method must do to solve the case (the report prints it)
 
     def __post_init__(self) -> None:
         for key in ("n_layers", "d_features", "n_states", "context_len", "n_tasks"):
@@ -146,6 +147,11 @@ class CaseSpec:
         )
 
     @property
+    def d_model(self) -> int:
+        """The residual width: the circuit's ``d + 3`` rows, the junk dimensions, with LayerNorm the anchor's two."""
+        return self.d_features + 3 + self.junk_dims + 2 * self.layer_norm
+
+    @property
     def zero_dimension(self) -> bool:
         """Whether the read-in fills the first junk dimension from the prompt's always-zero current-value column
         (dormant heads, disguised pairs, relay erasers and broadcast queries read it: large weights, 0 on data)."""
@@ -174,9 +180,15 @@ def source_name(spec: CaseSpec, seed: int) -> str:
 CASES: dict[str, CaseSpec] = {
     spec.name: spec
     for spec in (
-        CaseSpec("rotated", description="θ*'s circuit alone, behind a random rotation"),
+        CaseSpec(
+            "rotated",
+            solve="read effects through any basis; a control: weights alone solve it",
+            description="θ*'s circuit alone, behind a random rotation",
+        ),
         CaseSpec(
             "distractors",
+            solve="tell writes that reach the output from writes nothing reads (weights alone solve it: the junk meets "
+            "no reader)",
             silent_heads=1,
             junk_heads=2,
             d_mlp=8,
@@ -185,6 +197,7 @@ CASES: dict[str, CaseSpec] = {
         ),
         CaseSpec(
             "cancelling",
+            solve="test each pair's edges together; weights alone solve it by pairing heads with equal Q, K, V",
             junk_heads=1,
             cancelling_pairs=1,
             junk_dims=2,
@@ -192,6 +205,8 @@ CASES: dict[str, CaseSpec] = {
         ),
         CaseSpec(
             "superposed",
+            solve="edges as `distractors`; features: more sparse quantities than dimensions, found from activations "
+            "(each unit is a feature, so the weights give their directions)",
             d_mlp=6,
             junk_dims=3,
             mlp_active=0.1,
@@ -200,17 +215,21 @@ CASES: dict[str, CaseSpec] = {
         ),
         CaseSpec(
             "entangled",
+            solve="find feature directions from activations: no unit's weights point along a feature (edges as "
+            "`superposed`)",
             d_mlp=16,
             junk_dims=7,
             mlp_active=0.1,
             entangled=True,
-            description="as `superposed` (6 sparse features per layer in 3 junk dimensions), but each feature is "
-            "written by two ReLU units that fire together, their W_out rows the feature's direction plus and minus "
-            "a part three times larger that cancels in the sum, their W_in rows disguised along the always-zero "
-            "dimension: no unit's weights point along a feature",
+            description="as `superposed`, 8 sparse features per layer in 6 junk dimensions (8, 16, 24 after blocks 0, "
+            "1, 2), but each feature is written by two ReLU units that fire together, their W_out rows the feature's "
+            "direction plus and minus a part three times larger that cancels in the sum, their W_in rows disguised "
+            "along the always-zero dimension: no unit's weights point along a feature",
         ),
         CaseSpec(
             "graded",
+            solve="rank small, real effects below the circuit's (the leak weights are as small as their effects: "
+            "weights alone nearly solve it)",
             n_layers=4,
             silent_heads=1,
             leak_heads=3,
@@ -220,6 +239,8 @@ CASES: dict[str, CaseSpec] = {
         ),
         CaseSpec(
             "split",
+            solve="see that edges with non-zero weights carry nothing on these prompts (the first value head reads a "
+            "value still 0): read activations",
             split_td=True,
             silent_heads=1,
             junk_heads=1,
@@ -229,6 +250,7 @@ CASES: dict[str, CaseSpec] = {
         ),
         CaseSpec(
             "layernorm",
+            solve="rank the norm's small, real effects below the circuit's",
             layer_norm=True,
             anchor=16.0,
             silent_heads=1,
@@ -241,6 +263,7 @@ CASES: dict[str, CaseSpec] = {
         ),
         CaseSpec(
             "dormant",
+            solve="read activations or effects: the largest weights carry exact zeros on every prompt",
             dormant_heads=1,
             d_mlp=4,
             closed_units=True,
@@ -251,6 +274,7 @@ CASES: dict[str, CaseSpec] = {
         ),
         CaseSpec(
             "disguised",
+            solve="test edges together, with no equal weights to pair",
             cancelling_pairs=1,
             junk_dims=1,
             disguised=True,
@@ -260,6 +284,8 @@ CASES: dict[str, CaseSpec] = {
         ),
         CaseSpec(
             "relayed",
+            solve="test edges together across layers: a writer's and its eraser's edges reach the output only together,"
+            " and no weights pair them",
             relayed=True,
             junk_dims=1,
             description="+ per layer a relay writer and an eraser: layer l's writer adds a large write along the "
@@ -269,6 +295,8 @@ CASES: dict[str, CaseSpec] = {
         ),
         CaseSpec(
             "broadcast",
+            solve="see in activations that a write into keys is the same at every position: softmax ignores it, the "
+            "weights say it is large",
             broadcast_heads=2,
             junk_dims=3,
             description="+ per layer two broadcast heads, attending by the keys' content with one query from every "
@@ -278,6 +306,7 @@ CASES: dict[str, CaseSpec] = {
         ),
         CaseSpec(
             "trained",
+            solve="as `distractors`, around a trained layer",
             d_features=4,
             silent_heads=1,
             junk_heads=1,
@@ -290,6 +319,7 @@ CASES: dict[str, CaseSpec] = {
         ),
         CaseSpec(
             "trained-disguised",
+            solve="as `disguised`, around a trained layer",
             d_features=4,
             cancelling_pairs=1,
             junk_dims=1,

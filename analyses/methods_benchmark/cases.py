@@ -222,7 +222,7 @@ def build_case(spec: CaseSpec, seed: int) -> Case:
     m = spec.d_features + 3
     cfg = StandardConfig(
         d_features=spec.d_features,
-        d_model=m + spec.junk_dims + 2 * spec.layer_norm,
+        d_model=spec.d_model,
         d_head=m,
         n_heads=spec.n_heads,
         n_layers=spec.n_layers,

@@ -174,8 +174,9 @@ def _case_lines(cells: Sequence[CellResult], budget: BenchmarkBudget) -> list[st
         spec, cell = CASES[c], next(x for x in cells if x.case == c)
         lines.append(
             f"- **{c}**: {spec.description} ({spec.n_layers} layers, {spec.n_heads} head"
-            f"{'s' if spec.n_heads > 1 else ''} per layer, d_model {spec.d_features + 3 + spec.junk_dims}; "
-            f"{cell.true_edges} true edges of {cell.edges})" + circuit_text([x for x in cells if x.case == c])
+            f"{'s' if spec.n_heads > 1 else ''} per layer, d_model {spec.d_model}; "
+            f"{cell.true_edges} true edges of {cell.edges}). To solve it: {spec.solve}"
+            + circuit_text([x for x in cells if x.case == c])
         )
     return lines + [
         "",
@@ -284,14 +285,16 @@ def feature_lines(cells: Sequence[CellResult]) -> list[str]:
         return []
     lines = [
         "",
-        "## Feature methods: superposed sparse units recovered",
+        "## Feature methods: superposed sparse features recovered",
         "",
-        "MCC: each planted unit matched to a distinct latent so that the summed |Pearson r| on held-out "
-        "positions is largest, the mean matched |r| (a unit without a latent counts 0), averaged over the "
-        "sites after each block; decoder |cos|: the matched latents' decoder directions against the units' "
-        "write directions (a random direction's expected |cos| in d dimensions is about √(2/(π d))); the "
-        f"paired columns: the method's score less `{FEATURE_CHANCE}`'s on the same seeds, for a method with "
-        "as many latents (a narrower one, such as the principal directions, can match fewer units).",
+        "MCC: each planted feature (an MLP unit; in `entangled` a pair of units firing together) matched to a "
+        "distinct latent so that the summed |Pearson r| on held-out positions is largest, the mean matched |r| (a "
+        "feature without a latent counts 0), averaged over the sites after each block; decoder |cos|: the matched "
+        "latents' decoder directions against the features' write directions (a random direction's expected |cos| "
+        f"in d dimensions is about √(2/(π d))); the paired columns: the method's score less `{FEATURE_CHANCE}`'s "
+        "on the same seeds, for a method with as many latents (a narrower one, such as the principal directions, "
+        "can match fewer features). `weight-units` reads the weights alone: a case it solves does not need "
+        "activations.",
         "",
         f"| method | case | features / latents (last site) | MCC | MCC − {FEATURE_CHANCE} (paired) | "
         "decoder \\|cos\\| | \\|cos\\| − the same (paired) | verdict |",
@@ -366,12 +369,12 @@ def feature_reading(cells: Sequence[CellResult]) -> list[str]:
         diff = chance_difference(cells, m, case)
         words.append(
             f"{m} on {case} reaches MCC {iv.text('.3f')}"
-            + (" (recovers the superposed units)" if feature_verdict(iv) == "recovers" else "")
+            + (" (recovers the superposed features)" if feature_verdict(iv) == "recovers" else "")
             + ("" if diff is None else f", {diff.text('+.3f')} against {FEATURE_CHANCE}: {chance_verdict(diff)}")
         )
     return [
-        "Feature methods: " + "; ".join(words) + " (1: every planted unit is one latent; principal directions "
-        "can match at most as many units as the residual has dimensions)."
+        "Feature methods: " + "; ".join(words) + " (1: every planted feature is one latent; principal "
+        "directions can match at most as many features as the residual has dimensions)."
     ]
 
 

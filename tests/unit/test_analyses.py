@@ -141,6 +141,9 @@ def test_a_series_keeps_its_colour_across_figures_and_a_quoted_fit_is_drawn():
     context = figures.error_vs_context([4, 8], {"trained model": [1.0, 0.5], "theta* (same depth)": [0.9, 0.4]})
     assert [colour(l) for l in context.axes[0].get_lines()] == [colour(model), colour(star)]
     assert len({to_hex(c) for c in series_colours(["model, a", "model, b", "theta*", "other"])}) == 4
+    many = [to_hex(c) for c in series_colours([f"method {k}" for k in range(9)] + ["theta*"])]  # past the spares
+    assert len(set(many)) == 10 and many[-1] == colour(star)  # the unused roles' colours, θ*'s kept for θ*
+    assert len(series_colours([f"method {k}" for k in range(25)])) == 25  # then the palette again
 
 
 def test_figures_draw_the_numbers_they_are_given():

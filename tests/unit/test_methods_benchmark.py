@@ -72,6 +72,7 @@ def test_the_graph_forward_is_the_hooked_forward(overrides):
 @pytest.mark.parametrize("name", list(CASES))
 def test_a_planted_case_computes_theta_stars_circuit_and_its_truth_holds(name):
     case = build_case(CASES[name], 1)
+    assert case.spec.d_model == case.model.cfg.d_model and case.spec.solve  # what the report prints
     plain = standard_theta_star(circuit_source(case.spec, case.seed))  # θ*'s circuit, or the trained model's
     off = (case.model(case.clean.prompt) - plain(case.clean.prompt)).abs().max()
     if case.spec.leak_heads or case.spec.layer_norm:  # leaks, or the norm the junk moves: close, not equal
