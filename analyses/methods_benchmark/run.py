@@ -145,7 +145,9 @@ def _run_on_ray(
     out: Path, todo, budget: BenchmarkBudget, methods, plugins, workers, address, progress, split, timeout, own
 ) -> None:
     """Per cell: the problem built (``isolation.prepare``), each method on it in a task of its own, then the cell
-    scored and written; a method's failure is its cell's record, a scorer's failure stops the run naming the cell."""
+    scored and written; a method's failure is its cell's record, a scorer's failure stops the run naming the cell.
+    One cell more than the cluster has CPUs is in flight, so cells are saved as they end, not all at the end: an
+    interrupted run resumes from them."""
     session = RaySession(address, workers)
     ray = session.ray()
     prepared = ray.remote(num_cpus=1, max_retries=0)(prepare)
@@ -153,15 +155,21 @@ def _run_on_ray(
     fresh = ray.remote(num_cpus=1, max_retries=0, max_calls=1)(run_method)  # a plugin's: a new process each time
     scored = ray.remote(num_cpus=1, max_retries=0)(score_cell)
     sealed = {cell: None if split.key is None else (cell[1], split.problem_seed(*cell)) for cell in todo}
-    running, results, scoring = {}, {cell: {} for cell in todo}, {}
-    for cell in todo:
+    running, results, scoring, queue = {}, {}, {}, list(todo)
+    window = 1 + max(1, int(ray.cluster_resources().get("CPU", 1)))  # cells in flight: each saved as it ends
+
+    def start(cell) -> None:
+        results[cell] = {}
         problem = prepared.remote(cell[0], split.seed(*cell), budget.n_tasks, sealed[cell] and sealed[cell][1])
         for name in methods:  # a plugin's method in a fresh process; the others' pooled workers import no plugin
             task, needs = (fresh, plugins) if name in own else (pooled, [])
             running[task.remote(name, problem, needs, timeout)] = (cell, name)
+
     bar = progress_bar(total=len(todo), disable=not progress, desc="benchmark cells")
     try:
-        while running or scoring:
+        while queue or running or scoring:
+            while queue and len(results) + len(scoring) < window:
+                start(queue.pop(0))
             (ref,), _ = ray.wait([*running, *scoring], num_returns=1)
             if ref in running:
                 cell, name = running.pop(ref)

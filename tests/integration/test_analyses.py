@@ -30,7 +30,7 @@ def test_analyze_theta_star_checkpoint(tmp_path):
         tmp_path / "star",
         task={"n_eval_tasks": 16, "context_len": 12, "n_states": 6},
     )
-    analyze(tmp_path / "star", tmp_path / "out")
+    analyze(tmp_path / "star", tmp_path / "out", neu=False)  # the NEU section: test_analyze_a_short_run (30 s less)
     summary = _check_report(tmp_path / "out")
     assert summary["metrics"]["cos_V"] == pytest.approx([1.0, 1.0])
     assert summary["probes"]["rms_gap_to_theta_star"] == 0.0 and summary["config"]["tasks"]["context_len"] == 12

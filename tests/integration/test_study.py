@@ -296,6 +296,7 @@ def test_killed_worker_resumes_the_cell_to_the_same_weights(tmp_path):
     assert_same(final_weights(cell), standalone(load_spec(data).cells()[0].config, tmp_path / "alone"))
 
 
+@pytest.mark.slow  # 35-45 s; a killed cell's worker (above) and a stopped stack (test_model_stack.py) run by default
 def test_a_killed_stacks_worker_resumes_every_cell_of_the_stack_to_the_same_weights(tmp_path):
     data = spec(grid={"n_layers": [3]}, seeds=[0, 1], steps=300, checkpoint_every=50, eval_every=150)
     out = tmp_path / "s"
