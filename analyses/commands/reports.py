@@ -25,6 +25,7 @@ def methods_benchmark(args: argparse.Namespace) -> int:
     from ictd_interp.analyses.methods_benchmark.report import write_report
     from ictd_interp.analyses.methods_benchmark.run import narrowed, run_benchmark
     from ictd_interp.analyses.methods_benchmark.sealed import Split
+    from ictd_interp.analyses.methods_benchmark.selection import methods_of
 
     names = lambda text: None if text is None else [m.strip() for m in text.split(",") if m.strip()]  # noqa: E731
     budget = narrowed(args.budget, names(args.cases), args.seeds)
@@ -39,5 +40,5 @@ def methods_benchmark(args: argparse.Namespace) -> int:
         split=Split.read(args.split, args.key_file),
     )
     path = write_report(cells, budget, Path(args.out))
-    print(f"{path}: {len(cells)} cells, methods {', '.join(cells[0].scores)}")
+    print(f"{path}: {len(cells)} cells, methods {', '.join(methods_of(cells))}")
     return 0

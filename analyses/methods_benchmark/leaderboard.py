@@ -1,6 +1,7 @@
 """The benchmark's leaderboard: one row per edge method × case (``results.json``) and the table the report opens
 with, every method ranked by its mean AUROC over the cases, beside the reference rows a score reads against:
-*truth* (the true edges first: AUROC 1, and the CMD no ranking can beat), *activation-patching* (exact patching),
+*truth* (the true edges first, tied: AUROC 1; its CMD is the true edges' in the graph's order, a reference, not a
+floor: a ranking that orders the true edges by their effect can go lower), *activation-patching* (exact patching),
 *weight-reader* (the weights alone, no forward pass) and *random* (chance)."""
 
 from __future__ import annotations

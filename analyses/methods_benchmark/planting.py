@@ -22,6 +22,20 @@ dimension and a last dimension nothing writes.
   that same dimension are random, so its scores and values on every prompt are the first head's (the dimension
   holds 0) while no two heads have the same weights: their writes cancel exactly, and a reader that pairs heads by
   equal weights finds no pair.
+* ``plant_null_paths``, *relays*: layer l's writer reads only the features (rows no head writes, and no causal
+  variable: interchanging the reward or the value leaves it alone) and writes ``w`` along ``e_target + e_current``.
+  θ*'s readers cannot see that direction: its values read ``R + t − v`` (``1 − 1 = 0``), its queries only the
+  features (its keys read it, against query rows that are 0 there). Layer l + 1's eraser has the writer's Q, K and
+  V, plus random rows along the always-zero dimension, and ``−W_O``: the same input rows, the same output, negated,
+  so the two sum to 0 (to rounding) before the read-out sees them, while each alone moves the output. *Broadcast*
+  heads: ``W_Q`` reads only dimensions that hold the same value at every position (the always-zero one, the
+  broadcast ones), so with the bias ``b_Q`` every position asks the same query, gets the same pattern (chosen by the
+  keys' content) and writes the same vector. The later TD heads' keys read the broadcast dimensions into their
+  feature rows: a key term ``c`` common to every key adds ``q_j · c`` to every score of row ``j``, and softmax
+  ignores a shift of a whole row.
+* ``entangle_units``: units ``2k`` and ``2k + 1`` fire together (their pre-activations are equal on every prompt) and
+  their ``W_out`` rows are ``a_k ± n_k``: the pair writes ``2 a_k`` times the shared activation, each unit alone
+  points elsewhere (its docstring).
 * ``rotate``: the change of residual basis ``x → x Q``: writers right-multiplied by ``Q``, readers left by ``Qᵀ``.
 """
 
@@ -153,10 +167,10 @@ NULL_PATH_ROLES = ("relay-write", "relay-erase", "broadcast")
 
 
 def plant_null_paths(spec: CaseSpec, weights: dict[str, Tensor], generator: torch.Generator) -> None:
-    """Relays and broadcast heads (module docstring), in the unrotated basis: both read only the rows no head
-    writes (features and reward: ``fixed``), so a later head given the same weights computes the same output."""
+    """Relays and broadcast heads (module docstring), in the unrotated basis: both read the features, rows no
+    head writes and no causal variable, so a later head given the same weights computes the same output."""
     layout, m, s = PromptLayout(spec.d_features), spec.d_features + 3, spec.weight_scale
-    fixed, broadcast = slice(0, layout.reward + 1), slice(m + 1, m + spec.junk_dims)
+    fixed, broadcast = layout.features, slice(m + 1, m + spec.junk_dims)
     randn = lambda *shape: s * torch.randn(*shape, generator=generator, dtype=torch.float64)  # noqa: E731
     attn = lambda layer, name: weights[f"blocks.{layer}.attn.{name}"]  # noqa: E731
     for layer in range(spec.n_layers):

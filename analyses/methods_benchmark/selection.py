@@ -75,5 +75,10 @@ def variables_of(cells: Sequence[CellResult], method: str) -> list[str]:
     return list(cells[0].scores[method].variables)
 
 
+def methods_of(cells: Sequence[CellResult]) -> list[str]:
+    """Every method scored on some cell, in the order first seen (a feature method only where features are)."""
+    return list(dict.fromkeys(m for c in cells for m in c.scores))
+
+
 def cases_of(cells: Sequence[CellResult]) -> list[str]:
     return list(dict.fromkeys(c.case for c in cells))

@@ -506,3 +506,13 @@ def test_the_leaderboard_ranks_by_mean_auroc_ties_share_a_rank_and_a_method_with
     body = [line for line in lines(table) if line.startswith("| ") and not line.startswith("| rank")]
     assert [line.split(" | ")[0] for line in body] == ["| 1", "| 2", "| 2", "| 4", "| 5"]
     assert "*truth*" in body[0] and "| — |" in body[-1]
+
+
+def test_the_methods_of_a_run_are_every_cells_not_the_first_ones():
+    """The command's closing line names a feature method scored only where features are planted."""
+    from ictd_interp.analyses.methods_benchmark.evaluate import CellResult, EdgeScores, Roc
+    from ictd_interp.analyses.methods_benchmark.selection import methods_of
+
+    ok = EdgeScores(auroc=1.0, auprc=1.0, roc=Roc([0.0, 1.0], [0.0, 1.0]))
+    cells = [CellResult("rotated", 0, 4, 2, {"good": ok}), CellResult("superposed", 0, 4, 2, {"good": ok, "pca": ok})]
+    assert methods_of(cells) == ["good", "pca"]

@@ -156,6 +156,11 @@ def test_a_relay_is_erased_a_layer_later_and_unseen_in_between():
     live = [e for e, v in effects.items() if e not in case.truth.edges and v > 1e-12]
     assert live and all(relays & set(e) for e in live)
     assert auroc(effects, case.truth.edges) < 0.85 and auroc(weight_scores(case.model), case.truth.edges) < 0.8
+    from ictd_interp.analyses.methods_benchmark.evaluate import score_method
+    from ictd_interp.analyses.methods_benchmark.methods import METHODS
+
+    probe = score_method(METHODS["linear-probe"], case).variables  # the relays read no variable: θ*'s causal model
+    assert min(v.iia for v in probe.values()) > 1 - 1e-9  # holds under interchange at every site (IIA 1)
     with pytest.raises(ValueError, match="relays and broadcast heads need θ\\*'s circuit"):
         CaseSpec("x", relayed=True, junk_dims=1, d_features=4, source="depth3-td-s{k}")
     with pytest.raises(ValueError, match="broadcast heads >= 2"):
