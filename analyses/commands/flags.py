@@ -115,7 +115,10 @@ def claims_flags(p: argparse.ArgumentParser) -> None:
 
 def benchmark_flags(p: argparse.ArgumentParser) -> None:
     """``methods-benchmark``: the report folder, its budget and which methods, cases, seeds and plug-ins."""
-    budget_help = "quick: 5 seeds per case, 32 tasks (about 14 min on one core); full: 20 seeds, 64 tasks"
+    budget_help = (
+        "quick: 5 seeds per case, 32 tasks (every case: about 75 min on one core with the SAE plugin); "
+        "full: 20 seeds, 64 tasks"
+    )
     _folder_and_budget(p, ["quick", "full"], budget_help)
     p.add_argument("--methods", default=None, help="comma-separated method names (default: every registered one)")
     p.add_argument("--cases", default=None, help="comma-separated case names (default: every case)")
