@@ -182,7 +182,8 @@ def test_every_transformer_lens_patching_function_runs_or_is_refused_by_name():
     model = make_star(n_layers=2)  # the TSM form: its shift is the block's MLP (hook_mlp_out)
     clean, corrupted, clean_cache, metric = patching_inputs(model)
     names = sorted(n for n in dir(patching) if n.startswith("get_act_patch_"))
-    assert len(names) >= 20
+    direct = [n for n in names if "direct_path" in n]  # TransformerLens 4 adds two direct-path sweeps to 3.9's 18
+    assert len(names) - len(direct) >= 18 and len(direct) in (0, 2)
     tables = {}
     for name in names:
         if "direct_path" in name:
