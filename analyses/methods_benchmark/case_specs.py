@@ -154,7 +154,8 @@ class CaseSpec:
     @property
     def zero_dimension(self) -> bool:
         """Whether the read-in fills the first junk dimension from the prompt's always-zero current-value column
-        (dormant heads, disguised pairs, relay erasers and broadcast queries read it: large weights, 0 on data)."""
+        (dormant heads, disguised pairs, relay erasers, broadcast queries and entangled units' twins read it: large
+        weights, 0 on data)."""
         return bool(self.dormant_heads or self.disguised or self.relayed or self.broadcast_heads or self.entangled)
 
     @property

@@ -41,6 +41,7 @@ from ictd_interp.analyses.methods_benchmark.graph import Edge, head_name, mlp_na
 from ictd_interp.analyses.methods_benchmark.planting import (
     anchor_layer_norm,
     circuit_edges,
+    entangle_units,
     feature_writes,
     mean_fixing_rotation,
     plant_distractors,
@@ -204,6 +205,8 @@ def _weights(spec: CaseSpec, cfg: StandardConfig, star: HookedICTDTransformer, g
     if spec.split_td:
         split_td_head(weights, spec.n_layers, star.layout.current)
     plant_distractors(spec, weights, gen)
+    if spec.entangled:
+        entangle_units(spec, weights, gen)
     plant_null_paths(spec, weights, gen)
     if spec.layer_norm:
         norms = {k: v for k, v in HookedStandardTransformer(cfg).state_dict().items() if ".ln" in k or "ln_" in k}

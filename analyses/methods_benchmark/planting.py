@@ -130,8 +130,6 @@ def plant_distractors(spec: CaseSpec, weights: dict[str, Tensor], generator: tor
             if spec.closed_units:  # shut: a bias far below any pre-activation, writes into the circuit
                 weights[f"{mlp}.b_in"] = torch.full((spec.d_mlp,), -CLOSED_BIAS, dtype=torch.float64)
                 weights[f"{mlp}.W_out"][:, :m] = DORMANT_SCALE * randn(spec.d_mlp, m) / s
-    if spec.entangled:
-        entangle_units(spec, weights, generator)
     if spec.zero_dimension:  # the read-in fills that dimension from the always-zero value column
         weights["embed.W_E"][PromptLayout(spec.d_features).current, m] = DORMANT_SCALE
 
