@@ -81,6 +81,9 @@ def direction_figure(cells: Sequence[CellResult], method: str, case: str, seed: 
         yticklabels=cos.labels,
         cbar_kws={"label": "|cos|"},
     )
+    if len(cos.axes) > 10:  # names such as "reward" and "target" would run into each other
+        labels = ax.get_xticklabels()
+        ax.set_xticklabels(labels, rotation=45, ha="right", rotation_mode="anchor")
     ax.set(
         title=wrapped(f"{method} on {case} (seed {seed}): each direction found against the true axes", 50),
         xlabel="axis of the unrotated residual stream",

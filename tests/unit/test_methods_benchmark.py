@@ -1,8 +1,10 @@
 """The methods benchmark: the graph adapter against the hooked forward, the planted cases against θ*'s circuit,
 the scores on cases worked by hand, the exact methods at the values they must have, and the command."""
 
+import math
 from dataclasses import replace
 
+import numpy as np
 import pytest
 import torch
 
@@ -516,3 +518,27 @@ def test_the_methods_of_a_run_are_every_cells_not_the_first_ones():
     ok = EdgeScores(auroc=1.0, auprc=1.0, roc=Roc([0.0, 1.0], [0.0, 1.0]))
     cells = [CellResult("rotated", 0, 4, 2, {"good": ok}), CellResult("superposed", 0, 4, 2, {"good": ok, "pca": ok})]
     assert methods_of(cells) == ["good", "pca"]
+
+
+def test_a_direction_figure_with_many_axes_keeps_its_axis_names_apart():
+    """Thirteen axes (the `entangled` case's width): the names along the bottom neither overlap nor leave the
+    canvas."""
+    from ictd_interp.analyses.figures.style import text_outside
+    from ictd_interp.analyses.methods_benchmark.evaluate import CellResult, Cosines, DirectionScores
+    from ictd_interp.analyses.methods_benchmark.report_figures import direction_figure
+
+    axes = ["φ1", "φ2", "φ3", "reward", "target", "value"] + [f"junk {k}" for k in range(1, 8)]
+    labels = ["value @ blocks.0.hook_resid_post", "reward @ blocks.0.hook_resid_pre"]
+    cosines = Cosines(labels, axes, [[float(i == 5) for i in range(13)], [float(i == 3) for i in range(13)]])
+    cell = CellResult("entangled", 0, 4, 2, {"probe": DirectionScores({}, cosines)})
+    fig = direction_figure([cell], "probe", "entangled")
+    fig.canvas.draw()
+    ax, names = fig.axes[0], fig.axes[0].get_xticklabels()
+    ticks = ax.transData.transform([(x, 0) for x in ax.get_xticks()])[:, 0]
+    for a, b, step in zip(names, names[1:], np.diff(ticks)):  # 2 px apart at least, across the text's direction
+        if a.get_rotation() == 0:
+            assert a.get_window_extent().x1 + 2 < b.get_window_extent().x0, (a.get_text(), b.get_text())
+        else:
+            height = a.get_fontsize() * fig.dpi / 72
+            assert step * math.sin(math.radians(a.get_rotation())) > height + 2, (a.get_text(), b.get_text())
+    assert len(names) == 13 and text_outside(fig) == []
