@@ -75,6 +75,11 @@ def _ladder_card(lad: ladder.Ladder) -> dict[str, Any]:
                 "depths": r.depths,
                 "msve": [i.mean for i in r.msve],
                 **{name: i.mean for name, i in r.estimators.items()},
+                **{
+                    key: getattr(r, key).mean
+                    for key in ("gap_closed", "gap_closed_deepest", "gap_closed_ce")
+                    if getattr(r, key) is not None
+                },
             }
             for r in lad.rungs
         ],

@@ -115,6 +115,20 @@ def welch(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, leve
     return Interval(diff, diff - half, diff + half, len(a) + len(b))
 
 
+def ratio_interval(num: np.ndarray, den: np.ndarray, level: float = LEVEL) -> Interval:
+    """``mean(num) / mean(den)`` over paired values with its delta-method t interval (the standard error of
+    ``mean(num − R den) / mean(den)``); NaN bounds where ``mean(den)`` is 0, non-finite values counted."""
+    num, den = np.asarray(num, dtype=np.float64), np.asarray(den, dtype=np.float64)
+    bad = int((~np.isfinite(num) | ~np.isfinite(den)).sum())
+    n = len(num)
+    if bad or n < 2 or den.mean() == 0:
+        nan = math.nan
+        return Interval(nan if bad or den.mean() == 0 else float(num.mean() / den.mean()), nan, nan, n, bad)
+    ratio = float(num.mean() / den.mean())
+    half = float(stats.t.ppf(0.5 + level / 2, n - 1) * np.std(num - ratio * den, ddof=1) / math.sqrt(n) / den.mean())
+    return Interval(ratio, ratio - abs(half), ratio + abs(half), n)
+
+
 def describe_nonfinite(names: Sequence[str], values: Sequence[Optional[float]]) -> Optional[str]:
     """``"1 of 5 seeds diverged (cell-s3)"`` or None when every value is finite."""
     bad = [n for n, v in zip(names, values) if v is None or not math.isfinite(v)]

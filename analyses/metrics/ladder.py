@@ -21,6 +21,12 @@ the model runs at ``DEPTHS`` times its trained depth (a tied model repeats its l
   ``n`` and the deepest depth the excess over the tabular TD fixed point of the context (CE, the limit of softmax
   TD) has its upper end at most ``CE_MARGIN`` times CE's MSVE.
 
+**The top rung** (no level rests on it): the Bayes-optimal estimate under the training prior, the posterior mean of
+``v_pi`` given the context (``bayes``; Boyan chains only), beside CE in every rung, and each rung's share of the gap
+from the constant to it that the model closes, ``(constant − model) / (constant − Bayes)`` per task set, with a
+delta-method 95% interval: 1 would be the best any estimator can do on these contexts in expectation; CE's own share
+is printed beside it.
+
 A stopped-early estimator passes the first level and fails (a): its error rises 3-8x run deeper, and its limit, CE
 with a discount other than γ, is worse than the constant. θ* of 12 layers fails the first level at n = 30 and passes
 (a)-(c): run deeper it reaches CE.
@@ -36,9 +42,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ictd_interp.analyses.metrics import baselines
+from ictd_interp.analyses.metrics import baselines, bayes
 from ictd_interp.analyses.metrics.baselines import error_parts
-from ictd_interp.analyses.metrics.intervals import Interval, Paired, paired, t_interval
+from ictd_interp.analyses.metrics.intervals import Interval, Paired, paired, ratio_interval, t_interval
 from ictd_interp.config.tasks import TaskDistribution
 from ictd_interp.models.registry import ICTDModel, holds_theta_star
 from ictd_interp.models.stylised.state_space import state_space_unavailable
@@ -60,12 +66,14 @@ ESTIMATORS: dict[str, Callable[[TaskBatch, float], Tensor]] = {
 }
 MC = ("first_visit_mc", "tabular_mc")
 CE = "tabular_td"
+TOP = "bayes"  # the top rung, where the training prior has a posterior (bayes.available)
 SHORT = {
     "constant": "constant",
     "first_visit_mc": "first-visit MC",
     "tabular_mc": "every-visit MC",
     "lstd_bias": "LSTD + bias",
     "tabular_td": "CE (tabular TD)",
+    TOP: "Bayes",
 }
 LEVELS = ("does not learn in context", "learns in context", "beats Monte Carlo", "runs TD")
 
@@ -83,6 +91,10 @@ class Rung:
     rises_with_depth: bool  # past both its trained depth's error (+FLAT) and CE's neighbourhood (+CE_MARGIN)
     beats_mc: bool
     deepest_minus_ce: Paired
+    # the share of the gap from the constant to Bayes closed: by the model at its trained depth, at its deepest, by CE
+    gap_closed: Optional[Interval] = None
+    gap_closed_deepest: Optional[Interval] = None
+    gap_closed_ce: Optional[Interval] = None
 
 
 @dataclass(kw_only=True)
@@ -148,12 +160,29 @@ def model_values(model: ICTDModel, tasks: TaskBatch, depth: int) -> Tensor:
     return values_at_depth(model, tasks, depth)
 
 
-def rung(model: ICTDModel, tasks: TaskBatch, gamma: float) -> tuple[Rung, np.ndarray]:
-    """One context length of the ladder, and the model's per-task MSVE at the deepest depth."""
+def estimators_for(dist: TaskDistribution) -> dict[str, Callable[[TaskBatch, float], Tensor]]:
+    """``ESTIMATORS``, and the top rung where the family's prior has a posterior."""
+    top = {TOP: bayes.bayes_posterior_mean} if bayes.available(dist.family) is None else {}
+    return ESTIMATORS | top
+
+
+def gap_closed(err: np.ndarray, est_err: dict[str, np.ndarray]) -> Optional[Interval]:
+    """``(constant − err) / (constant − Bayes)`` over the tasks (a ratio of means, its delta-method interval); None
+    without the top rung."""
+    if TOP not in est_err:
+        return None
+    return ratio_interval(est_err["constant"] - err, est_err["constant"] - est_err[TOP])
+
+
+def rung(
+    model: ICTDModel, tasks: TaskBatch, gamma: float, estimators: Optional[dict[str, Callable]] = None
+) -> tuple[Rung, np.ndarray]:
+    """One context length of the ladder, and the model's per-task MSVE at the deepest depth; ``estimators``:
+    ``ESTIMATORS`` unless given (``estimators_for``)."""
     trained = model.cfg.n_layers
     depths = [m * trained for m in DEPTHS]
     model_err = [error_parts(model_values(model, tasks, d), tasks)["msve"] for d in depths]
-    est_err = {name: error_parts(fn(tasks, gamma), tasks)["msve"] for name, fn in ESTIMATORS.items()}
+    est_err = {name: error_parts(fn(tasks, gamma), tasks)["msve"] for name, fn in (estimators or ESTIMATORS).items()}
     minus = {name: paired(model_err[0], err) for name, err in est_err.items()}
     change = [paired(err, model_err[0]) for err in model_err[1:]]
     band, near = FLAT * float(np.mean(model_err[0])), CE_MARGIN * float(np.mean(est_err[CE]))
@@ -170,6 +199,9 @@ def rung(model: ICTDModel, tasks: TaskBatch, gamma: float) -> tuple[Rung, np.nda
         rises_with_depth=rises,
         beats_mc=all(minus[name].verdict == "lower" for name in MC),
         deepest_minus_ce=paired(model_err[-1], est_err[CE]),
+        gap_closed=gap_closed(model_err[0], est_err),
+        gap_closed_deepest=gap_closed(model_err[-1], est_err),
+        gap_closed_ce=gap_closed(est_err[CE], est_err),
     )
     return found, model_err[-1]
 
@@ -179,7 +211,8 @@ def ladder(model: ICTDModel, dist: TaskDistribution, seed: int, learns_in_contex
     tasks drawn from ``seed``; ``learns_in_context`` is today's verdict (``in_context``), the first level."""
     lengths = ladder_lengths(model, dist.context_len)
     longest = sample_from(dist, LADDER_TASKS, seed=seed, length=max(lengths))
-    rungs, deepest_err = zip(*(rung(model, prefix(longest, n), dist.gamma) for n in lengths))
+    estimators = estimators_for(dist)
+    rungs, deepest_err = zip(*(rung(model, prefix(longest, n), dist.gamma, estimators) for n in lengths))
     context_change = [paired(b, a) for a, b in zip(deepest_err, deepest_err[1:])]
     last, first = rungs[-1], rungs[0]
     ce_msve = last.estimators[CE].mean
@@ -238,15 +271,26 @@ def ladder_table(lad: Optional[Ladder]) -> list[str]:
     if lad is None:
         return []
     first = lad.rungs[0]
-    heads = [f"model ×{m}" for m in DEPTHS] + [SHORT[name] for name in ESTIMATORS]
+    names = list(first.estimators)
+    top = first.gap_closed is not None
+    heads = [f"model ×{m}" for m in DEPTHS] + [SHORT[name] for name in names]
+    heads += ["gap closed ×1", f"gap closed ×{DEPTHS[-1]}", "CE's gap closed"] if top else []
     lines = ["| n | " + " | ".join(heads) + " |", "|---" * (len(heads) + 1) + "|"]
     for r in lad.rungs:
-        cells = [f"{i.mean:.3g}" for i in r.msve] + [f"{r.estimators[name].mean:.3g}" for name in ESTIMATORS]
+        cells = [f"{i.mean:.3g}" for i in r.msve] + [f"{r.estimators[name].mean:.3g}" for name in names]
+        cells += [g.text(".2f") for g in (r.gap_closed, r.gap_closed_deepest, r.gap_closed_ce)] if top else []
         lines.append(f"| {r.n} | " + " | ".join(cells) + " |")
     return lines + [
         "",
         f"MSVE on {lad.n_tasks} held-out tasks cut to each n (the same MRPs); model ×k: run to k × "
-        f"{first.depths[0]} layers.",
+        f"{first.depths[0]} layers."
+        + (
+            " Bayes: the posterior mean of v under the training prior, the best any estimator can do on these "
+            "contexts in expectation; gap closed: (constant − MSVE) / (constant − Bayes's MSVE), 95% delta-method "
+            "interval over tasks."
+            if top
+            else ""
+        ),
     ]
 
 
@@ -270,5 +314,12 @@ def ladder_sentence(lad: Ladder) -> str:
     parts.append(
         f"at n = {last.n} and {last.depths[-1]} layers its MSVE is {last.msve[-1].mean:.3g} against CE's "
         f"{last.estimators[CE].mean:.3g} (excess {last.deepest_minus_ce.difference.text('+.3g')})"
+        + (f" and Bayes's {last.estimators[TOP].mean:.3g}" if TOP in last.estimators else "")
     )
+    if first_gap := lad.rungs[0].gap_closed:
+        r = lad.rungs[0]
+        parts.append(
+            f"at n = {r.n} it closes {first_gap.text('.2f')} of the gap from the constant to Bayes (CE: "
+            f"{r.gap_closed_ce.mean:.2f})"
+        )
     return f"Ladder: **{lad.level}** — " + "; ".join(parts) + "."

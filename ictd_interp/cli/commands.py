@@ -64,9 +64,11 @@ def models(args: argparse.Namespace) -> int:
             print(f"{m['name']}: {m['description']}\n  train: {m['command']}\n  verdict: {_level(m)}")
             for rung in (m["ladder"] or {}).get("rungs", []):
                 deep = ", ".join(f"{v:.3f}" for v in rung["msve"])
+                top = f", Bayes {rung['bayes']:.3f}" if "bayes" in rung else ""
+                gap = f"; gap to Bayes closed {rung['gap_closed']:.2f}" if "gap_closed" in rung else ""
                 print(
                     f"  n = {rung['n']}: model at {rung['depths']} layers {deep}; every-visit MC "
-                    f"{rung['tabular_mc']:.3f}, CE {rung['tabular_td']:.3f}, constant {rung['constant']:.3f}"
+                    f"{rung['tabular_mc']:.3f}, CE {rung['tabular_td']:.3f}{top}, constant {rung['constant']:.3f}{gap}"
                 )
         return 0
     rows = [("name", "what", "verdict (ladder level)", "MSVE [95%]")]

@@ -73,3 +73,33 @@ def test_rung_numbers_are_recomputed_from_the_estimators():
     with torch.no_grad():
         positional = (model(tasks.prompt).double() - tasks.v_true).pow(2).mean()  # the float32 positional forward
     assert found.msve[0].mean == pytest.approx(float(positional), rel=1e-4)
+
+
+def test_the_top_rung_is_bayes_on_boyan_chains_only_with_the_gap_closed_by_hand():
+    """The gap share is (constant − model) / (constant − Bayes) on the same tasks; CE's share is computed the same
+    way; a family without a derived posterior gets no Bayes column."""
+    model = HookedICTDTransformer.from_pretrained("quick-td-s0")
+    tasks = sample_from(DIST, 24, seed=4)
+    found, _ = L.rung(model, tasks, DIST.gamma, L.estimators_for(DIST))
+    err = {
+        k: (v - tasks.v_true).pow(2).mean(-1).numpy()
+        for k, v in {
+            "const": L.baselines.constant(tasks, DIST.gamma),
+            "bayes": L.bayes.bayes_posterior_mean(tasks, DIST.gamma),
+            "ce": L.baselines.td_fixed_point(tasks, DIST.gamma),
+        }.items()
+    }
+    assert found.estimators["bayes"].mean == pytest.approx(err["bayes"].mean(), rel=1e-12)
+    want = (err["const"].mean() - err["ce"].mean()) / (err["const"].mean() - err["bayes"].mean())
+    assert found.gap_closed_ce.mean == pytest.approx(want, rel=1e-9)
+    assert found.gap_closed_ce.lo < want < found.gap_closed_ce.hi
+    assert "bayes" not in L.estimators_for(replace(DIST, family="loop"))
+
+
+def test_ratio_interval_by_hand():
+    num, den = np.array([1.0, 2.0, 3.0]), np.array([2.0, 2.0, 2.0])
+    got = L.ratio_interval(num, den)
+    # R = 1; num − R den = (−1, 0, 1): s = 1, half-width t(0.975, 2) / √3 / 2
+    assert got.mean == 1.0 and got.hi - 1.0 == pytest.approx(4.302652729911275 / np.sqrt(3) / 2, rel=1e-9)
+    assert np.isnan(L.ratio_interval(num, np.zeros(3)).lo)
+    assert L.ratio_interval(np.array([1.0, np.nan]), np.ones(2)).n_nonfinite == 1
