@@ -113,6 +113,8 @@ class Ladder:
     # at the trained n, per depth multiple ("2x", "4x", "16x"): falls | flat | rises | undecided (``depth_verdict``)
     with_depth: dict[str, str] = field(default_factory=dict)
     msve_with_depth: dict[str, float] = field(default_factory=dict)  # at the trained n, "1x" ... "16x"
+    # at the trained n: Bayes's and CE's MSVE and the gap closed (``gap_closed``); empty without the top rung
+    top: dict[str, float] = field(default_factory=dict)
     rule: str = (
         "levels: learns in context (below the constant and first-visit MC at the trained n and depth); beats Monte "
         "Carlo (also below first-visit and every-visit MC at every n, trained depth); runs TD (learns in context, "
@@ -233,8 +235,22 @@ def ladder(model: ICTDModel, dist: TaskDistribution, seed: int, learns_in_contex
             for m, c in zip(DEPTHS[1:], first.change_with_depth)
         },
         msve_with_depth={f"{m}x": i.mean for m, i in zip(DEPTHS, first.msve)},
+        top=top_of(first),
         rungs=list(rungs),
     )
+
+
+def top_of(r: Rung) -> dict[str, float]:
+    """The top rung's numbers at one context length, flat (what study tables read)."""
+    if r.gap_closed is None:
+        return {}
+    return {
+        "bayes": r.estimators[TOP].mean,
+        "ce": r.estimators[CE].mean,
+        "gap_closed": r.gap_closed.mean,
+        f"gap_closed_{DEPTHS[-1]}x": r.gap_closed_deepest.mean,
+        "gap_closed_ce": r.gap_closed_ce.mean,
+    }
 
 
 def depth_verdict(change: Interval, band: float) -> str:

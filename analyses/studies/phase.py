@@ -27,6 +27,10 @@ EVERY_VISIT = summary_column("baselines.estimators.tabular_mc.msve.mean")
 CE = summary_column("baselines.estimators.tabular_td.msve.mean")
 LEVEL = summary_column("in_context.level")
 DEEP = summary_column("in_context.ladder.msve_with_depth.16x")  # MSVE at 16x the trained depth, trained n
+BAYES = summary_column("in_context.ladder.top.bayes")  # the ladder's top rung at the trained n
+GAP = summary_column("in_context.ladder.top.gap_closed")  # share of the constant-to-Bayes gap closed, trained depth
+GAP_DEEP = summary_column("in_context.ladder.top.gap_closed_16x")
+GAMMA = "task_gamma"  # each cell's discount, from its config (a grid value or the preset's)
 RUNS_TD = "runs TD"
 
 
@@ -35,10 +39,13 @@ def by_cell(results: pd.DataFrame, spec: StudySpec) -> pd.DataFrame:
     done = results[(results[STATUS] == "done")].drop_duplicates(CELL)
     if LEARNS not in done or not done[LEARNS].notna().any():
         return pd.DataFrame()
-    grid = {cell.name: {k: v for k, v in cell.overrides.items() if k != "seed"} for cell in spec.cells()}
+    grid = {
+        cell.name: {**{k: v for k, v in cell.overrides.items() if k != "seed"}, GAMMA: cell.config.tasks.gamma}
+        for cell in spec.cells()
+    }
     keyed = pd.DataFrame([{**grid.get(cell, {}), CELL: cell} for cell in done[CELL]])
     values = done[[CELL, LEARNS, DISCOUNT, MSVE, CONSTANT, FIRST_VISIT]]
-    for column in (EVERY_VISIT, CE, LEVEL, DEEP):  # absent from summaries written before the verdict ladder
+    for column in (EVERY_VISIT, CE, LEVEL, DEEP, BAYES, GAP, GAP_DEEP):  # absent from summaries before the ladder
         values = values.assign(**{column: done[column] if column in done else None})
     return keyed.merge(values, on=CELL)
 
@@ -67,6 +74,7 @@ def fractions(cells: pd.DataFrame, spec: StudySpec) -> list[dict[str, Any]]:
         learned = part[LEARNS].astype(bool)
         discount = part[DISCOUNT].dropna().astype(float)
         deep = part[DEEP].dropna().astype(float)
+        runs_td = int((part[LEVEL] == RUNS_TD).sum()) if part[LEVEL].notna().any() else None
         out.append(
             {
                 "condition": condition,
@@ -80,8 +88,13 @@ def fractions(cells: pd.DataFrame, spec: StudySpec) -> list[dict[str, Any]]:
                 "first_visit": float(part[FIRST_VISIT].astype(float).mean()),
                 "every_visit": _mean(part[EVERY_VISIT]),
                 "ce": _mean(part[CE]),
-                "runs_td": int((part[LEVEL] == RUNS_TD).sum()) if part[LEVEL].notna().any() else None,
+                "runs_td": runs_td,
+                "td_share": None if runs_td is None else proportion_interval(runs_td, len(part)),
                 "deep": t_interval(deep.to_numpy(), bounds=(0.0, float("inf"))) if len(deep) else None,
+                "gamma": float(part[GAMMA].iloc[0]),
+                "bayes": _mean(part[BAYES]),
+                "gap": _interval(part[GAP]),
+                "gap_deep": _interval(part[GAP_DEEP]),
             }
         )
     return out
@@ -90,6 +103,11 @@ def fractions(cells: pd.DataFrame, spec: StudySpec) -> list[dict[str, Any]]:
 def _mean(column: pd.Series) -> Optional[float]:
     values = column.dropna().astype(float)
     return float(values.mean()) if len(values) else None
+
+
+def _interval(column: pd.Series) -> Optional[Any]:
+    values = column.dropna().astype(float).to_numpy()
+    return t_interval(values) if len(values) else None
 
 
 def _number(value: Optional[float]) -> str:

@@ -18,7 +18,7 @@ from matplotlib.ticker import MaxNLocator
 
 from ictd_interp.analyses.figures.style import Figure, condition_colours, legend_outside, log_axis, zoom
 from ictd_interp.analyses.metrics.intervals import COSINE, METHOD, describe_nonfinite, t_interval
-from ictd_interp.analyses.studies import phase
+from ictd_interp.analyses.studies import phase, td_map
 from ictd_interp.analyses.studies.results import (
     CELL,
     CONDITION,
@@ -126,12 +126,16 @@ def write_report(out_dir: Union[str, Path]) -> Path:
     where = phase.fractions(phase.by_cell(results, spec), spec)
     if (diagram := phase.phase_diagram(where, spec, title)) is not None:
         figs["phase_diagram"] = diagram
+    if (diagram := td_map.td_diagram(where, spec, title)) is not None:
+        figs["runs_td"] = diagram
+    if (discounts := td_map.discount_figure(where, spec, title)) is not None:
+        figs["discount_vs_gamma"] = discounts
     (out_dir / "figures").mkdir(exist_ok=True)
     for name, fig in figs.items():
         for ext in ("png", "svg"):
             fig.savefig(out_dir / "figures" / f"{name}.{ext}", dpi=120)
     path = out_dir / "study.md"
-    path.write_text(markdown(spec, results, sorted(figs), phase.markdown(where)))
+    path.write_text(markdown(spec, results, sorted(figs), phase.markdown(where) + td_map.markdown(where)))
     return path
 
 

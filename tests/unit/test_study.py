@@ -217,3 +217,48 @@ def test_the_phase_table_counts_seeds_that_learn_in_context_per_condition():
     assert [r["runs_td"] for r in rows] == [1, 1] and rows[0]["deep"].mean == pytest.approx(1.155)
     assert "| tied=True | 2/2 | 1.00 [0.34, 1.00] | 1/2 |" in "\n".join(phase.markdown(rows))
     assert "| 0.620 | 0.330 |" in "\n".join(phase.markdown(rows))
+
+
+def test_the_td_map_counts_seeds_that_run_td_and_sets_the_discount_beside_gamma():
+    """Two discounts × two seeds, worked out by hand: 2/2 and 0/2 run TD (Wilson [0.34, 1] and [0, 0.66]); the
+    learned discount minus γ, Bayes and the gap closed are means over seeds; the discount figure draws γ's line."""
+    import pandas as pd
+
+    from ictd_interp.analyses.studies import phase, td_map
+
+    spec_ = load_spec(spec(grid={"gamma": [0.5, 0.9]}, seeds=[0, 1]))
+    by_gamma = {0.5: ("learns in context", 0.44, 0.2), 0.9: ("runs TD", 0.905, 0.6)}
+    results = pd.DataFrame(
+        [
+            {
+                "cell": c.name,
+                "condition": c.condition,
+                "status": "done",
+                phase.LEARNS: True,
+                phase.DISCOUNT: by_gamma[c.config.tasks.gamma][1] + 0.002 * c.overrides["seed"],
+                phase.MSVE: 0.3,
+                phase.CONSTANT: 0.6,
+                phase.FIRST_VISIT: 0.5,
+                phase.LEVEL: by_gamma[c.config.tasks.gamma][0],
+                phase.BAYES: 0.1,
+                phase.GAP: by_gamma[c.config.tasks.gamma][2] + 0.1 * c.overrides["seed"],
+                phase.GAP_DEEP: 0.5,
+            }
+            for c in spec_.cells()
+        ]
+    )
+    rows = phase.fractions(phase.by_cell(results, spec_), spec_)
+    assert [(r["gamma"], r["runs_td"]) for r in rows] == [(0.5, 0), (0.9, 2)]
+    assert rows[0]["td_share"].hi == pytest.approx(0.658, abs=1e-3) and rows[1]["td_share"].lo == pytest.approx(
+        0.342, abs=1e-3
+    )
+    table = "\n".join(td_map.markdown(rows))
+    assert "| gamma=0.5 | 0.5 | 0/2 | 0.00 [0.00, 0.66] | -0.059 [" in table
+    assert "| gamma=0.9 | 0.9 | 2/2 | 1.00 [0.34, 1.00] | +0.006 [" in table
+    assert "| 0.1 | 0.65 [" in table  # gap closed: mean of 0.6 and 0.7
+    assert td_map.td_diagram(rows, spec_, "t") is not None
+    fig = td_map.discount_figure(rows, spec_, "t")
+    line = fig.axes[0].lines[0]
+    assert list(line.get_xdata()) == [0.5, 0.9] and list(line.get_ydata()) == [0.5, 0.9]  # discount = γ
+    assert td_map.discount_figure(rows, load_spec(spec(grid={"tied": [True]}, seeds=[0])), "t") is None
+    assert td_map.markdown(phase.fractions(phase.by_cell(results.drop(columns=[phase.LEVEL]), spec_), spec_)) == []
