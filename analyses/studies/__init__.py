@@ -1,7 +1,8 @@
 """Studies: grids of training runs × seeds on Ray (``spec`` reads a TOML spec, ``run`` schedules cells as Ray
 tasks and resumes, ``cells`` trains and analyses one cell or a stack of them, ``units`` analyses a GPU unit's cells
 in CPU tasks, ``plan`` splits a study into units for a batch scheduler, ``results`` tabulates each cell's typed
-summary, ``report`` draws the aggregate figures and ``study.md``, ``phase`` its phase diagram). They import
+summary, ``report`` draws the aggregate figures and ``study.md``, ``phase`` its phase diagram, ``td_map`` where
+the models run TD and the learned discount beside γ). They import
 ``analyze`` (each cell is analysed), ``summary``, ``metrics`` and ``figures``, and the core's ``config``, ``io``
 (progress bars), ``models`` and ``training``. Names are imported on first use; the built-in specs are this folder's
 ``*.toml``.

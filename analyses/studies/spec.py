@@ -11,7 +11,15 @@ A spec is a TOML file (read with the standard library)::
     [grid]
     objective = ["td", "neu", "mc", "supervised"]
 
-Cells are the cartesian product of the grid's values times the seeds. Every cell's ``TrainConfig``
+Cells are the cartesian product of the grid's values times the seeds. A grid may also list ``recipe`` names, each a
+table of settings under ``[recipes]`` that go together (recipes side by side)::
+
+    [recipes]
+    deeper = { n_layers = 96 }
+    window = { loss_depths = "32,40,48" }
+    [grid]
+    recipe = ["deeper", "window"]
+ Every cell's ``TrainConfig``
 is built when the spec is read, so an unknown field, a bad value or an empty grid is an error that
 names the cell and the field before any work starts.
 """
@@ -32,7 +40,8 @@ from ictd_interp.config import MODEL_CONFIGS, TaskDistribution
 from ictd_interp.config.train import PRESETS, TrainConfig, flat_fields
 
 BUILTIN_DIR = Path(__file__).parent
-KEYS = ("name", "description", "preset", "seeds", "fixed", "grid", "measured")
+KEYS = ("name", "description", "preset", "seeds", "fixed", "grid", "measured", "recipes")
+RECIPE = "recipe"  # the grid key whose values name tables of ``recipes``
 
 
 class StudySpecError(ValueError):
@@ -59,6 +68,7 @@ class StudySpec:
     description: str = ""
     source: str = "<dict>"
     measured: str = ""  # the study's measured wall time, with its machine and date (documentation: never compared)
+    recipes: dict[str, dict[str, Any]] = field(default_factory=dict)  # named sets of settings (grid key ``recipe``)
 
     def __post_init__(self) -> None:
         where = self.source
@@ -69,7 +79,9 @@ class StudySpec:
         if len(set(self.seeds)) != len(self.seeds):
             raise StudySpecError(f"{where}: seeds: repeated seeds in {self.seeds}")
         known = set(flat_fields())
-        for table, keys in (("fixed", self.fixed), ("grid", self.grid)):
+        self._check_recipes(known)
+        tables = [("fixed", self.fixed), ("grid", {k: v for k, v in self.grid.items() if k != RECIPE})]
+        for table, keys in tables + [(f"recipes.{name}", r) for name, r in self.recipes.items()]:
             for key in keys:
                 if key == "seed":
                     raise StudySpecError(f"{where}: {table}.seed: list seeds in `seeds = [...]` instead")
@@ -86,6 +98,20 @@ class StudySpec:
                 raise StudySpecError(f"{where}: grid.{key}: also set in [fixed]; keep one")
         self.cells()  # builds (and so validates) every cell's TrainConfig
 
+    def _check_recipes(self, known: set[str]) -> None:
+        where = self.source
+        for name, recipe in self.recipes.items():
+            if not isinstance(recipe, dict):
+                raise StudySpecError(f"{where}: recipes.{name}: must be a table of TrainConfig settings")
+        names = self.grid.get(RECIPE, [])
+        unknown = [n for n in names if n not in self.recipes] if isinstance(names, list) else names
+        if unknown:
+            raise StudySpecError(
+                f"{where}: grid.recipe: {unknown!r} not in [recipes] (defined: {sorted(self.recipes)})"
+            )
+        if self.recipes and RECIPE not in self.grid:
+            raise StudySpecError(f"{where}: [recipes] is defined but grid.recipe lists none of them")
+
     def conditions(self) -> list[dict[str, Any]]:
         """Every combination of grid values, in the order the grid lists them."""
         keys = list(self.grid)
@@ -97,7 +123,12 @@ class StudySpec:
             label = condition_label(condition)
             for seed in self.seeds:
                 name = cell_name({**condition, "seed": seed})
-                overrides = {**self.fixed, **condition, "seed": seed}
+                settings = {k: v for k, v in condition.items() if k != RECIPE}
+                recipe = self.recipes.get(condition.get(RECIPE), {})
+                clash = sorted(set(recipe) & set(settings))
+                if clash:
+                    raise StudySpecError(f"{self.source}: cell {name}: {clash} set by both the recipe and the grid")
+                overrides = {**self.fixed, **recipe, **settings, "seed": seed}
                 try:
                     config = TrainConfig.from_preset(self.preset, **_coerce(overrides))
                 except (TypeError, ValueError) as err:
@@ -113,11 +144,15 @@ class StudySpec:
             "seeds": list(self.seeds),
             "fixed": dict(self.fixed),
             "grid": {k: list(v) for k, v in self.grid.items()},
+            **({"recipes": {k: dict(v) for k, v in self.recipes.items()}} if self.recipes else {}),
         }
 
     def differences(self, other: "StudySpec") -> list[str]:
         mine, theirs = self.to_dict(), other.to_dict()
-        return [f"{k}: {mine[k]!r} -> {theirs[k]!r}" for k in mine if k != "description" and mine[k] != theirs[k]]
+        keys = [k for k in (*mine, *theirs) if k != "description"]
+        return [
+            f"{k}: {mine.get(k)!r} -> {theirs.get(k)!r}" for k in dict.fromkeys(keys) if mine.get(k) != theirs.get(k)
+        ]
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "<dict>") -> "StudySpec":
@@ -127,7 +162,7 @@ class StudySpec:
         missing = [k for k in ("preset", "seeds") if k not in data]
         if missing:
             raise StudySpecError(f"{source}: missing {missing}")
-        for table in ("fixed", "grid"):
+        for table in ("fixed", "grid", "recipes"):
             if not isinstance(data.get(table, {}), dict):
                 raise StudySpecError(f"{source}: [{table}] must be a table of TrainConfig fields")
         return cls(
@@ -139,6 +174,7 @@ class StudySpec:
             description=str(data.get("description", "")),
             source=source,
             measured=str(data.get("measured", "")),
+            recipes=dict(data.get("recipes", {})),
         )
 
 

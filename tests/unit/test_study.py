@@ -262,3 +262,23 @@ def test_the_td_map_counts_seeds_that_run_td_and_sets_the_discount_beside_gamma(
     assert list(line.get_xdata()) == [0.5, 0.9] and list(line.get_ydata()) == [0.5, 0.9]  # discount = γ
     assert td_map.discount_figure(rows, load_spec(spec(grid={"tied": [True]}, seeds=[0])), "t") is None
     assert td_map.markdown(phase.fractions(phase.by_cell(results.drop(columns=[phase.LEVEL]), spec_), spec_)) == []
+
+
+def test_recipes_are_named_sets_of_settings_crossed_with_the_grid():
+    recipes = {"deeper": {"n_layers": 6}, "window": {"loss_depths": "2,3"}}
+    built = load_spec({**spec(grid={"recipe": ["deeper", "window"], "lr": [0.01]}, seeds=[0]), "recipes": recipes})
+    cells = {c.name: c.config for c in built.cells()}
+    assert set(cells) == {"recipe-deeper__lr-0.01__seed-0", "recipe-window__lr-0.01__seed-0"}
+    assert cells["recipe-deeper__lr-0.01__seed-0"].model.n_layers == 6
+    assert cells["recipe-window__lr-0.01__seed-0"].loss_depths == "2,3"
+    assert cells["recipe-window__lr-0.01__seed-0"].model.n_layers == 3  # the fixed setting where no recipe sets it
+    assert built.differences(load_spec(spec(grid={"recipe": ["deeper"]}, seeds=[0]) | {"recipes": recipes}))
+    bad = [
+        ({"recipe": ["deeper", "nope"]}, recipes, "'nope'] not in \\[recipes\\]"),
+        ({"tied": [True]}, recipes, "grid.recipe lists none"),
+        ({"recipe": ["deeper"], "n_layers": [4]}, recipes, "set by both the recipe and the grid"),
+        ({"recipe": ["deeper"]}, {"deeper": {"n_layer": 6}}, "recipes.deeper.n_layer: unknown TrainConfig setting"),
+    ]
+    for grid, rec, message in bad:
+        with pytest.raises(StudySpecError, match=message):
+            load_spec({**spec(grid=grid, seeds=[0]), "recipes": rec})
