@@ -6,6 +6,8 @@ discount is left to ``analyze``, which fits it), and a preset's models are shipp
     python -m ictd_interp.analyses.cards ship quick 0 1 2    # train the quick preset's seeds into quick-td-s<seed>,
     with verdicts python -m ictd_interp.analyses.cards ship quick 0 --kind mc --set objective=mc   # a null model:
     quick-mc-s0
+    python -m ictd_interp.analyses.cards ship deep-long 0 1 2 --runs 'STUDY/cells/recipe-depth-96__seed-{seed}/run'
+                                                             # a study's finished runs of the same config, as they are
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import json
 import tempfile
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import torch
 
@@ -95,9 +97,12 @@ def write_verdict(name: str) -> dict[str, Any]:
     return entry["in_context"]
 
 
-def ship(preset: str, seed: int, name: str, description: str, **settings: Any) -> dict[str, Any]:
+def ship(
+    preset: str, seed: int, name: str, description: str, run: Optional[Path] = None, **settings: Any
+) -> dict[str, Any]:
     """Train ``preset`` with flat ``settings`` at ``seed`` (one thread, as every card) into the shipped folder
-    ``name``, then its verdict."""
+    ``name``, then its verdict; ``run``: a finished run of exactly that config on this machine (a study's cell),
+    taken instead of training again."""
     folder = PRETRAINED_DIR / name
     folder.mkdir(exist_ok=True)
     config = TrainConfig.from_preset(preset, seed=seed, **settings)
@@ -117,8 +122,11 @@ def ship(preset: str, seed: int, name: str, description: str, **settings: Any) -
             indent=1,
         )
     )  # the thread count it trains at; reexport records the rest
-    with tempfile.TemporaryDirectory() as work:
-        reexport(folder, Path(work) / "run")
+    if run is not None:
+        reexport(folder, run, trained=True)
+    else:
+        with tempfile.TemporaryDirectory() as work:
+            reexport(folder, Path(work) / "run")
     write_verdict(name)
     return card(name)
 
@@ -133,6 +141,7 @@ def main() -> None:
     p.add_argument("--description", default=None)
     p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="flat settings (objective=mc, ...)")
     p.add_argument("--kind", default="td", help="the name's middle part: PRESET-KIND-sSEED")
+    p.add_argument("--runs", default=None, help="finished runs of these seeds to take, a path with {seed}")
     args = parser.parse_args()
     if args.what == "verdicts":
         for name in names():
@@ -142,7 +151,8 @@ def main() -> None:
     for seed in args.seeds:
         name = f"{args.preset}-{args.kind}-s{seed}"
         text = f"{args.description or f'{args.preset} preset (semi-gradient TD)'}, seed {seed}"
-        print(name, ship(args.preset, seed, name, text, **settings)["in_context"]["verdict"])
+        run = None if args.runs is None else Path(args.runs.format(seed=seed))
+        print(name, ship(args.preset, seed, name, text, run, **settings)["in_context"]["verdict"])
 
 
 def _setting(item: str) -> tuple[str, Any]:

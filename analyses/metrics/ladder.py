@@ -115,6 +115,7 @@ class Ladder:
     msve_with_depth: dict[str, float] = field(default_factory=dict)  # at the trained n, "1x" ... "16x"
     # at the trained n: Bayes's and CE's MSVE and the gap closed (``gap_closed``); empty without the top rung
     top: dict[str, float] = field(default_factory=dict)
+    no_top: Optional[str] = None  # why the ladder has no top rung (``bayes.available``)
     rule: str = (
         "levels: learns in context (below the constant and first-visit MC at the trained n and depth); beats Monte "
         "Carlo (also below first-visit and every-visit MC at every n, trained depth); runs TD (learns in context, "
@@ -236,6 +237,7 @@ def ladder(model: ICTDModel, dist: TaskDistribution, seed: int, learns_in_contex
         },
         msve_with_depth={f"{m}x": i.mean for m, i in zip(DEPTHS, first.msve)},
         top=top_of(first),
+        no_top=bayes.available(dist.family),
         rungs=list(rungs),
     )
 
@@ -305,6 +307,8 @@ def ladder_table(lad: Optional[Ladder]) -> list[str]:
             "contexts in expectation; gap closed: (constant − MSVE) / (constant − Bayes's MSVE), 95% delta-method "
             "interval over tasks."
             if top
+            else f" No Bayes column: {lad.no_top}."
+            if lad.no_top
             else ""
         ),
     ]

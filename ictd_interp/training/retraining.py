@@ -56,20 +56,25 @@ def retrain(name: str, out_dir: Union[str, Path], steps: Optional[int] = None) -
     return {"mode": mode, "differences": differs, **drift, "tolerance": entry["cross_machine_rtol"], "passes": ok}
 
 
-def reexport(folder: Union[str, Path], work_dir: Union[str, Path]) -> dict[str, Any]:
+def reexport(folder: Union[str, Path], work_dir: Union[str, Path], trained: bool = False) -> dict[str, Any]:
     """Retrain the model in a shipped model's ``folder`` from its card (its config, at its thread count)
     in ``work_dir`` and replace the folder's weights, prefix weights, curves and card with the new run's:
     what a change that alters training's bits (a faster kernel, a fused path) must do to every shipped
     model in the same change. The card keeps its name, description, command and tolerance; its config,
-    final metrics, timing and fingerprint are the new run's. Returns the new card."""
+    final metrics, timing and fingerprint are the new run's. ``trained``: ``work_dir`` is a finished run of
+    exactly the card's config at its thread count on this machine (a study's cell), taken as it is. Returns the
+    new card."""
     folder, work_dir = Path(folder), Path(work_dir)
     entry = json.loads((folder / CARD).read_text())
+    config = TrainConfig.from_dict(entry["train_config"])
+    if trained:
+        _check_trained(work_dir, config, entry["fingerprint"]["threads"])
     threads = torch.get_num_threads()
     torch.set_num_threads(entry["fingerprint"]["threads"])
     chosen()  # the card's count, never the toolkit's default
     try:
-        config = TrainConfig.from_dict(entry["train_config"])
-        train(config, work_dir, progress=False)
+        if not trained:
+            train(config, work_dir, progress=False)
         fingerprint = provenance.fingerprint(threads=torch.get_num_threads())
     finally:
         torch.set_num_threads(threads)
@@ -91,3 +96,16 @@ def reexport(folder: Union[str, Path], work_dir: Union[str, Path]) -> dict[str, 
     )
     (folder / CARD).write_text(json.dumps(entry, indent=1))
     return entry
+
+
+def _check_trained(work_dir: Path, config: TrainConfig, threads: int) -> None:
+    """A finished run of ``config`` at ``threads`` torch threads, or a ``ValueError`` naming what differs."""
+    changed = run_folder.load_run_config(work_dir).differences(config)
+    if changed:
+        raise ValueError(f"{work_dir}: trained with other settings than the card's ({'; '.join(changed)})")
+    last = run_folder.read_metrics(work_dir)[-1]
+    if last["step"] != config.steps or last["torch_threads"] != threads:
+        raise ValueError(
+            f"{work_dir}: not a finished run at {threads} thread(s) (step {last['step']} of {config.steps}, "
+            f"{last['torch_threads']} thread(s))"
+        )

@@ -64,3 +64,37 @@ def test_reexport_replaces_a_models_weights_card_and_curves_with_a_fresh_run(tmp
     )
     assert json.loads((folder / "card.json").read_text()) == json.loads(json.dumps(entry))
     assert len((folder / "metrics.jsonl").read_text().splitlines()) == 3  # steps 0, 4, 8
+
+
+def test_reexport_takes_a_finished_run_of_the_same_config_and_refuses_any_other(tmp_path):
+    """A study's cell of exactly the card's config becomes the shipped weights as they are; a run of other settings,
+    or one at another thread count, is refused by name."""
+    import shutil
+
+    from ictd_interp.training.retraining import reexport
+
+    folder = tmp_path / "linear-quick-s0"
+    shutil.copytree(pretrained.pretrained_path("linear-quick-s0"), folder)
+    card = json.loads((folder / "card.json").read_text())
+    short = TrainConfig.from_dict(card["train_config"]).with_flat(
+        steps=8, eval_every=4, checkpoint_every=4, n_eval_tasks=8
+    )
+    (folder / "card.json").write_text(json.dumps({**card, "train_config": short.to_dict()}))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(card["fingerprint"]["threads"])
+    try:
+        direct = train(short, tmp_path / "cell", progress=False).model
+        train(short.with_flat(lr=short.lr * 2), tmp_path / "other", progress=False)
+    finally:
+        torch.set_num_threads(threads)
+    with pytest.raises(ValueError, match="other.*trained with other settings than the card's.*lr"):
+        reexport(folder, tmp_path / "other", trained=True)
+    entry = reexport(folder, tmp_path / "cell", trained=True)
+    model = load_checkpoint(folder).model
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), direct.state_dict().values()))
+    assert entry["final_metrics"]["step"] == 8
+    metrics = tmp_path / "cell" / "metrics.jsonl"
+    rows = [json.loads(line) for line in metrics.read_text().splitlines()]
+    metrics.write_text("\n".join(json.dumps({**r, "torch_threads": 7}) for r in rows) + "\n")
+    with pytest.raises(ValueError, match="not a finished run at .* thread"):
+        reexport(folder, tmp_path / "cell", trained=True)
