@@ -55,7 +55,8 @@ class EvaluateConfig:
         env: <families>, or gym:ENV_ID (e.g. gym:FrozenLake-v1).
         tasks: the task settings, a TaskDistribution's own flags: its family is env, its d_features the
             model's (``for_model``), so neither is a flag here.
-        n_tasks: tasks (fresh MRPs for families; one MRP, fresh features, for Gymnasium).
+        n_tasks: tasks (fresh MRPs for families; one MRP, fresh features, for Gymnasium); the default is the verdict
+            ladder's sample, one its rules can decide (fewer may leave the verdict undecided).
         features: optional .npy file with a [n_states, d] feature matrix.
         depth: theta*'s deepest layer for the error-versus-depth curve.
         seed: seeds MRPs, features and trajectories.
@@ -63,7 +64,7 @@ class EvaluateConfig:
 
     env: str = "boyan"
     tasks: TaskDistribution = field(default_factory=lambda: TaskDistribution(context_len=200))
-    n_tasks: int = 64
+    n_tasks: int = 256  # the verdict ladder's LADDER_TASKS
     features: str = ""
     depth: int = 32
     seed: int = 0

@@ -171,9 +171,6 @@ def _analyze(path: str, out: str, force: bool = False, stamp: bool = True) -> No
         if m.cos_V is not None
         else f"most TD-like head's kernel correlation {summary.circuit.max_td_kernel_correlation:.3f}, "
     )
-    learns = (
-        ""
-        if verdict is None
-        else ("; learns in context" if verdict.learns_in_context else "; does not learn in context")
-    )
+    first = "learns in context" if verdict and verdict.learns_in_context else "does not learn in context"
+    learns = "" if verdict is None else f"; {verdict.level or first}"
     print(f"{out}/summary.md: {weights}MSVE {m.eval_msve:.4f} (theta* {m.theta_star_msve:.4f}){learns}")

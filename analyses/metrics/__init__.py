@@ -2,19 +2,18 @@
 figures. They import the core's ``config``, ``tasks``, ``models``, ``reference`` and ``training`` and ``hooks``, never
 ``figures``, ``reports`` or ``studies``.
 
-``convergence`` (error vs depth and context, geometric fits), ``diagonality`` (kernel diagonality, the margin
-C), ``probes`` (θ* gaps and cosines), ``site_probes`` (linear probes per layer: where the value and what TD needs
-are kept), ``heads`` (per-head kernels and signatures), ``algorithm_id`` (the learned layer read as softmax TD, its
+``convergence`` (error vs depth and context, geometric fits), ``diagonality`` (kernel diagonality, the margin C),
+``probes`` (θ* gaps and cosines), ``site_probes`` (linear probes per layer: where the value and what TD needs are
+kept), ``heads`` (per-head kernels and signatures), ``algorithm_id`` (the learned layer read as softmax TD, its
 iteration map and spectrum), ``baselines`` (in-context predictors a model must beat), ``in_context`` (the
-function-space verdict), ``ladder`` (the verdict ladder across context and depth), ``bayes`` (its top rung: the posterior mean of v under
-the Boyan prior), ``stability`` (the verdict over
-the last checkpoints of a run), ``cosine_null`` (weight cosines of models that run no TD), ``neu`` and
-``neu_intervals`` (population NEU, its intervals and its test), ``intervals`` (Student-t, Welch and Wilson
-intervals), ``dynamics`` (curves over training), ``linear_family`` (a linear model's place in the predecessor's
-family), ``predecessor_metrics`` (the predecessor's own readings), ``depth_limit`` (values as depth grows),
-``extrapolation`` (layers run beyond their trained depth), ``theta_star_limit`` (θ*'s map and its limit),
-``acting`` (a control model acting on its in-context q), ``draws`` (every task set an analysis draws, named, with
-its seed). Names are imported on first use.
+function-space verdict), ``ladder`` (the verdict ladder across context and depth), ``bayes`` (its top rung: the
+posterior mean of v under the Boyan prior), ``stability`` (the verdict over the last checkpoints of a run),
+``cosine_null`` (weight cosines of models that run no TD), ``neu`` and ``neu_intervals`` (population NEU, its
+intervals and its test), ``intervals`` (Student-t, Welch and Wilson intervals), ``dynamics`` (curves over training),
+``linear_family`` (a linear model's place in the predecessor's family), ``predecessor_metrics`` (the predecessor's own
+readings), ``depth_limit`` (values as depth grows), ``extrapolation`` (layers run beyond their trained depth),
+``theta_star_limit`` (θ*'s map and its limit), ``acting`` (a control model acting on its in-context q), ``draws``
+(every task set an analysis draws, named, with its seed). Names are imported on first use.
 """
 
 from ictd_interp._lazy import lazy_exports

@@ -132,13 +132,14 @@ def verdict(
         if name != MODEL_ROW:
             groups[row.model_minus_baseline.verdict].append(name)
     learns = all(name in groups["lower"] for name in REQUIRED)
+    decided = learns or any(name in groups["higher"] for name in REQUIRED)
     others = {n: r.msve.mean for n, r in base.estimators.items() if n != MODEL_ROW and math.isfinite(r.msve.mean)}
     best = min(others, key=others.get)
     model = base.estimators[MODEL_ROW].msve
-    lad = None if ladder_ is None else ladder_(learns)
+    lad = None if ladder_ is None else ladder_(learns if decided else None)
     return InContext(
         learns_in_context=learns,
-        verdict=sentence(learns, base),
+        verdict=sentence(learns, base, decided),
         beats=groups["lower"],
         loses_to=groups["higher"],
         undecided=groups["undecided"],
@@ -152,19 +153,38 @@ def verdict(
     )
 
 
-def sentence(learns: bool, base: Baselines) -> str:
-    """``Learns in context: MSVE 0.41 against the constant's 0.58 (−0.17 [−0.22, −0.11]) and ...``."""
+def sentence(learns: bool, base: Baselines, decided: bool = True) -> str:
+    """``Learns in context: MSVE 0.41 against the constant's 0.58 (−0.17 [−0.22, −0.11]) and ...``; where no interval
+    lies above 0 and one straddles it (``decided`` False), ``Undecided``, with the sample that would decide."""
     parts = []
     for name in REQUIRED:
         row = base.estimators[name]
         diff = row.model_minus_baseline.difference
         parts.append(f"{LABELS[name]} {row.msve.mean:.3f} (difference {diff.text('+.3f')})")
-    head = "Learns in context" if learns else "Does not learn in context"
-    return (
+    head = "Learns in context" if learns else "Does not learn in context" if decided else "Undecided"
+    text = (
         f"{head}: MSVE {base.estimators[MODEL_ROW].msve.mean:.3f} on {base.n_tasks} held-out tasks against "
         + " and ".join(parts)
-        + " (paired 95% t intervals over tasks; it learns in context iff both lie below 0)."
+        + " (paired 95% t intervals over tasks; it learns in context iff both lie below 0"
     )
+    if decided:
+        return text + ")."
+    return text + f"; an interval that straddles 0 decides nothing: {needed_tasks(base)}."
+
+
+def needed_tasks(base: Baselines) -> str:
+    """The sample that would decide the undecided comparisons if their mean differences held: the interval's
+    half-width shrinks as 1/√n, so ``n (half-width / |mean|)²`` tasks."""
+    need = []
+    for name in REQUIRED:
+        diff = base.estimators[name].model_minus_baseline.difference
+        if diff.lo <= 0 <= diff.hi:
+            half = (diff.hi - diff.lo) / 2
+            need.append(math.inf if diff.mean == 0 else base.n_tasks * (half / abs(diff.mean)) ** 2)
+    most = max(need)
+    if not math.isfinite(most):
+        return "a mean difference of 0 is decided by no sample"
+    return f"about {math.ceil(most):,} tasks would decide it if the mean differences held (--n-tasks)"
 
 
 def discount_of(last: Optional[Union[LayerReading, FamilyReading]], gamma: float) -> Discount:

@@ -76,6 +76,7 @@ SHORT = {
     TOP: "Bayes",
 }
 LEVELS = ("does not learn in context", "learns in context", "beats Monte Carlo", "runs TD")
+UNDECIDED = "undecided"  # the first level's sample cannot tell (``in_context``): no level is claimed, none denied
 
 
 @dataclass(kw_only=True)
@@ -209,9 +210,10 @@ def rung(
     return found, model_err[-1]
 
 
-def ladder(model: ICTDModel, dist: TaskDistribution, seed: int, learns_in_context: bool) -> Ladder:
+def ladder(model: ICTDModel, dist: TaskDistribution, seed: int, learns_in_context: Optional[bool]) -> Ladder:
     """The ladder of ``model`` trained on ``dist`` (its trained ``n`` is ``dist.context_len``), on ``LADDER_TASKS``
-    tasks drawn from ``seed``; ``learns_in_context`` is today's verdict (``in_context``), the first level."""
+    tasks drawn from ``seed``; ``learns_in_context`` is today's verdict (``in_context``), the first level (None: its
+    sample cannot decide, and the level is ``UNDECIDED``)."""
     lengths = ladder_lengths(model, dist.context_len)
     longest = sample_from(dist, LADDER_TASKS, seed=seed, length=max(lengths))
     estimators = estimators_for(dist)
@@ -227,7 +229,7 @@ def ladder(model: ICTDModel, dist: TaskDistribution, seed: int, learns_in_contex
     }
     return Ladder(
         level=level(learns_in_context, **conditions),
-        learns_in_context=learns_in_context,
+        learns_in_context=bool(learns_in_context),
         **conditions,
         n_tasks=LADDER_TASKS,
         context_change=context_change,
@@ -273,10 +275,13 @@ def _below(diff: Paired, bound: float) -> bool:
 
 
 def level(
-    learns_in_context: bool, beats_mc: bool, flat_with_depth: bool, falls_with_context: bool, near_ce: bool
+    learns_in_context: Optional[bool], beats_mc: bool, flat_with_depth: bool, falls_with_context: bool, near_ce: bool
 ) -> str:
     """The highest level whose conditions hold (this module's docstring); "runs TD" need not beat Monte Carlo at the
-    trained depth (θ* of 12 layers does not at n = 100: it gets there deeper)."""
+    trained depth (θ* of 12 layers does not at n = 100: it gets there deeper). ``learns_in_context`` None: the first
+    level's sample cannot decide, ``UNDECIDED``."""
+    if learns_in_context is None:
+        return UNDECIDED
     if not learns_in_context:
         return LEVELS[0]
     if flat_with_depth and falls_with_context and near_ce:

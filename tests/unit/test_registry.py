@@ -52,6 +52,7 @@ def test_the_registry_ships_the_promised_models():
     # every card says where on the verdict ladder its model stands: the quick models stop early, the deep ones run TD
     assert {listed[f"quick-td-s{seed}"]["level"] for seed in range(3)} == {"learns in context"}
     assert {listed[f"deep-td-s{seed}"]["level"] for seed in range(3)} == {"runs TD"}
+    assert {listed[f"deep-long-td-s{seed}"]["level"] for seed in range(3)} == {"runs TD"}  # trained at n = 100
     assert listed["depth3-td-s0"]["level"] == "does not learn in context"
 
 
@@ -72,7 +73,8 @@ def test_models_prints_a_table_a_person_reads(capsys):
     listed = json.loads(capsys.readouterr().out)
     assert {m["name"] for m in listed} == set(NAMES)
     assert models(Namespace(json=False, long=True)) == 0
-    assert "every-visit MC" in capsys.readouterr().out
+    long = capsys.readouterr().out
+    assert "every-visit MC" in long and "Bayes" in long and "gap to Bayes closed" in long
 
 
 @pytest.mark.parametrize("name", NAMES)
