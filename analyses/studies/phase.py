@@ -7,6 +7,7 @@ other settings; each square is coloured by the fraction of seeds that learn in c
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Optional
 
 import numpy as np
@@ -147,39 +148,52 @@ def markdown(rows: list[dict[str, Any]]) -> list[str]:
 
 def phase_diagram(rows: list[dict[str, Any]], spec: StudySpec, title: str) -> Optional[Figure]:
     """Squares coloured by the fraction of seeds that learn in context, ``k/n`` written in each."""
+    ladder = any(r.get("runs_td") is not None for r in rows)
+    return squares(
+        rows,
+        spec,
+        f"{title}: seeds that learn in context\n(beat the constant and first-visit MC, paired 95%)"
+        + ("; below: seeds that run TD (verdict ladder)" if ladder else ""),
+        "fraction of seeds",
+        lambda r: r["learned"] / r["n"],
+        lambda r: (
+            f"{r['learned']}/{r['n']}" + ("" if r.get("runs_td") is None else f"\nruns TD {r['runs_td']}/{r['n']}")
+        ),
+    )
+
+
+def squares(
+    rows: list[dict[str, Any]],
+    spec: StudySpec,
+    heading: str,
+    colour_label: str,
+    share: Callable[[dict[str, Any]], float],
+    text: Callable[[dict[str, Any]], str],
+    fontsize: int = 10,
+) -> Optional[Figure]:
+    """One square per condition (``axes_of``: columns and rows), coloured by ``share(row)`` in [0, 1] and labelled
+    ``text(row)``."""
     x, others = axes_of(spec)
     if x is None or not rows:
         return None
     columns = list(spec.grid[x])
     labels = list(dict.fromkeys(condition_label({k: r["condition"][k] for k in others}) for r in rows))
-    share = np.full((len(labels), len(columns)), np.nan)
+    grid = np.full((len(labels), len(columns)), np.nan)
     fig = Figure(
-        figsize=(max(1.3 * len(columns) + 3.2, 6.0), max(2.8, 0.7 * len(labels) + 1.6)), layout="constrained"
+        figsize=(max(1.4 * len(columns) + 3.4, 6.0), max(2.8, 0.7 * len(labels) + 1.6)), layout="constrained"
     )  # the title fits
     ax = fig.add_subplot()
     for r in rows:
         i = labels.index(condition_label({k: r["condition"][k] for k in others}))
         j = columns.index(r["condition"][x])
-        share[i, j] = r["learned"] / r["n"]
-        ax.text(
-            j,
-            i,
-            f"{r['learned']}/{r['n']}" + ("" if r.get("runs_td") is None else f"\nruns TD {r['runs_td']}/{r['n']}"),
-            ha="center",
-            va="center",
-            fontsize=10,
-            color="white" if share[i, j] < 0.5 else "black",
-        )
-    image = ax.imshow(share, cmap="viridis", vmin=0, vmax=1, aspect="auto")
+        grid[i, j] = share(r)
+        colour = "white" if grid[i, j] < 0.5 else "black"
+        ax.text(j, i, text(r), ha="center", va="center", fontsize=fontsize, color=colour)
+    image = ax.imshow(grid, cmap="viridis", vmin=0, vmax=1, aspect="auto")
     ax.set_xticks(range(len(columns)), [str(c) for c in columns])
     ax.set_yticks(range(len(labels)), labels if others else [""] * len(labels))  # one row: nothing to name
     ax.tick_params(axis="y", length=4 if others else 0)
     ax.set(xlabel=x.replace("_", " "))
-    ladder = any(r.get("runs_td") is not None for r in rows)
-    ax.set_title(
-        f"{title}: seeds that learn in context\n(beat the constant and first-visit MC, paired 95%)"
-        + ("; below: seeds that run TD (verdict ladder)" if ladder else ""),
-        fontsize=10,
-    )
-    fig.colorbar(image, ax=ax, label="fraction of seeds")
+    ax.set_title(heading, fontsize=10)
+    fig.colorbar(image, ax=ax, label=colour_label)
     return fig

@@ -18,7 +18,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ictd_interp.analyses.figures.style import Figure, series_colours
-from ictd_interp.analyses.studies.phase import axes_of
+from ictd_interp.analyses.studies.phase import squares
 from ictd_interp.analyses.studies.spec import StudySpec, condition_label
 
 TRACKS = 0.01  # the issue's target: the learned discount within ±0.01 of γ
@@ -63,35 +63,15 @@ def _number(value: Optional[float]) -> str:
 def td_diagram(rows: list[dict[str, Any]], spec: StudySpec, title: str) -> Optional[Figure]:
     """Squares coloured by the share of seeds that run TD, with ``k/n`` and its Wilson interval."""
     rows = [r for r in rows if r.get("td_share") is not None]
-    x, others = axes_of(spec)
-    if x is None or not rows:
-        return None
-    columns = list(spec.grid[x])
-    labels = list(dict.fromkeys(condition_label({k: r["condition"][k] for k in others}) for r in rows))
-    share = np.full((len(labels), len(columns)), np.nan)
-    fig = Figure(figsize=(max(1.5 * len(columns) + 3.6, 6.0), max(2.8, 0.62 * len(labels) + 1.6)), layout="constrained")
-    ax = fig.add_subplot()
-    for r in rows:
-        i = labels.index(condition_label({k: r["condition"][k] for k in others}))
-        j = columns.index(r["condition"][x])
-        share[i, j], wilson = r["td_share"].mean, r["td_share"]
-        ax.text(
-            j,
-            i,
-            f"{r['runs_td']}/{r['n']}\n[{wilson.lo:.2f}, {wilson.hi:.2f}]",
-            ha="center",
-            va="center",
-            fontsize=8,
-            color="white" if share[i, j] < 0.5 else "black",
-        )
-    image = ax.imshow(share, cmap="viridis", vmin=0, vmax=1, aspect="auto")
-    ax.set_xticks(range(len(columns)), [str(c) for c in columns])
-    ax.set_yticks(range(len(labels)), labels if others else [""] * len(labels))
-    ax.tick_params(axis="y", length=4 if others else 0)
-    ax.set(xlabel=x.replace("_", " "))
-    ax.set_title(f"{title}: seeds that run TD (verdict ladder's top level)\nk/n and Wilson 95% interval", fontsize=10)
-    fig.colorbar(image, ax=ax, label="fraction of seeds that run TD")
-    return fig
+    return squares(
+        rows,
+        spec,
+        f"{title}: seeds that run TD (verdict ladder's top level)\nk/n and Wilson 95% interval",
+        "fraction of seeds that run TD",
+        lambda r: r["td_share"].mean,
+        lambda r: f"{r['runs_td']}/{r['n']}\n[{r['td_share'].lo:.2f}, {r['td_share'].hi:.2f}]",
+        fontsize=8,
+    )
 
 
 def discount_figure(rows: list[dict[str, Any]], spec: StudySpec, title: str) -> Optional[Figure]:

@@ -426,22 +426,6 @@ PRESETS: dict[str, TrainConfig] = {
         checkpoint_every=60,
         n_eval_tasks=256,
     ),
-    # In-context TD on contexts of 100 transitions (docs/emergence.md, "In-context TD beyond one corner"): the deep
-    # recipe at twice its depth, 96 tied layers, trained at n = 100. At n = 100 its own depth is within a few percent
-    # of the context's TD fixed point and below every-visit Monte Carlo; the 48-layer recipe trained there stops early.
-    "deep-long": TrainConfig(
-        model=ICTDConfig(d_features=4, tied=True, n_layers=96),
-        tasks=TaskDistribution(context_len=100),
-        steps=1500,
-        lr=1e-2,
-        warmup_steps=100,
-        lr_schedule="cosine",
-        grad_clip=1.0,
-        forward="state-space",
-        eval_every=250,
-        checkpoint_every=60,
-        n_eval_tasks=256,
-    ),
     # The predecessor's scale with per-layer weights and a long run.
     "paper": TrainConfig(steps=30000, eval_every=1000, checkpoint_every=5000),
     # One layer's weights shared across depth, as the predecessor's default mode, run long.
@@ -470,3 +454,11 @@ PRESETS: dict[str, TrainConfig] = {
         n_eval_tasks=256,
     ),
 }
+# In-context TD on contexts of 100 transitions (docs/emergence.md, "In-context TD beyond one corner"): the deep recipe at
+# twice its depth, 96 tied layers, trained at n = 100. At n = 100 its own depth is within a few percent of the context's
+# TD fixed point and below every-visit Monte Carlo; the 48-layer recipe trained there stops early.
+PRESETS["deep-long"] = replace(
+    PRESETS["deep"],
+    model=replace(PRESETS["deep"].model, n_layers=96),
+    tasks=replace(PRESETS["deep"].tasks, context_len=100),
+)

@@ -39,12 +39,9 @@ def test_names_and_paths_work_everywhere_and_typos_list_the_known_names(tmp_path
     assert "depth3-td-s0" in capsys.readouterr().out
 
 
-def test_reexport_replaces_a_models_weights_card_and_curves_with_a_fresh_run(tmp_path):
-    """What a change of training's bits does to every shipped model: the card's config retrained, its weights,
-    curves and final metrics replaced, its name, command and tolerance kept."""
+def _short_copy(tmp_path):
+    """A copy of linear-quick-s0's folder whose card trains 8 steps: its folder, original card and short config."""
     import shutil
-
-    from ictd_interp.training.retraining import reexport
 
     folder = tmp_path / "linear-quick-s0"
     shutil.copytree(pretrained.pretrained_path("linear-quick-s0"), folder)
@@ -53,6 +50,15 @@ def test_reexport_replaces_a_models_weights_card_and_curves_with_a_fresh_run(tmp
         steps=8, eval_every=4, checkpoint_every=4, n_eval_tasks=8
     )
     (folder / "card.json").write_text(json.dumps({**card, "train_config": short.to_dict()}))
+    return folder, card, short
+
+
+def test_reexport_replaces_a_models_weights_card_and_curves_with_a_fresh_run(tmp_path):
+    """What a change of training's bits does to every shipped model: the card's config retrained, its weights,
+    curves and final metrics replaced, its name, command and tolerance kept."""
+    from ictd_interp.training.retraining import reexport
+
+    folder, card, short = _short_copy(tmp_path)
     entry = reexport(folder, tmp_path / "run")
     model = load_checkpoint(folder).model
     torch.set_num_threads(card["fingerprint"]["threads"])  # as reexport trains it (the suite runs on one thread)
@@ -69,17 +75,9 @@ def test_reexport_replaces_a_models_weights_card_and_curves_with_a_fresh_run(tmp
 def test_reexport_takes_a_finished_run_of_the_same_config_and_refuses_any_other(tmp_path):
     """A study's cell of exactly the card's config becomes the shipped weights as they are; a run of other settings,
     or one at another thread count, is refused by name."""
-    import shutil
-
     from ictd_interp.training.retraining import reexport
 
-    folder = tmp_path / "linear-quick-s0"
-    shutil.copytree(pretrained.pretrained_path("linear-quick-s0"), folder)
-    card = json.loads((folder / "card.json").read_text())
-    short = TrainConfig.from_dict(card["train_config"]).with_flat(
-        steps=8, eval_every=4, checkpoint_every=4, n_eval_tasks=8
-    )
-    (folder / "card.json").write_text(json.dumps({**card, "train_config": short.to_dict()}))
+    folder, card, short = _short_copy(tmp_path)
     threads = torch.get_num_threads()
     torch.set_num_threads(card["fingerprint"]["threads"])
     try:
