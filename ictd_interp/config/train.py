@@ -454,9 +454,9 @@ PRESETS: dict[str, TrainConfig] = {
         n_eval_tasks=256,
     ),
 }
-# In-context TD on contexts of 100 transitions (docs/emergence.md, "In-context TD beyond one corner"): the deep recipe at
-# twice its depth, 96 tied layers, trained at n = 100. At n = 100 its own depth is within a few percent of the context's
-# TD fixed point and below every-visit Monte Carlo; the 48-layer recipe trained there stops early.
+# In-context TD on contexts of 100 transitions (docs/emergence.md, "In-context TD beyond one corner"): the deep
+# recipe at twice its depth, 96 tied layers, trained at n = 100. At n = 100 its own depth is within a few percent of
+# the context's TD fixed point and below every-visit Monte Carlo; the 48-layer recipe trained there stops early.
 PRESETS["deep-long"] = replace(
     PRESETS["deep"],
     model=replace(PRESETS["deep"].model, n_layers=96),

@@ -20,10 +20,9 @@ def _weights(seq, s):
     labels = bayes.labellings(seq, s)
     counts = bayes._step_counts(seq, int(seq.max()) + 1)
     out = {}
-    for lab in labels:
-        key = bayes.restart_key(lab, counts, s)
-        log_w = bayes._log_forward(lab, counts, s) + bayes.log_restart_factor(key)
-        out[tuple(lab.tolist())] = math.exp(log_w)
+    for lab, log_fwd in zip(labels, bayes._log_forward(labels, counts, s)):
+        restart = counts[lab == s - 1][0] if (lab == s - 1).any() else np.zeros(0)
+        out[tuple(lab.tolist())] = math.exp(log_fwd + bayes.log_restart_factor(bayes.restart_key(restart, s)))
     return out
 
 
@@ -134,3 +133,14 @@ def test_bayes_is_below_ce_on_the_training_prior_and_a_wrong_prior_would_not_be(
 def test_available_names_the_family():
     assert bayes.available("boyan") is None
     assert "loop" in bayes.available("loop")
+
+
+def test_answers_are_kept_per_task_set_and_equal_a_fresh_computation():
+    tasks = sample_from(TaskDistribution(context_len=12), 4, seed=2)
+    first = bayes.bayes_posterior_mean(tasks, 0.9)
+    first += 1.0  # the caller's copy: the kept answer is not touched
+    bayes._ANSWERS.clear()
+    fresh = bayes.bayes_posterior_mean(tasks, 0.9)
+    assert torch.equal(fresh + 1.0, first)
+    assert torch.equal(bayes.bayes_posterior_mean(tasks, 0.9), fresh)
+    assert not torch.equal(bayes.bayes_posterior_mean(tasks, 0.8), fresh)
