@@ -20,10 +20,10 @@ forward probabilities ``p_i``, the restart row and ``mu0`` are independent, so:
   elsewhere, and ``r`` is independent of ``P`` a posteriori, so ``E[v] = Σ_σ w_σ E[(I − γP)^{-1} | σ] r̂_σ``.
 
 The estimator enumerates the consistent labellings, then draws ``SAMPLES`` pairs ``(σ, P)`` per task (``σ`` from its
-weight, the restart factor by quadrature; ``P`` given ``σ``) and averages ``(I − γP)^{-1}
-r̂`` with self-normalised importance weights. Its Monte-Carlo error adds about ``1/ESS`` of the posterior variance to
-the MSVE (below 1% here; ``tests/unit/test_bayes.py`` checks the posterior against rejection sampling from the
-prior). It is defined for the ``boyan`` family only (``available``).
+weight, the restart factor by quadrature; ``P`` given ``σ``) and averages ``(I − γP)^{-1} r̂`` with self-normalised
+importance weights. Its Monte-Carlo noise is about 1% of the MSVE (the mean squared difference between 1,024 and
+16,384 draws is 1.2% of Bayes's MSVE at n = 30, γ = 0.9 and 0.97, 128 tasks); ``tests/unit/test_bayes.py`` checks the
+posterior against rejection sampling from the prior. It is defined for the ``boyan`` family only (``available``).
 """
 
 from __future__ import annotations
