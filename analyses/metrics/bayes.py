@@ -51,7 +51,7 @@ CACHED = 32  # task sets whose answers are kept in this process (bayes_posterior
 _ANSWERS: dict[bytes, np.ndarray] = {}
 
 
-def available(family: str, feature_kind: str = "uniform") -> Optional[str]:
+def available(family: str) -> Optional[str]:
     """None where the posterior is defined (Boyan chains, any features that tell states apart), else why not."""
     if family != FAMILY:
         return f"the Bayes rung is derived for the {FAMILY} prior only, not {family!r}"
@@ -178,26 +178,19 @@ def _log_forward(labels: np.ndarray, counts: np.ndarray, s: int) -> np.ndarray:
 def _draw_chains(labels: np.ndarray, counts: np.ndarray, s: int, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
     """For each drawn labelling (``labels [M, k]``), one transition matrix from the posterior given it, and the log
     importance weight of its restart row; ``[M, s, s]`` and ``[M]``."""
-    M, k = labels.shape
-    fwd = np.zeros((M, s), dtype=np.int64)  # steps of one from each chain index (i < s - 2)
-    two = np.zeros((M, s), dtype=np.int64)
-    restart = np.zeros((M, s), dtype=np.int64)  # the restart row's steps to each chain index
-    rows = np.arange(M)
-    for u in range(k):
-        for v in np.flatnonzero(counts[u]):
-            i, j, c = labels[:, u], labels[:, v], counts[u, v]
-            np.add.at(fwd, (rows, i), np.where((j == i + 1) & (i < s - 2), c, 0))
-            np.add.at(two, (rows, i), np.where((j == i + 2) & (i < s - 2), c, 0))
-            np.add.at(restart, (rows, j), np.where(i == s - 1, c, 0))
-    a, b = fwd[:, : s - 2] + 1.0, two[:, : s - 2] + 1.0
+    M = len(labels)
+    steps = np.zeros((M, s, s), dtype=np.int64)  # each draw's step counts between chain indices
+    np.add.at(steps, (np.arange(M)[:, None, None], labels[:, :, None], labels[:, None, :]), counts[None])
+    idx = np.arange(s - 2)
+    fwd, two = steps[:, idx, idx + 1], steps[:, idx, idx + 2]  # steps of one and of two from each i < s − 2
+    a, b = fwd + 1.0, two + 1.0
     lo, hi = special.betainc(a, b, LOW), special.betainc(a, b, HIGH)
     p = special.betaincinv(a, b, lo + (hi - lo) * rng.random(a.shape))
     P = np.zeros((M, s, s))
-    idx = np.arange(s - 2)
     P[:, idx, idx + 1] = p
     P[:, idx, idx + 2] = 1.0 - p
     P[:, s - 2, s - 1] = 1.0
-    gam = rng.standard_gamma(restart + 1.0)
+    gam = rng.standard_gamma(steps[:, s - 1] + 1.0)  # the restart row's steps to each index
     P[:, s - 1] = gam / gam.sum(-1, keepdims=True)
     return P, log_uniform_simplex_density(P[:, s - 1])
 

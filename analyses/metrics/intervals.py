@@ -122,8 +122,8 @@ def ratio_interval(num: np.ndarray, den: np.ndarray, level: float = LEVEL) -> In
     bad = int((~np.isfinite(num) | ~np.isfinite(den)).sum())
     n = len(num)
     if bad or n < 2 or den.mean() == 0:
-        nan = math.nan
-        return Interval(nan if bad or den.mean() == 0 else float(num.mean() / den.mean()), nan, nan, n, bad)
+        ratio = math.nan if bad or den.mean() == 0 else float(num.mean() / den.mean())
+        return Interval(ratio, math.nan, math.nan, n, bad)
     ratio = float(num.mean() / den.mean())
     half = float(stats.t.ppf(0.5 + level / 2, n - 1) * np.std(num - ratio * den, ddof=1) / math.sqrt(n) / den.mean())
     return Interval(ratio, ratio - abs(half), ratio + abs(half), n)

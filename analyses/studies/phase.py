@@ -73,7 +73,6 @@ def fractions(cells: pd.DataFrame, spec: StudySpec) -> list[dict[str, Any]]:
         if part.empty:
             continue
         learned = part[LEARNS].astype(bool)
-        discount = part[DISCOUNT].dropna().astype(float)
         deep = part[DEEP].dropna().astype(float)
         runs_td = int((part[LEVEL] == RUNS_TD).sum()) if part[LEVEL].notna().any() else None
         out.append(
@@ -83,7 +82,7 @@ def fractions(cells: pd.DataFrame, spec: StudySpec) -> list[dict[str, Any]]:
                 "learned": int(learned.sum()),
                 "n": len(part),
                 "share": proportion_interval(int(learned.sum()), len(part)),
-                "discount": t_interval(discount.to_numpy()) if len(discount) else None,
+                "discount": _interval(part[DISCOUNT]),
                 "msve": t_interval(part[MSVE].astype(float).to_numpy(), bounds=(0.0, float("inf"))),
                 "constant": float(part[CONSTANT].astype(float).mean()),
                 "first_visit": float(part[FIRST_VISIT].astype(float).mean()),

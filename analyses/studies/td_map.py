@@ -94,8 +94,21 @@ def discount_figure(rows: list[dict[str, Any]], spec: StudySpec, title: str) -> 
         g = np.array([r["gamma"] for r in part])
         mean = np.array([r["discount"].mean for r in part])
         err = np.array([[m - r["discount"].lo, r["discount"].hi - m] for m, r in zip(mean, part)]).T
-        ax.errorbar(g, mean, yerr=err, marker="o", capsize=3, color=colour, label=label or f"the {spec.preset} preset")
+        ax.errorbar(
+            g,
+            mean,
+            yerr=err,
+            marker="o",
+            capsize=3,
+            color=colour,
+            label=label if others else f"the {spec.preset} preset",
+        )
     ax.set(xlabel="task discount γ", ylabel="learned effective discount b/(−c)")
-    ax.set_title(f"{title}: does the learned discount track γ?\nmean over seeds, Student-t 95% interval", fontsize=10)
+    seeds = sorted({r["n"] for r in rows})
+    ax.set_title(
+        f"{title}: does the learned discount track γ?\nmean over {'/'.join(map(str, seeds))} seeds, Student-t 95% "
+        "interval\n(a bar the marker hides is narrower than the marker)",
+        fontsize=10,
+    )
     ax.legend(fontsize=8)
     return fig
