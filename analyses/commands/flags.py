@@ -138,4 +138,19 @@ def benchmark_flags(p: argparse.ArgumentParser) -> None:
         "each method given a sealed problem (needs --key-file)",
     )
     p.add_argument("--key-file", default=None, metavar="FILE", help="the private split's key (at least 16 bytes)")
+    p.add_argument(
+        "--track",
+        default="planted",
+        choices=["planted", "checkpoints"],
+        help="planted: methods against circuits planted exactly; checkpoints: readings as classifiers of trained "
+        "checkpoints labelled in function space (runs TD, stopped early, learns nothing; docs/methods_benchmark.md)",
+    )
+    p.add_argument(
+        "--population",
+        action="append",
+        default=[],
+        metavar="STUDY_DIR",
+        help="--track checkpoints: finished study folders, run folders of `train` or folders of them, whose runs "
+        "form the population (repeatable; default: the built-in study 'checkpoints', trained into OUT/population)",
+    )
     _ray_and_force(p)

@@ -27,6 +27,11 @@ def methods_benchmark(args: argparse.Namespace) -> int:
     from ictd_interp.analyses.methods_benchmark.sealed import Split
     from ictd_interp.analyses.methods_benchmark.selection import methods_of
 
+    split = Split.read(args.split, args.key_file)
+    if args.track == "checkpoints":
+        return checkpoint_track(args, split)
+    if args.population:
+        raise ValueError("--population: only --track checkpoints takes a population")
     names = lambda text: None if text is None else [m.strip() for m in text.split(",") if m.strip()]  # noqa: E731
     budget = narrowed(args.budget, names(args.cases), args.seeds)
     cells, budget = run_benchmark(
@@ -37,8 +42,24 @@ def methods_benchmark(args: argparse.Namespace) -> int:
         workers=args.workers,
         address=args.address,
         force=args.force,
-        split=Split.read(args.split, args.key_file),
+        split=split,
     )
     path = write_report(cells, budget, Path(args.out))
     print(f"{path}: {len(cells)} cells, methods {', '.join(methods_of(cells))}")
+    return 0
+
+
+def checkpoint_track(args: argparse.Namespace, split) -> int:
+    """``methods-benchmark --track checkpoints``: the planted track's method flags do not apply and are refused."""
+    from ictd_interp.analyses.methods_benchmark.checkpoints.report import write_report
+    from ictd_interp.analyses.methods_benchmark.checkpoints.track import run_track
+
+    given = [f"--{flag}" for flag in ("methods", "cases", "seeds") if getattr(args, flag) is not None] + (
+        ["--plugin"] if args.plugin else []
+    )
+    if given:
+        raise ValueError(f"{', '.join(given)}: the checkpoint track scores its own readings; leave them out")
+    records = run_track(args.out, split, args.population, workers=args.workers, address=args.address, force=args.force)
+    path = write_report(records, Path(args.out), "public" if split.key is None else "sealed")
+    print(f"{path}: {len(records)} checkpoints of {len({r['run'] for r in records})} runs")
     return 0

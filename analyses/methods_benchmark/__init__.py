@@ -15,6 +15,8 @@
 - ``report``: the tables, verdicts and figures (``report_figures``; ``selection``: which cells and methods a
   table reads); ``leaderboard``: ``results.json`` and the ranked table.
 - ``sae_plugin``: sparse autoencoders through SAELens, a plugin (TransformerLens 3.9).
+- ``checkpoints``: the checkpoint track, readings scored as classifiers of trained checkpoints labelled in function
+  space (runs TD, stopped early, learns nothing).
 
 Imports ``ictd_interp.analyses.metrics``, ``ictd_interp.analyses.figures``, ``ictd_interp.analyses.studies`` (its Ray
 set-up), ``ictd_interp.analyses.summary``

@@ -12,8 +12,9 @@ posterior mean of v under the Boyan prior), ``stability`` (the verdict over the 
 intervals and its test), ``intervals`` (Student-t, Welch and Wilson intervals), ``dynamics`` (curves over training),
 ``linear_family`` (a linear model's place in the predecessor's family), ``predecessor_metrics`` (the predecessor's own
 readings), ``depth_limit`` (values as depth grows), ``extrapolation`` (layers run beyond their trained depth),
-``theta_star_limit`` (θ*'s map and its limit), ``acting`` (a control model acting on its in-context q), ``draws``
-(every task set an analysis draws, named, with its seed). Names are imported on first use.
+``theta_star_limit`` (θ*'s map and its limit), ``acting`` (a control model acting on its in-context q), ``readings``
+(a checkpoint's readings as classifiers of "runs TD", each with its rule), ``draws`` (every task set an analysis
+draws, named, with its seed). Names are imported on first use.
 """
 
 from ictd_interp._lazy import lazy_exports

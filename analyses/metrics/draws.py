@@ -12,6 +12,8 @@ DRAWS = {
     "probe_fit": 2,  # the standard report's probes are fitted on these, apart from the tasks they are scored on
     "acting": 3,  # acting on in-context action values (control tasks)
     "ladder": 4,  # the verdict ladder's tasks, cut to each context length
+    "track_probe_fit": 5,  # the checkpoint track's probes are fitted on these (methods_benchmark.checkpoints)
+    "readings_long": 6,  # long contexts for the depth-limit reading (metrics.readings): the track and analyze
 }
 
 

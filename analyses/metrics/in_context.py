@@ -34,7 +34,7 @@ from ictd_interp.analyses.metrics.baselines import LABELS, MODEL_ROW, Baselines,
 from ictd_interp.analyses.metrics.cosine_null import NullRow
 from ictd_interp.analyses.metrics.draws import draw_seed
 from ictd_interp.analyses.metrics.extrapolation import values_at_depth
-from ictd_interp.analyses.metrics.intervals import Interval, t_interval
+from ictd_interp.analyses.metrics.intervals import Interval, Paired, t_interval
 from ictd_interp.analyses.metrics.ladder import FLAT, Ladder, depth_verdict, ladder
 from ictd_interp.analyses.metrics.linear_family import FamilyReading
 from ictd_interp.analyses.metrics.stability import OverTraining
@@ -131,8 +131,8 @@ def verdict(
     for name, row in base.estimators.items():
         if name != MODEL_ROW:
             groups[row.model_minus_baseline.verdict].append(name)
-    learns = all(name in groups["lower"] for name in REQUIRED)
-    decided = learns or any(name in groups["higher"] for name in REQUIRED)
+    first = first_level({name: base.estimators[name].model_minus_baseline for name in REQUIRED})
+    learns, decided = bool(first), first is not None
     others = {n: r.msve.mean for n, r in base.estimators.items() if n != MODEL_ROW and math.isfinite(r.msve.mean)}
     best = min(others, key=others.get)
     model = base.estimators[MODEL_ROW].msve
@@ -151,6 +151,16 @@ def verdict(
         level=None if lad is None else lad.level,
         ladder=lad,
     )
+
+
+def first_level(minus: dict[str, Paired]) -> Optional[bool]:
+    """The first level's rule on the model's paired differences against ``REQUIRED`` (more keys are ignored):
+    True when both lie below 0, False when one lies above, None when neither lies above and one straddles 0 (the
+    sample cannot decide)."""
+    verdicts = [minus[name].verdict for name in REQUIRED]
+    if all(v == "lower" for v in verdicts):
+        return True
+    return False if "higher" in verdicts else None
 
 
 def sentence(learns: bool, base: Baselines, decided: bool = True) -> str:

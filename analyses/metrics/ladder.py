@@ -210,13 +210,16 @@ def rung(
     return found, model_err[-1]
 
 
-def ladder(model: ICTDModel, dist: TaskDistribution, seed: int, learns_in_context: Optional[bool]) -> Ladder:
+def ladder(
+    model: ICTDModel, dist: TaskDistribution, seed: int, learns_in_context: Optional[bool], top: bool = True
+) -> Ladder:
     """The ladder of ``model`` trained on ``dist`` (its trained ``n`` is ``dist.context_len``), on ``LADDER_TASKS``
     tasks drawn from ``seed``; ``learns_in_context`` is today's verdict (``in_context``), the first level (None: its
-    sample cannot decide, and the level is ``UNDECIDED``)."""
+    sample cannot decide, and the level is ``UNDECIDED``); ``top`` False leaves the top rung out (no level rests on
+    it; it is the ladder's dearest estimator)."""
     lengths = ladder_lengths(model, dist.context_len)
     longest = sample_from(dist, LADDER_TASKS, seed=seed, length=max(lengths))
-    estimators = estimators_for(dist)
+    estimators = estimators_for(dist) if top else ESTIMATORS
     rungs, deepest_err = zip(*(rung(model, prefix(longest, n), dist.gamma, estimators) for n in lengths))
     context_change = [paired(b, a) for a, b in zip(deepest_err, deepest_err[1:])]
     last, first = rungs[-1], rungs[0]

@@ -31,6 +31,7 @@ from ictd_interp.analyses.metrics.extrapolation import depth_extrapolation, dept
 from ictd_interp.analyses.metrics.heads import head_kernels, most_like
 from ictd_interp.analyses.metrics.neu import neu_grid
 from ictd_interp.analyses.metrics.probes import activation_cosines, circuit_cosines, prediction_gap, sensitivity_cosine
+from ictd_interp.analyses.metrics.readings import LONG, Contexts, WeightReading, read_model
 from ictd_interp.analyses.metrics.theta_star_limit import star_map, theta_star_limit, theta_star_rows
 from ictd_interp.analyses.reports.stylised_words import (
     algorithm_sentences,
@@ -122,6 +123,7 @@ def compute(
                 **dict(zip(("cos_A", "cos_V"), cosine_null.lowest(model))),
                 cosine_nulls=cosine_null.nulls(model.cfg),
             ),
+            "readings": lambda: _readings(model, config, tasks) if exact else None,
             "acting": lambda: (
                 model_acting(model, config.tasks, draw_seed(config.eval_seed, "acting"))
                 if config.tasks.n_actions and model.cfg.attention == "softmax"
@@ -272,7 +274,7 @@ def lines(summary: Summary) -> list[str]:
         f"{summary.eval_tasks}, except where a section names its own sample (θ*'s limit at longer contexts, the NEU "
         "table).",
         "",
-        *answer_lines(summary.in_context),
+        *answer_lines(summary.in_context, summary.readings),
         *ladder_lines(summary.in_context),
         "## What does this model compute?",
         "",
@@ -344,3 +346,9 @@ def figures(summary: Summary) -> dict[str, Figure]:
         )
         out["cosine_over_training"] = plots.cosine_curves(c.step, c.cos_A, c.cos_V, tied=tied)
     return out
+
+
+def _readings(model: HookedICTDTransformer, config: TrainConfig, tasks: TaskBatch) -> list[WeightReading]:
+    """The readings the checkpoint track scores (``readings.REPORTED``), the depth limit on its named long draw."""
+    long = sample_from(config.tasks, len(tasks), seed=draw_seed(config.eval_seed, "readings_long"), length=LONG)
+    return read_model(model, Contexts(tasks, tasks, long))

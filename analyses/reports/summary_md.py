@@ -13,6 +13,7 @@ from ictd_interp.analyses.metrics.in_context import PAST, InContext
 from ictd_interp.analyses.metrics.intervals import Interval
 from ictd_interp.analyses.metrics.ladder import ladder_sentence, ladder_table
 from ictd_interp.analyses.metrics.neu import NeuGrid, population_table
+from ictd_interp.analyses.metrics.readings import LONG, MEASURED_ON, WeightReading
 from ictd_interp.analyses.metrics.stability import over_training_sentence
 from ictd_interp.config.registry import FAMILIES, OBJECTIVES
 
@@ -208,9 +209,10 @@ def eval_tasks_label(config: Any, n_tasks: int) -> str:
     return label
 
 
-def answer_lines(ic: Optional[InContext]) -> list[str]:
-    """summary.md's opening answer block (at most six lines): does the model learn in context, how close its update
-    and weights are to θ*'s, what iterating it does, and its best baseline (docs/theory.md §7a)."""
+def answer_lines(ic: Optional[InContext], readings: Optional[list[WeightReading]] = None) -> list[str]:
+    """summary.md's opening answer block (at most seven lines): does the model learn in context, how close its update
+    and weights are to θ*'s, what iterating it does, its best baseline (docs/theory.md §7a) and what its weights say
+    (``readings_sentence``)."""
     if ic is None:
         return []
     d, it = ic.discount, ic.iterated
@@ -245,7 +247,43 @@ def answer_lines(ic: Optional[InContext]) -> list[str]:
             f"- Weights: lowest-layer cos(A, A*) {ic.cos_A:.3f}, cos(V, V*) {number(ic.cos_V)}; the same "
             f"cosines of models that run no TD: {null}."
         )
-    return lines + [""]
+    return lines + ([f"- {readings_sentence(readings)}"] if readings else []) + [""]
+
+
+READ_AS = {
+    "discount": lambda s: f"effective discount {-s:.3f} from γ",
+    "depth_limit": lambda s: f"the layer's limit {-s:.0%} from CE's error at n = {LONG}",
+    "cos_V": lambda s: f"cos(V, V*) {s:.4f}",
+    "cos_A": lambda s: f"cos(A, A*) {s:.4f}",
+    "signature": lambda s: "signature (+, +, −)" + ("" if s else " not") + " held",
+}
+
+
+def readings_sentence(readings: list[WeightReading]) -> str:
+    """What the weights say: each reading's value and its rule's call, then which readings the checkpoint track found
+    able to tell a model that runs TD from a stopped-early one (AUROC, docs/methods_benchmark.md)."""
+
+    def one(r: WeightReading) -> str:
+        value = "not made" if r.score is None else READ_AS[r.name](r.score)
+        call = "reads as TD" if r.reads_as_td else "does not read as TD"
+        auroc = (
+            "AUROC unmeasured" if r.auroc is None else f"AUROC {r.auroc[0]:.2f} [{r.auroc[1]:.2f}, {r.auroc[2]:.2f}]"
+        )
+        return f"{value}: **{call}** ({auroc})"
+
+    tell = [r for r in readings if r.tells is not False]
+    cannot = [r for r in readings if r.tells is False]
+    text = (
+        "What the weights say (each reading's rule, and its AUROC for runs TD against stopped early on the checkpoint "
+        f"track's {MEASURED_ON}, docs/methods_benchmark.md): " + "; ".join(one(r) for r in tell) + "."
+    )
+    if cannot:
+        text += (
+            " Cannot tell the two apart: "
+            + ", ".join(f"{r.name} (AUROC {r.auroc[0]:.2f} [{r.auroc[1]:.2f}, {r.auroc[2]:.2f}])" for r in cannot)
+            + "."
+        )
+    return text
 
 
 def ladder_lines(ic: Optional[InContext]) -> list[str]:

@@ -26,6 +26,7 @@ names the cell and the field before any work starts.
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import json
 import math
@@ -201,7 +202,9 @@ def spec_file(spec: Union[str, Path]) -> Path:
     if not path.exists():
         builtin = builtin_studies()
         if str(spec) not in builtin:
-            raise StudySpecError(f"{spec}: no such spec file or built-in study (built-in: {sorted(builtin)})")
+            near = difflib.get_close_matches(str(spec), list(builtin), n=3)
+            meant = f"did you mean {' or '.join(near)}? " if near else ""
+            raise StudySpecError(f"{spec}: no such spec file or built-in study ({meant}built-in: {sorted(builtin)})")
         path = builtin[str(spec)]
     if path.is_dir():
         raise StudySpecError(

@@ -22,6 +22,7 @@ from ictd_interp.analyses.metrics.intervals import Interval
 from ictd_interp.analyses.metrics.linear_family import FamilyIteration, FamilyReading
 from ictd_interp.analyses.metrics.neu import NeuGrid
 from ictd_interp.analyses.metrics.predecessor_metrics import WeightReadings
+from ictd_interp.analyses.metrics.readings import WeightReading
 from ictd_interp.analyses.metrics.theta_star_limit import DepthLimit
 from ictd_interp.config.train import MODEL_CONFIGS, TrainConfig
 from ictd_interp.training.evaluation import DETAIL, PER_LAYER, EvalMetrics
@@ -196,6 +197,7 @@ class Summary:
     probes: Optional[Probes] = None
     margin: Optional[Margin] = None
     in_context: Optional[InContext] = None  # the function-space verdict (ictd_interp.analyses.metrics.in_context)
+    readings: Optional[list[WeightReading]] = None  # what the weights say, with each rule's measured AUROC
     acting: Optional[Acting] = None  # a control model's greedy and softmax regret (ictd_interp.analyses.metrics.acting)
     neu: Optional[NeuGrid] = detail()
     linear: Optional[LinearFamily] = None

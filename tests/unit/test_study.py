@@ -22,8 +22,10 @@ def test_bad_specs_name_the_cell_and_the_field(tmp_path):
     path.write_text('preset = "quick"\nseeds = [0]\n[grid]\nn_layers = [0]\n')
     with pytest.raises(StudySpecError, match=rf"{path}: cell n_layers-0__seed-0: n_layers"):
         load_spec(path)
-    with pytest.raises(StudySpecError, match="built-in: \\['architectures', 'atlas-cpu', 'depth'"):
+    with pytest.raises(StudySpecError, match="built-in: \\['architectures', 'atlas-cpu', 'checkpoints', 'depth'"):
         load_spec("no-such-study")
+    with pytest.raises(StudySpecError, match="td-gama: no such spec file or built-in study \\(did you mean td-gamma"):
+        load_spec("td-gama")
     with pytest.raises(StudySpecError, match=rf"{tmp_path}: a folder; give a study spec \(a .toml file\)"):
         load_spec(tmp_path)
     assert len(load_spec("objectives").cells()) == 8
