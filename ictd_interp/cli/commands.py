@@ -5,6 +5,7 @@ reused for another request). Heavy modules (torch) are imported inside them, so 
 from __future__ import annotations
 
 import argparse
+import textwrap
 from pathlib import Path
 
 from ictd_interp.cli.args import config_from_args
@@ -71,18 +72,26 @@ def models(args: argparse.Namespace) -> int:
                     f"{rung['tabular_mc']:.3f}, CE {rung['tabular_td']:.3f}{top}, constant {rung['constant']:.3f}{gap}"
                 )
         return 0
-    rows = [("name", "what", "verdict (ladder level)", "MSVE [95%]")]
+    rows = [("name", "what", "ladder level", "MSVE [95%]")]
     for m in listed:
         lo_hi = m["msve_interval"]
         msve = f"{m['eval_msve']:.3f}" + (f" [{lo_hi[0]:.3f}, {lo_hi[1]:.3f}]" if lo_hi else "")
         rows.append((m["name"], m["what"], _level(m), msve))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    widths[1] = min(widths[1], WHAT_WIDTH)  # the description wraps: the table fits 100 columns
     for i, row in enumerate(rows):
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+        what = textwrap.wrap(row[1], widths[1]) or [""]
+        print("  ".join(cell.ljust(w) for cell, w in zip((row[0], what[0], *row[2:]), widths)).rstrip())
+        for more in what[1:]:
+            print((" " * (widths[0] + 2) + more).rstrip())
         if i == 0:
             print("  ".join("-" * w for w in widths))
-    print("\nLevels: learns in context < beats Monte Carlo < runs TD (docs/theory.md §7b); --long for every number.")
+    print("\nLevels (docs/theory.md §7b): learns in context; beats Monte Carlo; runs TD, which need not beat")
+    print("Monte Carlo at the trained depth (it gets there deeper). --long: every number.")
     return 0
+
+
+WHAT_WIDTH = 30  # the `models` table's description column, wrapped
 
 
 def _level(m: dict) -> str:

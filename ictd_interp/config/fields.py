@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import asdict, fields
 from typing import Any
 
@@ -77,7 +78,15 @@ def dtype_name(value: Any) -> str:
 
 def check_choice(name: str, value: Any, choices) -> None:
     if value not in choices:
-        raise ValueError(f"{name}: must be one of {tuple(choices)}, got {value!r}")
+        raise ValueError(f"{name}: must be one of {tuple(choices)}, got {value!r}{did_you_mean(value, choices)}")
+
+
+def did_you_mean(value: Any, choices) -> str:
+    """``; did you mean 'loop'?`` for a mistyped string with a close choice (difflib), else empty."""
+    if not isinstance(value, str):
+        return ""
+    near = difflib.get_close_matches(value, [str(c) for c in choices], n=1)
+    return f"; did you mean {near[0]!r}?" if near else ""
 
 
 def check_gamma(gamma: Any, name: str = "gamma") -> float:

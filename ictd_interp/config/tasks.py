@@ -20,6 +20,7 @@ from ictd_interp.config.fields import (
     check_gamma,
     check_onehot,
     check_positive_int,
+    did_you_mean,
     from_dict_strict,
 )
 from ictd_interp.config.registry import FAMILIES
@@ -96,4 +97,5 @@ def check_family(family: str) -> None:
     if family not in FAMILIES and not family.startswith("gym:"):
         raise ValueError(
             f"family: must be one of {tuple(FAMILIES)} or gym:ENV_ID (e.g. gym:FrozenLake-v1), got {family!r}"
+            + did_you_mean(family, FAMILIES)
         )

@@ -71,3 +71,14 @@ def test_given_features_of_the_wrong_shape_are_named(shape):
     dist = TaskDistribution(family="random", n_states=5, d_features=2, context_len=7, gamma=0.8)
     with pytest.raises(ValueError, match=r"features: expected shape \(5, 2\)"):
         sample_from(dist, 3, seed=0, mrp=mrp, features=torch.zeros(shape))
+
+
+def test_a_mistyped_family_or_choice_names_the_closest():
+    from ictd_interp.config.fields import check_choice, did_you_mean
+    from ictd_interp.config.tasks import check_family
+
+    with pytest.raises(ValueError, match=r"got 'lop'; did you mean 'loop'\?$"):
+        check_family("lop")
+    with pytest.raises(ValueError, match=r"got 'tdd'; did you mean 'td'\?$"):
+        check_choice("objective", "tdd", ("td", "mc"))
+    assert did_you_mean("xyzzy", ("td", "mc")) == "" and did_you_mean(3, ("td",)) == ""
