@@ -21,8 +21,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Optional, Union
 
-import torch
-
 from ictd_interp.analyses.methods_benchmark.checkpoints.population import N_TASKS, label, run_entries
 from ictd_interp.analyses.methods_benchmark.sealed import PUBLIC, Split
 from ictd_interp.analyses.metrics.draws import draw_seed
@@ -52,8 +50,8 @@ def population_spec(split: Split = PUBLIC) -> StudySpec:
 
 
 def record_run(study: str, name: str, run: str) -> list[dict[str, Any]]:
-    """Every checkpoint of one run (``population.run_entries``) labelled and read; runs in a Ray worker."""
-    torch.set_num_threads(1)
+    """Every checkpoint of one run (``population.run_entries``) labelled and read; runs in a Ray worker (its torch
+    threads: the toolkit's policy, ``ictd_interp.io.threads``, applied when the first model is built)."""
     entries = run_entries(study, name, Path(run))
     config = run_folder.load_run_config(Path(run))
     tasks = sample_from(config.tasks, N_TASKS, seed=config.eval_seed)
