@@ -122,7 +122,13 @@ def benchmark_flags(p: argparse.ArgumentParser) -> None:
     _folder_and_budget(p, ["quick", "full"], budget_help)
     p.add_argument("--methods", default=None, help="comma-separated method names (default: every registered one)")
     p.add_argument("--cases", default=None, help="comma-separated case names (default: every case)")
-    p.add_argument("--seeds", type=positive_int, default=None, help="seeds per case (default: the budget's)")
+    p.add_argument(
+        "--seeds",
+        type=positive_int,
+        default=None,
+        help="seeds per case (default: the budget's); --track checkpoints: seeds per recipe of the built-in "
+        "population (default 6, or 3 on the private split)",
+    )
     p.add_argument(
         "--plugin",
         action="append",

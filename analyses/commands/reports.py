@@ -54,12 +54,14 @@ def checkpoint_track(args: argparse.Namespace, split) -> int:
     from ictd_interp.analyses.methods_benchmark.checkpoints.report import write_report
     from ictd_interp.analyses.methods_benchmark.checkpoints.track import run_track
 
-    given = [f"--{flag}" for flag in ("methods", "cases", "seeds") if getattr(args, flag) is not None] + (
+    given = [f"--{flag}" for flag in ("methods", "cases") if getattr(args, flag) is not None] + (
         ["--plugin"] if args.plugin else []
     )
     if given:
         raise ValueError(f"{', '.join(given)}: the checkpoint track scores its own readings; leave them out")
-    records = run_track(args.out, split, args.population, workers=args.workers, address=args.address, force=args.force)
+    records = run_track(
+        args.out, split, args.population, workers=args.workers, address=args.address, force=args.force, seeds=args.seeds
+    )
     path = write_report(records, Path(args.out), "public" if split.key is None else "sealed")
     print(f"{path}: {len(records)} checkpoints of {len({r['run'] for r in records})} runs")
     return 0

@@ -41,6 +41,8 @@ def test_the_track_labels_reads_reports_and_resumes(tmp_path, monkeypatch, capsy
     assert {p: p.stat().st_mtime_ns for p in written} == written  # nothing recomputed
     assert main([*command, "--methods", "linear-probe"]) == 2
     assert "--methods: the checkpoint track scores its own readings" in capsys.readouterr().err
+    assert main([*command, "--seeds", "2"]) == 2
+    assert "--seeds: sizes the built-in population" in capsys.readouterr().err
     assert main(["methods-benchmark", "--out", str(tmp_path / "p"), "--population", str(pop)]) == 2
     assert "--population: only --track checkpoints" in capsys.readouterr().err
     assert main([*command[:3], "--population", str(tmp_path / "none"), "--out", str(tmp_path / "o2")]) == 2

@@ -121,6 +121,9 @@ def test_the_sealed_population_draws_its_seeds_from_the_key(tmp_path):
     assert sealed.recipes == public.recipes and sealed.grid == public.grid  # the same recipes, other seeds
     key.write_bytes(b"j" * 32)
     assert population_spec(Split.read("private", str(key))).seeds != sealed.seeds
+    more = population_spec(Split.read("private", str(key)), seeds=5).seeds  # more seeds keep the first ones
+    assert len(more) == 5 and more[:SEALED_SEEDS] == population_spec(Split.read("private", str(key))).seeds
+    assert population_spec(seeds=2).seeds == [0, 1] and public.seeds == [0, 1, 2, 3, 4, 5]
 
 
 def test_the_answer_says_what_the_weights_say_and_which_readings_cannot_tell():

@@ -40,13 +40,15 @@ SEALED_SEEDS = 3  # seeds per recipe on the private split
 PROBE_FIT_TASKS = 64
 
 
-def population_spec(split: Split = PUBLIC) -> StudySpec:
-    """The population's study: the built-in spec, its seeds drawn from the key on the private split."""
+def population_spec(split: Split = PUBLIC, seeds: Optional[int] = None) -> StudySpec:
+    """The population's study: the built-in spec (``seeds`` per recipe: 0, 1, ...; default the spec's), its seeds
+    drawn from the key on the private split (``seeds`` of them, default ``SEALED_SEEDS``; the k-th seed is the same
+    whatever their number)."""
     spec = load_spec(STUDY)
     if split.key is None:
-        return spec
-    seeds = [split.seed(STUDY, k) % 2**31 for k in range(SEALED_SEEDS)]
-    return replace(spec, seeds=seeds, source="<sealed: seeds drawn from the key>")
+        return spec if seeds is None else replace(spec, seeds=list(range(seeds)))
+    drawn = [split.seed(STUDY, k) % 2**31 for k in range(seeds or SEALED_SEEDS)]
+    return replace(spec, seeds=drawn, source="<sealed: seeds drawn from the key>")
 
 
 def record_run(study: str, name: str, run: str) -> list[dict[str, Any]]:
@@ -105,22 +107,27 @@ def run_track(
     address: Optional[str] = None,
     progress: bool = True,
     force: bool = False,
+    seeds: Optional[int] = None,
 ) -> list[dict[str, Any]]:
-    """Train (or resume) the population, record every run not yet recorded, and return every record."""
+    """Train (or resume) the population (``seeds`` per recipe: ``population_spec``), record every run not yet
+    recorded, and return every record."""
     studies = [Path(s).resolve() for s in studies]
     for folder in studies:
         finished_runs(folder)  # a bad --population is named before anything runs
+    if seeds is not None and studies:
+        raise ValueError("--seeds: sizes the built-in population; a given --population has its own runs")
     request = {
         "command": "methods-benchmark",
         "track": "checkpoints",
         "population": [str(s) for s in studies],
+        **({"seeds": seeds} if seeds is not None else {}),
         **({"split": split.name, "key_fingerprint": split.fingerprint()} if split.key is not None else {}),
     }
     out = claim_output(out_dir, request, force, inputs=studies)
     session = RaySession(address, workers)
     try:
         if not studies:
-            run_study(population_spec(split), out / "population", session=session, progress=progress)
+            run_study(population_spec(split, seeds), out / "population", session=session, progress=progress)
             studies = [out / "population"]
         _record(out / "records", studies, session, progress)
     finally:
