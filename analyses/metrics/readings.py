@@ -47,14 +47,15 @@ from jaxtyping import Float
 from torch import Tensor
 
 from ictd_interp.analyses.metrics.algorithm_id import ISOTROPIC, read_layer
-from ictd_interp.analyses.metrics.baselines import error_parts, td_fixed_point
+from ictd_interp.analyses.metrics.baselines import error_parts
 from ictd_interp.analyses.metrics.depth_limit import limit_spectrum
+from ictd_interp.analyses.metrics.diagonality import kernel_diagonality_mean
 from ictd_interp.analyses.metrics.in_context import DISCOUNT_BAND
-from ictd_interp.analyses.metrics.ladder import CE_MARGIN, LONGER
+from ictd_interp.analyses.metrics.ladder import CE, CE_MARGIN, ESTIMATORS, LONGER
 from ictd_interp.analyses.metrics.site_probes import fit_probes, td_quantities
-from ictd_interp.models.hook_names import ends_with, get_act_name
+from ictd_interp.models.hook_names import get_act_name
 from ictd_interp.models.stylised.model import HookedICTDTransformer
-from ictd_interp.reference.metrics import diagonality_by_layer, value_signature, weight_cosines
+from ictd_interp.reference.metrics import value_signature, weight_cosines
 from ictd_interp.tasks.sampling import TaskBatch
 
 DISCOUNT_TOL = 0.02  # "tracks γ": the rule of the discount reading
@@ -99,18 +100,9 @@ def signature(model: HookedICTDTransformer, ctx: Contexts) -> float:
     return float(all(row["matches"] for row in value_signature(model, model.cfg)))
 
 
-@torch.no_grad()
-def _diagonality(model: HookedICTDTransformer, tasks: TaskBatch) -> float:
-    cfg = model.cfg
-    _, cache = model.run_with_cache(tasks.prompt.to(model.device), names_filter=ends_with("hook_pattern"))
-    return float(
-        diagonality_by_layer(cache.to("cpu"), tasks.states, tasks.mrp.n_states, cfg.n_layers, cfg.n_heads).mean()
-    )
-
-
 def diagonality(model: HookedICTDTransformer, ctx: Contexts) -> float:
     star = HookedICTDTransformer.from_theta_star(model.cfg).to(model.device)
-    return _diagonality(model, ctx.tasks) - _diagonality(star, ctx.tasks)
+    return float(kernel_diagonality_mean(model, ctx.tasks).mean() - kernel_diagonality_mean(star, ctx.tasks).mean())
 
 
 def _last(model: HookedICTDTransformer):
@@ -128,7 +120,7 @@ def depth_limit(model: HookedICTDTransformer, ctx: Contexts) -> Optional[float]:
     if any(reason is not None for reason in spectrum.reason):
         return None
     limit = error_parts(values, ctx.long)["msve"].mean()
-    ce = error_parts(td_fixed_point(ctx.long, model.cfg.gamma), ctx.long)["msve"].mean()
+    ce = error_parts(ESTIMATORS[CE](ctx.long, model.cfg.gamma), ctx.long)["msve"].mean()
     return -abs(float(limit / ce) - 1.0)
 
 
@@ -159,8 +151,7 @@ def _probe(model: HookedICTDTransformer, ctx: Contexts, quantity: str) -> Option
     targets = [td_quantities(t, model.cfg.gamma)[quantity].unsqueeze(0) for t in (ctx.fit, ctx.tasks)]
     probe = fit_probes(fitted, targets[0], quantity, next(model.parameters()).dtype)
     err = (probe.predict(scored) - targets[1]).pow(2).mean()
-    r2 = float(1 - err / targets[1].var(unbiased=False).clamp_min(1e-30))
-    return r2 if math.isfinite(r2) else None
+    return float(1 - err / targets[1].var(unbiased=False).clamp_min(1e-30))
 
 
 def _last_site(model: HookedICTDTransformer, tasks: TaskBatch) -> Float[Tensor, "site=1 batch key_pos d_model"]:
@@ -197,6 +188,13 @@ READINGS = (
     ),
 )
 BY_NAME = {r.name: r for r in READINGS}
+
+
+def score_of(reading: Reading, model: HookedICTDTransformer, ctx: Contexts) -> Optional[float]:
+    """``reading``'s score of ``model``; one that is not a finite number was not made (None), never scored as one."""
+    score = reading.score(model, ctx)
+    return None if score is None or not math.isfinite(score) else float(score)
+
 
 # What the checkpoint track measured for TD vs stopped early (AUROC, 95% interval over runs), the numbers analyze
 # quotes beside a model's own readings: the public population of docs/methods_benchmark.md ("The checkpoint track":
@@ -242,8 +240,7 @@ def read_model(model: HookedICTDTransformer, ctx: Contexts, names: tuple[str, ..
     out = []
     for name in names:
         reading = BY_NAME[name]
-        score = reading.score(model, ctx)
-        score = None if score is None or not math.isfinite(score) else float(score)
+        score = score_of(reading, model, ctx)
         measured = MEASURED_AUROC.get(name)
         out.append(
             WeightReading(

@@ -26,7 +26,6 @@ names the cell and the field before any work starts.
 
 from __future__ import annotations
 
-import difflib
 import itertools
 import json
 import math
@@ -38,6 +37,7 @@ from typing import Any, Union
 import tomllib
 
 from ictd_interp.config import MODEL_CONFIGS, TaskDistribution
+from ictd_interp.config.fields import did_you_mean
 from ictd_interp.config.train import PRESETS, TrainConfig, flat_fields
 
 BUILTIN_DIR = Path(__file__).parent
@@ -202,9 +202,10 @@ def spec_file(spec: Union[str, Path]) -> Path:
     if not path.exists():
         builtin = builtin_studies()
         if str(spec) not in builtin:
-            near = difflib.get_close_matches(str(spec), list(builtin), n=3)
-            meant = f"did you mean {' or '.join(near)}? " if near else ""
-            raise StudySpecError(f"{spec}: no such spec file or built-in study ({meant}built-in: {sorted(builtin)})")
+            raise StudySpecError(
+                f"{spec}: no such spec file or built-in study (built-in: {sorted(builtin)})"
+                + did_you_mean(str(spec), builtin)
+            )
         path = builtin[str(spec)]
     if path.is_dir():
         raise StudySpecError(

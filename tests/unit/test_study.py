@@ -24,7 +24,10 @@ def test_bad_specs_name_the_cell_and_the_field(tmp_path):
         load_spec(path)
     with pytest.raises(StudySpecError, match="built-in: \\['architectures', 'atlas-cpu', 'checkpoints', 'depth'"):
         load_spec("no-such-study")
-    with pytest.raises(StudySpecError, match="td-gama: no such spec file or built-in study \\(did you mean td-gamma"):
+    with pytest.raises(
+        StudySpecError,
+        match=r"td-gama: no such spec file or built-in study \(built-in: .*\); did you mean 'td-gamma'\?$",
+    ):
         load_spec("td-gama")
     with pytest.raises(StudySpecError, match=rf"{tmp_path}: a folder; give a study spec \(a .toml file\)"):
         load_spec(tmp_path)

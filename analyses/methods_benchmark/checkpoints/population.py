@@ -27,11 +27,11 @@ from typing import Any
 
 import torch
 
-from ictd_interp.analyses.metrics.baselines import constant, error_parts, first_visit_mc
+from ictd_interp.analyses.metrics.baselines import error_parts
 from ictd_interp.analyses.metrics.draws import draw_seed
-from ictd_interp.analyses.metrics.in_context import first_level
+from ictd_interp.analyses.metrics.in_context import REQUIRED, first_level
 from ictd_interp.analyses.metrics.intervals import paired
-from ictd_interp.analyses.metrics.ladder import LEVELS, UNDECIDED, ladder
+from ictd_interp.analyses.metrics.ladder import ESTIMATORS, LEVELS, UNDECIDED, ladder
 from ictd_interp.config.train import TrainConfig
 from ictd_interp.io import run_folder
 from ictd_interp.models.registry import ICTDModel
@@ -55,10 +55,6 @@ class Entry:
     folder: str
     objective: str
 
-    @property
-    def key(self) -> str:
-        return f"{self.run}@{self.step}"
-
 
 def objective_of(config: TrainConfig) -> str:
     return "shuffled" if config.shuffle_rewards else config.objective
@@ -68,7 +64,7 @@ def run_entries(study: str, name: str, run: Path) -> list[Entry]:
     """The checkpoints a finished run (``run``, a run folder; ``name`` its cell's or folder's name) gives the track
     (``FRACTIONS`` of its steps, and its initialisation)."""
     config = run_folder.load_run_config(run)
-    saved = {int(p.name.split("_")[-1]): p for p in sorted((run / "checkpoints").glob("step_*"))}
+    saved = {run_folder.checkpoint_step(p): p for p in run_folder.checkpoints(run)}
     if not saved:
         raise ValueError(f"{run}: no saved checkpoints; the track needs a finished run")
     recipe = name.split("__")[0]
@@ -96,10 +92,7 @@ def label(model: ICTDModel, config: TrainConfig, tasks: TaskBatch) -> dict[str, 
     ``config.tasks`` at ``config.eval_seed``."""
     gamma = config.tasks.gamma
     model_err = error_parts(model(tasks.prompt.to(model.device)), tasks)["msve"]
-    minus = {
-        name: paired(model_err, error_parts(fn(tasks, gamma), tasks)["msve"])
-        for name, fn in (("constant", constant), ("first_visit_mc", first_visit_mc))
-    }
+    minus = {name: paired(model_err, error_parts(ESTIMATORS[name](tasks, gamma), tasks)["msve"]) for name in REQUIRED}
     learns = first_level(minus)
     lad = ladder(model, config.tasks, draw_seed(config.eval_seed, "ladder"), learns, top=False)
     return {"level": lad.level, "label": class_of(lad.level), "msve": float(model_err.mean())}

@@ -15,7 +15,6 @@ checkpoints compute, on a labelled population, public or sealed; resumable, on R
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import Any, Optional, Union
 from ictd_interp.analyses.methods_benchmark.checkpoints.population import N_TASKS, label, run_entries
 from ictd_interp.analyses.methods_benchmark.sealed import PUBLIC, Split
 from ictd_interp.analyses.metrics.draws import draw_seed
-from ictd_interp.analyses.metrics.readings import LONG, READINGS, Contexts
+from ictd_interp.analyses.metrics.readings import LONG, READINGS, Contexts, score_of
 from ictd_interp.analyses.studies.cells import TRAINED, read_status
 from ictd_interp.analyses.studies.run import RaySession, run_study
 from ictd_interp.analyses.studies.spec import StudySpec, load_spec
@@ -74,15 +73,10 @@ def record_run(study: str, name: str, run: str) -> list[dict[str, Any]]:
                 "gamma": config.tasks.gamma,
                 "n_layers": model.cfg.n_layers,
                 **label(model, config, tasks),
-                "readings": {r.name: _finite(r.score(model, ctx)) for r in READINGS},
+                "readings": {r.name: score_of(r, model, ctx) for r in READINGS},
             }
         )
     return records
-
-
-def _finite(score: Optional[float]) -> Optional[float]:
-    """A reading that is not a finite number was not made (None), never scored as one."""
-    return None if score is None or not math.isfinite(score) else float(score)
 
 
 def finished_runs(folder: Path) -> list[tuple[str, Path]]:
