@@ -349,6 +349,7 @@ def figures(summary: Summary) -> dict[str, Figure]:
 
 
 def _readings(model: HookedICTDTransformer, config: TrainConfig, tasks: TaskBatch) -> list[WeightReading]:
-    """The readings the checkpoint track scores (``readings.REPORTED``), the depth limit on its named long draw."""
+    """The readings the checkpoint track scores (``readings.REPORTED``), the depth limit on its named long draw; no
+    reported reading fits a probe, so the probes' fit set is the evaluation tasks themselves."""
     long = sample_from(config.tasks, len(tasks), seed=draw_seed(config.eval_seed, "readings_long"), length=LONG)
     return read_model(model, Contexts(tasks, tasks, long))

@@ -252,7 +252,12 @@ def answer_lines(ic: Optional[InContext], readings: Optional[list[WeightReading]
 
 READ_AS = {
     "discount": lambda s: f"effective discount {-s:.3f} from γ",
-    "depth_limit": lambda s: f"the layer's limit {-s:.0%} from CE's error at n = {LONG}",
+    # |MSVE(limit) / MSVE(CE) − 1| = −s; past 1 the ratio itself is 1 − s (an error is never negative)
+    "depth_limit": lambda s: (
+        f"the layer's limit {-s:.0%} from CE's error at n = {LONG}"
+        if s > -1
+        else f"the layer's limit at {1 - s:.3g}× CE's error at n = {LONG}"
+    ),
     "cos_V": lambda s: f"cos(V, V*) {s:.4f}",
     "cos_A": lambda s: f"cos(A, A*) {s:.4f}",
     "signature": lambda s: "signature (+, +, −)" + ("" if s else " not") + " held",
@@ -263,26 +268,21 @@ def readings_sentence(readings: list[WeightReading]) -> str:
     """What the weights say: each reading's value and its rule's call, then which readings the checkpoint track found
     able to tell a model that runs TD from a stopped-early one (AUROC, docs/methods_benchmark.md)."""
 
+    def auroc(r: WeightReading) -> str:
+        return "AUROC unmeasured" if r.auroc is None else f"AUROC {r.auroc[0]:.2f} [{r.auroc[1]:.2f}, {r.auroc[2]:.2f}]"
+
     def one(r: WeightReading) -> str:
         value = "not made" if r.score is None else READ_AS[r.name](r.score)
-        call = "reads as TD" if r.reads_as_td else "does not read as TD"
-        auroc = (
-            "AUROC unmeasured" if r.auroc is None else f"AUROC {r.auroc[0]:.2f} [{r.auroc[1]:.2f}, {r.auroc[2]:.2f}]"
-        )
-        return f"{value}: **{call}** ({auroc})"
+        return f"{value}: **{'reads as TD' if r.reads_as_td else 'does not read as TD'}** ({auroc(r)})"
 
     tell = [r for r in readings if r.tells is not False]
     cannot = [r for r in readings if r.tells is False]
     text = (
         "What the weights say (each reading's rule, and its AUROC for runs TD against stopped early on the checkpoint "
-        f"track's {MEASURED_ON}, docs/methods_benchmark.md): " + "; ".join(one(r) for r in tell) + "."
+        f"track's {MEASURED_ON}, docs/methods_benchmark.md): " + ("; ".join(one(r) for r in tell) or "no reading") + "."
     )
     if cannot:
-        text += (
-            " Cannot tell the two apart: "
-            + ", ".join(f"{r.name} (AUROC {r.auroc[0]:.2f} [{r.auroc[1]:.2f}, {r.auroc[2]:.2f}])" for r in cannot)
-            + "."
-        )
+        text += " Cannot tell the two apart: " + ", ".join(f"{r.name} ({auroc(r)})" for r in cannot) + "."
     return text
 
 

@@ -140,5 +140,7 @@ def test_the_answer_says_what_the_weights_say_and_which_readings_cannot_tell():
     text = readings_sentence(rows)
     assert "effective discount 0.007 from γ: **reads as TD** (AUROC 0.99 [0.96, 1.00])" in text
     assert "the layer's limit 80% from CE's error at n = 400: **does not read as TD**" in text
+    far = WeightReading(name="depth_limit", score=-35.36, reads_as_td=False, rule="r", auroc=None)
+    assert "the layer's limit at 36.4× CE's error at n = 400: **does not read as TD**" in readings_sentence([far])
     assert "signature (+, +, −) held: **reads as TD** (AUROC unmeasured)" in text
     assert text.endswith("Cannot tell the two apart: cos_V (AUROC 0.42 [0.30, 0.58]).")
