@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ictd_interp.analyses.figures.style import PALETTE, new_figure, wrapped
+from ictd_interp.analyses.methods_benchmark.checkpoints.population import LABELS
 from ictd_interp.analyses.methods_benchmark.checkpoints.scores import (
     COMPARISONS,
     N_BOOT,
@@ -87,12 +88,13 @@ def write_report(records: Sequence[dict[str, Any]], out_dir: Path, title: str = 
     data = {"counts": n, "scores": {r: {k: vars(e) for k, e in s.items()} for r, s in scores.items()}}
     (out_dir / "checkpoints.json").write_text(json.dumps(data, indent=1))
     (out_dir / "figures").mkdir(exist_ok=True)
-    figure(scores, title).savefig(out_dir / "figures" / "checkpoint_auroc.png", dpi=150, bbox_inches="tight")
+    figure(scores, title, n).savefig(out_dir / "figures" / "checkpoint_auroc.png", dpi=150, bbox_inches="tight")
     return out_dir / "checkpoints.md"
 
 
-def figure(scores: dict[str, dict[str, Estimate]], title: str):
-    """Each reading's AUROC with its interval, one marker per comparison; the line at 0.5 is a coin."""
+def figure(scores: dict[str, dict[str, Estimate]], title: str, n: dict[str, Any]):
+    """Each reading's AUROC with its interval, one marker per comparison; the line at 0.5 is a coin; ``n``: the
+    population's ``counts``, named in the title."""
     fig, (ax,) = new_figure(width=6.4, height=0.45 * len(READINGS) + 1.4)
     names = [r.name for r in READINGS]
     for k, comparison in enumerate(SHOWN):
@@ -116,7 +118,8 @@ def figure(scores: dict[str, dict[str, Estimate]], title: str):
     ax.invert_yaxis()
     ax.set_xlim(0, 1.02)
     ax.set_xlabel("AUROC (95% interval over runs; dotted: a coin, dashed: 0.95)")
-    ax.set_title(wrapped(f"Which reading tells a checkpoint that runs TD ({title} population)", 60))
+    sample = f"{n['checkpoints']} checkpoints of {n['runs']} runs, {n['label'].get(LABELS[0], 0)} run TD"
+    ax.set_title(wrapped(f"Which reading tells a checkpoint that runs TD? {title} population: {sample}", 64))
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="lower left", fontsize=8)
     return fig
