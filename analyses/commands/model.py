@@ -65,6 +65,7 @@ def evaluate(args: argparse.Namespace) -> int:
     """evaluation.json, evaluation.md and figures for a model on ``--env`` (out of distribution)."""
     from ictd_interp.analyses.analyze import resolve
     from ictd_interp.analyses.metrics.convergence import context_lengths
+    from ictd_interp.analyses.metrics.ladder import ladder_brief
     from ictd_interp.analyses.reports.ood import evaluate_ood, write_ood
     from ictd_interp.io.run_folder import claim_output
     from ictd_interp.tasks import sample_from
@@ -111,6 +112,7 @@ def evaluate(args: argparse.Namespace) -> int:
         f"{args.out}/evaluation.json: {result.environment} ({result.n_states} states), sup error at "
         f"n={result.context_lengths[-1]}: model {result.context.model[-1]:.4f}, theta* of its depth "
         f"{result.context.theta_star[-1]:.4f}"
+        + (f"; {ladder_brief(result.in_context.ladder)}" if result.in_context and result.in_context.ladder else "")
     )
     return 0
 
@@ -157,6 +159,7 @@ def _source(path: str) -> str:
 
 def _analyze(path: str, out: str, force: bool = False, stamp: bool = True) -> None:
     from ictd_interp.analyses.analyze import analyze, resolve
+    from ictd_interp.analyses.metrics.ladder import ladder_brief
     from ictd_interp.io.run_folder import claim_output
 
     model = model_argument(path)
@@ -172,5 +175,6 @@ def _analyze(path: str, out: str, force: bool = False, stamp: bool = True) -> No
         else f"most TD-like head's kernel correlation {summary.circuit.max_td_kernel_correlation:.3f}, "
     )
     first = "learns in context" if verdict and verdict.learns_in_context else "does not learn in context"
-    learns = "" if verdict is None else f"; {verdict.level or first}"
+    level = ladder_brief(verdict.ladder) if verdict is not None and verdict.ladder is not None else None
+    learns = "" if verdict is None else f"; {level or verdict.level or first}"
     print(f"{out}/summary.md: {weights}MSVE {m.eval_msve:.4f} (theta* {m.theta_star_msve:.4f}){learns}")

@@ -1,9 +1,9 @@
 """Figures drawn from saved numbers (never live models): each function returns a ``Figure`` that shows
 itself in Jupyter. ``style`` (what every figure shares: colours, ``Figure``, axes), ``plots`` (the report's
 figures), ``circuits`` (the standard model's circuit search and patching), ``attention_plots`` (circuitsvis
-views), ``control_plots`` (acting and backups). They import the core's constants only (and ``reference``'s
-``signature_on_values``, the one conversion the signature's words and figure share), never ``metrics``,
-``reports`` or ``studies``. Names are imported on first use.
+views), ``control_plots`` (acting and backups), ``ladder_plot`` (the verdict ladder). They import the core's
+constants only (and ``reference``'s ``signature_on_values``, the one conversion the signature's words and figure
+share), never ``metrics``, ``reports`` or ``studies``. Names are imported on first use.
 """
 
 from ictd_interp._lazy import lazy_exports
@@ -23,6 +23,7 @@ _EXPORTS = {
     "error_vs_context": "plots",
     "predicted_vs_true": "plots",
     "scale_sweep": "plots",
+    "ladder_figure": "ladder_plot",
     "zoom": "style",
     "log_axis": "style",
     "legend_outside": "style",

@@ -75,6 +75,7 @@ SHORT = {
     "tabular_td": "CE (tabular TD)",
     TOP: "Bayes",
 }
+DRAWN = ("constant", "tabular_mc", CE, TOP)  # the estimators the ladder's figure draws beside the model
 LEVELS = ("does not learn in context", "learns in context", "beats Monte Carlo", "runs TD")
 UNDECIDED = "undecided"  # the first level's sample cannot tell (``in_context``): no level is claimed, none denied
 
@@ -114,6 +115,7 @@ class Ladder:
     # at the trained n, per depth multiple ("2x", "4x", "16x"): falls | flat | rises | undecided (``depth_verdict``)
     with_depth: dict[str, str] = field(default_factory=dict)
     msve_with_depth: dict[str, float] = field(default_factory=dict)  # at the trained n, "1x" ... "16x"
+    baselines: dict[str, float] = field(default_factory=dict)  # at the trained n, each estimator's MSVE on these tasks
     # at the trained n: Bayes's and CE's MSVE and the gap closed (``gap_closed``); empty without the top rung
     top: dict[str, float] = field(default_factory=dict)
     no_top: Optional[str] = None  # why the ladder has no top rung (``bayes.available``)
@@ -241,6 +243,7 @@ def ladder(
             for m, c in zip(DEPTHS[1:], first.change_with_depth)
         },
         msve_with_depth={f"{m}x": i.mean for m, i in zip(DEPTHS, first.msve)},
+        baselines={name: i.mean for name, i in first.estimators.items()},
         top=top_of(first),
         no_top=bayes.available(dist.family),
         rungs=list(rungs),
@@ -308,7 +311,8 @@ def ladder_table(lad: Optional[Ladder]) -> list[str]:
         lines.append(f"| {r.n} | " + " | ".join(cells) + " |")
     return lines + [
         "",
-        f"MSVE on {lad.n_tasks} held-out tasks cut to each n (the same MRPs); model ×k: run to k × "
+        f"MSVE on the ladder's own draw of {lad.n_tasks} held-out tasks, drawn once at n = {lad.rungs[-1].n} and cut "
+        f"to each n (the same MRPs; not the tasks of the sections that name another sample); model ×k: run to k × "
         f"{first.depths[0]} layers."
         + (
             " Bayes: the posterior mean of v under the training prior, the best any estimator can do on these "
@@ -350,4 +354,14 @@ def ladder_sentence(lad: Ladder) -> str:
             f"at n = {r.n} it closes {first_gap.text('.2f')} of the gap from the constant to Bayes (CE: "
             f"{r.gap_closed_ce.mean:.2f})"
         )
-    return f"Ladder: **{lad.level}** — " + "; ".join(parts) + "."
+    return f"Ladder (its own draw of {lad.n_tasks} tasks): **{lad.level}** — " + "; ".join(parts) + "."
+
+
+def ladder_brief(lad: Ladder) -> str:
+    """The level and the numbers it ends on, for one console line: at the longest ``n`` and the deepest depth, the
+    model's MSVE beside every-visit Monte Carlo's and CE's."""
+    last = lad.rungs[-1]
+    return (
+        f"{lad.level} (n = {last.n}, {last.depths[-1]} layers: MSVE {last.msve[-1].mean:.3g}; every-visit MC "
+        f"{last.estimators['tabular_mc'].mean:.3g}, CE {last.estimators[CE].mean:.3g})"
+    )

@@ -19,6 +19,7 @@ from ictd_interp.analyses.metrics.convergence import GeometricFit, errors_by_con
 from ictd_interp.analyses.metrics.diagonality import model_margin
 from ictd_interp.analyses.metrics.in_context import InContext
 from ictd_interp.analyses.metrics.probes import query_gap
+from ictd_interp.analyses.reports.shared_figures import ladder_of
 from ictd_interp.analyses.reports.summary_md import answer_lines, baseline_table, ladder_lines
 from ictd_interp.analyses.summary.store import build, to_json
 from ictd_interp.config.tasks import TaskDistribution
@@ -248,7 +249,9 @@ def ood_figures(result: Union[Evaluation, dict[str, Any]]) -> dict[str, Any]:
     )
     context = {"trained model": result.context.model, "theta_star": result.context.theta_star}
     where = f"{result.environment}, depth {result.baselines.depth}; mean over {result.n_tasks} tasks"
+    ladder = result.in_context.ladder if result.in_context is not None else None
     return {
+        **({"ladder": ladder_of(ladder, result.environment)} if ladder is not None else {}),
         "error_vs_depth": depth_fig,
         "error_vs_context": figures.error_vs_context(result.context_lengths, context, where),
     }

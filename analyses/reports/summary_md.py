@@ -297,6 +297,8 @@ def ladder_lines(ic: Optional[InContext]) -> list[str]:
         "",
         f"Rule: {ic.ladder.rule}.",
         "",
+        "Drawn in `figures/ladder.png`: the model's MSVE against depth at each n, the estimators as lines.",
+        "",
     ]
 
 

@@ -15,6 +15,7 @@ import pandas as pd
 
 from ictd_interp.analyses.figures.style import Figure
 from ictd_interp.analyses.metrics.intervals import proportion_interval, t_interval
+from ictd_interp.analyses.metrics.ladder import DEPTHS, DRAWN, TOP
 from ictd_interp.analyses.studies.results import CELL, STATUS
 from ictd_interp.analyses.studies.spec import StudySpec, condition_label
 from ictd_interp.analyses.summary.tables import summary_column
@@ -31,6 +32,11 @@ DEEP = summary_column("in_context.ladder.msve_with_depth.16x")  # MSVE at 16x th
 BAYES = summary_column("in_context.ladder.top.bayes")  # the ladder's top rung at the trained n
 GAP = summary_column("in_context.ladder.top.gap_closed")  # share of the constant-to-Bayes gap closed, trained depth
 GAP_DEEP = summary_column("in_context.ladder.top.gap_closed_16x")
+# the ladder at the trained n, on its own tasks: the model at each depth multiple, the estimators beside it (absent
+# before the ladder kept its baselines: CE and Bayes then come from its top rung)
+LADDER_DEPTHS = {m: summary_column(f"in_context.ladder.msve_with_depth.{m}x") for m in DEPTHS}
+LADDER_LINES = {name: summary_column(f"in_context.ladder.baselines.{name}") for name in DRAWN}
+LADDER_TOP = {"tabular_td": summary_column("in_context.ladder.top.ce"), TOP: BAYES}
 GAMMA = "task_gamma"  # each cell's discount, from its config (a grid value or the preset's)
 RUNS_TD = "runs TD"
 
@@ -46,7 +52,9 @@ def by_cell(results: pd.DataFrame, spec: StudySpec) -> pd.DataFrame:
     }
     keyed = pd.DataFrame([{**grid.get(cell, {}), CELL: cell} for cell in done[CELL]])
     values = done[[CELL, LEARNS, DISCOUNT, MSVE, CONSTANT, FIRST_VISIT]]
-    for column in (EVERY_VISIT, CE, LEVEL, DEEP, BAYES, GAP, GAP_DEEP):  # absent from summaries before the ladder
+    later = (EVERY_VISIT, CE, LEVEL, DEEP, BAYES, GAP, GAP_DEEP, *LADDER_DEPTHS.values(), *LADDER_LINES.values())
+    later += (LADDER_TOP["tabular_td"],)
+    for column in later:  # absent from summaries before the ladder
         values = values.assign(**{column: done[column] if column in done else None})
     return keyed.merge(values, on=CELL)
 
@@ -95,9 +103,18 @@ def fractions(cells: pd.DataFrame, spec: StudySpec) -> list[dict[str, Any]]:
                 "bayes": _mean(part[BAYES]),
                 "gap": _interval(part[GAP]),
                 "gap_deep": _interval(part[GAP_DEEP]),
+                "ladder": {m: _interval(part[column]) for m, column in LADDER_DEPTHS.items()},
+                "ladder_lines": {name: _ladder_line(part, name) for name in DRAWN},
             }
         )
     return out
+
+
+def _ladder_line(part: pd.DataFrame, name: str) -> Optional[float]:
+    """An estimator's MSVE on the ladder's tasks at the trained n, mean over the seeds (older summaries: CE and Bayes
+    from the top rung, the others absent)."""
+    found = _mean(part[LADDER_LINES[name]])
+    return found if found is not None or name not in LADDER_TOP else _mean(part[LADDER_TOP[name]])
 
 
 def _mean(column: pd.Series) -> Optional[float]:

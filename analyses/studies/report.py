@@ -128,6 +128,8 @@ def write_report(out_dir: Union[str, Path]) -> Path:
         figs["phase_diagram"] = diagram
     if (diagram := td_map.td_diagram(where, spec, title)) is not None:
         figs["runs_td"] = diagram
+    if (panels := td_map.ladder_panels(where, title)) is not None:
+        figs["ladder"] = panels
     if (discounts := td_map.discount_figure(where, spec, title)) is not None:
         figs["discount_vs_gamma"] = discounts
     (out_dir / "figures").mkdir(exist_ok=True)

@@ -8,16 +8,23 @@ gap from the constant to it that the models close), as a table and two figures (
   against γ, one line per combination of the other settings, beside the line discount = γ (TD's mark: it tracks γ);
   drawn when γ is a grid setting.
 
-Both read the rows of ``phase.fractions``.
+* ``ladder_panels``: the verdict ladder at the trained n, one panel per condition: the models' MSVE at 1, 2, 4 and
+  16 times their depth (mean over seeds, Student-t 95%), beside the constant, every-visit MC, CE and Bayes on the
+  same tasks (each the mean over the seeds' task draws).
+
+All read the rows of ``phase.fractions``.
 """
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any, Optional
 
 import numpy as np
 
+from ictd_interp.analyses.figures.ladder_plot import ladder_panel
 from ictd_interp.analyses.figures.style import Figure, series_colours
+from ictd_interp.analyses.metrics.ladder import DRAWN, SHORT
 from ictd_interp.analyses.studies.phase import squares
 from ictd_interp.analyses.studies.spec import StudySpec, condition_label
 
@@ -111,4 +118,38 @@ def discount_figure(rows: list[dict[str, Any]], spec: StudySpec, title: str) -> 
         fontsize=10,
     )
     ax.legend(fontsize=8)
+    return fig
+
+
+def ladder_panels(rows: list[dict[str, Any]], title: str) -> Optional[Figure]:
+    """The ladder at the trained n per condition (module docstring); None when no summary carries the ladder."""
+    rows = [r for r in rows if r["ladder"].get(1) is not None]
+    if not rows:
+        return None
+    lines = {name: SHORT[name] for name in DRAWN}
+    columns = min(4, len(rows))
+    fig = Figure(figsize=(max(6.0, 3.0 * columns), 2.9 * -(-len(rows) // columns) + 0.8), layout="constrained")
+    for k, r in enumerate(rows):
+        ax = fig.add_subplot(-(-len(rows) // columns), columns, k + 1)
+        multiples = [m for m, i in r["ladder"].items() if i is not None]
+        rung = SimpleNamespace(
+            n=None,
+            depths=multiples,
+            msve=[r["ladder"][m] for m in multiples],
+            estimators={name: SimpleNamespace(mean=v) for name, v in r["ladder_lines"].items() if v is not None},
+        )
+        ladder_panel(ax, rung, lines)
+        runs = "" if r["runs_td"] is None else f"; runs TD {r['runs_td']}/{r['n']}"
+        ax.set(title=f"{r['label']}{runs}", xlabel="× trained depth")
+        ax.title.set_fontsize(8)
+    fig.axes[0].set_ylabel(r"MSVE against $v_\pi$")
+    handles, labels = fig.axes[0].get_legend_handles_labels()
+    wide = min(len(labels), columns + 1)  # five entries take three panels' width in one row
+    fig.legend(handles, labels, loc="outside lower center", ncols=wide, frameon=False, fontsize=8)
+    seeds = "/".join(str(n) for n in sorted({r["n"] for r in rows}))
+    fig.suptitle(
+        f"{title}: the verdict ladder at the trained n\nmean over {seeds} seeds, Student-t 95%; lines: the "
+        "estimators on the same tasks",
+        fontsize=10,
+    )
     return fig

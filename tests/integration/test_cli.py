@@ -67,7 +67,8 @@ def test_reproduce_writes_run_and_analysis_and_never_serves_a_different_request(
     assert summary["metrics"]["eval_msve"] == pytest.approx(logged[-1]["eval_msve"], rel=1e-6)
     assert logged[-1]["step"] == 2 and summary["config"]["steps"] == 2
     assert f"{summary['metrics']['eval_msve']:.4f}" in (out / "analysis" / "summary.md").read_text()
-    capsys.readouterr()
+    assert summary["in_context"]["level"] in capsys.readouterr().out.splitlines()[-1]  # the console's last line
+    assert (out / "analysis" / "figures" / "ladder.png").exists()
     assert main(["reproduce", "--out", str(out), *TINY, "--seed", "1"]) == 2
     err = capsys.readouterr().err
     assert "seed: 0 -> 1" in err and "another --out" in err
@@ -218,6 +219,18 @@ def test_evaluate_validates_its_numbers_and_never_overwrites_another_request(tmp
     assert "env: 'loop' -> 'random'" in capsys.readouterr().err
     assert json.loads((tmp_path / "e" / "evaluation.json").read_text())["environment"] == "loop"  # kept
     assert main([*common, "--env", "random", "--out", str(tmp_path / "e"), "--force"]) == 0
+
+
+def test_evaluate_decides_by_default_and_its_last_line_names_the_ladder(tmp_path, capsys):
+    """The newcomer's case: the deep model on loop chains. 64 tasks could not tell it from the constant; the default
+    sample (the ladder's 256) decides, and the console's last line gives the level beside every-visit MC and CE."""
+    assert main(["evaluate", "deep-td-s0", "--env", "loop", "--out", str(tmp_path / "e")]) == 0
+    result = json.loads((tmp_path / "e" / "evaluation.json").read_text())
+    assert result["n_tasks"] == 256 and result["in_context"]["learns_in_context"] is True
+    assert result["in_context"]["level"] == "learns in context"  # at n = 30 run deeper its error rises past CE
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "learns in context (n = 400, 768 layers: MSVE" in line and "every-visit MC" in line and "CE " in line
+    assert (tmp_path / "e" / "figures" / "ladder.png").stat().st_size > 0
 
 
 def running(monkeypatch, cli, runs: dict) -> None:

@@ -103,3 +103,34 @@ def test_ratio_interval_by_hand():
     assert got.mean == 1.0 and got.hi - 1.0 == pytest.approx(4.302652729911275 / np.sqrt(3) / 2, rel=1e-9)
     assert np.isnan(L.ratio_interval(num, np.zeros(3)).lo)
     assert L.ratio_interval(np.array([1.0, np.nan]), np.ones(2)).n_nonfinite == 1
+
+
+def test_the_ladder_figure_draws_each_rung_the_estimators_and_a_diverging_model():
+    """One panel per n with the model's means and CE, every-visit MC and the constant as lines at their MSVE; a model
+    that diverges run deeper is marked on the top edge, never drawn off the canvas; the console line names it."""
+    from ictd_interp.analyses.figures.ladder_plot import OFF_SCALE
+    from ictd_interp.analyses.figures.style import text_outside
+    from ictd_interp.analyses.metrics.intervals import Interval
+    from ictd_interp.analyses.reports.shared_figures import ladder_of
+
+    cfg = TrainConfig.from_preset("quick").model
+    lad = L.ladder(HookedICTDTransformer.from_theta_star(replace(cfg, n_layers=12)), DIST, 5, True)
+    fig = ladder_of(lad)
+    assert [ax.get_title() for ax in fig.axes] == ["n = 30", "n = 100", "n = 400"] and text_outside(fig) == []
+    assert fig.texts[0].get_text().startswith(f"The verdict ladder: {lad.level} (MSVE on 256 held-out tasks")
+    for ax, r in zip(fig.axes, lad.rungs):
+        (model,) = [line for line in ax.get_lines() if line.get_marker() == "o"]
+        np.testing.assert_allclose(model.get_ydata(), [i.mean for i in r.msve])
+        drawn = {line.get_label(): line.get_ydata()[0] for line in ax.get_lines()}
+        for name in ("constant", "tabular_mc", L.CE, L.TOP):
+            assert drawn[L.SHORT[name]] == pytest.approx(r.estimators[name].mean)
+    huge = Interval(1e12, 1e11, 1e13, 256)
+    last = replace(lad.rungs[0], msve=[*lad.rungs[0].msve[:3], huge])
+    diverging = ladder_of(replace(lad, rungs=[last]))
+    ax = diverging.axes[0]
+    top = OFF_SCALE * max(last.estimators[name].mean for name in ("constant", "tabular_mc", L.CE, L.TOP))
+    (model,), (triangle,) = ([line for line in ax.get_lines() if line.get_marker() == m] for m in ("o", "^"))
+    assert len(model.get_ydata()) == 3 and list(triangle.get_ydata()) == [top]  # the fourth: on the top edge
+    assert ax.get_ylim()[1] < 1e11 and text_outside(diverging) == []
+    brief = L.ladder_brief(lad)
+    assert brief.startswith(lad.level) and f"CE {lad.rungs[-1].estimators[L.CE].mean:.3g}" in brief

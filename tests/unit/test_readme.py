@@ -31,5 +31,5 @@ def test_the_tour_runs_as_written_and_computes_what_it_says():
 def test_the_readme_opens_with_its_two_commands_and_stays_a_ten_minute_read():
     lines = README.read_text().splitlines()
     block = lines[lines.index("```bash") + 1 : lines.index("```bash") + 3]
-    assert "reproduce --preset quick" in block[0] and "pytest" in block[1]
+    assert "reproduce --preset deep" in block[0] and "pytest" in block[1]
     assert len(lines) <= 250

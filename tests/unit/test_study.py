@@ -287,3 +287,55 @@ def test_recipes_are_named_sets_of_settings_crossed_with_the_grid():
     for grid, rec, message in bad:
         with pytest.raises(StudySpecError, match=message):
             load_spec({**spec(grid=grid, seeds=[0]), "recipes": rec})
+
+
+def test_the_study_ladder_draws_each_condition_over_seeds_beside_the_estimators_on_its_tasks():
+    """Two conditions × two seeds: the panel's points are the seeds' mean MSVE at each depth multiple, the estimators'
+    lines their mean over seeds; a study whose summaries predate the kept baselines draws CE from the top rung."""
+    import pandas as pd
+
+    from ictd_interp.analyses.figures.style import text_outside
+    from ictd_interp.analyses.studies import phase, td_map
+
+    spec_ = load_spec(spec(grid={"gamma": [0.5, 0.9]}, seeds=[0, 1]))
+    deep = {m: phase.LADDER_DEPTHS[m] for m in (1, 2, 4, 16)}
+    rows_in = []
+    for c in spec_.cells():
+        s = c.overrides["seed"]
+        rows_in.append(
+            {
+                "cell": c.name,
+                "condition": c.condition,
+                "status": "done",
+                phase.LEARNS: True,
+                phase.DISCOUNT: 0.9,
+                phase.MSVE: 0.3,
+                phase.CONSTANT: 0.6,
+                phase.FIRST_VISIT: 0.5,
+                phase.LEVEL: "runs TD",
+                **{column: 0.4 / m + 0.02 * s for m, column in deep.items()},
+                **{phase.LADDER_LINES[name]: v + 0.01 * s for name, v in zip(phase.LADDER_LINES, (0.6, 0.5, 0.2, 0.1))},
+            }
+        )
+    rows = phase.fractions(phase.by_cell(pd.DataFrame(rows_in), spec_), spec_)
+    fig = td_map.ladder_panels(rows, "t")
+    assert len(fig.axes) == 2 and text_outside(fig) == []
+    ax = fig.axes[0]
+    (model,) = [line for line in ax.get_lines() if line.get_marker() == "o"]
+    assert list(model.get_xdata()) == [1, 2, 4, 16]
+    assert model.get_ydata() == pytest.approx([0.41, 0.21, 0.11, 0.035])  # mean of the two seeds
+    drawn = {line.get_label(): line.get_ydata()[0] for line in ax.get_lines()}
+    assert drawn["every-visit MC"] == pytest.approx(0.505) and drawn["CE (tabular TD)"] == pytest.approx(0.205)
+    assert "runs TD 2/2" in ax.get_title()
+    older = (
+        pd.DataFrame(rows_in)
+        .drop(columns=list(phase.LADDER_LINES.values()))
+        .assign(**{phase.LADDER_TOP["tabular_td"]: 0.33})
+    )
+    drawn = {
+        line.get_label(): line.get_ydata()[0]
+        for line in td_map.ladder_panels(phase.fractions(phase.by_cell(older, spec_), spec_), "t").axes[0].get_lines()
+    }
+    assert drawn["CE (tabular TD)"] == pytest.approx(0.33) and "every-visit MC" not in drawn
+    no_ladder = pd.DataFrame(rows_in).drop(columns=list(deep.values()))
+    assert td_map.ladder_panels(phase.fractions(phase.by_cell(no_ladder, spec_), spec_), "t") is None
