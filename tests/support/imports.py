@@ -5,7 +5,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).parents[2]
 
-# Each top-level folder and the module name it installs as (pyproject.toml's package-dir)
+# Each top-level folder and the module name it installs as (hooks and analyses through their links in ictd_interp/)
 FOLDERS = {"ictd_interp": "ictd_interp", "hooks": "ictd_interp.hooks", "analyses": "ictd_interp.analyses"}
 
 LAYERS = [

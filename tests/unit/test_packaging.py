@@ -14,9 +14,20 @@ def test_the_package_list_is_every_folder_of_the_tree():
     assert sorted(listed) == found and len(found) > 20
 
 
-def test_hooks_and_analyses_install_inside_ictd_interp_from_their_own_folders():
-    mapping = PYPROJECT["tool"]["setuptools"]["package-dir"]
-    assert mapping == {name: folder for folder, name in FOLDERS.items() if folder != name}
+def test_hooks_and_analyses_keep_their_folders_and_resolve_by_path_inside_ictd_interp():
+    """The folder tree is the import tree: ``ictd_interp/hooks`` and ``ictd_interp/analyses`` are links to the
+    top-level folders, so a reader that resolves ``ictd_interp.analyses.x`` by path (a type checker, a language
+    server, ``python`` in a clone with no install) finds the file; setuptools needs no ``package-dir``."""
+    from importlib.machinery import PathFinder
+
+    assert "package-dir" not in PYPROJECT["tool"]["setuptools"]
+    for folder, name in FOLDERS.items():
+        if folder == name:
+            continue
+        link = ROOT / "ictd_interp" / name.split(".")[-1]
+        assert link.is_symlink() and link.resolve() == (ROOT / folder).resolve(), link
+        spec = PathFinder.find_spec(name, [str(ROOT / "ictd_interp")])
+        assert spec is not None and spec.origin == str(link / "__init__.py")
     assert not any(name in ("hooks", "analyses") for name in PYPROJECT["tool"]["setuptools"]["packages"])
 
 
