@@ -20,6 +20,7 @@ from ictd_interp.analyses.metrics.intervals import (
     t_interval,
 )
 from ictd_interp.analyses.metrics.ladder import FLAT, LEVELS
+from ictd_interp.analyses.studies.cells import DONE
 from ictd_interp.analyses.studies.results import CONDITION, STATUS
 from ictd_interp.analyses.summary.sections import Summary
 from ictd_interp.analyses.summary.tables import summary_column
@@ -35,12 +36,7 @@ RUNS_TD = LEVELS[3]
 
 
 def _done_cells(results: pd.DataFrame, condition: str) -> pd.DataFrame:
-    return results[(results[STATUS] == "done") & (results[CONDITION] == condition)].drop_duplicates("cell")
-
-
-def _by_seeds(k: int, n: int) -> str:
-    """Verdict of a rule checked per seed: every seed, none, or the count."""
-    return HOLDS if n and k == n else FAILS if k == 0 else f"holds only in {k} of {n} seeds"
+    return results[(results[STATUS] == DONE) & (results[CONDITION] == condition)].drop_duplicates("cell")
 
 
 def iterated(results: pd.DataFrame, condition: str) -> Claim:

@@ -17,6 +17,7 @@ from ictd_interp.analyses.claims.budget import BUDGETS, Budget
 from ictd_interp.analyses.claims.claim import Claim
 from ictd_interp.analyses.claims.claim_figures import draw
 from ictd_interp.analyses.claims.claims_md import write_claims
+from ictd_interp.analyses.studies.cells import DONE
 from ictd_interp.analyses.studies.results import CELL, CONDITION, STATUS
 from ictd_interp.analyses.studies.run import RaySession, check_address, load_study, run_study
 from ictd_interp.analyses.summary.store import read_summary
@@ -155,7 +156,7 @@ def _steps(budget: Budget, studies: dict[str, Path], out_dir: Path) -> list:
 
 def _trained_models(study, condition: str) -> dict[str, HookedICTDTransformer]:
     """The finished models of one condition of a study, by seed (float64: the acting row's precision)."""
-    done = study.results[(study.results[CONDITION] == condition) & (study.results[STATUS] == "done")]
+    done = study.results[(study.results[CONDITION] == condition) & (study.results[STATUS] == DONE)]
     objective = condition.replace("objective=", "")
     return {
         f"trained, {objective} objective, seed {cell.rsplit('seed-', 1)[-1]}": HookedICTDTransformer.from_pretrained(

@@ -22,6 +22,7 @@ from ictd_interp.analyses.metrics.intervals import (
     t_interval,
     welch,
 )
+from ictd_interp.analyses.studies.cells import DONE
 from ictd_interp.analyses.studies.results import CELL, CONDITION, STATUS, STEP, curve_column
 from ictd_interp.analyses.summary.store import build, to_json
 from ictd_interp.analyses.summary.tables import summary_column
@@ -37,7 +38,7 @@ CLOSE = 0.9  # "close to θ*": both weight cosines' 95% intervals over seeds lie
 
 
 def _per_cell(results: pd.DataFrame, column: str, how: str) -> pd.DataFrame:
-    done = results[results[STATUS] == "done"]
+    done = results[results[STATUS] == DONE]
     if column not in done or not done[column].notna().any():
         return pd.DataFrame(columns=["condition", "cell", column])
     return done.groupby(["condition", "cell"], sort=False)[column].agg(how).reset_index()
@@ -278,7 +279,7 @@ def diagonality_specificity(deltas: dict[str, np.ndarray]) -> tuple[str, str]:
 def signature(results: pd.DataFrame) -> Claim:
     """Counted per seed (a seed has the signature when every layer has it): a tied model's layers are one weight,
     so its layers are not independent draws."""
-    done = results[results[STATUS] == "done"]
+    done = results[results[STATUS] == DONE]
     done = done[done[SIGNATURE_MATCH].notna()] if SIGNATURE_MATCH in done else done.iloc[:0]
     counts = {}
     for c, part in done.groupby("condition", sort=False):

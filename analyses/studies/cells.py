@@ -35,8 +35,11 @@ from typing import Any, Optional
 from ictd_interp.analyses.studies.spec import Cell, StudySpecError
 
 STATUS_FILE = "status.json"
-FINAL = ("done", "failed", "interrupted")
-TRAINED = ("done", "trained")  # a cell whose training is over: "trained" waits for its analysis (a GPU unit's)
+# a cell's status (status.json): running, then trained (a GPU unit's, waiting for its analysis), done, failed or
+# interrupted; the one home of these names
+RUNNING, TRAINED, DONE, FAILED, INTERRUPTED = "running", "trained", "done", "failed", "interrupted"
+FINAL = (DONE, FAILED, INTERRUPTED)
+TRAINING_OVER = (DONE, TRAINED)  # a cell whose training is over: TRAINED waits for its analysis
 STACK_MAX_TASKS_PER_BATCH = 16  # where a stack's step loop wins: 2.1x at 4 tasks, 1.25x at 16; ties at 32, 0.76x at 64
 STACK_TASKS = 128  # the most tasks of all a stack's models per step measured winning (4 tasks x 32 models: 2.2x)
 # On a GPU one model's step is launch-bound (4.7 ms whatever its batch, H200) and a stack wins at every batch: with
@@ -118,12 +121,12 @@ def run_stacked_cells(
     cells, started_at = [Path(c) for c in cell_dirs], time.perf_counter()
     run_dirs, stop, names = [c / "run" for c in cells], (lambda: Path(stop_file).exists()), [c.name for c in cells]
     if stop():
-        return [write_status(c, "interrupted") for c in cells]
+        return [write_status(c, INTERRUPTED) for c in cells]
     one_by_one = lambda: [
         run_cell(str(c), cfg, stop_file, keep_freed_memory, started_at, analyse)  # noqa: E731
         for c, cfg in zip(cells, configs)
     ]
-    if any(read_status(c).get("status") in TRAINED for c in cells):  # a retry after some finished: never redone
+    if any(read_status(c).get("status") in TRAINING_OVER for c in cells):  # a retry after some finished: never redone
         return one_by_one()
     cfgs = [TrainConfig.from_dict(c) for c in configs]
     started = _stack_start(cells, cfgs)
@@ -153,12 +156,12 @@ def run_stacked_cells(
         return failed(err)
     for cell in cells:
         paths[cell] = trained_in(cell, loops[0].run.step, names)
-        write_status(cell, "running", earlier_attempts=earlier[cell], trained_in=paths[cell], **together)
+        write_status(cell, RUNNING, earlier_attempts=earlier[cell], trained_in=paths[cell], **together)
     try:
         runs = step_stack(loops, progress=False, stop=stop)
     except TrainingDiverged:  # one model's loss went non-finite: the others go on alone, it fails alone
         for cell in cells:
-            write_status(cell, "running", earlier_attempts=earlier[cell], trained_in=ended(paths[cell], cell / "run"))
+            write_status(cell, RUNNING, earlier_attempts=earlier[cell], trained_in=ended(paths[cell], cell / "run"))
         return one_by_one()
     except Exception as err:
         return failed(err)
@@ -207,7 +210,7 @@ def _stack_start(cells: list[Path], cfgs: list) -> Optional[list[bool]]:
 def record_failure(cell: Path, err: Exception, **info: Any) -> dict[str, Any]:
     """The cell's status after ``err`` (raised in the ``except`` block this is called from: its trace is kept)."""
     trace = traceback.format_exc(limit=-3)
-    return write_status(cell, "failed", error=f"{type(err).__name__}: {err}", trace=trace, **info)
+    return write_status(cell, FAILED, error=f"{type(err).__name__}: {err}", trace=trace, **info)
 
 
 def _loop_for(run_dir: Path, cfg):
@@ -230,12 +233,12 @@ def _analyse_stacked(cell: Path, run, info: dict[str, Any], analyse: bool = True
     from ictd_interp.analyses.analyze import analyze
 
     if run.interrupted or not analyse:
-        return write_status(cell, "interrupted" if run.interrupted else "trained", **info)
+        return write_status(cell, INTERRUPTED if run.interrupted else TRAINED, **info)
     try:
         analyze(run.out_dir, cell / "analysis", neu=False, draw=False)
     except Exception as err:
         return record_failure(cell, err, **info)
-    return write_status(cell, "done", **info)
+    return write_status(cell, DONE, **info)
 
 
 def run_cell(
@@ -261,12 +264,12 @@ def run_cell(
     cell, started = Path(cell_dir), time.perf_counter() if started_at is None else started_at
     run_dir, stop, path = cell / "run", (lambda: Path(stop_file).exists()), None
     before = read_status(cell).get("status")
-    if before == "done" or before == "trained" and not analyse:  # a unit's retry after this cell finished
+    if before == DONE or before == TRAINED and not analyse:  # a unit's retry after this cell finished
         return read_status(cell)
     if stop():
-        return write_status(cell, "interrupted")
+        return write_status(cell, INTERRUPTED)
     earlier = attempts(cell)  # a retry after a killed worker: say so, and resume from the last checkpoint
-    write_status(cell, "running", earlier_attempts=earlier)
+    write_status(cell, RUNNING, earlier_attempts=earlier)
     try:
         cfg = TrainConfig.from_dict(config)
         if run_folder.config_path(run_dir).exists() and run_folder.latest_checkpoint(run_dir) is None:
@@ -275,15 +278,15 @@ def run_cell(
             if analyse:
                 analyze(run_dir, cell / "analysis", neu=False, draw=False)
             wall = time.perf_counter() - started
-            return write_status(cell, "done" if analyse else "trained", wall_time=wall, earlier_attempts=earlier)
+            return write_status(cell, DONE if analyse else TRAINED, wall_time=wall, earlier_attempts=earlier)
         loop = _loop_for(run_dir, cfg)
         path = trained_in(cell, loop.run.step, [cell.name])
-        write_status(cell, "running", earlier_attempts=earlier, trained_in=path, models_in_process=1)
+        write_status(cell, RUNNING, earlier_attempts=earlier, trained_in=path, models_in_process=1)
         run = run_loop(loop, progress=False, stop=stop)
         path = ended(path, run.step)
         if run.interrupted:
             return write_status(
-                cell, "interrupted", wall_time=time.perf_counter() - started, trained_in=path, models_in_process=1
+                cell, INTERRUPTED, wall_time=time.perf_counter() - started, trained_in=path, models_in_process=1
             )
         # NEU per (n, L): ictd_interp.analyses.metrics.neu.neu_grid, not per cell; figures: the study's, across cells
         if analyse:
@@ -293,7 +296,7 @@ def run_cell(
         return record_failure(cell, err, wall_time=time.perf_counter() - started, earlier_attempts=earlier, **trained)
     return write_status(
         cell,
-        "done" if analyse else "trained",
+        DONE if analyse else TRAINED,
         wall_time=time.perf_counter() - started,
         earlier_attempts=earlier,
         trained_in=path,
@@ -350,7 +353,7 @@ def set_aside_run(run_dir: Path) -> Path:
 def is_running(status: dict[str, Any]) -> bool:
     """A cell counts as running only while the process its status names is alive (a killed worker leaves
     "running" behind until Ray retries the cell). On a remote node the pid is not ours to check."""
-    if status.get("status") != "running":
+    if status.get("status") != RUNNING:
         return False
     if status.get("host") not in (None, socket.gethostname()):
         return True
@@ -366,7 +369,7 @@ def attempts(cell: Path) -> list[dict[str, Any]]:
     status = read_status(cell)
     earlier = list(status.get("earlier_attempts", []))
     if (
-        status.get("status") == "running"
+        status.get("status") == RUNNING
         and not is_running(status)
         and status.get("pid") not in [a.get("pid") for a in earlier]
     ):
@@ -384,7 +387,7 @@ def write_status(cell: Path, status: str, **info: Any) -> dict[str, Any]:
     kept = {k: before[k] for k in ("trained_in", "earlier_attempts") if k in before}
     entry = {"status": status, "pid": os.getpid(), "host": socket.gethostname(), "error": None, **kept, **info}
     path = entry.get("trained_in")
-    if status in (*FINAL, "trained") and path and path[-1]["until_step"] is None:  # an attempt ended, none wrote it
+    if status in (*FINAL, TRAINED) and path and path[-1]["until_step"] is None:  # an attempt ended, none wrote it
         entry["trained_in"] = path = ended(path, cell / "run")
     if path and path[-1]["cells"] is not None:
         entry.setdefault("models_in_process", len(path[-1]["cells"]))

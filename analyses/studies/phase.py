@@ -16,6 +16,7 @@ import pandas as pd
 from ictd_interp.analyses.figures.style import Figure
 from ictd_interp.analyses.metrics.intervals import proportion_interval, t_interval
 from ictd_interp.analyses.metrics.ladder import DEPTHS, DRAWN, TOP
+from ictd_interp.analyses.studies.cells import DONE
 from ictd_interp.analyses.studies.results import CELL, STATUS
 from ictd_interp.analyses.studies.spec import StudySpec, condition_label
 from ictd_interp.analyses.summary.tables import summary_column
@@ -43,7 +44,7 @@ RUNS_TD = "runs TD"
 
 def by_cell(results: pd.DataFrame, spec: StudySpec) -> pd.DataFrame:
     """One row per finished cell with a verdict: its grid values, the verdict, discount and MSVEs."""
-    done = results[(results[STATUS] == "done")].drop_duplicates(CELL)
+    done = results[(results[STATUS] == DONE)].drop_duplicates(CELL)
     if LEARNS not in done or not done[LEARNS].notna().any():
         return pd.DataFrame()
     grid = {

@@ -19,6 +19,7 @@ from matplotlib.ticker import MaxNLocator
 from ictd_interp.analyses.figures.style import Figure, condition_colours, legend_outside, log_axis, zoom
 from ictd_interp.analyses.metrics.intervals import COSINE, METHOD, describe_nonfinite, t_interval
 from ictd_interp.analyses.studies import phase, td_map
+from ictd_interp.analyses.studies.cells import DONE, FAILED
 from ictd_interp.analyses.studies.results import (
     CELL,
     CONDITION,
@@ -114,7 +115,7 @@ def write_report(out_dir: Union[str, Path]) -> Path:
             else None,
         )
         figs["msve_over_training"] = msve_curves(curves, title)
-    done = results[results[STATUS] == "done"]
+    done = results[results[STATUS] == DONE]
     first = SIGNATURE_COLUMNS[0]
     signed = done[done[first].notna()] if first in done else done.iloc[:0]
     if not signed.empty:
@@ -360,7 +361,7 @@ def markdown(spec: StudySpec, results: pd.DataFrame, figures: list[str], where: 
         notes += [f"- `{condition}`: {n}" for n in note]
     if notes:
         lines += ["", *notes]
-    failed = cells[cells[STATUS] != "done"]
+    failed = cells[cells[STATUS] != DONE]
     if not failed.empty:
         lines += ["", "## Cells that did not finish", ""]
         lines += [
@@ -375,8 +376,8 @@ def markdown(spec: StudySpec, results: pd.DataFrame, figures: list[str], where: 
 def _table_row(condition: str, part: pd.DataFrame) -> tuple[str, list[str]]:
     """One condition's row: every column of ``STUDY_COLUMNS`` summarised over the seeds that finished."""
     cells = part.drop_duplicates("cell")
-    done = part[part[STATUS] == "done"]
-    n_done, n_failed = int((cells[STATUS] == "done").sum()), int((cells[STATUS] == "failed").sum())
+    done = part[part[STATUS] == DONE]
+    n_done, n_failed = int((cells[STATUS] == DONE).sum()), int((cells[STATUS] == FAILED).sum())
     if done.empty:
         return f"| {condition} | 0 | {n_failed} |" + " – |" * len(STUDY_COLUMNS), []
     if IN_FAMILY in done:  # a discount is only read off a layer the TD family explains

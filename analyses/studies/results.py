@@ -19,6 +19,7 @@ from typing import Any
 
 import pandas as pd
 
+from ictd_interp.analyses.studies.cells import DONE
 from ictd_interp.analyses.studies.spec import StudySpec
 from ictd_interp.analyses.summary.store import read_summary
 from ictd_interp.analyses.summary.tables import flatten
@@ -26,9 +27,8 @@ from ictd_interp.io import run_folder
 from ictd_interp.training.evaluation import EvalMetrics
 
 # the tables' own columns, beside the summary's flattened fields (``schema.summary_column``)
-CELL, CONDITION, STATUS, ERROR, LAYER, STEP = "cell", "condition", "status", "error", "layer", "step"
-DEPTH, MODEL, REFERENCE, REFERENCE_NAME = "depth", "model", "reference", "reference_name"
-DONE = "done"  # a cell's status once its analysis is saved
+CELL, CONDITION, STATUS, STEP = "cell", "condition", "status", "step"
+DEPTH, REFERENCE_NAME = "depth", "reference_name"
 CURVE_IDS = ("step", "loss", "wall_time")  # curves.csv: these, then the logged metrics (``EvalMetrics``)
 
 
@@ -54,7 +54,7 @@ def collect(spec: StudySpec, out_dir: Path) -> None:
             "error": status.get("error"),
         }
         path = folder / "analysis" / "summary.json"
-        summary = read_summary(path) if status["status"] == "done" and path.exists() else None
+        summary = read_summary(path) if status["status"] == DONE and path.exists() else None
         if summary is None:
             results.append({**ids, "layer": None})
             continue

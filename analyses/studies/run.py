@@ -37,7 +37,12 @@ from typing import Optional, Union
 import pandas as pd
 
 from ictd_interp.analyses.studies.cells import (
+    DONE,
+    FAILED,
+    INTERRUPTED,
+    RUNNING,
     TRAINED,
+    TRAINING_OVER,
     attempts,
     is_running,
     last_unit,
@@ -72,7 +77,7 @@ class Study:
     @property
     def failed(self) -> pd.DataFrame:
         cells = self.results.drop_duplicates("cell")
-        return cells[cells["status"] != "done"][["cell", "status", "error"]]
+        return cells[cells["status"] != DONE][["cell", "status", "error"]]
 
 
 class RaySession:
@@ -120,7 +125,7 @@ def run_study(
             "and the last); lower --eval-every for a curve",
             stacklevel=2,
         )
-    todo = [c for c in spec.cells() if read_status(out_dir / "cells" / c.name).get("status") != "done"]
+    todo = [c for c in spec.cells() if read_status(out_dir / "cells" / c.name).get("status") != DONE]
     interrupted = False
     if todo:
         own = session is None
@@ -180,7 +185,7 @@ def _run_on_ray(cells, out_dir: Path, session: RaySession, progress: bool, keep_
     stacked = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(run_stacked_cells)
     analysis = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(analyse_cell)  # a CPU task: never holds a GPU
     stop_file = str(out_dir / STOP_FILE)
-    trained = [c for c in cells if read_status(out_dir / "cells" / c.name).get("status") == "trained"]
+    trained = [c for c in cells if read_status(out_dir / "cells" / c.name).get("status") == TRAINED]
     refs = {analysis.remote(str(out_dir / "cells" / c.name)): [c] for c in trained}
     to_train = [c for c in cells if c not in trained]
     previous = {c.name: unit for c in to_train if (unit := last_unit(out_dir / "cells" / c.name))}
@@ -195,7 +200,7 @@ def _run_on_ray(cells, out_dir: Path, session: RaySession, progress: bool, keep_
         )
         refs[ref] = unit
     bar = progress_bar(total=len(cells), disable=not progress, desc="study cells")
-    counts = {"done": 0, "failed": 0, "interrupted": 0}
+    counts = {DONE: 0, FAILED: 0, INTERRUPTED: 0}
     interrupted, pending = False, list(refs)
     try:
         while pending:
@@ -209,7 +214,7 @@ def _run_on_ray(cells, out_dir: Path, session: RaySession, progress: bool, keep_
                 continue
             for ref in ready:
                 for cell, status in zip(refs[ref], _results_of(ray, ref, refs[ref], out_dir)):
-                    if status == "trained":  # a GPU unit's cell: analysed in a CPU task while the GPU goes on
+                    if status == TRAINED:  # a GPU unit's cell: analysed in a CPU task while the GPU goes on
                         pending.append(again := analysis.remote(str(out_dir / "cells" / cell.name)))
                         refs[again] = [cell]
                         continue
@@ -222,13 +227,13 @@ def _run_on_ray(cells, out_dir: Path, session: RaySession, progress: bool, keep_
                     status = read_status(cell_dir)
                     alive = is_running(status)
                     running += alive
-                    if status.get("status") == "running" and not alive:
+                    if status.get("status") == RUNNING and not alive:
                         write_status(cell_dir, "retrying", pid=status.get("pid"), earlier_attempts=attempts(cell_dir))
                         bar.write(
                             f"{cell.name}: its worker process {status.get('pid')} died (killed, or out of "
                             "memory); Ray retries the cell from its last checkpoint"
                         )
-            bar.set_postfix(done=counts["done"], running=running, failed=counts["failed"])
+            bar.set_postfix(done=counts[DONE], running=running, failed=counts[FAILED])
     finally:
         bar.close()
         (out_dir / STOP_FILE).unlink(missing_ok=True)
@@ -253,10 +258,10 @@ def _results_of(ray, ref, unit, out_dir: Path) -> list[str]:
         outcomes = []
         for cell in unit:
             cell_dir = out_dir / "cells" / cell.name
-            if read_status(cell_dir).get("status") not in TRAINED:  # a cell that finished before the deaths
+            if read_status(cell_dir).get("status") not in TRAINING_OVER:  # a cell that finished before the deaths
                 write_status(
                     cell_dir,
-                    "failed",
+                    FAILED,
                     error=f"{type(err).__name__}: the worker process died on all "
                     f"{TASK_RETRIES + 1} attempts "
                     "(killed, or out of memory)" + (f"; Ray: {reason}" if reason else ""),

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ictd_interp.analyses.studies.cells import read_status, record_failure, write_status
+from ictd_interp.analyses.studies.cells import DONE, read_status, record_failure, write_status
 
 
 def analyses_apart(device: str) -> bool:
@@ -27,11 +27,11 @@ def analyse_cell(cell_dir: str) -> dict[str, Any]:
     torch.set_num_threads(1)
     cell, started = Path(cell_dir), time.perf_counter()
     before = read_status(cell)
-    if before.get("status") == "done":
+    if before.get("status") == DONE:
         return before
     trained = before.get("wall_time") or 0.0  # the unit's training time, kept beside the analysis's
     try:
         analyze(cell / "run", cell / "analysis", neu=False, draw=False)
     except Exception as err:
         return record_failure(cell, err, wall_time=trained, analysis_time=time.perf_counter() - started)
-    return write_status(cell, "done", wall_time=trained, analysis_time=time.perf_counter() - started)
+    return write_status(cell, DONE, wall_time=trained, analysis_time=time.perf_counter() - started)

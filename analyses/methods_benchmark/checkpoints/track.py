@@ -24,7 +24,7 @@ from ictd_interp.analyses.methods_benchmark.checkpoints.population import N_TASK
 from ictd_interp.analyses.methods_benchmark.sealed import PUBLIC, Split
 from ictd_interp.analyses.metrics.draws import draw_seed
 from ictd_interp.analyses.metrics.readings import LONG, READINGS, Contexts, score_of
-from ictd_interp.analyses.studies.cells import TRAINED, read_status
+from ictd_interp.analyses.studies.cells import TRAINING_OVER, read_status
 from ictd_interp.analyses.studies.run import RaySession, run_study
 from ictd_interp.analyses.studies.spec import StudySpec, load_spec
 from ictd_interp.io import run_folder
@@ -84,7 +84,7 @@ def finished_runs(folder: Path) -> list[tuple[str, Path]]:
     trained), a run folder of ``ictd-interp train``, or a folder of run folders (finished: a ``final`` checkpoint)."""
     if (folder / "cells").is_dir():
         cells = sorted(p for p in (folder / "cells").iterdir() if p.is_dir())
-        runs = [(c.name, c / "run") for c in cells if read_status(c).get("status") in TRAINED]
+        runs = [(c.name, c / "run") for c in cells if read_status(c).get("status") in TRAINING_OVER]
     else:
         candidates = [folder] if run_folder.is_run(folder) else sorted(p for p in folder.glob("*") if p.is_dir())
         runs = [(p.name, p) for p in candidates if run_folder.is_run(p) and run_folder.final_dir(p).exists()]
