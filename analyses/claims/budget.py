@@ -37,6 +37,7 @@ class Budget:
         state-action chain TD is SARSA's objective, q-learning bootstraps on the best next action, MC regresses
         on returns, supervised on q of the behaviour, supervised-q-star on q*).
     acting_tasks: random MDPs on which the acting row scores each greedy policy's regret.
+    deep_models: the shipped models of the ``deep`` recipe whose layer the second iterated row runs deeper.
     """
 
     name: str
@@ -59,6 +60,7 @@ class Budget:
     standard_seeds: tuple[int, ...] = ()
     control_objectives: tuple[str, ...] = ("td", "q-learning", "mc", "supervised", "supervised-q-star")
     acting_tasks: int = 256
+    deep_models: tuple[str, ...] = ("deep-td-s0", "deep-td-s1", "deep-td-s2")
     extra: dict[str, Any] = field(default_factory=dict)  # fixed training settings of every study (tests)
 
     def __post_init__(self) -> None:
@@ -72,6 +74,7 @@ class Budget:
             "seeds",
             "objectives",
             "control_objectives",
+            "deep_models",
         ):
             if not getattr(self, name):
                 raise ValueError(f"{name}: needs at least one value")

@@ -30,6 +30,7 @@ TITLES = {
     "emergence_diagonality": "Emergence: attention grows diagonal",
     "emergence_signature": "Emergence: (+, +, −) signature",
     "finding_iteration": "Finding: the learned layer, iterated",
+    "finding_iteration_deep": "Finding: the deep recipe's layer, iterated",
     "finding_baseline": "Finding: beats the constant predictor",
     "finding_depth_sampling": "Finding: depth-sampled training",
     "finding_same_state_head": "Finding: the standard model's same-state head",

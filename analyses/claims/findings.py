@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ictd_interp.analyses.claims.claim import FAILS, HOLDS, Claim
+from ictd_interp.analyses.metrics.draws import draw_seed
 from ictd_interp.analyses.metrics.intervals import (
     COSINE,
     NONNEGATIVE,
@@ -19,7 +20,7 @@ from ictd_interp.analyses.metrics.intervals import (
     proportion_interval,
     t_interval,
 )
-from ictd_interp.analyses.metrics.ladder import FLAT, LEVELS
+from ictd_interp.analyses.metrics.ladder import CE, FLAT, LEVELS, ladder
 from ictd_interp.analyses.studies.cells import DONE
 from ictd_interp.analyses.studies.results import CONDITION, STATUS
 from ictd_interp.analyses.summary.sections import Summary
@@ -48,7 +49,32 @@ def iterated(results: pd.DataFrame, condition: str) -> Claim:
     return iterated_claim(verdicts, msve, condition)
 
 
-def iterated_claim(verdicts: dict[str, list[str]], msve: dict[str, np.ndarray], condition: str) -> Claim:
+def iterated_shipped(names: tuple[str, ...]) -> Claim:
+    """The iterated row on shipped models (the ``deep`` recipe's): each one's ladder at its trained n, on the ladder's
+    own draw of its evaluation seed (the tasks of its card and ``analyze``); its verdicts at 4x and 16x its depth, as
+    ``iterated`` reads a study's."""
+    from ictd_interp.analyses.analyze import resolve
+
+    verdicts: dict[str, list[str]] = {m: [] for m in ITERATED}
+    msve: dict[str, list[float]] = {m: [] for m in ("1x", *ITERATED)}
+    ce: list[float] = []
+    for name in names:
+        model, config, _, _ = resolve(name)
+        lad = ladder(model, config.tasks, draw_seed(config.eval_seed, "ladder"), learns_in_context=None, top=False)
+        for m in ITERATED:
+            verdicts[m].append(lad.with_depth[m])
+        for m in msve:
+            msve[m].append(lad.msve_with_depth[m])
+        ce.append(lad.baselines[CE])
+    arrays = {m: np.asarray(v, dtype=float) for m, v in msve.items()}
+    claim = iterated_claim(verdicts, arrays, "the deep recipe: " + ", ".join(names), "finding_iteration_deep")
+    claim.numbers.append(f"CE on the same tasks: {t_interval(np.asarray(ce), bounds=NONNEGATIVE).text('.3f')}")
+    return claim
+
+
+def iterated_claim(
+    verdicts: dict[str, list[str]], msve: dict[str, np.ndarray], condition: str, claim_id: str = "finding_iteration"
+) -> Claim:
     """The iterated row from each seed's verdict at 4x and 16x its depth (``ladder.depth_verdict``, at the trained
     n) and the MSVE at each depth: holds when every seed falls or stays flat at both, fails when every seed rises at
     one of them, otherwise the counts."""
@@ -60,7 +86,7 @@ def iterated_claim(verdicts: dict[str, list[str]], msve: dict[str, np.ndarray], 
         f"{m}: " + ", ".join(f"{v} {verdicts[m].count(v)}" for v in sorted(set(verdicts[m]))) for m in ITERATED
     )
     return Claim(
-        "finding_iteration",
+        claim_id,
         "This project: running the TD-trained layer deeper than it was trained does not make it worse (what a TD "
         "iteration does; a stopped-early estimator gets worse).",
         f"Per seed ({condition or 'the trained models'}), the MSVE on the verdict ladder's held-out tasks at the "

@@ -36,6 +36,7 @@ ORDER = (
     "emergence_diagonality",
     "emergence_signature",
     "finding_iteration",
+    "finding_iteration_deep",
     "finding_baseline",
     "finding_depth_sampling",
     "finding_same_state_head",
@@ -136,6 +137,11 @@ def _steps(budget: Budget, studies: dict[str, Path], out_dir: Path) -> list:
         ),
         (["emergence_signature"], lambda: [trained.signature(objectives().results)], True),
         (["finding_iteration"], lambda: [findings.iterated(objectives().results, td)], True),
+        (
+            ["finding_iteration_deep"],
+            lambda: [findings.iterated_shipped(budget.deep_models)],
+            False,
+        ),
         (
             ["finding_baseline"],
             lambda: [findings.constant_baseline(objectives().results, td, budget.eval_tasks())],

@@ -20,5 +20,6 @@ TINY = Budget(
     objectives=("td", "neu"),
     control_objectives=("td",),
     acting_tasks=16,
+    deep_models=("deep-td-s0", "deep-td-s1"),
     extra={"tasks_per_batch": 8, "windows_per_task": 2, "eval_every": 10, "checkpoint_every": 10},
 )

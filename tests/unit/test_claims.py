@@ -5,6 +5,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from ictd_interp.analyses.claims import neu_limit, theory
@@ -286,3 +287,19 @@ def test_the_acting_figure_shows_a_uniform_behaviour_once():
     assert claim.data["regret"]["random"] == claim.data["regret"]["behaviour"]
     labels = [t.get_text() for t in draw(claim).axes[0].get_yticklabels()]
     assert "behaviour = uniform random" in labels and "random" not in labels and "behaviour" not in labels
+
+
+def test_the_iterated_row_on_the_deep_recipe_reads_the_shipped_models_on_their_cards_tasks():
+    """The second iterated row runs each shipped deep model's ladder on its card's own draw: its MSVE at the trained
+    depth is the card's to the last digit shown; at n = 30 the error rises toward CE (0.368) from below, which the row's
+    rule cannot call flat with two seeds' intervals straddling the 5% band."""
+    from ictd_interp.analyses.claims.findings import iterated_shipped
+    from ictd_interp.io.pretrained import card
+
+    names = ("deep-td-s0", "deep-td-s1")
+    row = iterated_shipped(names)
+    assert row.id == "finding_iteration_deep" and row.data["seeds"] == 2
+    assert row.data["verdicts"] == {"4x": ["undecided"] * 2, "16x": ["undecided"] * 2}
+    assert row.verdict == "not shown: 0 of 2 seeds falls or flat"
+    at_depth = np.mean([card(n)["in_context"]["ladder"]["rungs"][0]["msve"][0] for n in names])
+    assert f"1x {at_depth:.3f} [" in row.numbers[0] and row.numbers[-1].startswith("CE on the same tasks: 0.368")
