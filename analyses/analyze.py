@@ -3,8 +3,8 @@
 ``REPORTS`` holds the reports, by model architecture, as found: each is a vertical slice, one module of
 ``ictd_interp.analyses.reports`` that names its ``ARCHITECTURE`` and holds its ``compute`` (every number once, into a
 typed ``Summary``), its ``lines`` (summary.md's words) and its own ``figures`` (``reports.stylised``,
-``reports.standard``, ``reports.linear``); what every report shares is in ``reports.render`` (words) and
-``reports.drawing`` (figures). A new architecture's report is one new module there and no line here.
+``reports.standard``, ``reports.linear``); what every report shares is in ``reports.summary_md`` (words) and
+``reports.shared_figures`` (figures). A new architecture's report is one new module there and no line here.
 ``analyze`` validates the path, computes, saves ``summary.json`` (``ictd_interp.analyses.summary``), then
 draws every figure from those saved numbers (PNG and SVG) and writes ``summary.md``.
 """

@@ -3,7 +3,7 @@
 the backups that turn θ*'s SARSA into expected SARSA or softmax Q-learning (``control_backups``).
 
 Every builder returns TransformerLens-style ``(hook_name, fn)`` pairs, used through
-``model.run_with_hooks`` or the ``model.hooks(...)`` context manager, so no hook outlives its call.
+the model's ``run_with_hooks`` or its ``hooks(...)`` context manager, so no hook outlives its call.
 Imports the core (``ictd_interp``: models, reference, hook names, and ``ictd_interp.tasks`` for the action
 columns), never ``analyses``.
 """

@@ -5,7 +5,8 @@ softmax Q-learning), ``trained`` and ``findings`` (the paper's claims and this p
 it runs), ``claim_figures`` (figures from the rows' data, read by ``figure_data``), ``claims_md`` (claims.md/json),
 ``run`` (the resumable orchestration on Ray). The top layer of ``analyses``: it imports ``studies``, ``analyze``
 (one model analysed), ``summary``, ``metrics`` and ``figures``, ``hooks`` (the control backups), and the core's
-``config``, ``tasks``, ``models``, ``reference`` and ``training``. Names are imported on first use.
+``config``, ``io`` (its output folder, progress bars), ``tasks``, ``models`` and ``reference``. Names are imported on
+first use.
 """
 
 from ictd_interp._lazy import lazy_exports

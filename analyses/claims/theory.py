@@ -1,6 +1,6 @@
 """The paper's theorems, checked on θ* itself (no training): Theorem 1's exactness, Assumption 5.1's margin,
 Theorem 2's rate and floor, Theorem 3's population NEU. Each function returns its ``Claim`` (rows), whose
-``data`` holds what its figure is drawn from (``claims.drawing``)."""
+``data`` holds what its figure is drawn from (``claims.claim_figures``)."""
 
 from __future__ import annotations
 

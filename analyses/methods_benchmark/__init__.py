@@ -21,5 +21,5 @@
 Imports ``ictd_interp.analyses.metrics``, ``ictd_interp.analyses.figures``, ``ictd_interp.analyses.studies`` (its Ray
 set-up), ``ictd_interp.analyses.summary``
 (typed JSON written and read back) and the core's ``ictd_interp.config``, ``ictd_interp.tasks``,
-``ictd_interp.models`` and ``ictd_interp.training`` (the output folder's request check).
+``ictd_interp.models`` and ``ictd_interp.io`` (the output folder's request check, progress bars).
 """

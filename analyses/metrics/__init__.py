@@ -1,6 +1,7 @@
-"""Metrics on models, caches and tasks: pure functions returning numbers, tensors or tables, no files and no
-figures. They import the core's ``config``, ``tasks``, ``models``, ``reference`` and ``training`` and ``hooks``, never
-``figures``, ``reports`` or ``studies``.
+"""Metrics on models, caches and tasks: functions returning numbers, tensors or tables, no figures; they write no
+files and read only a run's saved checkpoints, where a metric is of the run over training (``dynamics``,
+``stability``). They import the core's ``config``, ``io`` (a run's checkpoints), ``tasks``, ``models``,
+``reference`` and ``training`` and ``hooks``, never ``figures``, ``reports`` or ``studies``.
 
 ``convergence`` (error vs depth and context, geometric fits), ``diagonality`` (kernel diagonality, the margin C),
 ``probes`` (θ* gaps and cosines), ``site_probes`` (linear probes per layer: where the value and what TD needs are

@@ -90,7 +90,7 @@ def limit_from(model, tasks: TaskBatch, start: Tensor, layer: int) -> tuple[Tens
 
 def limit_spectrum(model, tasks: TaskBatch) -> tuple[Float[Tensor, "batch pos"], LimitSpectrum]:
     """``depth_limit`` with its per-task spectrum and reasons. A per-layer model runs its layers, then
-    repeats its last one (as ``algorithm_id.layer_at_depth`` does)."""
+    repeats its last one (as ``extrapolation.layer_at_depth`` does)."""
     from ictd_interp.models.stylised.state_space import state_space_forward
 
     n_layers = model.cfg.n_layers

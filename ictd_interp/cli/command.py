@@ -1,5 +1,5 @@
 """A sub-command as data, and the sub-commands other layers register. The core declares its own commands; a layer
-above it (``ictd_interp.analyses``) lists its commands under the entry-point group ``ictd_interp.commands`` in
+above it (``ictd_interp.analyses``) lists its commands under the entry-point group "ictd_interp.commands" in
 pyproject.toml, so the command line composes every layer while nothing in the core imports one above it."""
 
 from __future__ import annotations

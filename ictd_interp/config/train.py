@@ -308,7 +308,7 @@ class TrainConfig:
         return from_dict_strict(cls, {**data, "model": model, "tasks": tasks})
 
     def differences(self, other: "TrainConfig") -> list[str]:
-        """``field: mine -> other`` for every setting that differs, nested ones by their path (``model.d_model``)."""
+        """``field: mine -> other`` for every setting that differs, nested ones by their path ("model.d_model")."""
         mine, theirs = _paths(self.to_dict()), _paths(other.to_dict())
         return [
             f"{k}: {mine.get(k)!r} -> {theirs.get(k)!r}"
@@ -462,3 +462,8 @@ PRESETS["deep-long"] = replace(
     model=replace(PRESETS["deep"].model, n_layers=96),
     tasks=replace(PRESETS["deep"].tasks, context_len=100),
 )
+# In-context TD at a long horizon (docs/emergence.md, "In-context TD beyond one corner"): at γ = 0.97 (horizon
+# 1/(1 − γ) ≈ 33) the deep-long recipe stops early whatever its length of training: its layer settles at a step a with
+# a × depth ≈ 40-50 and a discount above γ that makes up for the short run. Twice the depth and three times the
+# learning rate bring a × depth to about 100, three horizons, and the discount to γ.
+PRESETS["deep-g97"] = PRESETS["deep-long"].with_flat(n_layers=192, gamma=0.97, lr=0.03, steps=3000)
