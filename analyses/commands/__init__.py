@@ -2,10 +2,11 @@
 registers ``COMMANDS`` under the entry-point group "ictd_interp.commands", and the core's command line reads it, so
 the core imports nothing of the analyses. ``flags`` declares their arguments (torch-free); ``model`` runs
 ``construct``, ``reproduce``, ``analyze`` and ``evaluate``; ``study`` runs ``study`` and ``study-report``;
-``reports`` runs ``claims`` and ``methods-benchmark``; ``configs`` holds ``construct``'s and ``evaluate``'s settings.
-Each check refuses, before torch loads, what it can see wrong. Imports ``cli`` and ``config`` (the settings' dataclasses) and, inside its
-functions, the core's ``io``, ``tasks`` and ``training`` and every layer of the analyses (``analyze``, ``metrics``, ``reports``,
-``studies``, ``claims``, ``methods_benchmark``)."""
+``reports`` runs ``claims`` and ``methods-benchmark``; ``configs`` holds ``construct``'s and ``evaluate``'s
+settings. Each check refuses, before torch loads, what it can see wrong. Imports ``cli`` and ``config`` (the
+settings' dataclasses) and, inside its functions, the core's ``io``, ``tasks`` and ``training`` and every layer of
+the analyses (``analyze``, ``metrics``, ``reports``, ``studies``, ``claims``, ``methods_benchmark``).
+"""
 
 from __future__ import annotations
 

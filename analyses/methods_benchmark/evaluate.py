@@ -55,6 +55,7 @@ from ictd_interp.analyses.methods_benchmark.scores import (
     matched_correlations,
     roc_curve,
 )
+from ictd_interp.analyses.metrics.draws import case_seed
 from ictd_interp.analyses.metrics.site_probes import residual_stack
 
 
@@ -248,7 +249,7 @@ def score_directions(case: Case, output: DirectionOutput) -> DirectionScores:
             s = sites.index(site)
             angles.append(angle_degrees(found, case.truth.directions[name]))
             r2s.append(_r2(resid[s] @ found.double(), values[name][s]))
-            moves = {"swap": swap_move(found), "placebo": placebo_move(found, 1000 * case.seed + s)}
+            moves = {"swap": swap_move(found), "placebo": placebo_move(found, case_seed(case.seed, s))}
             accuracy = interchange_accuracies(case, name, site, {k: m for k, m in moves.items() if m is not None})
             iia.append(accuracy["swap"])
             placebo.append(accuracy.get("placebo"))

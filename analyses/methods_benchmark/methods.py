@@ -56,6 +56,7 @@ from ictd_interp.analyses.methods_benchmark.graph import Edge, build_graph, run_
 from ictd_interp.analyses.methods_benchmark.mask_selection import STEPS as PRUNE_STEPS
 from ictd_interp.analyses.methods_benchmark.mask_selection import prune_edges
 from ictd_interp.analyses.methods_benchmark.weight_reader import unit_directions, weight_scores
+from ictd_interp.analyses.metrics.draws import case_seed
 from ictd_interp.analyses.metrics.site_probes import fit_probes, residual_stack
 
 EDGES, DIRECTIONS, FEATURES = "edges", "directions", "features"
@@ -363,7 +364,7 @@ def das(case: Problem) -> DirectionOutput:
     out, trainable = DirectionOutput(), [p.requires_grad for p in case.model.parameters()]
     try:
         for site in case.variable_sites["value"]:
-            runs_ = [_das_at(case, site, 1000 * case.seed + k) for k in range(DAS_RESTARTS)]
+            runs_ = [_das_at(case, site, case_seed(case.seed, k)) for k in range(DAS_RESTARTS)]
             out.directions[("value", site)] = min(runs_, key=lambda r: r[0])[1]
     finally:
         for p, flag in zip(case.model.parameters(), trainable):

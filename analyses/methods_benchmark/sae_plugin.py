@@ -36,6 +36,7 @@ from ictd_interp.analyses.methods_benchmark.methods import (
     register_method,
 )
 from ictd_interp.analyses.methods_benchmark.scores import correlations
+from ictd_interp.analyses.metrics.draws import case_seed
 from ictd_interp.analyses.metrics.site_probes import residual_stack
 
 SAE_WIDTH = DICTIONARY_WIDTH  # as wide as the random dictionary, its chance baseline
@@ -82,7 +83,7 @@ def site_sae(case: Problem, resid: torch.Tensor, s: int) -> StandardTrainingSAE:
     if not any(k[:3] == key[:3] for k in _TRAINED):
         _TRAINED.clear()  # another case: keep only the current one's
     if key not in _TRAINED:
-        _TRAINED[key] = train_sae(resid[s].reshape(-1, resid.shape[-1]), 1000 * case.seed + s)
+        _TRAINED[key] = train_sae(resid[s].reshape(-1, resid.shape[-1]), case_seed(case.seed, s))
     return _TRAINED[key]
 
 

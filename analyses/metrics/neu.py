@@ -42,6 +42,7 @@ import numpy as np
 import torch
 from einops import einsum
 
+from ictd_interp.analyses.metrics.draws import context_seed
 from ictd_interp.analyses.metrics.neu_intervals import (
     GROUPS,
     NeuDifference,
@@ -243,7 +244,13 @@ def neu_grid(
     bar = progress_bar(total=len(lengths) * len(depths), disable=not progress, desc="neu")
     for n in lengths:
         zero_one = updates_of(
-            {"zero": zero_model(replace(star_cfg, n_layers=1))}, dist, n, 1, n_tasks, seed + n, n_windows
+            {"zero": zero_model(replace(star_cfg, n_layers=1))},
+            dist,
+            n,
+            1,
+            n_tasks,
+            context_seed(seed, n, "neu"),
+            n_windows,
         )["zero"]
         for L in depths:
             models = {
@@ -251,7 +258,7 @@ def neu_grid(
             }
             if model is not None and (model.cfg.tied or L == model.cfg.n_layers):
                 models["model"] = model
-            u = updates_of(models, dist, n, L, n_tasks, seed + n, n_windows)
+            u = updates_of(models, dist, n, L, n_tasks, context_seed(seed, n, "neu"), n_windows)
             u["zero"] = _zero_updates(zero_one, L, tied)
             rows.append(
                 NeuCell(
@@ -260,7 +267,9 @@ def neu_grid(
                     theta_star=neu_interval(u["theta_star"], groups),
                     model=neu_interval(u["model"], groups) if "model" in u else None,
                     zero=neu_interval(u["zero"], groups),
-                    zero_closed_form=zero_predictor_neu(dist, n, L, 4 * n_tasks, seed + n + 1, tied, n_windows, groups),
+                    zero_closed_form=zero_predictor_neu(
+                        dist, n, L, 4 * n_tasks, context_seed(seed, n, "neu_zero_closed_form"), tied, n_windows, groups
+                    ),
                     theta_star_minus_zero=difference_interval(u["theta_star"], u["zero"], groups),
                     theta_star_minus_model=difference_interval(u["theta_star"], u["model"], groups)
                     if "model" in u

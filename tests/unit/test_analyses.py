@@ -229,3 +229,13 @@ def test_an_interval_of_a_diverged_error_is_written_in_scientific_form_not_forty
 
     assert Interval(3.9e38, -3.3e38, 1.1e39, 5).text(".3f") == "3.9e+38 [-3.3e+38, 1.1e+39]"
     assert Interval(0.5, 0.4, 0.6, 5).text(".3f") == "0.500 [0.400, 0.600]"
+
+
+def test_per_length_and_per_case_seeds_are_named_and_keep_their_values():
+    """NEU's task sets and a benchmark case's own draws are named in draws.py; their values are the ones every shipped
+    report and benchmark table was computed with (seed + n, seed + n + 1, 1000 × case seed + index)."""
+    from ictd_interp.analyses.metrics.draws import case_seed, context_seed
+
+    assert (context_seed(7, 30, "neu"), context_seed(7, 30, "neu_zero_closed_form"), case_seed(3, 2)) == (37, 38, 3002)
+    with pytest.raises(ValueError, match="unknown per-length task set 'nope'"):
+        context_seed(7, 30, "nope")
