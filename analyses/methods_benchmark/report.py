@@ -53,10 +53,13 @@ RULES = (
 )
 
 
+ONE_SEED = "one seed: no verdict"
+
+
 def edge_verdict(auroc: Interval) -> str:
     """By the interval over seeds; one seed has none, so no verdict."""
     if auroc.n < 2:
-        return "one seed: no verdict"
+        return ONE_SEED
     if auroc.lo > RECOVERS:
         return "recovers"
     if auroc.lo <= CHANCE <= auroc.hi:
@@ -180,8 +183,12 @@ def _case_lines(cells: Sequence[CellResult], budget: BenchmarkBudget) -> list[st
         )
     return lines + [
         "",
-        f"With {seeds} seeds an interval's half-width is t(0.975, {seeds - 1})·sd/√{seeds}: a wide one "
-        "decides little"
+        (
+            "With one seed there is no interval over seeds and no verdict"
+            if seeds < 2
+            else f"With {seeds} seeds an interval's half-width is t(0.975, {seeds - 1})·sd/√{seeds}: a wide one "
+            "decides little"
+        )
         + (", and the `full` budget (20 seeds) narrows it" if budget.name != "full" else "")
         + ". A case with one false edge makes AUROC coarse (each seed's value is a multiple of 1/(true × false "
         "edges)).",
@@ -340,6 +347,9 @@ def reading(cells: Sequence[CellResult]) -> str:
     parts = []
     for c in cases_of(cells) if edge_methods(cells) else []:
         verdicts = {m: edge_verdict(interval(cells, c, m, "auroc")) for m in edge_methods(cells) if m != TRUTH}
+        if all(v == ONE_SEED for v in verdicts.values()):
+            parts.append(f"On **{c}**, one seed: no method is judged (a verdict needs an interval over two or more).")
+            continue
         good = [m for m, v in verdicts.items() if v == "recovers" and m != "random"]
         bad = [f"{m} ({v})" for m, v in verdicts.items() if v != "recovers" and m != "random"]
         parts.append(

@@ -542,3 +542,16 @@ def test_a_direction_figure_with_many_axes_keeps_its_axis_names_apart():
             height = a.get_fontsize() * fig.dpi / 72
             assert step * math.sin(math.radians(a.get_rotation())) > height + 2, (a.get_text(), b.get_text())
     assert len(names) == 13 and text_outside(fig) == []
+
+
+def test_one_seed_judges_no_method_and_says_so_not_that_none_recovers():
+    """Every method scored 1.000 on one seed: with no interval the reading says no method is judged, not that no
+    method recovers the circuit; two seeds at 1.000 recover it."""
+    from ictd_interp.analyses.methods_benchmark.evaluate import CellResult, EdgeScores, Roc
+    from ictd_interp.analyses.methods_benchmark.report import reading
+
+    ok = EdgeScores(auroc=1.0, auprc=1.0, roc=Roc([0.0, 1.0], [0.0, 1.0]))
+    one = [CellResult("rotated", 0, 4, 2, {"good": ok, "other": ok})]
+    assert "one seed: no method is judged" in reading(one) and "no edge method recovers" not in reading(one)
+    two = one + [CellResult("rotated", 1, 4, 2, {"good": ok, "other": ok})]
+    assert "good, other recover the circuit" in reading(two)
