@@ -32,12 +32,13 @@ from ictd_interp.analyses.metrics.linear_family import (
 )
 from ictd_interp.analyses.metrics.predecessor_metrics import function_readings, random_layer_iws, weight_readings
 from ictd_interp.analyses.metrics.site_probes import residual_stack
-from ictd_interp.analyses.reports.summary_md import answer_lines, baseline_table, ladder_lines, number, summary_header
+from ictd_interp.analyses.reports.summary_md import answer_lines, baseline_table, ladder_lines, summary_header
 from ictd_interp.analyses.summary.sections import DepthCurves, LinearWeights, Summary, TheirReadings
 from ictd_interp.analyses.summary.store import build
 from ictd_interp.config.train import TrainConfig
 from ictd_interp.io.incontexttd import LOGGED_STEP
 from ictd_interp.io.progress import computed
+from ictd_interp.io.text import shown
 from ictd_interp.models import HookedICTDTransformer, HookedLinearICTD
 from ictd_interp.tasks.sampling import sample_from
 from ictd_interp.training.evaluation import EvalSet, evaluate
@@ -281,8 +282,8 @@ def lines(summary: Summary) -> list[str]:
     if ext:
         lines.append(
             "- Run beyond its trained depth, the tied layer itself "
-            f"{ext.verdict} (MSVE {number(ext.model[-1], '.3g')} "
-            f"at depth {ext.depths[-1]}; the TD(0) construction {number(ext.reference[-1], '.3g')})."
+            f"{ext.verdict} (MSVE {shown(ext.model[-1], '.3g')} "
+            f"at depth {ext.depths[-1]}; the TD(0) construction {shown(ext.reference[-1], '.3g')})."
         )
     theirs = their_lines(lin.theirs, alg.layers, cfg.activation == "identity") if lin.theirs else []
     return [

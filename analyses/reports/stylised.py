@@ -47,7 +47,6 @@ from ictd_interp.analyses.reports.summary_md import (
     control_algorithm_sentence,
     ladder_lines,
     neu_lines,
-    number,
     signs_text,
     summary_header,
 )
@@ -55,6 +54,7 @@ from ictd_interp.analyses.summary.sections import Algorithm, DepthCurves, Summar
 from ictd_interp.analyses.summary.store import build
 from ictd_interp.config import TrainConfig
 from ictd_interp.io.progress import computed
+from ictd_interp.io.text import shown
 from ictd_interp.models import HookedICTDTransformer
 from ictd_interp.models.hook_names import ends_with
 from ictd_interp.models.stylised.state_space import state_space_unavailable
@@ -295,7 +295,7 @@ def lines(summary: Summary) -> list[str]:
         "|---|---|",
         f"| eval MSVE (model / θ* at the same depth) | {m.eval_msve:.4f} / {m.theta_star_msve:.4f} |",
         f"| cos(A, A*) per layer | {per_layer_text([f'{c:.3f}' for c in m.cos_A], tied)} |",
-        f"| cos(V, V*) per layer (identifiable entries) | {per_layer_text([number(c) for c in m.cos_V], tied)} |",
+        f"| cos(V, V*) per layer (identifiable entries) | {per_layer_text([shown(c) for c in m.cos_V], tied)} |",
         f"| sign match {SIGNATURE_TEXT} per layer | "
         f"{per_layer_text(['yes' if s else 'no' for s in m.signature_match], tied)} |",
         f"| prediction gap to θ* at the query (RMS over tasks) | {p.rms_gap_to_theta_star:.4f} |",

@@ -11,8 +11,9 @@ from ictd_interp.analyses.metrics.algorithm_id import IterationMap, LayerReading
 from ictd_interp.analyses.metrics.baselines import Baselines
 from ictd_interp.analyses.metrics.convergence import GeometricFit
 from ictd_interp.analyses.metrics.theta_star_limit import DepthLimit
-from ictd_interp.analyses.reports.summary_md import interval_text, layer_sentence, number
+from ictd_interp.analyses.reports.summary_md import interval_text, layer_sentence
 from ictd_interp.analyses.summary.sections import Algorithm, Diagonality, Margin
+from ictd_interp.io.text import shown
 
 
 def algorithm_sentences(alg: Algorithm, base: Baselines, gamma: float) -> list[str]:
@@ -93,7 +94,7 @@ def per_layer_text(values: list, tied: bool) -> str:
 def _limit_text(result: Any) -> str:
     """A fixed point's error (an ``IterationMap`` or a ``LimitRow``) with its interval where it has one."""
     interval = result.fixed_point_error_interval
-    return interval_text(interval) if interval else number(result.fixed_point_error)
+    return interval_text(interval) if interval else shown(result.fixed_point_error)
 
 
 def _share(result: IterationMap) -> str:

@@ -3,7 +3,6 @@ the figures. Every number is printed with what it means for this model (``docs/t
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any, Optional
 
@@ -16,18 +15,13 @@ from ictd_interp.analyses.metrics.neu import NeuGrid, population_table
 from ictd_interp.analyses.metrics.readings import LONG, MEASURED_ON, WeightReading
 from ictd_interp.analyses.metrics.stability import over_training_sentence
 from ictd_interp.config.registry import FAMILIES, OBJECTIVES
+from ictd_interp.io.text import shown
 
 MAX_CONDITION_TEXT = f"{MAX_CONDITION:.0f}"
 
 
 def signs_text(values) -> str:
     return ", ".join("n/a" if v is None else f"{v:+.2f}" for v in values)
-
-
-def number(value: Optional[float], spec: str = ".3f") -> str:
-    if value is None:
-        return "n/a"
-    return format(value, spec) if math.isfinite(value) else "not finite"
 
 
 def layer_sentence(row: LayerReading, gamma: float) -> str:
@@ -56,8 +50,8 @@ def layer_sentence(row: LayerReading, gamma: float) -> str:
         return text + " (its input values are zero, so its discount cannot be identified)."
     discount = row.effective_discount
     text += (
-        f", effective discount b/(−c) = {number(discount)}{_ci(ci and ci.effective_discount)} (task γ = "
-        f"{gamma}), current-value weight c/a = {number(row.current_weight)}{_ci(ci and ci.current_weight)} "
+        f", effective discount b/(−c) = {shown(discount)}{_ci(ci and ci.effective_discount)} (task γ = "
+        f"{gamma}), current-value weight c/a = {shown(row.current_weight)}{_ci(ci and ci.current_weight)} "
         "(θ*: −1)"
     )
     if row.source == "fit":
@@ -244,7 +238,7 @@ def answer_lines(ic: Optional[InContext], readings: Optional[list[WeightReading]
     if ic.cos_A is not None and ic.cosine_nulls:
         null = "; ".join(_null_text(r) for r in ic.cosine_nulls)
         lines.append(
-            f"- Weights: lowest-layer cos(A, A*) {ic.cos_A:.3f}, cos(V, V*) {number(ic.cos_V)}; the same "
+            f"- Weights: lowest-layer cos(A, A*) {ic.cos_A:.3f}, cos(V, V*) {shown(ic.cos_V)}; the same "
             f"cosines of models that run no TD: {null}."
         )
     return lines + ([f"- {readings_sentence(readings)}"] if readings else []) + [""]
@@ -306,7 +300,7 @@ def _null_text(row) -> str:
     if row.cos_A_range is not None:
         v = "" if row.cos_V_range is None else f", cos V in [{row.cos_V_range[0]:.2f}, {row.cos_V_range[1]:.2f}]"
         return f"{row.name} ({row.n} seeds) cos A in [{row.cos_A_range[0]:.2f}, {row.cos_A_range[1]:.2f}]{v}"
-    return f"{row.name} {row.cos_A:.3f} / {number(row.cos_V)}"
+    return f"{row.name} {row.cos_A:.3f} / {shown(row.cos_V)}"
 
 
 def acting_lines(acting) -> list[str]:

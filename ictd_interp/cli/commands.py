@@ -55,6 +55,7 @@ def models(args: argparse.Namespace) -> int:
     import json
 
     from ictd_interp.io.pretrained import list_pretrained
+    from ictd_interp.io.text import shown
 
     listed = list_pretrained()
     if args.json:
@@ -64,7 +65,7 @@ def models(args: argparse.Namespace) -> int:
         for m in listed:
             print(f"{m['name']}: {m['description']}\n  train: {m['command']}\n  verdict: {_level(m)}")
             for rung in (m["ladder"] or {}).get("rungs", []):
-                deep = ", ".join(f"{v:.3f}" for v in rung["msve"])
+                deep = ", ".join(shown(v) for v in rung["msve"])
                 top = f", Bayes {rung['bayes']:.3f}" if "bayes" in rung else ""
                 gap = f"; gap to Bayes closed {rung['gap_closed']:.2f}" if "gap_closed" in rung else ""
                 print(

@@ -239,3 +239,10 @@ def test_per_length_and_per_case_seeds_are_named_and_keep_their_values():
     assert (context_seed(7, 30, "neu"), context_seed(7, 30, "neu_zero_closed_form"), case_seed(3, 2)) == (37, 38, 3002)
     with pytest.raises(ValueError, match="unknown per-length task set 'nope'"):
         context_seed(7, 30, "nope")
+
+
+def test_a_number_past_a_million_is_written_in_scientific_notation_everywhere():
+    from ictd_interp.io.text import shown
+
+    assert (shown(7.5e25), shown(-2.0e6), shown(999999.0), shown(0.1234)) == ("7.5e+25", "-2e+06", "999999.000", "0.123")
+    assert (shown(None), shown(float("nan")), shown(float("inf"), ".3g")) == ("n/a", "not finite", "not finite")

@@ -30,7 +30,8 @@ A critic query ``φ(s, a)`` reads ``q_l(s, a) = w_ψ^T ψ(s, a)``; an actor quer
 gradient only when the behaviour policy is π_0 (no importance weights), and a SARSA error is no advantage
 (``E[δ | S, A] → 0`` as the critic fits). One layer is exactly one batch actor-critic step; in deeper blocks the
 critic keeps evaluating the behaviour policy and the actor's score stays at π_0 (the block is linear in its
-prompt). Tested against loops written from these equations (``reference.control_iterations.batch_actor_critic``) layer by
+prompt). Tested against loops written from these equations
+(``reference.control_iterations.batch_actor_critic``) layer by
 layer at 1e-10 in float64; docs/theory.md §14a gives the identity that makes the actor the critic's advantage.
 """
 
