@@ -304,7 +304,7 @@ def test_a_users_hooks_py_and_analyses_py_shadow_nothing(tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", check], cwd=tmp_path, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    assert Path(out.stdout.strip()) == Path(__file__).resolve().parents[2] / "hooks" / "__init__.py"
+    assert Path(out.stdout.strip()).resolve() == Path(__file__).resolve().parents[2] / "hooks" / "__init__.py"
     listing = subprocess.run(
         [sys.executable, "-m", "ictd_interp.cli", "models"], cwd=tmp_path, capture_output=True, text=True
     )

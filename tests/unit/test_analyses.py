@@ -244,5 +244,10 @@ def test_per_length_and_per_case_seeds_are_named_and_keep_their_values():
 def test_a_number_past_a_million_is_written_in_scientific_notation_everywhere():
     from ictd_interp.io.text import shown
 
-    assert (shown(7.5e25), shown(-2.0e6), shown(999999.0), shown(0.1234)) == ("7.5e+25", "-2e+06", "999999.000", "0.123")
+    assert (shown(7.5e25), shown(-2.0e6), shown(999999.0), shown(0.1234)) == (
+        "7.5e+25",
+        "-2e+06",
+        "999999.000",
+        "0.123",
+    )
     assert (shown(None), shown(float("nan")), shown(float("inf"), ".3g")) == ("n/a", "not finite", "not finite")
