@@ -6,8 +6,8 @@ discount is left to ``analyze``, which fits it), and a preset's models are shipp
     python -m ictd_interp.analyses.cards ship quick 0 1 2    # train the quick preset's seeds into quick-td-s<seed>,
     with verdicts python -m ictd_interp.analyses.cards ship quick 0 --kind mc --set objective=mc   # a null model:
     quick-mc-s0
-    python -m ictd_interp.analyses.cards ship deep-long 0 1 2 --runs 'STUDY/cells/recipe-depth-96__seed-{seed}/run'
-                                                             # a study's finished runs of the same config, as they are
+    python -m ictd_interp.analyses.cards ship deep-long 0 1 2 --amplifying --runs \
+        'STUDY/cells/recipe-depth-96__seed-{seed}/run'     # a study's finished runs of the same config, as they are
 """
 
 from __future__ import annotations
@@ -30,10 +30,7 @@ from ictd_interp.io.pretrained import CARD, PRETRAINED_DIR, card, names
 from ictd_interp.models.registry import holds_theta_star
 from ictd_interp.models.stylised.state_space import state_space_unavailable
 from ictd_interp.training.evaluation import EvalSet
-from ictd_interp.training.retraining import reexport
-
-CROSS_MACHINE_RTOL = 1e-5  # as the other stylised cards (ictd_interp.training.retraining)
-
+from ictd_interp.training.retraining import AMPLIFYING_RTOL, CROSS_MACHINE_RTOL, reexport
 
 @torch.no_grad()
 def verdict(name: str) -> dict[str, Any]:
@@ -98,11 +95,18 @@ def write_verdict(name: str) -> dict[str, Any]:
 
 
 def ship(
-    preset: str, seed: int, name: str, description: str, run: Optional[Path] = None, **settings: Any
+    preset: str,
+    seed: int,
+    name: str,
+    description: str,
+    run: Optional[Path] = None,
+    rtol: float = CROSS_MACHINE_RTOL,
+    **settings: Any,
 ) -> dict[str, Any]:
     """Train ``preset`` with flat ``settings`` at ``seed`` (one thread, as every card) into the shipped folder
     ``name``, then its verdict; ``run``: a finished run of exactly that config on this machine (a study's cell),
-    taken instead of training again."""
+    taken instead of training again; ``rtol``: the card's cross-machine tolerance (``AMPLIFYING_RTOL`` for the deep
+    recipes, ``ictd_interp.training.retraining``)."""
     folder = PRETRAINED_DIR / name
     folder.mkdir(exist_ok=True)
     config = TrainConfig.from_preset(preset, seed=seed, **settings)
@@ -116,7 +120,7 @@ def ship(
                 "description": description,
                 "command": f"ictd-interp train --preset {preset}{flags} --seed {seed} --threads 1 --out DIR",
                 "train_config": config.to_dict(),
-                "cross_machine_rtol": CROSS_MACHINE_RTOL,
+                "cross_machine_rtol": rtol,
                 "fingerprint": {"threads": 1},
             },
             indent=1,
@@ -142,6 +146,7 @@ def main() -> None:
     p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="flat settings (objective=mc, ...)")
     p.add_argument("--kind", default="td", help="the name's middle part: PRESET-KIND-sSEED")
     p.add_argument("--runs", default=None, help="finished runs of these seeds to take, a path with {seed}")
+    p.add_argument("--amplifying", action="store_true", help="a deep recipe: the card's tolerance is AMPLIFYING_RTOL")
     args = parser.parse_args()
     if args.what == "verdicts":
         for name in names():
@@ -152,7 +157,8 @@ def main() -> None:
         name = f"{args.preset}-{args.kind}-s{seed}"
         text = f"{args.description or f'{args.preset} preset (semi-gradient TD)'}, seed {seed}"
         run = None if args.runs is None else Path(args.runs.format(seed=seed))
-        print(name, ship(args.preset, seed, name, text, run, **settings)["in_context"]["verdict"])
+        rtol = AMPLIFYING_RTOL if args.amplifying else CROSS_MACHINE_RTOL
+        print(name, ship(args.preset, seed, name, text, run, rtol, **settings)["in_context"]["verdict"])
 
 
 def _setting(item: str) -> tuple[str, Any]:

@@ -28,14 +28,29 @@ from ictd_interp.training.trainer import train
 # AMX), and 3.3e-7 for paper-td-s0 after 30,000 per-layer steps. The stylised cards' 1e-5 leaves a factor 20 above the
 # largest measured drift. The standard architecture (LayerNorm, GELU, 2 threads) drifts more: 4.4e-4 for
 # standard-quick-s0 (its eval MSVE still agrees to 1.3e-7), so its card says 5e-3.
+CROSS_MACHINE_RTOL = 1e-5
+# The deep recipes (48+ tied layers, warm-up, cosine decay, clipping) amplify rounding: deep-td-s0 retrained on an
+# Intel Xeon with AMX from its AMD EPYC card drifts 2.3e-2, and on one machine a 1e-7 relative nudge of its initial
+# weights ends 1.5e-2 away, while the eval MSVE agrees to 1.1e-3. Their cards say 5e-2, and a retrain's eval MSVE
+# must also agree to EVAL_RTOL: the weights alone cannot tell a rounding from a wrong recipe at this tolerance.
+AMPLIFYING_RTOL = 5e-2
+EVAL_RTOL = 1e-2
+
+
+def within_tolerance(max_rel: float, eval_rel: Optional[float], rtol: float) -> bool:
+    """A retrain on another machine passes: its weights within ``rtol`` of the card's (relative to the largest) and,
+    where the whole run was retrained (``eval_rel`` not None), its final eval MSVE within ``EVAL_RTOL`` of the
+    card's."""
+    return max_rel <= rtol and (eval_rel is None or eval_rel <= EVAL_RTOL)
 
 
 def retrain(name: str, out_dir: Union[str, Path], steps: Optional[int] = None) -> dict[str, Any]:
     """Retrain a shipped model from its card at the recorded thread count (the first ``steps`` steps
     only, compared with the card's recorded prefix, when given) and compare the weights: bit for bit
-    when this machine's fingerprint equals the card's, within ``cross_machine_rtol`` otherwise.
-    Returns the comparison: ``mode`` (``"bit-exact"`` or ``"tolerance"``), the fingerprint differences,
-    the drift and whether it passes."""
+    when this machine's fingerprint equals the card's, within ``cross_machine_rtol`` otherwise (and, retrained
+    whole, the eval MSVE within ``EVAL_RTOL``: ``within_tolerance``). Returns the comparison: ``mode``
+    (``"bit-exact"`` or ``"tolerance"``), the fingerprint differences, the drift, ``eval_rel`` and whether it
+    passes."""
     entry, folder = card(name), pretrained_path(name)
     threads = torch.get_num_threads()
     torch.set_num_threads(entry["fingerprint"]["threads"])
@@ -51,9 +66,14 @@ def retrain(name: str, out_dir: Union[str, Path], steps: Optional[int] = None) -
     finally:
         torch.set_num_threads(threads)
     drift = provenance.weight_drift(reference, again)
+    eval_rel = None
+    if steps is None:
+        shipped = entry["final_metrics"]["eval_msve"]
+        eval_rel = abs(run_folder.read_metrics(out_dir)[-1]["eval_msve"] - shipped) / abs(shipped)
     mode = "tolerance" if differs else "bit-exact"
-    ok = drift["bit_equal"] if mode == "bit-exact" else drift["max_rel"] <= entry["cross_machine_rtol"]
-    return {"mode": mode, "differences": differs, **drift, "tolerance": entry["cross_machine_rtol"], "passes": ok}
+    rtol = entry["cross_machine_rtol"]
+    ok = drift["bit_equal"] if mode == "bit-exact" else within_tolerance(drift["max_rel"], eval_rel, rtol)
+    return {"mode": mode, "differences": differs, **drift, "eval_rel": eval_rel, "tolerance": rtol, "passes": ok}
 
 
 def reexport(folder: Union[str, Path], work_dir: Union[str, Path], trained: bool = False) -> dict[str, Any]:
