@@ -32,6 +32,7 @@ from ictd_interp.models.stylised.state_space import state_space_unavailable
 from ictd_interp.training.evaluation import EvalSet
 from ictd_interp.training.retraining import AMPLIFYING_RTOL, CROSS_MACHINE_RTOL, reexport
 
+
 @torch.no_grad()
 def verdict(name: str) -> dict[str, Any]:
     """The card's ``in_context`` entry of a shipped stylised model: the verdict and the numbers it rests on."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import warnings
 from collections.abc import Callable, Sequence
 from importlib.metadata import version
 from typing import Any, Optional
@@ -70,6 +71,12 @@ def activation_patching(
         raise ValueError(f"clean/corrupted: shapes differ {tuple(clean.shape)} vs {tuple(corrupted.shape)}")
     _, clean_cache = model.run_with_cache(clean)
     clean_metric, corrupt_metric = metric(model(clean)).mean().item(), metric(model(corrupted)).mean().item()
+    if clean_metric == corrupt_metric:
+        warnings.warn(
+            f"activation_patching: clean and corrupted give the same metric ({clean_metric:.6g}), so 'recovered' "
+            "is undefined (NaN) in every row; choose a corruption that changes the metric",
+            stacklevel=2,
+        )
     names = list(model.hook_dict) if hook_names is None else list(hook_names)
     chosen, records = positions, []
     for name in names:

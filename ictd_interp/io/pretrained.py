@@ -88,6 +88,8 @@ def pretrained_path(name: str) -> Path:
 
 def unknown_model(name: str) -> str:
     """The one line for a name that is neither a path nor a shipped model, with the closest names."""
+    if "/" in name or name.startswith(("~", ".")):  # a path: the model names are beside the point
+        return f"{name}: no such run folder or checkpoint (a path; `ictd-interp models` lists the shipped names)"
     known = names()
     close = closest_names(name, known)
     hint = f" Did you mean {', '.join(close)}?" if close else ""

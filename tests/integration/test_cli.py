@@ -377,6 +377,7 @@ def test_requests_wrong_without_a_model_are_refused_before_torch_loads(tmp_path)
     afile.write_text("")
     requests = [
         (["analyze", "quick-td-sO", "--out", str(tmp_path / "a")], "quick-td-sO: no such pretrained model or path"),
+        (["analyze", "runs/nowhere", "--out", str(tmp_path / "a")], "runs/nowhere: no such run folder or checkpoint"),
         (["evaluate", "quick-td-s0", "--env", "nosuch", "--out", str(tmp_path / "e")], "--env: must be one of"),
         (["analyze", "quick-td-s0", "--out", str(afile)], f"--out {afile}: is a file, not a folder"),
         (["study", "nosuch", "--out", str(tmp_path / "s")], "nosuch: no such spec file or built-in study"),

@@ -288,3 +288,23 @@ def test_runs_of_other_objectives_drawing_on_the_device_share_a_stack_each_reach
         assert run.metrics[-1]["loss"] == pytest.approx(alone.metrics[-1]["loss"], rel=1e-11)
     with pytest.raises(ValueError, match=r"differs from configs\[0\] beyond .*objective: 'td' -> 'neu'"):
         train_stack([replace(c, sampler="host") for c in cfgs[:2]], [tmp_path / "h0", tmp_path / "h1"], progress=False)
+
+
+def test_a_resumed_stacks_optimiser_state_lands_on_the_stacks_device_and_dtype(tmp_path):
+    """Resumed runs load their optimiser state on the CPU; the stack's state must follow its parameters' device, not
+    only their dtype (a GPU stack otherwise crashes at its first step). The stack is moved to ``meta``, a device
+    other than the CPU the state was loaded on, so the check fails on a CPU-only machine too."""
+    from ictd_interp.models.stylised.stack import ModelStack
+    from ictd_interp.training.stacked import _stack_optimizer_state, reopen_stack
+    from ictd_interp.training.trainer import make_optimizer
+
+    polls = iter(range(10**6))
+    dirs = [tmp_path / f"q{i}" for i in range(2)]
+    train_stack(configs(seeds=(0, 1)), dirs, progress=False, stop=lambda: next(polls) >= 10)
+    loops = reopen_stack(dirs)
+    stack = ModelStack([loop.run.model for loop in loops]).to("meta")
+    optimizer = make_optimizer(loops[0].run.config, stack)
+    _stack_optimizer_state(stack, optimizer, loops)
+    for param in stack.parameters():
+        moments = [t for t in optimizer.state[param].values() if torch.is_tensor(t) and t.shape == param.shape]
+        assert len(moments) == 2 and all(t.device == param.device and t.dtype == param.dtype for t in moments)

@@ -155,6 +155,14 @@ def test_patching_the_clean_reward_row_restores_the_clean_output():
     assert fig.axes[0].get_xlabel() == "position patched"
 
 
+def test_patching_a_corruption_that_changes_nothing_says_so():
+    """Clean equal to corrupted: every 'recovered' is 0/0, and the call warns instead of handing back NaNs silently."""
+    model, prompt = make_star(n_layers=2), make_tasks(n=6).prompt
+    with pytest.warns(UserWarning, match="clean and corrupted give the same metric"):
+        table = hooks.activation_patching(model, prompt, prompt.clone(), hook_names=["hook_prompt"], positions=[1])
+    assert table["recovered"].isna().all()
+
+
 def test_patching_leaves_no_hook_even_when_the_metric_raises():
     model, tasks = make_star(), make_tasks()
 
