@@ -12,16 +12,15 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from ictd_interp.models import HookedICTDTransformer
-from ictd_interp.models.hook_names import ends_with
 from ictd_interp.reference.metrics import (
     assumption_margin,
-    diagonality_by_layer,
     grouped_kernel,
     kernel_diagonality,
     population_kernel,
 )
 from ictd_interp.reference.td import same_state
 from ictd_interp.tasks.sampling import TaskBatch
+from ictd_interp.training.evaluation import run_with_diagonality
 
 __all__ = [
     "kernel_diagonality",
@@ -46,8 +45,7 @@ def self_attention_mass(
 @torch.no_grad()
 def kernel_diagonality_mean(model: HookedICTDTransformer, tasks: TaskBatch) -> Float[Tensor, "layer head"]:
     """Kernel diagonality averaged over the evaluation tasks, per layer and head."""
-    _, cache = model.run_with_cache(tasks.prompt.to(model.device), names_filter=ends_with("hook_pattern"))
-    return diagonality_by_layer(cache, tasks.states, tasks.mrp.n_states, model.cfg.n_layers, model.cfg.n_heads)
+    return run_with_diagonality(model, tasks)[1]
 
 
 def model_margin(

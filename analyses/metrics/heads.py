@@ -28,7 +28,7 @@ from torch import Tensor
 
 from ictd_interp.analyses.metrics.algorithm_id import MAX_CONDITION
 from ictd_interp.analyses.metrics.site_probes import LinearProbes
-from ictd_interp.models.hook_names import ends_with, get_act_name
+from ictd_interp.models.hook_names import get_act_name
 from ictd_interp.models.registry import ICTDModel
 from ictd_interp.models.stylised.theta_star import SIGNATURE_SIGNS
 from ictd_interp.reference.metrics import cosine, kernel_diagonality, query_rows
@@ -93,24 +93,27 @@ def head_kernels(model: ICTDModel, tasks: TaskBatch) -> list[HeadKernel]:
     same-state kernel, and kernel diagonality. A model whose layer is unchanged by a sign flip of its
     pattern (the linear model with the identity activation) is read through ``pattern_sign``, so the
     correlations do not depend on which of the two equal weightings training reached."""
-    device = model.device
-    _, cache = model.run_with_cache(tasks.prompt.to(device), names_filter=ends_with("hook_pattern"))
     reference, tabular, n_states = td_kernel(tasks), tabular_kernel(tasks), tasks.mrp.n_states
-    rows = []
-    for layer in range(model.cfg.n_layers):
+    rows: dict[int, list[HeadKernel]] = {}
+
+    def read(pattern: Tensor, hook) -> None:  # each layer's pattern read as it is computed, not cached
+        layer = hook.layer()
         sign = model.pattern_sign(layer) if hasattr(model, "pattern_sign") else 1.0
-        pattern = sign * query_rows(cache["pattern", layer], tasks.states.shape[1]).double().cpu()
-        for head in range(pattern.shape[1]):
-            rows.append(
-                HeadKernel(
-                    layer,
-                    head,
-                    correlation(pattern[:, head, :, :-1], reference),
-                    correlation(pattern[:, head, :, :-1], tabular),
-                    kernel_diagonality(pattern[:, head], tasks.states, n_states).mean().item(),
-                )
+        pattern = sign * query_rows(pattern, tasks.states.shape[1]).double().cpu()
+        rows[layer] = [
+            HeadKernel(
+                layer,
+                head,
+                correlation(pattern[:, head, :, :-1], reference),
+                correlation(pattern[:, head, :, :-1], tabular),
+                kernel_diagonality(pattern[:, head], tasks.states, n_states).mean().item(),
             )
-    return rows
+            for head in range(pattern.shape[1])
+        ]
+
+    patterns = [(name, read) for name in model.hook_dict if name.endswith("hook_pattern")]
+    model.run_with_hooks(tasks.prompt.to(model.device), fwd_hooks=patterns)
+    return [row for layer in sorted(rows) for row in rows[layer]]
 
 
 def _perturbed_run(

@@ -130,21 +130,16 @@ def query_rows(pattern: Float[Tensor, "... query_pos key_pos"], positions: int) 
     return pattern[..., -positions:, :positions]
 
 
-def diagonality_by_layer(
-    cache, states: Int[Tensor, "batch pos"], n_states: int, n_layers: int, n_heads: int
-) -> Float[Tensor, "layer head"]:
-    """Kernel diagonality averaged over the tasks, per layer and head, from cached patterns (``query_rows``)."""
+def layer_diagonality(
+    pattern: Float[Tensor, "batch head query_pos key_pos"], states: Int[Tensor, "batch pos"], n_states: int
+) -> Float[Tensor, "head"]:
+    """One layer's kernel diagonality averaged over the tasks, per head (``query_rows`` of its pattern)."""
     return torch.tensor(
         [
-            [
-                kernel_diagonality(
-                    query_rows(cache["pattern", l][:, h], states.shape[1]).double().cpu(), states, n_states
-                )
-                .mean()
-                .item()
-                for h in range(n_heads)
-            ]
-            for l in range(n_layers)
+            kernel_diagonality(query_rows(pattern[:, h], states.shape[1]).double().cpu(), states, n_states)
+            .mean()
+            .item()
+            for h in range(pattern.shape[1])
         ],
         dtype=torch.float64,
     )

@@ -51,6 +51,25 @@ def test_theta_star_scores_exactly_one():
     assert sensitivity_cosine(model, tasks) == pytest.approx(1.0, abs=1e-12)
 
 
+def test_activation_cosines_in_chunks_equal_the_one_pass_cosines(monkeypatch):
+    """A cache too large for ``CACHE_BYTES`` is summed over chunks of tasks: the same cosines to float rounding (a
+    perturbed model, so they are not all 1), and a wrong sum (one chunk only) would be caught."""
+    from ictd_interp.analyses.metrics import probes
+
+    model, tasks = make_star(n_layers=2, dtype="float64"), make_tasks(n_tasks=6, n=8)
+    with torch.no_grad():
+        for block in model.blocks:
+            block.attn.V.add_(0.3 * torch.randn(block.attn.V.shape, generator=torch.Generator().manual_seed(0)))
+    whole = probes.activation_cosines(model, tasks)
+    assert min(whole.values()) < 0.999
+    monkeypatch.setattr(probes, "CACHE_BYTES", 1)  # one task a chunk
+    chunked = probes.activation_cosines(model, tasks)
+    assert chunked.keys() == whole.keys()
+    assert all(abs(chunked[k] - whole[k]) < 1e-12 for k in whole)
+    first = probes.activation_cosines(model, tasks[:1])
+    assert any(abs(first[k] - whole[k]) > 1e-6 for k in whole)
+
+
 def test_unidentifiable_entries_are_not_scored_and_do_not_change_the_output():
     model = make_star(n_layers=2)
     tasks = make_tasks()
