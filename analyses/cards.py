@@ -44,7 +44,7 @@ def verdict(name: str) -> dict[str, Any]:
     base = baselines.compare(model(tasks.prompt), tasks, config.tasks.gamma, model.cfg.n_layers, extra=extra)
     last = read_layer(model, model.cfg.n_layers - 1) if exact else None  # other models: `analyze` fits it
     found = in_context.assess(model, tasks, base, last, config.tasks, config.eval_seed)
-    versus = {name: base.estimators[name].model_minus_baseline.difference for name in in_context.REQUIRED}
+    versus = {name: base.estimators[name].model_minus_baseline.difference for name in baselines.REQUIRED}
     return {
         "learns_in_context": found.learns_in_context,
         "verdict": found.verdict,

@@ -21,7 +21,10 @@ model's value row), from the context alone (features, states seen, rewards ``R_1
 
 ``compare`` sets a model beside all of them on the same tasks: MSVE per task split into its level part
 (squared mean error over the positions) and its shape part (the rest), a t interval over tasks, and a
-paired interval of each difference (``ictd_interp.analyses.metrics.intervals.paired``).
+paired interval of each difference (``ictd_interp.analyses.metrics.intervals.paired``). ``first_level`` is the rule
+read on those differences: a model *learns in context* when it lies below both ``REQUIRED`` estimators (the
+constant and first-visit Monte Carlo), and the one home of that rule (``in_context``, ``stability`` and the checkpoint
+track read it here).
 """
 
 from __future__ import annotations
@@ -256,3 +259,16 @@ def sentence(rows: dict[str, Estimate], n_tasks: int) -> str:
         f"On these {n_tasks} tasks the model " + "; ".join(parts) + " (paired 95% t interval of the per-task "
         "MSVE difference: it decides only when it excludes 0)."
     )
+
+
+REQUIRED = ("constant", "first_visit_mc")  # the first level's rule: beat both significantly
+
+
+def first_level(minus: dict[str, Paired]) -> Optional[bool]:
+    """The first level's rule on the model's paired differences against ``REQUIRED`` (more keys are ignored):
+    True when both lie below 0, False when one lies above, None when neither lies above and one straddles 0 (the
+    sample cannot decide)."""
+    verdicts = [minus[name].verdict for name in REQUIRED]
+    if all(v == "lower" for v in verdicts):
+        return True
+    return False if "higher" in verdicts else None

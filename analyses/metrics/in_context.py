@@ -30,11 +30,11 @@ import torch
 from torch import Tensor
 
 from ictd_interp.analyses.metrics.algorithm_id import LayerReading
-from ictd_interp.analyses.metrics.baselines import LABELS, MODEL_ROW, Baselines, error_parts
+from ictd_interp.analyses.metrics.baselines import LABELS, MODEL_ROW, REQUIRED, Baselines, error_parts, first_level
 from ictd_interp.analyses.metrics.cosine_null import NullRow
 from ictd_interp.analyses.metrics.draws import draw_seed
 from ictd_interp.analyses.metrics.extrapolation import values_at_depth
-from ictd_interp.analyses.metrics.intervals import Interval, Paired, t_interval
+from ictd_interp.analyses.metrics.intervals import Interval, t_interval
 from ictd_interp.analyses.metrics.ladder import FLAT, Ladder, depth_verdict, ladder
 from ictd_interp.analyses.metrics.linear_family import FamilyReading
 from ictd_interp.analyses.metrics.stability import OverTraining
@@ -43,7 +43,6 @@ from ictd_interp.models.base import check_tasks
 from ictd_interp.models.registry import ICTDModel
 from ictd_interp.tasks.sampling import TaskBatch
 
-REQUIRED = ("constant", "first_visit_mc")  # the verdict's rule: beat both significantly
 DISCOUNT_BAND = 0.1  # "within γ ± 0.1"
 PAST = 4  # iterated to 4x the trained depth
 
@@ -151,16 +150,6 @@ def verdict(
         level=None if lad is None else lad.level,
         ladder=lad,
     )
-
-
-def first_level(minus: dict[str, Paired]) -> Optional[bool]:
-    """The first level's rule on the model's paired differences against ``REQUIRED`` (more keys are ignored):
-    True when both lie below 0, False when one lies above, None when neither lies above and one straddles 0 (the
-    sample cannot decide)."""
-    verdicts = [minus[name].verdict for name in REQUIRED]
-    if all(v == "lower" for v in verdicts):
-        return True
-    return False if "higher" in verdicts else None
 
 
 def sentence(learns: bool, base: Baselines, decided: bool = True) -> str:

@@ -8,7 +8,7 @@ architecture allows): the same MRPs at every ``n``, so differences across ``n`` 
 the model runs at ``DEPTHS`` times its trained depth (a tied model repeats its layer, a per-layer one its last) and
 ``ESTIMATORS`` answer from the same context. The levels, each with its rule (paired 95% t intervals over tasks):
 
-* **learns in context** — today's verdict (``in_context.REQUIRED``): below the constant and first-visit Monte Carlo at
+* **learns in context** — today's verdict (``baselines.REQUIRED``): below the constant and first-visit Monte Carlo at
   the trained ``n`` and depth.
 * **beats Monte Carlo** — and, at the trained depth and every ``n`` of the ladder, below first-visit *and*
   every-visit Monte Carlo.

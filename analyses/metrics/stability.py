@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ictd_interp.analyses.metrics.baselines import constant, error_parts, first_visit_mc
+from ictd_interp.analyses.metrics.baselines import constant, error_parts, first_level, first_visit_mc
 from ictd_interp.analyses.metrics.intervals import Interval, paired, proportion_interval
 from ictd_interp.config.train import TrainConfig
 from ictd_interp.io import run_folder
@@ -64,7 +64,7 @@ def over_training(run_dir: Path, config: TrainConfig) -> OverTraining:
         model = load_checkpoint(ckpt, device="cpu").model
         err = error_parts(model(tasks.prompt), tasks)["msve"]
         steps.append(config.steps if ckpt.name == "final" else run_folder.checkpoint_step(ckpt))
-        learns.append(all(paired(err, b).verdict == "lower" for b in base.values()))
+        learns.append(first_level({name: paired(err, b) for name, b in base.items()}) is True)
         msve.append(float(np.mean(err)))
     return judged(steps, learns, msve)
 

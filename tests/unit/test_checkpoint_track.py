@@ -7,7 +7,7 @@ import pytest
 
 from ictd_interp.analyses.methods_benchmark.checkpoints import scores
 from ictd_interp.analyses.methods_benchmark.checkpoints.population import LABELS, class_of
-from ictd_interp.analyses.metrics.in_context import first_level
+from ictd_interp.analyses.metrics.baselines import first_level
 from ictd_interp.analyses.metrics.intervals import paired
 from ictd_interp.analyses.metrics.ladder import LEVELS, UNDECIDED
 from ictd_interp.analyses.metrics.readings import BY_NAME, READINGS, Contexts

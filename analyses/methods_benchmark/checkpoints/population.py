@@ -7,7 +7,7 @@ untrained initialisation (``build_model`` of its config: objective ``untrained``
 seed and a data stream, so the scores' intervals resample runs, not checkpoints (``scores``).
 
 **Label** (``label``): the verdict ladder's level on held-out contexts (docs/theory.md §7b), the first level
-decided on ``N_TASKS`` evaluation tasks of the run's own distribution (``in_context.first_level``), the ladder on its
+decided on ``N_TASKS`` evaluation tasks of the run's own distribution (``baselines.first_level``), the ladder on its
 named draw:
 
 * ``runs TD`` — the ladder's top level;
@@ -27,9 +27,8 @@ from typing import Any
 
 import torch
 
-from ictd_interp.analyses.metrics.baselines import error_parts
+from ictd_interp.analyses.metrics.baselines import REQUIRED, error_parts, first_level
 from ictd_interp.analyses.metrics.draws import draw_seed
-from ictd_interp.analyses.metrics.in_context import REQUIRED, first_level
 from ictd_interp.analyses.metrics.intervals import paired
 from ictd_interp.analyses.metrics.ladder import ESTIMATORS, LEVELS, UNDECIDED, ladder
 from ictd_interp.config.train import TrainConfig
