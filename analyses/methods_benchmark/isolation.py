@@ -16,24 +16,24 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, Optional
 
+from ictd_interp.io.threads import worker_threads
+
 METHOD_TIMEOUT = 1800  # seconds a method may take on one cell
 
 
 def prepare(case_name: str, seed: int, n_tasks: int, sealed_seed: Optional[int]):
     """The cell's ``Problem`` (what a method may read), built where the case is, returned as data."""
-    import torch
 
     from ictd_interp.analyses.methods_benchmark.case_specs import CASES
     from ictd_interp.analyses.methods_benchmark.cases import build_case, problem_of
 
-    torch.set_num_threads(1)
+    worker_threads()
     return problem_of(build_case(replace(CASES[case_name], n_tasks=n_tasks), seed), sealed_seed)
 
 
 def run_method(name: str, problem, plugins: Sequence[str], timeout: int = METHOD_TIMEOUT) -> dict[str, Any]:
     """``name`` on ``problem``: ``{"output": ..., "seconds": ...}``, ``{"failed": why, ...}``, or ``{"skipped":
     True}`` where the problem asks nothing the method answers."""
-    import torch
 
     from ictd_interp.analyses.methods_benchmark.evaluate import asked, check_kind
     from ictd_interp.analyses.methods_benchmark.guard import run_on_problem
@@ -41,7 +41,7 @@ def run_method(name: str, problem, plugins: Sequence[str], timeout: int = METHOD
     from ictd_interp.analyses.methods_benchmark.plugins import load_plugin
     from ictd_interp.analyses.methods_benchmark.scores import MethodFailed
 
-    torch.set_num_threads(1)
+    worker_threads()
     for plugin in plugins:
         load_plugin(plugin)
     method, start = METHODS[name], time.perf_counter()
@@ -69,7 +69,6 @@ def score_cell(
     case_name: str, seed: int, n_tasks: int, results: dict[str, dict], sealed: Optional[tuple[int, int]]
 ) -> dict:
     """Every method's output on the cell scored beside the truth row, as the cell's JSON (``run.read_cell``)."""
-    import torch
 
     from ictd_interp.analyses.methods_benchmark.case_specs import CASES
     from ictd_interp.analyses.methods_benchmark.cases import build_case
@@ -80,7 +79,7 @@ def score_cell(
     from ictd_interp.analyses.methods_benchmark.scores import MethodFailed
     from ictd_interp.analyses.summary.store import to_json
 
-    torch.set_num_threads(1)
+    worker_threads()
     case = build_case(replace(CASES[case_name], n_tasks=n_tasks), seed)
     edges = build_graph(case.model).edges
     scores = {TRUTH: score_edges(case, EdgeOutput({e: float(e in case.truth.edges) for e in edges}))}

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ictd_interp.analyses.studies.spec import Cell, StudySpecError
+from ictd_interp.io.threads import worker_threads
 
 STATUS_FILE = "status.json"
 # a cell's status (status.json): running, then trained (a GPU unit's, waiting for its analysis), done, failed or
@@ -108,7 +109,6 @@ def run_stacked_cells(
     stack stopped on one model's non-finite loss continue one by one with ``run_cell``, from their
     checkpoints: the diverging one fails alone, the others finish. ``analyse=False`` (a GPU unit) leaves each cell
     ``trained`` for ``units.analyse_cell`` to analyse in a CPU task, so the GPU is not held meanwhile."""
-    import torch
 
     from ictd_interp.config.train import TrainConfig
     from ictd_interp.io.checkpoint import CheckpointError
@@ -116,7 +116,7 @@ def run_stacked_cells(
     from ictd_interp.training.stacked import open_stack, reopen_stack, step_stack
     from ictd_interp.training.trainer import TrainingDiverged
 
-    torch.set_num_threads(1)
+    worker_threads()
     apply_allocator_choice(keep_freed_memory)
     cells, started_at = [Path(c) for c in cell_dirs], time.perf_counter()
     run_dirs, stop, names = [c / "run" for c in cells], (lambda: Path(stop_file).exists()), [c.name for c in cells]
@@ -251,7 +251,6 @@ def run_cell(
 ) -> dict[str, Any]:
     """Train (or resume) and analyse one cell; runs inside a Ray worker on one torch thread (``started_at``: the
     start of its unit, when it continues a stack's work; ``analyse=False``: leave it ``trained``)."""
-    import torch
 
     from ictd_interp.analyses.analyze import analyze
     from ictd_interp.config.train import TrainConfig
@@ -259,7 +258,7 @@ def run_cell(
     from ictd_interp.training.allocator import apply_allocator_choice
     from ictd_interp.training.trainer import run_loop
 
-    torch.set_num_threads(1)
+    worker_threads()
     apply_allocator_choice(keep_freed_memory)
     cell, started = Path(cell_dir), time.perf_counter() if started_at is None else started_at
     run_dir, stop, path = cell / "run", (lambda: Path(stop_file).exists()), None

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ictd_interp.analyses.studies.cells import DONE, read_status, record_failure, write_status
+from ictd_interp.io.threads import worker_threads
 
 
 def analyses_apart(device: str) -> bool:
@@ -20,11 +21,10 @@ def analyses_apart(device: str) -> bool:
 def analyse_cell(cell_dir: str) -> dict[str, Any]:
     """Analyse a ``trained`` cell (its final weights on disk) on the CPU, one torch thread: ``done`` or
     ``failed``; a cell already done is returned as it is."""
-    import torch
 
     from ictd_interp.analyses.analyze import analyze
 
-    torch.set_num_threads(1)
+    worker_threads()
     cell, started = Path(cell_dir), time.perf_counter()
     before = read_status(cell)
     if before.get("status") == DONE:

@@ -42,3 +42,13 @@ def toolkit_threads() -> None:
     cores = os.cpu_count() or 1
     if torch.get_num_threads() in {cores, max(1, cores // 2)}:  # torch's own default: not the user's choice
         torch.set_num_threads(DEFAULT)
+
+
+def worker_threads() -> None:
+    """A Ray worker's count: one thread, whatever the environment says. Ray gives each task one CPU (``num_cpus=1``),
+    so a worker with more threads than that slows its neighbours; the count is marked chosen so nothing later in the
+    process changes it."""
+    import torch
+
+    torch.set_num_threads(DEFAULT)
+    chosen()

@@ -141,3 +141,23 @@ def test_a_bad_thread_count_in_the_environment_is_named(monkeypatch):
     monkeypatch.setenv(threads.ENV, "many")
     with pytest.raises(ValueError, match="^ICTD_INTERP_THREADS: must be a positive integer"):
         threads.toolkit_threads()
+
+
+def test_a_ray_worker_runs_one_thread_whatever_the_environment_says(monkeypatch):
+    """Every worker entry point (study cells and units, the benchmark's isolation) calls ``worker_threads``: one
+    thread even where ``ICTD_INTERP_THREADS`` asks for more, and the toolkit's default never applies after it."""
+    import torch
+
+    from ictd_interp.io import threads
+
+    before = torch.get_num_threads()
+    monkeypatch.setattr(threads, "_done", False)
+    monkeypatch.setenv(threads.ENV, "2")
+    try:
+        torch.set_num_threads(2)
+        threads.worker_threads()
+        assert torch.get_num_threads() == 1 and threads._done
+        threads.toolkit_threads()  # marked chosen: the environment's 2 is not applied now
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
