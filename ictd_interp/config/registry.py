@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from importlib import import_module
-from typing import Any, Union
+from typing import Any, Optional, Union
 
 
 @dataclass(frozen=True)
@@ -39,8 +40,9 @@ class Family:
 
 @dataclass(frozen=True)
 class Objective:
-    """A pretraining objective: ``loss(model, batch, depth=None)`` and what its batches need (Monte-Carlo
-    returns, true values ``v_pi`` or ``q_star``, each action's query); ``control``: it learns action values."""
+    """A pretraining objective: its loss (``loss``, a ``module:function`` name; calling the entry calls it,
+    ``objective(model, batch, depth=None)``) and what its batches need (Monte-Carlo returns, true values ``v_pi`` or
+    ``q_star``, each action's query); ``control``: it learns action values."""
 
     name: str
     help: str
@@ -50,6 +52,18 @@ class Objective:
     values: str = "v_pi"
     needs_action_queries: bool = False
     control: bool = False
+
+    @cached_property
+    def loss_fn(self) -> Callable[..., Any]:
+        """The loss function ``loss`` names, imported on first use (configs stay torch-free)."""
+        return load(self.loss)
+
+    def __call__(self, model: Any, batch: Any, depth: Optional[int] = None) -> Any:
+        return self.loss_fn(model, batch, depth=depth)
+
+    def mc_horizon(self, config: Any) -> int:
+        """Transitions the trajectories are extended by for the Monte-Carlo returns (0 without returns)."""
+        return config.mc_horizon if self.needs_returns else 0
 
 
 SPLIT_DRAWS_MAKER = "ictd_interp.tasks.families:boyan"  # the one maker whose draws are split (draw_tasks)

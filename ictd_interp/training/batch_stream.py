@@ -121,7 +121,7 @@ class BatchStream:
 
     def _windows(self, tasks: TaskBatch, order: Optional[Tensor]) -> WindowBatch:
         """The windows of ``tasks``, with what the run's objective needs (``windows_from_tasks``)."""
-        cfg, entry = self.config, self.objective.entry
+        cfg, entry = self.config, self.objective
         return windows_from_tasks(
             tasks,
             cfg.tasks,

@@ -41,7 +41,7 @@ class DeviceBatches:
         self.device = torch.device(first.device)
         loaded = {name: objective(name) for name in dict.fromkeys(c.objective for c in configs)}  # each once
         self.objective = loaded[first.objective]  # a single run's (the trainer reads it)
-        entries = [o.entry for o in loaded.values()]  # a stack's runs may train other objectives
+        entries = list(loaded.values())  # a stack's runs may train other objectives
         values = {e.values for e in entries if e.needs_values}
         if len(values) > 1:
             raise ValueError(f"objectives: a stack's batch holds one kind of true value, these regress on {values}")

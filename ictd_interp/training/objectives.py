@@ -11,16 +11,13 @@ Without the axis every operation is the single model's, bit for bit.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Optional, Union
+from typing import Optional, Union
 
 import torch
 from jaxtyping import Float
 from torch import Tensor
 
 from ictd_interp.config import registry
-from ictd_interp.config.registry import load
 from ictd_interp.models.registry import ICTDModel
 from ictd_interp.models.stylised.stack import ModelStack
 from ictd_interp.models.stylised.state_space import window_query_values
@@ -108,27 +105,10 @@ def q_learning_loss(model: Trainable, batch: WindowBatch, depth: Optional[int] =
     return per_model_mean(delta.pow(2))
 
 
-@dataclass(frozen=True)
-class Objective:
-    """A registered objective ready to call: its registry entry (``entry``: what its batches need, Monte-Carlo
-    returns, true values, each action's query) and its loss, loaded."""
-
-    entry: registry.Objective
-    loss: Callable[..., Tensor]
-
-    def __call__(self, model: Trainable, batch: WindowBatch, depth: Optional[int] = None) -> Tensor:
-        return self.loss(model, batch, depth=depth)
-
-    def mc_horizon(self, config: Any) -> int:
-        """Transitions the trajectories are extended by for the Monte-Carlo returns (0 without returns)."""
-        return config.mc_horizon if self.entry.needs_returns else 0
-
-
-def objective(name: str) -> Objective:
+def objective(name: str) -> registry.Objective:
     """The registered objective ``name``, read from the registry at each call (one registered after this module
-    was imported is found; its loss is looked up by its ``module:function`` name then)."""
-    entry = registry.OBJECTIVES[name]
-    return Objective(entry, load(entry.loss))
+    was imported is found; its loss is looked up by its ``module:function`` name on its first call)."""
+    return registry.OBJECTIVES[name]
 
 
 def expected_update(

@@ -15,11 +15,11 @@ import pytest
 import torch
 
 import ictd_interp.config.train as train_config
+from ictd_interp.config.registry import Objective
 from ictd_interp.config.train import TrainConfig
 from ictd_interp.training import evaluation
 from ictd_interp.training.batch_stream import BatchStream
 from ictd_interp.training.device_stream import DeviceBatches
-from ictd_interp.training.objectives import Objective
 from ictd_interp.training.stacked import resume_stack, train_stack
 from ictd_interp.training.trainer import resume, train
 from tests.support.device_mixing import FAKE, FakeAccelerator

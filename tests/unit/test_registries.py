@@ -69,11 +69,11 @@ def test_validation_reads_the_registry(monkeypatch):
 def test_every_entry_loads_and_a_taken_name_is_refused(monkeypatch):
     for entry in FAMILIES.values():
         assert callable(load(entry.make))
-    got = {name: objectives.objective(name).loss for name in OBJECTIVES}
+    got = {name: objectives.objective(name).loss_fn for name in OBJECTIVES}
     assert got == {name: load(e.loss) for name, e in OBJECTIVES.items()}
     late = Objective("late", "registered after the trainer's import", "ictd_interp.training.objectives:mc_loss", True)
     monkeypatch.setitem(OBJECTIVES, "late", late)  # what register does, undone after the test
-    assert objectives.objective("late").loss is objectives.mc_loss and objectives.objective("late").entry.needs_returns
+    assert objectives.objective("late").loss_fn is objectives.mc_loss and objectives.objective("late").needs_returns
     with pytest.raises(ValueError, match="'boyan': already registered"):
         register(Family("boyan", "again", "ictd_interp.tasks.families:boyan"))
 
