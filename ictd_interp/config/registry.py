@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cached_property
 from importlib import import_module
 from typing import Any, Optional, Union
 
@@ -53,9 +52,10 @@ class Objective:
     needs_action_queries: bool = False
     control: bool = False
 
-    @cached_property
+    @property
     def loss_fn(self) -> Callable[..., Any]:
-        """The loss function ``loss`` names, imported on first use (configs stay torch-free)."""
+        """The loss function ``loss`` names, looked up at each use (configs stay torch-free, and a function replaced
+        in its module, a test's monkeypatch, is the one called)."""
         return load(self.loss)
 
     def __call__(self, model: Any, batch: Any, depth: Optional[int] = None) -> Any:

@@ -12,7 +12,6 @@ docs/performance.md, "Many models in one process").
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 from pathlib import Path
 from typing import Optional, Union
@@ -34,12 +33,12 @@ from ictd_interp.training.trainer import (
     Loop,
     Run,
     StopFlag,
-    TrainingDiverged,
     drive,
     make_optimizer,
     reopen_loop,
     rewind,
     set_learning_rate,
+    settle_losses,
     start_loop,
 )
 
@@ -213,26 +212,8 @@ def step_stack(loops: list[Loop], progress: bool = True, stop: Optional[StopFlag
         for loop, on in zip(loops, active):
             loop.run.step += on
 
-    def settle() -> None:
-        """The losses since the last read, read at once: each run's sum, or ``TrainingDiverged`` naming the runs
-        and the first step whose loss is non-finite, before any log or checkpoint."""
-        rows = torch.stack([losses for *_, losses in unread]).tolist() if unread else []
-        for (at, active, _), row in zip(unread, rows):
-            bad = [
-                f"{loop.run.out_dir} ({value}; last good checkpoint: "
-                f"{run_folder.latest_checkpoint(loop.run.out_dir) or 'none yet'})"
-                for loop, value, on in zip(loops, row, active)
-                if on and not math.isfinite(value)
-            ]
-            if bad:
-                raise TrainingDiverged(f"non-finite loss at step {at} of {'; '.join(bad)}")
-            for loop, value, on in zip(loops, row, active):
-                if on:
-                    loop.loss_sum, loop.loss_count = loop.loss_sum + value, loop.loss_count + 1
-        unread.clear()
-
     def sync() -> None:
-        settle()
+        settle_losses(loops, unread)
         for i, loop in enumerate(loops):
             stack.model(i)
             loop.optimizer.load_state_dict(_model_optimizer_state(stack, optimizer, loop.optimizer, i))

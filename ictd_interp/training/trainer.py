@@ -65,23 +65,32 @@ class Loop:
     started: float = field(default_factory=time.perf_counter)
     elapsed_before: float = 0.0
     models_in_process: int = 1
-    unread: list = field(default_factory=list)  # (step, loss on the device) since the last ``settle``
+    unread: list = field(default_factory=list)  # (step, [True], loss on the device) since the last ``settle``
 
     def settle(self) -> None:
-        """Read the losses of the steps since the last read, once, onto the host (no step waits for the device):
-        their sum for the next log, or ``TrainingDiverged`` naming the first non-finite one's step, before any log
-        or checkpoint is written (so the last checkpoint is always a good one)."""
-        if not self.unread:
-            return
-        steps, values = zip(*self.unread)
-        self.unread = []
-        for step, value in zip(steps, torch.stack(values).tolist()):
-            if not math.isfinite(value):
-                last = run_folder.latest_checkpoint(self.run.out_dir)
-                raise TrainingDiverged(
-                    f"non-finite loss ({value}) at step {step}; last good checkpoint: {last if last else 'none yet'}"
-                )
-            self.loss_sum, self.loss_count = self.loss_sum + value, self.loss_count + 1
+        """This run's losses since the last read (``settle_losses``)."""
+        settle_losses([self], self.unread)
+
+
+def settle_losses(loops: list[Loop], unread: list[tuple[int, list[bool], torch.Tensor]]) -> None:
+    """Read the losses of the steps since the last read, once, onto the host (no step waits for the device): each
+    stepped run's sum for its next log, or ``TrainingDiverged`` naming the first step with a non-finite loss and every
+    run it is non-finite in, before any log or checkpoint is written (so the last checkpoint is always a good one).
+    ``unread``: per step, ``(step, which of loops stepped, their losses [loop])``; emptied."""
+    rows = torch.stack([losses.reshape(-1) for *_, losses in unread]).tolist() if unread else []
+    for (at, active, _), row in zip(unread, rows):
+        bad = [
+            f"{loop.run.out_dir} ({value}; last good checkpoint: "
+            f"{run_folder.latest_checkpoint(loop.run.out_dir) or 'none yet'})"
+            for loop, value, on in zip(loops, row, active)
+            if on and not math.isfinite(value)
+        ]
+        if bad:
+            raise TrainingDiverged(f"non-finite loss at step {at} of {'; '.join(bad)}")
+        for loop, value, on in zip(loops, row, active):
+            if on:
+                loop.loss_sum, loop.loss_count = loop.loss_sum + value, loop.loss_count + 1
+    unread.clear()
 
 
 StopFlag = Callable[[], bool]
@@ -338,7 +347,7 @@ def _step(loop: Loop) -> None:
     run, config = loop.run, loop.run.config
     batch, depth = next(loop.batches)
     loss = step_loss(loop.batches.objective, run.model, batch, depth, config)
-    loop.unread.append((run.step + 1, loss.detach()))  # read at the next log or checkpoint (``Loop.settle``)
+    loop.unread.append((run.step + 1, [True], loss.detach()))  # read at the next log or checkpoint (``settle``)
     loop.optimizer.zero_grad(set_to_none=True)
     loss.backward()
     if config.grad_clip:
