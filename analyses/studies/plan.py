@@ -11,6 +11,7 @@ from typing import Any
 from ictd_interp.analyses.studies.cells import read_status, run_cell, run_stacked_cells, stack_groups
 from ictd_interp.analyses.studies.run import STOP_FILE, prepare_folder
 from ictd_interp.analyses.studies.spec import StudySpecError, stored_spec
+from ictd_interp.io.run_folder import other_request
 
 PLAN = "units.json"  # a study folder's fixed split into units, for a cluster scheduler (``--plan``, ``--unit``)
 
@@ -25,12 +26,18 @@ def plan_units(spec, out_dir: Path, n: int) -> list[list[str]]:
     prepare_folder(spec, out_dir)
     units = [[c.name for c in unit] for unit in stack_groups(spec.cells(), n)]
     path = out_dir / PLAN
-    if path.exists() and json.loads(path.read_text())["units"] != units:
+    stored = json.loads(path.read_text())["units"] if path.exists() else units
+    if stored != units:
         begun = [c.name for c in spec.cells() if read_status(out_dir / "cells" / c.name)]
         if begun:
             raise ValueError(
-                f"{path}: holds another plan and cells have started ({', '.join(begun[:3])}); run its units "
-                f"(--unit K, K < {len(json.loads(path.read_text())['units'])}) or choose another --out"
+                other_request(
+                    path,
+                    "a plan",
+                    [f"units: {len(stored)} -> {len(units)}"],
+                    f"cells have started ({', '.join(begun[:3])}); run its units (--unit K, K < {len(stored)}) or "
+                    "choose another --out",
+                )
             )
     path.write_text(json.dumps({"units": units}, indent=1))
     return units
@@ -44,7 +51,7 @@ def run_unit(spec, out_dir: Path, k: int, keep_freed_memory: bool = False) -> li
         raise FileNotFoundError(f"{path}: no plan; write one first with `ictd-interp study SPEC --out DIR --plan N`")
     changed = stored_spec(out_dir).differences(spec)  # read only: the array's jobs start together
     if changed:
-        raise StudySpecError(f"{out_dir}: planned for another spec ({'; '.join(changed)}); run the planned spec")
+        raise StudySpecError(other_request(out_dir, "a planned study", changed, "run the planned spec"))
     units = json.loads(path.read_text())["units"]
     if not 0 <= k < len(units):
         raise ValueError(f"--unit: {k} is not a unit of {path} (0 to {len(units) - 1})")

@@ -56,6 +56,7 @@ from ictd_interp.analyses.studies.results import collect, read_tables
 from ictd_interp.analyses.studies.spec import StudySpec, StudySpecError, load_spec, stored_spec
 from ictd_interp.analyses.studies.units import analyse_cell, analyses_apart
 from ictd_interp.io.progress import computed, progress_bar
+from ictd_interp.io.run_folder import other_request
 
 STOP_FILE = "STOP"
 TASK_RETRIES = 3  # Ray retries a cell whose worker process died (killed, out of memory)
@@ -165,8 +166,7 @@ def prepare_folder(spec: StudySpec, out_dir: Path) -> None:
         changed = before.differences(spec)
         if changed:
             raise StudySpecError(
-                f"{out_dir}: holds a study with another spec ({'; '.join(changed)}); "
-                "run the same spec to resume it, or choose another --out"
+                other_request(out_dir, "a study", changed, "run the same spec to resume it, or choose another --out")
             )
     elif out_dir.exists() and any(out_dir.iterdir()):
         raise StudySpecError(f"{out_dir}: not empty and not a study folder; choose another --out")

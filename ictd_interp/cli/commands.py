@@ -141,12 +141,11 @@ def import_incontexttd(args: argparse.Namespace) -> int:
 
 
 def refuse_changes(stored: TrainConfig, requested: TrainConfig, folder, way_forward: str) -> None:
+    from ictd_interp.io.run_folder import other_request
+
     changed = stored.differences(requested)
     if changed:
-        raise ValueError(
-            f"{folder}: holds a run with other settings ({'; '.join(changed)}); "
-            f"the stored run is never reused for a different request: {way_forward}"
-        )
+        raise ValueError(other_request(folder, "a training run", changed, way_forward))
 
 
 # an architecture's own quick preset, from the registry (one without uses "quick")

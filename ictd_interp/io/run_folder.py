@@ -204,7 +204,11 @@ def claim_output(
                     for k in sorted(set(stored) | set(request))
                     if stored.get(k) != request.get(k)
                 ]
-                problem, replaceable = f"holds the results of another request ({'; '.join(changed)})", True
+                if not force:
+                    raise FileExistsError(
+                        other_request(out_dir, "the results", changed, "choose another --out, or pass --force")
+                    )
+                problem, replaceable = "", True
             if not (force and replaceable):
                 raise FileExistsError(
                     f"{out_dir}: {problem}; choose another --out"
@@ -217,6 +221,15 @@ def claim_output(
         raise ValueError(f"--out {out_dir}: cannot create the folder ({err.strerror or err})") from None
     write_request(out_dir, request)
     return out_dir
+
+
+def other_request(folder: PathLike, what: str, changed: Sequence[str], way_forward: str) -> str:
+    """The one refusal of every output folder that serves another request (a command's results, a training run, a
+    study, a study's plan): what it holds, each difference ``key: stored -> requested``, and the way forward."""
+    return (
+        f"{folder}: holds {what} of another request ({'; '.join(changed)}); nothing saved is reused for a "
+        f"different request: {way_forward}"
+    )
 
 
 def write_request(out_dir: PathLike, request: dict[str, Any]) -> None:
