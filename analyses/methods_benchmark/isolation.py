@@ -23,7 +23,6 @@ METHOD_TIMEOUT = 1800  # seconds a method may take on one cell
 
 def prepare(case_name: str, seed: int, n_tasks: int, sealed_seed: Optional[int]):
     """The cell's ``Problem`` (what a method may read), built where the case is, returned as data."""
-
     from ictd_interp.analyses.methods_benchmark.case_specs import CASES
     from ictd_interp.analyses.methods_benchmark.cases import build_case, problem_of
 
@@ -34,7 +33,6 @@ def prepare(case_name: str, seed: int, n_tasks: int, sealed_seed: Optional[int])
 def run_method(name: str, problem, plugins: Sequence[str], timeout: int = METHOD_TIMEOUT) -> dict[str, Any]:
     """``name`` on ``problem``: ``{"output": ..., "seconds": ...}``, ``{"failed": why, ...}``, or ``{"skipped":
     True}`` where the problem asks nothing the method answers."""
-
     from ictd_interp.analyses.methods_benchmark.evaluate import asked, check_kind
     from ictd_interp.analyses.methods_benchmark.guard import run_on_problem
     from ictd_interp.analyses.methods_benchmark.methods import METHODS
@@ -69,7 +67,6 @@ def score_cell(
     case_name: str, seed: int, n_tasks: int, results: dict[str, dict], sealed: Optional[tuple[int, int]]
 ) -> dict:
     """Every method's output on the cell scored beside the truth row, as the cell's JSON (``run.read_cell``)."""
-
     from ictd_interp.analyses.methods_benchmark.case_specs import CASES
     from ictd_interp.analyses.methods_benchmark.cases import build_case
     from ictd_interp.analyses.methods_benchmark.evaluate import CellResult, score_edges, score_output

@@ -109,7 +109,6 @@ def run_stacked_cells(
     stack stopped on one model's non-finite loss continue one by one with ``run_cell``, from their
     checkpoints: the diverging one fails alone, the others finish. ``analyse=False`` (a GPU unit) leaves each cell
     ``trained`` for ``units.analyse_cell`` to analyse in a CPU task, so the GPU is not held meanwhile."""
-
     from ictd_interp.config.train import TrainConfig
     from ictd_interp.io.checkpoint import CheckpointError
     from ictd_interp.training.allocator import apply_allocator_choice
@@ -251,7 +250,6 @@ def run_cell(
 ) -> dict[str, Any]:
     """Train (or resume) and analyse one cell; runs inside a Ray worker on one torch thread (``started_at``: the
     start of its unit, when it continues a stack's work; ``analyse=False``: leave it ``trained``)."""
-
     from ictd_interp.analyses.analyze import analyze
     from ictd_interp.config.train import TrainConfig
     from ictd_interp.io import run_folder

@@ -21,7 +21,6 @@ def analyses_apart(device: str) -> bool:
 def analyse_cell(cell_dir: str) -> dict[str, Any]:
     """Analyse a ``trained`` cell (its final weights on disk) on the CPU, one torch thread: ``done`` or
     ``failed``; a cell already done is returned as it is."""
-
     from ictd_interp.analyses.analyze import analyze
 
     worker_threads()

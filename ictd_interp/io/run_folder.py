@@ -182,6 +182,7 @@ def claim_output(
                 "ictd-interp as it is: choose another --out"
             )
         if stored != request:
+            refusal = None  # the one line that refuses it, without --force or where --force may not clear
             if is_run(out_dir):
                 problem, replaceable = "is a training run folder", False
             elif stored is None:
@@ -204,14 +205,12 @@ def claim_output(
                     for k in sorted(set(stored) | set(request))
                     if stored.get(k) != request.get(k)
                 ]
-                if not force:
-                    raise FileExistsError(
-                        other_request(out_dir, "the results", changed, "choose another --out, or pass --force")
-                    )
-                problem, replaceable = "", True
+                refusal = other_request(out_dir, "the results", changed, "choose another --out, or pass --force")
+                replaceable = True
             if not (force and replaceable):
                 raise FileExistsError(
-                    f"{out_dir}: {problem}; choose another --out"
+                    refusal
+                    or f"{out_dir}: {problem}; choose another --out"
                     + (", or pass --force to replace it" if replaceable else "")
                 )
             _clear(out_dir)

@@ -107,7 +107,7 @@ def q_learning_loss(model: Trainable, batch: WindowBatch, depth: Optional[int] =
 
 def objective(name: str) -> registry.Objective:
     """The registered objective ``name``, read from the registry at each call (one registered after this module
-    was imported is found; its loss is looked up by its ``module:function`` name on its first call)."""
+    was imported is found; calling it looks its loss up by its ``module:function`` name)."""
     return registry.OBJECTIVES[name]
 
 
