@@ -178,12 +178,18 @@ class TaskDraws:
             join([d.steps for d in parts]),
         )
 
-    def on_tasks_of(self, pool: "TaskDraws", index: Tensor) -> "TaskDraws":
+    def on_tasks_of(self, pool: "TaskDraws", index: Tensor, where: Optional[Tensor] = None) -> "TaskDraws":
         """These draws' trajectories on the chains and features of ``pool``'s tasks ``index`` (copies: building
-        tasks consumes its draws, the pool is kept)."""
+        tasks consumes its draws, the pool is kept); ``where [task]``: only those tasks, the others keep their own."""
+
+        def picked(mine: Tensor, own: Tensor) -> Tensor:
+            if where is None:
+                return mine[index]
+            return torch.where(where.view(-1, *[1] * (own.ndim - 1)), mine[index], own)
+
         return TaskDraws(
-            tuple(c[index] for c in pool.chains),
-            None if pool.features is None else pool.features[index],
+            tuple(picked(p, c) for p, c in zip(pool.chains, self.chains)),
+            None if pool.features is None else picked(pool.features, self.features),
             self.start,
             self.steps,
         )

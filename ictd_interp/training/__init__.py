@@ -1,5 +1,6 @@
-"""Pretraining: windowed batches (``batches``), the run's stream of them (``batch_stream``, or drawn on the
-device from counters: ``device_stream``), the objectives (``objectives``), the resumable loop (``trainer``), runs of
+"""Pretraining: windowed batches (``batches``), what a batch is, written once (``batch_recipe``), the run's stream
+of them (``streams``: from its host generator, ``batch_stream``, or from counters on the device, ``device_stream``),
+the objectives (``objectives``), the resumable loop (``trainer``), runs of
 one shape stepped together in one process (``stacked``), evaluation during training
 (``evaluation``), the opt-in CPU allocator setting (``allocator``) and
 retraining a shipped model (``retraining``). Imports every layer below it (``config``, ``io``,

@@ -1,4 +1,5 @@
-"""A run's training batches, in the order its data generator draws them (docs/theory.md §6).
+"""A run's training batches from its host generator (``sampler = "host"``), in the order it draws them: the batch
+of ``training.batch_recipe`` (docs/theory.md §6), its uniforms drawn in order.
 
 Each step's batch (and, for depth-sampled runs, its depth) comes from the run's one data generator, so a
 run resumed from a checkpoint's generator state draws exactly the batches an uninterrupted run draws.
@@ -23,12 +24,12 @@ from torch import Tensor
 
 from ictd_interp.config.train import TrainConfig
 from ictd_interp.tasks.sampling import TaskBatch, TaskDraws, draw_tasks, sample_from, tasks_from_draws
-from ictd_interp.training.batches import WindowBatch, windows_from_tasks
+from ictd_interp.training.batch_recipe import POOL_SEED, BatchRecipe, shuffle_order
+from ictd_interp.training.batches import WindowBatch
 from ictd_interp.training.objectives import objective
 
 BLOCK = 8  # batches drawn together: as cheap per batch as 16 (docs/performance.md, "Choices measured")
 BLOCK_BYTES = 32 * 2**20  # at most this much of prompts built ahead
-POOL_SEED = 7_919  # a finite task pool (``task_pool``) is drawn from seed + POOL_SEED, apart from the batches
 
 
 def block_size(config: TrainConfig, dtype: torch.dtype) -> int:
@@ -65,12 +66,12 @@ class BatchStream:
     ):
         self.config, self.generator, self.dtype = config, generator, dtype
         self.block = block_size(config, dtype) if block is None else block
-        self.objective = objective(config.objective)
-        self.length = config.tasks.context_len + config.windows_per_task + self.objective.mc_horizon(config)
+        self.recipe = BatchRecipe.of([config])
+        self.objective = objective(config.objective)  # the trainer reads it
         self._ready: deque[tuple[WindowBatch, Optional[int]]] = deque()
         self._block_start: Optional[Tensor] = None
         self._handed = 0
-        self.pool = task_pool(config, self.length) if config.task_pool else None
+        self.pool = task_pool(config, self.recipe.length) if config.task_pool else None
 
     def __iter__(self) -> "BatchStream":
         return self
@@ -102,7 +103,7 @@ class BatchStream:
         drawn, depths = zip(*(self._draw(self.generator) for _ in range(self.block)))
         draws, orders = zip(*drawn)
         tasks = tasks_from_draws(cfg.tasks, TaskDraws.cat(list(draws)))
-        windows = self._windows(tasks, None if orders[0] is None else torch.cat(orders))
+        windows = self.recipe.windows(tasks, None if orders[0] is None else torch.cat(orders), self.dtype)
         b = cfg.tasks_per_batch
         self._ready.extend((windows.select_tasks(slice(i * b, (i + 1) * b)), depth) for i, depth in enumerate(depths))
 
@@ -110,50 +111,30 @@ class BatchStream:
         """One batch drawn whole (``sample_from``: a family without split draws, or one batch at a time), from a
         finite pool (the pool's MRPs and features, picked first, then fresh trajectories) or not, its rewards
         shuffled (the order drawn after the tasks) or not, then its depth."""
-        cfg, b = self.config, self.config.tasks_per_batch
+        cfg, b, length = self.config, self.config.tasks_per_batch, self.recipe.length
         if self.pool is None:
-            tasks = sample_from(cfg.tasks, b, generator=generator, length=self.length)
+            tasks = sample_from(cfg.tasks, b, generator=generator, length=length)
         else:
             pick = torch.randint(cfg.task_pool, (b,), generator=generator)
             mrp, features = self.pool.mrp[pick], self.pool.features[pick]
-            tasks = sample_from(cfg.tasks, b, generator=generator, length=self.length, mrp=mrp, features=features)
-        return self._windows(tasks, self._order(generator)), self._depth(generator)
-
-    def _windows(self, tasks: TaskBatch, order: Optional[Tensor]) -> WindowBatch:
-        """The windows of ``tasks``, with what the run's objective needs (``windows_from_tasks``)."""
-        cfg, entry = self.config, self.objective
-        return windows_from_tasks(
-            tasks,
-            cfg.tasks,
-            cfg.windows_per_task + 1,
-            self.objective.mc_horizon(cfg),
-            self.dtype,
-            entry.needs_values,
-            entry.values,
-            entry.needs_action_queries,
-            order,
-            state_space=cfg.forward == "state-space",
-        )
+            tasks = sample_from(cfg.tasks, b, generator=generator, length=length, mrp=mrp, features=features)
+        return self.recipe.windows(tasks, self._order(generator), self.dtype), self._depth(generator)
 
     def _order(self, generator: torch.Generator) -> Optional[Tensor]:
         """Shuffling rewards: each trajectory's order of its rewards in time (None otherwise)."""
-        cfg = self.config
-        if not cfg.shuffle_rewards:
+        if not self.config.shuffle_rewards:
             return None
-        span = cfg.tasks.context_len + cfg.windows_per_task + 1
-        return torch.rand(cfg.tasks_per_batch, span, generator=generator).argsort(dim=1)
+        return shuffle_order(torch.rand(self.config.tasks_per_batch, self.recipe.span, generator=generator))
 
     def _draw(self, generator: torch.Generator) -> tuple[tuple[TaskDraws, Optional[Tensor]], Optional[int]]:
         """One batch's draws (and, shuffling rewards, each trajectory's order of them), then its depth."""
         cfg = self.config
-        draws = draw_tasks(cfg.tasks, cfg.tasks_per_batch, generator, self.length)
+        draws = draw_tasks(cfg.tasks, cfg.tasks_per_batch, generator, self.recipe.length)
         if self.pool is not None:  # the same draws as an unlimited run, then the tasks picked from the pool
             pick = torch.randint(cfg.task_pool, (cfg.tasks_per_batch,), generator=generator)
             draws = draws.on_tasks_of(self.pool, pick)
         return (draws, self._order(generator)), self._depth(generator)
 
     def _depth(self, generator: torch.Generator) -> Optional[int]:
-        if self.config.depth_range is None:
-            return None
-        lo, hi = self.config.depth_range
-        return lo + int(torch.randint(hi - lo + 1, (1,), generator=generator))
+        choices = self.recipe.depth_choices
+        return self.recipe.depth(int(torch.randint(choices, (1,), generator=generator))) if choices else None

@@ -18,13 +18,13 @@ from typing import Optional, Union
 
 import torch
 
-from ictd_interp.config.registry import OBJECTIVES
 from ictd_interp.config.stylised import ICTDConfig
 from ictd_interp.config.train import TrainConfig
 from ictd_interp.io import run_folder
 from ictd_interp.io.checkpoint import CheckpointError
 from ictd_interp.models.stylised.stack import ModelStack
 from ictd_interp.training.allocator import apply_allocator_choice
+from ictd_interp.training.batch_recipe import batch_refusal
 from ictd_interp.training.batches import WindowBatch
 from ictd_interp.training.device_stream import DeviceBatches
 from ictd_interp.training.evaluation import EvalSet
@@ -72,10 +72,7 @@ def stack_refusal(configs: list[TrainConfig]) -> Optional[str]:
         if replace(config, **shared, model=replace(config.model, seed=first.model.seed)) != first:
             beyond = [d for d in first.differences(config) if d.split(":")[0] not in {*free, "model.seed"}]
             return f"configs[{i}]: differs from configs[0] beyond {', '.join(free)} ({'; '.join(beyond)})"
-    values = {OBJECTIVES[c.objective].values for c in configs if OBJECTIVES[c.objective].needs_values}
-    if len(values) > 1:
-        return f"their objectives regress on different true values ({', '.join(sorted(values))}): one batch holds one"
-    return None
+    return batch_refusal(configs)
 
 
 def train_stack(

@@ -29,8 +29,9 @@ from ictd_interp.models.loading import load_checkpoint
 from ictd_interp.models.registry import ICTDModel, build_model
 from ictd_interp.training.allocator import apply_allocator_choice
 from ictd_interp.training.batch_stream import BatchStream
-from ictd_interp.training.device_stream import DeviceBatches, open_stream
+from ictd_interp.training.device_stream import DeviceBatches
 from ictd_interp.training.evaluation import EvalSet, evaluate
+from ictd_interp.training.streams import open_stream
 
 __all__ = ["Loop", "Run", "TrainingDiverged", "resume", "train"]
 
