@@ -9,7 +9,7 @@ table, never dropped from a mean.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 import numpy as np
 import pandas as pd
@@ -98,7 +98,21 @@ def write_report(out_dir: Union[str, Path]) -> Path:
     spec = stored_spec(out_dir)
     results, curves, depth, extrapolation = read_tables(out_dir)
     _check_cells(out_dir / "results.csv", results, spec)
-    title = spec.name
+    where = phase.fractions(phase.by_cell(results, spec), spec)
+    figs = {**_cell_figures(results, curves, depth, extrapolation, spec.name), **_grid_figures(where, spec)}
+    (out_dir / "figures").mkdir(exist_ok=True)
+    for name, fig in figs.items():
+        for ext in ("png", "svg"):
+            fig.savefig(out_dir / "figures" / f"{name}.{ext}", dpi=120)
+    path = out_dir / "study.md"
+    path.write_text(markdown(spec, results, sorted(figs), phase.markdown(where) + td_map.markdown(where)))
+    return path
+
+
+def _cell_figures(
+    results: pd.DataFrame, curves: pd.DataFrame, depth: pd.DataFrame, extrapolation: pd.DataFrame, title: str
+) -> dict[str, Any]:
+    """The figures drawn from the cells' own rows: training curves, signature, error against depth."""
     figs = {}
     # weight probes against θ* exist for stylised cells only: their figures show only the cells that have them
     weighted = curves[curves[COS_A].notna()] if COS_A in curves else curves.iloc[:0]
@@ -124,7 +138,12 @@ def write_report(out_dir: Union[str, Path]) -> Path:
         figs["error_vs_depth"] = cells_error_vs_depth(depth, title)
     if not extrapolation.empty:
         figs["depth_extrapolation"] = cells_depth_extrapolation(extrapolation, title)
-    where = phase.fractions(phase.by_cell(results, spec), spec)
+    return figs
+
+
+def _grid_figures(where: pd.DataFrame, spec: StudySpec) -> dict[str, Any]:
+    """The figures drawn over the grid: where in-context learning and TD emerge, the ladder, the discount."""
+    title, figs = spec.name, {}
     if (diagram := phase.phase_diagram(where, spec, title)) is not None:
         figs["phase_diagram"] = diagram
     if (diagram := td_map.td_diagram(where, spec, title)) is not None:
@@ -133,13 +152,7 @@ def write_report(out_dir: Union[str, Path]) -> Path:
         figs["ladder"] = panels
     if (discounts := td_map.discount_figure(where, spec, title)) is not None:
         figs["discount_vs_gamma"] = discounts
-    (out_dir / "figures").mkdir(exist_ok=True)
-    for name, fig in figs.items():
-        for ext in ("png", "svg"):
-            fig.savefig(out_dir / "figures" / f"{name}.{ext}", dpi=120)
-    path = out_dir / "study.md"
-    path.write_text(markdown(spec, results, sorted(figs), phase.markdown(where) + td_map.markdown(where)))
-    return path
+    return figs
 
 
 def _check_cells(path: Path, results: pd.DataFrame, spec: StudySpec) -> None:
