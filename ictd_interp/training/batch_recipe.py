@@ -1,21 +1,22 @@
-"""What a training batch is, written once (docs/theory.md §6); the two samplers differ only in where its uniforms
-come from.
+"""What a training batch is, written once (docs/theory.md §6); the two samplers draw its uniforms.
 
 A batch is ``tasks_per_batch`` tasks, each one trajectory of ``length`` transitions cut into ``windows_per_task + 1``
 sliding windows, with what the run's objective needs (returns over its horizon, true values, action queries). Its
 options, each with one meaning here:
 
 * **a finite task pool** (``task_pool``): each task's chain and features are a row of the run's pool, picked
-  uniformly at each step; its trajectory is fresh (``TaskDraws.on_tasks_of``);
+  uniformly at each step; its trajectory is fresh (``TaskDraws.on_tasks_of`` for Boyan chains; for the families
+  without split draws the host picks the pool's MRPs and features and ``sample_from`` walks them);
 * **shuffled rewards** (``shuffle_rewards``): each trajectory's rewards permuted in time by the ranks of ``span``
   uniforms (``shuffle_order``), the same permutation for every window of the task;
 * **a sampled depth** (``train_depths`` ``LO:HI``): uniform over ``LO..HI``, ``depth(index)`` of an index uniform
   over ``depth_choices``.
 
-The sources: ``BatchStream`` (``sampler = "host"``) draws the uniforms from the run's generator in order and its pool
-from the generator seeded ``seed + POOL_SEED``; ``DeviceBatches`` (``sampler = "device"``) computes them from counters
-of (seed, step) and its pool at the step word ``tasks.counter.POOL``. tests/unit/test_batch_semantics.py holds the
-two to the same semantics. ``batch_refusal`` is the one rule on which runs can share a batch.
+The sources: ``BatchStream`` (``sampler = "host"``) draws every uniform from the run's generator in order and its
+pool from a generator seeded ``seed + POOL_SEED``; ``DeviceBatches`` (``sampler = "device"``) computes the tasks',
+picks' and orders' uniforms from counters of (seed, step), its pool at the step word ``tasks.counter.POOL``, and a
+depth from the step alone (every run of a stack runs the same depth). tests/unit/test_batch_semantics.py holds the
+two to the same meanings. ``batch_refusal`` is the one rule on which runs can share a batch.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ class BatchRecipe:
             n_windows=first.windows_per_task + 1,
             horizon=max(e.mc_horizon(c) for e, c in zip(entries, configs)),
             with_values=bool(values),
-            values=values[0] if values else "v_pi",
+            values=values[0] if values else entries[0].values,
             action_queries=any(e.needs_action_queries for e in entries),
             state_space=first.forward == "state-space",
             depth_range=first.depth_range,

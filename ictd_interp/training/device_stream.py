@@ -4,11 +4,11 @@ host and no read back.
 
 A run's draws at a step are a function of its seed and the step alone (``ictd_interp.tasks.counter``), so a run
 draws the same batch alone, in any stack and after a resume (the stream needs only the step, which the checkpoint
-holds). The task pool, shuffled rewards and the objective's needs (returns, true values, action queries) are
-``BatchStream``'s, drawn from counters; a stack's runs may train other objectives (their batch holds what each
-needs, and each reads its own part, its run's batch); a sampled depth is drawn on the host (``python_uniform``: a
-number the host needs before the step, so no device read) from the step alone, so runs with sampled depths share a
-stack. Boyan chains (a family with split draws) only: ``TrainConfig`` refuses the others.
+holds). The task pool, shuffled rewards and the objective's needs (returns, true values, action queries) mean what
+``training.batch_recipe`` says, drawn from counters; a stack's runs may train other objectives (their batch holds
+what each needs, and each reads its own part, its run's batch); a sampled depth is drawn on the host
+(``python_uniform``: a number the host needs before the step, so no device read) from the step alone, so runs with
+sampled depths share a stack. Boyan chains (a family with split draws) only: ``TrainConfig`` refuses the others.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ import torch
 from ictd_interp.config.train import TrainConfig
 from ictd_interp.io import run_folder
 from ictd_interp.io.checkpoint import CheckpointError
-from ictd_interp.models.stylised.stack import ModelStack, config_refusal
+from ictd_interp.models.stylised.stack import ModelStack, fast_path_refusal
 from ictd_interp.training.allocator import apply_allocator_choice
 from ictd_interp.training.batch_recipe import batch_refusal
 from ictd_interp.training.batches import WindowBatch
@@ -48,10 +48,12 @@ FREE = ("seed", "lr", "lr_schedule", "warmup_steps", "steps", "grad_clip", "task
 
 def stack_refusal(configs: list[TrainConfig]) -> Optional[str]:
     """Why these runs cannot be trained as one stack, or None: on the stylised model with the paper mask
-    (``config_refusal``), reading one batch (``batch_refusal``), eager, positional, at one depth each step (sampled
+    (``fast_path_refusal``), reading one batch (``batch_refusal``), eager, positional, at one depth each step (sampled
     depths with the device sampler, whose depth draws the runs share), their configs may differ only in ``FREE``
     (seeds, learning rate and its schedule, step count, clipping, task pool, shuffled rewards)."""
     first = configs[0]
+    if (refusal := fast_path_refusal(first.model)) is not None:
+        return refusal
     free = (*FREE, "objective") if first.sampler == "device" else FREE  # one batch draws every objective's needs
     if first.depth_range is not None and first.sampler != "device":
         return (
@@ -69,7 +71,7 @@ def stack_refusal(configs: list[TrainConfig]) -> Optional[str]:
         if replace(config, **shared, model=replace(config.model, seed=first.model.seed)) != first:
             beyond = [d for d in first.differences(config) if d.split(":")[0] not in {*free, "model.seed"}]
             return f"configs[{i}]: differs from configs[0] beyond {', '.join(free)} ({'; '.join(beyond)})"
-    return config_refusal([c.model for c in configs]) or batch_refusal(configs)
+    return batch_refusal(configs)
 
 
 def train_stack(

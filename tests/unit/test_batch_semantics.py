@@ -6,6 +6,7 @@ draws fresh tasks for a pooled run, shuffles windows apart, or skews its depths.
 from __future__ import annotations
 
 from collections import Counter
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -60,8 +61,10 @@ def test_a_pooled_runs_tasks_are_its_pools_rows_picked_about_uniformly(sampler):
     batches = [next(pooled)[0] for _ in range(12)]
     tasks = [rows for batch in batches for rows in feature_rows(config, batch)]
     picks = Counter(task_rows(tasks))
-    assert len(picks) == 3 and all(20 <= c <= 44 for c in picks.values()), picks.values()  # 96 picks, mean 32
+    assert len(picks) == 3 and sum((c - 32) ** 2 / 32 for c in picks.values()) < 13.8, picks.values()  # χ², p 0.001
     assert len(set().union(*tasks)) <= 3 * config.tasks.n_states  # no state outside the pool's three chains
+    _, other = stream(sampler, task_pool=3, seed=5)  # another seed, another pool
+    assert not set().union(*tasks) & set().union(*feature_rows(config, next(other)[0]))
     _, fresh = stream(sampler)
     assert len(Counter(task_rows([r for _ in range(2) for r in feature_rows(config, next(fresh)[0])]))) == 16
     # a pooled task's trajectory is its own: two picks of one row walk it differently
@@ -75,7 +78,8 @@ def test_shuffled_rewards_are_one_permutation_of_the_same_trajectory_shared_by_e
     config, plain = stream(sampler)
     _, shuffled = stream(sampler, shuffle_rewards=True)
     a, b = next(plain)[0], next(shuffled)[0]
-    assert feature_rows(config, a) == feature_rows(config, b)  # the first batch's tasks: the same draws
+    d = config.tasks.d_features  # the first batch's states, in order: only the rewards move
+    assert torch.equal(a.prompts[..., :d], b.prompts[..., :d])
     ra, rb = reward_sequences(config, a), reward_sequences(config, b)
     assert torch.equal(ra.sort(dim=1).values, rb.sort(dim=1).values)  # each task's rewards, permuted
     assert (ra != rb).any(dim=1).float().mean() > 0.5
@@ -88,11 +92,32 @@ def test_shuffled_rewards_are_one_permutation_of_the_same_trajectory_shared_by_e
 @pytest.mark.parametrize("sampler", SAMPLERS)
 def test_sampled_depths_are_uniform_over_the_range_and_inside_it(sampler):
     config, depths = stream(sampler, train_depths="4:9", tasks_per_batch=1, windows_per_task=1)
-    counts = Counter(next(depths)[1] for _ in range(600))
+    drawn = [next(depths)[1] for _ in range(600)]
+    counts = Counter(drawn)
     assert set(counts) == set(range(4, 10))
     chi2 = sum((c - 100) ** 2 / 100 for c in counts.values())
     assert chi2 < 20.5, counts  # 5 degrees of freedom, p = 0.001
+    pairs = Counter(zip(drawn, drawn[1:]))  # each step's depth independent of the last: 36 pairs, about equally often
+    chi2 = sum((pairs.get((i, j), 0) - 599 / 36) ** 2 / (599 / 36) for i in range(4, 10) for j in range(4, 10))
+    assert chi2 < 66.6, pairs  # 35 degrees of freedom, p = 0.001
     assert next(stream(sampler)[1])[1] is None
+
+
+def test_in_a_device_stack_each_run_draws_from_its_own_pool_or_none():
+    """Runs 0 and 2 pool three tasks each, run 1 none: each pooled run's tasks are rows of its own pool (three
+    chains, none shared with the other), the other's all fresh."""
+    from ictd_interp.training.device_stream import DeviceBatches
+
+    settings = {"tasks_per_batch": 8, "windows_per_task": 4, "context_len": 12, "sampler": "device"}
+    configs = [TrainConfig.from_preset("quick", seed=s, task_pool=p, **settings) for s, p in ((0, 3), (1, 0), (2, 3))]
+    stack = DeviceBatches(configs, torch.float64)
+    runs: list[list[set]] = [[], [], []]
+    for step in range(12):
+        batch = stack.at(step)  # prompts [run, window, pos, d_model]
+        for run in range(3):
+            runs[run] += feature_rows(configs[run], SimpleNamespace(prompts=batch.prompts[run], n_windows=5))
+    assert [len(Counter(task_rows(r))) for r in runs] == [3, 96, 3]
+    assert not set().union(*runs[0]) & set().union(*runs[2])
 
 
 def test_runs_whose_objectives_regress_on_two_kinds_of_value_cannot_share_a_batch():

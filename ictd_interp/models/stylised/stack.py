@@ -11,7 +11,7 @@ update.
 
 It is a training object, not a hooked model: ``model(i)`` writes model ``i``'s weights back into its own
 ``HookedICTDTransformer`` and returns it, where every hook, ``run_with_cache`` and analysis works as on any
-model. What it applies to (``config_refusal``, ``check_stackable``): stylised models with the paper mask (the fast
+model. What it applies to (``fast_path_refusal``, ``check_stackable``): stylised models with the paper mask (the fast
 path's exactness), not compiled, no hooks. ``training/stacked.py`` trains a stack into one run folder per model.
 """
 
@@ -30,38 +30,32 @@ from ictd_interp.models.stylised.fused_backward import fused_values
 from ictd_interp.models.stylised.model import HookedICTDTransformer
 
 
-def config_refusal(cfgs: list) -> Optional[str]:
-    """Why models of these configs cannot be stepped as one stack, or None: each the stylised model with the paper
-    mask (the fast path a stack runs, exact only there), all of one configuration beyond the seed. The one rule for
-    configs: ``check_stackable`` applies it to models, ``training.stacked.stack_refusal`` to runs."""
-    first = cfgs[0]
-    for i, cfg in enumerate(cfgs):
-        if not isinstance(cfg, ICTDConfig) or cfg.mask != "paper":
-            what = f"mask {cfg.mask!r}" if isinstance(cfg, ICTDConfig) else type(cfg).__name__
-            return f"models[{i}]: {what}; a stack runs the stylised model's paper-mask fast path only"
-        if replace(cfg, seed=first.seed) != first:
-            return (
-                f"models[{i}]: its config differs from models[0]'s beyond the seed; a stack's models "
-                "share one shape and one configuration"
-            )
+def fast_path_refusal(cfg) -> Optional[str]:
+    """Why a model of this config cannot join a stack, or None: a stack runs the stylised model's paper-mask fast
+    path (exact only there). The one rule: ``check_stackable`` applies it to models, ``training.stacked`` to runs."""
+    if not isinstance(cfg, ICTDConfig) or cfg.mask != "paper":
+        return "a stack runs the stylised model's paper-mask fast path"
     return None
 
 
 def check_stackable(models: list[HookedICTDTransformer]) -> None:
-    """Refuse, naming why, models a stack cannot step together: ``config_refusal`` of their configs, and models
-    that carry hooks or a compiled fast path."""
+    """Refuse, naming why, models a stack cannot step together."""
     if not models:
         raise ValueError("models: a stack needs at least one model")
+    first = models[0]
     for i, model in enumerate(models):
         if not isinstance(model, HookedICTDTransformer):
             raise ValueError(
                 f"models[{i}]: {type(model).__name__} cannot be stacked; only the stylised model "
                 "(HookedICTDTransformer) has the fast path a stack runs"
             )
-    refusal = config_refusal([model.cfg for model in models])
-    if refusal is not None:
-        raise ValueError(refusal)
-    for i, model in enumerate(models):
+        if (refusal := fast_path_refusal(model.cfg)) is not None:
+            raise ValueError(f"models[{i}]: mask {model.cfg.mask!r}; {refusal}")
+        if replace(model.cfg, seed=first.cfg.seed) != first.cfg:
+            raise ValueError(
+                f"models[{i}]: its config differs from models[0]'s beyond the seed; a stack's models "
+                "share one shape and one configuration"
+            )
         if model.has_any_hook():
             raise ValueError(
                 f"models[{i}]: has hooks registered; remove them before stacking (hooks belong on stack.model(i))"
