@@ -38,6 +38,8 @@ class Budget:
         on returns, supervised on q of the behaviour, supervised-q-star on q*).
     acting_tasks: random MDPs on which the acting row scores each greedy policy's regret.
     deep_models: the shipped models of the ``deep`` recipe whose layer the second iterated row runs deeper.
+    deep_long_models, horizon_models: those of the ``deep-long`` (n = 100) and ``deep-g97-384`` (γ = 0.97) recipes,
+        for the third and fourth.
     """
 
     name: str
@@ -61,6 +63,8 @@ class Budget:
     control_objectives: tuple[str, ...] = ("td", "q-learning", "mc", "supervised", "supervised-q-star")
     acting_tasks: int = 256
     deep_models: tuple[str, ...] = ("deep-td-s0", "deep-td-s1", "deep-td-s2")
+    deep_long_models: tuple[str, ...] = ("deep-long-td-s0", "deep-long-td-s1", "deep-long-td-s2")
+    horizon_models: tuple[str, ...] = ("deep-g97-384-td-s0", "deep-g97-384-td-s2", "deep-g97-384-td-s3")
     extra: dict[str, Any] = field(default_factory=dict)  # fixed training settings of every study (tests)
 
     def __post_init__(self) -> None:
@@ -75,6 +79,8 @@ class Budget:
             "objectives",
             "control_objectives",
             "deep_models",
+            "deep_long_models",
+            "horizon_models",
         ):
             if not getattr(self, name):
                 raise ValueError(f"{name}: needs at least one value")

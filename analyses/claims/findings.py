@@ -49,10 +49,18 @@ def iterated(results: pd.DataFrame, condition: str) -> Claim:
     return iterated_claim(verdicts, msve, condition)
 
 
-def iterated_shipped(names: tuple[str, ...]) -> Claim:
-    """The iterated row on shipped models (the ``deep`` recipe's): each one's ladder at its trained n, on the ladder's
-    own draw of its evaluation seed (the tasks of its card and ``analyze``); its verdicts at 4x and 16x its depth, as
-    ``iterated`` reads a study's."""
+# The iterated rows on shipped models of the recipes that run TD: claim id -> (the recipe, its budget field)
+SHIPPED_ITERATED = {
+    "finding_iteration_deep": ("the deep recipe", "deep_models"),
+    "finding_iteration_deep_long": ("the deep-long recipe, n = 100", "deep_long_models"),
+    "finding_iteration_horizon": ("the deep-g97-384 recipe, n = 100, γ = 0.97", "horizon_models"),
+}
+
+
+def iterated_shipped(names: tuple[str, ...], claim_id: str = "finding_iteration_deep") -> Claim:
+    """The iterated row on shipped models of one recipe (``SHIPPED_ITERATED``): each one's ladder at its trained n,
+    on the ladder's own draw of its evaluation seed (the tasks of its card and ``analyze``); its verdicts at 4x and
+    16x its depth, as ``iterated`` reads a study's."""
     from ictd_interp.analyses.analyze import resolve
 
     verdicts: dict[str, list[str]] = {m: [] for m in ITERATED}
@@ -67,7 +75,8 @@ def iterated_shipped(names: tuple[str, ...]) -> Claim:
             msve[m].append(lad.msve_with_depth[m])
         ce.append(lad.baselines[CE])
     arrays = {m: np.asarray(v, dtype=float) for m, v in msve.items()}
-    claim = iterated_claim(verdicts, arrays, "the deep recipe: " + ", ".join(names), "finding_iteration_deep")
+    recipe = SHIPPED_ITERATED[claim_id][0]
+    claim = iterated_claim(verdicts, arrays, f"{recipe}: " + ", ".join(names), claim_id)
     claim.numbers.append(f"CE on the same tasks: {t_interval(np.asarray(ce), bounds=NONNEGATIVE).text('.3f')}")
     return claim
 

@@ -37,6 +37,8 @@ ORDER = (
     "emergence_signature",
     "finding_iteration",
     "finding_iteration_deep",
+    "finding_iteration_deep_long",
+    "finding_iteration_horizon",
     "finding_baseline",
     "finding_depth_sampling",
     "finding_same_state_head",
@@ -137,10 +139,9 @@ def _steps(budget: Budget, studies: dict[str, Path], out_dir: Path) -> list:
         ),
         (["emergence_signature"], lambda: [trained.signature(objectives().results)], True),
         (["finding_iteration"], lambda: [findings.iterated(objectives().results, td)], True),
-        (
-            ["finding_iteration_deep"],
-            lambda: [findings.iterated_shipped(budget.deep_models)],
-            False,
+        *(
+            ([claim_id], lambda c=claim_id, f=field: [findings.iterated_shipped(getattr(budget, f), c)], False)
+            for claim_id, (_, field) in findings.SHIPPED_ITERATED.items()
         ),
         (
             ["finding_baseline"],

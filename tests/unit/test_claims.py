@@ -303,3 +303,16 @@ def test_the_iterated_row_on_the_deep_recipe_reads_the_shipped_models_on_their_c
     assert row.verdict == "not shown: 0 of 2 seeds falls or flat"
     at_depth = np.mean([card(n)["in_context"]["ladder"]["rungs"][0]["msve"][0] for n in names])
     assert f"1x {at_depth:.3f} [" in row.numbers[0] and row.numbers[-1].startswith("CE on the same tasks: 0.368")
+
+
+def test_the_iterated_row_holds_on_the_gamma_097_recipe_and_names_it():
+    """At γ = 0.97 and 384 layers the shipped layer run 4x and 16x deeper stays within 5% of its own error (flat),
+    near CE's 1.191 on the card's tasks: the rule that the 12-layer preset fails and the 48-layer one cannot decide
+    holds here."""
+    from ictd_interp.analyses.claims.findings import iterated_shipped
+
+    row = iterated_shipped(("deep-g97-384-td-s0",), "finding_iteration_horizon")
+    assert row.id == "finding_iteration_horizon" and row.verdict == HOLDS
+    assert row.data["verdicts"] == {"4x": ["flat"], "16x": ["flat"]}
+    assert "the deep-g97-384 recipe, n = 100, γ = 0.97: deep-g97-384-td-s0" in row.run
+    assert row.numbers[-1].startswith("CE on the same tasks: 1.191")
