@@ -74,17 +74,43 @@ def build(cls: Any, data: Any, where: str = "") -> Any:
     """``data`` (parsed JSON) as an instance of the type ``cls``, recursively along the type hints."""
     origin, args = typing.get_origin(cls), typing.get_args(cls)
     if origin in (Union, types.UnionType):
-        if data is None:
-            return None
-        options = [a for a in args if a is not type(None)]
-        for option in options[:-1]:  # a union of tables: the first type the data fits
-            try:
-                return build(option, data, where)
-            except (TypeError, ValueError):
-                continue
-        return build(options[-1], data, where)
+        return None if data is None else _build_union([a for a in args if a is not type(None)], data, where)
     if is_dataclass(cls) and isinstance(data, cls):
         return data
+    if is_dataclass(cls):
+        return _build_table(cls, data, where)
+    if origin is list and args and data is not None:
+        return [build(args[0], v, where) for v in data]
+    if origin is dict and len(args) == 2 and data is not None:
+        return {k: build(args[1], v, f"{where}.{k}") for k, v in data.items()}
+    if cls is float and data is None:
+        return math.nan  # written as null (NaN or inf)
+    return data
+
+
+def _build_union(options: list[Any], data: Any, where: str) -> Any:
+    """A union of tables: the first type the data fits."""
+    for option in options[:-1]:
+        try:
+            return build(option, data, where)
+        except (TypeError, ValueError):
+            continue
+    return build(options[-1], data, where)
+
+
+def _build_table(cls: Any, data: Any, where: str) -> Any:
+    """A dataclass from its table, refusing unknown and missing fields by name."""
+    if not isinstance(data, dict):
+        raise ValueError(f"{where or cls.__name__}: expected a table, got {type(data).__name__}")
+    hints = typing.get_type_hints(cls)
+    unknown = sorted(set(data) - {f.name for f in fields(cls)})
+    if unknown:
+        raise ValueError(f"{where or cls.__name__}: unknown field(s) {unknown}")
+    required = [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING]
+    missing = [name for name in required if name not in data]
+    if missing:
+        raise ValueError(f"{where or cls.__name__}: missing field(s) {missing}")
+    return cls(**{k: build(hints[k], v, f"{where}.{k}".lstrip(".")) for k, v in data.items()})
     if is_dataclass(cls):
         if not isinstance(data, dict):
             raise ValueError(f"{where or cls.__name__}: expected a table, got {type(data).__name__}")
