@@ -91,47 +91,57 @@ def split_td_head(weights: dict[str, Tensor], n_layers: int, current: int) -> No
 
 def plant_distractors(spec: CaseSpec, weights: dict[str, Tensor], generator: torch.Generator) -> None:
     """Fill the distractors' weights in the unrotated basis (first ``d + 3`` dimensions: the circuit's,
-    the next ``junk_dims`` junk)."""
-    m, s = spec.d_features + 3, spec.weight_scale
-    junk = slice(m, m + spec.junk_dims)
+    the next ``junk_dims`` junk): each layer's heads by role (``_plant_head``), then its MLP (``_plant_mlp``), drawn
+    in that order from ``generator``."""
+    s = spec.weight_scale
     randn = lambda *shape: s * torch.randn(*shape, generator=generator, dtype=torch.float64)  # noqa: E731
     roles = spec.roles
     first_cancelling = roles.index("cancelling") if "cancelling" in roles else 0
     for layer in range(spec.n_layers):
-        attn = f"blocks.{layer}.attn"
         for h, role in enumerate(roles):
             if role in NULL_PATH_ROLES + ("td", "td-value") or (role == "cancelling" and (h - first_cancelling) % 2):
-                continue
-            for name in ("W_Q", "W_K", "W_V"):
-                weights[f"{attn}.{name}"][h] = randn(*weights[f"{attn}.{name}"][h].shape)
-            if role == "junk":
-                weights[f"{attn}.W_O"][h, :, junk] = randn(weights[f"{attn}.W_O"].shape[1], spec.junk_dims)
-            elif role == "leak":  # the k-th leak head (k = 1, 2, ...) at leak_scale · k / leak_heads
-                k = h - (spec.n_heads - spec.leak_heads) + 1
-                grade = spec.leak_scale * k / spec.leak_heads
-                weights[f"{attn}.W_O"][h, :, :m] = grade * randn(weights[f"{attn}.W_O"].shape[1], m) / s
-            elif role == "cancelling":
-                weights[f"{attn}.W_O"][h, :, :m] = randn(weights[f"{attn}.W_O"].shape[1], m)
-                for name in ("W_Q", "W_K", "W_V"):
-                    weights[f"{attn}.{name}"][h + 1] = weights[f"{attn}.{name}"][h]
-                    if spec.disguised:  # a row the data never reaches: the same output, other weights
-                        row = weights[f"{attn}.{name}"][h + 1, m]
-                        row += DORMANT_SCALE * randn(row.shape[-1]) / s
-                weights[f"{attn}.W_O"][h + 1] = -weights[f"{attn}.W_O"][h]
-            elif role == "dormant":  # its values read the dormant dimension alone; it writes into the circuit
-                weights[f"{attn}.W_V"][h] = 0.0
-                weights[f"{attn}.W_V"][h, m] = DORMANT_SCALE * randn(weights[f"{attn}.W_V"].shape[-1]) / s
-                weights[f"{attn}.W_O"][h, :, :m] = DORMANT_SCALE * randn(weights[f"{attn}.W_O"].shape[1], m) / s
+                continue  # the circuit's own heads, and each cancelling pair's second (its first sets both)
+            _plant_head(spec, weights, f"blocks.{layer}.attn", h, role, randn)
         if spec.d_mlp:
-            mlp = f"blocks.{layer}.mlp"
-            weights[f"{mlp}.W_in"] = randn(*weights[f"{mlp}.W_in"].shape)
-            weights[f"{mlp}.b_in"] = randn(spec.d_mlp)
-            weights[f"{mlp}.W_out"][:, junk] = randn(spec.d_mlp, spec.junk_dims)
-            if spec.closed_units:  # shut: a bias far below any pre-activation, writes into the circuit
-                weights[f"{mlp}.b_in"] = torch.full((spec.d_mlp,), -CLOSED_BIAS, dtype=torch.float64)
-                weights[f"{mlp}.W_out"][:, :m] = DORMANT_SCALE * randn(spec.d_mlp, m) / s
+            _plant_mlp(spec, weights, f"blocks.{layer}.mlp", randn)
     if spec.zero_dimension:  # the read-in fills that dimension from the always-zero value column
-        weights["embed.W_E"][PromptLayout(spec.d_features).current, m] = DORMANT_SCALE
+        weights["embed.W_E"][PromptLayout(spec.d_features).current, spec.d_features + 3] = DORMANT_SCALE
+
+
+def _plant_head(spec: CaseSpec, weights: dict[str, Tensor], attn: str, h: int, role: str, randn) -> None:
+    """Head ``h`` of block ``attn`` as its role says: random Q, K, V, then its output by role."""
+    m, s = spec.d_features + 3, spec.weight_scale
+    W_O = weights[f"{attn}.W_O"]
+    for name in ("W_Q", "W_K", "W_V"):
+        weights[f"{attn}.{name}"][h] = randn(*weights[f"{attn}.{name}"][h].shape)
+    if role == "junk":
+        W_O[h, :, m : m + spec.junk_dims] = randn(W_O.shape[1], spec.junk_dims)
+    elif role == "leak":  # the k-th leak head (k = 1, 2, ...) at leak_scale · k / leak_heads
+        k = h - (spec.n_heads - spec.leak_heads) + 1
+        W_O[h, :, :m] = spec.leak_scale * k / spec.leak_heads * randn(W_O.shape[1], m) / s
+    elif role == "cancelling":
+        W_O[h, :, :m] = randn(W_O.shape[1], m)
+        for name in ("W_Q", "W_K", "W_V"):
+            weights[f"{attn}.{name}"][h + 1] = weights[f"{attn}.{name}"][h]
+            if spec.disguised:  # a row the data never reaches: the same output, other weights
+                row = weights[f"{attn}.{name}"][h + 1, m]
+                row += DORMANT_SCALE * randn(row.shape[-1]) / s
+        W_O[h + 1] = -W_O[h]
+    elif role == "dormant":  # its values read the dormant dimension alone; it writes into the circuit
+        weights[f"{attn}.W_V"][h] = 0.0
+        weights[f"{attn}.W_V"][h, m] = DORMANT_SCALE * randn(weights[f"{attn}.W_V"].shape[-1]) / s
+        W_O[h, :, :m] = DORMANT_SCALE * randn(W_O.shape[1], m) / s
+
+
+def _plant_mlp(spec: CaseSpec, weights: dict[str, Tensor], mlp: str, randn) -> None:
+    """Block ``mlp``'s units: random, writing into the junk dimensions; shut ones also write into the circuit."""
+    m, s = spec.d_features + 3, spec.weight_scale
+    weights[f"{mlp}.W_in"] = randn(*weights[f"{mlp}.W_in"].shape)
+    weights[f"{mlp}.b_in"] = randn(spec.d_mlp)
+    weights[f"{mlp}.W_out"][:, m : m + spec.junk_dims] = randn(spec.d_mlp, spec.junk_dims)
+    if spec.closed_units:  # shut: a bias far below any pre-activation, writes into the circuit
+        weights[f"{mlp}.b_in"] = torch.full((spec.d_mlp,), -CLOSED_BIAS, dtype=torch.float64)
+        weights[f"{mlp}.W_out"][:, :m] = DORMANT_SCALE * randn(spec.d_mlp, m) / s
 
 
 ENTANGLE_SCALE = 3.0  # an entangled unit's write off its feature, against the feature's own
