@@ -181,24 +181,8 @@ def _run_on_ray(cells, out_dir: Path, session: RaySession, progress: bool, keep_
     """Submit every unit of cells (one cell, or cells stacked in one process: ``cells.stack_groups``) as a Ray
     task and follow them; True if interrupted by Ctrl-C."""
     ray = session.ray()
-    alone = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(run_cell)
-    stacked = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(run_stacked_cells)
     analysis = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(analyse_cell)  # a CPU task: never holds a GPU
-    stop_file = str(out_dir / STOP_FILE)
-    trained = [c for c in cells if read_status(out_dir / "cells" / c.name).get("status") == TRAINED]
-    refs = {analysis.remote(str(out_dir / "cells" / c.name)): [c] for c in trained}
-    to_train = [c for c in cells if c not in trained]
-    previous = {c.name: unit for c in to_train if (unit := last_unit(out_dir / "cells" / c.name))}
-    for unit in stack_groups(to_train, _slots(ray, to_train), previous):
-        dirs, configs = [str(out_dir / "cells" / c.name) for c in unit], [c.config.to_dict() for c in unit]
-        gpus = {"num_gpus": 1} if unit[0].config.device == "cuda" else {}  # Ray spreads GPU units over the GPUs
-        apart = analyses_apart(unit[0].config.device)
-        ref = (
-            alone.options(**gpus).remote(dirs[0], configs[0], stop_file, keep_freed_memory, None, not apart)
-            if len(unit) == 1
-            else stacked.options(**gpus).remote(dirs, configs, stop_file, keep_freed_memory, not apart)
-        )
-        refs[ref] = unit
+    refs = _submit(ray, cells, out_dir, analysis, keep_freed_memory)
     bar = progress_bar(total=len(cells), disable=not progress, desc="study cells")
     counts = {DONE: 0, FAILED: 0, INTERRUPTED: 0}
     interrupted, pending = False, list(refs)
@@ -220,24 +204,52 @@ def _run_on_ray(cells, out_dir: Path, session: RaySession, progress: bool, keep_
                         continue
                     counts[status] = counts.get(status, 0) + 1
                     bar.update(1)
-            running = 0
-            for r in pending:  # a worker that died mid-cell: say why, before Ray's retry resumes the cell
-                for cell in refs[r]:
-                    cell_dir = out_dir / "cells" / cell.name
-                    status = read_status(cell_dir)
-                    alive = is_running(status)
-                    running += alive
-                    if status.get("status") == RUNNING and not alive:
-                        write_status(cell_dir, "retrying", pid=status.get("pid"), earlier_attempts=attempts(cell_dir))
-                        bar.write(
-                            f"{cell.name}: its worker process {status.get('pid')} died (killed, or out of "
-                            "memory); Ray retries the cell from its last checkpoint"
-                        )
+            running = _running([cell for r in pending for cell in refs[r]], out_dir, bar)
             bar.set_postfix(done=counts[DONE], running=running, failed=counts[FAILED])
     finally:
         bar.close()
         (out_dir / STOP_FILE).unlink(missing_ok=True)
     return interrupted
+
+
+def _submit(ray, cells, out_dir: Path, analysis, keep_freed_memory: bool) -> dict:
+    """Every unit of cells as a Ray task (``cells.stack_groups``; a trained cell's analysis alone): ref -> its cells."""
+    alone = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(run_cell)
+    stacked = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(run_stacked_cells)
+    stop_file = str(out_dir / STOP_FILE)
+    trained = [c for c in cells if read_status(out_dir / "cells" / c.name).get("status") == TRAINED]
+    refs = {analysis.remote(str(out_dir / "cells" / c.name)): [c] for c in trained}
+    to_train = [c for c in cells if c not in trained]
+    previous = {c.name: unit for c in to_train if (unit := last_unit(out_dir / "cells" / c.name))}
+    for unit in stack_groups(to_train, _slots(ray, to_train), previous):
+        dirs, configs = [str(out_dir / "cells" / c.name) for c in unit], [c.config.to_dict() for c in unit]
+        gpus = {"num_gpus": 1} if unit[0].config.device == "cuda" else {}  # Ray spreads GPU units over the GPUs
+        apart = analyses_apart(unit[0].config.device)
+        ref = (
+            alone.options(**gpus).remote(dirs[0], configs[0], stop_file, keep_freed_memory, None, not apart)
+            if len(unit) == 1
+            else stacked.options(**gpus).remote(dirs, configs, stop_file, keep_freed_memory, not apart)
+        )
+        refs[ref] = unit
+    return refs
+
+
+def _running(cells, out_dir: Path, bar) -> int:
+    """How many of these cells' workers are alive; a worker that died mid-cell is said, and its cell marked
+    retrying, before Ray's retry resumes it from its last checkpoint."""
+    running = 0
+    for cell in cells:
+        cell_dir = out_dir / "cells" / cell.name
+        status = read_status(cell_dir)
+        alive = is_running(status)
+        running += alive
+        if status.get("status") == RUNNING and not alive:
+            write_status(cell_dir, "retrying", pid=status.get("pid"), earlier_attempts=attempts(cell_dir))
+            bar.write(
+                f"{cell.name}: its worker process {status.get('pid')} died (killed, or out of "
+                "memory); Ray retries the cell from its last checkpoint"
+            )
+    return running
 
 
 def _slots(ray, cells) -> int:
