@@ -111,24 +111,3 @@ def _build_table(cls: Any, data: Any, where: str) -> Any:
     if missing:
         raise ValueError(f"{where or cls.__name__}: missing field(s) {missing}")
     return cls(**{k: build(hints[k], v, f"{where}.{k}".lstrip(".")) for k, v in data.items()})
-    if is_dataclass(cls):
-        if not isinstance(data, dict):
-            raise ValueError(f"{where or cls.__name__}: expected a table, got {type(data).__name__}")
-        hints = typing.get_type_hints(cls)
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"{where or cls.__name__}: unknown field(s) {unknown}")
-        missing = [
-            f.name for f in fields(cls) if f.name not in data and f.default is MISSING and f.default_factory is MISSING
-        ]
-        if missing:
-            raise ValueError(f"{where or cls.__name__}: missing field(s) {missing}")
-        return cls(**{k: build(hints[k], v, f"{where}.{k}".lstrip(".")) for k, v in data.items()})
-    if origin is list and args and data is not None:
-        return [build(args[0], v, where) for v in data]
-    if origin is dict and len(args) == 2 and data is not None:
-        return {k: build(args[1], v, f"{where}.{k}") for k, v in data.items()}
-    if cls is float and data is None:
-        return math.nan  # written as null (NaN or inf)
-    return data
