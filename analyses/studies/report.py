@@ -141,7 +141,7 @@ def _cell_figures(
     return figs
 
 
-def _grid_figures(where: pd.DataFrame, spec: StudySpec) -> dict[str, Any]:
+def _grid_figures(where: list[dict[str, Any]], spec: StudySpec) -> dict[str, Any]:
     """The figures drawn over the grid: where in-context learning and TD emerge, the ladder, the discount."""
     title, figs = spec.name, {}
     if (diagram := phase.phase_diagram(where, spec, title)) is not None:
