@@ -16,10 +16,11 @@ from ictd_interp.training.batch_recipe import BatchRecipe, batch_refusal
 from ictd_interp.training.streams import open_stream
 
 SAMPLERS = ("host", "device")
+SMALL = {"tasks_per_batch": 8, "windows_per_task": 4, "context_len": 12}  # every batch here: 8 tasks, 5 windows
 
 
 def stream(sampler: str, **settings):
-    settings = {"tasks_per_batch": 8, "windows_per_task": 4, "context_len": 12, **settings}
+    settings = {**SMALL, **settings}
     config = TrainConfig.from_preset("quick", sampler=sampler, **settings)
     return config, open_stream(config, torch.Generator().manual_seed(config.seed), torch.float64)
 
@@ -108,7 +109,7 @@ def test_in_a_device_stack_each_run_draws_from_its_own_pool_or_none():
     chains, none shared with the other), the other's all fresh."""
     from ictd_interp.training.device_stream import DeviceBatches
 
-    settings = {"tasks_per_batch": 8, "windows_per_task": 4, "context_len": 12, "sampler": "device"}
+    settings = {**SMALL, "sampler": "device"}
     configs = [TrainConfig.from_preset("quick", seed=s, task_pool=p, **settings) for s, p in ((0, 3), (1, 0), (2, 3))]
     stack = DeviceBatches(configs, torch.float64)
     runs: list[list[set]] = [[], [], []]
