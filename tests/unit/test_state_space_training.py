@@ -76,3 +76,24 @@ def test_the_learning_rate_schedule_by_hand():
     assert config.lr_at(3) == pytest.approx(0.5 * (1 + math.cos(math.pi * 3 / 10)))
     assert config.lr_at(9) == pytest.approx(0.5 * (1 + math.cos(math.pi * 9 / 10)))
     assert TrainConfig.from_preset("quick").lr_at(700) == 1e-2  # constant, no warm-up: the preset's own number
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_a_state_space_run_is_evaluated_as_the_positional_forward_reads_it(tied):
+    """The training-time metrics of a state-space run (``EvalSet.state_space``) equal the positional forward's:
+    the error and each layer's kernel diagonality (per-layer weights: each layer its own kernel), float64."""
+    from ictd_interp.training.evaluation import EvalSet, evaluate
+
+    config = TrainConfig.from_preset(
+        "deep", n_layers=3, tied=tied, dtype="float64", n_eval_tasks=12, init_scale=0.5, seed=4
+    )
+    model = build_model(config.model)
+    by_counts = EvalSet.build(config)
+    positional = replace(by_counts, state_space=False)
+    assert by_counts.state_space and by_counts.theta_star_msve == pytest.approx(positional.theta_star_msve, rel=1e-12)
+    a, b = evaluate(model, by_counts), evaluate(model, positional)
+    assert a.eval_msve == pytest.approx(b.eval_msve, rel=1e-12)
+    diag_a, diag_b = (torch.tensor(m.kernel_diagonality_heads, dtype=torch.float64) for m in (a, b))
+    assert diag_a.shape == diag_b.shape == (3, 1) and float((diag_a - diag_b).abs().max()) <= 1e-12
+    layers = [row[0] for row in a.kernel_diagonality_heads]
+    assert (len(set(layers)) == 1) == tied  # a tied model's layers share one kernel; random per-layer ones do not
