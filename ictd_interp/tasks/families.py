@@ -29,6 +29,24 @@ def sparse_random(dist: TaskDistribution, n_tasks: int, generator: torch.Generat
     return random_mrps(n_tasks, dist.n_states, dist.gamma, density=0.2, generator=generator)
 
 
+MIXED = ("boyan", "loop", "random", "random-sparse")  # the families a mixture draws from, in the order it draws them
+
+
+def mixture(dist: TaskDistribution, n_tasks: int, generator: torch.Generator) -> MRP:
+    """Each task's MRP from one of ``MIXED``'s families, picked uniformly and independently per task: the picks are
+    drawn first, then each family's MRPs for the tasks that picked it, in ``MIXED``'s order."""
+    picks = torch.randint(len(MIXED), (n_tasks,), generator=generator)
+    s = dist.n_states
+    P, r = torch.empty(n_tasks, s, s, dtype=torch.float64), torch.empty(n_tasks, s, dtype=torch.float64)
+    mu0 = torch.empty_like(r)
+    for k, name in enumerate(MIXED):
+        where = (picks == k).nonzero().flatten()
+        if len(where):
+            made = load(FAMILIES[name].make)(dist, len(where), generator)
+            P[where], r[where], mu0[where] = made.P.double(), made.r.double(), made.mu0.double().expand(len(where), s)
+    return MRP.generated(P, r, mu0, dist.gamma)
+
+
 def random_mdp(dist: TaskDistribution, n_tasks: int, generator: torch.Generator) -> MDP:
     return random_mdps(n_tasks, dist.n_states, dist.n_actions, dist.gamma, generator=generator)
 

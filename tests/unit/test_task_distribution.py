@@ -26,6 +26,32 @@ def test_loop_family_draws_loop_mrps():
     assert not torch.equal(tasks.mrp.P, boyan_chains(4, 6, 0.9, torch.Generator().manual_seed(0)).P)
 
 
+def test_a_mixture_task_is_its_picked_familys_draw():
+    """The picks first, then each family's MRPs for its tasks in ``MIXED``'s order, from one generator: rebuilt by
+    hand; over 4,000 tasks each family's share is 1/4 within four standard errors."""
+    from ictd_interp.tasks.families import MIXED, mixture
+    from ictd_interp.tasks.sources import random_mrps
+
+    dist = TaskDistribution(family="mixture", n_states=6, d_features=3, context_len=9, gamma=0.8)
+    mrp = mixture(dist, 40, torch.Generator().manual_seed(5))
+    gen = torch.Generator().manual_seed(5)
+    picks = torch.randint(4, (40,), generator=gen)
+    makers = [
+        lambda k: boyan_chains(k, 6, 0.8, gen),
+        lambda k: loop_mrps(k, 6, 0.8, generator=gen),
+        lambda k: random_mrps(k, 6, 0.8, generator=gen),
+        lambda k: random_mrps(k, 6, 0.8, density=0.2, generator=gen),
+    ]
+    assert MIXED == ("boyan", "loop", "random", "random-sparse") and mrp.gamma == 0.8
+    for k, make in enumerate(makers):
+        where = (picks == k).nonzero().flatten()
+        assert len(where) > 0
+        expected = make(len(where))
+        assert torch.equal(mrp.P[where], expected.P) and torch.equal(mrp.r[where], expected.r)
+    dense = (sample_from(dist, 4000, seed=1).mrp.P > 0).all(-1).all(-1)  # only the dense family has every edge
+    assert abs(dense.float().mean().item() - 0.25) < 4 * (0.25 * 0.75 / 4000) ** 0.5
+
+
 @pytest.mark.parametrize(
     "kwargs,message",
     [
