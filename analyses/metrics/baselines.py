@@ -40,7 +40,8 @@ from jaxtyping import Float
 from torch import Tensor
 
 from ictd_interp.analyses.metrics.intervals import Interval, Paired, paired, t_interval
-from ictd_interp.reference.td import same_state_kernel, softmax_td
+from ictd_interp.models.stylised.state_space import state_space_forward, transition_counts
+from ictd_interp.reference.td import same_state_kernel
 from ictd_interp.tasks.sampling import TaskBatch
 
 NAMES = ("constant", "tabular_mc", "first_visit_mc", "tabular_td", "lstd", "lstd_bias", "best_softmax_td")
@@ -148,9 +149,19 @@ def _lstd(x: Float[Tensor, "batch pos feature"], tasks: TaskBatch, gamma: float)
 
 
 def softmax_td_values(tasks: TaskBatch, gamma: float, depth: int, alpha: float, beta: float) -> Tensor:
-    """Softmax TD with step ``alpha`` and kernel ``softmax(beta <x, x'>)`` after ``depth`` steps
-    (``beta > 0``: the features are scaled by ``sqrt(beta)``)."""
-    return softmax_td(math.sqrt(beta) * tasks.x.double(), tasks.rewards.double(), gamma, depth, alpha)[:, -1]
+    """Softmax TD with step ``alpha`` and kernel ``softmax(beta <x, x'>)`` after ``depth`` steps, computed on the
+    context's transition counts: a layer of the state-space forward with ``A_ff = beta I`` and the update ``alpha
+    (r + gamma v(S') - v(S))`` (``models/stylised/state_space.py``), ``s^2`` work per task and step whatever ``n``;
+    the positional iteration ``reference.td.softmax_td`` on features scaled by ``sqrt(beta)`` to 1e-12 (tested)."""
+    d = tasks.features.shape[-1]
+    A_ff = (beta * torch.eye(d, dtype=torch.float64)).view(1, 1, d, d)
+    w = torch.zeros(1, 1, d + 3, dtype=torch.float64)
+    w[..., d], w[..., d + 1], w[..., d + 2] = alpha, alpha, -alpha  # on (reward, gamma v(S'), v(S))
+    states = tasks.states.cpu()
+    counts = transition_counts(states, tasks.mrp.n_states).unsqueeze(1)
+    features, r = tasks.features.double().cpu(), tasks.mrp.r.double().cpu()
+    values = state_space_forward(A_ff, w, features, r, counts, gamma, depth)[:, 0]
+    return torch.gather(values, 1, states)
 
 
 def best_softmax_td(tasks: TaskBatch, gamma: float, depth: int) -> dict[str, Any]:

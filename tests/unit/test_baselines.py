@@ -69,6 +69,22 @@ def test_best_softmax_td_is_no_worse_than_theta_star_and_matches_its_values():
     assert best["msve"] <= float((theta_star - tasks.v_true).pow(2).mean()) + 1e-12
 
 
+@pytest.mark.parametrize("alpha,beta", [(1.0, 1.0), (0.3, 8.0), (2.5, 0.125)])
+def test_softmax_td_on_counts_equals_the_positional_iteration(alpha, beta):
+    """``softmax_td_values`` runs on transition counts; the positional iteration of ``reference.td`` on features
+    scaled by sqrt(beta) gives the same values to 1e-12, on the hand task (state 2 is only the query: never a
+    source) and on loop chains."""
+    from ictd_interp.config.tasks import TaskDistribution
+    from ictd_interp.reference.td import softmax_td
+    from ictd_interp.tasks.sampling import sample_from
+
+    loops = sample_from(TaskDistribution(family="loop", n_states=6, d_features=3, context_len=25), 8, seed=1)
+    for tasks, gamma in ((hand_tasks(), GAMMA), (loops, 0.9)):
+        fast = baselines.softmax_td_values(tasks, gamma, 9, alpha, beta)
+        slow = softmax_td(math.sqrt(beta) * tasks.x.double(), tasks.rewards.double(), gamma, 9, alpha)[:, -1]
+        assert fast.shape == slow.shape and float((fast - slow).abs().max()) <= 1e-12 * float(slow.abs().max())
+
+
 def test_msve_splits_into_level_and_shape():
     tasks = hand_tasks()
     values = tasks.v_true + torch.tensor([[1.0, 1.0, 1.0, 1.0]]) + torch.tensor([[0.5, -0.5, 0.5, -0.5]])
