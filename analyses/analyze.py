@@ -12,6 +12,7 @@ draws every figure from those saved numbers (PNG and SVG) and writes ``summary.m
 from __future__ import annotations
 
 import pkgutil
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import import_module
@@ -92,6 +93,8 @@ def resolve(path: Union[str, Path]) -> Resolved:
         ckpt = path / "final" if (path / "final").exists() else latest_checkpoint(path)
         if ckpt is None:
             raise CheckpointError(f"{path}: run directory without any checkpoint yet")
+        if ckpt.name != "final":  # a run still training (or stopped): say which weights are read
+            warnings.warn(f"{path}: training not finished; reading its latest checkpoint, {ckpt.name}", stacklevel=2)
         return Resolved(load_checkpoint(ckpt).model, load_run_config(path), path, {})
     if not (path / CONFIG).exists() and not path.is_file():
         raise CheckpointError(

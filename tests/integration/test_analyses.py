@@ -1,4 +1,5 @@
 import json
+import warnings
 
 import pytest
 
@@ -78,6 +79,20 @@ def test_analyze_bad_paths(tmp_path):
     (tmp_path / "folder").mkdir()
     with pytest.raises(CheckpointError, match="neither a run directory"):
         analyze(tmp_path / "folder", tmp_path / "out")
+
+
+def test_a_run_not_finished_is_read_at_its_latest_checkpoint_and_says_so(tmp_path):
+    import shutil
+
+    from ictd_interp.analyses.analyze import resolve
+
+    _short_run(tmp_path / "run")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        resolve(tmp_path / "run")  # finished: its final weights, no word
+    shutil.rmtree(tmp_path / "run" / "final")
+    with pytest.warns(UserWarning, match=r"training not finished; reading its latest checkpoint, step_0*4"):
+        resolve(tmp_path / "run")
 
 
 def test_dynamics_over_checkpoints(tmp_path):
