@@ -21,8 +21,9 @@ from ictd_interp.tasks.sampling import TaskBatch, sample_from
 @dataclass
 class EvalSet:
     """Evaluation tasks seeded apart from training, and theta*'s error on them as the yardstick. ``state_space``:
-    a run trained through the state-space forward is evaluated through it too (float64, its cost independent of
-    ``n``: at n = 300 and 192 layers the positional forward took 48 s an evaluation), others positionally."""
+    a run trained through the state-space forward on the CPU is evaluated through it too (float64 on the CPU, its
+    cost independent of ``n``: at n = 300 and 192 layers the positional forward took 48 s an evaluation); others,
+    and runs on an accelerator, where the positional forward runs on the device, positionally."""
 
     tasks: TaskBatch
     theta_star_msve: float
@@ -32,7 +33,7 @@ class EvalSet:
     def build(cls, config) -> "EvalSet":
         tasks = sample_from(config.tasks, config.n_eval_tasks, seed=config.eval_seed)
         star = HookedICTDTransformer.from_theta_star(config.model).to(config.device)
-        state_space = config.forward == "state-space"
+        state_space = config.forward == "state-space" and torch.device(config.device).type == "cpu"
         return cls(tasks, msve(star, tasks, state_space), state_space)
 
 
