@@ -100,7 +100,9 @@ for _entry in (
     Family("loop", "the predecessor's ring with random extra edges", f"{_TASKS}:loop"),
     Family("random", "dense random ergodic chains", f"{_TASKS}:dense_random"),
     Family("random-sparse", "random ergodic chains, 20% of edges", f"{_TASKS}:sparse_random"),
-    Family("mixture", "each task from boyan, loop, random or random-sparse, uniformly", f"{_TASKS}:mixture", min_states=2),
+    Family(
+        "mixture", "each task from boyan, loop, random or random-sparse, uniformly", f"{_TASKS}:mixture", min_states=2
+    ),
     Family("mdp-random", "random two-action MDPs, as their state-action chain", f"{_TASKS}:random_mdp", True),
     Family("mdp-chain", "two-action chains, as their state-action chain", f"{_TASKS}:chain_mdp", True),
     Objective("td", "semi-gradient TD; SARSA on a control family", f"{_LOSSES}:td_loss"),
