@@ -54,9 +54,21 @@ def query_gap(mine: Float[Tensor, "batch"], ref: Float[Tensor, "batch"], tasks: 
     }
 
 
+GRAD_BYTES = 2**30  # the most the autograd graph of one ``query_sensitivity`` chunk may hold
+
+
 def query_sensitivity(model: HookedICTDTransformer, prompt: Tensor) -> Float[Tensor, "batch d_feat"]:
-    """``d v^(query) / d x(S_n)``: how the prediction moves with the query state's features."""
-    prompt = prompt.detach().clone().requires_grad_(True)
+    """``d v^(query) / d x(S_n)``: how the prediction moves with the query state's features. The graph keeps every
+    layer's attention pattern (about three tensors of ``[batch, head, pos, pos]`` a layer), so the tasks go through
+    in chunks that fit ``GRAD_BYTES`` (192 layers, 256 tasks at n = 300 held 22 GB at once); each task's gradient is
+    its own, so chunks change nothing but rounding."""
+    per_task = 3 * model.cfg.n_layers * model.cfg.n_heads * prompt.shape[1] ** 2 * prompt.element_size()
+    chunks = prompt.detach().split(max(1, GRAD_BYTES // per_task))
+    return torch.cat([_sensitivity(model, chunk) for chunk in chunks])
+
+
+def _sensitivity(model: HookedICTDTransformer, prompt: Tensor) -> Float[Tensor, "batch d_feat"]:
+    prompt = prompt.clone().requires_grad_(True)
     with torch.enable_grad():
         model(prompt)[:, -1].sum().backward()
     return prompt.grad[:, -1, model.layout.features]

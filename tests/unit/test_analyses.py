@@ -70,6 +70,24 @@ def test_activation_cosines_in_chunks_equal_the_one_pass_cosines(monkeypatch):
     assert any(abs(first[k] - whole[k]) > 1e-6 for k in whole)
 
 
+def test_query_sensitivity_in_chunks_equals_one_pass(monkeypatch):
+    """A graph too large for ``GRAD_BYTES`` goes through in chunks of tasks: the same gradients (float64, 1e-12) in
+    the same task order, on a perturbed model whose tasks' gradients differ."""
+    from ictd_interp.analyses.metrics import probes
+
+    model, tasks = make_star(n_layers=2, dtype="float64"), make_tasks(n_tasks=5, n=8)
+    with torch.no_grad():
+        for block in model.blocks:
+            block.attn.A.add_(0.3 * torch.randn(block.attn.A.shape, generator=torch.Generator().manual_seed(1)))
+    prompt = tasks.prompt.double()
+    whole = probes.query_sensitivity(model, prompt)
+    monkeypatch.setattr(probes, "GRAD_BYTES", 1)  # one task a chunk
+    chunked = probes.query_sensitivity(model, prompt)
+    assert chunked.shape == whole.shape == (5, model.cfg.d_features)
+    assert float((chunked - whole).abs().max()) <= 1e-12 * float(whole.abs().max())
+    assert float((whole[1:] - whole[:-1]).abs().max()) > 1e-3  # the tasks' rows differ: an order mix-up would show
+
+
 def test_unidentifiable_entries_are_not_scored_and_do_not_change_the_output():
     model = make_star(n_layers=2)
     tasks = make_tasks()
