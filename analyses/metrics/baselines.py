@@ -40,7 +40,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from ictd_interp.analyses.metrics.intervals import Interval, Paired, paired, t_interval
-from ictd_interp.models.stylised.state_space import state_space_forward, transition_counts
+from ictd_interp.models.stylised.state_space import state_values_on_tasks
 from ictd_interp.reference.td import same_state_kernel
 from ictd_interp.tasks.sampling import TaskBatch
 
@@ -157,11 +157,7 @@ def softmax_td_values(tasks: TaskBatch, gamma: float, depth: int, alpha: float, 
     A_ff = (beta * torch.eye(d, dtype=torch.float64)).view(1, 1, d, d)
     w = torch.zeros(1, 1, d + 3, dtype=torch.float64)
     w[..., d], w[..., d + 1], w[..., d + 2] = alpha, alpha, -alpha  # on (reward, gamma v(S'), v(S))
-    states = tasks.states.cpu()
-    counts = transition_counts(states, tasks.mrp.n_states).unsqueeze(1)
-    features, r = tasks.features.double().cpu(), tasks.mrp.r.double().cpu()
-    values = state_space_forward(A_ff, w, features, r, counts, gamma, depth)[:, 0]
-    return torch.gather(values, 1, states)
+    return torch.gather(state_values_on_tasks(A_ff, w, tasks, gamma, depth), 1, tasks.states.cpu())
 
 
 def best_softmax_td(tasks: TaskBatch, gamma: float, depth: int) -> dict[str, Any]:

@@ -62,7 +62,7 @@ def query_sensitivity(model: HookedICTDTransformer, prompt: Tensor) -> Float[Ten
     layer's attention pattern (about three tensors of ``[batch, head, pos, pos]`` a layer), so the tasks go through
     in chunks that fit ``GRAD_BYTES`` (192 layers, 256 tasks at n = 300 held 22 GB at once); each task's gradient is
     its own, so chunks change nothing but rounding."""
-    per_task = 3 * model.cfg.n_layers * model.cfg.n_heads * prompt.shape[1] ** 2 * prompt.element_size()
+    per_task = 3 * model.cfg.n_layers * model.cfg.n_heads * prompt.shape[1] ** 2 * model.blocks[0].attn.A.element_size()
     chunks = prompt.detach().split(max(1, GRAD_BYTES // per_task))
     return torch.cat([_sensitivity(model, chunk) for chunk in chunks])
 

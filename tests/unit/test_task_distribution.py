@@ -48,6 +48,7 @@ def test_a_mixture_task_is_its_picked_familys_draw():
         assert len(where) > 0
         expected = make(len(where))
         assert torch.equal(mrp.P[where], expected.P) and torch.equal(mrp.r[where], expected.r)
+        assert torch.equal(mrp.mu0[where], expected.mu0.expand(len(where), -1))
     dense = (sample_from(dist, 4000, seed=1).mrp.P > 0).all(-1).all(-1)  # only the dense family has every edge
     assert abs(dense.float().mean().item() - 0.25) < 4 * (0.25 * 0.75 / 4000) ** 0.5
 

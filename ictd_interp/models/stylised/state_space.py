@@ -132,6 +132,22 @@ def state_space_forward(
     return v
 
 
+def state_values_on_tasks(
+    A_ff: Float[Tensor, "#task unique d_feat d_feat"],
+    w: Float[Tensor, "#task unique d_model"],
+    tasks,
+    gamma: float,
+    depth: int,
+    on_layer: Optional[Callable[[int, Tensor], None]] = None,
+) -> Float[Tensor, "task state"]:
+    """``state_space_forward`` on a ``TaskBatch``'s own contexts (its trajectories' transition counts), float64 on
+    the CPU: each task's state values after ``depth`` layers."""
+    states = tasks.states.cpu()
+    counts = transition_counts(states, tasks.mrp.n_states).unsqueeze(1)
+    features, rewards = tasks.features.double().cpu(), tasks.mrp.r.double().cpu()
+    return state_space_forward(A_ff, w, features, rewards, counts, gamma, depth, on_layer=on_layer)[:, 0]
+
+
 def window_query_values(model, space, depth: int) -> Float[Tensor, "task window"]:
     """The query prediction of every training window (``StateSpaceWindows``) after ``depth`` layers, differentiable
     in the model's free entries (the feature block of ``A``, the current row of ``V``): the positional fast path's
@@ -176,7 +192,6 @@ def positional_state_values(model, tasks, depth: int, every_layer: bool = False)
     hooks = state_space_hooks(model, tasks, depth)
     A, w = model_weights(model)
     states = tasks.states.cpu()
-    counts = transition_counts(states, tasks.mrp.n_states).unsqueeze(1)
     layers: list[Tensor] = []
 
     def gathered(layer: int, v: Tensor) -> None:  # per position after each layer: for hooks and every_layer only
@@ -188,19 +203,11 @@ def positional_state_values(model, tasks, depth: int, every_layer: bool = False)
 
     if hooks is not None:
         hooks.start()
-    v = state_space_forward(
-        A,
-        w,
-        tasks.features.double().cpu(),
-        tasks.mrp.r.double().cpu(),
-        counts,
-        model.cfg.gamma,
-        depth,
-        on_layer=None if hooks is None and not every_layer else gathered,
-    )
+    on_layer = None if hooks is None and not every_layer else gathered
+    v = state_values_on_tasks(A, w, tasks, model.cfg.gamma, depth, on_layer)
     if every_layer:
         return torch.stack(layers) if layers else torch.zeros(0, *states.shape, dtype=torch.float64)
-    return torch.gather(v[:, 0], 1, states)  # depth 0: v_0 = 0
+    return torch.gather(v, 1, states)  # depth 0: v_0 = 0
 
 
 def _check_tasks(d_features: int, tasks) -> None:
