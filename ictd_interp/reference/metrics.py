@@ -118,7 +118,11 @@ def kernel_diagonality(
     grouped = grouped_kernel(pattern, states, n_states)
     self_mass = torch.gather(grouped, 2, states.unsqueeze(-1)).squeeze(-1)
     per_state = torch.zeros(states.shape[0], n_states, dtype=pattern.dtype, device=pattern.device)
-    per_state.scatter_(1, states, self_mass)
+    return visited_mean(per_state.scatter_(1, states, self_mass), states)
+
+
+def visited_mean(per_state: Float[Tensor, "batch state"], states: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch"]:
+    """The mean of ``per_state`` over the states visited at any position of each task (each state once)."""
     visited = torch.zeros_like(per_state).scatter_(1, states, 1.0)
     return (per_state * visited).sum(-1) / visited.sum(-1)
 

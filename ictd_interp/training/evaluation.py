@@ -14,7 +14,13 @@ from ictd_interp.models.registry import ICTDModel, holds_theta_star
 from ictd_interp.models.stylised.model import HookedICTDTransformer
 from ictd_interp.models.stylised.state_space import grouped_kernel, model_weights, transition_counts
 from ictd_interp.models.stylised.theta_star import SIGNATURE_INPUTS
-from ictd_interp.reference.metrics import layer_diagonality, value_signature, weight_cosines, weight_distances
+from ictd_interp.reference.metrics import (
+    layer_diagonality,
+    value_signature,
+    visited_mean,
+    weight_cosines,
+    weight_distances,
+)
 from ictd_interp.tasks.sampling import TaskBatch, sample_from
 
 
@@ -102,11 +108,10 @@ def state_space_diagonality(model: HookedICTDTransformer, tasks: TaskBatch) -> F
     A, _ = model_weights(model)  # [1, unique, d_feat, d_feat]
     states = tasks.states.cpu()
     c = transition_counts(states, tasks.mrp.n_states).sum(-1)  # [task, state]: sources in each state
-    visited = torch.zeros_like(c).scatter_(1, states, 1.0)
     per_unique = []
     for u in range(A.shape[1]):
         self_mass = grouped_kernel(A[:, u], tasks.features.double().cpu(), c).diagonal(dim1=-2, dim2=-1) * c
-        per_unique.append(((self_mass * visited).sum(-1) / visited.sum(-1)).mean())
+        per_unique.append(visited_mean(self_mass, states).mean())
     layers = [per_unique[min(layer, len(per_unique) - 1)] for layer in range(model.cfg.n_layers)]
     return torch.stack(layers).view(model.cfg.n_layers, 1)
 
