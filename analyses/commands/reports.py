@@ -49,6 +49,14 @@ def methods_benchmark(args: argparse.Namespace) -> int:
     return 0
 
 
+def population_name(split, population: list) -> str:
+    """What the report and its figure call the checkpoints scored: the built-in population trained from the public
+    seeds or from the key's, or studies the user gave (``--population``), whichever split was named."""
+    if population:
+        return "given"
+    return "public" if split.key is None else "sealed"
+
+
 def checkpoint_track(args: argparse.Namespace, split) -> int:
     """``methods-benchmark --track checkpoints``: the planted track's method flags do not apply and are refused."""
     from ictd_interp.analyses.methods_benchmark.checkpoints.report import write_report
@@ -62,6 +70,6 @@ def checkpoint_track(args: argparse.Namespace, split) -> int:
     records = run_track(
         args.out, split, args.population, workers=args.workers, address=args.address, force=args.force, seeds=args.seeds
     )
-    path = write_report(records, Path(args.out), "public" if split.key is None else "sealed")
+    path = write_report(records, Path(args.out), population_name(split, args.population))
     print(f"{path}: {len(records)} checkpoints of {len({r['run'] for r in records})} runs")
     return 0

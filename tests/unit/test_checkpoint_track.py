@@ -144,3 +144,13 @@ def test_the_answer_says_what_the_weights_say_and_which_readings_cannot_tell():
     assert "the layer's limit at 36.4× CE's error at n = 400: **does not read as TD**" in readings_sentence([far])
     assert "signature (+, +, −) held: **reads as TD** (AUROC unmeasured)" in text
     assert text.endswith("Cannot tell the two apart: cos_V (AUROC 0.42 [0.30, 0.58]).")
+
+
+def test_a_given_population_is_not_called_public_or_sealed():
+    """The report's and figure's title: ``--population`` studies are "given", whichever split; else the split's."""
+    from ictd_interp.analyses.commands.reports import population_name
+    from ictd_interp.analyses.methods_benchmark.sealed import PUBLIC, Split
+
+    keyed = Split("private", b"k" * 32)
+    assert population_name(PUBLIC, []) == "public" and population_name(keyed, []) == "sealed"
+    assert population_name(PUBLIC, ["runs/a"]) == "given" and population_name(keyed, ["runs/a"]) == "given"
