@@ -51,6 +51,7 @@ from ictd_interp.analyses.methods_benchmark.planting import (
     split_td_head,
 )
 from ictd_interp.analyses.methods_benchmark.sealed import SEALED
+from ictd_interp.analyses.metrics.interchange import row_swapped
 from ictd_interp.analyses.metrics.site_probes import residual_stack
 from ictd_interp.config import ICTDConfig
 from ictd_interp.config.standard import StandardConfig
@@ -286,23 +287,8 @@ def variable_values(case: Case, tasks: TaskBatch) -> dict[str, Float[Tensor, "si
 VARIABLE_ROWS = {"reward": "reward", "value": "current"}  # each variable's row of the unrotated prompt layout
 
 
-def source_prompts(tasks: TaskBatch) -> Float[Tensor, "batch pos d_prompt"]:
-    """The source of each interchange pair: the next task's prompt (task ``b`` takes ``b + 1``'s variable)."""
-    return tasks.prompt.roll(-1, dims=0)
-
-
-@torch.no_grad()
 def counterfactual_labels(case: Case, tasks: TaskBatch, variable: str, site: str) -> Float[Tensor, "batch"]:
     """The query prediction when ``variable`` at ``site`` takes its value from the source prompt, everything
     else the base prompt's: computed on the unrotated θ* circuit (``case.reference``), where the variable is
     one row of the residual stream."""
-    row = getattr(case.reference.layout, VARIABLE_ROWS[variable])
-    _, cache = case.reference.run_with_cache(source_prompts(tasks), names_filter=site)
-    source = cache[site][..., row]
-
-    def swap(resid: Tensor, hook) -> Tensor:
-        resid = resid.clone()
-        resid[..., row] = source
-        return resid
-
-    return case.reference.run_with_hooks(tasks.prompt, fwd_hooks=[(site, swap)])[:, -1]
+    return row_swapped(case.reference, tasks, getattr(case.reference.layout, VARIABLE_ROWS[variable]), site)

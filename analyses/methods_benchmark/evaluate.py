@@ -18,7 +18,6 @@ per-site MCC (``per_site``).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
@@ -29,7 +28,6 @@ from ictd_interp.analyses.methods_benchmark.cases import (
     counterfactual_labels,
     feature_values,
     residual_sites,
-    source_prompts,
     variable_values,
 )
 from ictd_interp.analyses.methods_benchmark.faithfulness import size_scores
@@ -56,6 +54,7 @@ from ictd_interp.analyses.methods_benchmark.scores import (
     roc_curve,
 )
 from ictd_interp.analyses.metrics.draws import case_seed
+from ictd_interp.analyses.metrics.interchange import Move, move_accuracies, swap_move
 from ictd_interp.analyses.metrics.site_probes import residual_stack
 
 
@@ -180,15 +179,6 @@ def _r2(readout: torch.Tensor, target: torch.Tensor) -> float:
     return float((x @ y) ** 2 / (x.pow(2).sum() * y.pow(2).sum()))
 
 
-Move = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (base, source) residuals -> the base's new one
-
-
-def swap_move(direction: torch.Tensor) -> Move:
-    """The interchange: the base's component along ``direction`` replaced by the source's."""
-    u = direction.double() / direction.double().norm()
-    return lambda base, source: base + (source @ u - base @ u)[..., None] * u
-
-
 def placebo_move(direction: torch.Tensor, seed: int) -> Optional[Move]:
     """TransformerLens's control for ``swap_move(direction)``: its ``NormMatchedPlacebo`` moves every position
     exactly as far as the swap moves it, but inside a random direction (``random_basis``, seeded): what
@@ -201,23 +191,11 @@ def placebo_move(direction: torch.Tensor, seed: int) -> Optional[Move]:
     return NormMatchedPlacebo(SubspaceInterchange(u[:, None]), random_basis(u.shape[0], 1, seed).double())
 
 
-@torch.no_grad()
 def interchange_accuracies(case: Case, variable: str, site: str, moves: dict[str, Move]) -> dict[str, float]:
-    """Each move's ``1 − MSE / Var`` on held-out pairs: the planted model's prediction with the residual at
-    ``site`` replaced by ``move(base, source)`` (the base prompt's and the next task's, ``[batch, pos,
-    d_model]``), against the causal model's counterfactual (``counterfactual_labels``); the labels and the
-    source residual computed once for all the moves."""
-    tasks = case.held_out
-    labels = counterfactual_labels(case, tasks, variable, site)
-    _, cache = case.model.run_with_cache(source_prompts(tasks), names_filter=site)
-    source = cache[site]
-    out = {}
-    for name, move in moves.items():
-        pred = case.model.run_with_hooks(
-            tasks.prompt, fwd_hooks=[(site, lambda resid, hook, move=move: move(resid, source))]
-        )
-        out[name] = 1.0 - float((pred[:, -1] - labels).pow(2).mean() / labels.var(unbiased=False))
-    return out
+    """Each move's IIA on held-out pairs (``interchange.move_accuracies``): the planted model's prediction with the
+    residual at ``site`` moved, against the causal model's counterfactual (``counterfactual_labels``)."""
+    labels = counterfactual_labels(case, case.held_out, variable, site)
+    return move_accuracies(case.model, case.held_out, site, labels, moves)
 
 
 def interchange_r2(case: Case, variable: str, site: str, direction: torch.Tensor) -> float:

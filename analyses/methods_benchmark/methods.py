@@ -51,11 +51,12 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from ictd_interp.analyses.methods_benchmark.cases import Case, Problem, residual_sites, source_prompts
+from ictd_interp.analyses.methods_benchmark.cases import Case, Problem, residual_sites
 from ictd_interp.analyses.methods_benchmark.graph import Edge, build_graph, run_graph
 from ictd_interp.analyses.methods_benchmark.mask_selection import STEPS as PRUNE_STEPS
 from ictd_interp.analyses.methods_benchmark.mask_selection import prune_edges
 from ictd_interp.analyses.methods_benchmark.weight_reader import unit_directions, weight_scores
+from ictd_interp.analyses.metrics import interchange
 from ictd_interp.analyses.metrics.draws import case_seed
 from ictd_interp.analyses.metrics.site_probes import fit_probes, residual_stack
 
@@ -319,56 +320,17 @@ def random_dictionary(case: Problem) -> FeatureOutput:
     return out
 
 
-DAS_STEPS, DAS_LR, DAS_RESTARTS = 400, 0.05, 3
-
-
-def pyvene_component(site: str) -> str:
-    """A hook name as pyvene's component string: ``blocks.1.hook_resid_post`` → ``blocks[1].hook_resid_post.output``."""
-    head, _, rest = site.partition(".")
-    layer, _, hook = rest.partition(".")
-    return f"{head}[{layer}].{hook}.output" if hook else f"{site}.output"
-
-
-def _das_at(case: Problem, site: str, seed: int) -> tuple[float, Tensor]:
-    """One DAS run from a seeded random rotation: (final training loss, the learned axis)."""
-    import pyvene
-
-    base, source = case.fit.prompt, source_prompts(case.fit)
-    labels = case.fit_counterfactuals[("value", site)]
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
-        inter = pyvene.LowRankRotatedSpaceIntervention(embed_dim=case.model.cfg.d_model, low_rank_dimension=1).to(
-            torch.float64
-        )
-    model = pyvene.IntervenableModel(
-        {"component": pyvene_component(site), "intervention": lambda b, s=None: inter(b, s)}, model=case.model
-    )
-    model.disable_model_gradients()
-    opt = torch.optim.Adam(inter.parameters(), lr=DAS_LR)
-    for _ in range(DAS_STEPS):
-        _, intervened = model(base={"prompt": base}, sources=[{"prompt": source}])
-        loss = (intervened[:, -1] - labels).pow(2).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    return float(loss.detach()), inter.rotate_layer.weight[:, 0].detach().clone()
-
-
 def das(case: Problem) -> DirectionOutput:
-    """Distributed alignment search (Geiger et al. 2024) through pyvene: a one-dimensional
-    ``LowRankRotatedSpaceIntervention`` at each site, trained so that interchanging the rotated coordinate
-    between base and source prompts (each fit task with the next) gives the counterfactual predictions of the
-    causal model (the value variable swapped, ``cases.counterfactual_labels``). ``DAS_RESTARTS`` random
-    initialisations, the one with the lowest training loss kept (single runs stall in local minima on about a
-    third of the seeds here); its learned axis is the direction found."""
-    out, trainable = DirectionOutput(), [p.requires_grad for p in case.model.parameters()]
-    try:
-        for site in case.variable_sites["value"]:
-            runs_ = [_das_at(case, site, case_seed(case.seed, k)) for k in range(DAS_RESTARTS)]
-            out.directions[("value", site)] = min(runs_, key=lambda r: r[0])[1]
-    finally:
-        for p, flag in zip(case.model.parameters(), trainable):
-            p.requires_grad_(flag)
+    """Distributed alignment search (Geiger et al. 2024) through pyvene (``interchange.fit_das``): a
+    one-dimensional ``LowRankRotatedSpaceIntervention`` at each site, trained so that interchanging the rotated
+    coordinate between base and source prompts (each fit task with the next) gives the counterfactual predictions
+    of the causal model (the value variable swapped, ``cases.counterfactual_labels``); ``DAS_RESTARTS`` random
+    initialisations, the one with the lowest training loss kept. Its learned axis is the direction found."""
+    out = DirectionOutput()
+    for site in case.variable_sites["value"]:
+        seeds = [case_seed(case.seed, k) for k in range(interchange.DAS_RESTARTS)]
+        labels = case.fit_counterfactuals[("value", site)]
+        out.directions[("value", site)] = interchange.fit_das(case.model, site, case.fit, labels, seeds)
     return out
 
 
@@ -392,7 +354,12 @@ for _method in (
     Method("random", EDGES, random_ranking, "a seeded random ranking (chance)"),
     Method("weight-reader", EDGES, weight_reader, "weights alone, never a forward: |writer × reader| × best path"),
     Method("linear-probe", DIRECTIONS, linear_probe, "least-squares probe per site"),
-    Method("das", DIRECTIONS, das, f"DAS through pyvene (1-D, {DAS_STEPS} Adam steps, best of {DAS_RESTARTS})"),
+    Method(
+        "das",
+        DIRECTIONS,
+        das,
+        f"DAS through pyvene (1-D, {interchange.DAS_STEPS} Adam steps, best of {interchange.DAS_RESTARTS})",
+    ),
     Method("pca", FEATURES, pca, "principal directions per site (the dense linear baseline)"),
     Method("weight-units", FEATURES, weight_units, "weights alone: each MLP unit's write direction as a latent"),
     Method(

@@ -31,12 +31,18 @@ The field's (what a researcher would run without this toolkit):
 * ``probe_td_error``: held-out R² of a linear probe for the TD error ``R + γ v(S') − v(S)`` of each context
   column at the last layer's output, fitted on other contexts (``site_probes``); rule: R² ≥ 0.5.
 * ``probe_next_value``: the same for ``v(S')``, the value TD bootstraps from (γ v(S') up to the known γ).
-
-Not here yet: DAS and activation patching for TD's variables (the planted track scores them on circuits).
+* ``patching_value``, ``das_value``: TD's value variable, causally (``interchange``). The high-level causal model
+  is θ* at the checkpoint's depth and discount (the paper's TD algorithm), its variable the value estimate of every
+  column after the middle layer (``CAUSAL_SITE``: ``resid_post`` of layer ``L // 2 − 1``; with it γ v(S′), the next
+  column's): θ*'s query prediction when that row takes the source prompt's values is the counterfactual. Activation
+  patching moves the checkpoint's own value row (where the architecture keeps the estimate) from the source run;
+  DAS moves a learned axis (``fit_das`` on the fit contexts, the better of ``DAS_SEEDS``' runs). Score: the move's
+  IIA on the held-out pairs; rule: IIA ≥ 0.9, the variable is found where the paper says.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,6 +57,7 @@ from ictd_interp.analyses.metrics.baselines import error_parts
 from ictd_interp.analyses.metrics.depth_limit import limit_spectrum
 from ictd_interp.analyses.metrics.diagonality import kernel_diagonality_mean
 from ictd_interp.analyses.metrics.in_context import DISCOUNT_BAND
+from ictd_interp.analyses.metrics.interchange import fit_das, move_accuracies, row_swapped, swap_move
 from ictd_interp.analyses.metrics.ladder import CE, CE_MARGIN, ESTIMATORS, LONGER
 from ictd_interp.analyses.metrics.site_probes import fit_probes, td_quantities
 from ictd_interp.models.hook_names import get_act_name
@@ -62,6 +69,8 @@ DISCOUNT_TOL = 0.02  # "tracks γ": the rule of the discount reading
 LIMIT_TOL = CE_MARGIN  # "its limit is CE": the ladder's own margin
 COSINE_RULE = 0.99
 PROBE_RULE = 0.5
+IIA_RULE = 0.9
+DAS_STEPS, DAS_SEEDS = 100, (0, 1)  # the track's DAS: two restarts of 100 Adam steps (a 1-D axis in d + 3 dims)
 CONTRACTS = 1e-3  # ρ at most 1 − 1e-3
 LONG = LONGER[-1]  # the depth limit's context length
 
@@ -161,6 +170,37 @@ def _last_site(model: HookedICTDTransformer, tasks: TaskBatch) -> Float[Tensor, 
     return cache[name][:, :-1].double().cpu().unsqueeze(0)
 
 
+def causal_site(model: HookedICTDTransformer) -> str:
+    """Where the causal readings look: the residual stream after the middle layer (``L // 2 − 1``, at least 0)."""
+    return get_act_name("resid_post", max(model.cfg.n_layers // 2 - 1, 0))
+
+
+def _causal_pair(model: HookedICTDTransformer) -> tuple[HookedICTDTransformer, HookedICTDTransformer, str, int]:
+    """A float64 CPU copy of ``model``, θ* at its config, the causal site and the value row (``current``)."""
+    copied = copy.deepcopy(model).to("cpu").to(torch.float64).eval()
+    star = HookedICTDTransformer.from_theta_star(copied.cfg).to(torch.float64).eval()
+    return copied, star, causal_site(copied), copied.layout.current
+
+
+def patching_value(model: HookedICTDTransformer, ctx: Contexts) -> float:
+    model, star, site, row = _causal_pair(model)
+
+    def patch(base: Tensor, source: Tensor) -> Tensor:
+        base = base.clone()
+        base[..., row] = source[..., row]
+        return base
+
+    labels = row_swapped(star, ctx.tasks, row, site)
+    return move_accuracies(model, ctx.tasks, site, labels, {"patch": patch})["patch"]
+
+
+def das_value(model: HookedICTDTransformer, ctx: Contexts) -> float:
+    model, star, site, row = _causal_pair(model)
+    axis = fit_das(model, site, ctx.fit, row_swapped(star, ctx.fit, row, site), DAS_SEEDS, DAS_STEPS)
+    labels = row_swapped(star, ctx.tasks, row, site)
+    return move_accuracies(model, ctx.tasks, site, labels, {"das": swap_move(axis)})["das"]
+
+
 READINGS = (
     Reading("cos_V", "card", f"cos(V, V*) >= {COSINE_RULE} at every layer", COSINE_RULE, cos_v),
     Reading("cos_A", "card", f"cos(A, A*) >= {COSINE_RULE} at every layer", COSINE_RULE, cos_a),
@@ -186,6 +226,14 @@ READINGS = (
     Reading(
         "probe_next_value", "field", f"v(S') probe R² >= {PROBE_RULE} at the last layer", PROBE_RULE, probe_next_value
     ),
+    Reading(
+        "patching_value",
+        "field",
+        f"patching the value row mid-network: IIA against θ*'s >= {IIA_RULE}",
+        IIA_RULE,
+        patching_value,
+    ),
+    Reading("das_value", "field", f"DAS for the value mid-network: IIA vs θ*'s >= {IIA_RULE}", IIA_RULE, das_value),
 )
 BY_NAME = {r.name: r for r in READINGS}
 

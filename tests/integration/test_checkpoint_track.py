@@ -4,12 +4,17 @@ read, the report written, a re-run recomputing nothing, and the planted track's 
 import json
 
 import pytest
+import torch
 
 from ictd_interp.analyses.methods_benchmark.checkpoints.population import LABELS, OBJECTIVES
-from ictd_interp.analyses.metrics.readings import READINGS
+from ictd_interp.analyses.metrics.readings import BY_NAME, READINGS, Contexts
 from ictd_interp.analyses.studies.cells import write_status
 from ictd_interp.analyses.studies.spec import load_spec
 from ictd_interp.cli import main
+from ictd_interp.config import ICTDConfig, TaskDistribution
+from ictd_interp.models.registry import build_model
+from ictd_interp.models.stylised.model import HookedICTDTransformer
+from ictd_interp.tasks.sampling import sample_from
 from ictd_interp.training.trainer import train
 from tests.support.study import spec
 
@@ -47,3 +52,18 @@ def test_the_track_labels_reads_reports_and_resumes(tmp_path, monkeypatch, capsy
     assert "--population: only --track checkpoints" in capsys.readouterr().err
     assert main([*command[:3], "--population", str(tmp_path / "none"), "--out", str(tmp_path / "o2")]) == 2
     assert f"{tmp_path / 'none'}: no finished runs" in capsys.readouterr().err
+
+
+def test_das_finds_theta_stars_value_row_and_leaves_a_checkpoint_as_it_was():
+    """On θ* the DAS reading recovers the value row (IIA 1); on an untrained model it finds nothing, and it runs
+    on a float64 copy: the model's dtype, weights and ``requires_grad`` flags are untouched."""
+    pytest.importorskip("pyvene")
+    dist = TaskDistribution(n_states=5, d_features=4, context_len=20, gamma=0.9)
+    ctx = Contexts(sample_from(dist, 32, seed=1), sample_from(dist, 32, seed=2), sample_from(dist, 4, seed=3))
+    das = BY_NAME["das_value"]
+    assert das.score(HookedICTDTransformer.from_theta_star(ICTDConfig(d_features=4, n_layers=6)), ctx) > 0.999
+    model = build_model(ICTDConfig(d_features=4, n_layers=4, tied=True))
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    assert das.score(model, ctx) < das.threshold
+    assert next(model.parameters()).dtype == torch.float32 and all(p.requires_grad for p in model.parameters())
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items()) and not model.has_any_hook()

@@ -7,11 +7,12 @@ import pytest
 
 from ictd_interp.analyses.methods_benchmark import methods as M
 from ictd_interp.analyses.methods_benchmark.case_specs import CASES
-from ictd_interp.analyses.methods_benchmark.cases import build_case, problem_of
+from ictd_interp.analyses.methods_benchmark.cases import build_case, counterfactual_labels, problem_of
 from ictd_interp.analyses.methods_benchmark.evaluate import CellResult
 from ictd_interp.analyses.methods_benchmark.report import write_report
 from ictd_interp.analyses.methods_benchmark.run import BenchmarkBudget, run_benchmark
 from ictd_interp.analyses.methods_benchmark.scores import angle_degrees
+from ictd_interp.analyses.metrics import interchange
 from ictd_interp.cli import main
 
 
@@ -22,12 +23,22 @@ def distractors():
 
 def test_das_through_pyvene_finds_the_value_direction(monkeypatch):
     pytest.importorskip("pyvene")
-    monkeypatch.setattr(M, "DAS_STEPS", 150)
-    monkeypatch.setattr(M, "DAS_RESTARTS", 1)
+    monkeypatch.setattr(interchange, "DAS_STEPS", 150)
     case = build_case(CASES["rotated"], 0)
-    problem = problem_of(case)
-    loss, axis = M._das_at(problem, "blocks.1.hook_resid_post", 0)
-    assert loss < 1e-6 and angle_degrees(axis, case.truth.directions["value"]) < 0.5
+    problem, site = problem_of(case), "blocks.1.hook_resid_post"
+    axis = interchange.fit_das(problem.model, site, problem.fit, problem.fit_counterfactuals[("value", site)], [0])
+    assert angle_degrees(axis, case.truth.directions["value"]) < 0.5
+    assert not problem.model.has_any_hook()  # pyvene's hooks are gone after each call
+    assert (
+        interchange.move_accuracies(
+            case.model,
+            case.held_out,
+            site,
+            counterfactual_labels(case, case.held_out, "value", site),
+            {"das": interchange.swap_move(axis)},
+        )["das"]
+        > 1 - 1e-6
+    )
     assert not problem.model.has_any_hook()  # pyvene's hooks are gone after each call
 
 

@@ -96,16 +96,19 @@ def contexts():
 def test_theta_star_reads_as_td_and_an_untrained_model_does_not(contexts):
     cfg = ICTDConfig(d_features=4, n_layers=6, tied=True, dtype="float64")
     star = HookedICTDTransformer.from_theta_star(cfg)
-    read = {r.name: r.score(star, contexts) for r in READINGS}
+    read = {r.name: r.score(star, contexts) for r in READINGS if r.name != "das_value"}  # DAS: tests/integration
     assert read["cos_V"] == pytest.approx(1.0, abs=1e-12) and read["cos_A"] == pytest.approx(1.0, abs=1e-12)
     assert read["signature"] == 1.0 and read["algorithm"] == 1.0
     assert read["discount"] == pytest.approx(0.0, abs=1e-12)  # b/(−c) is γ exactly
     assert read["diagonality"] == pytest.approx(0.0, abs=1e-12)  # θ* against itself
     assert read["depth_limit"] == pytest.approx(0.0, abs=1e-9)  # θ*'s limit is CE (depth_limit's docstring)
     assert 0 < read["spectral_radius"] < 0.05  # it contracts, slowly
+    assert read["patching_value"] == pytest.approx(1.0, abs=1e-12)  # θ*'s own row moved: its own counterfactual
     untrained = build_model(cfg)
-    weights = {name: BY_NAME[name].score(untrained, contexts) for name in ("cos_A", "signature", "algorithm")}
+    names = ("cos_A", "signature", "algorithm", "patching_value")
+    weights = {name: BY_NAME[name].score(untrained, contexts) for name in names}
     assert weights["cos_A"] < 0.5 and weights["signature"] == 0.0 and weights["algorithm"] == 0.0
+    assert weights["patching_value"] < 0.5
 
 
 def test_the_sealed_population_draws_its_seeds_from_the_key(tmp_path):
