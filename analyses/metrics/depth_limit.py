@@ -33,7 +33,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from ictd_interp.models.stylised.state_space import grouped_kernel, model_weights, transition_counts
+from ictd_interp.models.stylised.state_space import layer_parts, model_weights, transition_counts
 from ictd_interp.tasks.sampling import TaskBatch
 
 NEUTRAL_TOL = 1e-9  # |rho - 1| below this is reported as neutral (float64 rounding of an exact 1)
@@ -51,16 +51,13 @@ class LimitSpectrum:
 
 
 def _layer_operators(model, tasks: TaskBatch, layer: int):
+    """``layer_parts`` of the model's ``layer`` on ``tasks`` (float64), and which states are sources."""
     A, w = model_weights(model)
     u = min(layer, A.shape[1] - 1)
-    X, r, d = tasks.features.double(), tasks.mrp.r.double(), model.cfg.d_features
     N = transition_counts(tasks.states, tasks.mrp.n_states)
-    c = N.sum(-1)
-    kernel = grouped_kernel(A[:, u].expand(len(tasks), -1, -1), X, c)  # [task, state, source state]
-    wu = w[0, u]
-    y0 = c * (X @ wu[:d] + wu[d] * r)
-    F = torch.diag_embed(c) * wu[d + 2] + model.cfg.gamma * wu[d + 1] * N
-    return kernel, y0, F, c > 0
+    X, r = tasks.features.double(), tasks.mrp.r.double()
+    kernel, y0, F = layer_parts(A[:, u], w[:, u], X, r, N, model.cfg.gamma)
+    return kernel, y0, F, N.sum(-1) > 0
 
 
 def limit_from(model, tasks: TaskBatch, start: Tensor, layer: int) -> tuple[Tensor, LimitSpectrum]:

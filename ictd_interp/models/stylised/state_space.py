@@ -86,6 +86,26 @@ def grouped_kernel(
     return weights / (weights * counts.unsqueeze(-2)).sum(-1, keepdim=True)
 
 
+def layer_parts(
+    A_ff: Float[Tensor, "#task d_feat d_feat"],
+    w: Float[Tensor, "#task d_model"],
+    X: Float[Tensor, "task state d_feat"],
+    r: Float[Tensor, "task state"],
+    N: Float[Tensor, "task *window state next_state"],
+    gamma: float,
+) -> tuple[Float[Tensor, "task *window state state"], Float[Tensor, "task *window state"], Tensor]:
+    """One layer's pieces, ``v <- v + Ebar (y0 + F v)``: the grouped kernel ``Ebar`` (target, source state), the
+    drive ``y0 = c (X w_x + w_R r)`` and ``F = diag(c) w_cur + gamma w_tar N`` (rows: the source states)."""
+    d = X.shape[-1]
+    c = N.sum(-1)  # [task, *window, state]
+    drive = einsum(X, w[:, :d], "t s d, t d -> t s") + w[:, d, None] * r  # [task, state]
+    while drive.ndim < c.ndim:
+        drive = drive.unsqueeze(1)
+    w_tar, w_cur = (w[:, k].reshape(-1, *[1] * c.ndim) for k in (d + 1, d + 2))  # broadcast over the rest
+    F = torch.diag_embed(c) * w_cur + gamma * w_tar * N  # [task, *window, source state, next state]
+    return grouped_kernel(A_ff, X, c), c * drive, F
+
+
 def layer_map(
     A_ff: Float[Tensor, "#task d_feat d_feat"],
     w: Float[Tensor, "#task d_model"],
@@ -95,13 +115,9 @@ def layer_map(
     gamma: float,
 ) -> tuple[Float[Tensor, "task window state state"], Float[Tensor, "task window state"]]:
     """One layer as an affine map of the state values, ``v <- v + G v + b``: ``G = Ebar F`` and ``b = Ebar y0``
-    with ``y0 = c (X w_x + w_R r)`` and ``F = diag(c) w_cur + gamma w_tar N``."""
-    d = X.shape[-1]
-    c = N.sum(-1)  # [task, window, state]
-    kernel = grouped_kernel(A_ff, X, c)
-    drive = einsum(X, w[:, :d], "t s d, t d -> t s").unsqueeze(1) + w[:, d, None, None] * r.unsqueeze(1)
-    F = torch.diag_embed(c) * w[:, d + 2, None, None, None] + gamma * w[:, d + 1, None, None, None] * N
-    return kernel @ F, einsum(kernel, c * drive, "t w s u, t w u -> t w s")
+    (``layer_parts``)."""
+    kernel, y0, F = layer_parts(A_ff, w, X, r, N, gamma)
+    return kernel @ F, einsum(kernel, y0, "t w s u, t w u -> t w s")
 
 
 def state_space_forward(
