@@ -74,7 +74,7 @@ def make_standard(**overrides) -> HookedStandardTransformer:
 # refused at collection.
 INTEGRATION = re.compile(
     r"\b(main|_cli|train|resume|train_stack|resume_stack|run_study|run_claims|run_benchmark|das|"
-    r"analyze|reexport|retrain\w*|write_ood|cell|train_sae|_das\w*)\(|\.step\(\)|subprocess|"
+    r"analyze|reexport|retrain\w*|write_ood|cell|train_sae|\w*_das\w*)\(|\.step\(\)|subprocess|"
     r"\bray\.|nbclient|notebook|Popen"
 )
 TIERS = ("unit", "integration", "slow")

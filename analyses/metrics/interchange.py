@@ -60,20 +60,21 @@ def swap_move(direction: Tensor) -> Move:
 
 
 @torch.no_grad()
+def moved_predictions(model: ICTDModel, tasks: TaskBatch, site: str, moves: dict[str, Move]) -> dict[str, Tensor]:
+    """Each move's query prediction on ``tasks``' pairs ``[batch]``; the source residual computed once."""
+    _, cache = model.run_with_cache(source_prompts(tasks), names_filter=site)
+    source = cache[site]
+    hooked = {name: (lambda resid, hook, move=move: move(resid, source)) for name, move in moves.items()}
+    return {name: model.run_with_hooks(tasks.prompt, fwd_hooks=[(site, hook)])[:, -1] for name, hook in hooked.items()}
+
+
 def move_accuracies(
     model: ICTDModel, tasks: TaskBatch, site: str, labels: Float[Tensor, "batch"], moves: dict[str, Move]
 ) -> dict[str, float]:
     """Each move's IIA on ``tasks``' pairs against ``labels``, the causal model's counterfactuals on the same
-    pairs; the source residual computed once for all the moves."""
-    _, cache = model.run_with_cache(source_prompts(tasks), names_filter=site)
-    source = cache[site]
-    out = {}
-    for name, move in moves.items():
-        pred = model.run_with_hooks(
-            tasks.prompt, fwd_hooks=[(site, lambda resid, hook, move=move: move(resid, source))]
-        )
-        out[name] = 1.0 - float((pred[:, -1] - labels).pow(2).mean() / labels.var(unbiased=False))
-    return out
+    pairs."""
+    preds = moved_predictions(model, tasks, site, moves)
+    return {name: 1.0 - float((p - labels).pow(2).mean() / labels.var(unbiased=False)) for name, p in preds.items()}
 
 
 def pyvene_component(site: str) -> str:

@@ -33,11 +33,14 @@ The field's (what a researcher would run without this toolkit):
 * ``probe_next_value``: the same for ``v(S')``, the value TD bootstraps from (γ v(S') up to the known γ).
 * ``patching_value``, ``das_value``: TD's value variable, causally (``interchange``). The high-level causal model
   is θ* at the checkpoint's depth and discount (the paper's TD algorithm), its variable the value estimate of every
-  column after the middle layer (``CAUSAL_SITE``: ``resid_post`` of layer ``L // 2 − 1``; with it γ v(S′), the next
-  column's): θ*'s query prediction when that row takes the source prompt's values is the counterfactual. Activation
-  patching moves the checkpoint's own value row (where the architecture keeps the estimate) from the source run;
-  DAS moves a learned axis (``fit_das`` on the fit contexts, the better of ``DAS_SEEDS``' runs). Score: the move's
-  IIA on the held-out pairs; rule: IIA ≥ 0.9, the variable is found where the paper says.
+  column after the middle layer (``causal_site``: ``resid_post`` of layer ``L // 2 − 1``; with it γ v(S′), the next
+  column's). Pairs: each task the base, the next its source. θ*'s **effect** on a pair is its query prediction with
+  that row taken from the source, minus its own (``causal_targets``). Activation patching moves the checkpoint's own
+  value row (where the architecture keeps the estimate) from the source run; DAS moves a learned axis (``fit_das``
+  on the fit contexts to the targets, the better of ``DAS_SEEDS``' runs). Score: the move's interchange accuracy on
+  the effect (``effect_iia``): 1 when it does to the checkpoint what the swap does to θ*, 0 when it does nothing (an
+  accuracy on the predictions themselves would credit a move that does nothing with the share of their variance the
+  base task explains, 0.9 and more here). Rule: ≥ 0.9. ``None`` for one layer.
 """
 
 from __future__ import annotations
@@ -57,7 +60,7 @@ from ictd_interp.analyses.metrics.baselines import error_parts
 from ictd_interp.analyses.metrics.depth_limit import limit_spectrum
 from ictd_interp.analyses.metrics.diagonality import kernel_diagonality_mean
 from ictd_interp.analyses.metrics.in_context import DISCOUNT_BAND
-from ictd_interp.analyses.metrics.interchange import fit_das, move_accuracies, row_swapped, swap_move
+from ictd_interp.analyses.metrics.interchange import fit_das, moved_predictions, row_swapped, swap_move
 from ictd_interp.analyses.metrics.ladder import CE, CE_MARGIN, ESTIMATORS, LONGER
 from ictd_interp.analyses.metrics.site_probes import fit_probes, td_quantities
 from ictd_interp.models.hook_names import get_act_name
@@ -171,34 +174,58 @@ def _last_site(model: HookedICTDTransformer, tasks: TaskBatch) -> Float[Tensor, 
 
 
 def causal_site(model: HookedICTDTransformer) -> str:
-    """Where the causal readings look: the residual stream after the middle layer (``L // 2 − 1``, at least 0)."""
-    return get_act_name("resid_post", max(model.cfg.n_layers // 2 - 1, 0))
+    """Where the causal readings look: the residual stream after the middle layer, ``L // 2 − 1``."""
+    return get_act_name("resid_post", model.cfg.n_layers // 2 - 1)
 
 
-def _causal_pair(model: HookedICTDTransformer) -> tuple[HookedICTDTransformer, HookedICTDTransformer, str, int]:
-    """A float64 CPU copy of ``model``, θ* at its config, the causal site and the value row (``current``)."""
+def _causal_pair(model: HookedICTDTransformer) -> Optional[tuple[HookedICTDTransformer, HookedICTDTransformer]]:
+    """A float64 CPU copy of ``model`` and θ* at its config; None for one layer (no layer before the output)."""
+    if model.cfg.n_layers < 2:
+        return None
     copied = copy.deepcopy(model).to("cpu").to(torch.float64).eval()
-    star = HookedICTDTransformer.from_theta_star(copied.cfg).to(torch.float64).eval()
-    return copied, star, causal_site(copied), copied.layout.current
+    return copied, HookedICTDTransformer.from_theta_star(copied.cfg).to(torch.float64).eval()
 
 
-def patching_value(model: HookedICTDTransformer, ctx: Contexts) -> float:
-    model, star, site, row = _causal_pair(model)
+@torch.no_grad()
+def causal_targets(
+    model: HookedICTDTransformer, star: HookedICTDTransformer, tasks: TaskBatch
+) -> tuple[Float[Tensor, "batch"], Float[Tensor, "batch"]]:
+    """θ*'s **effect** on each pair (its prediction with its value row at ``causal_site`` swapped from the source,
+    minus its own), and the **target**: ``model``'s own prediction plus that effect, what a move must produce."""
+    site, row = causal_site(star), star.layout.current
+    effect = row_swapped(star, tasks, row, site) - star(tasks.prompt)[:, -1]
+    return model(tasks.prompt)[:, -1] + effect, effect
+
+
+def effect_iia(moved: Tensor, target: Tensor, effect: Tensor) -> float:
+    """``1 − MSE(moved, target) / mean(effect²)``: 1 when the move does what the swap does to θ*, 0 when it
+    does nothing."""
+    return 1.0 - float((moved - target).pow(2).mean() / effect.pow(2).mean().clamp_min(1e-30))
+
+
+def patching_value(model: HookedICTDTransformer, ctx: Contexts) -> Optional[float]:
+    if (pair := _causal_pair(model)) is None:
+        return None
+    model, star = pair
+    row = model.layout.current
 
     def patch(base: Tensor, source: Tensor) -> Tensor:
         base = base.clone()
         base[..., row] = source[..., row]
         return base
 
-    labels = row_swapped(star, ctx.tasks, row, site)
-    return move_accuracies(model, ctx.tasks, site, labels, {"patch": patch})["patch"]
+    target, effect = causal_targets(model, star, ctx.tasks)
+    return effect_iia(moved_predictions(model, ctx.tasks, causal_site(model), {"p": patch})["p"], target, effect)
 
 
-def das_value(model: HookedICTDTransformer, ctx: Contexts) -> float:
-    model, star, site, row = _causal_pair(model)
-    axis = fit_das(model, site, ctx.fit, row_swapped(star, ctx.fit, row, site), DAS_SEEDS, DAS_STEPS)
-    labels = row_swapped(star, ctx.tasks, row, site)
-    return move_accuracies(model, ctx.tasks, site, labels, {"das": swap_move(axis)})["das"]
+def das_value(model: HookedICTDTransformer, ctx: Contexts) -> Optional[float]:
+    if (pair := _causal_pair(model)) is None:
+        return None
+    model, star = pair
+    site = causal_site(model)
+    axis = fit_das(model, site, ctx.fit, causal_targets(model, star, ctx.fit)[0], DAS_SEEDS, DAS_STEPS)
+    target, effect = causal_targets(model, star, ctx.tasks)
+    return effect_iia(moved_predictions(model, ctx.tasks, site, {"d": swap_move(axis)})["d"], target, effect)
 
 
 READINGS = (
@@ -229,11 +256,13 @@ READINGS = (
     Reading(
         "patching_value",
         "field",
-        f"patching the value row mid-network: IIA against θ*'s >= {IIA_RULE}",
+        f"patching the value row mid-network: effect IIA vs θ*'s >= {IIA_RULE}",
         IIA_RULE,
         patching_value,
     ),
-    Reading("das_value", "field", f"DAS for the value mid-network: IIA vs θ*'s >= {IIA_RULE}", IIA_RULE, das_value),
+    Reading(
+        "das_value", "field", f"DAS for the value mid-network: effect IIA vs θ*'s >= {IIA_RULE}", IIA_RULE, das_value
+    ),
 )
 BY_NAME = {r.name: r for r in READINGS}
 

@@ -63,7 +63,7 @@ def test_the_tier_rule_sends_training_the_cli_and_ray_to_integration():
         "retrain(n)",
         "opt.step()",
         "train_sae(acts, seed=0)",
-        "M._das_at(case, site, 0)",
+        "interchange.fit_das(model, site, tasks, labels, [0])",
     ):
         assert tier_of(code) == "integration", code
     for code in (

@@ -2,15 +2,19 @@
 cluster bootstrap resampling runs; labels from ladder levels; the first level's rule; and the readings on θ*
 (each reads as TD exactly) against an untrained model (the weight readings do not)."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
+import torch
 
 from ictd_interp.analyses.methods_benchmark.checkpoints import scores
 from ictd_interp.analyses.methods_benchmark.checkpoints.population import LABELS, class_of
 from ictd_interp.analyses.metrics.baselines import first_level
+from ictd_interp.analyses.metrics.interchange import moved_predictions
 from ictd_interp.analyses.metrics.intervals import paired
 from ictd_interp.analyses.metrics.ladder import LEVELS, UNDECIDED
-from ictd_interp.analyses.metrics.readings import BY_NAME, READINGS, Contexts
+from ictd_interp.analyses.metrics.readings import BY_NAME, READINGS, Contexts, causal_site, causal_targets, effect_iia
 from ictd_interp.config import ICTDConfig, TaskDistribution
 from ictd_interp.models.registry import build_model
 from ictd_interp.models.stylised.model import HookedICTDTransformer
@@ -109,6 +113,40 @@ def test_theta_star_reads_as_td_and_an_untrained_model_does_not(contexts):
     weights = {name: BY_NAME[name].score(untrained, contexts) for name in names}
     assert weights["cos_A"] < 0.5 and weights["signature"] == 0.0 and weights["algorithm"] == 0.0
     assert weights["patching_value"] < 0.5
+    assert (
+        BY_NAME["patching_value"].score(HookedICTDTransformer.from_theta_star(replace(cfg, n_layers=1)), contexts)
+        is None
+    )
+
+
+def test_the_causal_score_is_the_effect_not_the_prediction(contexts):
+    """``effect_iia`` by hand; on θ* a move that does nothing scores 0 (its predictions still agree with the
+    counterfactuals to R² 0.9 and more), and moving the reward row or the value row at another layer fails."""
+    assert effect_iia(torch.tensor([1.0, 2.0]), torch.tensor([1.5, 2.0]), torch.tensor([0.5, -1.0])) == pytest.approx(
+        1 - 0.125 / 0.625
+    )
+    star = HookedICTDTransformer.from_theta_star(ICTDConfig(d_features=4, n_layers=6, tied=True, dtype="float64"))
+    target, effect = causal_targets(star, star, contexts.tasks)
+    site, lay = causal_site(star), star.layout
+    assert site == "blocks.2.hook_resid_post" and effect.abs().mean() > 0.05
+
+    def row_move(row):
+        def move(base, source):
+            base = base.clone()
+            base[..., row] = source[..., row]
+            return base
+
+        return move
+
+    moves = {"nothing": lambda base, source: base, "value": row_move(lay.current), "reward": row_move(lay.reward)}
+    moved = moved_predictions(star, contexts.tasks, site, moves)
+    score = {name: effect_iia(p, target, effect) for name, p in moved.items()}
+    assert score["value"] == pytest.approx(1.0, abs=1e-12) and score["nothing"] == pytest.approx(0.0, abs=1e-12)
+    assert score["reward"] < 0.5
+    fooled = 1 - float((moved["nothing"] - target).pow(2).mean() / target.var(unbiased=False))
+    assert fooled > 0.9  # what an accuracy on the predictions would have said of doing nothing
+    elsewhere = moved_predictions(star, contexts.tasks, "blocks.5.hook_resid_post", {"v": row_move(lay.current)})
+    assert effect_iia(elsewhere["v"], target, effect) < 0.5
 
 
 def test_the_sealed_population_draws_its_seeds_from_the_key(tmp_path):

@@ -14,6 +14,7 @@ checkpoints compute, on a labelled population, public or sealed; resumable, on R
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from collections.abc import Sequence
 from dataclasses import replace
@@ -105,6 +106,8 @@ def run_track(
 ) -> list[dict[str, Any]]:
     """Train (or resume) the population (``seeds`` per recipe: ``population_spec``), record every run not yet
     recorded, and return every record."""
+    if importlib.util.find_spec("pyvene") is None:
+        raise ValueError("the checkpoint track's das_value reading needs pyvene: pip install 'ictd-interp[interop]'")
     studies = [Path(s).resolve() for s in studies]
     for folder in studies:
         finished_runs(folder)  # a bad --population is named before anything runs
