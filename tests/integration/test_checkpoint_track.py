@@ -55,8 +55,8 @@ def test_the_track_labels_reads_reports_and_resumes(tmp_path, monkeypatch, capsy
 
 
 def test_das_finds_theta_stars_value_row_and_leaves_a_checkpoint_as_it_was():
-    """On θ* the DAS reading recovers the value row (effect IIA near 1); on an untrained model it finds nothing, and it runs
-    on a float64 copy: the model's dtype, weights and ``requires_grad`` flags are untouched."""
+    """On θ* the DAS reading recovers the value row (effect IIA near 1); on an untrained model it finds nothing; it
+    runs on a float64 copy: the model's dtype, weights and ``requires_grad`` flags are untouched."""
     pytest.importorskip("pyvene")
     dist = TaskDistribution(n_states=5, d_features=4, context_len=20, gamma=0.9)
     ctx = Contexts(sample_from(dist, 32, seed=1), sample_from(dist, 32, seed=2), sample_from(dist, 4, seed=3))

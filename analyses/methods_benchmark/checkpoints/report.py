@@ -121,5 +121,5 @@ def figure(scores: dict[str, dict[str, Estimate]], title: str, n: dict[str, Any]
     sample = f"{n['checkpoints']} checkpoints of {n['runs']} runs, {n['label'].get(LABELS[0], 0)} run TD"
     ax.set_title(wrapped(f"Which reading tells a checkpoint that runs TD? {title} population: {sample}", 64))
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(loc="lower left", fontsize=8)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.09), ncol=len(SHOWN), fontsize=8)  # off the data
     return fig
