@@ -106,20 +106,6 @@ def layer_parts(
     return grouped_kernel(A_ff, X, c), c * drive, F
 
 
-def layer_map(
-    A_ff: Float[Tensor, "#task d_feat d_feat"],
-    w: Float[Tensor, "#task d_model"],
-    X: Float[Tensor, "task state d_feat"],
-    r: Float[Tensor, "task state"],
-    N: Float[Tensor, "task window state next_state"],
-    gamma: float,
-) -> tuple[Float[Tensor, "task window state state"], Float[Tensor, "task window state"]]:
-    """One layer as an affine map of the state values, ``v <- v + G v + b``: ``G = Ebar F`` and ``b = Ebar y0``
-    (``layer_parts``)."""
-    kernel, y0, F = layer_parts(A_ff, w, X, r, N, gamma)
-    return kernel @ F, einsum(kernel, y0, "t w s u, t w u -> t w s")
-
-
 def state_space_forward(
     A_ff: Float[Tensor, "#task unique d_feat d_feat"],
     w: Float[Tensor, "#task unique d_model"],
@@ -140,7 +126,8 @@ def state_space_forward(
     for layer in range(depth):
         u = min(layer, A_ff.shape[1] - 1)
         if u not in maps:
-            maps[u] = layer_map(A_ff[:, u], w[:, u], X, r, N, gamma)
+            kernel, y0, F = layer_parts(A_ff[:, u], w[:, u], X, r, N, gamma)
+            maps[u] = kernel @ F, einsum(kernel, y0, "t w s u, t w u -> t w s")  # v <- v + G v + b
         G, b = maps[u]
         v = v + (G @ v.unsqueeze(-1)).squeeze(-1) + b
         if on_layer is not None:
