@@ -55,6 +55,12 @@ class CaseSpec:
     solve: str = ""  # what a method must do to solve the case (the report prints it)
 
     def __post_init__(self) -> None:
+        """The counts each in its range, then the options that need each other (the first problem is the error)."""
+        self._check_counts()
+        self._check_pairs()
+        self._check_circuit_options()
+
+    def _check_counts(self) -> None:
         for key in ("n_layers", "d_features", "n_states", "context_len", "n_tasks"):
             if not isinstance(getattr(self, key), int) or getattr(self, key) < 1:
                 raise ValueError(f"case {self.name!r}: {key} must be a positive integer, got {getattr(self, key)!r}")
@@ -70,6 +76,9 @@ class CaseSpec:
         ):
             if not isinstance(getattr(self, key), int) or getattr(self, key) < 0:
                 raise ValueError(f"case {self.name!r}: {key} must be an integer >= 0, got {getattr(self, key)!r}")
+
+    def _check_pairs(self) -> None:
+        """Settings that come in pairs: a count and its scale, a switch and its number."""
         if (self.leak_heads > 0) != (self.leak_scale > 0):
             raise ValueError(
                 f"case {self.name!r}: leak heads need a leak_scale > 0 and the reverse, got leak_heads="
@@ -85,6 +94,9 @@ class CaseSpec:
                 f"case {self.name!r}: mlp_active must lie in [0, 1) and needs d_mlp >= 1, got "
                 f"{self.mlp_active!r} with d_mlp={self.d_mlp}"
             )
+
+    def _check_circuit_options(self) -> None:
+        """Options that need θ*'s circuit, or junk dimensions to write into."""
         if self.split_td and self.source != THETA_STAR:
             raise ValueError(f"case {self.name!r}: split_td splits θ*'s head (its scores read features only)")
         if self.disguised and (not self.cancelling_pairs or self.junk_dims != 1 or self.junk_heads or self.d_mlp):

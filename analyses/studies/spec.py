@@ -72,6 +72,7 @@ class StudySpec:
     recipes: dict[str, dict[str, Any]] = field(default_factory=dict)  # named sets of settings (grid key ``recipe``)
 
     def __post_init__(self) -> None:
+        """The preset and seeds, the recipes, every setting's name, the grid's lists, then every cell's config."""
         where = self.source
         if self.preset not in PRESETS:
             raise StudySpecError(f"{where}: preset: unknown preset {self.preset!r}; choose from {sorted(PRESETS)}")
@@ -81,6 +82,12 @@ class StudySpec:
             raise StudySpecError(f"{where}: seeds: repeated seeds in {self.seeds}")
         known = set(flat_fields())
         self._check_recipes(known)
+        self._check_setting_names(known)
+        self._check_grid()
+        self.cells()  # builds (and so validates) every cell's TrainConfig
+
+    def _check_setting_names(self, known: set[str]) -> None:
+        where = self.source
         tables = [("fixed", self.fixed), ("grid", {k: v for k, v in self.grid.items() if k != RECIPE})]
         for table, keys in tables + [(f"recipes.{name}", r) for name, r in self.recipes.items()]:
             for key in keys:
@@ -90,6 +97,9 @@ class StudySpec:
                     raise StudySpecError(
                         f"{where}: {table}.{key}: unknown TrainConfig setting; known settings are {sorted(known)}"
                     )
+
+    def _check_grid(self) -> None:
+        where = self.source
         for key, values in self.grid.items():
             if not isinstance(values, list) or not values:
                 raise StudySpecError(f"{where}: grid.{key}: must be a non-empty list of values, got {values!r}")
@@ -97,7 +107,6 @@ class StudySpec:
                 raise StudySpecError(f"{where}: grid.{key}: repeated values in {values}")
             if key in self.fixed:
                 raise StudySpecError(f"{where}: grid.{key}: also set in [fixed]; keep one")
-        self.cells()  # builds (and so validates) every cell's TrainConfig
 
     def _check_recipes(self, known: set[str]) -> None:
         where = self.source

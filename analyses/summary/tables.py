@@ -22,26 +22,27 @@ def flatten(summary: Summary) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     n_layers = summary.model_config["n_layers"]  # also in summaries of earlier releases, whatever their config
     scalars: dict[str, Any] = {}
     layers: list[dict[str, Any]] = [{} for _ in range(n_layers)]
-
-    def walk(value: Any, key: str, meta: Any) -> None:
-        if value is None or meta.get("detail"):
-            return
-        if meta.get("per_layer"):
-            for layer, item in enumerate(value[:n_layers]):
-                layers[layer].update(_layer_entries(item, key, meta.get("names")))
-        elif is_dataclass(value):
-            for f in fields(value):
-                walk(getattr(value, f.name), f"{key}.{f.name}".lstrip("."), f.metadata)
-        elif isinstance(value, dict):
-            for k, v in value.items():
-                walk(v, f"{key}.{k}", {})
-        elif not isinstance(value, list):
-            scalars[key] = value
-
     for f in fields(summary):
         if f.name not in ("config", "model_config", "schema_version"):
-            walk(getattr(summary, f.name), f.name, f.metadata)
+            _walk(getattr(summary, f.name), f.name, f.metadata, scalars, layers)
     return scalars, layers
+
+
+def _walk(value: Any, key: str, meta: Any, scalars: dict[str, Any], layers: list[dict[str, Any]]) -> None:
+    """Add ``value`` (at dotted path ``key``, with its field's metadata) to ``scalars`` or, per layer, ``layers``."""
+    if value is None or meta.get("detail"):
+        return
+    if meta.get("per_layer"):
+        for layer, item in enumerate(value[: len(layers)]):
+            layers[layer].update(_layer_entries(item, key, meta.get("names")))
+    elif is_dataclass(value):
+        for f in fields(value):
+            _walk(getattr(value, f.name), f"{key}.{f.name}".lstrip("."), f.metadata, scalars, layers)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _walk(v, f"{key}.{k}", {}, scalars, layers)
+    elif not isinstance(value, list):
+        scalars[key] = value
 
 
 def _layer_entries(item: Any, key: str, names: Optional[tuple[str, ...]]) -> dict[str, Any]:

@@ -39,24 +39,34 @@ def process_weights_(
             "the residual's mean: centring the writing weights would change the output"
         )
     if fold_ln and model.cfg.layer_norm:  # without LayerNorm there is nothing to fold
-        for block in blocks:
-            _fold_attention(block.ln1, block.attn)
-            if hasattr(block, "mlp"):
-                _fold_into(block.ln2, block.mlp.W_in, block.mlp.b_in)
-        _fold_into(model.ln_final, model.unembed.W_U, model.unembed.b_U)
+        _fold_layer_norms(model, blocks)
     if center_writing_weights:
-        _center(model.embed.W_E, model.embed.b_E)
-        if model.cfg.pos_embed:
-            _center(model.pos_embed.W_pos)
-        for block in blocks:
-            _center(block.attn.W_O, block.attn.b_O)
-            if hasattr(block, "mlp"):
-                _center(block.mlp.W_out, block.mlp.b_out)
+        _center_writers(model, blocks)
     if fold_value_biases:
         for block in blocks:
             attn = block.attn
             attn.b_O.add_(einsum(attn.b_V, attn.W_O, "h e, h e d -> d"))
             attn.b_V.zero_()
+
+
+def _fold_layer_norms(model, blocks: list[nn.Module]) -> None:
+    """Every LayerNorm's scale and shift into the weights that read it."""
+    for block in blocks:
+        _fold_attention(block.ln1, block.attn)
+        if hasattr(block, "mlp"):
+            _fold_into(block.ln2, block.mlp.W_in, block.mlp.b_in)
+    _fold_into(model.ln_final, model.unembed.W_U, model.unembed.b_U)
+
+
+def _center_writers(model, blocks: list[nn.Module]) -> None:
+    """Every weight that writes to the residual stream, centred over ``d_model``."""
+    _center(model.embed.W_E, model.embed.b_E)
+    if model.cfg.pos_embed:
+        _center(model.pos_embed.W_pos)
+    for block in blocks:
+        _center(block.attn.W_O, block.attn.b_O)
+        if hasattr(block, "mlp"):
+            _center(block.mlp.W_out, block.mlp.b_out)
 
 
 def _fold_attention(ln: nn.Module, attn: nn.Module) -> None:
