@@ -32,7 +32,7 @@ from ictd_interp.io.pretrained import resolve as resolve_name
 from ictd_interp.io.run_folder import METRICS, is_run, latest_checkpoint, load_run_config, read_metrics
 from ictd_interp.io.staging import staged
 from ictd_interp.models.loading import load_checkpoint
-from ictd_interp.models.registry import ICTDModel
+from ictd_interp.models.registry import HookedModel
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ class Resolved(NamedTuple):
     training curves (``metrics.jsonl``: a run folder or a shipped model; None for a bare checkpoint) and
     the checkpoint's metadata (an imported run's own logged metrics among them)."""
 
-    model: ICTDModel
+    model: HookedModel
     config: TrainConfig
     curves: Optional[Path]
     metadata: dict

@@ -20,7 +20,7 @@ from transformer_lens.hook_points import HookPoint
 
 from ictd_interp.models.hook_names import get_act_name
 from ictd_interp.models.patching_guard import token_patching_allowed
-from ictd_interp.models.registry import ICTDModel
+from ictd_interp.models.registry import HookedModel
 
 
 def query_prediction(values: Tensor) -> Tensor:
@@ -50,7 +50,7 @@ def _patch_hook(clean: Tensor, positions: Sequence[int], axis: int, rows: Option
 
 @torch.no_grad()
 def activation_patching(
-    model: ICTDModel,
+    model: HookedModel,
     clean: Tensor,
     corrupted: Tensor,
     hook_names: Optional[Sequence[str]] = None,
@@ -104,7 +104,7 @@ def activation_patching(
     return pd.DataFrame.from_records(records)
 
 
-def _labels(model: ICTDModel, n_prompt: int, size: int) -> Optional[list[str]]:
+def _labels(model: HookedModel, n_prompt: int, size: int) -> Optional[list[str]]:
     labels = model.residual_position_labels(n_prompt)
     return labels if len(labels) == size else None  # a hook on other positions (the prompt itself)
 
@@ -124,7 +124,7 @@ EVERY = {
 
 def _every(
     name: str,
-    model: ICTDModel,
+    model: HookedModel,
     corrupted: Tensor,
     clean_cache,
     metric: Callable[[Tensor], Tensor],
@@ -150,7 +150,7 @@ def _every(
     return torch.stack(parts)
 
 
-def _check_hook(patch_fn: Callable, name: str, model: ICTDModel) -> None:
+def _check_hook(patch_fn: Callable, name: str, model: HookedModel) -> None:
     """A sweep over an activation the model does not have (the linear model has no MLP, so no ``mlp_out`` or
     ``resid_mid``) is refused naming the sweep and the missing hook, before it runs."""
     activation = getattr(patch_fn, "keywords", {}).get("activation_name")
@@ -171,7 +171,7 @@ def _sweep_name(patch_fn: Callable) -> str:
 
 
 def _index_axes(
-    patch_fn: Callable, name: str, model: ICTDModel, clean_cache, kwargs: dict
+    patch_fn: Callable, name: str, model: HookedModel, clean_cache, kwargs: dict
 ) -> tuple[list[str], list[int]]:
     """The sweep's index axes and their sizes on this model, once ``patch_fn`` is known to be one of
     TransformerLens's sweeps and every option in ``kwargs`` one it takes."""
@@ -207,7 +207,7 @@ def _index_axes(
 
 def tl_patching(
     patch_fn: Callable,
-    model: ICTDModel,
+    model: HookedModel,
     corrupted: Tensor,
     clean_cache,
     metric: Callable[[Tensor], Tensor],

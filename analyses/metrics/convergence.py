@@ -16,7 +16,7 @@ from ictd_interp.analyses.metrics.diagonality import model_margin
 from ictd_interp.config import ICTDConfig
 from ictd_interp.models import HookedICTDTransformer
 from ictd_interp.models.hook_names import ends_with
-from ictd_interp.models.registry import ICTDModel
+from ictd_interp.models.registry import HookedModel
 from ictd_interp.tasks.sampling import TaskBatch
 
 CONTEXT_LENGTHS = (4, 8, 16, 32, 64, 128)  # the reports' error-versus-context lengths
@@ -49,7 +49,7 @@ def errors_by_depth(
 
 @torch.no_grad()
 def errors_by_context(
-    model: ICTDModel, tasks: TaskBatch, lengths: Sequence[int], state_space: bool = False
+    model: HookedModel, tasks: TaskBatch, lengths: Sequence[int], state_space: bool = False
 ) -> Float[Tensor, "length batch"]:
     """Final-layer error on the prefixes ``S_0..S_n`` of the tasks' trajectories, for each ``n`` (``state_space``:
     through the exact state-space forward)."""

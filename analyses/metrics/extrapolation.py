@@ -18,7 +18,7 @@ from torch import Tensor
 
 from ictd_interp.models import HookedICTDTransformer
 from ictd_interp.models.hook_names import attn_param, get_act_name
-from ictd_interp.models.registry import ICTDModel, holds_theta_star
+from ictd_interp.models.registry import HookedModel, holds_theta_star
 from ictd_interp.tasks.sampling import TaskBatch
 from ictd_interp.training.evaluation import DETAIL, value_msve
 
@@ -75,8 +75,8 @@ def layer_at_depth(model: HookedICTDTransformer, depth: int) -> HookedICTDTransf
 
 
 def depth_extrapolation(
-    model: ICTDModel,
-    star: ICTDModel,
+    model: HookedModel,
+    star: HookedModel,
     tasks: TaskBatch,
     depths: Optional[list[int]] = None,
     factor: int = 8,
@@ -102,7 +102,7 @@ def depth_extrapolation(
 
 
 @torch.no_grad()
-def msve_at_depths(model: ICTDModel, tasks: TaskBatch, depths: list[int]) -> list[float]:
+def msve_at_depths(model: HookedModel, tasks: TaskBatch, depths: list[int]) -> list[float]:
     """MSVE after each of ``depths`` layers; a stylised model in one forward pass of the deepest
     (``layer_at_depth``), caching only the value rows it needs."""
     if not holds_theta_star(model):
@@ -115,13 +115,13 @@ def msve_at_depths(model: ICTDModel, tasks: TaskBatch, depths: list[int]) -> lis
 
 
 @torch.no_grad()
-def msve_at_depth(model: ICTDModel, tasks: TaskBatch, depth: int) -> float:
+def msve_at_depth(model: HookedModel, tasks: TaskBatch, depth: int) -> float:
     """MSVE of the model's layers run to ``depth`` (``values_at_depth``)."""
     return value_msve(values_at_depth(model, tasks, depth), tasks)
 
 
 @torch.no_grad()
-def values_at_depth(model: ICTDModel, tasks: TaskBatch, depth: int) -> Tensor:
+def values_at_depth(model: HookedModel, tasks: TaskBatch, depth: int) -> Tensor:
     """The value row ``[batch, pos]`` of the model's layers run to ``depth`` (``layer_at_depth``; a standard model
     repeats its last block: its ``values_at_depth``)."""
     prompt = tasks.prompt.to(model.device)

@@ -29,7 +29,7 @@ from torch import Tensor
 from ictd_interp.analyses.metrics.algorithm_id import MAX_CONDITION
 from ictd_interp.analyses.metrics.site_probes import LinearProbes
 from ictd_interp.models.hook_names import get_act_name
-from ictd_interp.models.registry import ICTDModel
+from ictd_interp.models.registry import HookedModel
 from ictd_interp.models.stylised.theta_star import SIGNATURE_SIGNS
 from ictd_interp.reference.metrics import cosine, kernel_diagonality, query_rows
 from ictd_interp.reference.td import same_state_kernel, softmax_kernel
@@ -88,7 +88,7 @@ def correlation(a: Tensor, b: Tensor) -> float:
 
 
 @torch.no_grad()
-def head_kernels(model: ICTDModel, tasks: TaskBatch) -> list[HeadKernel]:
+def head_kernels(model: HookedModel, tasks: TaskBatch) -> list[HeadKernel]:
     """Per layer and head: correlation with the softmax-TD kernel (θ*'s) and with the tabular
     same-state kernel, and kernel diagonality. A model whose layer is unchanged by a sign flip of its
     pattern (the linear model with the identity activation) is read through ``pattern_sign``, so the
@@ -117,7 +117,7 @@ def head_kernels(model: ICTDModel, tasks: TaskBatch) -> list[HeadKernel]:
 
 
 def _perturbed_run(
-    model: ICTDModel, tasks: TaskBatch, layer: int, directions: dict[str, Tensor], keep: str
+    model: HookedModel, tasks: TaskBatch, layer: int, directions: dict[str, Tensor], keep: str
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Run ``tasks`` with ``eps @ dual`` (``eps`` zeros, requiring grad; one scalar per entry of ``SIGNATURE``;
     ``dual`` the dual basis of ``directions``: ``eps_k`` moves probe ``k``'s reading by ``eps_k`` and the others'
@@ -174,7 +174,7 @@ def _signature_row(raw: list[float], layer: int, head: Optional[int] = None, rea
 
 
 def head_signatures(
-    model: ICTDModel,
+    model: HookedModel,
     tasks: TaskBatch,
     layer: int,
     directions: dict[str, Float[Tensor, "d_model"]],
@@ -193,7 +193,7 @@ def head_signatures(
 
 
 def layer_signature(
-    model: ICTDModel,
+    model: HookedModel,
     tasks: TaskBatch,
     layer: int,
     directions: dict[str, Tensor],
@@ -212,7 +212,7 @@ def layer_signature(
 
 
 def probed_layer_signatures(
-    model: ICTDModel, tasks: TaskBatch, quantity: dict[str, LinearProbes], value: LinearProbes
+    model: HookedModel, tasks: TaskBatch, quantity: dict[str, LinearProbes], value: LinearProbes
 ) -> list[Signature]:
     """``layer_signature`` of every layer, with the probes' directions and read-outs."""
     return [
@@ -229,7 +229,7 @@ def probed_layer_signatures(
 
 
 def probed_signatures(
-    model: ICTDModel,
+    model: HookedModel,
     tasks: TaskBatch,
     quantity: dict[str, LinearProbes],
     value: LinearProbes,

@@ -40,7 +40,7 @@ from ictd_interp.analyses.metrics.linear_family import FamilyReading
 from ictd_interp.analyses.metrics.stability import OverTraining
 from ictd_interp.config.tasks import TaskDistribution
 from ictd_interp.models.base import check_tasks
-from ictd_interp.models.registry import ICTDModel
+from ictd_interp.models.registry import HookedModel
 from ictd_interp.tasks.sampling import TaskBatch
 
 DISCOUNT_BAND = 0.1  # "within γ ± 0.1"
@@ -200,7 +200,7 @@ def discount_of(last: Optional[Union[LayerReading, FamilyReading]], gamma: float
 
 @torch.no_grad()
 def assess(
-    model: ICTDModel,
+    model: HookedModel,
     tasks: TaskBatch,
     base: Baselines,
     last: Optional[Union[LayerReading, FamilyReading]],

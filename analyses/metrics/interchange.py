@@ -24,7 +24,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from ictd_interp.models.registry import ICTDModel
+from ictd_interp.models.registry import HookedModel
 from ictd_interp.tasks.sampling import TaskBatch
 
 DAS_STEPS, DAS_LR, DAS_RESTARTS = 400, 0.05, 3
@@ -38,7 +38,7 @@ def source_prompts(tasks: TaskBatch) -> Float[Tensor, "batch pos d_prompt"]:
 
 
 @torch.no_grad()
-def row_swapped(model: ICTDModel, tasks: TaskBatch, row: int, site: str) -> Float[Tensor, "batch"]:
+def row_swapped(model: HookedModel, tasks: TaskBatch, row: int, site: str) -> Float[Tensor, "batch"]:
     """``model``'s query prediction when its residual ``row`` at ``site`` (every position) takes the source
     prompt's value, everything else the base prompt's: a causal model's counterfactual where the variable is
     that row."""
@@ -60,7 +60,7 @@ def swap_move(direction: Tensor) -> Move:
 
 
 @torch.no_grad()
-def moved_predictions(model: ICTDModel, tasks: TaskBatch, site: str, moves: dict[str, Move]) -> dict[str, Tensor]:
+def moved_predictions(model: HookedModel, tasks: TaskBatch, site: str, moves: dict[str, Move]) -> dict[str, Tensor]:
     """Each move's query prediction on ``tasks``' pairs ``[batch]``; the source residual computed once."""
     _, cache = model.run_with_cache(source_prompts(tasks), names_filter=site)
     source = cache[site]
@@ -69,7 +69,7 @@ def moved_predictions(model: ICTDModel, tasks: TaskBatch, site: str, moves: dict
 
 
 def move_accuracies(
-    model: ICTDModel, tasks: TaskBatch, site: str, labels: Float[Tensor, "batch"], moves: dict[str, Move]
+    model: HookedModel, tasks: TaskBatch, site: str, labels: Float[Tensor, "batch"], moves: dict[str, Move]
 ) -> dict[str, float]:
     """Each move's IIA on ``tasks``' pairs against ``labels``, the causal model's counterfactuals on the same
     pairs."""
@@ -85,7 +85,7 @@ def pyvene_component(site: str) -> str:
 
 
 def _das_run(
-    model: ICTDModel, site: str, base: Tensor, source: Tensor, labels: Tensor, seed: int, steps: int
+    model: HookedModel, site: str, base: Tensor, source: Tensor, labels: Tensor, seed: int, steps: int
 ) -> tuple[float, Float[Tensor, "d_model"]]:
     """One DAS run from a seeded random rotation: (final training loss, the learned axis)."""
     import pyvene
@@ -110,7 +110,7 @@ def _das_run(
 
 
 def fit_das(
-    model: ICTDModel,
+    model: HookedModel,
     site: str,
     tasks: TaskBatch,
     labels: Float[Tensor, "batch"],

@@ -46,7 +46,7 @@ from ictd_interp.analyses.metrics import baselines, bayes
 from ictd_interp.analyses.metrics.baselines import error_parts
 from ictd_interp.analyses.metrics.intervals import Interval, Paired, paired, ratio_interval, t_interval
 from ictd_interp.config.tasks import TaskDistribution
-from ictd_interp.models.registry import ICTDModel, holds_theta_star
+from ictd_interp.models.registry import HookedModel, holds_theta_star
 from ictd_interp.models.stylised.state_space import state_space_unavailable
 from ictd_interp.tasks.sampling import TaskBatch, sample_from
 from ictd_interp.training.evaluation import DETAIL
@@ -129,7 +129,7 @@ class Ladder:
     )
 
 
-def ladder_lengths(model: ICTDModel, trained_n: int) -> list[int]:
+def ladder_lengths(model: HookedModel, trained_n: int) -> list[int]:
     """The trained ``n`` and the ``LONGER`` ones this model can take (positions, and the positional forward's cost)."""
     longest = None if _state_space(model) else POSITIONAL_MAX_N
     out = [trained_n]
@@ -139,7 +139,7 @@ def ladder_lengths(model: ICTDModel, trained_n: int) -> list[int]:
     return out
 
 
-def _fits(model: ICTDModel, n: int) -> bool:
+def _fits(model: HookedModel, n: int) -> bool:
     try:
         model.cfg.check_positions(n + 1)
     except ValueError:
@@ -147,7 +147,7 @@ def _fits(model: ICTDModel, n: int) -> bool:
     return True
 
 
-def _state_space(model: ICTDModel) -> bool:
+def _state_space(model: HookedModel) -> bool:
     return holds_theta_star(model) and state_space_unavailable(model.cfg) is None
 
 
@@ -157,7 +157,7 @@ def prefix(tasks: TaskBatch, n: int) -> TaskBatch:
 
 
 @torch.no_grad()
-def model_values(model: ICTDModel, tasks: TaskBatch, depth: int) -> Tensor:
+def model_values(model: HookedModel, tasks: TaskBatch, depth: int) -> Tensor:
     """The model's value row at ``depth``: the exact state-space forward where it applies, else the positional one."""
     from ictd_interp.analyses.metrics.extrapolation import values_at_depth
 
@@ -181,7 +181,7 @@ def gap_closed(err: np.ndarray, est_err: dict[str, np.ndarray]) -> Optional[Inte
 
 
 def rung(
-    model: ICTDModel, tasks: TaskBatch, gamma: float, estimators: Optional[dict[str, Callable]] = None
+    model: HookedModel, tasks: TaskBatch, gamma: float, estimators: Optional[dict[str, Callable]] = None
 ) -> tuple[Rung, np.ndarray]:
     """One context length of the ladder, and the model's per-task MSVE at the deepest depth; ``estimators``:
     ``ESTIMATORS`` unless given (``estimators_for``)."""
@@ -213,7 +213,7 @@ def rung(
 
 
 def ladder(
-    model: ICTDModel, dist: TaskDistribution, seed: int, learns_in_context: Optional[bool], top: bool = True
+    model: HookedModel, dist: TaskDistribution, seed: int, learns_in_context: Optional[bool], top: bool = True
 ) -> Ladder:
     """The ladder of ``model`` trained on ``dist`` (its trained ``n`` is ``dist.context_len``), on ``LADDER_TASKS``
     tasks drawn from ``seed``; ``learns_in_context`` is today's verdict (``in_context``), the first level (None: its

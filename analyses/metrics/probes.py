@@ -14,7 +14,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from ictd_interp.models import HookedICTDTransformer
-from ictd_interp.models.registry import ICTDModel
+from ictd_interp.models.registry import HookedModel
 from ictd_interp.reference.metrics import cosine, weight_cosines
 from ictd_interp.tasks.sampling import TaskBatch
 
@@ -22,7 +22,7 @@ __all__ = ["weight_cosines", "circuit_cosines", "prediction_gap", "sensitivity_c
 Star = Optional[HookedICTDTransformer]  # θ* built once by the caller and passed in; None builds it here
 
 
-def _star(model: ICTDModel, star: Star) -> HookedICTDTransformer:
+def _star(model: HookedModel, star: Star) -> HookedICTDTransformer:
     return star if star is not None else HookedICTDTransformer.from_theta_star(model.cfg).to(model.device)
 
 
@@ -37,7 +37,7 @@ def circuit_cosines(model: HookedICTDTransformer, star: Star = None) -> dict[str
 
 
 @torch.no_grad()
-def prediction_gap(model: ICTDModel, tasks: TaskBatch, star: Star = None) -> dict[str, float]:
+def prediction_gap(model: HookedModel, tasks: TaskBatch, star: Star = None) -> dict[str, float]:
     """How far the model's query predictions are from theta*'s (of the model's depth) and from ``v_pi``."""
     star, prompt = _star(model, star), tasks.prompt.to(model.device)
     return query_gap(model(prompt)[:, -1], star(prompt)[:, -1], tasks)

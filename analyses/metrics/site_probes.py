@@ -28,7 +28,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from ictd_interp.config.fields import check_choice
-from ictd_interp.models.registry import ICTDModel, holds_theta_star
+from ictd_interp.models.registry import HookedModel, holds_theta_star
 from ictd_interp.tasks.sampling import TaskBatch
 
 VALUE_TARGETS = ("output", "v_pi", "stored")
@@ -55,7 +55,7 @@ class LinearProbes:
 
 
 @torch.no_grad()
-def residual_stack(model: ICTDModel, prompt: Tensor) -> Float[Tensor, "site batch pos d_model"]:
+def residual_stack(model: HookedModel, prompt: Tensor) -> Float[Tensor, "site batch pos d_model"]:
     """The residual stream at every site (embedding, then after each block), float64 on the CPU."""
     device = model.device
     _, cache = model.run_with_cache(prompt.to(device), names_filter=lambda n: "hook_resid_p" in n)
@@ -84,12 +84,12 @@ def fit_probes(
     return LinearProbes(torch.tensor(np.stack(weights)), torch.tensor(bias), name, tuple(ranks))
 
 
-def _dtype(model: ICTDModel) -> torch.dtype:
+def _dtype(model: HookedModel) -> torch.dtype:
     return next(model.parameters()).dtype
 
 
 def value_targets(
-    model: ICTDModel, tasks: TaskBatch, target: str, resid: Float[Tensor, "site batch pos d_model"]
+    model: HookedModel, tasks: TaskBatch, target: str, resid: Float[Tensor, "site batch pos d_model"]
 ) -> Float[Tensor, "site batch pos"]:
     check_choice("target", target, VALUE_TARGETS)
     n_sites = resid.shape[0]
@@ -104,17 +104,17 @@ def value_targets(
     return out.expand(n_sites, -1, -1)
 
 
-def value_probes(model: ICTDModel, fit_tasks: TaskBatch, target: str = "output") -> LinearProbes:
+def value_probes(model: HookedModel, fit_tasks: TaskBatch, target: str = "output") -> LinearProbes:
     """A value probe at every site, fitted on ``fit_tasks`` (keep them apart from the scored tasks)."""
     resid = residual_stack(model, fit_tasks.prompt)
     return fit_probes(resid, value_targets(model, fit_tasks, target, resid), target, _dtype(model))
 
 
-def probed_values(model: ICTDModel, probes: LinearProbes, tasks: TaskBatch) -> Float[Tensor, "site batch pos"]:
+def probed_values(model: HookedModel, probes: LinearProbes, tasks: TaskBatch) -> Float[Tensor, "site batch pos"]:
     return probes.predict(residual_stack(model, tasks.prompt))
 
 
-def probe_errors_by_depth(model: ICTDModel, probes: LinearProbes, tasks: TaskBatch) -> list[float]:
+def probe_errors_by_depth(model: HookedModel, probes: LinearProbes, tasks: TaskBatch) -> list[float]:
     """MSVE against ``v_pi`` of the probed values at each site (site 0: before any block)."""
     values = probed_values(model, probes, tasks)
     return (values - tasks.v_true.double()).pow(2).mean((1, 2)).tolist()
@@ -132,7 +132,7 @@ def td_quantities(tasks: TaskBatch, gamma: float) -> dict[str, Float[Tensor, "ba
     }
 
 
-def quantity_probes(model: ICTDModel, fit_tasks: TaskBatch) -> dict[str, LinearProbes]:
+def quantity_probes(model: HookedModel, fit_tasks: TaskBatch) -> dict[str, LinearProbes]:
     """A probe per TD quantity and site, fitted on the context columns of ``fit_tasks``."""
     resid = residual_stack(model, fit_tasks.prompt)[:, :, :-1]
     return {
@@ -141,7 +141,7 @@ def quantity_probes(model: ICTDModel, fit_tasks: TaskBatch) -> dict[str, LinearP
     }
 
 
-def quantity_r2(model: ICTDModel, probes: dict[str, LinearProbes], tasks: TaskBatch) -> dict[str, list[float]]:
+def quantity_r2(model: HookedModel, probes: dict[str, LinearProbes], tasks: TaskBatch) -> dict[str, list[float]]:
     """Held-out R² of each quantity probe per site: 1 = linearly present, 0 = no better than its mean."""
     resid = residual_stack(model, tasks.prompt)[:, :, :-1]
     out = {}

@@ -26,7 +26,7 @@ from ictd_interp.config.tasks import TaskDistribution
 from ictd_interp.io.progress import computed
 from ictd_interp.io.staging import staged
 from ictd_interp.models import HookedICTDTransformer
-from ictd_interp.models.registry import ICTDModel, holds_theta_star
+from ictd_interp.models.registry import HookedModel, holds_theta_star
 from ictd_interp.models.stylised.state_space import state_space_unavailable
 from ictd_interp.tasks.mrp import describe_classes
 from ictd_interp.tasks.sampling import TaskBatch
@@ -71,7 +71,7 @@ class Evaluation:
 
 
 def evaluate_ood(
-    model: ICTDModel,
+    model: HookedModel,
     tasks: TaskBatch,
     depth: int,
     lengths: list[int],
@@ -137,7 +137,7 @@ def evaluate_ood(
     )
 
 
-def _last_layer(model: ICTDModel) -> Optional[LayerReading]:
+def _last_layer(model: HookedModel) -> Optional[LayerReading]:
     """The last layer read exactly from the weights where that applies (else the discount is left to ``analyze``)."""
     if holds_theta_star(model) and state_space_unavailable(model.cfg) is None:
         return read_layer(model, model.cfg.n_layers - 1)
@@ -145,7 +145,7 @@ def _last_layer(model: ICTDModel) -> Optional[LayerReading]:
 
 
 @torch.no_grad()
-def _values(model: ICTDModel, tasks: TaskBatch, state_space: bool) -> Tensor:
+def _values(model: HookedModel, tasks: TaskBatch, state_space: bool) -> Tensor:
     """The value row ``[batch, pos]`` on the CPU: exact in state space where chosen, else the positional forward."""
     return model.state_space_values(tasks) if state_space else model(tasks.prompt.to(model.device)).cpu()
 

@@ -47,7 +47,7 @@ from ictd_interp.config.train import TrainConfig
 from ictd_interp.io.progress import computed
 from ictd_interp.models import HookedICTDTransformer
 from ictd_interp.models.hook_names import ends_with
-from ictd_interp.models.registry import ICTDModel
+from ictd_interp.models.registry import HookedModel
 from ictd_interp.models.stylised.theta_star import SIGNATURE_TEXT
 from ictd_interp.tasks.sampling import sample_from
 from ictd_interp.training.evaluation import EvalSet, evaluate
@@ -69,7 +69,7 @@ class Probes(NamedTuple):
 
 
 def compute(
-    model: ICTDModel,
+    model: HookedModel,
     config: TrainConfig,
     source: str,
     curves: Optional[dict[str, list]],
@@ -115,7 +115,7 @@ class _Run:
     """The sections of a standard report that share fitted probes and head kernels (each fitted once, on first
     use): probes on ``PROBE_FIT_TASKS`` other tasks, signatures and fits on the first ``SIGNATURE_TASKS``."""
 
-    def __init__(self, model: ICTDModel, star: HookedICTDTransformer, config: TrainConfig, tasks) -> None:
+    def __init__(self, model: HookedModel, star: HookedICTDTransformer, config: TrainConfig, tasks) -> None:
         self.model, self.star, self.config, self.tasks = model, star, config, tasks
         self.fit = sample_from(config.tasks, PROBE_FIT_TASKS, seed=draw_seed(config.eval_seed, "probe_fit"))
         self.few = tasks[:SIGNATURE_TASKS]
@@ -183,7 +183,7 @@ class _Run:
 
 
 @torch.no_grad()
-def _example(model: ICTDModel, star: HookedICTDTransformer, tasks, kernels: list[HeadKernel]) -> dict[str, Any]:
+def _example(model: HookedModel, star: HookedICTDTransformer, tasks, kernels: list[HeadKernel]) -> dict[str, Any]:
     best = max(kernels, key=lambda r: r.td_kernel_correlation)
     _, mine = model.run_with_cache(tasks.prompt[:1], names_filter=ends_with("hook_pattern"))
     _, ref = star.run_with_cache(tasks.prompt[:1], names_filter=ends_with("hook_pattern"))

@@ -20,7 +20,7 @@ model's) while nothing reads ``standard`` or ``linear``. Imports ``config``, ``i
 
 from ictd_interp.models.linear.model import HookedLinearICTD
 from ictd_interp.models.loading import Checkpoint, load_checkpoint
-from ictd_interp.models.registry import ICTDModel, build_model, holds_theta_star
+from ictd_interp.models.registry import HookedModel, build_model, holds_theta_star
 from ictd_interp.models.standard.model import HookedStandardTransformer
 from ictd_interp.models.stylised.model import HookedICTDTransformer
 from ictd_interp.models.stylised.theta_star import theta_star
@@ -30,7 +30,7 @@ __all__ = [
     "HookedICTDTransformer",
     "HookedLinearICTD",
     "HookedStandardTransformer",
-    "ICTDModel",
+    "HookedModel",
     "build_model",
     "holds_theta_star",
     "load_checkpoint",

@@ -9,11 +9,11 @@ from typing import Any, NamedTuple, Optional
 import torch
 
 from ictd_interp.io.checkpoint import CONFIG, CheckpointError, PathLike, StoredCheckpoint, read_checkpoint
-from ictd_interp.models.registry import ICTDModel, config_from_dict, model_class
+from ictd_interp.models.registry import HookedModel, config_from_dict, model_class
 
 
 class Checkpoint(NamedTuple):
-    model: ICTDModel
+    model: HookedModel
     metadata: dict[str, Any]
 
 
@@ -27,7 +27,7 @@ def load_checkpoint(path: PathLike, device: str = "cpu") -> Checkpoint:
     return Checkpoint(model_from(stored).to(device), stored.header.get("metadata", {}))
 
 
-def model_from(stored: StoredCheckpoint, expected: Optional[type] = None) -> ICTDModel:
+def model_from(stored: StoredCheckpoint, expected: Optional[type] = None) -> HookedModel:
     """The model ``stored`` holds; ``expected``: the class the caller asked for (an error names the other)."""
     architecture = stored.header.get("architecture", "stylised")
     try:
@@ -52,7 +52,7 @@ def model_from(stored: StoredCheckpoint, expected: Optional[type] = None) -> ICT
     return model
 
 
-def _check_weights(model: ICTDModel, weights: dict[str, torch.Tensor], folder: Path) -> None:
+def _check_weights(model: HookedModel, weights: dict[str, torch.Tensor], folder: Path) -> None:
     """Names, shapes, finiteness, and the constraints the model declares: entries its training mask
     freezes (``frozen_entries``) and weights it ties across layers (``tied_parameters``)."""
     expected = model.state_dict()

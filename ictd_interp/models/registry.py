@@ -18,7 +18,7 @@ from ictd_interp.tasks.prompt import PromptLayout
 
 
 @runtime_checkable
-class ICTDModel(Protocol):
+class HookedModel(Protocol):
     """What the function-space analyses (error vs depth and context, algorithm identification, kernel
     diagonality from patterns, probes, patching, depth extrapolation) need from a model; both model
     classes conform. ``cfg`` carries ``architecture``, ``n_layers``, ``n_heads``, ``gamma``,
@@ -64,12 +64,12 @@ def config_from_dict(architecture: str, data: dict[str, Any]) -> ModelConfig:
     return MODEL_CONFIGS[architecture].from_dict(data)
 
 
-def build_model(cfg: ModelConfig) -> ICTDModel:
+def build_model(cfg: ModelConfig) -> HookedModel:
     """A freshly initialised model of the config's architecture."""
     return model_class(cfg.architecture)(cfg)
 
 
-def holds_theta_star(model: ICTDModel) -> bool:
+def holds_theta_star(model: HookedModel) -> bool:
     """θ* is a point of the model's weights (its record's ``holds_theta_star``). What follows and the analyses use:
     readings against θ*'s weights apply, the residual stream is the prompt with its stored value rows (probes of
     the stored value, a layer rebuilt at another depth), and the state-space forward applies where its form, mask

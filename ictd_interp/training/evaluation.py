@@ -10,7 +10,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from ictd_interp.models.base import check_tasks
-from ictd_interp.models.registry import ICTDModel, holds_theta_star
+from ictd_interp.models.registry import HookedModel, holds_theta_star
 from ictd_interp.models.stylised.model import HookedICTDTransformer
 from ictd_interp.models.stylised.state_space import grouped_kernel, model_weights, transition_counts
 from ictd_interp.models.stylised.theta_star import SIGNATURE_INPUTS
@@ -44,7 +44,7 @@ class EvalSet:
 
 
 @torch.no_grad()
-def msve(model: ICTDModel, tasks: TaskBatch, state_space: bool = False) -> float:
+def msve(model: HookedModel, tasks: TaskBatch, state_space: bool = False) -> float:
     """Mean squared value error of the value row against ``v_pi`` over every context position (``state_space``:
     the value row from the state-space forward)."""
     check_tasks(model, tasks)
@@ -86,7 +86,7 @@ class EvalMetrics:
 
 
 @torch.no_grad()
-def run_with_diagonality(model: ICTDModel, tasks: TaskBatch) -> tuple[Tensor, Float[Tensor, "layer head"]]:
+def run_with_diagonality(model: HookedModel, tasks: TaskBatch) -> tuple[Tensor, Float[Tensor, "layer head"]]:
     """The model's output on ``tasks`` and its kernel diagonality per layer and head, averaged over the tasks. Each
     layer's pattern is reduced as the forward computes it and then dropped: a cache of every pattern would hold
     layers × tasks × n² numbers (1.9 GB for 192 layers, 256 tasks at n = 100)."""
@@ -117,7 +117,7 @@ def state_space_diagonality(model: HookedICTDTransformer, tasks: TaskBatch) -> F
 
 
 @torch.no_grad()
-def evaluate(model: ICTDModel, eval_set: EvalSet) -> EvalMetrics:
+def evaluate(model: HookedModel, eval_set: EvalSet) -> EvalMetrics:
     """Every training-time metric of ``model`` on the evaluation tasks: error and kernel diagonality for
     any architecture; the weight probes against θ* (cosines, signature) for the stylised model."""
     cfg, tasks = model.cfg, eval_set.tasks

@@ -18,12 +18,12 @@ from jaxtyping import Float
 from torch import Tensor
 
 from ictd_interp.config import registry
-from ictd_interp.models.registry import ICTDModel
+from ictd_interp.models.registry import HookedModel
 from ictd_interp.models.stylised.stack import ModelStack
 from ictd_interp.models.stylised.state_space import window_query_values
 from ictd_interp.training.batches import WindowBatch
 
-Trainable = Union[ICTDModel, ModelStack]  # one model, or a stack of models with its stacked batch
+Trainable = Union[HookedModel, ModelStack]  # one model, or a stack of models with its stacked batch
 
 
 def query_values(
@@ -126,7 +126,7 @@ def expected_update(
     return torch.cat([g.flatten(delta.ndim - 2) for g in u], dim=-1)
 
 
-def neu_unbiased(model: ICTDModel, batch: WindowBatch) -> float:
+def neu_unbiased(model: HookedModel, batch: WindowBatch) -> float:
     """Unbiased estimate of ``||E u||^2``: the inner product of ``u`` on two independent halves of
     the tasks (the plain ``||u||^2`` is biased upward by the batch variance)."""
     half = batch.query_reward.shape[0] // 2

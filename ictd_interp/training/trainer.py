@@ -26,7 +26,7 @@ from ictd_interp.io.checkpoint import STATE as STATE_FILE
 from ictd_interp.io.checkpoint import CheckpointError, save_checkpoint
 from ictd_interp.io.progress import progress_bar
 from ictd_interp.models.loading import load_checkpoint
-from ictd_interp.models.registry import ICTDModel, build_model
+from ictd_interp.models.registry import HookedModel, build_model
 from ictd_interp.training.allocator import apply_allocator_choice
 from ictd_interp.training.batch_stream import BatchStream
 from ictd_interp.training.device_stream import DeviceBatches
@@ -46,7 +46,7 @@ class Run:
 
     out_dir: Path
     config: TrainConfig
-    model: ICTDModel
+    model: HookedModel
     step: int = 0
     metrics: list[dict[str, Any]] = field(default_factory=list)
     interrupted: bool = False
@@ -227,7 +227,7 @@ def check_device(device: str) -> None:
         raise ValueError("device: 'cuda' requested but torch sees no CUDA device; use --device cpu")
 
 
-def prepare_model(model: ICTDModel, config: TrainConfig) -> ICTDModel:
+def prepare_model(model: HookedModel, config: TrainConfig) -> HookedModel:
     """The model with its training path compiled when asked: on a GPU in CUDA graphs (``reduce-overhead``: one
     replay per step instead of a launch per kernel, the small-step floor), on a CPU by inductor alone."""
     if config.compile:

@@ -33,7 +33,7 @@ from ictd_interp.analyses.metrics.intervals import paired
 from ictd_interp.analyses.metrics.ladder import ESTIMATORS, LEVELS, UNDECIDED, ladder
 from ictd_interp.config.train import TrainConfig
 from ictd_interp.io import run_folder
-from ictd_interp.models.registry import ICTDModel
+from ictd_interp.models.registry import HookedModel
 from ictd_interp.tasks.sampling import TaskBatch
 
 FRACTIONS = (0.2, 0.6, 1.0)  # where along training a run's checkpoints are taken
@@ -86,7 +86,7 @@ def class_of(level: str) -> str:
 
 
 @torch.no_grad()
-def label(model: ICTDModel, config: TrainConfig, tasks: TaskBatch) -> dict[str, Any]:
+def label(model: HookedModel, config: TrainConfig, tasks: TaskBatch) -> dict[str, Any]:
     """The checkpoint's ladder level and the track's label; ``tasks``: ``N_TASKS`` evaluation tasks of
     ``config.tasks`` at ``config.eval_seed``."""
     gamma = config.tasks.gamma
