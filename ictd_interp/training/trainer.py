@@ -27,6 +27,7 @@ from ictd_interp.io.checkpoint import CheckpointError, save_checkpoint
 from ictd_interp.io.progress import progress_bar
 from ictd_interp.models.loading import load_checkpoint
 from ictd_interp.models.registry import HookedModel, build_model
+from ictd_interp.models.stylised.state_space import window_value_map_radius
 from ictd_interp.training.allocator import apply_allocator_choice
 from ictd_interp.training.batch_stream import BatchStream
 from ictd_interp.training.device_stream import DeviceBatches
@@ -332,10 +333,15 @@ def finish(run: Run) -> Run:
 
 
 def step_loss(objective, model, batch, depth: Optional[int], config: TrainConfig) -> torch.Tensor:
-    """The objective its batches were built for, at the step's depth, or averaged over ``config.loss_depths``."""
+    """The objective its batches were built for, at the step's depth, or averaged over ``config.loss_depths``;
+    plus ``config.spectral_penalty`` times the mean radius of the layer's value map over the batch's tasks."""
     if not config.depth_list:
-        return objective(model, batch, depth=depth)
-    return torch.stack([objective(model, batch, depth=d) for d in config.depth_list]).mean(0)
+        loss = objective(model, batch, depth=depth)
+    else:
+        loss = torch.stack([objective(model, batch, depth=d) for d in config.depth_list]).mean(0)
+    if config.spectral_penalty:
+        loss = loss + config.spectral_penalty * window_value_map_radius(model, batch.space).mean()
+    return loss
 
 
 def set_learning_rate(optimizer: torch.optim.Optimizer, config: TrainConfig, step: int) -> None:

@@ -10,6 +10,7 @@ import torch
 
 from ictd_interp import TrainConfig
 from ictd_interp.models.registry import build_model
+from ictd_interp.models.stylised.state_space import value_map_radius, window_value_map_radius
 from ictd_interp.training.batch_stream import BatchStream
 from ictd_interp.training.stacked import stack_refusal
 from ictd_interp.training.trainer import step_loss
@@ -63,6 +64,11 @@ def test_a_state_space_batch_holds_counts_not_prompts():
         (dict(warmup_steps=-1), "warmup_steps"),
         (dict(grad_clip=-1.0), "grad_clip"),
         (dict(grad_clip=math.inf), "grad_clip"),
+        (dict(forward="state-space", spectral_penalty=-1.0), "spectral_penalty"),
+        (dict(forward="state-space", spectral_penalty=math.nan), "spectral_penalty"),
+        (dict(forward="state-space", spectral_penalty=math.inf), "spectral_penalty"),
+        (dict(spectral_penalty=1.0), "spectral_penalty"),
+        (dict(forward="state-space", spectral_penalty=1.0, tied=False), "spectral_penalty"),
     ],
 )
 def test_bad_training_options_are_refused_by_name(settings, named):
@@ -99,3 +105,47 @@ def test_a_state_space_run_is_evaluated_as_the_positional_forward_reads_it(tied)
     assert diag_a.shape == diag_b.shape == (3, 1) and float((diag_a - diag_b).abs().max()) <= 1e-12
     layers = [row[0] for row in a.kernel_diagonality_heads]
     assert (len(set(layers)) == 1) == tied  # a tied model's layers share one kernel; random per-layer ones do not
+
+
+def _two_state_context(w_cur: float, w_tar: float) -> tuple:
+    """Three one-hot states, a context alternating 0 -> 1 -> 0 (two transitions each way), state 2 never visited;
+    inverse temperature 30, so each state attends to itself alone (to e^-30): the layer's value map on the visited
+    states is ``(1 + w_cur) I + gamma w_tar P`` with ``P`` the swap, eigenvalues ``1 + w_cur +- gamma w_tar``."""
+    A = 30.0 * torch.eye(3, dtype=torch.float64).unsqueeze(0)
+    w = torch.tensor([[0.0, 0.0, 0.0, 0.0, w_tar, w_cur]], dtype=torch.float64)  # x (3), reward, target, current
+    N = torch.zeros(1, 3, 3, dtype=torch.float64)
+    N[0, 0, 1] = N[0, 1, 0] = 2.0
+    return A, w, torch.eye(3, dtype=torch.float64).unsqueeze(0), torch.zeros(1, 3, dtype=torch.float64), N
+
+
+@pytest.mark.parametrize("w_cur, w_tar, radius", [(-1.0, 1.0, 0.5), (-0.5, 0.5, 0.75), (-2.0, 1.0, 1.5)])
+def test_the_value_map_radius_by_hand(w_cur, w_tar, radius):
+    """gamma = 0.5: |1 + w_cur +- 0.5 w_tar|, the larger. The unvisited state's eigenvalue 1 (its value is
+    written, never read) is not counted: 0.5 and 0.75 would read 1."""
+    got = value_map_radius(*_two_state_context(w_cur, w_tar), gamma=0.5)
+    assert float(got) == pytest.approx(radius, abs=1e-12)
+
+
+def test_the_value_map_radius_has_the_finite_difference_gradient():
+    A, w, X, r, N = _two_state_context(-0.7, 0.9)
+    A = A / 10 + 0.1 * torch.randn(1, 3, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    w = (w + 0.1).requires_grad_()
+    assert torch.autograd.gradcheck(lambda w: value_map_radius(A, w, X, r, N, 0.5), (w,))
+
+
+def test_the_spectral_penalty_adds_its_weight_times_the_mean_radius_to_the_loss():
+    config = TrainConfig.from_preset("deep", dtype="float64", tasks_per_batch=6, spectral_penalty=2.5)
+    model = build_model(replace(config.model, init_scale=0.3))
+    batch, depth = next(BatchStream(config, torch.Generator().manual_seed(3), torch.float64))
+    penalised = step_loss(BatchStream(config, torch.Generator(), torch.float64).objective, model, batch, depth, config)
+    plain = step_loss(
+        BatchStream(config, torch.Generator(), torch.float64).objective,
+        model,
+        batch,
+        depth,
+        replace(config, spectral_penalty=0.0),
+    )
+    radius = window_value_map_radius(model, batch.space)
+    assert radius.shape == (6,) and bool((radius > 0.5).all())
+    assert float(penalised) == pytest.approx(float(plain) + 2.5 * float(radius.mean()), rel=1e-14)
+    assert float(penalised) != pytest.approx(float(plain), rel=1e-14)

@@ -151,16 +151,51 @@ def state_values_on_tasks(
     return state_space_forward(A_ff, w, features, rewards, counts, gamma, depth, on_layer=on_layer)[:, 0]
 
 
-def window_query_values(model, space, depth: int) -> Float[Tensor, "task window"]:
-    """The query prediction of every training window (``StateSpaceWindows``) after ``depth`` layers, differentiable
-    in the model's free entries (the feature block of ``A``, the current row of ``V``): the positional fast path's
-    query values, computed on the windows' transition counts (``TrainConfig.forward = "state-space"``)."""
+def free_entries(model) -> tuple[Float[Tensor, "1 unique d_feat d_feat"], Float[Tensor, "1 unique d_model"]]:
+    """The model's free entries (the feature block of ``A``, the current row of ``V``), differentiable, with a
+    task axis of size 1."""
     d, current = model.cfg.d_features, model.layout.current
     attns = model.unique_attention()
     A = torch.stack([a.A[0, :d, :d] for a in attns]).unsqueeze(0)  # [1, unique, d, d]
     w = torch.stack([a.V[0, current] for a in attns]).unsqueeze(0)  # [1, unique, d_model]
+    return A, w
+
+
+def window_query_values(model, space, depth: int) -> Float[Tensor, "task window"]:
+    """The query prediction of every training window (``StateSpaceWindows``) after ``depth`` layers, differentiable
+    in the model's free entries: the positional fast path's query values, computed on the windows' transition
+    counts (``TrainConfig.forward = "state-space"``)."""
+    A, w = free_entries(model)
     v = state_space_forward(A, w, space.features, space.rewards, space.counts, model.cfg.gamma, depth)
     return torch.gather(v, 2, space.query_states.unsqueeze(-1)).squeeze(-1)
+
+
+def value_map_radius(
+    A_ff: Float[Tensor, "#task d_feat d_feat"],
+    w: Float[Tensor, "#task d_model"],
+    X: Float[Tensor, "task state d_feat"],
+    r: Float[Tensor, "task state"],
+    N: Float[Tensor, "task state next_state"],
+    gamma: float,
+) -> Float[Tensor, "task"]:
+    """The spectral radius of one layer's map of the values, ``M = I + Ebar F`` (``v <- M v + Ebar y0``), on the
+    states each context visits (a source or a next state: the only values the layer reads; an unvisited state's
+    value is written but never read, so its eigenvalue 1 says nothing). Iterating the layer converges to its fixed
+    point iff the radius is below 1, at the rate the radius gives: ``max |eig(M)|``, differentiable (float64)."""
+    kernel, _, F = layer_parts(A_ff, w, X, r, N, gamma)
+    visited = ((N.sum(-1) + N.sum(-2)) > 0).double()  # [task, state]
+    M = torch.eye(N.shape[-1], dtype=torch.float64, device=N.device) + (kernel @ F).double()
+    M = M * visited.unsqueeze(-1) * visited.unsqueeze(-2)  # the visited block; zeros elsewhere (eigenvalue 0)
+    return torch.linalg.eigvals(M).abs().amax(-1).to(N.dtype)
+
+
+def window_value_map_radius(model, space) -> Float[Tensor, "task"]:
+    """``value_map_radius`` of a tied model's layer on each task's first training window
+    (``TrainConfig.spectral_penalty``)."""
+    A, w = free_entries(model)
+    if A.shape[1] != 1:
+        raise ValueError(f"value map radius: one tied layer's map, the model has {A.shape[1]} unique layers")
+    return value_map_radius(A[:, 0], w[:, 0], space.features, space.rewards, space.counts[:, 0], model.cfg.gamma)
 
 
 def model_weights(model) -> tuple[Float[Tensor, "1 unique d_feat d_feat"], Float[Tensor, "1 unique d_model"]]:
@@ -176,11 +211,7 @@ def model_weights(model) -> tuple[Float[Tensor, "1 unique d_feat d_feat"], Float
             "(training and checkpoint loading keep them 0); the positional forward reads them, this "
             "one would not: zero them (multiply by the block's mask_A / mask_V) or run the model"
         )
-    lay, d = model.layout, model.cfg.d_features
-    attns = model.unique_attention()
-    A = torch.stack([a.A[0, :d, :d] for a in attns]).detach().double().cpu()
-    w = torch.stack([a.V[0, lay.current] for a in attns]).detach().double().cpu()
-    return A.unsqueeze(0), w.unsqueeze(0)
+    return tuple(t.detach().double().cpu() for t in free_entries(model))
 
 
 def positional_state_values(model, tasks, depth: int, every_layer: bool = False) -> Float[Tensor, "*layer batch pos"]:
