@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
+from ictd_interp.config.fields import FORWARDS
 from ictd_interp.config.registry import OBJECTIVES
 from ictd_interp.config.train import TrainConfig
 
@@ -32,6 +33,8 @@ class Budget:
     n_eval_tasks: evaluation tasks of every trained cell.
     objectives: pretraining objectives of the emergence rows.
     depth_sampling: the tied model trained at depths drawn from LO:HI each step, against its fixed depth.
+    forward: how those two studies train the quick preset: positional, or state-space (the same function, its
+        steps 2.5× faster for TD and 5× for NEU's second-order one: the quick budget's).
     standard_seeds: seeds of the standard architecture trained (empty: the shipped standard-quick-s0).
     control_objectives: pretraining objectives of the control emergence row (the control-quick preset: on the
         state-action chain TD is SARSA's objective, q-learning bootstraps on the best next action, MC regresses
@@ -59,6 +62,7 @@ class Budget:
     n_eval_tasks: Optional[int] = None
     objectives: tuple[str, ...] = ("td", "neu", "mc", "supervised")
     depth_sampling: str = "6:18"
+    forward: str = "positional"
     standard_seeds: tuple[int, ...] = ()
     control_objectives: tuple[str, ...] = ("td", "q-learning", "mc", "supervised", "supervised-q-star")
     acting_tasks: int = 256
@@ -92,6 +96,8 @@ class Budget:
             raise ValueError(f"neu_tasks: the jackknife over 32 groups needs at least 64 tasks, got {self.neu_tasks}")
         if self.acting_tasks < 2:
             raise ValueError(f"acting_tasks: an interval over tasks needs at least 2, got {self.acting_tasks}")
+        if self.forward not in FORWARDS:
+            raise ValueError(f"forward: one of {list(FORWARDS)}, got {self.forward!r}")
         if len(self.seeds) < 2:
             raise ValueError(f"seeds: an interval over seeds needs at least 2, got {list(self.seeds)}")
 
@@ -109,12 +115,13 @@ class Budget:
             **({"n_eval_tasks": self.n_eval_tasks} if self.n_eval_tasks else {}),
             **self.extra,
         }
+        quick = {"forward": self.forward, **fixed}
         specs = {
             "objectives": {
                 "name": "claims-objectives",
                 "preset": "quick",
                 "seeds": list(self.seeds),
-                "fixed": dict(fixed),
+                "fixed": dict(quick),
                 "grid": {"objective": list(self.objectives)},
                 "description": "Does θ* emerge under every pretraining objective?",
             },
@@ -122,7 +129,7 @@ class Budget:
                 "name": "claims-depth-sampling",
                 "preset": "quick",
                 "seeds": list(self.seeds),
-                "fixed": dict(fixed),
+                "fixed": dict(quick),
                 "grid": {"train_depths": ["", self.depth_sampling]},
                 "description": "A tied layer trained at one depth versus at depths drawn each step.",
             },
@@ -149,7 +156,7 @@ class Budget:
 
 
 BUDGETS = {
-    "quick": Budget("quick"),
+    "quick": Budget("quick", forward="state-space"),
     "full": Budget(
         "full",
         theorem1_lengths=(5, 30, 100, 300),

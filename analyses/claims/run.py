@@ -126,7 +126,11 @@ def _steps(budget: Budget, studies: dict[str, Path], out_dir: Path) -> list:
             lambda: [neu_limit.theorem3(budget, HookedICTDTransformer.from_pretrained(budget.neu_model))],
             False,
         ),
-        (["emergence_weights"], lambda: [trained.weights(objectives().results, len(budget.seeds))], True),
+        (
+            ["emergence_weights"],
+            lambda: [trained.weights(objectives().results, len(budget.seeds), budget.forward)],
+            True,
+        ),
         (
             ["emergence_weight_size"],
             lambda: [trained.weight_size(objectives().results, len(budget.seeds), theory.GAMMA)],

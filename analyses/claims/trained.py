@@ -93,11 +93,11 @@ def _weights(results: pd.DataFrame, seeds: int, claim_id: str, claim: str, run: 
     )
 
 
-def weights(results: pd.DataFrame, seeds: int) -> Claim:
+def weights(results: pd.DataFrame, seeds: int, forward: str = "positional") -> Claim:
     """Emergence judged in function space: the seeds that learn in context
     (``ictd_interp.analyses.metrics.in_context``), per
     objective; each objective's weight cosines are printed beside the other objectives' (their null: a cosine near 1
-    that a non-TD objective reaches too says nothing about TD)."""
+    that a non-TD objective reaches too says nothing about TD). ``forward``: how the study trained them."""
     base = _weights(
         results,
         seeds,
@@ -108,6 +108,7 @@ def weights(results: pd.DataFrame, seeds: int) -> Claim:
         "layer; every objective's, so each cosine stands beside its null)",
     )
     learned = _per_cell(results, LEARNS, "first")
+    through = " through the state-space forward (the same function)" if forward == "state-space" else ""
     holds, numbers = {}, []
     for condition, part in learned.groupby("condition", sort=False):
         k, n = int(part[LEARNS].astype(bool).sum()), len(part)
@@ -132,7 +133,8 @@ def weights(results: pd.DataFrame, seeds: int) -> Claim:
         data=to_json(figure),
         claim="Emergence: reinforcement pretraining (the TD objective) yields a model that learns in context — it "
         "beats the constant and first-visit Monte Carlo on held-out tasks — not just weights that point at θ*.",
-        run=f"The `quick` preset trained with each objective, {seeds} seeds each (a study on Ray: `analyses/claims` "
+        run=f"The `quick` preset trained with each objective{through}, {seeds} seeds each (a study on Ray: "
+        "`analyses/claims` "
         "runs it into the report folder's studies/objectives); each seed judged on its own held-out tasks.",
         rule="holds for an objective when the Wilson 95% interval of the fraction of its seeds that learn in context "
         "(MSVE below both the constant and first-visit MC, paired 95% t intervals over tasks) lies above 1/2; "

@@ -18,6 +18,7 @@ TINY = Budget(
     steps=30,
     n_eval_tasks=16,
     objectives=("td", "neu"),
+    forward="state-space",
     control_objectives=("td",),
     acting_tasks=16,
     deep_models=("deep-td-s0", "deep-td-s1"),

@@ -59,6 +59,17 @@ def test_a_budget_needs_two_seeds_for_an_interval():
         Budget("one", seeds=(0,))
 
 
+def test_the_quick_budget_trains_its_quick_studies_through_the_state_space_forward():
+    from ictd_interp.analyses.claims.budget import BUDGETS
+
+    quick, full = (BUDGETS[name].studies() for name in ("quick", "full"))
+    assert [quick[k]["fixed"]["forward"] for k in ("objectives", "depth_sampling")] == ["state-space"] * 2
+    assert [full[k]["fixed"]["forward"] for k in ("objectives", "depth_sampling")] == ["positional"] * 2
+    assert "forward" not in quick["control_objectives"]["fixed"]  # control families: the positional forward only
+    with pytest.raises(ValueError, match="^forward"):
+        Budget("odd", forward="sideways")
+
+
 def test_a_fraction_of_one_keeps_its_interval_around_it():
     """10/10: the Wilson bound rounds to 0.999...9; the interval must still contain the fraction (the figure
     draws its error bars from it)."""
