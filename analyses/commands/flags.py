@@ -108,7 +108,7 @@ def claims_flags(p: argparse.ArgumentParser) -> None:
     """``claims``: the report folder, its budget, and where it runs."""
     from ictd_interp.analyses.claims.budget import BUDGETS  # torch-free
 
-    budget_help = "quick: <= 15 min on 2 cores; full: more seeds, longer contexts, the standard model trained"
+    budget_help = "quick: <= 10 min on 2 idle cores; full: more seeds, longer contexts, the standard model trained"
     _folder_and_budget(p, sorted(BUDGETS), budget_help)
     _ray_and_force(p)
 
@@ -158,5 +158,12 @@ def benchmark_flags(p: argparse.ArgumentParser) -> None:
         metavar="STUDY_DIR",
         help="--track checkpoints: finished study folders, run folders of `train` or folders of them, whose runs "
         "form the population (repeatable; default: the built-in study 'checkpoints', trained into OUT/population)",
+    )
+    p.add_argument(
+        "--readings",
+        default=None,
+        metavar="A,B",
+        help="--track checkpoints: score these readings alone (default: every one; das_value costs minutes a "
+        "checkpoint at n = 100)",
     )
     _ray_and_force(p)

@@ -30,8 +30,8 @@ def methods_benchmark(args: argparse.Namespace) -> int:
     split = Split.read(args.split, args.key_file)
     if args.track == "checkpoints":
         return checkpoint_track(args, split)
-    if args.population:
-        raise ValueError("--population: only --track checkpoints takes a population")
+    if args.population or args.readings is not None:
+        raise ValueError("--population, --readings: only --track checkpoints takes them")
     names = lambda text: None if text is None else [m.strip() for m in text.split(",") if m.strip()]  # noqa: E731
     budget = narrowed(args.budget, names(args.cases), args.seeds)
     cells, budget = run_benchmark(
@@ -67,8 +67,16 @@ def checkpoint_track(args: argparse.Namespace, split) -> int:
     )
     if given:
         raise ValueError(f"{', '.join(given)}: the checkpoint track scores its own readings; leave them out")
+    readings = None if args.readings is None else [n.strip() for n in args.readings.split(",") if n.strip()]
     records = run_track(
-        args.out, split, args.population, workers=args.workers, address=args.address, force=args.force, seeds=args.seeds
+        args.out,
+        split,
+        args.population,
+        workers=args.workers,
+        address=args.address,
+        force=args.force,
+        seeds=args.seeds,
+        readings=readings,
     )
     path = write_report(records, Path(args.out), population_name(split, args.population))
     print(f"{path}: {len(records)} checkpoints of {len({r['run'] for r in records})} runs")

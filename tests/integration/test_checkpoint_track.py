@@ -49,7 +49,11 @@ def test_the_track_labels_reads_reports_and_resumes(tmp_path, monkeypatch, capsy
     assert main([*command, "--seeds", "2"]) == 2
     assert "--seeds: sizes the built-in population" in capsys.readouterr().err
     assert main(["methods-benchmark", "--out", str(tmp_path / "p"), "--population", str(pop)]) == 2
-    assert "--population: only --track checkpoints" in capsys.readouterr().err
+    assert "--population, --readings: only --track checkpoints" in capsys.readouterr().err
+    assert (
+        main([*command[:3], "--population", str(pop), "--readings", "depth_limt", "--out", str(tmp_path / "o3")]) == 2
+    )
+    assert "readings: unknown ['depth_limt']" in capsys.readouterr().err
     assert main([*command[:3], "--population", str(tmp_path / "none"), "--out", str(tmp_path / "o2")]) == 2
     assert f"{tmp_path / 'none'}: no finished runs" in capsys.readouterr().err
 

@@ -195,3 +195,25 @@ def test_a_given_population_is_not_called_public_or_sealed():
     keyed = Split("private", b"k" * 32)
     assert population_name(PUBLIC, []) == "public" and population_name(keyed, []) == "sealed"
     assert population_name(PUBLIC, ["runs/a"]) == "given" and population_name(keyed, ["runs/a"]) == "given"
+
+
+def test_a_track_scores_the_readings_asked_and_its_report_shows_those_alone(tmp_path):
+    """``--readings``: names checked against the readings (in their order), and a report of records that carry some
+    readings tables and draws those alone."""
+    from ictd_interp.analyses.methods_benchmark.checkpoints.report import write_report
+    from ictd_interp.analyses.methods_benchmark.checkpoints.track import chosen_readings
+
+    assert chosen_readings(None) == [r.name for r in READINGS]
+    assert chosen_readings(["discount", "depth_limit"]) == [
+        r.name for r in READINGS if r.name in ("depth_limit", "discount")
+    ]
+    for bad in (["depth_limt"], []):
+        with pytest.raises(ValueError, match="^readings: unknown"):
+            chosen_readings(bad)
+    records = [
+        {"run": f"r{k}", "label": label, "objective": "td", "readings": {"depth_limit": score}}
+        for k, (label, score) in enumerate([(LABELS[0], 0.99), (LABELS[0], 0.98), (LABELS[1], 0.2), (LABELS[1], 0.3)])
+    ]
+    report = write_report(records, tmp_path, "given").read_text()
+    assert "| `depth_limit` |" in report and "| `discount` |" not in report
+    assert "Tells: `depth_limit`" in report or "Undecided: `depth_limit`" in report

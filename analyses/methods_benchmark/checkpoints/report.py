@@ -23,18 +23,23 @@ from ictd_interp.analyses.metrics.readings import READINGS, SEPARATES
 SHOWN = ("TD vs stopped early", "TD vs other objectives")
 
 
+def taken(records: Sequence[dict[str, Any]]) -> list:
+    """The readings every record carries (a track run with ``--readings`` scores some), in ``READINGS``'s order."""
+    return [r for r in READINGS if all(r.name in x["readings"] for x in records)]
+
+
 def scored(records: Sequence[dict[str, Any]]) -> dict[str, dict[str, Estimate]]:
-    return {r.name: score_reading(records, r.name, r.threshold) for r in READINGS}
+    return {r.name: score_reading(records, r.name, r.threshold) for r in taken(records)}
 
 
 def table(scores: dict[str, dict[str, Estimate]], records: Sequence[dict[str, Any]]) -> list[str]:
-    missing = {r.name: sum(x["readings"][r.name] is None for x in records) for r in READINGS}
+    missing = {r.name: sum(x["readings"][r.name] is None for x in records) for r in taken(records)}
     lines = [
         "| reading | family | rule: reads as TD iff | AUROC, TD vs stopped early | AUROC, TD vs other objectives "
         "| balanced accuracy, TD vs stopped early | false discoveries | not made |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for r in READINGS:
+    for r in taken(records):
         s = scores[r.name]
         lines.append(
             f"| `{r.name}` | {r.family} | {r.rule} | {s['auroc:' + SHOWN[0]].text()} | {s['auroc:' + SHOWN[1]].text()} "
@@ -95,8 +100,8 @@ def write_report(records: Sequence[dict[str, Any]], out_dir: Path, title: str = 
 def figure(scores: dict[str, dict[str, Estimate]], title: str, n: dict[str, Any]):
     """Each reading's AUROC with its interval, one marker per comparison; the line at 0.5 is a coin; ``n``: the
     population's ``counts``, named in the title."""
-    fig, (ax,) = new_figure(width=6.4, height=0.45 * len(READINGS) + 1.4)
-    names = [r.name for r in READINGS]
+    names = list(scores)
+    fig, (ax,) = new_figure(width=6.4, height=0.45 * len(names) + 1.4)
     for k, comparison in enumerate(SHOWN):
         for y, name in enumerate(names):
             e = scores[name]["auroc:" + comparison]

@@ -51,9 +51,23 @@ def population_spec(split: Split = PUBLIC, seeds: Optional[int] = None) -> Study
     return replace(spec, seeds=drawn, source="<sealed: seeds drawn from the key>")
 
 
-def record_run(study: str, name: str, run: str) -> list[dict[str, Any]]:
-    """Every checkpoint of one run (``population.run_entries``) labelled and read; runs in a Ray worker (its torch
-    threads: the toolkit's policy, ``ictd_interp.io.threads``, applied when the first model is built)."""
+def chosen_readings(names: Optional[Sequence[str]]) -> list[str]:
+    """The readings a track scores: ``names`` checked against ``READINGS`` (None: every one), in ``READINGS``'s
+    order."""
+    known = [r.name for r in READINGS]
+    if names is None:
+        return known
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        raise ValueError(f"readings: unknown {unknown or 'none given'}; the readings are {', '.join(known)}")
+    return [n for n in known if n in names]
+
+
+def record_run(study: str, name: str, run: str, readings: Optional[Sequence[str]] = None) -> list[dict[str, Any]]:
+    """Every checkpoint of one run (``population.run_entries``) labelled and read (``readings``: by name, None: all);
+    runs in a Ray worker (its torch threads: the toolkit's policy, ``ictd_interp.io.threads``, applied when the
+    first model is built)."""
+    chosen = [r for r in READINGS if r.name in chosen_readings(readings)]
     entries = run_entries(study, name, Path(run))
     config = run_folder.load_run_config(Path(run))
     tasks = sample_from(config.tasks, N_TASKS, seed=config.eval_seed)
@@ -74,7 +88,7 @@ def record_run(study: str, name: str, run: str) -> list[dict[str, Any]]:
                 "gamma": config.tasks.gamma,
                 "n_layers": model.cfg.n_layers,
                 **label(model, config, tasks),
-                "readings": {r.name: score_of(r, model, ctx) for r in READINGS},
+                "readings": {r.name: score_of(r, model, ctx) for r in chosen},
             }
         )
     return records
@@ -103,10 +117,12 @@ def run_track(
     progress: bool = True,
     force: bool = False,
     seeds: Optional[int] = None,
+    readings: Optional[Sequence[str]] = None,
 ) -> list[dict[str, Any]]:
     """Train (or resume) the population (``seeds`` per recipe: ``population_spec``), record every run not yet
-    recorded, and return every record."""
-    if importlib.util.find_spec("pyvene") is None:
+    recorded, and return every record; ``readings``: score these alone (by name; None: every one)."""
+    names = chosen_readings(readings)
+    if "das_value" in names and importlib.util.find_spec("pyvene") is None:
         raise ValueError("the checkpoint track's das_value reading needs pyvene: pip install 'ictd-interp[interop]'")
     studies = [Path(s).resolve() for s in studies]
     for folder in studies:
@@ -118,6 +134,7 @@ def run_track(
         "track": "checkpoints",
         "population": [str(s) for s in studies],
         **({"seeds": seeds} if seeds is not None else {}),
+        **({"readings": names} if readings is not None else {}),
         **({"split": split.name, "key_fingerprint": split.fingerprint()} if split.key is not None else {}),
     }
     out = claim_output(out_dir, request, force, inputs=studies)
@@ -126,16 +143,18 @@ def run_track(
         if not studies:
             run_study(population_spec(split, seeds), out / "population", session=session, progress=progress)
             studies = [out / "population"]
-        _record(out / "records", studies, session, progress)
+        _record(out / "records", studies, session, progress, readings and names)
     finally:
         session.close()
     return [r for path in sorted((out / "records").glob("*.json")) for r in json.loads(path.read_text())]
 
 
-def _record(folder: Path, studies: Sequence[Path], session: RaySession, progress: bool) -> None:
+def _record(
+    folder: Path, studies: Sequence[Path], session: RaySession, progress: bool, readings: Optional[list[str]]
+) -> None:
     folder.mkdir(exist_ok=True)
     todo = {
-        folder / f"{study.name}__{name}.json": (study.name, name, str(run))
+        folder / f"{study.name}__{name}.json": (study.name, name, str(run), readings)
         for study in studies
         for name, run in finished_runs(study)
     }
