@@ -1,4 +1,4 @@
-"""How much the claims report runs: ``quick`` (≤ 15 minutes on 2 cores) and ``full`` (more seeds, longer
+"""How much the claims report runs: ``quick`` (≤ 10 minutes on 2 idle cores) and ``full`` (more seeds, longer
 contexts, deeper models, the standard architecture trained; ≤ 2 hours on 2 cores, split across a Ray cluster
 with no code change). A budget is a plain validated dataclass, recorded in the report and in the folder's
 request, so a folder never mixes budgets."""
