@@ -33,7 +33,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from ictd_interp.models.stylised.state_space import layer_parts, model_weights, transition_counts
+from ictd_interp.models.stylised.state_space import layer_parts, model_weights, moving_radius, transition_counts
 from ictd_interp.tasks.sampling import TaskBatch
 
 NEUTRAL_TOL = 1e-9  # |rho - 1| below this is reported as neutral (float64 rounding of an exact 1)
@@ -67,10 +67,10 @@ def limit_from(model, tasks: TaskBatch, start: Tensor, layer: int) -> tuple[Tens
     radius, neutral, reason = [], [], []
     seen = torch.zeros_like(source)
     seen.scatter_(1, tasks.states, True)
+    radii = moving_radius(kernel, F, source).tolist()
     for t in range(len(tasks)):
-        s = source[t]
+        s, rho = source[t], radii[t]
         FE = F[t][s] @ kernel[t][:, s]  # [source, source]
-        rho = float(torch.linalg.eigvals(torch.eye(len(FE), dtype=FE.dtype) + FE).abs().max())
         radius.append(rho)
         neutral.append(bool((seen[t] & ~s).any()))
         if rho < 1 - NEUTRAL_TOL:

@@ -65,8 +65,8 @@ class TrainConfig:
         loss_depths: tied models: D1,D2,... averages the loss over the predictions at these depths, each step
             (empty: the loss at n_layers alone); a model trained so is judged at n_layers, so let it be the deepest.
         spectral_penalty: tied models trained through the state-space forward: adds this times the mean spectral
-            radius of the layer's map of the values (on each task's first window's visited states) to the loss, so
-            the layer contracts fast enough for its depth to reach its limit (0: off; docs/theory.md §6).
+            radius of the moving part of the layer's map of the values (on each task's first window) to the loss,
+            so the layer contracts fast enough for its depth to reach its limit (0: off; docs/theory.md §6).
         forward: positional (the prompt through the layers) or state-space (the exact state-space forward of the
             stylised paper-mask TSM softmax model: the same function, whose cost does not grow with the context
             length, so long contexts and deep models train in minutes; docs/theory.md §6).

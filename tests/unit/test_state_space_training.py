@@ -107,27 +107,61 @@ def test_a_state_space_run_is_evaluated_as_the_positional_forward_reads_it(tied)
     assert (len(set(layers)) == 1) == tied  # a tied model's layers share one kernel; random per-layer ones do not
 
 
-def _two_state_context(w_cur: float, w_tar: float) -> tuple:
-    """Three one-hot states, a context alternating 0 -> 1 -> 0 (two transitions each way), state 2 never visited;
-    inverse temperature 30, so each state attends to itself alone (to e^-30): the layer's value map on the visited
-    states is ``(1 + w_cur) I + gamma w_tar P`` with ``P`` the swap, eigenvalues ``1 + w_cur +- gamma w_tar``."""
+def _context(w_cur: float, w_tar: float, transitions: list[tuple[int, int]]) -> tuple:
+    """Three one-hot states and a context of ``transitions``; inverse temperature 30, so a source state attends to
+    itself alone (to e^-30) and state 2, whose feature no other state shares, to every source alike."""
     A = 30.0 * torch.eye(3, dtype=torch.float64).unsqueeze(0)
     w = torch.tensor([[0.0, 0.0, 0.0, 0.0, w_tar, w_cur]], dtype=torch.float64)  # x (3), reward, target, current
     N = torch.zeros(1, 3, 3, dtype=torch.float64)
-    N[0, 0, 1] = N[0, 1, 0] = 2.0
+    for a, b in transitions:
+        N[0, a, b] += 1.0
     return A, w, torch.eye(3, dtype=torch.float64).unsqueeze(0), torch.zeros(1, 3, dtype=torch.float64), N
 
 
-@pytest.mark.parametrize("w_cur, w_tar, radius", [(-1.0, 1.0, 0.5), (-0.5, 0.5, 0.75), (-2.0, 1.0, 1.5)])
-def test_the_value_map_radius_by_hand(w_cur, w_tar, radius):
-    """gamma = 0.5: |1 + w_cur +- 0.5 w_tar|, the larger. The unvisited state's eigenvalue 1 (its value is
-    written, never read) is not counted: 0.5 and 0.75 would read 1."""
-    got = value_map_radius(*_two_state_context(w_cur, w_tar), gamma=0.5)
+ALTERNATING = [(0, 1), (1, 0), (0, 1), (1, 0)]  # state 2 never visited
+
+
+@pytest.mark.parametrize(
+    "w_cur, w_tar, transitions, radius",
+    [
+        (-1.0, 1.0, ALTERNATING, 0.5),
+        (-0.5, 0.5, ALTERNATING, 0.75),
+        (-2.0, 1.0, ALTERNATING, 1.5),
+        (-1.0, 1.0, [(0, 1), (1, 0), (0, 1), (1, 2)], 0.5),
+    ],
+)
+def test_the_value_map_radius_by_hand(w_cur, w_tar, transitions, radius):
+    """gamma = 0.5. Alternating 0 <-> 1: the moving part is ``(1 + w_cur) I + gamma w_tar P`` (``P`` the swap),
+    radius ``|1 + w_cur +- 0.5 w_tar|``, the larger. Ending in state 2, a next state that is never a source: with
+    ``c = (2, 2)`` and state 2 attending to both sources by 1/4, ``H = [[0, 1/2], [3/8, 1/8]]``, eigenvalues 1/2 and
+    -3/8. A state that is not a source (unvisited, or visited only as the last next state) never moves the values:
+    its eigenvalue 1 is not counted (each case would read 1)."""
+    got = value_map_radius(*_context(w_cur, w_tar, transitions), gamma=0.5)
     assert float(got) == pytest.approx(radius, abs=1e-12)
 
 
+def test_the_batched_radius_is_each_tasks_source_block():
+    """``moving_radius`` (the source block, batched by zeroing the rest) against each task's own block, as the depth
+    limit computed it alone: the same to 1e-12 on Boyan contexts, a trained-like layer."""
+    from ictd_interp.models.stylised.state_space import layer_parts, moving_radius, transition_counts
+    from ictd_interp.tasks.sampling import sample_from
+
+    tasks = sample_from(TrainConfig.from_preset("deep").tasks, 16, seed=4)
+    g = torch.Generator().manual_seed(1)
+    A = torch.eye(4, dtype=torch.float64) * 2 + 0.3 * torch.randn(4, 4, generator=g, dtype=torch.float64)
+    w = torch.tensor([0.1, -0.2, 0.05, 0.3, 0.4, 0.45, -0.5], dtype=torch.float64)
+    N = transition_counts(tasks.states, tasks.mrp.n_states)
+    kernel, _, F = layer_parts(A[None], w[None], tasks.features.double(), tasks.mrp.r.double(), N, 0.9)
+    source = N.sum(-1) > 0
+    batched = moving_radius(kernel, F, source)
+    for t in range(16):
+        s = source[t]
+        H = torch.eye(int(s.sum()), dtype=torch.float64) + F[t][s] @ kernel[t][:, s]
+        assert float(batched[t]) == pytest.approx(float(torch.linalg.eigvals(H).abs().max()), abs=1e-12)
+
+
 def test_the_value_map_radius_has_the_finite_difference_gradient():
-    A, w, X, r, N = _two_state_context(-0.7, 0.9)
+    A, w, X, r, N = _context(-0.7, 0.9, ALTERNATING)
     A = A / 10 + 0.1 * torch.randn(1, 3, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     w = (w + 0.1).requires_grad_()
     assert torch.autograd.gradcheck(lambda w: value_map_radius(A, w, X, r, N, 0.5), (w,))

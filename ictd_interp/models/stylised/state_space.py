@@ -170,6 +170,21 @@ def window_query_values(model, space, depth: int) -> Float[Tensor, "task window"
     return torch.gather(v, 2, space.query_states.unsqueeze(-1)).squeeze(-1)
 
 
+def moving_radius(
+    kernel: Float[Tensor, "task state state"], F: Float[Tensor, "task state state"], source: Tensor
+) -> Float[Tensor, "task"]:
+    """The spectral radius of the part of a layer's map that moves, ``H = I + F Ebar`` on each task's source states
+    (``source [task, state]``): ``v <- v + Ebar (y0 + F v)`` moves the values along ``Ebar``'s columns alone, by
+    ``z <- H z + ...`` in the sources' coordinates, so iterating the layer converges iff this radius is below 1 and
+    at its rate (a state that is never a source only adds eigenvalue 1 on a direction that never moves).
+    ``max |eig|`` of the source block, batched (the other rows and columns zeroed: eigenvalue 0), float64,
+    differentiable; ``analyses.metrics.depth_limit`` reads its limits' radii here."""
+    m = source.double()
+    H = torch.eye(F.shape[-1], dtype=torch.float64, device=F.device) + (F @ kernel).double()
+    H = H * m.unsqueeze(-1) * m.unsqueeze(-2)
+    return torch.linalg.eigvals(H).abs().amax(-1).to(F.dtype)
+
+
 def value_map_radius(
     A_ff: Float[Tensor, "#task d_feat d_feat"],
     w: Float[Tensor, "#task d_model"],
@@ -178,15 +193,9 @@ def value_map_radius(
     N: Float[Tensor, "task state next_state"],
     gamma: float,
 ) -> Float[Tensor, "task"]:
-    """The spectral radius of one layer's map of the values, ``M = I + Ebar F`` (``v <- M v + Ebar y0``), on the
-    states each context visits (a source or a next state: the only values the layer reads; an unvisited state's
-    value is written but never read, so its eigenvalue 1 says nothing). Iterating the layer converges to its fixed
-    point iff the radius is below 1, at the rate the radius gives: ``max |eig(M)|``, differentiable (float64)."""
+    """``moving_radius`` of one layer on each task's transition counts ``N``."""
     kernel, _, F = layer_parts(A_ff, w, X, r, N, gamma)
-    visited = ((N.sum(-1) + N.sum(-2)) > 0).double()  # [task, state]
-    M = torch.eye(N.shape[-1], dtype=torch.float64, device=N.device) + (kernel @ F).double()
-    M = M * visited.unsqueeze(-1) * visited.unsqueeze(-2)  # the visited block; zeros elsewhere (eigenvalue 0)
-    return torch.linalg.eigvals(M).abs().amax(-1).to(N.dtype)
+    return moving_radius(kernel, F, N.sum(-1) > 0)
 
 
 def window_value_map_radius(model, space) -> Float[Tensor, "task"]:
