@@ -69,6 +69,7 @@ def what(config: dict[str, Any]) -> str:
         *(["warm-up"] if config.get("warmup_steps") else []),
         *([config["lr_schedule"]] if config.get("lr_schedule", "constant") != "constant" else []),
         *([f"clip {config['grad_clip']:g}"] if config.get("grad_clip") else []),
+        *([f"spectral penalty {config['spectral_penalty']:g}"] if config.get("spectral_penalty") else []),
     ]
     if recipe:
         parts.insert(-1, " + ".join(recipe))

@@ -54,6 +54,8 @@ def test_the_registry_ships_the_promised_models():
     assert {listed[f"quick-td-s{seed}"]["level"] for seed in range(3)} == {"learns in context"}
     assert {listed[f"deep-td-s{seed}"]["level"] for seed in range(3)} == {"runs TD"}
     assert {listed[f"deep-long-td-s{seed}"]["level"] for seed in range(3)} == {"runs TD"}  # trained at n = 100
+    assert {listed[f"deep-spectral-td-s{seed}"]["level"] for seed in range(3)} == {"runs TD"}  # 48 layers, n = 100
+    assert "clip 1 + spectral penalty 1, 1500 steps" in listed["deep-spectral-td-s0"]["what"]
     assert listed["deep-g97-td-s0"]["level"] == "runs TD"  # γ = 0.97, 192 layers (7 of 10 seeds of its recipe)
     assert {listed[f"deep-g97-384-td-s{seed}"]["level"] for seed in (0, 2, 3)} == {"runs TD"}  # 384 layers: 6 of 6
     assert listed["depth3-td-s0"]["level"] == "does not learn in context"
