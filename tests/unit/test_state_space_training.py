@@ -10,7 +10,7 @@ import torch
 
 from ictd_interp import TrainConfig
 from ictd_interp.models.registry import build_model
-from ictd_interp.models.stylised.state_space import value_map_radius, window_value_map_radius
+from ictd_interp.models.stylised.state_space import layer_parts, moving_radius, window_value_map_radius
 from ictd_interp.training.batch_stream import BatchStream
 from ictd_interp.training.stacked import stack_refusal
 from ictd_interp.training.trainer import step_loss
@@ -107,6 +107,11 @@ def test_a_state_space_run_is_evaluated_as_the_positional_forward_reads_it(tied)
     assert (len(set(layers)) == 1) == tied  # a tied model's layers share one kernel; random per-layer ones do not
 
 
+def value_map_radius(A, w, X, r, N, gamma: float) -> torch.Tensor:
+    kernel, _, F = layer_parts(A, w, X, r, N, gamma)
+    return moving_radius(kernel, F, N.sum(-1) > 0)
+
+
 def _context(w_cur: float, w_tar: float, transitions: list[tuple[int, int]]) -> tuple:
     """Three one-hot states and a context of ``transitions``; inverse temperature 30, so a source state attends to
     itself alone (to e^-30) and state 2, whose feature no other state shares, to every source alike."""
@@ -143,7 +148,7 @@ def test_the_value_map_radius_by_hand(w_cur, w_tar, transitions, radius):
 def test_the_batched_radius_is_each_tasks_source_block():
     """``moving_radius`` (the source block, batched by zeroing the rest) against each task's own block, as the depth
     limit computed it alone: the same to 1e-12 on Boyan contexts, a trained-like layer."""
-    from ictd_interp.models.stylised.state_space import layer_parts, moving_radius, transition_counts
+    from ictd_interp.models.stylised.state_space import transition_counts
     from ictd_interp.tasks.sampling import sample_from
 
     tasks = sample_from(TrainConfig.from_preset("deep").tasks, 16, seed=4)

@@ -185,26 +185,15 @@ def moving_radius(
     return torch.linalg.eigvals(H).abs().amax(-1).to(F.dtype)
 
 
-def value_map_radius(
-    A_ff: Float[Tensor, "#task d_feat d_feat"],
-    w: Float[Tensor, "#task d_model"],
-    X: Float[Tensor, "task state d_feat"],
-    r: Float[Tensor, "task state"],
-    N: Float[Tensor, "task state next_state"],
-    gamma: float,
-) -> Float[Tensor, "task"]:
-    """``moving_radius`` of one layer on each task's transition counts ``N``."""
-    kernel, _, F = layer_parts(A_ff, w, X, r, N, gamma)
-    return moving_radius(kernel, F, N.sum(-1) > 0)
-
-
 def window_value_map_radius(model, space) -> Float[Tensor, "task"]:
-    """``value_map_radius`` of a tied model's layer on each task's first training window
+    """``moving_radius`` of a tied model's layer on each task's first training window
     (``TrainConfig.spectral_penalty``)."""
     A, w = free_entries(model)
     if A.shape[1] != 1:
         raise ValueError(f"value map radius: one tied layer's map, the model has {A.shape[1]} unique layers")
-    return value_map_radius(A[:, 0], w[:, 0], space.features, space.rewards, space.counts[:, 0], model.cfg.gamma)
+    N = space.counts[:, 0]
+    kernel, _, F = layer_parts(A[:, 0], w[:, 0], space.features, space.rewards, N, model.cfg.gamma)
+    return moving_radius(kernel, F, N.sum(-1) > 0)
 
 
 def model_weights(model) -> tuple[Float[Tensor, "1 unique d_feat d_feat"], Float[Tensor, "1 unique d_model"]]:
