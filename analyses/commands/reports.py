@@ -30,8 +30,9 @@ def methods_benchmark(args: argparse.Namespace) -> int:
     split = Split.read(args.split, args.key_file)
     if args.track == "checkpoints":
         return checkpoint_track(args, split)
-    if args.population or args.readings is not None:
-        raise ValueError("--population, --readings: only --track checkpoints takes them")
+    given = ["--population"] * bool(args.population) + ["--readings"] * (args.readings is not None)
+    if given:
+        raise ValueError(f"{', '.join(given)}: only --track checkpoints takes {'them' if len(given) > 1 else 'it'}")
     names = lambda text: None if text is None else [m.strip() for m in text.split(",") if m.strip()]  # noqa: E731
     budget = narrowed(args.budget, names(args.cases), args.seeds)
     cells, budget = run_benchmark(

@@ -66,7 +66,8 @@ class TrainConfig:
             (empty: the loss at n_layers alone); a model trained so is judged at n_layers, so let it be the deepest.
         spectral_penalty: tied models trained through the state-space forward: adds this times the mean spectral
             radius of the moving part of the layer's map of the values (on each task's first window) to the loss,
-            so the layer contracts fast enough for its depth to reach its limit (0: off; docs/theory.md §6).
+            so the layer contracts faster and its depth leaves less of the way to its limit (0: off;
+            docs/theory.md §6).
         forward: positional (the prompt through the layers) or state-space (the exact state-space forward of the
             stylised paper-mask TSM softmax model: the same function, whose cost does not grow with the context
             length, so long contexts and deep models train in minutes; docs/theory.md §6).
@@ -188,7 +189,7 @@ class TrainConfig:
         if value and (self.forward != "state-space" or not self.model.tied):
             raise ValueError(
                 "spectral_penalty: the radius of one tied layer's value map, read in the state-space forward: "
-                "needs --forward state-space and tied weights"
+                f"needs --forward state-space and tied weights, got forward {self.forward!r}, tied {self.model.tied}"
             )
 
     def _check_parts(self) -> None:
@@ -482,9 +483,9 @@ PRESETS["deep-long"] = replace(
 # 1/(1 − γ) ≈ 33) the deep-long recipe stops early whatever its length of training: its layer settles at a step a with
 # a × depth ≈ 40-50 and a discount above γ that makes up for the short run. Twice the depth and three times the
 # learning rate bring a × depth to about 100, three horizons, and the discount to γ.
-# The paper's depth at n = 100: the deep recipe's 48 tied layers trained at n = 100 stop early (0/5 run TD); a penalty
-# on the spectral radius of the layer's value map (weight 1) makes them contract fast enough to reach the layer's
-# limit, and 5 of 5 seeds run TD (docs/emergence.md, td-spectral; 0.5 gives 2/5, 2 gives 0/5).
+# The paper's depth at n = 100: the deep recipe's 48 tied layers trained at n = 100 stop early (0/5 run TD), a third
+# of the way to the layer's limit left at their depth; a penalty on the spectral radius of the layer's value map
+# (weight 1) leaves a fifth, and 10 of 10 seeds run TD (docs/emergence.md, td-spectral; 0.5 gives 2/5, 2 gives 0/5).
 PRESETS["deep-spectral"] = PRESETS["deep"].with_flat(context_len=100, spectral_penalty=1.0)
 PRESETS["deep-g97"] = PRESETS["deep-long"].with_flat(n_layers=192, gamma=0.97, lr=0.03, steps=3000)
 # Six horizons per forward pass: at 384 tied layers a × depth is 180-210 and the learned discount lands within 0.0011

@@ -49,7 +49,7 @@ def test_the_track_labels_reads_reports_and_resumes(tmp_path, monkeypatch, capsy
     assert main([*command, "--seeds", "2"]) == 2
     assert "--seeds: sizes the built-in population" in capsys.readouterr().err
     assert main(["methods-benchmark", "--out", str(tmp_path / "p"), "--population", str(pop)]) == 2
-    assert "--population, --readings: only --track checkpoints" in capsys.readouterr().err
+    assert "--population: only --track checkpoints takes it" in capsys.readouterr().err
     assert (
         main([*command[:3], "--population", str(pop), "--readings", "depth_limt", "--out", str(tmp_path / "o3")]) == 2
     )

@@ -68,6 +68,22 @@ def test_resume_reaches_the_same_weights(tmp_path):
     assert without_wall(read_metrics(tmp_path / "full")) == without_wall(read_metrics(tmp_path / "cut"))
 
 
+def test_a_penalised_run_resumes_bit_for_bit_and_the_penalty_moves_the_weights(tmp_path):
+    """The spectral penalty (state-space forward, tied): cut at its checkpoint and resumed, the same weights and
+    metrics; without the penalty other weights (its gradient reaches the layer)."""
+    config = tiny(forward="state-space", spectral_penalty=1.0, tied=True)
+    train(config, tmp_path / "full", progress=False)
+    shutil.copytree(tmp_path / "full", tmp_path / "cut")
+    shutil.rmtree(tmp_path / "cut" / "final")
+    shutil.rmtree(tmp_path / "cut" / "checkpoints" / "step_0000006")
+    assert resume(tmp_path / "cut", progress=False).step == 6
+    assert_same_weights(weights(tmp_path / "full" / "final"), weights(tmp_path / "cut" / "final"))
+    assert without_wall(read_metrics(tmp_path / "full")) == without_wall(read_metrics(tmp_path / "cut"))
+    plain = train(replace(config, spectral_penalty=0.0), tmp_path / "plain", progress=False)
+    penalised = HookedICTDTransformer.from_pretrained(str(tmp_path / "full" / "final"))
+    assert not torch.equal(plain.model.blocks[0].attn.V, penalised.blocks[0].attn.V)
+
+
 def test_ctrl_c_leaves_a_checkpoint_and_resume_finishes(tmp_path, monkeypatch):
     original = objectives.td_loss  # the trainer reads the registry's ``module:function`` name at each step
     calls = {"n": 0}

@@ -217,3 +217,4 @@ def test_a_track_scores_the_readings_asked_and_its_report_shows_those_alone(tmp_
     report = write_report(records, tmp_path, "given").read_text()
     assert "| `depth_limit` |" in report and "| `discount` |" not in report
     assert "Tells: `depth_limit`" in report or "Undecided: `depth_limit`" in report
+    assert f"Scored: 1 of the {len(READINGS)} readings" in report

@@ -186,5 +186,13 @@ def test_the_spectral_penalty_adds_its_weight_times_the_mean_radius_to_the_loss(
     )
     radius = window_value_map_radius(model, batch.space)
     assert radius.shape == (6,) and bool((radius > 0.5).all())
+    # its gradient reaches the layer: the penalised loss's gradient is the plain one's plus 2.5 x the radius's
+    grads = [torch.autograd.grad(x, list(model.parameters()), allow_unused=True) for x in (penalised, plain)]
+    extra = torch.autograd.grad(radius.mean(), list(model.parameters()), allow_unused=True)
+    moved = [e for e in extra if e is not None and bool(e.abs().max() > 0)]
+    assert moved, "the radius has no gradient in the model's weights"
+    for p_grad, q_grad, e in zip(*grads, extra):
+        if e is not None:
+            assert torch.allclose(p_grad - q_grad, 2.5 * e, rtol=1e-9, atol=1e-12 * float(p_grad.abs().max()))
     assert float(penalised) == pytest.approx(float(plain) + 2.5 * float(radius.mean()), rel=1e-14)
     assert float(penalised) != pytest.approx(float(plain), rel=1e-14)

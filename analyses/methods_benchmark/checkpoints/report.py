@@ -82,6 +82,11 @@ def write_report(records: Sequence[dict[str, Any]], out_dir: Path, title: str = 
         "checkpoints where the reading could not be taken (it then ranks lowest and does not call TD).",
         "",
         *table(scores, records),
+        *(
+            [f"Scored: {len(scores)} of the {len(READINGS)} readings (`--readings`); the others were not asked."]
+            if len(scores) < len(READINGS)
+            else []
+        ),
         "",
         *verdicts(scores),
         "",

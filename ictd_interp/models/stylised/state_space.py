@@ -177,8 +177,9 @@ def moving_radius(
     (``source [task, state]``): ``v <- v + Ebar (y0 + F v)`` moves the values along ``Ebar``'s columns alone, by
     ``z <- H z + ...`` in the sources' coordinates, so iterating the layer converges iff this radius is below 1 and
     at its rate (a state that is never a source only adds eigenvalue 1 on a direction that never moves).
-    ``max |eig|`` of the source block, batched (the other rows and columns zeroed: eigenvalue 0), float64,
-    differentiable; ``analyses.metrics.depth_limit`` reads its limits' radii here."""
+    ``max |eig|`` of the source block, batched (the other rows and columns zeroed: eigenvalue 0), the eigenvalues in
+    float64 (``F Ebar`` in the inputs' dtype), differentiable; ``analyses.metrics.depth_limit`` reads its limits'
+    radii here."""
     m = source.double()
     H = torch.eye(F.shape[-1], dtype=torch.float64, device=F.device) + (F @ kernel).double()
     H = H * m.unsqueeze(-1) * m.unsqueeze(-2)
