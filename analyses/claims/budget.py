@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
-from ictd_interp.config.fields import FORWARDS
+from ictd_interp.config.fields import FORWARDS, check_choice
 from ictd_interp.config.registry import OBJECTIVES
 from ictd_interp.config.train import TrainConfig
 
@@ -96,8 +96,7 @@ class Budget:
             raise ValueError(f"neu_tasks: the jackknife over 32 groups needs at least 64 tasks, got {self.neu_tasks}")
         if self.acting_tasks < 2:
             raise ValueError(f"acting_tasks: an interval over tasks needs at least 2, got {self.acting_tasks}")
-        if self.forward not in FORWARDS:
-            raise ValueError(f"forward: one of {list(FORWARDS)}, got {self.forward!r}")
+        check_choice("forward", self.forward, FORWARDS)
         if len(self.seeds) < 2:
             raise ValueError(f"seeds: an interval over seeds needs at least 2, got {list(self.seeds)}")
 

@@ -134,8 +134,8 @@ def weights(results: pd.DataFrame, seeds: int, forward: str = "positional") -> C
         claim="Emergence: reinforcement pretraining (the TD objective) yields a model that learns in context — it "
         "beats the constant and first-visit Monte Carlo on held-out tasks — not just weights that point at θ*.",
         run=f"The `quick` preset trained with each objective{through}, {seeds} seeds each (a study on Ray: "
-        "`analyses/claims` "
-        "runs it into the report folder's studies/objectives); each seed judged on its own held-out tasks.",
+        "`analyses/claims` runs it into the report folder's studies/objectives); each seed judged on its own held-out "
+        "tasks.",
         rule="holds for an objective when the Wilson 95% interval of the fraction of its seeds that learn in context "
         "(MSVE below both the constant and first-visit MC, paired 95% t intervals over tasks) lies above 1/2; "
         "the cosines are shown, not judged: every objective's stands beside the others' as their null.",

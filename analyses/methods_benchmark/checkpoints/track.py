@@ -24,7 +24,7 @@ from typing import Any, Optional, Union
 from ictd_interp.analyses.methods_benchmark.checkpoints.population import N_TASKS, label, run_entries
 from ictd_interp.analyses.methods_benchmark.sealed import PUBLIC, Split
 from ictd_interp.analyses.metrics.draws import draw_seed
-from ictd_interp.analyses.metrics.readings import LONG, READINGS, Contexts, score_of
+from ictd_interp.analyses.metrics.readings import BY_NAME, LONG, READINGS, Contexts, score_of
 from ictd_interp.analyses.studies.cells import TRAINING_OVER, read_status
 from ictd_interp.analyses.studies.run import RaySession, run_study
 from ictd_interp.analyses.studies.spec import StudySpec, load_spec
@@ -67,7 +67,7 @@ def record_run(study: str, name: str, run: str, readings: Optional[Sequence[str]
     """Every checkpoint of one run (``population.run_entries``) labelled and read (``readings``: by name, None: all);
     runs in a Ray worker (its torch threads: the toolkit's policy, ``ictd_interp.io.threads``, applied when the
     first model is built)."""
-    chosen = [r for r in READINGS if r.name in chosen_readings(readings)]
+    chosen = [BY_NAME[name] for name in chosen_readings(readings)]
     entries = run_entries(study, name, Path(run))
     config = run_folder.load_run_config(Path(run))
     tasks = sample_from(config.tasks, N_TASKS, seed=config.eval_seed)
@@ -143,7 +143,7 @@ def run_track(
         if not studies:
             run_study(population_spec(split, seeds), out / "population", session=session, progress=progress)
             studies = [out / "population"]
-        _record(out / "records", studies, session, progress, readings and names)
+        _record(out / "records", studies, session, progress, None if readings is None else names)
     finally:
         session.close()
     return [r for path in sorted((out / "records").glob("*.json")) for r in json.loads(path.read_text())]
