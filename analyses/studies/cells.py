@@ -86,6 +86,13 @@ def stack_groups(cells: list[Cell], workers: int, previous: Optional[dict[str, l
     return units
 
 
+def seed_major(units: list[list[Cell]]) -> list[list[Cell]]:
+    """``units`` in the order they are submitted: by their first cell's seed, every condition's first seed before
+    any condition's second (a stable sort), so a study stopped part way has each condition's first seeds done (a
+    coarse map of every condition, which its report draws) rather than a few conditions' every seed."""
+    return sorted(units, key=lambda unit: unit[0].overrides["seed"])
+
+
 def _shares(workers: int, sizes: list[int]) -> list[int]:
     """``workers`` split in proportion to ``sizes`` by largest remainder, at least one each."""
     quotas = [workers * n / max(sum(sizes), 1) for n in sizes]

@@ -49,6 +49,7 @@ from ictd_interp.analyses.studies.cells import (
     read_status,
     run_cell,
     run_stacked_cells,
+    seed_major,
     stack_groups,
     write_status,
 )
@@ -221,7 +222,7 @@ def _submit(ray, cells, out_dir: Path, analysis, keep_freed_memory: bool) -> dic
     refs = {analysis.remote(str(out_dir / "cells" / c.name)): [c] for c in trained}
     to_train = [c for c in cells if c not in trained]
     previous = {c.name: unit for c in to_train if (unit := last_unit(out_dir / "cells" / c.name))}
-    for unit in stack_groups(to_train, _slots(ray, to_train), previous):
+    for unit in seed_major(stack_groups(to_train, _slots(ray, to_train), previous)):
         dirs, configs = [str(out_dir / "cells" / c.name) for c in unit], [c.config.to_dict() for c in unit]
         gpus = {"num_gpus": 1} if unit[0].config.device == "cuda" else {}  # Ray spreads GPU units over the GPUs
         apart = analyses_apart(unit[0].config.device)

@@ -124,3 +124,22 @@ def test_studies_stack_cells_of_one_shape_only_at_small_batches():
         2,
         3,
     ]  # 65,536 // 20,000 = 3 models per stack at most
+
+
+def test_studies_submit_every_conditions_first_seed_first():
+    from ictd_interp.analyses.studies.cells import seed_major, stack_groups
+    from ictd_interp.analyses.studies.spec import load_spec
+
+    spec = load_spec(
+        {
+            "name": "t",
+            "preset": "quick",
+            "seeds": [3, 1, 2],
+            "fixed": {**SMALL, "tasks_per_batch": 256},  # more tasks than a stack holds: one cell per unit
+            "grid": {"tied": [True, False]},
+        }
+    )
+    order = [[c.name for c in unit] for unit in seed_major(stack_groups(spec.cells(), 2))]
+    assert order == [[f"tied-{t}__seed-{s}"] for s in (1, 2, 3) for t in (True, False)]
+    stacks = seed_major([[c] for c in spec.cells()][:2] + [spec.cells()[2:]])  # a unit sorts by its first cell
+    assert [unit[0].name for unit in stacks] == ["tied-True__seed-1", "tied-True__seed-2", "tied-True__seed-3"]
