@@ -41,8 +41,8 @@ class Budget:
         on returns, supervised on q of the behaviour, supervised-q-star on q*).
     acting_tasks: random MDPs on which the acting row scores each greedy policy's regret.
     deep_models: the shipped models of the ``deep`` recipe whose layer the second iterated row runs deeper.
-    deep_long_models, horizon_models: those of the ``deep-long`` (n = 100) and ``deep-g97-384`` (γ = 0.97) recipes,
-        for the third and fourth.
+    deep_long_models, deep_spectral_models, horizon_models: those of the ``deep-long`` (n = 100), ``deep-spectral``
+        (n = 100, 48 layers) and ``deep-g97-384`` (γ = 0.97) recipes, for the third, fourth and fifth.
     """
 
     name: str
@@ -68,6 +68,7 @@ class Budget:
     acting_tasks: int = 256
     deep_models: tuple[str, ...] = ("deep-td-s0", "deep-td-s1", "deep-td-s2")
     deep_long_models: tuple[str, ...] = ("deep-long-td-s0", "deep-long-td-s1", "deep-long-td-s2")
+    deep_spectral_models: tuple[str, ...] = ("deep-spectral-td-s0", "deep-spectral-td-s1", "deep-spectral-td-s2")
     horizon_models: tuple[str, ...] = ("deep-g97-384-td-s0", "deep-g97-384-td-s2", "deep-g97-384-td-s3")
     extra: dict[str, Any] = field(default_factory=dict)  # fixed training settings of every study (tests)
 
@@ -84,6 +85,7 @@ class Budget:
             "control_objectives",
             "deep_models",
             "deep_long_models",
+            "deep_spectral_models",
             "horizon_models",
         ):
             if not getattr(self, name):

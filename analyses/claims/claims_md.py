@@ -32,6 +32,7 @@ TITLES = {
     "finding_iteration": "Finding: the learned layer, iterated",
     "finding_iteration_deep": "Finding: the deep recipe's layer, iterated",
     "finding_iteration_deep_long": "Finding: the deep-long recipe's layer, iterated (n = 100)",
+    "finding_iteration_deep_spectral": "Finding: the spectral-penalty recipe's layer, iterated (n = 100, 48 layers)",
     "finding_iteration_horizon": "Finding: the γ = 0.97 recipe's layer, iterated (384 layers)",
     "finding_baseline": "Finding: beats the constant predictor",
     "finding_depth_sampling": "Finding: depth-sampled training",

@@ -53,6 +53,7 @@ def iterated(results: pd.DataFrame, condition: str) -> Claim:
 SHIPPED_ITERATED = {
     "finding_iteration_deep": ("the deep recipe", "deep_models"),
     "finding_iteration_deep_long": ("the deep-long recipe, n = 100", "deep_long_models"),
+    "finding_iteration_deep_spectral": ("the deep-spectral recipe, n = 100, 48 layers", "deep_spectral_models"),
     "finding_iteration_horizon": ("the deep-g97-384 recipe, n = 100, γ = 0.97", "horizon_models"),
 }
 

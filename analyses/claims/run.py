@@ -38,6 +38,7 @@ ORDER = (
     "finding_iteration",
     "finding_iteration_deep",
     "finding_iteration_deep_long",
+    "finding_iteration_deep_spectral",
     "finding_iteration_horizon",
     "finding_baseline",
     "finding_depth_sampling",

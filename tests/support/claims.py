@@ -23,6 +23,7 @@ TINY = Budget(
     acting_tasks=16,
     deep_models=("deep-td-s0", "deep-td-s1"),
     deep_long_models=("deep-long-td-s0", "deep-long-td-s1"),
+    deep_spectral_models=("deep-spectral-td-s0",),
     horizon_models=("deep-g97-384-td-s0", "deep-g97-384-td-s2"),
     extra={"tasks_per_batch": 8, "windows_per_task": 2, "eval_every": 10, "checkpoint_every": 10},
 )

@@ -316,6 +316,20 @@ def test_the_iterated_row_on_the_deep_recipe_reads_the_shipped_models_on_their_c
     assert f"1x {at_depth:.3f} [" in row.numbers[0] and row.numbers[-1].startswith("CE on the same tasks: 0.368")
 
 
+def test_the_iterated_row_on_the_spectral_penalty_recipe_reads_its_card_and_falls_toward_ce():
+    """At n = 100 the 48-layer spectral-penalty layer run 4x deeper falls from its card's error toward CE (0.108 ->
+    0.096, CE 0.097): an 11% fall that one seed's interval over 256 tasks does not decide against the 5% band."""
+    from ictd_interp.analyses.claims.findings import iterated_shipped
+    from ictd_interp.io.pretrained import card
+
+    row = iterated_shipped(("deep-spectral-td-s0",), "finding_iteration_deep_spectral")
+    assert row.id == "finding_iteration_deep_spectral" and row.verdict == "not shown: 0 of 1 seeds falls or flat"
+    assert "the deep-spectral recipe, n = 100, 48 layers: deep-spectral-td-s0" in row.run
+    at_depth = card("deep-spectral-td-s0")["in_context"]["ladder"]["rungs"][0]["msve"][0]
+    assert row.numbers[0].startswith(f"MSVE over seeds: 1x {at_depth:.3f} (one value") and "4x 0.096" in row.numbers[0]
+    assert row.numbers[-1].startswith("CE on the same tasks: 0.097")
+
+
 def test_the_iterated_row_holds_on_the_gamma_097_recipe_and_names_it():
     """At γ = 0.97 and 384 layers the shipped layer run 4x and 16x deeper stays within 5% of its own error (flat),
     near CE's 1.191 on the card's tasks: the rule that the 12-layer preset fails and the 48-layer one cannot decide
