@@ -146,7 +146,7 @@ def _grid_figures(where: list[dict[str, Any]], spec: StudySpec) -> dict[str, Any
     title, figs = spec.name, {}
     if (diagram := phase.phase_diagram(where, spec, title)) is not None:
         figs["phase_diagram"] = diagram
-    if (diagram := td_map.td_diagram(where, spec, title)) is not None:
+    if (diagram := td_map.td_panels(where, spec, title) or td_map.td_diagram(where, spec, title)) is not None:
         figs["runs_td"] = diagram
     if (panels := td_map.ladder_panels(where, title)) is not None:
         figs["ladder"] = panels

@@ -8,6 +8,10 @@ gap from the constant to it that the models close), as a table and two figures (
   against γ, one line per combination of the other settings, beside the line discount = γ (TD's mark: it tracks γ);
   drawn when γ is a grid setting.
 
+* ``td_panels``: over a grid of depth, γ and one or two other settings (the atlas: recipe and trained n), one
+  panel per combination of the others, each a square per depth (columns) and γ (rows) coloured by the share that
+  runs TD, ``k/n`` written in it; the discount figure then draws one panel per such combination too, a line per depth.
+
 * ``ladder_panels``: the verdict ladder at the trained n, one panel per condition: the models' MSVE at 1, 2, 4 and
   16 times their depth (mean over seeds, Student-t 95%), beside the constant, every-visit MC, CE and Bayes on the
   same tasks (each the mean over the seeds' task draws).
@@ -29,6 +33,7 @@ from ictd_interp.analyses.studies.phase import squares
 from ictd_interp.analyses.studies.spec import StudySpec, condition_label
 
 TRACKS = 0.01  # the issue's target: the learned discount within ±0.01 of γ
+LADDER_PANELS = 24  # the most conditions the ladder figure draws (six rows of four panels)
 
 
 def markdown(rows: list[dict[str, Any]]) -> list[str]:
@@ -81,50 +86,124 @@ def td_diagram(rows: list[dict[str, Any]], spec: StudySpec, title: str) -> Optio
     )
 
 
-def discount_figure(rows: list[dict[str, Any]], spec: StudySpec, title: str) -> Optional[Figure]:
-    """The learned discount against γ, one line per combination of the other settings, beside discount = γ."""
-    if "gamma" not in spec.grid:
+FACETED = ("n_layers", "gamma")  # the settings a panel of ``td_panels`` spans
+
+
+def facets(spec: StudySpec) -> Optional[list[str]]:
+    """The settings whose combinations get a panel each (at most two: panel columns, then rows), when the grid has
+    depth, γ and one or two more; else None (one figure holds the grid)."""
+    others = [k for k in spec.grid if k not in FACETED]
+    return others if all(k in spec.grid for k in FACETED) and 1 <= len(others) <= 2 else None
+
+
+def _panel_axes(fig: Figure, spec: StudySpec, keys: list[str]) -> dict[tuple, Any]:
+    """One axes per combination of ``keys``' values (first key: columns, second: rows), by that combination."""
+    cols, rows = spec.grid[keys[0]], spec.grid[keys[1]] if len(keys) > 1 else [None]
+    grid = fig.subplots(len(rows), len(cols), squeeze=False, sharex=True, sharey=True)
+    return {(c,) if len(keys) == 1 else (c, r): grid[i][j] for i, r in enumerate(rows) for j, c in enumerate(cols)}
+
+
+def td_panels(rows: list[dict[str, Any]], spec: StudySpec, title: str) -> Optional[Figure]:
+    """The share of seeds that run TD over depth (columns) and γ (rows), a panel per combination of the other
+    settings (``facets``); None when the grid is not of that shape or no summary carries the ladder."""
+    keys, rows = facets(spec), [r for r in rows if r.get("td_share") is not None]
+    if keys is None or not rows:
         return None
-    rows = [r for r in rows if r["discount"] is not None]
-    others = [k for k in spec.grid if k != "gamma"]
-    groups: dict[str, list[dict[str, Any]]] = {}
-    for r in rows:
-        groups.setdefault(condition_label({k: r["condition"][k] for k in others}), []).append(r)
-    if not groups:
-        return None
-    fig = Figure(figsize=(6.4, 4.6), layout="constrained")
-    ax = fig.add_subplot()
-    gammas = np.array(sorted(spec.grid["gamma"]), dtype=float)
-    ax.plot(gammas, gammas, color="0.4", linestyle="--", linewidth=1, label="discount = γ (TD)")
-    for (label, part), colour in zip(groups.items(), series_colours(list(groups))):
-        part = sorted(part, key=lambda r: r["gamma"])
-        g = np.array([r["gamma"] for r in part])
-        mean = np.array([r["discount"].mean for r in part])
-        err = np.array([[m - r["discount"].lo, r["discount"].hi - m] for m, r in zip(mean, part)]).T
-        ax.errorbar(
-            g,
-            mean,
-            yerr=err,
-            marker="o",
-            capsize=3,
-            color=colour,
-            label=label if others else f"the {spec.preset} preset",
-        )
-    ax.set(xlabel="task discount γ", ylabel="learned effective discount b/(−c)")
-    seeds = sorted({r["n"] for r in rows})
-    ax.set_title(
-        f"{title}: does the learned discount track γ?\nmean over {'/'.join(map(str, seeds))} seeds, Student-t 95% "
-        "interval\n(a bar the marker hides is narrower than the marker)",
+    depths, gammas = list(spec.grid["n_layers"]), list(spec.grid["gamma"])
+    fig = Figure(figsize=_panel_size(spec, keys, 1.2), layout="constrained")
+    panels, image = _panel_axes(fig, spec, keys), None
+    for values, ax in panels.items():
+        share = np.full((len(gammas), len(depths)), np.nan)
+        for r in (r for r in rows if tuple(r["condition"][k] for k in keys) == values):
+            i, j = gammas.index(r["condition"]["gamma"]), depths.index(r["condition"]["n_layers"])
+            share[i, j], wilson = r["td_share"].mean, r["td_share"]
+            text = f"{r['runs_td']}/{r['n']}\n[{wilson.lo:.2f}, {wilson.hi:.2f}]"
+            ax.text(j, i, text, ha="center", va="center", fontsize=8, color="white" if share[i, j] < 0.5 else "black")
+        image = ax.imshow(share, cmap="viridis", vmin=0, vmax=1, aspect="auto", origin="lower")
+        ax.set_xticks(range(len(depths)), [str(d) for d in depths])
+        ax.set_yticks(range(len(gammas)), [f"{g:g}" for g in gammas])
+        ax.set_title(condition_label(dict(zip(keys, values))), fontsize=9)
+    _outer_labels(panels.values(), "tied layers", "task discount γ")
+    fig.colorbar(image, ax=list(panels.values()), label="fraction of seeds that run TD")
+    seeds = "/".join(str(n) for n in sorted({r["n"] for r in rows}))
+    fig.suptitle(
+        f"{title}: seeds that run TD (verdict ladder's top level)\nk/n of {seeds} seeds and Wilson 95% interval; "
+        "blank: no seed done",
         fontsize=10,
     )
-    ax.legend(fontsize=8)
     return fig
 
 
+def discount_figure(rows: list[dict[str, Any]], spec: StudySpec, title: str) -> Optional[Figure]:
+    """The learned discount against γ, one line per combination of the other settings, beside discount = γ; over a
+    grid that ``facets`` splits, a panel per combination of the facets and a line per depth (one colour per line
+    across the panels)."""
+    rows = [r for r in rows if r["discount"] is not None]
+    if "gamma" not in spec.grid or not rows:
+        return None
+    keys = facets(spec) or []
+    others = ["n_layers"] if keys else [k for k in spec.grid if k != "gamma"]
+    line_of = lambda r: condition_label({k: r["condition"][k] for k in others})  # noqa: E731
+    names = list(dict.fromkeys(line_of(r) for r in sorted(rows, key=lambda r: spec.conditions().index(r["condition"]))))
+    colours = dict(zip(names, series_colours(names)))
+    fig = Figure(figsize=_panel_size(spec, keys, 0.6) if keys else (6.4, 4.6), layout="constrained")
+    panels = _panel_axes(fig, spec, keys) if keys else {(): fig.add_subplot()}
+    for values, ax in panels.items():
+        groups: dict[str, list[dict[str, Any]]] = {}
+        for r in rows:
+            if tuple(r["condition"][k] for k in keys) == values:
+                groups.setdefault(line_of(r), []).append(r)
+        _discount_lines(ax, groups, colours, spec, others)
+        if keys:
+            ax.set_title(condition_label(dict(zip(keys, values))), fontsize=9)
+    _outer_labels(panels.values(), "task discount γ", "learned effective discount b/(−c)")
+    seeds = "/".join(str(n) for n in sorted({r["n"] for r in rows}))
+    heading = (
+        f"{title}: does the learned discount track γ?\nmean over {seeds} seeds, Student-t 95% interval\n"
+        "(a bar the marker hides is narrower than the marker)"
+    )
+    if not keys:
+        ax.set_title(heading, fontsize=10)
+        ax.legend(fontsize=8)
+        return fig
+    fig.suptitle(heading, fontsize=10)
+    legend = {l: h for ax in panels.values() for h, l in zip(*ax.get_legend_handles_labels())}  # every panel's
+    fig.legend(legend.values(), legend.keys(), loc="outside lower center", ncols=len(legend), frameon=False, fontsize=8)
+    return fig
+
+
+def _discount_lines(ax, groups: dict[str, list], colours: dict[str, Any], spec: StudySpec, others: list[str]) -> None:
+    """The line discount = γ and one line per group (the learned discount's mean and interval against γ)."""
+    gammas = np.array(sorted(spec.grid["gamma"]), dtype=float)
+    ax.plot(gammas, gammas, color="0.4", linestyle="--", linewidth=1, label="discount = γ (TD)")
+    for label, part in groups.items():
+        part = sorted(part, key=lambda r: r["gamma"])
+        mean = np.array([r["discount"].mean for r in part])
+        err = np.array([[m - r["discount"].lo, r["discount"].hi - m] for m, r in zip(mean, part)]).T
+        shown = label if others else f"the {spec.preset} preset"
+        ax.errorbar(
+            [r["gamma"] for r in part], mean, yerr=err, marker="o", capsize=3, color=colours[label], label=shown
+        )
+
+
+def _outer_labels(axes, xlabel: str, ylabel: str) -> None:
+    """Axis labels on the outer panels only."""
+    for ax in axes:
+        spot = ax.get_subplotspec()
+        ax.set(xlabel=xlabel if spot.is_last_row() else "", ylabel=ylabel if spot.is_first_col() else "")
+
+
+def _panel_size(spec: StudySpec, keys: list[str], extra: float) -> tuple[float, float]:
+    """A faceted figure's size: 4.2 by 3.4 inches a panel, ``extra`` inches for a colour bar."""
+    rows = len(spec.grid[keys[1]]) if len(keys) > 1 else 1
+    return 4.2 * len(spec.grid[keys[0]]) + extra, 3.4 * rows + 1.2
+
+
 def ladder_panels(rows: list[dict[str, Any]], title: str) -> Optional[Figure]:
-    """The ladder at the trained n per condition (module docstring); None when no summary carries the ladder."""
+    """The ladder at the trained n per condition (module docstring); None when no summary carries the ladder or the
+    conditions are more than ``LADDER_PANELS`` (the atlas's 64: its depth.csv has every condition's ladder)."""
     rows = [r for r in rows if r["ladder"].get(1) is not None]
-    if not rows:
+    if not rows or len(rows) > LADDER_PANELS:
         return None
     lines = {name: SHORT[name] for name in DRAWN}
     columns = min(4, len(rows))

@@ -269,6 +269,55 @@ def test_the_td_map_counts_seeds_that_run_td_and_sets_the_discount_beside_gamma(
     assert td_map.markdown(phase.fractions(phase.by_cell(results.drop(columns=[phase.LEVEL]), spec_), spec_)) == []
 
 
+def test_the_atlas_draws_a_panel_per_context_with_depth_by_gamma_squares_and_its_discounts_in_one_colour_a_depth():
+    """Over depth × γ × n (the atlas's shape, less its recipe) the map has a panel per n, a square per depth and γ whose
+    colour is the share that runs TD (set by hand: the 4-layer cells at γ 0.9 run TD in both seeds, nothing else), a
+    panel not yet run is blank; the discount figure draws each depth in one colour in every panel."""
+    import pandas as pd
+
+    from ictd_interp.analyses.studies import phase, td_map
+
+    grid = {"context_len": [10, 20], "n_layers": [2, 4], "gamma": [0.5, 0.9]}
+    spec_ = load_spec(spec(grid=grid, seeds=[0, 1]))
+    assert td_map.facets(spec_) == ["context_len"]
+    assert td_map.facets(load_spec(spec(grid={"n_layers": [2, 4], "gamma": [0.5, 0.9]}, seeds=[0]))) is None
+    first = lambda c: c.config.tasks.context_len == 10 or (c.config.model.n_layers, c.config.tasks.gamma) == (4, 0.5)  # noqa: E731
+    done = [c for c in spec_.cells() if first(c)]  # n = 20's panel has only 4 layers at γ 0.5 done
+    runs_td = lambda c: c.config.model.n_layers == 4 and c.config.tasks.gamma == 0.9  # noqa: E731
+    results = pd.DataFrame(
+        [
+            {
+                "cell": c.name,
+                "condition": c.condition,
+                "status": "done",
+                phase.LEARNS: True,
+                phase.DISCOUNT: c.config.tasks.gamma + 0.01 * c.config.model.n_layers,
+                phase.MSVE: 0.3,
+                phase.CONSTANT: 0.6,
+                phase.FIRST_VISIT: 0.5,
+                phase.LEVEL: "runs TD" if runs_td(c) else "learns in context",
+            }
+            for c in done
+        ]
+    )
+    rows = phase.fractions(phase.by_cell(results, spec_), spec_)
+    fig = td_map.td_panels(rows, spec_, "t")
+    short, long = fig.axes[:2]
+    assert [a.get_title() for a in (short, long)] == ["context_len=10", "context_len=20"]
+    assert short.images[0].get_array().tolist() == [[0.0, 0.0], [0.0, 1.0]]  # rows γ 0.5, 0.9; columns 2, 4 layers
+    assert [t.get_text().split("\n")[0] for t in short.texts] == ["0/2", "0/2", "0/2", "2/2"]
+    assert long.images[0].get_array().mask.tolist() == [[True, False], [True, True]]  # not run: blank
+    assert [t.get_text() for t in long.texts] == ["0/2\n[0.00, 0.66]"]
+    square = load_spec(spec(grid={"n_layers": [2, 4], "gamma": [0.5, 0.9]}, seeds=[0]))
+    assert td_map.td_panels(rows, square, "t") is None
+    fig = td_map.discount_figure(rows, spec_, "t")
+    assert fig.axes[0].get_legend_handles_labels()[1] == ["discount = γ (TD)", "n_layers=2", "n_layers=4"]
+    assert fig.axes[0].containers[0].lines[0].get_ydata().tolist() == pytest.approx([0.52, 0.92])  # γ + 0.01 × 2
+    four = fig.axes[0].containers[1].lines[0].get_color()
+    assert [c.lines[0].get_color() for c in fig.axes[1].containers] == [four]  # the long panel's one line: 4 layers
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["discount = γ (TD)", "n_layers=2", "n_layers=4"]
+
+
 def test_recipes_are_named_sets_of_settings_crossed_with_the_grid():
     recipes = {"deeper": {"n_layers": 6}, "window": {"loss_depths": "2,3"}}
     built = load_spec({**spec(grid={"recipe": ["deeper", "window"], "lr": [0.01]}, seeds=[0]), "recipes": recipes})
@@ -339,3 +388,5 @@ def test_the_study_ladder_draws_each_condition_over_seeds_beside_the_estimators_
     assert drawn["CE (tabular TD)"] == pytest.approx(0.33) and "every-visit MC" not in drawn
     no_ladder = pd.DataFrame(rows_in).drop(columns=list(deep.values()))
     assert td_map.ladder_panels(phase.fractions(phase.by_cell(no_ladder, spec_), spec_), "t") is None
+    assert td_map.ladder_panels(rows * (td_map.LADDER_PANELS // 2), "t") is not None  # 24 panels: drawn
+    assert td_map.ladder_panels(rows * (td_map.LADDER_PANELS // 2 + 1), "t") is None  # 26: the atlas's depth.csv
