@@ -107,7 +107,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--device", default="cpu", help="cuda: the runs on the GPU (each loss read back every step)")
     args = parser.parse_args()
-    from ictd_interp.analyses.studies.cells import STACK_MAX_TASKS_PER_BATCH, STACK_TASKS
+    from ictd_interp.analyses.studies.grouping import STACK_MAX_TASKS_PER_BATCH, STACK_TASKS
 
     bar, rows = progress_bar(total=len(args.batches), desc="batch sizes"), []
     for batch in args.batches:

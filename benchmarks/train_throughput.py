@@ -199,7 +199,7 @@ def cuda_agreement(name: str) -> float:
     return float((out[0] - out[1]).abs().max() / out[0].abs().max())
 
 
-def main() -> None:
+def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=20)
@@ -211,17 +211,19 @@ def main() -> None:
     args = parser.parse_args()
     if args.compile_mode and not args.compile:
         parser.error("--compile-mode: only with --compile (it sets the mode of the compiled steps)")
-    kept = False if args.default_allocator else keep_freed_memory()
-    torch.set_num_threads(args.threads)
-    dev = args.device
-    benches = {name: Bench(name, dev) for name in CONFIGS}
-    per_layer = benches["per_layer"].model
+    return args
+
+
+def eager_rounds(benches: dict[str, Bench], args: argparse.Namespace) -> dict[str, list[float]]:
+    """Every eager timing, each round alternating every measurement (a drift of the machine hits them alike); the
+    hooked per-layer model checked against the bare forward first."""
+    dev, per_layer = args.device, benches["per_layer"].model
     params = [(b.attn.A.detach(), b.attn.V.detach()) for b in per_layer.blocks]
     prompts = benches["per_layer"].batch.prompts
     with torch.no_grad():
         assert torch.allclose(per_layer(prompts), bare_forward(prompts, params, 0.9), atol=1e-5)
     rounds: dict[str, list[float]] = {}
-    for _ in range(args.rounds):  # alternate everything within each round
+    for _ in range(args.rounds):
         for name, bench in benches.items():
             rounds.setdefault(f"model_{name}", []).append(seconds(bench.model_step, args.repeats, dev))
             rounds.setdefault(f"full_{name}", []).append(seconds(bench.full_step, args.repeats, dev))
@@ -233,14 +235,33 @@ def main() -> None:
             rounds.setdefault("hooked", []).append(seconds(lambda: per_layer(prompts), args.repeats, dev))
             rounds.setdefault("bare", []).append(seconds(lambda: bare_forward(prompts, params, 0.9), args.repeats, dev))
         rounds.setdefault("gemm", []).append(gemm_flops_per_s(dev, 10))
-    compiled = {}
-    if args.compile:  # after every eager round: a process that has compiled runs eager steps slower (docstring)
-        compiled = {
-            name: Bench(name, dev, compiled=True, mode=args.compile_mode) for name in CONFIGS if "autograd" not in name
-        }
-        for _ in range(args.rounds):
-            for name, bench in compiled.items():
-                rounds.setdefault(f"compiled_{name}", []).append(seconds(bench.model_step, args.repeats, dev))
+    return rounds
+
+
+def compiled_rounds(args: argparse.Namespace, rounds: dict[str, list[float]]) -> dict[str, Bench]:
+    """With ``--compile``, the compiled models' steps timed into ``rounds``, after every eager round (a process
+    that has compiled runs eager steps slower: module docstring); their benches."""
+    if not args.compile:
+        return {}
+    compiled = {
+        name: Bench(name, args.device, compiled=True, mode=args.compile_mode)
+        for name in CONFIGS
+        if "autograd" not in name
+    }
+    for _ in range(args.rounds):
+        for name, bench in compiled.items():
+            rounds.setdefault(f"compiled_{name}", []).append(seconds(bench.model_step, args.repeats, args.device))
+    return compiled
+
+
+def main() -> None:
+    args = arguments()
+    kept = False if args.default_allocator else keep_freed_memory()
+    torch.set_num_threads(args.threads)
+    dev = args.device
+    benches = {name: Bench(name, dev) for name in CONFIGS}
+    rounds = eager_rounds(benches, args)
+    compiled = compiled_rounds(args, rounds)
     med = {k: statistics.median(v) for k, v in rounds.items()}
     gemm = med.pop("gemm")
     samples = {name: b.batch.prompts.shape[0] for name, b in benches.items()}

@@ -177,39 +177,61 @@ NULL_PATH_ROLES = ("relay-write", "relay-erase", "broadcast")
 def plant_null_paths(spec: CaseSpec, weights: dict[str, Tensor], generator: torch.Generator) -> None:
     """Relays and broadcast heads (module docstring), in the unrotated basis: both read the features, rows no
     head writes and no causal variable, so a later head given the same weights computes the same output."""
-    layout, m, s = PromptLayout(spec.d_features), spec.d_features + 3, spec.weight_scale
-    fixed, broadcast = layout.features, slice(m + 1, m + spec.junk_dims)
-    randn = lambda *shape: s * torch.randn(*shape, generator=generator, dtype=torch.float64)  # noqa: E731
-    attn = lambda layer, name: weights[f"blocks.{layer}.attn.{name}"]  # noqa: E731
+    fixed, broadcast = PromptLayout(spec.d_features).features, _broadcast_rows(spec)
+    randn = lambda *shape: spec.weight_scale * torch.randn(*shape, generator=generator, dtype=torch.float64)  # noqa: E731
+    plant = {"relay-write": _relay_write, "relay-erase": _relay_erase, "broadcast": _broadcast}
     for layer in range(spec.n_layers):
+        attn = lambda name, layer=layer: weights[f"blocks.{layer}.attn.{name}"]  # noqa: E731
         for h, role in enumerate(spec.roles):
             if role not in NULL_PATH_ROLES:
                 continue
             for name in ("W_Q", "W_K", "W_V"):
-                attn(layer, name)[h, fixed] = randn(fixed.stop, attn(layer, name).shape[-1])
-            if role == "relay-write" and layer + 1 < spec.n_layers:  # the TD heads' readers cannot see t + v
-                write = DORMANT_SCALE * randn(attn(layer, "W_O").shape[1]) / s
-                attn(layer, "W_O")[h, :, layout.target] = write
-                attn(layer, "W_O")[h, :, layout.current] = write
-            elif role == "relay-erase" and layer > 0:  # the previous layer's writer, disguised, its write negated
-                writer = spec.roles.index("relay-write")
-                for name in ("W_Q", "W_K", "W_V"):
-                    attn(layer, name)[h] = attn(layer - 1, name)[writer]
-                    attn(layer, name)[h, m] += DORMANT_SCALE * randn(attn(layer, name).shape[-1]) / s
-                attn(layer, "W_O")[h] = -attn(layer - 1, "W_O")[writer]
-            elif role == "broadcast":  # one query from every position: the same pattern, the same write everywhere
-                attn(layer, "W_Q")[h] = 0.0
-                attn(layer, "W_Q")[h, m] = DORMANT_SCALE * randn(attn(layer, "W_Q").shape[-1]) / s
-                weights[f"blocks.{layer}.attn.b_Q"][h] = randn(attn(layer, "W_Q").shape[-1]) / s
-                for name in ("W_Q", "W_K", "W_V"):  # the broadcasts so far: the same at every position too
-                    attn(layer, name)[h, broadcast] = (
-                        DORMANT_SCALE * randn(spec.junk_dims - 1, attn(layer, name).shape[-1]) / s
-                    )
-                attn(layer, "W_O")[h, :, broadcast] = randn(attn(layer, "W_O").shape[1], spec.junk_dims - 1)
+                attn(name)[h, fixed] = randn(fixed.stop, attn(name).shape[-1])
+            plant[role](spec, weights, layer, h, randn)
         if spec.broadcast_heads:  # the TD head's keys read the broadcast dimensions, in its query's feature rows
-            attn(layer, "W_K")[0, broadcast, : spec.d_features] = (
-                DORMANT_SCALE * randn(spec.junk_dims - 1, spec.d_features) / s
+            attn("W_K")[0, broadcast, : spec.d_features] = (
+                DORMANT_SCALE * randn(spec.junk_dims - 1, spec.d_features) / spec.weight_scale
             )
+
+
+def _broadcast_rows(spec: CaseSpec) -> slice:
+    """The residual rows the broadcast heads write and read: the junk dimensions after the anchor's."""
+    m = spec.d_features + 3
+    return slice(m + 1, m + spec.junk_dims)
+
+
+def _relay_write(spec: CaseSpec, weights: dict[str, Tensor], layer: int, h: int, randn) -> None:
+    """A dormant write of ``t + v``, which the TD heads' readers cannot see (none on the last layer)."""
+    if layer + 1 < spec.n_layers:
+        layout, W_O = PromptLayout(spec.d_features), weights[f"blocks.{layer}.attn.W_O"]
+        write = DORMANT_SCALE * randn(W_O.shape[1]) / spec.weight_scale
+        W_O[h, :, layout.target] = write
+        W_O[h, :, layout.current] = write
+
+
+def _relay_erase(spec: CaseSpec, weights: dict[str, Tensor], layer: int, h: int, randn) -> None:
+    """The previous layer's relay writer, disguised, its write negated (none on the first layer)."""
+    if layer == 0:
+        return
+    m, writer = spec.d_features + 3, spec.roles.index("relay-write")
+    attn = lambda at, name: weights[f"blocks.{at}.attn.{name}"]  # noqa: E731
+    for name in ("W_Q", "W_K", "W_V"):
+        attn(layer, name)[h] = attn(layer - 1, name)[writer]
+        attn(layer, name)[h, m] += DORMANT_SCALE * randn(attn(layer, name).shape[-1]) / spec.weight_scale
+    attn(layer, "W_O")[h] = -attn(layer - 1, "W_O")[writer]
+
+
+def _broadcast(spec: CaseSpec, weights: dict[str, Tensor], layer: int, h: int, randn) -> None:
+    """One query from every position: the same pattern and the same write everywhere, reading the broadcasts so
+    far (the same at every position too)."""
+    m, s, broadcast = spec.d_features + 3, spec.weight_scale, _broadcast_rows(spec)
+    attn = lambda name: weights[f"blocks.{layer}.attn.{name}"]  # noqa: E731
+    attn("W_Q")[h] = 0.0
+    attn("W_Q")[h, m] = DORMANT_SCALE * randn(attn("W_Q").shape[-1]) / s
+    weights[f"blocks.{layer}.attn.b_Q"][h] = randn(attn("W_Q").shape[-1]) / s
+    for name in ("W_Q", "W_K", "W_V"):
+        attn(name)[h, broadcast] = DORMANT_SCALE * randn(spec.junk_dims - 1, attn(name).shape[-1]) / s
+    attn("W_O")[h, :, broadcast] = randn(attn("W_O").shape[1], spec.junk_dims - 1)
 
 
 def anchor_layer_norm(spec: CaseSpec, weights: dict[str, Tensor], d_model: int) -> None:

@@ -1,5 +1,6 @@
 """Studies: grids of training runs × seeds on Ray (``spec`` reads a TOML spec, ``run`` schedules cells as Ray
-tasks and resumes, ``cells`` trains and analyses one cell or a stack of them, ``units`` analyses a GPU unit's cells
+tasks and resumes, ``grouping`` decides which cells train as one stack and in what order, ``cells`` trains and
+analyses one cell or a stack of them, ``units`` analyses a GPU unit's cells
 in CPU tasks, ``plan`` splits a study into units for a batch scheduler, ``results`` tabulates each cell's typed
 summary, ``report`` draws the aggregate figures and ``study.md``, ``phase`` its phase diagram, ``td_map`` where
 the models run TD and the learned discount beside γ). They import
@@ -23,7 +24,7 @@ _EXPORTS = {
     "load_study": "run",
     "run_cell": "cells",
     "run_stacked_cells": "cells",
-    "stack_groups": "cells",
+    "stack_groups": "grouping",
     "collect": "results",
     "read_tables": "results",
     "band_lines": "report",

@@ -6,14 +6,14 @@ sampler also the objective and sampled depths: ``stack_refusal``) share a stack;
 mostly operation overhead,
 so one process stepping them together trains them faster (measured: ``benchmarks/model_stack.py``,
 docs/performance.md, "Many models in one process"). At the default batch (64 tasks) a stack is slower than its
-runs one by one, so a study stacks cells only at ``tasks_per_batch <= STACK_MAX_TASKS_PER_BATCH``, at most
-``STACK_TASKS // tasks_per_batch`` models per stack, split over the cluster's workers (``stack_groups``).
+runs one by one, so a study stacks cells only at small batches, split over the cluster's workers
+(``grouping.stack_groups``).
 
 Which cells share a stack depends on the number of workers, and a stacked model's weights equal its run alone
 only up to float rounding (1e-5 relative in float32 after 12 steps, tested). So each cell's ``status.json``
 records how it was trained, ``trained_in``: one entry per stretch, the cells stepped together (itself alone,
 or its stack) ``from_step`` ``until_step``; a cell is reproduced bit for bit by the same stretches at the same
-thread count. A re-run keeps a started cell in its last stretch's unit (``stack_groups``' ``previous``), so a
+thread count. A re-run keeps a started cell in its last stretch's unit (``grouping.stack_groups``' ``previous``), so a
 study stopped and resumed trains as the same study uninterrupted; a cell trained before ``trained_in`` was
 recorded starts with a stretch of unknown cells (``None``) and continues alone. Finished cells are never redone,
 not even by a retried unit. A stacked cell's ``wall_time`` is its
@@ -23,7 +23,6 @@ unit's, from the unit's start to the end of the cell's analysis.
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
 import socket
@@ -32,7 +31,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Optional
 
-from ictd_interp.analyses.studies.spec import Cell, StudySpecError
+from ictd_interp.analyses.studies.spec import StudySpecError
 from ictd_interp.io.threads import worker_threads
 
 STATUS_FILE = "status.json"
@@ -41,66 +40,6 @@ STATUS_FILE = "status.json"
 RUNNING, TRAINED, DONE, FAILED, INTERRUPTED = "running", "trained", "done", "failed", "interrupted"
 FINAL = (DONE, FAILED, INTERRUPTED)
 TRAINING_OVER = (DONE, TRAINED)  # a cell whose training is over: TRAINED waits for its analysis
-STACK_MAX_TASKS_PER_BATCH = 16  # where a stack's step loop wins: 2.1x at 4 tasks, 1.25x at 16; ties at 32, 0.76x at 64
-STACK_TASKS = 128  # the most tasks of all a stack's models per step measured winning (4 tasks x 32 models: 2.2x)
-# On a GPU one model's step is launch-bound (4.7 ms whatever its batch, H200) and a stack wins at every batch: with
-# the presets' 64 tasks per model the device saturates near M = 1,024 models (about 65,536 tasks per step)
-GPU_STACK_TASKS = 65_536
-
-
-def stack_rule(device: str) -> tuple[Optional[int], int]:
-    """``(largest tasks_per_batch a stack takes, most tasks of all its models per step)`` on ``device``, measured:
-    ``benchmarks/model_stack.py`` on a CPU, ``benchmarks/device_checks.py --quick`` on a GPU."""
-    return (None, GPU_STACK_TASKS) if device == "cuda" else (STACK_MAX_TASKS_PER_BATCH, STACK_TASKS)
-
-
-def stack_groups(cells: list[Cell], workers: int, previous: Optional[dict[str, list[str]]] = None) -> list[list[Cell]]:
-    """``cells`` in units of work: a list of one cell runs alone (``run_cell``), a longer one as a stack
-    (``run_stacked_cells``). A started cell keeps the unit of its last stretch (``previous``: cell name -> the
-    cells it was stepped with, itself included), with those of them still in ``cells``. The others: cells of
-    one shape are split into near-equal stacks, as many as their share of the workers left (the shares by
-    largest remainder, so every worker has a unit while cells remain) and at least enough that none steps more
-    than ``STACK_TASKS`` tasks; a share of one cell per stack runs them alone. Order is kept within each unit."""
-    from ictd_interp.training.stacked import stack_refusal
-
-    previous, kept, placed = previous or {}, [], set()
-    for cell in cells:
-        if cell.name in previous and cell.name not in placed:
-            kept.append([c for c in cells if previous.get(c.name) == previous[cell.name]])
-            placed.update(c.name for c in kept[-1])
-    shapes: list[list[Cell]] = []
-    for cell in (c for c in cells if c.name not in placed):
-        largest = stack_rule(cell.config.device)[0]
-        fits = (largest is None or cell.config.tasks_per_batch <= largest) and stack_refusal([cell.config]) is None
-        group = next((g for g in shapes if fits and stack_refusal([g[0].config, cell.config]) is None), None)
-        if group is None:
-            shapes.append([cell])
-        else:
-            group.append(cell)
-    units = kept
-    for group, share in zip(shapes, _shares(max(workers - len(kept), 1), [len(g) for g in shapes])):
-        most = max(1, stack_rule(group[0].config.device)[1] // group[0].config.tasks_per_batch)  # models per stack
-        parts = min(len(group), max(share, math.ceil(len(group) / most)))
-        bounds = [len(group) * k // parts for k in range(parts + 1)]
-        units.extend(group[a:b] for a, b in zip(bounds, bounds[1:]))
-    return units
-
-
-def seed_major(units: list[list[Cell]]) -> list[list[Cell]]:
-    """``units`` in the order they are submitted: by their first cell's seed, every condition's first seed before
-    any condition's second (a stable sort), so a study stopped part way has each condition's first seeds done (a
-    coarse map of every condition, which its report draws) rather than a few conditions' every seed."""
-    return sorted(units, key=lambda unit: unit[0].overrides["seed"])
-
-
-def _shares(workers: int, sizes: list[int]) -> list[int]:
-    """``workers`` split in proportion to ``sizes`` by largest remainder, at least one each."""
-    quotas = [workers * n / max(sum(sizes), 1) for n in sizes]
-    shares = [max(1, math.floor(q)) for q in quotas]
-    by_remainder = sorted(range(len(sizes)), key=lambda i: quotas[i] - math.floor(quotas[i]), reverse=True)
-    for i in by_remainder[: max(workers - sum(shares), 0)]:
-        shares[i] += 1
-    return shares
 
 
 def run_stacked_cells(
@@ -117,16 +56,12 @@ def run_stacked_cells(
     checkpoints: the diverging one fails alone, the others finish. ``analyse=False`` (a GPU unit) leaves each cell
     ``trained`` for ``units.analyse_cell`` to analyse in a CPU task, so the GPU is not held meanwhile."""
     from ictd_interp.config.train import TrainConfig
-    from ictd_interp.io.checkpoint import CheckpointError
     from ictd_interp.training.allocator import apply_allocator_choice
-    from ictd_interp.training.stacked import open_stack, reopen_stack, step_stack
-    from ictd_interp.training.trainer import TrainingDiverged
 
     worker_threads()
     apply_allocator_choice(keep_freed_memory)
     cells, started_at = [Path(c) for c in cell_dirs], time.perf_counter()
-    run_dirs, stop, names = [c / "run" for c in cells], (lambda: Path(stop_file).exists()), [c.name for c in cells]
-    if stop():
+    if Path(stop_file).exists():
         return [write_status(c, INTERRUPTED) for c in cells]
     one_by_one = lambda: [
         run_cell(str(c), cfg, stop_file, keep_freed_memory, started_at, analyse)  # noqa: E731
@@ -138,6 +73,19 @@ def run_stacked_cells(
     started = _stack_start(cells, cfgs)
     if started is None:
         return one_by_one()
+    return _train_as_stack(cells, cfgs, all(started), stop_file, one_by_one, started_at, analyse)
+
+
+def _train_as_stack(
+    cells: list[Path], cfgs: list, resuming: bool, stop_file: str, one_by_one, started_at: float, analyse: bool
+) -> list[dict[str, Any]]:
+    """``run_stacked_cells``'s stack: opened (``resuming``: reopened at the step its runs share), stepped and each
+    cell analysed; ``one_by_one()`` where the runs cannot go on together, every cell failed on any other error."""
+    from ictd_interp.io.checkpoint import CheckpointError
+    from ictd_interp.training.stacked import open_stack, reopen_stack, step_stack
+    from ictd_interp.training.trainer import TrainingDiverged
+
+    run_dirs, names = [c / "run" for c in cells], [c.name for c in cells]
     earlier, together, paths = {c: attempts(c) for c in cells}, {"models_in_process": len(cells)}, {}
 
     def failed(err: Exception) -> list[dict[str, Any]]:
@@ -155,7 +103,7 @@ def run_stacked_cells(
         ]
 
     try:
-        loops = reopen_stack(run_dirs) if all(started) else open_stack(cfgs, run_dirs)
+        loops = reopen_stack(run_dirs) if resuming else open_stack(cfgs, run_dirs)
     except CheckpointError:  # no step at which all their checkpoints stand: each continues alone
         return one_by_one()
     except Exception as err:
@@ -164,7 +112,7 @@ def run_stacked_cells(
         paths[cell] = trained_in(cell, loops[0].run.step, names)
         write_status(cell, RUNNING, earlier_attempts=earlier[cell], trained_in=paths[cell], **together)
     try:
-        runs = step_stack(loops, progress=False, stop=stop)
+        runs = step_stack(loops, progress=False, stop=lambda: Path(stop_file).exists())
     except TrainingDiverged:  # one model's loss went non-finite: the others go on alone, it fails alone
         for cell in cells:
             write_status(cell, RUNNING, earlier_attempts=earlier[cell], trained_in=ended(paths[cell], cell / "run"))

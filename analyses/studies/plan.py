@@ -8,7 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ictd_interp.analyses.studies.cells import read_status, run_cell, run_stacked_cells, stack_groups
+from ictd_interp.analyses.studies.cells import read_status, run_cell, run_stacked_cells
+from ictd_interp.analyses.studies.grouping import stack_groups
 from ictd_interp.analyses.studies.run import STOP_FILE, prepare_folder
 from ictd_interp.analyses.studies.spec import StudySpecError, stored_spec
 from ictd_interp.io.run_folder import other_request
@@ -17,7 +18,7 @@ PLAN = "units.json"  # a study folder's fixed split into units, for a cluster sc
 
 
 def plan_units(spec, out_dir: Path, n: int) -> list[list[str]]:
-    """Split ``spec``'s cells into at least ``n`` units (``cells.stack_groups`` with ``n`` workers: stacks of one
+    """Split ``spec``'s cells into at least ``n`` units (``grouping.stack_groups`` with ``n`` workers: stacks of one
     shape, each as large as the device takes) and record the split in ``DIR/units.json``, so each unit is one job
     of a scheduler's array (``run_unit``). The same plan again is a no-op; another plan is refused once any cell
     has started (a started cell stays in its unit)."""

@@ -14,7 +14,7 @@
     DIR/results.csv, curves.csv, depth.csv, extrapolation.csv, study.md, figures/
 
 Ray does all the scheduling: every unfinished cell is one Ray task (one CPU, one torch thread), or, for cells
-of one shape at small batches, one task trains several as a stack (``cells.stack_groups``, where that wins).
+of one shape at small batches, one task trains several as a stack (``grouping.stack_groups``, where that wins).
 A worker killed mid-cell makes Ray retry the task, which resumes the cell (or the stack) from its last
 checkpoint (the same weights as an undisturbed run: the resume is exact at equal thread counts). Which cells
 share a stack depends on the number of workers; a stacked cell's weights equal its run alone up to float
@@ -49,10 +49,9 @@ from ictd_interp.analyses.studies.cells import (
     read_status,
     run_cell,
     run_stacked_cells,
-    seed_major,
-    stack_groups,
     write_status,
 )
+from ictd_interp.analyses.studies.grouping import seed_major, stack_groups
 from ictd_interp.analyses.studies.results import collect, read_tables
 from ictd_interp.analyses.studies.spec import StudySpec, StudySpecError, load_spec, stored_spec
 from ictd_interp.analyses.studies.units import analyse_cell, analyses_apart
@@ -179,7 +178,7 @@ def prepare_folder(spec: StudySpec, out_dir: Path) -> None:
 
 
 def _run_on_ray(cells, out_dir: Path, session: RaySession, progress: bool, keep_freed_memory: bool) -> bool:
-    """Submit every unit of cells (one cell, or cells stacked in one process: ``cells.stack_groups``) as a Ray
+    """Submit every unit of cells (one cell, or cells stacked in one process: ``grouping.stack_groups``) as a Ray
     task and follow them; True if interrupted by Ctrl-C."""
     ray = session.ray()
     analysis = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(analyse_cell)  # a CPU task: never holds a GPU
@@ -214,7 +213,8 @@ def _run_on_ray(cells, out_dir: Path, session: RaySession, progress: bool, keep_
 
 
 def _submit(ray, cells, out_dir: Path, analysis, keep_freed_memory: bool) -> dict:
-    """Every unit of cells as a Ray task (``cells.stack_groups``; a trained cell's analysis alone): ref -> its cells."""
+    """Every unit of cells as a Ray task (``grouping.stack_groups``, submitted by ``grouping.seed_major``; a trained
+    cell's analysis alone): ref -> its cells."""
     alone = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(run_cell)
     stacked = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(run_stacked_cells)
     stop_file = str(out_dir / STOP_FILE)
@@ -255,7 +255,7 @@ def _running(cells, out_dir: Path, bar) -> int:
 
 def _slots(ray, cells) -> int:
     """How many units the cells are split into at least: one per GPU for GPU cells (each unit as large as the
-    device takes, ``cells.stack_rule``), one per CPU otherwise."""
+    device takes, ``grouping.stack_rule``), one per CPU otherwise."""
     resources = ray.cluster_resources()
     on_gpu = any(c.config.device == "cuda" for c in cells)
     return max(1, int(resources.get("GPU" if on_gpu else "CPU", 1)))

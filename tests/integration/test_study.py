@@ -315,7 +315,7 @@ def test_a_killed_stacks_worker_resumes_every_cell_of_the_stack_to_the_same_weig
         assert_same(final_weights(cell), weights)  # resumed together: bit for bit the uninterrupted stack
 
 
-@pytest.mark.slow  # 24 s; cells.stack_groups' ``previous`` rule is held in tests/unit/test_model_stack.py
+@pytest.mark.slow  # 24 s; grouping.stack_groups' ``previous`` rule is held in tests/unit/test_model_stack.py
 def test_a_stopped_study_resumed_on_fewer_workers_keeps_each_cells_stack_and_its_weights(
     local_ray, tmp_path, monkeypatch
 ):

@@ -75,7 +75,7 @@ def test_a_stack_refuses_what_it_cannot_step_together():
 
 
 def test_studies_stack_cells_of_one_shape_only_at_small_batches():
-    from ictd_interp.analyses.studies.cells import STACK_MAX_TASKS_PER_BATCH, stack_groups
+    from ictd_interp.analyses.studies.grouping import STACK_MAX_TASKS_PER_BATCH, stack_groups
     from ictd_interp.analyses.studies.spec import load_spec
 
     def units(workers, seeds=(0, 1, 2, 3, 4), grid=None, previous=None, **fixed):
@@ -127,7 +127,7 @@ def test_studies_stack_cells_of_one_shape_only_at_small_batches():
 
 
 def test_studies_submit_every_conditions_first_seed_first():
-    from ictd_interp.analyses.studies.cells import seed_major, stack_groups
+    from ictd_interp.analyses.studies.grouping import seed_major, stack_groups
     from ictd_interp.analyses.studies.spec import load_spec
 
     spec = load_spec(
