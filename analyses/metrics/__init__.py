@@ -14,7 +14,8 @@ intervals and its test), ``intervals`` (Student-t, Welch and Wilson intervals), 
 ``linear_family`` (a linear model's place in the predecessor's family), ``predecessor_metrics`` (the predecessor's own
 readings), ``depth_limit`` (values as depth grows), ``extrapolation`` (layers run beyond their trained depth),
 ``theta_star_limit`` (θ*'s map and its limit), ``acting`` (a control model acting on its in-context q), ``readings``
-(a checkpoint's readings as classifiers of "runs TD", each with its rule), ``interchange`` (interchange
+(a checkpoint's readings as classifiers of "runs TD", each with its rule), ``td_profile`` (a layer's value
+activations against softmax TD run with its own kernel), ``interchange`` (interchange
 interventions at a residual site and DAS through pyvene), ``draws`` (every task set an analysis
 draws, named, with its seed). Names are imported on first use.
 """

@@ -25,6 +25,8 @@ The toolkit's own (docs/theory.md §7, §8):
   values; rule ``ρ ≤ 0.999`` (the layer contracts, as TD's update does).
 * ``algorithm``: 1 when the last layer reads as a member of the softmax-TD family (an isotropic kernel,
   ``cos(A_ff, I) ≥ 0.95``, identifiable coefficients, ``b > 0 > c``) with its discount within γ ± 0.1, else 0.
+* ``td_profile``: ``−max_l e_l``, the worst layer of the profile of the value activations against softmax TD run with
+  the model's own kernel and step (``td_profile``); rule: every layer within 10% (RMS) of TD's iterates.
 
 The field's (what a researcher would run without this toolkit):
 
@@ -63,6 +65,7 @@ from ictd_interp.analyses.metrics.in_context import DISCOUNT_BAND
 from ictd_interp.analyses.metrics.interchange import fit_das, moved_predictions, row_swapped, swap_move
 from ictd_interp.analyses.metrics.ladder import CE, CE_MARGIN, ESTIMATORS, LONGER
 from ictd_interp.analyses.metrics.site_probes import fit_probes, td_quantities
+from ictd_interp.analyses.metrics.td_profile import td_profile
 from ictd_interp.models.hook_names import get_act_name
 from ictd_interp.models.stylised.model import HookedICTDTransformer
 from ictd_interp.reference.metrics import value_signature, weight_cosines
@@ -75,6 +78,7 @@ PROBE_RULE = 0.5
 IIA_RULE = 0.9
 DAS_STEPS, DAS_SEEDS = 100, (0, 1)  # the track's DAS: two restarts of 100 Adam steps (a 1-D axis in d + 3 dims)
 CONTRACTS = 1e-3  # ρ at most 1 − 1e-3
+PROFILE_RULE = 0.1  # every layer's value activations within 10% (RMS) of softmax TD's with the learned kernel
 LONG = LONGER[-1]  # the depth limit's context length
 
 
@@ -146,6 +150,11 @@ def algorithm(model: HookedICTDTransformer, ctx: Contexts) -> float:
     ok = last.in_family and last.kernel_isotropy is not None and last.kernel_isotropy >= ISOTROPIC
     ok = ok and last.b is not None and last.c is not None and last.b > 0 > last.c
     return float(ok and abs(last.effective_discount - model.cfg.gamma) <= DISCOUNT_BAND)
+
+
+def profile(model: HookedICTDTransformer, ctx: Contexts) -> Optional[float]:
+    errors = td_profile(model, ctx.tasks)
+    return None if errors is None else -max(errors)
 
 
 def probe_td_error(model: HookedICTDTransformer, ctx: Contexts) -> Optional[float]:
@@ -246,6 +255,13 @@ READINGS = (
     ),
     Reading(
         "algorithm", "toolkit", f"softmax-TD family, b > 0 > c, discount within γ ± {DISCOUNT_BAND}", 1.0, algorithm
+    ),
+    Reading(
+        "td_profile",
+        "toolkit",
+        f"every layer's value activations within {PROFILE_RULE:.0%} of softmax TD's with its kernel",
+        -PROFILE_RULE,
+        profile,
     ),
     Reading(
         "probe_td_error", "field", f"TD-error probe R² >= {PROBE_RULE} at the last layer", PROBE_RULE, probe_td_error

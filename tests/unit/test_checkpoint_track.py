@@ -107,16 +107,44 @@ def test_theta_star_reads_as_td_and_an_untrained_model_does_not(contexts):
     assert read["diagonality"] == pytest.approx(0.0, abs=1e-12)  # θ* against itself
     assert read["depth_limit"] == pytest.approx(0.0, abs=1e-9)  # θ*'s limit is CE (depth_limit's docstring)
     assert 0 < read["spectral_radius"] < 0.05  # it contracts, slowly
+    assert read["td_profile"] == pytest.approx(0.0, abs=1e-12)  # θ*'s layer is TD's: its activations are TD's iterates
     assert read["patching_value"] == pytest.approx(1.0, abs=1e-12)  # θ*'s own row moved: its own counterfactual
     untrained = build_model(cfg)
-    names = ("cos_A", "signature", "algorithm", "patching_value")
+    names = ("cos_A", "signature", "algorithm", "patching_value", "td_profile")
     weights = {name: BY_NAME[name].score(untrained, contexts) for name in names}
     assert weights["cos_A"] < 0.5 and weights["signature"] == 0.0 and weights["algorithm"] == 0.0
+    assert weights["td_profile"] < -1.0  # its worst layer more than 100% off TD's iterates (the rule: 10%)
     assert weights["patching_value"] < 0.5
     assert (
         BY_NAME["patching_value"].score(HookedICTDTransformer.from_theta_star(replace(cfg, n_layers=1)), contexts)
         is None
     )
+
+
+def test_the_td_profile_compares_each_layers_activations_with_td_run_on_the_learned_kernel(contexts):
+    """By hand: a layer whose reward weight is twice its step (the rest TD's) moves its values to twice TD's after one
+    layer, e_1 = 1; a kernel other than θ*'s is TD's own when the value row is (e_l = 0: the profile judges what the
+    layer computes with its kernel, not the kernel); a second layer whose discount is off leaves the first layer's 0
+    and departs at the second; the full mask has no TD iterate to compare (None)."""
+    from ictd_interp.analyses.metrics.td_profile import td_iterates, td_profile, value_activations
+
+    cfg = ICTDConfig(d_features=4, n_layers=2, tied=False, dtype="float64")
+    d, row = cfg.d_features, HookedICTDTransformer.from_theta_star(cfg).layout.current
+    doubled = HookedICTDTransformer.from_theta_star(replace(cfg, n_layers=1))
+    with torch.no_grad():
+        doubled.unique_attention()[0].V[0, row, d] *= 2.0
+    assert td_profile(doubled, contexts.tasks) == pytest.approx([1.0], abs=1e-12)
+    assert torch.allclose(value_activations(doubled, contexts.tasks), 2 * td_iterates(doubled, contexts.tasks))
+    sharp = HookedICTDTransformer.from_theta_star(cfg)
+    off = HookedICTDTransformer.from_theta_star(cfg)
+    with torch.no_grad():
+        for attn in sharp.unique_attention():
+            attn.A[0, :d, :d] *= 3.0  # a sharper kernel, TD's value row
+        off.unique_attention()[1].V[0, row, d + 1] *= 0.8  # the second layer's discount 0.8 γ
+    assert td_profile(sharp, contexts.tasks) == pytest.approx([0.0, 0.0], abs=1e-12)
+    first, second = td_profile(off, contexts.tasks)
+    assert first == pytest.approx(0.0, abs=1e-12) and second > 0.01
+    assert td_profile(HookedICTDTransformer.from_theta_star(replace(cfg, mask="full")), contexts.tasks) is None
 
 
 def test_the_causal_score_is_the_effect_not_the_prediction(contexts):
