@@ -1,5 +1,5 @@
-"""A layer-by-layer profile of a stylised model's value estimates against softmax TD run with the model's own kernel
-and step (docs/theory.md §8c).
+"""A layer-by-layer profile of a stylised model's value estimates against softmax TD run with the model's own kernels
+and steps (docs/theory.md §8c).
 
 The model's value estimate of every column after layer ``l`` is an activation: the value row (``layout.current``) of
 ``blocks.l.hook_resid_post``. Softmax TD with the learned kernel is the same forward with each layer's value row
@@ -9,9 +9,10 @@ current value ``−s``, where ``s = −w_cur`` is the layer's own step; its iter
 kernel, so what the profile sees is what the layer computes with it: a discount off γ, a reward weight off the step,
 a feature term. θ*'s layer is TD's (kernel ``I``), so its profile is 0 at every layer.
 
-``td_profile`` gives ``e_l = RMS(v_l − u_l) / RMS(u_l)`` over the tasks' columns for ``l = 1 … L``. Worked case: a
-layer whose reward weight is twice its step and whose other weights are TD's moves its values to exactly twice TD's
-after one layer, ``e_1 = 1``.
+``td_profile`` gives ``e_l = RMS(v_l − u_l) / RMS(u_l)`` over the tasks' columns (pooled) for ``l = 1 … L``; both runs
+go through every layer from 0, so ``e_l`` carries the departures of the layers before ``l``. Worked case: a first
+layer whose reward weight is twice its step and whose other weights are TD's moves its values to exactly twice TD's,
+``e_1 = 1``.
 """
 
 from __future__ import annotations
