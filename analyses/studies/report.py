@@ -104,9 +104,24 @@ def write_report(out_dir: Union[str, Path]) -> Path:
     for name, fig in figs.items():
         for ext in ("png", "svg"):
             fig.savefig(out_dir / "figures" / f"{name}.{ext}", dpi=120)
+    drop_stale_figures(out_dir / "figures", set(figs))
     path = out_dir / "study.md"
     path.write_text(markdown(spec, results, sorted(figs), phase.markdown(where) + td_map.markdown(where)))
     return path
+
+
+# every figure a study's report may draw: one not drawn this time is removed, never left from an earlier report
+FIGURES = ("cosines_over_training", "diagonality_over_training", "msve_over_training", "signature", "error_vs_depth")
+FIGURES += ("depth_extrapolation", "phase_diagram", "runs_td", "ladder", "discount_vs_gamma")
+
+
+def drop_stale_figures(folder: Path, drawn: set[str]) -> None:
+    """Remove the report's figures (``FIGURES``) that this report did not draw: an earlier report's (a study redrawn
+    with more conditions than the ladder figure takes, say) would otherwise sit beside the new ones. Other files in
+    the folder are left alone."""
+    for name in set(FIGURES) - drawn:
+        for ext in ("png", "svg"):
+            (folder / f"{name}.{ext}").unlink(missing_ok=True)
 
 
 def _cell_figures(

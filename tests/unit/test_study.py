@@ -390,3 +390,20 @@ def test_the_study_ladder_draws_each_condition_over_seeds_beside_the_estimators_
     assert td_map.ladder_panels(phase.fractions(phase.by_cell(no_ladder, spec_), spec_), "t") is None
     assert td_map.ladder_panels(rows * (td_map.LADDER_PANELS // 2), "t") is not None  # 24 panels: drawn
     assert td_map.ladder_panels(rows * (td_map.LADDER_PANELS // 2 + 1), "t") is None  # 26: the atlas's depth.csv
+
+
+def test_a_redrawn_report_removes_its_own_figures_it_no_longer_draws(tmp_path):
+    """A figure an earlier report drew and this one does not (the ladder, once a study has more conditions than it
+    takes) is removed; the figures drawn stay, and files that are not the report's are left alone. Every figure the
+    report can draw is one it knows to remove."""
+    import inspect
+    import re
+
+    from ictd_interp.analyses.studies import report
+
+    for name in ("ladder.png", "ladder.svg", "runs_td.png", "notes.png"):
+        (tmp_path / name).write_text("x")
+    report.drop_stale_figures(tmp_path, {"runs_td"})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.png", "runs_td.png"]
+    drawn = set(re.findall(r'figs\["([a-z_]+)"\]', inspect.getsource(report)))
+    assert drawn and drawn <= set(report.FIGURES)
