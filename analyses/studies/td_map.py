@@ -68,6 +68,11 @@ def markdown(rows: list[dict[str, Any]]) -> list[str]:
     return lines + [""]
 
 
+def seed_counts(rows: list[dict[str, Any]]) -> str:
+    """The numbers of seeds the conditions have, ``2/3`` (a study stopped part way has some of each)."""
+    return "/".join(str(n) for n in sorted({r["n"] for r in rows}))
+
+
 def _number(value: Optional[float]) -> str:
     return "–" if value is None else f"{value:.3g}"
 
@@ -125,7 +130,7 @@ def td_panels(rows: list[dict[str, Any]], spec: StudySpec, title: str) -> Option
         ax.set_title(condition_label(dict(zip(keys, values))), fontsize=9)
     _outer_labels(panels.values(), "tied layers", "task discount γ")
     fig.colorbar(image, ax=list(panels.values()), label="fraction of seeds that run TD")
-    seeds = "/".join(str(n) for n in sorted({r["n"] for r in rows}))
+    seeds = seed_counts(rows)
     fig.suptitle(
         f"{title}: seeds that run TD (verdict ladder's top level)\nk/n of {seeds} seeds and Wilson 95% interval; "
         "blank: no seed done",
@@ -157,7 +162,7 @@ def discount_figure(rows: list[dict[str, Any]], spec: StudySpec, title: str) -> 
         if keys:
             ax.set_title(condition_label(dict(zip(keys, values))), fontsize=9)
     _outer_labels(panels.values(), "task discount γ", "learned effective discount b/(−c)")
-    seeds = "/".join(str(n) for n in sorted({r["n"] for r in rows}))
+    seeds = seed_counts(rows)
     heading = (
         f"{title}: does the learned discount track γ?\nmean over {seeds} seeds, Student-t 95% interval\n"
         "(a bar the marker hides is narrower than the marker)"
@@ -225,7 +230,7 @@ def ladder_panels(rows: list[dict[str, Any]], title: str) -> Optional[Figure]:
     handles, labels = fig.axes[0].get_legend_handles_labels()
     wide = min(len(labels), columns + 1)  # five entries take three panels' width in one row
     fig.legend(handles, labels, loc="outside lower center", ncols=wide, frameon=False, fontsize=8)
-    seeds = "/".join(str(n) for n in sorted({r["n"] for r in rows}))
+    seeds = seed_counts(rows)
     fig.suptitle(
         f"{title}: the verdict ladder at the trained n\nmean over {seeds} seeds, Student-t 95%; lines: the "
         "estimators on the same tasks",

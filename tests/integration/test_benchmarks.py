@@ -189,22 +189,9 @@ def test_the_state_space_stack_benchmark_steps_each_model_as_its_own_run():
     assert one.shape == (1,) and two == pytest.approx(one.expand(2), rel=1e-12) and one.item() > 0
     for stacked, alone in ((A2, A1), (w2, w1)):
         assert torch.allclose(stacked.grad, alone.grad.expand_as(stacked.grad), rtol=1e-12, atol=0)
-    out = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "state_space_stack.py"),
-            "--models",
-            "2",
-            "--rounds",
-            "1",
-            "--depth",
-            "2",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=ROOT,
-    )
+    script = str(ROOT / "benchmarks" / "state_space_stack.py")
+    command = [sys.executable, script, *"--models 2 --rounds 1 --depth 2".split()]
+    out = subprocess.run(command, capture_output=True, text=True, check=True, cwd=ROOT)
     row = json.loads(out.stdout)
     assert row["models"] == 2 and row["speedup"] > 0 and row["one_s"] > 0
 
