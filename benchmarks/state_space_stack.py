@@ -33,6 +33,8 @@ def stacked_step(
     and each model's loss ``[M]`` (its gradient lands in its own slice of ``A`` and ``w``)."""
     M, T = A.shape[0], space.counts.shape[0]
     fold = lambda x: x.expand(M, *x.shape).reshape(M * T, *x.shape[1:])  # noqa: E731
+    sync = torch.cuda.synchronize if A.is_cuda else (lambda: None)  # a GPU's clock: the work, not its launches
+    sync()
     start = time.perf_counter()
     v = state_space_forward(
         A.repeat_interleave(T, 0),
@@ -47,6 +49,7 @@ def stacked_step(
     delta = reward[:, :-1] + gamma * q[..., 1:].detach() - q[..., :-1]
     losses = delta.pow(2).mean((1, 2))
     losses.sum().backward()
+    sync()
     return time.perf_counter() - start, losses.detach()
 
 

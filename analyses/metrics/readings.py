@@ -154,7 +154,7 @@ def algorithm(model: HookedICTDTransformer, ctx: Contexts) -> float:
 
 def profile(model: HookedICTDTransformer, ctx: Contexts) -> Optional[float]:
     errors = td_profile(model, ctx.tasks)
-    return None if errors is None else -max(errors)
+    return None if errors is None or not all(math.isfinite(e) for e in errors) else -max(errors)
 
 
 def probe_td_error(model: HookedICTDTransformer, ctx: Contexts) -> Optional[float]:

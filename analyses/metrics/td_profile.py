@@ -59,10 +59,11 @@ def value_activations(model: HookedICTDTransformer, tasks: TaskBatch) -> Float[T
 
 
 def td_profile(model: HookedICTDTransformer, tasks: TaskBatch) -> Optional[list[float]]:
-    """``e_l`` for every layer (module docstring); None where the layer is no fixed linear map of the state values
-    (``state_space_unavailable``: no TD iterate to compare with)."""
+    """``e_l`` for every layer (module docstring), infinite where TD's iterates are 0 (a step of 0); None where the
+    layer is no fixed linear map of the state values (``state_space_unavailable``: no TD iterate to compare with)."""
     if state_space_unavailable(model.cfg) is not None:
         return None
     v, u = value_activations(model, tasks), td_iterates(model, tasks)
     rms = lambda x: x.pow(2).mean((1, 2)).sqrt()  # noqa: E731
-    return (rms(v - u) / rms(u).clamp_min(1e-30)).tolist()
+    scale = rms(u)  # 0 where TD's step is 0: nothing is TD there, whatever the model does
+    return torch.where(scale > 0, rms(v - u) / scale, torch.full_like(scale, float("inf"))).tolist()

@@ -1,7 +1,7 @@
 """Which of a study's cells train together, and in what order: cells of one shape stacked in one process where that
 wins (``stack_groups``, by ``stack_rule``: at ``tasks_per_batch <= STACK_MAX_TASKS_PER_BATCH`` on a CPU, at most
 ``STACK_TASKS // tasks_per_batch`` models per stack; on a GPU at every batch), split over the workers, and the units
-submitted every condition's first seed first (``seed_major``). ``cells`` runs a unit; ``run`` and ``plan`` split
+submitted on Ray by their first cell's seed (``seed_major``). ``cells`` runs a unit; ``run`` and ``plan`` split
 the cells with these rules."""
 
 from __future__ import annotations
@@ -57,9 +57,11 @@ def stack_groups(cells: list[Cell], workers: int, previous: Optional[dict[str, l
 
 
 def seed_major(units: list[list[Cell]]) -> list[list[Cell]]:
-    """``units`` in the order they are submitted: by their first cell's seed, every condition's first seed before
-    any condition's second (a stable sort), so a study stopped part way has each condition's first seeds done (a
-    coarse map of every condition, which its report draws) rather than a few conditions' every seed."""
+    """``units`` in the order Ray is given them: by their first cell's seed (a stable sort), so where cells train alone
+    (the state-space forward's, the default batch's) every condition's first seed comes before any condition's second,
+    and a study stopped part way has a coarse map of every condition rather than a few conditions' every seed. A
+    stack holds one shape's cells in the grid's order (all seeds of a few conditions), which this does not reorder;
+    a ``--plan`` for a batch scheduler keeps ``stack_groups``' order."""
     return sorted(units, key=lambda unit: unit[0].overrides["seed"])
 
 

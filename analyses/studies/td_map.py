@@ -8,9 +8,10 @@ gap from the constant to it that the models close), as a table and two figures (
   against γ, one line per combination of the other settings, beside the line discount = γ (TD's mark: it tracks γ);
   drawn when γ is a grid setting.
 
-* ``td_panels``: over a grid of depth, γ and one or two other settings (the atlas: recipe and trained n), one
-  panel per combination of the others, each a square per depth (columns) and γ (rows) coloured by the share that
-  runs TD, ``k/n`` written in it; the discount figure then draws one panel per such combination too, a line per depth.
+* ``td_panels``: over a grid of depth, γ and one or two other settings (the atlas: the spectral penalty and trained
+  n), one panel per combination of the others, each a square per depth (columns) and γ (rows) coloured by the share
+  that runs TD, ``k/n`` written in it; the discount figure then draws one panel per such combination too, a line per
+  depth.
 
 * ``ladder_panels``: the verdict ladder at the trained n, one panel per condition: the models' MSVE at 1, 2, 4 and
   16 times their depth (mean over seeds, Student-t 95%), beside the constant, every-visit MC, CE and Bayes on the
@@ -168,8 +169,8 @@ def discount_figure(rows: list[dict[str, Any]], spec: StudySpec, title: str) -> 
         "(a bar the marker hides is narrower than the marker)"
     )
     if not keys:
-        ax.set_title(heading, fontsize=10)
-        ax.legend(fontsize=8)
+        panels[()].set_title(heading, fontsize=10)
+        panels[()].legend(fontsize=8)
         return fig
     fig.suptitle(heading, fontsize=10)
     legend = {l: h for ax in panels.values() for h, l in zip(*ax.get_legend_handles_labels())}  # every panel's

@@ -172,23 +172,24 @@ def test_the_device_checks_run_as_one_command_and_refuse_a_missing_gpu(tmp_path)
 
 
 def test_the_state_space_stack_benchmark_steps_each_model_as_its_own_run():
-    """The folded step the benchmark times is a stack's: two copies of one model's weights get that model's loss
-    and gradient each (float64, 1e-12), and the command prints its ratio."""
+    """The folded step the benchmark times is a stack's: each of two models' loss and gradient is its own run's
+    (float64, 1e-12), and the command prints its ratio."""
     bench = benchmark_module("state_space_stack")
     from ictd_interp import TrainConfig
     from ictd_interp.training.batch_stream import BatchStream
 
     config = TrainConfig.from_preset("deep", tasks_per_batch=4)
     batch, _ = next(BatchStream(config, torch.Generator().manual_seed(0), torch.float64))
-    A1, w1 = 0.3 * torch.randn(1, 1, 4, 4, dtype=torch.float64), 0.3 * torch.randn(1, 1, 7, dtype=torch.float64)
-    A2, w2 = (x.repeat(2, *[1] * (x.ndim - 1)) for x in (A1, w1))
-    for x in (A1, w1, A2, w2):
-        x.requires_grad_()
-    _, one = bench.stacked_step(A1, w1, batch.space, batch.query_reward, 0.9, 6)
-    _, two = bench.stacked_step(A2, w2, batch.space, batch.query_reward, 0.9, 6)
-    assert one.shape == (1,) and two == pytest.approx(one.expand(2), rel=1e-12) and one.item() > 0
-    for stacked, alone in ((A2, A1), (w2, w1)):
-        assert torch.allclose(stacked.grad, alone.grad.expand_as(stacked.grad), rtol=1e-12, atol=0)
+    A, w = 0.3 * torch.randn(2, 1, 4, 4, dtype=torch.float64), 0.3 * torch.randn(2, 1, 7, dtype=torch.float64)
+    stacked = [x.clone().requires_grad_() for x in (A, w)]
+    _, both = bench.stacked_step(*stacked, batch.space, batch.query_reward, 0.9, 6)
+    assert both.shape == (2,) and both[0] != both[1]
+    for m in range(2):  # each model of the stack against its own run alone
+        alone = [x[m : m + 1].clone().requires_grad_() for x in (A, w)]
+        _, own = bench.stacked_step(*alone, batch.space, batch.query_reward, 0.9, 6)
+        assert both[m].item() == pytest.approx(own.item(), rel=1e-12)
+        for s, a in zip(stacked, alone):
+            assert torch.allclose(s.grad[m : m + 1], a.grad, rtol=1e-12, atol=0)
     script = str(ROOT / "benchmarks" / "state_space_stack.py")
     command = [sys.executable, script, *"--models 2 --rounds 1 --depth 2".split()]
     out = subprocess.run(command, capture_output=True, text=True, check=True, cwd=ROOT)

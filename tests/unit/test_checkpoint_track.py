@@ -145,6 +145,12 @@ def test_the_td_profile_compares_each_layers_activations_with_td_run_on_the_lear
     first, second = td_profile(off, contexts.tasks)
     assert first == pytest.approx(0.0, abs=1e-12) and second > 0.01
     assert td_profile(HookedICTDTransformer.from_theta_star(replace(cfg, mask="full")), contexts.tasks) is None
+    still = HookedICTDTransformer.from_theta_star(cfg)
+    with torch.no_grad():
+        for attn in still.unique_attention():
+            attn.V.zero_()  # every step 0: TD's iterates stay 0, so nothing is compared (inf), and it does not read TD
+    assert td_profile(still, contexts.tasks) == [float("inf")] * 2
+    assert BY_NAME["td_profile"].score(still, contexts) is None
 
 
 def test_the_causal_score_is_the_effect_not_the_prediction(contexts):
