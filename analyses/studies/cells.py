@@ -28,11 +28,15 @@ import shutil
 import socket
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from ictd_interp.analyses.studies.spec import StudySpecError
 from ictd_interp.io.threads import worker_threads
+
+if TYPE_CHECKING:
+    from ictd_interp.config.train import TrainConfig
 
 STATUS_FILE = "status.json"
 # a cell's status (status.json): running, then trained (a GPU unit's, waiting for its analysis), done, failed or
@@ -77,7 +81,13 @@ def run_stacked_cells(
 
 
 def _train_as_stack(
-    cells: list[Path], cfgs: list, resuming: bool, stop_file: str, one_by_one, started_at: float, analyse: bool
+    cells: list[Path],
+    cfgs: list["TrainConfig"],
+    resuming: bool,
+    stop_file: str,
+    one_by_one: Callable[[], list[dict[str, Any]]],
+    started_at: float,
+    analyse: bool,
 ) -> list[dict[str, Any]]:
     """``run_stacked_cells``'s stack: opened (``resuming``: reopened at the step its runs share), stepped and each
     cell analysed; ``one_by_one()`` where the runs cannot go on together, every cell failed on any other error."""

@@ -47,6 +47,9 @@ CAPTION = (
 COS_A, STAR_MSVE = curve_column("cos_A"), curve_column("theta_star_msve")
 INPUT = "input"  # the signature table's long form: which input a weight is on
 PALETTE = "colorblind"
+# every figure a study's report may draw: one not drawn this time is removed, never left from an earlier report
+FIGURES = ("cosines_over_training", "diagonality_over_training", "msve_over_training", "signature", "error_vs_depth")
+FIGURES += ("depth_extrapolation", "phase_diagram", "runs_td", "ladder", "discount_vs_gamma")
 
 
 def band_lines(
@@ -108,11 +111,6 @@ def write_report(out_dir: Union[str, Path]) -> Path:
     path = out_dir / "study.md"
     path.write_text(markdown(spec, results, sorted(figs), phase.markdown(where) + td_map.markdown(where)))
     return path
-
-
-# every figure a study's report may draw: one not drawn this time is removed, never left from an earlier report
-FIGURES = ("cosines_over_training", "diagonality_over_training", "msve_over_training", "signature", "error_vs_depth")
-FIGURES += ("depth_extrapolation", "phase_diagram", "runs_td", "ladder", "discount_vs_gamma")
 
 
 def drop_stale_figures(folder: Path, drawn: set[str]) -> None:

@@ -34,6 +34,7 @@ from ictd_interp.analyses.studies.phase import squares
 from ictd_interp.analyses.studies.spec import StudySpec, condition_label
 
 TRACKS = 0.01  # the issue's target: the learned discount within ±0.01 of γ
+FACETED = ("n_layers", "gamma")  # the settings a panel of ``td_panels`` spans
 LADDER_PANELS = 24  # the most conditions the ladder figure draws (six rows of four panels)
 
 
@@ -78,6 +79,11 @@ def _number(value: Optional[float]) -> str:
     return "–" if value is None else f"{value:.3g}"
 
 
+def share_text(r: dict[str, Any]) -> str:
+    """A condition's ``k/n`` that run TD over its Wilson 95% interval, as its square shows it."""
+    return f"{r['runs_td']}/{r['n']}\n[{r['td_share'].lo:.2f}, {r['td_share'].hi:.2f}]"
+
+
 def td_diagram(rows: list[dict[str, Any]], spec: StudySpec, title: str) -> Optional[Figure]:
     """Squares coloured by the share of seeds that run TD, with ``k/n`` and its Wilson interval."""
     rows = [r for r in rows if r.get("td_share") is not None]
@@ -87,12 +93,9 @@ def td_diagram(rows: list[dict[str, Any]], spec: StudySpec, title: str) -> Optio
         f"{title}: seeds that run TD (verdict ladder's top level)\nk/n and Wilson 95% interval",
         "fraction of seeds that run TD",
         lambda r: r["td_share"].mean,
-        lambda r: f"{r['runs_td']}/{r['n']}\n[{r['td_share'].lo:.2f}, {r['td_share'].hi:.2f}]",
+        share_text,
         fontsize=8,
     )
-
-
-FACETED = ("n_layers", "gamma")  # the settings a panel of ``td_panels`` spans
 
 
 def facets(spec: StudySpec) -> Optional[list[str]]:
@@ -122,9 +125,9 @@ def td_panels(rows: list[dict[str, Any]], spec: StudySpec, title: str) -> Option
         share = np.full((len(gammas), len(depths)), np.nan)
         for r in (r for r in rows if tuple(r["condition"][k] for k in keys) == values):
             i, j = gammas.index(r["condition"]["gamma"]), depths.index(r["condition"]["n_layers"])
-            share[i, j], wilson = r["td_share"].mean, r["td_share"]
-            text = f"{r['runs_td']}/{r['n']}\n[{wilson.lo:.2f}, {wilson.hi:.2f}]"
-            ax.text(j, i, text, ha="center", va="center", fontsize=8, color="white" if share[i, j] < 0.5 else "black")
+            share[i, j] = r["td_share"].mean
+            colour = "white" if share[i, j] < 0.5 else "black"
+            ax.text(j, i, share_text(r), ha="center", va="center", fontsize=8, color=colour)
         image = ax.imshow(share, cmap="viridis", vmin=0, vmax=1, aspect="auto", origin="lower")
         ax.set_xticks(range(len(depths)), [str(d) for d in depths])
         ax.set_yticks(range(len(gammas)), [f"{g:g}" for g in gammas])
@@ -150,7 +153,7 @@ def discount_figure(rows: list[dict[str, Any]], spec: StudySpec, title: str) -> 
     keys = facets(spec) or []
     others = ["n_layers"] if keys else [k for k in spec.grid if k != "gamma"]
     line_of = lambda r: condition_label({k: r["condition"][k] for k in others})  # noqa: E731
-    names = list(dict.fromkeys(line_of(r) for r in sorted(rows, key=lambda r: spec.conditions().index(r["condition"]))))
+    names = list(dict.fromkeys(line_of(r) for r in rows))  # the rows come in the grid's order (phase.fractions)
     colours = dict(zip(names, series_colours(names)))
     fig = Figure(figsize=_panel_size(spec, keys, 0.6) if keys else (6.4, 4.6), layout="constrained")
     panels = _panel_axes(fig, spec, keys) if keys else {(): fig.add_subplot()}
